@@ -11,4 +11,5 @@ def test_embedded_nats_server_answers_on_loopback_and_stops(tmp_path):
         assert server.url == f"nats://127.0.0.1:{server.port}"
     finally:
         server.stop()
-    assert server.process is not None and server.process.poll() is not None
+    assert server.process is not None
+    assert server.process.poll() is not None
