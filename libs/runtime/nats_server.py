@@ -56,8 +56,16 @@ class EmbeddedNatsServer:
             self.port = free_port()
         log_file = self.data_dir / "nats-server.log"
         cmd = [
-            nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-js",
-            "-sd", str(self.data_dir / "jetstream"), "-l", str(log_file),
+            nats_server_binary(),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-js",
+            "-sd",
+            str(self.data_dir / "jetstream"),
+            "-l",
+            str(log_file),
         ]
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s

@@ -1,0 +1,132 @@
+"""`podway up`, `podway down`, `podway migrate`: the stack's lifecycle."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from libs.runtime.settings import PodwaySettings
+from libs.runtime.stack import DEFAULT_SERVICES, Stack, running_stack, stop_running_stack
+
+
+def settings_from(args: argparse.Namespace) -> PodwaySettings:
+    overrides: dict[str, Any] = {}
+    for name in ("data_dir", "nats_url", "database_url"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    return PodwaySettings(**overrides)
+
+
+def prepare_stack(database_url: str, nats_url: str) -> None:
+    """Migrate the database and provision the streams before any service starts."""
+    import asyncio
+
+    from libs.db.migrate import upgrade
+    from libs.messaging.streams import provision_streams
+
+    upgrade(database_url)
+    asyncio.run(provision_streams(nats_url))
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if running_stack(settings):
+        print(f"a stack is already running in {settings.data_dir}", file=sys.stderr)
+        return 1
+    if args.detach:
+        return _up_detached(args, settings)
+    services = tuple(args.services.split(",")) if args.services else DEFAULT_SERVICES
+    stack = Stack(settings, services=services, prepare=prepare_stack)
+    stopping = {"now": False}
+
+    def request_stop(*_: object) -> None:
+        stopping["now"] = True
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    info = stack.start()
+    print(f"podway up: nats {info.nats_url}, database {info.database_url}, services {list(info.services)}")
+    try:
+        stack.supervise(lambda: stopping["now"])
+    finally:
+        stack.stop()
+        print("podway stopped")
+    return 0
+
+
+def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:
+    """Start `podway up` in its own session and wait until it has written its stack file."""
+    argv = [sys.executable, "-m", "libs.client.cli", "up", "--data-dir", str(settings.data_dir)]
+    for flag, value in (("--nats-url", args.nats_url), ("--database-url", args.database_url)):
+        if value:
+            argv += [flag, value]
+    if args.services:
+        argv += ["--services", args.services]
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with (settings.data_dir / "podway-up.log").open("ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return 0 if wait_for_stack(settings, proc.poll) else 1
+
+
+def wait_for_stack(
+    settings: PodwaySettings, exited: Callable[[], int | None], timeout_s: float = 60.0
+) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        info = running_stack(settings)
+        if info is not None:
+            print(f"podway up: nats {info.nats_url}, database {info.database_url}, pid {info.pid}")
+            return True
+        if exited() is not None:
+            print(f"podway up failed; see {settings.data_dir / 'podway-up.log'}", file=sys.stderr)
+            return False
+        time.sleep(0.1)
+    return False
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if stop_running_stack(settings):
+        print("podway down: stopped")
+        return 0
+    print(f"no running stack in {settings.data_dir}")
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from libs.db import migrate
+
+    settings = settings_from(args)
+    if args.revision:
+        migrate.revision(args.revision)
+        return 0
+    url = settings.resolved_database_url()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if args.downgrade:
+        migrate.downgrade(url, args.downgrade)
+    else:
+        migrate.upgrade(url)
+    print(f"database at {migrate.current(url)}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
+    up = sub.add_parser("up", help="start the stack (embedded NATS and SQLite unless URLs are given)")
+    common(up)
+    up.add_argument("--detach", action="store_true", help="run in the background")
+    up.add_argument("--services", default=None, help="comma-separated services to run")
+    up.set_defaults(handler=cmd_up)
+    down = sub.add_parser("down", help="stop the stack started in the data dir")
+    common(down)
+    down.set_defaults(handler=cmd_down)
+    mig = sub.add_parser("migrate", help="upgrade the database (or --downgrade REV, --revision MSG)")
+    common(mig)
+    mig.add_argument("--downgrade", default=None)
+    mig.add_argument("--revision", default=None)
+    mig.set_defaults(handler=cmd_migrate)

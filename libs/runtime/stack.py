@@ -1,0 +1,162 @@
+"""`podway up` / `podway down`: the whole stack on one machine, and the file that tells later CLI calls
+how to reach it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from libs.runtime.nats_server import EmbeddedNatsServer
+from libs.runtime.settings import PodwaySettings
+from libs.runtime.supervisor import ServiceSpec, Supervisor
+
+log = logging.getLogger(__name__)
+
+STACK_FILE = "stack.json"
+DEFAULT_SERVICES = ("admission",)
+
+
+@dataclass
+class StackInfo:
+    """How to reach a running stack; written to `<data_dir>/run/stack.json`."""
+
+    pid: int
+    nats_url: str
+    database_url: str
+    data_dir: str
+    started_at: float
+    services: dict[str, int | None] = field(default_factory=dict)
+    emulators: dict[str, str] = field(default_factory=dict)
+
+    def write(self, run_dir: Path) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = run_dir / (STACK_FILE + ".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        os.replace(tmp, run_dir / STACK_FILE)
+
+    @classmethod
+    def read(cls, run_dir: Path) -> StackInfo | None:
+        try:
+            return cls(**json.loads((run_dir / STACK_FILE).read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_stack(settings: PodwaySettings) -> StackInfo | None:
+    """The stack recorded in the data dir, if its supervisor is still alive."""
+    info = StackInfo.read(settings.run_dir)
+    return info if info and process_alive(info.pid) else None
+
+
+def service_specs(settings: PodwaySettings, env: dict[str, str], names: tuple[str, ...]) -> list[ServiceSpec]:
+    """One supervised process per service, each its own console script run by this interpreter."""
+    specs = []
+    for name in names:
+        module = f"services.{name}.main"
+        specs.append(
+            ServiceSpec(name=name, argv=[sys.executable, "-m", module], env={**env, "PODWAY_INSTANCE": "0"})
+        )
+    return specs
+
+
+class Stack:
+    """Starts NATS (unless given), prepares the database and streams, and supervises the services."""
+
+    def __init__(
+        self,
+        settings: PodwaySettings,
+        *,
+        services: tuple[str, ...] = DEFAULT_SERVICES,
+        prepare: Callable[[str, str], None] | None = None,
+        extra_specs: list[ServiceSpec] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.services = services
+        self.prepare = prepare
+        self.extra_specs = extra_specs or []
+        self.nats: EmbeddedNatsServer | None = None
+        self.supervisor: Supervisor | None = None
+        self.info: StackInfo | None = None
+
+    def start(self) -> StackInfo:
+        data_dir = self.settings.data_dir.resolve()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        nats_url = self.settings.nats_url or self._start_nats(data_dir)
+        database_url = self.settings.resolved_database_url()
+        if self.prepare is not None:
+            self.prepare(database_url, nats_url)
+        env = {
+            "PODWAY_NATS_URL": nats_url,
+            "PODWAY_DATABASE_URL": database_url,
+            "PODWAY_DATA_DIR": str(data_dir),
+            "PODWAY_LOG_LEVEL": self.settings.log_level,
+            "PODWAY_LEASE_SECONDS": str(self.settings.lease_seconds),
+            "PODWAY_TIME_COMPRESSION": str(self.settings.time_compression),
+        }
+        if self.settings.router_policy:
+            env["PODWAY_ROUTER_POLICY"] = str(self.settings.router_policy.resolve())
+        specs = service_specs(self.settings, env, self.services) + self.extra_specs
+        self.supervisor = Supervisor(specs, self.settings.run_dir.resolve(), log_dir=data_dir / "logs")
+        self.supervisor.start_all(time.monotonic())
+        self.info = StackInfo(
+            pid=os.getpid(),
+            nats_url=nats_url,
+            database_url=database_url,
+            data_dir=str(data_dir),
+            started_at=time.time(),
+            services=self.supervisor.pids(),
+        )
+        self.info.write(self.settings.run_dir)
+        return self.info
+
+    def _start_nats(self, data_dir: Path) -> str:
+        self.nats = EmbeddedNatsServer(data_dir=data_dir / "nats").start()
+        return self.nats.url
+
+    def supervise(self, should_stop: Callable[[], bool], interval_s: float = 0.5) -> None:
+        """Supervise until `should_stop()` says so (the signal handlers set it)."""
+        assert self.supervisor is not None
+        assert self.info is not None
+        while not should_stop():
+            if self.supervisor.poll(time.monotonic()):
+                self.info.services = self.supervisor.pids()
+                self.info.write(self.settings.run_dir)
+            time.sleep(interval_s)
+
+    def stop(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop_all()
+        if self.nats is not None:
+            self.nats.stop()
+        (self.settings.run_dir / STACK_FILE).unlink(missing_ok=True)
+
+
+def stop_running_stack(settings: PodwaySettings, timeout_s: float = 30.0) -> bool:
+    """`podway down`: SIGTERM the supervisor recorded in the data dir and wait for it to finish."""
+    info = running_stack(settings)
+    if info is None:
+        return False
+    os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process_alive(info.pid):
+        time.sleep(0.1)
+    if process_alive(info.pid):
+        os.kill(info.pid, signal.SIGKILL)
+    return True
