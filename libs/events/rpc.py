@@ -1,0 +1,79 @@
+"""Request/reply messages on `podway.rpc.admission.*`: the API front door's wire contract."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Outcome = Literal["created", "unchanged", "updated", "deleted", "rejected", "not_found", "pending"]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ApplyRequest(_Message):
+    """Apply manifests in one request; each manifest gets its own result."""
+
+    request_id: str = Field(description="Caller's id, used as correlation for rejections")
+    manifests: list[dict[str, Any]] = Field(description="Kubernetes manifests, any supported kind")
+    dry_run: bool = Field(default=False, description="Validate and decide, write nothing")
+
+
+class ObjectResult(_Message):
+    """What happened to one manifest."""
+
+    kind: str | None = Field(default=None)
+    namespace: str | None = Field(default=None)
+    name: str | None = Field(default=None)
+    uid: str | None = Field(default=None)
+    outcome: Outcome = Field(description="created / unchanged / updated / deleted / rejected / ...")
+    message: str = Field(default="", description="Rejection text in the API server's wording")
+    status: dict[str, Any] | None = Field(default=None, description="Kubernetes Status for rejections")
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ApplyReply(_Message):
+    request_id: str
+    results: list[ObjectResult]
+
+
+class DeleteRequest(_Message):
+    request_id: str
+    kind: str
+    namespace: str | None = None
+    name: str
+
+
+class GetRequest(_Message):
+    """Read objects: one by name, or a list filtered by kind and namespace."""
+
+    kind: str
+    namespace: str | None = None
+    name: str | None = None
+    all_namespaces: bool = False
+
+
+class GetReply(_Message):
+    items: list[dict[str, Any]]
+
+
+class EventsRequest(_Message):
+    """Audit-log query: a correlation id, a PodGroup by name, or an inference request id."""
+
+    correlation_id: str | None = None
+    podgroup: str | None = Field(default=None, description="NAMESPACE/NAME")
+    after_seq: int = 0
+    limit: int = 1000
+
+
+class EventsReply(_Message):
+    events: list[dict[str, Any]]
+    last_seq: int = 0
+
+
+class ErrorReply(_Message):
+    """A request the service could not process at all (malformed request)."""
+
+    error: str
