@@ -129,3 +129,10 @@ class JobExpanded(EventPayload):
     workload_name: str | None = Field(default=None, description="Generated Workload, for gang Jobs")
     podgroup_name: str | None = Field(default=None, description="Generated PodGroup, for gang Jobs")
     pod_names: list[str] = Field(description="Generated Pods, in index order")
+
+
+@event_model
+class NodeUpdated(_Admitted):
+    """A registered Node changed (labels, taints, cordon, allocatable)."""
+
+    TYPE = EventType.NODE_UPDATED
