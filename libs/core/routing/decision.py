@@ -1,0 +1,247 @@
+"""The routing decision for one request: feature -> weighted route -> ordered candidate deployments -> the next
+deployment to dispatch to, given breaker and capacity state (ROUTER.md, "Decision for one request").
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from libs.core.routing.breaker import CircuitBreaker
+from libs.core.routing.capacity import CapacityTracker, Reservation
+from libs.core.routing.policy import Deployment, Feature, LatencyClass, RoutingPolicy, Tier
+from libs.core.routing.reasons import REASON_TRAITS, FailureReason
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A deployment in a request's ordered chain, with the model name that put it there."""
+
+    model: str
+    name: str
+    deployment: Deployment
+
+    @property
+    def provisioned(self) -> bool:
+        return self.deployment.tier is Tier.PROVISIONED
+
+
+@dataclass(frozen=True, slots=True)
+class RoutePlan:
+    """The chain chosen for one request: which A/B route, and its candidates in dispatch order."""
+
+    feature_name: str
+    feature: Feature
+    route_index: int
+    candidates: tuple[Candidate, ...]
+
+
+class SkipReason(StrEnum):
+    """Why a candidate was passed over without a call."""
+
+    BREAKER_OPEN = "breaker_open"
+    PT_CAPACITY = "pt_capacity"
+
+
+class SpilloverReason(StrEnum):
+    """Why traffic left a PT deployment for on-demand."""
+
+    PT_CAPACITY = "pt_capacity"
+    PT_BREAKER_OPEN = "pt_breaker_open"
+    PT_EXHAUSTED = "pt_exhausted"
+    NOT_READY = "not_ready"
+    QUOTA = "quota"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A candidate passed over, kept so that a result can answer "why did it fall back?"."""
+
+    deployment: str
+    reason: SkipReason
+
+
+@dataclass(frozen=True, slots=True)
+class SpilloverDecision:
+    """PT -> OD: the request went to `to_deployment` because `from_deployment` had no room or said so."""
+
+    model: str
+    from_deployment: str
+    to_deployment: str
+    reason: SpilloverReason
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverDecision:
+    """After a failed attempt at `from_deployment`, the next dispatch went to `to_deployment`."""
+
+    from_deployment: str
+    to_deployment: str
+    reason: FailureReason
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Where to send the next attempt, and how the request got there."""
+
+    candidate: Candidate
+    reservation: Reservation | None
+    spillover: SpilloverDecision | None
+    failover: FailoverDecision | None
+
+
+class DeploymentHealth:
+    """Runtime state of one deployment: its breaker and, for PT, its capacity tracker."""
+
+    __slots__ = ("breaker", "deployment", "tracker")
+
+    def __init__(self, name: str, deployment: Deployment, policy: RoutingPolicy, now: float) -> None:
+        self.deployment = deployment
+        self.breaker = CircuitBreaker(name, policy.breaker, now)
+        capacity = deployment.capacity if deployment.tier is Tier.PROVISIONED else None
+        self.tracker = CapacityTracker(capacity, now) if capacity is not None else None
+
+
+def build_health(
+    policy: RoutingPolicy, previous: Mapping[str, DeploymentHealth], now: float
+) -> dict[str, DeploymentHealth]:
+    """Health state for a (new) policy; unchanged deployments keep their breaker and tracker across a reload."""
+    health: dict[str, DeploymentHealth] = {}
+    for name, deployment in policy.deployments.items():
+        kept = previous.get(name)
+        if kept is not None and kept.deployment == deployment and kept.breaker.settings == policy.breaker:
+            health[name] = kept
+        else:
+            health[name] = DeploymentHealth(name, deployment, policy, now)
+    return health
+
+
+class RoutingTable:
+    """A policy compiled for O(1) decisions: per feature, cumulative route weights and candidate chains."""
+
+    def __init__(self, policy: RoutingPolicy) -> None:
+        self.policy = policy
+        self._routes: dict[str, tuple[tuple[float, ...], tuple[tuple[Candidate, ...], ...]]] = {}
+        for name, feature in policy.features.items():
+            cumulative: list[float] = []
+            total = 0.0
+            for route in feature.routes:
+                total += route.weight
+                cumulative.append(total)
+            chains = tuple(candidate_chain(policy, feature, index) for index in range(len(feature.routes)))
+            self._routes[name] = (tuple(cumulative), chains)
+
+    def plan(self, feature_name: str, request_id: str) -> RoutePlan:
+        """The route and chain for a request; the same request id always gets the same route."""
+        feature = self.policy.features[feature_name]
+        cumulative, chains = self._routes[feature_name]
+        index = 0
+        if len(cumulative) > 1:
+            point = unit_interval(request_id) * cumulative[-1]
+            index = min(bisect.bisect_right(cumulative, point), len(cumulative) - 1)
+        return RoutePlan(feature_name, feature, index, chains[index])
+
+
+def unit_interval(request_id: str) -> float:
+    """A number in [0, 1) derived from the request id: the seeded, replayable A/B chooser."""
+    digest = hashlib.blake2b(request_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
+
+
+def candidate_chain(policy: RoutingPolicy, feature: Feature, route_index: int) -> tuple[Candidate, ...]:
+    """Deployments in dispatch order: each model's PT before its OD; async features use OD only
+    (a model without any OD deployment keeps its PT ones, so that it is still reachable)."""
+    chain: list[Candidate] = []
+    seen: set[str] = set()
+    for model in feature.routes[route_index].models:
+        names = sorted(policy.models[model], key=lambda n: policy.deployments[n].tier is not Tier.PROVISIONED)
+        if feature.latency is LatencyClass.ASYNC:
+            on_demand = [n for n in names if policy.deployments[n].tier is Tier.ON_DEMAND]
+            names = on_demand or names
+        for name in names:
+            if name not in seen:
+                seen.add(name)
+                chain.append(Candidate(model, name, policy.deployments[name]))
+    return tuple(chain)
+
+
+class RouteWalk:
+    """Walks a plan's candidates for one request: skips what breakers or capacity refuse, and says whether
+    each dispatch is a spillover or a failover. Each step is O(chain length), a small constant."""
+
+    __slots__ = (
+        "_estimate",
+        "_failed",
+        "_health",
+        "_pending_spill",
+        "_plan",
+        "_position",
+        "probes_due",
+        "skips",
+    )
+
+    def __init__(self, plan: RoutePlan, health: Mapping[str, DeploymentHealth], estimate: int) -> None:
+        self._plan = plan
+        self._health = health
+        self._estimate = estimate
+        self._position = 0
+        self._pending_spill: tuple[Candidate, SpilloverReason] | None = None
+        self._failed: tuple[Candidate, FailureReason] | None = None
+        self.skips: list[Skip] = []
+        self.probes_due: list[str] = []
+
+    def next(self, now: float) -> Dispatch | None:
+        """The next candidate that admits the request, with its capacity reserved; None when none is left."""
+        candidates = self._plan.candidates
+        while self._position < len(candidates):
+            candidate = candidates[self._position]
+            self._position += 1
+            health = self._health[candidate.name]
+            if not health.breaker.allows(now):
+                if health.breaker.probe_due(now):
+                    self.probes_due.append(candidate.name)
+                self._skip(candidate, SkipReason.BREAKER_OPEN)
+                continue
+            reservation = None
+            if health.tracker is not None:
+                reservation = health.tracker.try_reserve(self._estimate, now)
+                if reservation is None:
+                    self._skip(candidate, SkipReason.PT_CAPACITY)
+                    continue
+            return self._dispatch(candidate, reservation)
+        return None
+
+    def failed(self, candidate: Candidate, reason: FailureReason) -> None:
+        """Tell the walk that the attempt at `candidate` failed, so the next dispatch is labelled."""
+        self._failed = (candidate, reason)
+        if candidate.provisioned and REASON_TRAITS[reason].spill and self._pending_spill is None:
+            self._pending_spill = (candidate, SpilloverReason(reason.value))
+
+    def _skip(self, candidate: Candidate, reason: SkipReason) -> None:
+        self.skips.append(Skip(candidate.name, reason))
+        if candidate.provisioned and self._pending_spill is None and self._failed is None:
+            spill = (
+                SpilloverReason.PT_CAPACITY
+                if reason is SkipReason.PT_CAPACITY
+                else SpilloverReason.PT_BREAKER_OPEN
+            )
+            self._pending_spill = (candidate, spill)
+
+    def _dispatch(self, candidate: Candidate, reservation: Reservation | None) -> Dispatch:
+        spillover = None
+        failover = None
+        pending, failed = self._pending_spill, self._failed
+        if pending is not None and (failed is None or _same_model_on_demand(pending[0], candidate)):
+            spillover = SpilloverDecision(pending[0].model, pending[0].name, candidate.name, pending[1])
+        elif failed is not None:
+            failover = FailoverDecision(failed[0].name, candidate.name, failed[1])
+        self._pending_spill = None
+        self._failed = None
+        return Dispatch(candidate, reservation, spillover, failover)
+
+
+def _same_model_on_demand(source: Candidate, target: Candidate) -> bool:
+    return source.model == target.model and not target.provisioned
