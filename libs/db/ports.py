@@ -1,0 +1,174 @@
+"""The persistence ports services depend on, as Protocols, so unit tests can pass fakes."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Protocol, Self
+
+from libs.db.records import (
+    Condition,
+    Fence,
+    JsonObject,
+    Lease,
+    ObjectDraft,
+    OutboxMessage,
+    PodBinding,
+    StoredEvent,
+    StoredObject,
+)
+from libs.events.envelope import Envelope
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The production clock: aware UTC now."""
+    return datetime.now(UTC)
+
+
+class ObjectRepository(Protocol):
+    """API objects keyed by (kind, namespace, name), with optimistic concurrency on `resource_version`."""
+
+    async def get(self, kind: str, namespace: str, name: str) -> StoredObject | None: ...
+
+    async def get_by_uid(self, uid: str) -> StoredObject | None: ...
+
+    async def find(
+        self, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None
+    ) -> list[StoredObject]: ...
+
+    async def upsert(
+        self, draft: ObjectDraft, *, expected_resource_version: int | None = None
+    ) -> StoredObject: ...
+
+    async def update_status(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: JsonObject,
+        *,
+        expected_resource_version: int | None = None,
+    ) -> StoredObject: ...
+
+    async def request_deletion(self, kind: str, namespace: str, name: str) -> StoredObject: ...
+
+    async def delete(
+        self, kind: str, namespace: str, name: str, *, expected_resource_version: int | None = None
+    ) -> bool: ...
+
+
+class ConditionRepository(Protocol):
+    """Conditions in their own rows keyed by (object uid, type), so writers never overwrite each other."""
+
+    async def set(self, condition: Condition) -> Condition: ...
+
+    async def get(self, object_uid: str, type_: str) -> Condition | None: ...
+
+    async def list_for(self, object_uid: str) -> list[Condition]: ...
+
+
+class BindingRepository(Protocol):
+    """Pod to node bindings; the database refuses a second binding of a pod and a stale-epoch binding."""
+
+    async def bind(self, binding: PodBinding, *, fence: Fence) -> None: ...
+
+    async def get(self, pod_uid: str) -> PodBinding | None: ...
+
+    async def list_for_podgroup(self, podgroup_uid: str) -> list[PodBinding]: ...
+
+    async def list_for_node(self, node_name: str) -> list[PodBinding]: ...
+
+    async def unbind(self, pod_uid: str, *, fence: Fence) -> bool: ...
+
+
+class LeaseRepository(Protocol):
+    """Leader election with fencing epochs."""
+
+    async def acquire_or_renew(
+        self, name: str, holder: str, now: datetime, ttl: timedelta
+    ) -> Lease | None: ...
+
+    async def release(self, name: str, holder: str, now: datetime) -> None: ...
+
+    async def get(self, name: str) -> Lease | None: ...
+
+    async def assert_epoch(self, fence: Fence) -> None: ...
+
+
+class EventLog(Protocol):
+    """The append-only audit log, read in `seq` order."""
+
+    async def by_correlation(self, correlation_id: str) -> list[StoredEvent]: ...
+
+    async def by_type(self, type_: str, *, limit: int = 1000) -> list[StoredEvent]: ...
+
+    async def since(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]: ...
+
+    async def get(self, event_id: uuid.UUID) -> StoredEvent | None: ...
+
+    async def delete_older_than(self, cutoff: datetime) -> int: ...
+
+
+class Outbox(Protocol):
+    """Events committed but not yet published, in `seq` order."""
+
+    async def unpublished(self, limit: int) -> list[OutboxMessage]: ...
+
+    async def mark_published(self, seqs: Sequence[int], at: datetime) -> None: ...
+
+    async def delete_published_before(self, cutoff: datetime) -> int: ...
+
+
+class Inbox(Protocol):
+    """Which events each durable consumer has already processed."""
+
+    async def seen(self, consumer: str, event_id: uuid.UUID) -> bool: ...
+
+    async def delete_older_than(self, cutoff: datetime) -> int: ...
+
+
+class UnitOfWork(Protocol):
+    """One transaction: state changes and emitted events commit together or not at all.
+
+    `async with uow: ...; await uow.commit()`; leaving the block without committing rolls back.
+    """
+
+    @property
+    def objects(self) -> ObjectRepository: ...
+
+    @property
+    def conditions(self) -> ConditionRepository: ...
+
+    @property
+    def bindings(self) -> BindingRepository: ...
+
+    @property
+    def leases(self) -> LeaseRepository: ...
+
+    @property
+    def events(self) -> EventLog: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    @property
+    def inbox(self) -> Inbox: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+    def emit(self, envelope: Envelope) -> None: ...
+
+    async def commit(self) -> None: ...
+
+    async def rollback(self) -> None: ...
+
+
+UnitOfWorkFactory = Callable[[], UnitOfWork]

@@ -1,0 +1,128 @@
+"""Plain values the repositories read and write; no SQLAlchemy in here, so ports and fakes can share them."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from libs.events.envelope import Envelope
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ObjectDraft:
+    """An API object as a writer wants it stored; the repository assigns uid, generation and resource_version."""
+
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    spec: JsonObject = field(default_factory=dict)
+    metadata: JsonObject = field(default_factory=dict)
+    status: JsonObject = field(default_factory=dict)
+    uid: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An API object as stored. `resource_version` changes on every write; `generation` when the spec changes."""
+
+    kind: str
+    api_version: str
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    resource_version: int
+    spec: JsonObject
+    metadata: JsonObject
+    status: JsonObject
+    created_at: datetime
+    updated_at: datetime
+    deletion_requested_at: datetime | None = None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.metadata.get("labels") or {})
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of one object, owned by the one service that writes that condition type."""
+
+    object_uid: str
+    type: str
+    status: str
+    owner: str
+    reason: str = ""
+    message: str = ""
+    observed_generation: int | None = None
+    last_transition_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The lease a leased writer holds: its writes are valid only while the lease still has this epoch."""
+
+    lease: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who is the single active replica of a leased service, and since which epoch."""
+
+    name: str
+    holder: str
+    epoch: int
+    expires_at: datetime
+
+    @property
+    def fence(self) -> Fence:
+        return Fence(lease=self.name, epoch=self.epoch)
+
+
+@dataclass(frozen=True)
+class PodBinding:
+    """A pod bound to a node, written by the scheduler under its lease epoch."""
+
+    pod_uid: str
+    node_name: str
+    podgroup_uid: str | None
+    bound_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """An envelope in the audit log with its position; `seq` is also its place in the outbox (publish order)."""
+
+    seq: int
+    envelope: Envelope
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """One event waiting to be published to JetStream."""
+
+    seq: int
+    event_id: uuid.UUID
+    subject: str
+    data: bytes
+    created_at: datetime
+    published_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RetentionReport:
+    """What a retention run deleted, so `podway gc` can say it."""
+
+    events: int
+    outbox: int
+    inbox: int
+
+    @property
+    def total(self) -> int:
+        return self.events + self.outbox + self.inbox

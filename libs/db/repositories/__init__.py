@@ -1,0 +1,1 @@
+"""SQLAlchemy implementations of the repository ports; one module per row family."""

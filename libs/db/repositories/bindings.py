@@ -1,0 +1,76 @@
+"""Pod bindings. The primary key refuses a second binding of a pod; a trigger refuses a binding written under
+a stale lease epoch (the check runs in the database, in the inserting transaction)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row, delete, insert, select
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from libs.db.errors import AlreadyBoundError, StaleEpochError
+from libs.db.records import Fence, PodBinding
+from libs.db.repositories._sql import is_stale_epoch, rowcount
+from libs.db.repositories.leases import assert_epoch
+from libs.db.schema import pod_bindings
+
+
+class SqlAlchemyBindingRepository:
+    """The `pod_bindings` table."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def bind(self, binding: PodBinding, *, fence: Fence) -> None:
+        """Bind a pod under the scheduler's lease. Raises AlreadyBoundError or StaleEpochError."""
+        values = {
+            "pod_uid": binding.pod_uid,
+            "node_name": binding.node_name,
+            "podgroup_uid": binding.podgroup_uid,
+            "lease_name": fence.lease,
+            "epoch": fence.epoch,
+            "bound_at": binding.bound_at,
+        }
+        try:
+            async with self._session.begin_nested():
+                await self._session.execute(insert(pod_bindings).values(values))
+        except DBAPIError as exc:
+            if is_stale_epoch(exc):
+                raise StaleEpochError(f"binding of pod {binding.pod_uid}: {fence} is stale") from exc
+            if isinstance(exc, IntegrityError):
+                raise AlreadyBoundError(f"pod {binding.pod_uid} is already bound") from exc
+            raise
+
+    async def get(self, pod_uid: str) -> PodBinding | None:
+        """The binding of a pod, or None."""
+        row = (
+            await self._session.execute(select(pod_bindings).where(pod_bindings.c.pod_uid == pod_uid))
+        ).first()
+        return _to_binding(row) if row else None
+
+    async def list_for_podgroup(self, podgroup_uid: str) -> list[PodBinding]:
+        """Bindings of a gang's pods."""
+        query = select(pod_bindings).where(pod_bindings.c.podgroup_uid == podgroup_uid)
+        return [
+            _to_binding(row) for row in await self._session.execute(query.order_by(pod_bindings.c.pod_uid))
+        ]
+
+    async def list_for_node(self, node_name: str) -> list[PodBinding]:
+        """Bindings on one node."""
+        query = select(pod_bindings).where(pod_bindings.c.node_name == node_name)
+        return [
+            _to_binding(row) for row in await self._session.execute(query.order_by(pod_bindings.c.pod_uid))
+        ]
+
+    async def unbind(self, pod_uid: str, *, fence: Fence) -> bool:
+        """Remove a binding under the lease; False when the pod was not bound."""
+        await assert_epoch(self._session, fence.lease, fence.epoch)
+        result = await self._session.execute(delete(pod_bindings).where(pod_bindings.c.pod_uid == pod_uid))
+        return rowcount(result) > 0
+
+
+def _to_binding(row: Row[Any]) -> PodBinding:
+    return PodBinding(
+        pod_uid=row.pod_uid, node_name=row.node_name, podgroup_uid=row.podgroup_uid, bound_at=row.bound_at
+    )

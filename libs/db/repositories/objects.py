@@ -1,0 +1,188 @@
+"""API objects with optimistic concurrency: every write bumps `resource_version`, spec changes bump
+`generation`."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+from sqlalchemy import Row, Select, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from libs.db.errors import ConflictError, NotFoundError
+from libs.db.ports import Clock
+from libs.db.records import JsonObject, ObjectDraft, StoredObject
+from libs.db.schema import objects
+
+MUST_NOT_EXIST = 0
+"""`expected_resource_version=MUST_NOT_EXIST` makes `upsert` a create."""
+
+
+class SqlAlchemyObjectRepository:
+    """The `objects` table."""
+
+    def __init__(self, session: AsyncSession, clock: Clock) -> None:
+        self._session = session
+        self._clock = clock
+
+    async def get(self, kind: str, namespace: str, name: str) -> StoredObject | None:
+        """The object, or None."""
+        row = (await self._session.execute(_by_key(kind, namespace, name))).first()
+        return _to_object(row) if row else None
+
+    async def get_by_uid(self, uid: str) -> StoredObject | None:
+        """The object with this uid, or None."""
+        row = (await self._session.execute(select(objects).where(objects.c.uid == uid))).first()
+        return _to_object(row) if row else None
+
+    async def find(
+        self, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None
+    ) -> list[StoredObject]:
+        """Objects of a kind, optionally in one namespace and matching every label, ordered by namespace/name."""
+        query = select(objects).where(objects.c.kind == kind)
+        if namespace is not None:
+            query = query.where(objects.c.namespace == namespace)
+        for key, value in (labels or {}).items():
+            query = query.where(objects.c.metadata[("labels", key)].as_string() == value)
+        rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))
+        return [_to_object(row) for row in rows]
+
+    async def upsert(
+        self, draft: ObjectDraft, *, expected_resource_version: int | None = None
+    ) -> StoredObject:
+        """Create or replace an object.
+
+        `expected_resource_version`: None writes unconditionally (apply), `MUST_NOT_EXIST` (0) only creates, any
+        other value only updates the object if it still has that version. Raises ConflictError otherwise.
+        """
+        current = await self._get_for_update(draft.kind, draft.namespace, draft.name)
+        if current is None:
+            if expected_resource_version not in (None, MUST_NOT_EXIST):
+                raise ConflictError(
+                    f"{_ref(draft)} does not exist (expected version {expected_resource_version})"
+                )
+            return await self._create(draft)
+        if expected_resource_version is not None and expected_resource_version != current.resource_version:
+            raise ConflictError(
+                f"{_ref(draft)} is at version {current.resource_version}, not {expected_resource_version}"
+            )
+        return await self._replace(current, draft)
+
+    async def update_status(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        status: JsonObject,
+        *,
+        expected_resource_version: int | None = None,
+    ) -> StoredObject:
+        """Replace the status only (generation unchanged)."""
+        current = await self._require(kind, namespace, name, expected_resource_version)
+        return await self._write(current, {"status": status})
+
+    async def request_deletion(self, kind: str, namespace: str, name: str) -> StoredObject:
+        """Mark an object for deletion; the owning controller deletes it once it has cleaned up."""
+        current = await self._require(kind, namespace, name, None)
+        if current.deletion_requested_at is not None:
+            return current
+        return await self._write(current, {"deletion_requested_at": self._clock()})
+
+    async def delete(
+        self, kind: str, namespace: str, name: str, *, expected_resource_version: int | None = None
+    ) -> bool:
+        """Delete an object (and its conditions); False when it did not exist."""
+        statement = delete(objects).where(
+            objects.c.kind == kind, objects.c.namespace == namespace, objects.c.name == name
+        )
+        if expected_resource_version is not None:
+            statement = statement.where(objects.c.resource_version == expected_resource_version)
+        deleted = _rowcount(await self._session.execute(statement))
+        if deleted == 0 and expected_resource_version is not None and await self.get(kind, namespace, name):
+            raise ConflictError(
+                f"{kind} {namespace}/{name} changed since version {expected_resource_version}"
+            )
+        return deleted > 0
+
+    async def _get_for_update(self, kind: str, namespace: str, name: str) -> StoredObject | None:
+        row = (await self._session.execute(_by_key(kind, namespace, name).with_for_update())).first()
+        return _to_object(row) if row else None
+
+    async def _require(
+        self, kind: str, namespace: str, name: str, expected_resource_version: int | None
+    ) -> StoredObject:
+        current = await self._get_for_update(kind, namespace, name)
+        if current is None:
+            raise NotFoundError(f"{kind} {namespace}/{name} not found")
+        if expected_resource_version is not None and expected_resource_version != current.resource_version:
+            raise ConflictError(
+                f"{kind} {namespace}/{name} is at version {current.resource_version}, not {expected_resource_version}"
+            )
+        return current
+
+    async def _create(self, draft: ObjectDraft) -> StoredObject:
+        now = self._clock()
+        values: dict[str, Any] = {
+            "uid": draft.uid or str(uuid.uuid4()),
+            "kind": draft.kind,
+            "api_version": draft.api_version,
+            "namespace": draft.namespace,
+            "name": draft.name,
+            "generation": 1,
+            "resource_version": 1,
+            "spec": draft.spec,
+            "metadata": draft.metadata,
+            "status": draft.status,
+            "created_at": now,
+            "updated_at": now,
+            "deletion_requested_at": None,
+        }
+        try:
+            async with self._session.begin_nested():
+                await self._session.execute(insert(objects).values(values))
+        except IntegrityError as exc:
+            raise ConflictError(f"{_ref(draft)} already exists") from exc
+        return StoredObject(**values)
+
+    async def _replace(self, current: StoredObject, draft: ObjectDraft) -> StoredObject:
+        changes: dict[str, Any] = {
+            "api_version": draft.api_version,
+            "spec": draft.spec,
+            "metadata": draft.metadata,
+            "status": draft.status,
+        }
+        if draft.spec != current.spec:
+            changes["generation"] = current.generation + 1
+        return await self._write(current, changes)
+
+    async def _write(self, current: StoredObject, changes: dict[str, Any]) -> StoredObject:
+        """Compare-and-set on resource_version, so a concurrent writer that slipped in is detected."""
+        changes = {**changes, "resource_version": current.resource_version + 1, "updated_at": self._clock()}
+        result = await self._session.execute(
+            update(objects)
+            .where(objects.c.uid == current.uid, objects.c.resource_version == current.resource_version)
+            .values(changes)
+        )
+        if _rowcount(result) != 1:
+            raise ConflictError(f"{current.kind} {current.namespace}/{current.name} changed concurrently")
+        return dataclasses.replace(current, **changes)
+
+
+def _by_key(kind: str, namespace: str, name: str) -> Select[Any]:
+    return select(objects).where(
+        objects.c.kind == kind, objects.c.namespace == namespace, objects.c.name == name
+    )
+
+
+def _to_object(row: Row[Any]) -> StoredObject:
+    return StoredObject(**row._asdict())
+
+
+def _ref(draft: ObjectDraft) -> str:
+    return f"{draft.kind} {draft.namespace}/{draft.name}"
+
+
+def _rowcount(result: Any) -> int:
+    return int(result.rowcount)

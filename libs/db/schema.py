@@ -1,0 +1,141 @@
+"""The tables (one schema for PostgreSQL and SQLite). Alembic's 0001_initial creates the same; never create_all()
+outside tests."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    text,
+)
+
+from libs.db.types import JsonDocument, UtcDateTime
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+objects = Table(
+    "objects",
+    metadata,
+    Column("uid", String(36), primary_key=True),
+    Column("kind", String(63), nullable=False),
+    Column("api_version", String(128), nullable=False),
+    Column("namespace", String(253), nullable=False, default=""),
+    Column("name", String(253), nullable=False),
+    Column("generation", BigInteger, nullable=False),
+    Column("resource_version", BigInteger, nullable=False),
+    Column("spec", JsonDocument, nullable=False),
+    Column("metadata", JsonDocument, nullable=False),
+    Column("status", JsonDocument, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Column("deletion_requested_at", UtcDateTime, nullable=True),
+    UniqueConstraint("kind", "namespace", "name"),
+)
+
+conditions = Table(
+    "conditions",
+    metadata,
+    Column("object_uid", String(36), ForeignKey("objects.uid", ondelete="CASCADE"), nullable=False),
+    Column("type", String(128), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("reason", String(128), nullable=False, default=""),
+    Column("message", Text, nullable=False, default=""),
+    Column("observed_generation", BigInteger, nullable=True),
+    Column("last_transition_time", UtcDateTime, nullable=False),
+    Column("owner", String(63), nullable=False),
+    PrimaryKeyConstraint("object_uid", "type"),
+)
+
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(128), primary_key=True),
+    Column("holder", String(253), nullable=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Column("acquired_at", UtcDateTime, nullable=False),
+)
+
+# `lease_name` + `epoch` are checked against `leases` by a trigger (see migrations/versions/0001_initial.py):
+# the database itself refuses a binding written under a stale epoch.
+pod_bindings = Table(
+    "pod_bindings",
+    metadata,
+    Column("pod_uid", String(36), primary_key=True),
+    Column("node_name", String(253), nullable=False),
+    Column("podgroup_uid", String(36), nullable=True),
+    Column("lease_name", String(128), nullable=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("bound_at", UtcDateTime, nullable=False),
+    Index(None, "node_name"),
+    Index(None, "podgroup_uid"),
+)
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("event_id", Uuid, nullable=False, unique=True),
+    Column("subject", String(255), nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("published_at", UtcDateTime, nullable=True),
+    Index(
+        "ix_outbox_unpublished",
+        "seq",
+        postgresql_where=text("published_at IS NULL"),
+        sqlite_where=text("published_at IS NULL"),
+    ),
+    # AUTOINCREMENT: SQLite never reuses a seq, even after the newest rows are deleted.
+    sqlite_autoincrement=True,
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("event_id", Uuid, primary_key=True),
+    Column("seq", BigInteger, nullable=False, unique=True),
+    Column("type", String(128), nullable=False),
+    Column("schema_version", Integer, nullable=False),
+    Column("occurred_at", UtcDateTime, nullable=False),
+    Column("producer", String(63), nullable=False),
+    Column("correlation_id", String(128), nullable=False),
+    Column("causation_id", String(64), nullable=True),
+    Column("subject_kind", String(63), nullable=True),
+    Column("subject_namespace", String(253), nullable=True),
+    Column("subject_name", String(253), nullable=True),
+    Column("subject_uid", String(36), nullable=True),
+    Column("payload", JsonDocument, nullable=False),
+    Index(None, "correlation_id", "seq"),
+    Index(None, "type", "seq"),
+    Index(None, "occurred_at"),
+)
+
+inbox = Table(
+    "inbox",
+    metadata,
+    Column("consumer", String(128), nullable=False),
+    Column("event_id", Uuid, nullable=False),
+    Column("processed_at", UtcDateTime, nullable=False),
+    PrimaryKeyConstraint("consumer", "event_id"),
+    Index(None, "processed_at"),
+)

@@ -1,0 +1,39 @@
+"""Column types that behave the same on PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+#: JSON documents: JSONB on PostgreSQL (indexable, compared by value), JSON text on SQLite.
+JsonDocument: TypeEngine[Any] = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out, on every dialect.
+
+    This is the one place that normalises time: SQLite stores text and reads it back naive, PostgreSQL reads
+    back aware in the session time zone. Naive datetimes are refused on the way in, so no local time leaks in.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass an aware UTC datetime")
+        value = value.astimezone(UTC)
+        # SQLite keeps the text as given; dropping the offset keeps values comparable as strings.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -1,0 +1,113 @@
+"""`SqlAlchemyUnitOfWork`: one database transaction holding state changes and the events they emit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Self
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from libs.db.ports import Clock, utc_now
+from libs.db.records import Fence
+from libs.db.repositories.bindings import SqlAlchemyBindingRepository
+from libs.db.repositories.conditions import SqlAlchemyConditionRepository
+from libs.db.repositories.event_log import SqlAlchemyEventLog, SqlAlchemyInbox, SqlAlchemyOutbox, append
+from libs.db.repositories.leases import SqlAlchemyLeaseRepository, assert_epoch
+from libs.db.repositories.objects import SqlAlchemyObjectRepository
+from libs.events.envelope import Envelope
+
+
+class SqlAlchemyUnitOfWork:
+    """`async with uow: ...; await uow.commit()`; leaving the block without committing rolls back.
+
+    `emit()` queues envelopes; `commit()` appends them to the outbox and the audit log in the same
+    transaction, then calls `after_commit` (e.g. `OutboxRelay.kick`) so the relay publishes at once.
+    With a `fence`, `commit()` first checks the lease epoch, so a deposed leader's whole transaction fails.
+    A unit of work is single-use.
+    """
+
+    def __init__(
+        self,
+        session_factory: async_sessionmaker[AsyncSession],
+        *,
+        clock: Clock = utc_now,
+        fence: Fence | None = None,
+        after_commit: Callable[[], None] | None = None,
+    ) -> None:
+        self._session_factory = session_factory
+        self._clock = clock
+        self._fence = fence
+        self._after_commit = after_commit
+        self._pending: list[Envelope] = []
+        self._session: AsyncSession | None = None
+
+    async def __aenter__(self) -> Self:
+        if self._session is not None:
+            raise RuntimeError("a unit of work is single-use")
+        session = self._session = self._session_factory()
+        self.objects = SqlAlchemyObjectRepository(session, self._clock)
+        self.conditions = SqlAlchemyConditionRepository(session, self._clock)
+        self.bindings = SqlAlchemyBindingRepository(session)
+        self.leases = SqlAlchemyLeaseRepository(session)
+        self.events = SqlAlchemyEventLog(session)
+        self.outbox = SqlAlchemyOutbox(session)
+        self.inbox = SqlAlchemyInbox(session, self._clock)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        session = self._require_session()
+        try:
+            await self.rollback()
+        finally:
+            await session.close()
+
+    @property
+    def session(self) -> AsyncSession:
+        """The underlying session, for adapters that need a query the repositories do not offer."""
+        return self._require_session()
+
+    def emit(self, envelope: Envelope) -> None:
+        """Publish `envelope` if, and only if, this unit of work commits."""
+        self._pending.append(envelope)
+
+    async def commit(self) -> None:
+        """Check the fence, append emitted events, commit, then signal the relay."""
+        session = self._require_session()
+        if self._fence is not None:
+            await assert_epoch(session, self._fence.lease, self._fence.epoch)
+        emitted = bool(self._pending)
+        await append(session, self._pending, self._clock())
+        self._pending = []
+        await session.commit()
+        if emitted and self._after_commit is not None:
+            self._after_commit()
+
+    async def rollback(self) -> None:
+        """Discard state changes and emitted events."""
+        self._pending = []
+        await self._require_session().rollback()
+
+    def _require_session(self) -> AsyncSession:
+        if self._session is None:
+            raise RuntimeError("use the unit of work inside `async with`")
+        return self._session
+
+
+def unit_of_work_factory(
+    session_factory: async_sessionmaker[AsyncSession],
+    *,
+    clock: Clock = utc_now,
+    fence: Callable[[], Fence | None] | None = None,
+    after_commit: Callable[[], None] | None = None,
+) -> Callable[[], SqlAlchemyUnitOfWork]:
+    """A factory of units of work; `fence` is asked for the current lease fence each time one is made."""
+
+    def make() -> SqlAlchemyUnitOfWork:
+        return SqlAlchemyUnitOfWork(
+            session_factory, clock=clock, fence=fence() if fence else None, after_commit=after_commit
+        )
+
+    return make

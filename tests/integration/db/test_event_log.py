@@ -1,0 +1,124 @@
+"""State and events commit together; the audit log answers by story, by type and since a position."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from libs.db.retention import delete_events_older_than
+from libs.db.uow import SqlAlchemyUnitOfWork
+from libs.events.catalogue import EventType
+from libs.events.envelope import uuid7
+from tests.conftest import FakeClock
+from tests.integration.db.builders import T0, make_draft, make_envelope
+
+UowFactory = Callable[[], SqlAlchemyUnitOfWork]
+
+
+async def test_state_and_emitted_events_commit_together(uow_factory: UowFactory) -> None:
+    kicks: list[int] = []
+    envelope = make_envelope(EventType.PODGROUP_ADMITTED)
+    async with uow_factory() as uow:
+        uow._after_commit = lambda: kicks.append(1)
+        await uow.objects.upsert(make_draft())
+        uow.emit(envelope)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        [pending] = await uow.outbox.unpublished(limit=10)
+        [logged] = await uow.events.by_correlation("pg-1")
+        assert await uow.objects.get("PodGroup", "ml", "train-0") is not None
+    assert logged.envelope == envelope
+    assert (pending.seq, pending.event_id, pending.subject) == (
+        logged.seq,
+        envelope.event_id,
+        envelope.nats_subject,
+    )
+    assert pending.data == envelope.to_bytes()
+    assert kicks == [1]
+
+
+async def test_rolled_back_change_leaves_no_event_anywhere(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft())
+        uow.emit(make_envelope())
+        await uow.rollback()
+    async with uow_factory() as uow:
+        uow.emit(make_envelope())
+        # leaving the block without commit
+
+    async with uow_factory() as uow:
+        assert await uow.outbox.unpublished(limit=10) == []
+        assert await uow.events.since(0) == []
+        assert await uow.objects.get("PodGroup", "ml", "train-0") is None
+
+
+async def test_audit_log_queries_return_events_in_commit_order(uow_factory: UowFactory) -> None:
+    stories = ["pg-1", "pg-2", "pg-1", "pg-1"]
+    kinds = [
+        EventType.JOB_SUBMITTED,
+        EventType.JOB_SUBMITTED,
+        EventType.PODS_BOUND,
+        EventType.PODGROUP_SCHEDULED,
+    ]
+    emitted = [make_envelope(kind, correlation_id=story) for story, kind in zip(stories, kinds, strict=True)]
+    for envelope in emitted:
+        async with uow_factory() as uow:
+            uow.emit(envelope)
+            await uow.commit()
+
+    async with uow_factory() as uow:
+        story = await uow.events.by_correlation("pg-1")
+        submitted = await uow.events.by_type(EventType.JOB_SUBMITTED.value)
+        everything = await uow.events.since(0)
+        after_second = await uow.events.since(everything[1].seq, limit=1)
+        found = await uow.events.get(emitted[3].event_id)
+        missing = await uow.events.get(uuid7())
+
+    assert [e.envelope for e in story] == [emitted[0], emitted[2], emitted[3]]
+    assert [e.envelope for e in submitted] == emitted[:2]
+    assert [e.envelope for e in everything] == emitted
+    assert [e.seq for e in everything] == sorted(e.seq for e in everything)
+    assert [e.envelope for e in after_second] == [emitted[2]]
+    assert found is not None
+    assert found.envelope == emitted[3]
+    assert missing is None
+
+
+async def test_inbox_says_whether_a_consumer_already_processed_an_event(uow_factory: UowFactory) -> None:
+    event_id = uuid7()
+    async with uow_factory() as uow:
+        assert not await uow.inbox.seen("scheduler", event_id)
+        assert await uow.inbox.seen("scheduler", event_id)
+        assert not await uow.inbox.seen("preemptor", event_id)
+        await uow.commit()
+    async with uow_factory() as uow:
+        assert await uow.inbox.seen("scheduler", event_id)
+    async with uow_factory() as uow:
+        assert not await uow.inbox.seen("dra-allocator", event_id)
+        await uow.rollback()  # a failed handler leaves no mark
+    async with uow_factory() as uow:
+        assert not await uow.inbox.seen("dra-allocator", event_id)
+
+
+async def test_retention_deletes_only_what_is_older_and_counts_it(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    old, new = make_envelope(occurred_at=T0 - timedelta(days=40)), make_envelope(occurred_at=T0)
+    async with uow_factory() as uow:
+        uow.emit(old)
+        uow.emit(new)
+        await uow.inbox.seen("scheduler", old.event_id)
+        await uow.commit()
+    async with uow_factory() as uow:
+        first = (await uow.outbox.unpublished(limit=1))[0]
+        await uow.outbox.mark_published([first.seq], at=T0 - timedelta(days=40))
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        report = await delete_events_older_than(uow, fake_clock.now - timedelta(days=30))
+
+    assert (report.events, report.outbox, report.inbox, report.total) == (1, 1, 0, 2)
+    async with uow_factory() as uow:
+        assert [e.envelope for e in await uow.events.since(0)] == [new]
+        assert [m.event_id for m in await uow.outbox.unpublished(limit=10)] == [new.event_id]

@@ -1,0 +1,110 @@
+"""API objects: optimistic concurrency, generations, label queries, UTC times."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, timedelta
+
+import pytest
+
+from libs.db.errors import ConflictError, NotFoundError
+from libs.db.repositories.objects import MUST_NOT_EXIST
+from libs.db.uow import SqlAlchemyUnitOfWork
+from tests.conftest import FakeClock
+from tests.integration.db.builders import make_draft
+
+UowFactory = Callable[[], SqlAlchemyUnitOfWork]
+
+
+async def test_created_object_reads_back_with_version_one_and_aware_utc_times(
+    uow_factory: UowFactory,
+) -> None:
+    async with uow_factory() as uow:
+        created = await uow.objects.upsert(make_draft(), expected_resource_version=MUST_NOT_EXIST)
+        await uow.commit()
+    async with uow_factory() as uow:
+        stored = await uow.objects.get("PodGroup", "ml", "train-0")
+
+    assert stored == created
+    assert (stored.generation, stored.resource_version) == (1, 1)
+    assert stored.created_at.tzinfo is UTC
+    assert stored.spec == {"minCount": 2}
+
+
+async def test_write_with_a_stale_resource_version_is_a_conflict(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        first = await uow.objects.upsert(make_draft())
+        await uow.objects.upsert(
+            make_draft(spec={"minCount": 3}), expected_resource_version=first.resource_version
+        )
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        with pytest.raises(ConflictError):
+            await uow.objects.upsert(make_draft(spec={"minCount": 4}), expected_resource_version=1)
+        with pytest.raises(ConflictError):
+            await uow.objects.upsert(make_draft(), expected_resource_version=MUST_NOT_EXIST)
+        with pytest.raises(ConflictError):
+            await uow.objects.upsert(make_draft("absent"), expected_resource_version=7)
+
+
+async def test_generation_moves_with_the_spec_and_resource_version_with_every_write(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft())
+        fake_clock.advance(timedelta(seconds=5))
+        same_spec = await uow.objects.upsert(make_draft(labels={"team": "a"}))
+        new_spec = await uow.objects.upsert(make_draft(spec={"minCount": 8}))
+        status = await uow.objects.update_status(
+            "PodGroup", "ml", "train-0", {"phase": "Pending"}, expected_resource_version=3
+        )
+        await uow.commit()
+
+    assert (same_spec.generation, same_spec.resource_version) == (1, 2)
+    assert (new_spec.generation, new_spec.resource_version) == (2, 3)
+    assert (status.generation, status.resource_version, status.status) == (2, 4, {"phase": "Pending"})
+    assert status.updated_at == fake_clock.now
+    assert status.created_at == fake_clock.now - timedelta(seconds=5)
+
+
+async def test_find_filters_by_kind_namespace_and_every_label(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft("a", labels={"app.kubernetes.io/name": "llm", "tier": "gold"}))
+        await uow.objects.upsert(make_draft("b", labels={"app.kubernetes.io/name": "llm"}))
+        await uow.objects.upsert(make_draft("c", namespace="other", labels={"app.kubernetes.io/name": "llm"}))
+        await uow.objects.upsert(make_draft("d", kind="Pod"))
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        every_podgroup = await uow.objects.find("PodGroup")
+        in_ml = await uow.objects.find("PodGroup", "ml", labels={"app.kubernetes.io/name": "llm"})
+        gold = await uow.objects.find("PodGroup", labels={"app.kubernetes.io/name": "llm", "tier": "gold"})
+
+    assert [o.name for o in every_podgroup] == ["a", "b", "c"]
+    assert [o.name for o in in_ml] == ["a", "b"]
+    assert [o.name for o in gold] == ["a"]
+
+
+async def test_deletion_is_requested_then_done(uow_factory: UowFactory, fake_clock: FakeClock) -> None:
+    async with uow_factory() as uow:
+        stored = await uow.objects.upsert(make_draft())
+        marked = await uow.objects.request_deletion("PodGroup", "ml", "train-0")
+        with pytest.raises(ConflictError):
+            await uow.objects.delete(
+                "PodGroup", "ml", "train-0", expected_resource_version=stored.resource_version
+            )
+        assert await uow.objects.delete("PodGroup", "ml", "train-0", expected_resource_version=2)
+        assert not await uow.objects.delete("PodGroup", "ml", "train-0")
+        with pytest.raises(NotFoundError):
+            await uow.objects.request_deletion("PodGroup", "ml", "train-0")
+        await uow.commit()
+
+    assert marked.deletion_requested_at == fake_clock.now
+
+
+async def test_leaving_the_block_without_commit_rolls_back(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft())
+    async with uow_factory() as uow:
+        assert await uow.objects.get("PodGroup", "ml", "train-0") is None
