@@ -1,0 +1,170 @@
+"""v1.35 → v1.36 conversion of documents (plain dicts), accepted on input and answered with warnings.
+
+- `scheduling.k8s.io/v1alpha1` Workload `spec.podGroups[] {name, policy}` becomes v1alpha2
+  `spec.podGroupTemplates[] {name, schedulingPolicy}`.
+- A Pod's `spec.workloadRef {name, podGroup, podGroupReplicaKey}` becomes `spec.schedulingGroup
+  {podGroupName}`, and one PodGroup is created per distinct (namespace, workload, podGroup, replicaKey),
+  named `W-G` or `W-G-K`. When the Workload is in the same batch the PodGroup gets its template's policy;
+  otherwise it is created with only its template reference and a warning, and the admission service
+  completes it with `podgroups.complete_from_workload` once it knows the stored Workload.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from libs.api.kinds import CORE_V1, SCHEDULING_V1ALPHA1, SCHEDULING_V1ALPHA2
+from libs.api.models.scheduling import Workload
+from libs.api.podgroups import instantiate_pod_group
+
+WORKLOAD_CONVERTED: Final = (
+    f"{SCHEDULING_V1ALPHA1} Workload is deprecated; converted to {SCHEDULING_V1ALPHA2}"
+)
+WORKLOAD_REF_CONVERTED: Final = (
+    "v1 Pod spec.workloadRef (v1.35) is deprecated; converted to spec.schedulingGroup"
+)
+
+Document = dict[str, Any]
+_GroupKey = tuple[str | None, str, str, str | None]
+
+
+def legacy_pod_group_name(workload: str, pod_group: str, replica_key: str | None = None) -> str:
+    """The deterministic name of the PodGroup implied by a v1.35 workloadRef: `W-G` or `W-G-K`."""
+    return f"{workload}-{pod_group}-{replica_key}" if replica_key else f"{workload}-{pod_group}"
+
+
+def convert_document(doc: Mapping[str, Any]) -> tuple[Document, list[str]]:
+    """One document in its v1.36 shape (a copy) and the warnings; v1.36 documents come back unchanged."""
+    converted = copy.deepcopy(dict(doc))
+    if converted.get("apiVersion") == SCHEDULING_V1ALPHA1 and converted.get("kind") == "Workload":
+        return _convert_workload(converted), [WORKLOAD_CONVERTED]
+    if _legacy_reference(converted) is not None:
+        return _convert_pod(converted), [WORKLOAD_REF_CONVERTED]
+    return converted, []
+
+
+def convert_documents(docs: Iterable[Mapping[str, Any]]) -> tuple[list[Document], list[str]]:
+    """A batch in its v1.36 shape, plus the PodGroups implied by pods' workloadRefs (appended, skipping
+    any the batch already holds), and one warning per converted or created object."""
+    converted: list[Document] = []
+    warnings: list[str] = []
+    group_keys: dict[_GroupKey, None] = {}
+    for doc in docs:
+        reference = _legacy_reference(doc)
+        if reference is not None:
+            group_keys[reference] = None
+        new_doc, doc_warnings = convert_document(doc)
+        converted.append(new_doc)
+        warnings += doc_warnings
+    for key in group_keys:
+        pod_group, pod_group_warnings = _implied_pod_group(key, converted)
+        if pod_group is not None:
+            converted.append(pod_group)
+        warnings += pod_group_warnings
+    return converted, warnings
+
+
+def _convert_workload(doc: Document) -> Document:
+    doc["apiVersion"] = SCHEDULING_V1ALPHA2
+    spec = doc.get("spec") or {}
+    pod_groups = spec.pop("podGroups", None) or []
+    spec["podGroupTemplates"] = [_convert_pod_group_entry(entry) for entry in pod_groups]
+    doc["spec"] = spec
+    return doc
+
+
+def _convert_pod_group_entry(entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        return entry
+    template = {key: value for key, value in entry.items() if key != "policy"}
+    policy = entry.get("policy")
+    if isinstance(policy, dict) and isinstance(policy.get("gang"), dict):
+        # v1alpha1's desiredCount has no v1alpha2 counterpart.
+        policy = {**policy, "gang": {k: v for k, v in policy["gang"].items() if k != "desiredCount"}}
+    if policy is not None:
+        template["schedulingPolicy"] = policy
+    return template
+
+
+def _legacy_reference(doc: Mapping[str, Any]) -> _GroupKey | None:
+    if doc.get("apiVersion") != CORE_V1 or doc.get("kind") != "Pod":
+        return None
+    spec = doc.get("spec")
+    if not isinstance(spec, dict) or "schedulingGroup" in spec:
+        return None
+    reference = spec.get("workloadRef")
+    if not isinstance(reference, dict):
+        return None
+    workload, pod_group = reference.get("name"), reference.get("podGroup")
+    if not isinstance(workload, str) or not isinstance(pod_group, str) or not workload or not pod_group:
+        return None
+    namespace = (doc.get("metadata") or {}).get("namespace")
+    replica_key = reference.get("podGroupReplicaKey") or None
+    return namespace, workload, pod_group, replica_key
+
+
+def _convert_pod(doc: Document) -> Document:
+    spec = doc["spec"]
+    reference = spec.pop("workloadRef")
+    name = legacy_pod_group_name(
+        reference["name"], reference["podGroup"], reference.get("podGroupReplicaKey")
+    )
+    spec["schedulingGroup"] = {"podGroupName": name}
+    return doc
+
+
+def _implied_pod_group(key: _GroupKey, batch: list[Document]) -> tuple[Document | None, list[str]]:
+    namespace, workload_name, template_name, replica_key = key
+    name = legacy_pod_group_name(workload_name, template_name, replica_key)
+    where = f"{namespace}/{name}" if namespace else name
+    if _find(batch, "PodGroup", namespace, name) is not None:
+        return None, []
+    workload = _parse_workload(_find(batch, "Workload", namespace, workload_name))
+    template = workload.spec.template(template_name) if workload is not None else None
+    if workload is not None and template is not None:
+        pod_group = instantiate_pod_group(workload, template, name)
+        return pod_group.to_wire(), [f"created PodGroup {where} for pods' spec.workloadRef"]
+    warning = (
+        f"created PodGroup {where} for pods' spec.workloadRef; its policy is copied from Workload "
+        f"{workload_name} template {template_name} when that is known (not in this batch)"
+    )
+    return _reference_only_pod_group(namespace, name, workload_name, template_name), [warning]
+
+
+def _find(batch: list[Document], kind: str, namespace: str | None, name: str) -> Document | None:
+    for doc in batch:
+        metadata = doc.get("metadata") or {}
+        if (
+            doc.get("kind") == kind
+            and metadata.get("name") == name
+            and metadata.get("namespace") == namespace
+        ):
+            return doc
+    return None
+
+
+def _parse_workload(doc: Document | None) -> Workload | None:
+    if doc is None or doc.get("apiVersion") != SCHEDULING_V1ALPHA2:
+        return None
+    try:
+        return Workload.model_validate(doc)
+    except ValidationError:
+        return None
+
+
+def _reference_only_pod_group(namespace: str | None, name: str, workload: str, template: str) -> Document:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": SCHEDULING_V1ALPHA2,
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": {
+            "podGroupTemplateRef": {"workload": {"workloadName": workload, "podGroupTemplateName": template}}
+        },
+    }

@@ -1,0 +1,219 @@
+"""Field errors worded as the Kubernetes API server words them, and the two ways they are answered:
+the kubectl-style text (`The Workload "x" is invalid:` then one `* path: error` line each) and a
+Kubernetes `Status` object for `-o json`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from libs.api.kinds import group_of_kind
+
+
+class ErrorType(StrEnum):
+    """The error types of k8s.io/apimachinery `field.ErrorType`; the value is the Status cause reason."""
+
+    REQUIRED = "FieldValueRequired"
+    INVALID = "FieldValueInvalid"
+    NOT_SUPPORTED = "FieldValueNotSupported"
+    DUPLICATE = "FieldValueDuplicate"
+    TOO_MANY = "FieldValueTooMany"
+    TOO_LONG = "FieldValueTooLong"
+    FORBIDDEN = "FieldValueForbidden"
+    NOT_FOUND = "FieldValueNotFound"
+
+    @property
+    def label(self) -> str:
+        """How the type reads in an error line, e.g. `Required value`."""
+        return _LABELS[self]
+
+
+_LABELS: Final[dict[ErrorType, str]] = {
+    ErrorType.REQUIRED: "Required value",
+    ErrorType.INVALID: "Invalid value",
+    ErrorType.NOT_SUPPORTED: "Unsupported value",
+    ErrorType.DUPLICATE: "Duplicate value",
+    ErrorType.TOO_MANY: "Too many",
+    ErrorType.TOO_LONG: "Too long",
+    ErrorType.FORBIDDEN: "Forbidden",
+    ErrorType.NOT_FOUND: "Not found",
+}
+
+# Types whose line never shows the offending value, as in `field.Error.ErrorBody`.
+_VALUE_HIDDEN: Final = frozenset({ErrorType.REQUIRED, ErrorType.FORBIDDEN, ErrorType.TOO_LONG})
+
+FIELD_IMMUTABLE: Final = "field is immutable"
+
+
+class _Omitted:
+    def __repr__(self) -> str:
+        return "OMITTED"
+
+
+OMITTED: Final = _Omitted()
+"""Marks an error that carries no value (the line then has none, like Go's `omitValue`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPath:
+    """A field path as the API server prints it: `spec.podGroupTemplates[0].name`, `metadata.labels[app]`."""
+
+    text: str = ""
+
+    def child(self, *names: str) -> FieldPath:
+        """The path of a nested field."""
+        text = self.text
+        for name in names:
+            text = f"{text}.{name}" if text else name
+        return FieldPath(text)
+
+    def index(self, position: int) -> FieldPath:
+        """The path of one list item."""
+        return FieldPath(f"{self.text}[{position}]")
+
+    def key(self, key: str) -> FieldPath:
+        """The path of one map entry."""
+        return FieldPath(f"{self.text}[{key}]")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+ROOT: Final = FieldPath()
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One validation error: its type, the field path, the offending value and a detail."""
+
+    type: ErrorType
+    path: str
+    value: Any = OMITTED
+    detail: str = ""
+
+    def body(self) -> str:
+        """The error without its path, e.g. `Invalid value: -3: must be greater than or equal to 1`."""
+        text = self.type.label
+        if self.type not in _VALUE_HIDDEN and self.value is not OMITTED:
+            text = f"{text}: {render_value(self.value)}"
+        return f"{text}: {self.detail}" if self.detail else text
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.body()}"
+
+
+def render_value(value: Any) -> str:
+    """A value the way the API server prints it: strings quoted, numbers bare, objects as compact JSON."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+
+
+def required(path: FieldPath, detail: str = "") -> FieldError:
+    """A missing required field."""
+    return FieldError(ErrorType.REQUIRED, str(path), OMITTED, detail)
+
+
+def invalid(path: FieldPath, value: Any, detail: str) -> FieldError:
+    """A value that is present but wrong."""
+    return FieldError(ErrorType.INVALID, str(path), value, detail)
+
+
+def not_supported(path: FieldPath, value: Any, supported: Sequence[str]) -> FieldError:
+    """A value outside an enumeration; the detail lists the supported values, quoted."""
+    detail = "supported values: " + ", ".join(json.dumps(item) for item in supported)
+    return FieldError(ErrorType.NOT_SUPPORTED, str(path), value, detail)
+
+
+def duplicate(path: FieldPath, value: Any) -> FieldError:
+    """A value that must be unique within its list."""
+    return FieldError(ErrorType.DUPLICATE, str(path), value)
+
+
+def too_many(path: FieldPath, actual: int, maximum: int) -> FieldError:
+    """A list with more items than allowed."""
+    unit = "item" if maximum == 1 else "items"
+    return FieldError(ErrorType.TOO_MANY, str(path), actual, f"must have at most {maximum} {unit}")
+
+
+def too_long(path: FieldPath, maximum: int) -> FieldError:
+    """A string longer than allowed."""
+    unit = "byte" if maximum == 1 else "bytes"
+    return FieldError(ErrorType.TOO_LONG, str(path), OMITTED, f"may not be more than {maximum} {unit}")
+
+
+def forbidden(path: FieldPath, detail: str) -> FieldError:
+    """A field that may not be set, or not changed, in this situation."""
+    return FieldError(ErrorType.FORBIDDEN, str(path), OMITTED, detail)
+
+
+def not_found(path: FieldPath, value: Any, detail: str = "") -> FieldError:
+    """A reference to something that does not exist."""
+    return FieldError(ErrorType.NOT_FOUND, str(path), value, detail)
+
+
+def immutable(path: FieldPath, new_value: Any) -> FieldError:
+    """An update that changed an immutable field (`apimachinery ValidateImmutableField`)."""
+    return invalid(path, new_value, FIELD_IMMUTABLE)
+
+
+def format_invalid(kind: str, name: str, errors: Iterable[FieldError]) -> str:
+    """The text `podway apply` / `podway validate` prints for a rejected object, one error per line."""
+    lines = [f'The {kind} "{name}" is invalid:']
+    lines.extend(f"* {error}" for error in errors)
+    return "\n".join(lines)
+
+
+def status_message(kind: str, name: str, errors: Sequence[FieldError]) -> str:
+    """The Status message of `apierrors.NewInvalid`: `Kind.group "name" is invalid: [e1, e2]`."""
+    group = group_of_kind(kind)
+    qualified = f"{kind}.{group}" if group else kind
+    messages = list(dict.fromkeys(str(error) for error in errors))
+    if not messages:
+        return f'{qualified} "{name}" is invalid'
+    joined = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+    return f'{qualified} "{name}" is invalid: {joined}'
+
+
+def to_status(kind: str, name: str, errors: Sequence[FieldError]) -> dict[str, Any]:
+    """The Kubernetes `Status` (reason Invalid, code 422) answering a rejected object with `-o json`."""
+    details: dict[str, Any] = {"name": name}
+    group = group_of_kind(kind)
+    if group:
+        details["group"] = group
+    details["kind"] = kind
+    details["causes"] = [
+        {"reason": error.type.value, "message": error.body(), "field": error.path} for error in errors
+    ]
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": status_message(kind, name, errors),
+        "reason": "Invalid",
+        "details": details,
+        "code": 422,
+    }
+
+
+def bad_request_status(message: str) -> dict[str, Any]:
+    """A `Status` for a document that is not an object Podway can read at all (code 400)."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": "BadRequest",
+        "code": 400,
+    }

@@ -1,0 +1,179 @@
+"""Job controller phase 1: a batch/v1 Job becomes one gang (Workload + PodGroup + Pods) or plain pods.
+
+Names are deterministic: a gang Job `J` yields Workload `J`, PodGroup `J-worker-0` and Pods
+`J-worker-0-<index>`; other Jobs yield Pods `J-<index>`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from libs.api import annotations as podway
+from libs.api.kinds import BATCH_V1
+from libs.api.models.batch import COMPLETION_MODE_INDEXED, Job, PodTemplateSpec, is_gang_job
+from libs.api.models.core import Pod, PodSchedulingGroup
+from libs.api.models.meta import ObjectMeta, OwnerReference, derive_uid
+from libs.api.models.scheduling import (
+    GangSchedulingPolicy,
+    PodGroup,
+    PodGroupSchedulingConstraints,
+    PodGroupSchedulingPolicy,
+    PodGroupTemplate,
+    TopologyConstraint,
+    TypedLocalObjectReference,
+    Workload,
+    WorkloadSpec,
+)
+from libs.api.podgroups import instantiate_pod_group
+from libs.api.validation.batch import validate_job_update
+
+GANG_TEMPLATE_NAME: Final = "worker"
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+CONTROLLER_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
+LEGACY_JOB_NAME_LABEL: Final = "job-name"
+LEGACY_CONTROLLER_UID_LABEL: Final = "controller-uid"
+COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+DEFAULT_JOB_RESTART_POLICY: Final = "Never"
+
+__all__ = [
+    "GANG_TEMPLATE_NAME",
+    "JobExpansion",
+    "expand_job",
+    "gang_pod_group_name",
+    "gang_pod_name",
+    "is_gang_job",
+    "job_uid",
+    "validate_job_update",
+]
+
+
+@dataclass(frozen=True)
+class JobExpansion:
+    """What a Job becomes: for a gang, its Workload, PodGroup and pods; otherwise pods only."""
+
+    workload: Workload | None
+    podgroup: PodGroup | None
+    pods: list[Pod] = field(default_factory=list)
+
+
+def job_uid(job: Job) -> str:
+    """The Job's uid, derived from namespace and name when the manifest has none."""
+    return job.metadata.uid or derive_uid("Job", job.namespace, job.name)
+
+
+def gang_pod_group_name(job_name: str) -> str:
+    """`J-worker-0`: the one PodGroup of a gang Job."""
+    return f"{job_name}-{GANG_TEMPLATE_NAME}-0"
+
+
+def gang_pod_name(job_name: str, index: int) -> str:
+    """`J-worker-0-<index>`: the pod of a gang Job with this completion index."""
+    return f"{gang_pod_group_name(job_name)}-{index}"
+
+
+def expand_job(job: Job) -> JobExpansion:
+    """The objects the Job controller creates for a (defaulted) Job.
+
+    A gang Job (see is_gang_job) yields a Workload with one gang template (`minCount = parallelism`,
+    `controllerRef` = the Job), one PodGroup and `parallelism` pods carrying `schedulingGroup`; the Job's
+    `podway.io/*` gang annotations (gang-restart defaulting to Always) and its pod template's
+    priorityClassName carry over to the Workload template and the PodGroup. Other Jobs yield their first
+    wave of pods (`min(parallelism, completions)`). A suspended Job gets no pods yet. Every object is
+    controller-owned by the Job."""
+    if not is_gang_job(job):
+        return JobExpansion(workload=None, podgroup=None, pods=_plain_pods(job))
+    workload = _gang_workload(job)
+    template = workload.spec.pod_group_templates[0]
+    pod_group = instantiate_pod_group(workload, template, gang_pod_group_name(job.name))
+    pod_group.metadata = _owned_metadata(job, "PodGroup", pod_group.name, annotations=_gang_annotations(job))
+    pods = [] if job.spec.suspend else [_gang_pod(job, index) for index in range(job.spec.parallelism or 0)]
+    return JobExpansion(workload=workload, podgroup=pod_group, pods=pods)
+
+
+def _gang_annotations(job: Job) -> dict[str, str]:
+    carried = {
+        key: value for key, value in job.metadata.annotations.items() if key in podway.GANG_ANNOTATIONS
+    }
+    carried.setdefault(podway.GANG_RESTART, podway.GANG_RESTART_ALWAYS)
+    return carried
+
+
+def _gang_workload(job: Job) -> Workload:
+    template_spec = job.spec.template.spec if job.spec.template is not None else None
+    hard_key = podway.topology_key(job.metadata.annotations)
+    template = PodGroupTemplate(
+        name=GANG_TEMPLATE_NAME,
+        scheduling_policy=PodGroupSchedulingPolicy(gang=GangSchedulingPolicy(min_count=job.spec.parallelism)),
+        scheduling_constraints=(
+            PodGroupSchedulingConstraints(topology=[TopologyConstraint(key=hard_key)]) if hard_key else None
+        ),
+        priority_class_name=template_spec.priority_class_name if template_spec is not None else None,
+    )
+    controller = TypedLocalObjectReference(api_group="batch", kind="Job", name=job.name)
+    return Workload(
+        metadata=_owned_metadata(job, "Workload", job.name, annotations=_gang_annotations(job)),
+        spec=WorkloadSpec(controller_ref=controller, pod_group_templates=[template]),
+    )
+
+
+def _owned_metadata(
+    job: Job,
+    kind: str,
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> ObjectMeta:
+    owner = OwnerReference(
+        api_version=BATCH_V1,
+        kind="Job",
+        name=job.name,
+        uid=job_uid(job),
+        controller=True,
+        block_owner_deletion=True,
+    )
+    return ObjectMeta(
+        name=name,
+        namespace=job.namespace,
+        uid=derive_uid(kind, job.namespace, name),
+        labels=labels or {},
+        annotations=annotations or {},
+        owner_references=[owner],
+    )
+
+
+def _gang_pod(job: Job, index: int) -> Pod:
+    pod = _pod(job, gang_pod_name(job.name, index), index)
+    pod.spec.scheduling_group = PodSchedulingGroup(pod_group_name=gang_pod_group_name(job.name))
+    return pod
+
+
+def _plain_pods(job: Job) -> list[Pod]:
+    if job.spec.suspend:
+        return []
+    parallelism = job.spec.parallelism or 0
+    completions = job.spec.completions
+    count = parallelism if completions is None else min(parallelism, completions)
+    return [_pod(job, f"{job.name}-{index}", index) for index in range(count)]
+
+
+def _pod(job: Job, name: str, index: int) -> Pod:
+    template = job.spec.template or PodTemplateSpec()
+    indexed = job.spec.completion_mode == COMPLETION_MODE_INDEXED
+    uid = job_uid(job)
+    labels = {
+        **template.metadata.labels,
+        JOB_NAME_LABEL: job.name,
+        CONTROLLER_UID_LABEL: uid,
+        LEGACY_JOB_NAME_LABEL: job.name,
+        LEGACY_CONTROLLER_UID_LABEL: uid,
+    }
+    annotations = dict(template.metadata.annotations)
+    if indexed:
+        labels[COMPLETION_INDEX] = str(index)
+        annotations[COMPLETION_INDEX] = str(index)
+    if podway.RUN_SECONDS in job.metadata.annotations:
+        annotations.setdefault(podway.RUN_SECONDS, job.metadata.annotations[podway.RUN_SECONDS])
+    spec = template.spec.model_copy(deep=True)
+    spec.restart_policy = spec.restart_policy or DEFAULT_JOB_RESTART_POLICY
+    return Pod(metadata=_owned_metadata(job, "Pod", name, labels=labels, annotations=annotations), spec=spec)

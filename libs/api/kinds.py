@@ -1,0 +1,54 @@
+"""The kinds Podway speaks: API groups and versions, scope, and the order in which `apply` creates them."""
+
+from __future__ import annotations
+
+from typing import Final
+
+CORE_V1: Final = "v1"
+BATCH_V1: Final = "batch/v1"
+SCHEDULING_V1: Final = "scheduling.k8s.io/v1"
+SCHEDULING_V1ALPHA1: Final = "scheduling.k8s.io/v1alpha1"
+SCHEDULING_V1ALPHA2: Final = "scheduling.k8s.io/v1alpha2"
+RESOURCE_V1: Final = "resource.k8s.io/v1"
+
+# kind -> the apiVersion Podway stores it in (v1alpha1 Workloads are converted before they get here).
+API_VERSION_OF_KIND: Final[dict[str, str]] = {
+    "PriorityClass": SCHEDULING_V1,
+    "DeviceClass": RESOURCE_V1,
+    "Node": CORE_V1,
+    "ResourceSlice": RESOURCE_V1,
+    "Workload": SCHEDULING_V1ALPHA2,
+    "ResourceClaimTemplate": RESOURCE_V1,
+    "ResourceClaim": RESOURCE_V1,
+    "PodGroup": SCHEDULING_V1ALPHA2,
+    "Job": BATCH_V1,
+    "Pod": CORE_V1,
+}
+
+# Dependency order for `podway apply -f DIR`: whatever an object refers to is created before it.
+KIND_ORDER: Final[tuple[str, ...]] = tuple(API_VERSION_OF_KIND)
+
+NAMESPACED_KINDS: Final[frozenset[str]] = frozenset(
+    {"Workload", "PodGroup", "Pod", "Job", "ResourceClaim", "ResourceClaimTemplate"}
+)
+
+
+def is_namespaced(kind: str) -> bool:
+    """Whether objects of this kind live in a namespace (Node, PriorityClass, DeviceClass, slices do not)."""
+    return kind in NAMESPACED_KINDS
+
+
+def group_of(api_version: str) -> str:
+    """The API group of an apiVersion: "" for the core group (`v1`), else the part before the slash."""
+    group, _, _ = api_version.rpartition("/")
+    return group
+
+
+def group_of_kind(kind: str) -> str:
+    """The API group a kind belongs to, "" for core kinds and for kinds Podway does not know."""
+    return group_of(API_VERSION_OF_KIND.get(kind, CORE_V1))
+
+
+def kind_rank(kind: str) -> int:
+    """Position of a kind in KIND_ORDER (unknown kinds last), for sorting a batch before applying it."""
+    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)

@@ -1,0 +1,176 @@
+"""`scheduling.k8s.io`: Workload and PodGroup (v1alpha2, the v1.36 shapes) and PriorityClass (v1)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final
+
+from pydantic import Field
+
+from libs.api.kinds import SCHEDULING_V1, SCHEDULING_V1ALPHA2
+from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, ApiModel
+from libs.api.models.meta import ApiObject, Condition
+
+DISRUPTION_MODE_POD: Final = "Pod"
+DISRUPTION_MODE_POD_GROUP: Final = "PodGroup"
+DISRUPTION_MODES: Final = (DISRUPTION_MODE_POD, DISRUPTION_MODE_POD_GROUP)
+
+PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
+PREEMPT_NEVER: Final = "Never"
+PREEMPTION_POLICIES: Final = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
+
+HIGHEST_USER_DEFINABLE_PRIORITY: Final = 1_000_000_000
+
+
+class TypedLocalObjectReference(ApiModel):
+    """The object that manages a Workload (`spec.controllerRef`), e.g. a batch Job."""
+
+    api_group: str | None = None
+    kind: str | None = None
+    name: str | None = None
+
+
+class BasicSchedulingPolicy(ApiModel):
+    """Place as many pods as fit; no fields."""
+
+
+class GangSchedulingPolicy(ApiModel):
+    """All-or-nothing: at least `minCount` pods are bound together or none is."""
+
+    min_count: int | None = None
+
+
+class PodGroupSchedulingPolicy(ApiModel):
+    """Exactly one of `basic` or `gang`."""
+
+    basic: BasicSchedulingPolicy | None = None
+    gang: GangSchedulingPolicy | None = None
+
+    @property
+    def gang_min_count(self) -> int | None:
+        """minCount of a gang policy, None for a basic one."""
+        return self.gang.min_count if self.gang is not None else None
+
+
+class TopologyConstraint(ApiModel):
+    """All pods of the group in one domain of this node label key (a hard constraint)."""
+
+    key: str | None = None
+
+
+class PodGroupSchedulingConstraints(ApiModel):
+    """Placement constraints of a group; v1.36 allows one topology key."""
+
+    topology: Annotated[list[TopologyConstraint], NONE_TO_LIST] = Field(default_factory=list)
+
+
+class PodGroupResourceClaim(ApiModel):
+    """A claim shared by every pod of the group: a claim by name or one made from a template per group."""
+
+    name: str | None = None
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class PodGroupTemplate(ApiModel):
+    """One policy template of a Workload; PodGroups are its runtime instances."""
+
+    name: str | None = None
+    scheduling_policy: PodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    resource_claims: Annotated[list[PodGroupResourceClaim], NONE_TO_LIST] = Field(default_factory=list)
+    disruption_mode: str | None = None
+    priority_class_name: str | None = None
+    priority: int | None = None
+
+
+class WorkloadSpec(ApiModel):
+    """The immutable policy of a Workload."""
+
+    controller_ref: TypedLocalObjectReference | None = None
+    pod_group_templates: Annotated[list[PodGroupTemplate], NONE_TO_LIST] = Field(default_factory=list)
+
+    def template(self, name: str) -> PodGroupTemplate | None:
+        """The template with this name, if any."""
+        return next((template for template in self.pod_group_templates if template.name == name), None)
+
+
+class Workload(ApiObject):
+    """`scheduling.k8s.io/v1alpha2` Workload: an immutable set of PodGroup policy templates."""
+
+    API_VERSION = SCHEDULING_V1ALPHA2
+    KIND = "Workload"
+
+    spec: Annotated[WorkloadSpec, NONE_TO_DICT] = Field(default_factory=WorkloadSpec)
+
+
+class WorkloadTemplateReference(ApiModel):
+    """Names the Workload and the template a PodGroup was made from."""
+
+    workload_name: str | None = None
+    pod_group_template_name: str | None = None
+
+
+class PodGroupTemplateReference(ApiModel):
+    """`spec.podGroupTemplateRef`; the reference is nested under `workload`."""
+
+    workload: WorkloadTemplateReference | None = None
+
+
+class PodGroupSpec(ApiModel):
+    """A PodGroup's policy, copied from its template; immutable."""
+
+    pod_group_template_ref: PodGroupTemplateReference | None = None
+    scheduling_policy: PodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    resource_claims: Annotated[list[PodGroupResourceClaim], NONE_TO_LIST] = Field(default_factory=list)
+    disruption_mode: str | None = None
+    priority_class_name: str | None = None
+    priority: int | None = None
+
+    @property
+    def workload_name(self) -> str | None:
+        """The Workload this group instantiates, if it names one."""
+        ref = self.pod_group_template_ref
+        return ref.workload.workload_name if ref is not None and ref.workload is not None else None
+
+
+class PodGroupResourceClaimStatus(ApiModel):
+    """Which ResourceClaim was made for a group-level claim."""
+
+    name: str | None = None
+    resource_claim_name: str | None = None
+
+
+class PodGroupStatus(ApiModel):
+    """Conditions (`PodGroupScheduled`, `DisruptionTarget`) and the claims made for the group."""
+
+    conditions: Annotated[list[Condition], NONE_TO_LIST] = Field(default_factory=list)
+    resource_claim_statuses: Annotated[list[PodGroupResourceClaimStatus], NONE_TO_LIST] = Field(
+        default_factory=list
+    )
+
+    def condition(self, condition_type: str) -> Condition | None:
+        """The condition of this type, if present."""
+        return next((item for item in self.conditions if item.type == condition_type), None)
+
+
+class PodGroup(ApiObject):
+    """`scheduling.k8s.io/v1alpha2` PodGroup: one runtime instance of a template, scheduled as a unit."""
+
+    API_VERSION = SCHEDULING_V1ALPHA2
+    KIND = "PodGroup"
+
+    spec: Annotated[PodGroupSpec, NONE_TO_DICT] = Field(default_factory=PodGroupSpec)
+    status: Annotated[PodGroupStatus, NONE_TO_DICT] = Field(default_factory=PodGroupStatus)
+
+
+class PriorityClass(ApiObject):
+    """`scheduling.k8s.io/v1` PriorityClass: a named priority value."""
+
+    API_VERSION = SCHEDULING_V1
+    KIND = "PriorityClass"
+
+    value: int = 0
+    global_default: bool | None = None
+    preemption_policy: str | None = None
+    description: str | None = None

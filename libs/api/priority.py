@@ -1,0 +1,123 @@
+"""Priority admission: resolving `priorityClassName` to `priority` from the known PriorityClasses, as the
+API server's Priority admission plugin does for pods, applied alike to PodGroups and Workload templates."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol, TypeVar
+
+from libs.api.errors import FieldError, FieldPath, forbidden
+from libs.api.models.batch import Job
+from libs.api.models.core import Pod, PodSpec
+from libs.api.models.meta import ApiObject, ObjectMeta
+from libs.api.models.scheduling import PREEMPT_LOWER_PRIORITY, PodGroup, PriorityClass, Workload
+
+# Created by the API server itself, so always known.
+BUILTIN_PRIORITY_CLASSES: Final = {
+    "system-node-critical": PriorityClass(
+        metadata=ObjectMeta(name="system-node-critical"), value=2_000_001_000
+    ),
+    "system-cluster-critical": PriorityClass(
+        metadata=ObjectMeta(name="system-cluster-critical"), value=2_000_000_000
+    ),
+}
+
+SPEC: Final = FieldPath("spec")
+Obj = TypeVar("Obj", bound=ApiObject)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPriority:
+    """What a class name resolves to: the class actually used ("" for none), its value and policy."""
+
+    class_name: str
+    value: int
+    preemption_policy: str
+
+
+class _PriorityHolder(Protocol):
+    priority_class_name: str | None
+    priority: int | None
+
+
+def lookup_priority(class_name: str | None, classes: Mapping[str, PriorityClass]) -> ResolvedPriority | None:
+    """The priority of a named class, or of the global default class (priority 0 without one) when no
+    name is given; None when the named class does not exist."""
+    known = {**BUILTIN_PRIORITY_CLASSES, **classes}
+    if not class_name:
+        return default_priority(classes)
+    priority_class = known.get(class_name)
+    if priority_class is None:
+        return None
+    return _resolved(class_name, priority_class)
+
+
+def default_priority(classes: Mapping[str, PriorityClass]) -> ResolvedPriority:
+    """The global default class (the lowest value if several claim it, as the API server picks), else 0."""
+    defaults = [pc for pc in classes.values() if pc.global_default]
+    if not defaults:
+        return ResolvedPriority("", 0, PREEMPT_LOWER_PRIORITY)
+    chosen = min(defaults, key=lambda pc: pc.value)
+    return _resolved(chosen.name, chosen)
+
+
+def _resolved(class_name: str, priority_class: PriorityClass) -> ResolvedPriority:
+    return ResolvedPriority(
+        class_name, priority_class.value, priority_class.preemption_policy or PREEMPT_LOWER_PRIORITY
+    )
+
+
+def resolve_priority(obj: Obj, classes: Mapping[str, PriorityClass]) -> tuple[Obj, list[FieldError]]:
+    """A copy with `priority` (and a pod's `preemptionPolicy`) set from its PriorityClass, and the errors:
+    an unknown class name, or a user-set priority or preemption policy that disagrees with the class.
+
+    Applies to Pods, PodGroups, each Workload template and a Job's pod template; other kinds come back
+    unchanged. Without a class name, the global default class is used (priority 0 if there is none)."""
+    copy = obj.model_copy(deep=True)
+    errors: list[FieldError] = []
+    if isinstance(copy, Pod):
+        errors = _resolve_pod_spec(copy.spec, SPEC, classes)
+    elif isinstance(copy, Job) and copy.spec.template is not None:
+        errors = _resolve_pod_spec(copy.spec.template.spec, SPEC.child("template", "spec"), classes)
+    elif isinstance(copy, PodGroup):
+        errors = _resolve_holder(copy.spec, SPEC, classes, "PodGroup spec")[1]
+    elif isinstance(copy, Workload):
+        templates = SPEC.child("podGroupTemplates")
+        for position, template in enumerate(copy.spec.pod_group_templates):
+            errors += _resolve_holder(template, templates.index(position), classes, "Workload template")[1]
+    return copy, errors
+
+
+def _resolve_holder(
+    holder: _PriorityHolder, path: FieldPath, classes: Mapping[str, PriorityClass], where: str
+) -> tuple[ResolvedPriority | None, list[FieldError]]:
+    resolved = lookup_priority(holder.priority_class_name, classes)
+    if resolved is None:
+        detail = f"no PriorityClass with name {holder.priority_class_name} was found"
+        return None, [forbidden(path.child("priorityClassName"), detail)]
+    if holder.priority is not None and holder.priority != resolved.value:
+        detail = (
+            f"the integer value of priority ({holder.priority}) must not be provided in {where}; "
+            f"priority admission controller computed {resolved.value} from the given PriorityClass name"
+        )
+        return resolved, [forbidden(path.child("priority"), detail)]
+    holder.priority_class_name = resolved.class_name or None
+    holder.priority = resolved.value
+    return resolved, []
+
+
+def _resolve_pod_spec(
+    spec: PodSpec, path: FieldPath, classes: Mapping[str, PriorityClass]
+) -> list[FieldError]:
+    resolved, errors = _resolve_holder(spec, path, classes, "pod spec")
+    if resolved is None or errors:
+        return errors
+    if spec.preemption_policy is not None and spec.preemption_policy != resolved.preemption_policy:
+        detail = (
+            f"the string value of PreemptionPolicy ({spec.preemption_policy}) must not be provided in pod spec; "
+            f"priority admission controller computed {resolved.preemption_policy} from the given PriorityClass name"
+        )
+        return [forbidden(path.child("preemptionPolicy"), detail)]
+    spec.preemption_policy = resolved.preemption_policy
+    return []

@@ -1,0 +1,249 @@
+"""Validation of `core/v1` Pod and Node: the fields Podway schedules on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Final
+
+from libs.api.errors import (
+    FieldError,
+    FieldPath,
+    duplicate,
+    forbidden,
+    immutable,
+    invalid,
+    not_found,
+    not_supported,
+    required,
+)
+from libs.api.formats import (
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    label_key_errors,
+    label_value_errors,
+)
+from libs.api.models.core import (
+    TAINT_EFFECTS,
+    TOLERATION_OPERATORS,
+    Container,
+    Node,
+    Pod,
+    PodSpec,
+    Taint,
+    Toleration,
+)
+from libs.api.models.scheduling import PREEMPTION_POLICIES
+from libs.api.quantity import QuantityError, parse_quantity
+from libs.api.validation.common import (
+    INT32_MAX,
+    INT32_MIN,
+    check_enum,
+    check_item_name,
+    check_minimum,
+    check_optional_format,
+    check_required_format,
+)
+from libs.api.validation.meta import validate_labels, validate_object_meta
+from libs.api.validation.scheduling import validate_claim_source
+
+SPEC: Final = FieldPath("spec")
+POD_RESTART_POLICIES: Final = ("Always", "OnFailure", "Never")
+
+
+def validate_pod(pod: Pod) -> list[FieldError]:
+    """Metadata and spec of a Pod."""
+    errors = validate_object_meta(pod.metadata, namespaced=True)
+    errors += validate_pod_spec(pod.spec, SPEC)
+    return errors + check_enum(pod.spec.restart_policy, SPEC.child("restartPolicy"), POD_RESTART_POLICIES)
+
+
+def validate_pod_spec(spec: PodSpec, path: FieldPath) -> list[FieldError]:
+    """A pod spec at `path` (`spec` of a Pod, `spec.template.spec` of a Job)."""
+    claim_names = {claim.name for claim in spec.resource_claims if claim.name}
+    errors = _validate_pod_claims(spec, path.child("resourceClaims"))
+    if not spec.containers:
+        errors.append(required(path.child("containers")))
+    seen: set[str] = set()
+    for field, containers in (("initContainers", spec.init_containers), ("containers", spec.containers)):
+        for position, container in enumerate(containers):
+            errors += _validate_container(container, path.child(field).index(position), seen, claim_names)
+    errors += _validate_scheduling_fields(spec, path)
+    errors += validate_labels(spec.node_selector, path.child("nodeSelector"))
+    for position, toleration in enumerate(spec.tolerations):
+        errors += _validate_toleration(toleration, path.child("tolerations").index(position))
+    return errors
+
+
+def _validate_pod_claims(spec: PodSpec, path: FieldPath) -> list[FieldError]:
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    for position, claim in enumerate(spec.resource_claims):
+        at = path.index(position)
+        errors += check_item_name(claim.name, at, seen, dns1123_label_errors)
+        errors += validate_claim_source(claim, at)
+    return errors
+
+
+def _validate_scheduling_fields(spec: PodSpec, path: FieldPath) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if spec.scheduling_group is not None:
+        group_path = path.child("schedulingGroup", "podGroupName")
+        errors += check_required_format(
+            spec.scheduling_group.pod_group_name, group_path, dns1123_subdomain_errors
+        )
+    if spec.workload_ref is not None:
+        detail = (
+            "may not be set together with `schedulingGroup`"
+            if spec.scheduling_group is not None
+            else "replaced by `schedulingGroup` in v1.36; convert the manifest (podway convert)"
+        )
+        errors.append(forbidden(path.child("workloadRef"), detail))
+    errors += check_optional_format(
+        spec.scheduler_name, path.child("schedulerName"), dns1123_subdomain_errors
+    )
+    errors += check_optional_format(
+        spec.priority_class_name, path.child("priorityClassName"), dns1123_subdomain_errors
+    )
+    errors += check_minimum(spec.priority, path.child("priority"), INT32_MIN)
+    if spec.priority is not None and spec.priority > INT32_MAX:
+        errors.append(
+            invalid(path.child("priority"), spec.priority, f"must be less than or equal to {INT32_MAX}")
+        )
+    errors += check_enum(spec.preemption_policy, path.child("preemptionPolicy"), PREEMPTION_POLICIES)
+    errors += check_optional_format(spec.node_name, path.child("nodeName"), dns1123_subdomain_errors)
+    return errors
+
+
+def _validate_container(
+    container: Container, path: FieldPath, seen: set[str], claim_names: set[str]
+) -> list[FieldError]:
+    errors = check_item_name(container.name, path, seen, dns1123_label_errors)
+    if not container.image:
+        errors.append(required(path.child("image")))
+    resources_path = path.child("resources")
+    requests, limits = container.resources.requests, container.resources.limits
+    errors += validate_resource_list(limits, resources_path.child("limits"))
+    errors += validate_resource_list(requests, resources_path.child("requests"))
+    errors += _validate_requests_within_limits(requests, limits, resources_path.child("requests"))
+    errors += _validate_container_claims(container, resources_path.child("claims"), claim_names)
+    return errors
+
+
+def validate_resource_list(resources: Mapping[str, str], path: FieldPath) -> list[FieldError]:
+    """Quantities of a resource list: parseable, not negative, whole for extended resources."""
+    errors: list[FieldError] = []
+    for name, text in resources.items():
+        at = path.key(name)
+        try:
+            amount = parse_quantity(text)
+        except QuantityError as error:
+            errors.append(invalid(at, text, str(error)))
+            continue
+        if amount < 0:
+            errors.append(invalid(at, text, "must be greater than or equal to 0"))
+        elif _is_extended_resource(name) and amount != amount.to_integral_value():
+            errors.append(invalid(at, text, "must be an integer"))
+    return errors
+
+
+def _is_extended_resource(name: str) -> bool:
+    domain = name.partition("/")[0] if "/" in name else ""
+    return bool(domain) and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+
+
+def _validate_requests_within_limits(
+    requests: Mapping[str, str], limits: Mapping[str, str], path: FieldPath
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for name, text in requests.items():
+        request, limit = _amount(text), _amount(limits.get(name))
+        if request is not None and limit is not None and request > limit:
+            detail = f"must be less than or equal to {name} limit of {limits[name]}"
+            errors.append(invalid(path.key(name), text, detail))
+    return errors
+
+
+def _amount(text: str | None) -> Decimal | None:
+    if text is None:
+        return None
+    try:
+        return parse_quantity(text)
+    except QuantityError:
+        return None
+
+
+def _validate_container_claims(
+    container: Container, path: FieldPath, claim_names: set[str]
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    used: set[tuple[str, str]] = set()
+    for position, claim in enumerate(container.resources.claims):
+        at = path.index(position)
+        name = claim.name or ""
+        if not name:
+            errors.append(required(at.child("name")))
+            continue
+        if (name, claim.request or "") in used:
+            errors.append(duplicate(at, name))
+        used.add((name, claim.request or ""))
+        if name not in claim_names:
+            errors.append(not_found(at, name, _claim_names_detail(claim_names)))
+    return errors
+
+
+def _claim_names_detail(claim_names: set[str]) -> str:
+    detail = "must be one of the names in pod.spec.resourceClaims"
+    return f"{detail} which is empty" if not claim_names else f"{detail}: {', '.join(sorted(claim_names))}"
+
+
+def _validate_toleration(toleration: Toleration, path: FieldPath) -> list[FieldError]:
+    errors = check_optional_format(toleration.key, path.child("key"), label_key_errors)
+    operator = toleration.operator or "Equal"
+    if not toleration.key and operator != "Exists":
+        detail = 'operator must be Exists when `key` is empty, which means "match all values and all keys"'
+        errors.append(invalid(path.child("operator"), operator, detail))
+    if operator == "Exists" and toleration.value:
+        detail = "value must be empty when `operator` is 'Exists'"
+        errors.append(invalid(path.child("operator"), toleration.to_wire(), detail))
+    elif operator == "Equal" and toleration.value:
+        errors += [
+            invalid(path.child("value"), toleration.value, m) for m in label_value_errors(toleration.value)
+        ]
+    errors += check_enum(toleration.operator or None, path.child("operator"), TOLERATION_OPERATORS)
+    errors += check_enum(toleration.effect or None, path.child("effect"), TAINT_EFFECTS)
+    return errors
+
+
+def validate_pod_update(old: Pod, new: Pod) -> list[FieldError]:
+    """A pod keeps its schedulingGroup."""
+    old_group = old.spec.scheduling_group.to_wire() if old.spec.scheduling_group is not None else None
+    new_group = new.spec.scheduling_group.to_wire() if new.spec.scheduling_group is not None else None
+    return [] if old_group == new_group else [immutable(SPEC.child("schedulingGroup"), new_group)]
+
+
+def validate_node(node: Node) -> list[FieldError]:
+    """Metadata, taints and resources of a Node."""
+    errors = validate_object_meta(node.metadata, namespaced=False)
+    errors += _validate_taints(node.spec.taints, SPEC.child("taints"))
+    status = FieldPath("status")
+    errors += validate_resource_list(node.status.capacity, status.child("capacity"))
+    return errors + validate_resource_list(node.status.allocatable, status.child("allocatable"))
+
+
+def _validate_taints(taints: Sequence[Taint], path: FieldPath) -> list[FieldError]:
+    errors: list[FieldError] = []
+    seen: set[tuple[str, str]] = set()
+    for position, taint in enumerate(taints):
+        at = path.index(position)
+        errors += check_required_format(taint.key, at.child("key"), label_key_errors)
+        if taint.value:
+            errors += [invalid(at.child("value"), taint.value, m) for m in label_value_errors(taint.value)]
+        if not taint.effect:
+            errors.append(required(at.child("effect")))
+        elif taint.effect not in TAINT_EFFECTS:
+            errors.append(not_supported(at.child("effect"), taint.effect, TAINT_EFFECTS))
+        if (taint.key or "", taint.effect or "") in seen:
+            errors.append(duplicate(at.child("effect"), taint.effect))
+        seen.add((taint.key or "", taint.effect or ""))
+    return errors

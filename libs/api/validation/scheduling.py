@@ -1,0 +1,283 @@
+"""Validation of `scheduling.k8s.io`: Workload, PodGroup (v1alpha2) and PriorityClass (v1)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from libs.api.errors import (
+    FieldError,
+    FieldPath,
+    forbidden,
+    immutable,
+    invalid,
+    required,
+    too_many,
+)
+from libs.api.formats import (
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    label_key_errors,
+    path_segment_name_errors,
+)
+from libs.api.models.core import PodResourceClaim
+from libs.api.models.scheduling import (
+    DISRUPTION_MODES,
+    HIGHEST_USER_DEFINABLE_PRIORITY,
+    PREEMPTION_POLICIES,
+    PodGroup,
+    PodGroupResourceClaim,
+    PodGroupSchedulingConstraints,
+    PodGroupSchedulingPolicy,
+    PodGroupSpec,
+    PodGroupTemplate,
+    PodGroupTemplateReference,
+    PriorityClass,
+    TypedLocalObjectReference,
+    Workload,
+)
+from libs.api.validation.common import (
+    INT32_MIN,
+    check_enum,
+    check_item_name,
+    check_minimum,
+    check_optional_format,
+    check_required_format,
+)
+from libs.api.validation.meta import METADATA, validate_object_meta
+
+SPEC: Final = FieldPath("spec")
+MAX_POD_GROUP_TEMPLATES: Final = 8
+MAX_TOPOLOGY_CONSTRAINTS: Final = 1
+MAX_POD_GROUP_RESOURCE_CLAIMS: Final = 4
+SYSTEM_PRIORITY_CLASS_PREFIX: Final = "system-"
+SYSTEM_PRIORITY_CLASSES: Final = {
+    "system-node-critical": 2_000_001_000,
+    "system-cluster-critical": 2_000_000_000,
+}
+
+
+def validate_workload(workload: Workload) -> list[FieldError]:
+    """Every error of a Workload, in the order of API.md's example: metadata, controllerRef, each
+    template's name and policy, the template count, then each template's constraints, claims,
+    disruption mode and priority."""
+    spec = workload.spec
+    templates_path = SPEC.child("podGroupTemplates")
+    errors = validate_object_meta(workload.metadata, namespaced=True)
+    if spec.controller_ref is not None:
+        errors += _validate_controller_ref(spec.controller_ref, SPEC.child("controllerRef"))
+    errors += _validate_template_identities(spec.pod_group_templates, templates_path)
+    if not spec.pod_group_templates:
+        errors.append(required(templates_path, "must have at least one item"))
+    elif len(spec.pod_group_templates) > MAX_POD_GROUP_TEMPLATES:
+        errors.append(too_many(templates_path, len(spec.pod_group_templates), MAX_POD_GROUP_TEMPLATES))
+    for position, template in enumerate(spec.pod_group_templates):
+        errors += _validate_group_settings(template, templates_path.index(position))
+    return errors
+
+
+def _validate_template_identities(templates: Sequence[PodGroupTemplate], path: FieldPath) -> list[FieldError]:
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    for position, template in enumerate(templates):
+        at = path.index(position)
+        errors += check_item_name(template.name, at, seen, dns1123_label_errors)
+        errors += validate_scheduling_policy(template.scheduling_policy, at.child("schedulingPolicy"))
+    return errors
+
+
+def _validate_controller_ref(ref: TypedLocalObjectReference, path: FieldPath) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if ref.api_group:
+        errors += [
+            invalid(path.child("apiGroup"), ref.api_group, m) for m in dns1123_subdomain_errors(ref.api_group)
+        ]
+    errors += check_required_format(ref.kind, path.child("kind"), path_segment_name_errors)
+    errors += check_required_format(ref.name, path.child("name"), path_segment_name_errors)
+    return errors
+
+
+def validate_scheduling_policy(policy: PodGroupSchedulingPolicy | None, path: FieldPath) -> list[FieldError]:
+    """Exactly one of `basic` or `gang`; a gang needs `minCount >= 1` (0 counts as missing)."""
+    basic = policy.basic if policy is not None else None
+    gang = policy.gang if policy is not None else None
+    chosen = [name for name, value in (("`basic`", basic), ("`gang`", gang)) if value is not None]
+    if not chosen:
+        return [invalid(path, "", "must specify one of: `basic`, `gang`")]
+    if len(chosen) > 1:
+        detail = "exactly one of `basic`, `gang` is required, but multiple fields are set"
+        return [invalid(path, "{" + ", ".join(chosen) + "}", detail)]
+    if gang is None:
+        return []
+    if not gang.min_count:
+        return [required(path.child("gang", "minCount"))]
+    return check_minimum(gang.min_count, path.child("gang", "minCount"), 1)
+
+
+def _validate_group_settings(group: PodGroupTemplate | PodGroupSpec, path: FieldPath) -> list[FieldError]:
+    # The settings a template and a PodGroup share, beyond identity and policy.
+    errors: list[FieldError] = []
+    if group.scheduling_constraints is not None:
+        errors += _validate_constraints(group.scheduling_constraints, path.child("schedulingConstraints"))
+    errors += _validate_group_claims(group.resource_claims, path.child("resourceClaims"))
+    errors += check_enum(group.disruption_mode, path.child("disruptionMode"), DISRUPTION_MODES)
+    errors += check_optional_format(
+        group.priority_class_name, path.child("priorityClassName"), dns1123_subdomain_errors
+    )
+    errors += validate_priority_value(group.priority, path.child("priority"))
+    return errors
+
+
+def _validate_constraints(constraints: PodGroupSchedulingConstraints, path: FieldPath) -> list[FieldError]:
+    topology_path = path.child("topology")
+    errors: list[FieldError] = []
+    for position, constraint in enumerate(constraints.topology):
+        errors += check_required_format(
+            constraint.key, topology_path.index(position).child("key"), label_key_errors
+        )
+    if len(constraints.topology) > MAX_TOPOLOGY_CONSTRAINTS:
+        errors.append(too_many(topology_path, len(constraints.topology), MAX_TOPOLOGY_CONSTRAINTS))
+    return errors
+
+
+def _validate_group_claims(claims: Sequence[PodGroupResourceClaim], path: FieldPath) -> list[FieldError]:
+    errors: list[FieldError] = []
+    seen: set[str] = set()
+    for position, claim in enumerate(claims):
+        at = path.index(position)
+        errors += check_item_name(claim.name, at, seen, dns1123_label_errors)
+        errors += validate_claim_source(claim, at)
+    if len(claims) > MAX_POD_GROUP_RESOURCE_CLAIMS:
+        errors.append(too_many(path, len(claims), MAX_POD_GROUP_RESOURCE_CLAIMS))
+    return errors
+
+
+def validate_claim_source(
+    claim: PodGroupResourceClaim | PodResourceClaim, path: FieldPath
+) -> list[FieldError]:
+    """Exactly one of `resourceClaimName` or `resourceClaimTemplateName`, each a DNS subdomain."""
+    claim_name, template_name = claim.resource_claim_name, claim.resource_claim_template_name
+    if claim_name is None and template_name is None:
+        detail = "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"
+        return [invalid(path, claim.to_wire(), detail)]
+    if claim_name is not None and template_name is not None:
+        detail = "at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified"
+        return [invalid(path, claim.to_wire(), detail)]
+    if claim_name is not None:
+        return check_required_format(claim_name, path.child("resourceClaimName"), dns1123_subdomain_errors)
+    return check_required_format(
+        template_name, path.child("resourceClaimTemplateName"), dns1123_subdomain_errors
+    )
+
+
+def validate_priority_value(priority: int | None, path: FieldPath) -> list[FieldError]:
+    """An int32 no higher than the highest user-definable priority (1000000000)."""
+    if priority is None:
+        return []
+    if priority > HIGHEST_USER_DEFINABLE_PRIORITY:
+        return [invalid(path, priority, f"must be less than or equal to {HIGHEST_USER_DEFINABLE_PRIORITY}")]
+    return check_minimum(priority, path, INT32_MIN)
+
+
+def validate_pod_group(pod_group: PodGroup) -> list[FieldError]:
+    """Metadata, template reference, policy and settings of a PodGroup."""
+    spec = pod_group.spec
+    errors = validate_object_meta(pod_group.metadata, namespaced=True)
+    if spec.pod_group_template_ref is not None:
+        errors += _validate_template_ref(spec.pod_group_template_ref, SPEC.child("podGroupTemplateRef"))
+    errors += validate_scheduling_policy(spec.scheduling_policy, SPEC.child("schedulingPolicy"))
+    return errors + _validate_group_settings(spec, SPEC)
+
+
+def _validate_template_ref(ref: PodGroupTemplateReference, path: FieldPath) -> list[FieldError]:
+    workload_path = path.child("workload")
+    if ref.workload is None:
+        return [required(workload_path)]
+    errors = check_required_format(
+        ref.workload.workload_name, workload_path.child("workloadName"), dns1123_subdomain_errors
+    )
+    template_path = workload_path.child("podGroupTemplateName")
+    return errors + check_required_format(
+        ref.workload.pod_group_template_name, template_path, dns1123_label_errors
+    )
+
+
+def validate_workload_update(old: Workload, new: Workload) -> list[FieldError]:
+    """The whole Workload spec is immutable."""
+    errors: list[FieldError] = []
+    old_templates = [template.to_wire() for template in old.spec.pod_group_templates]
+    new_templates = [template.to_wire() for template in new.spec.pod_group_templates]
+    if old_templates != new_templates:
+        errors.append(immutable(SPEC.child("podGroupTemplates"), new_templates))
+    errors += _immutable_part(old.spec.controller_ref, new.spec.controller_ref, SPEC.child("controllerRef"))
+    return errors
+
+
+_POD_GROUP_SPEC_FIELDS: Final = (
+    "podGroupTemplateRef",
+    "schedulingPolicy",
+    "schedulingConstraints",
+    "resourceClaims",
+    "disruptionMode",
+    "priorityClassName",
+    "priority",
+)
+
+
+def validate_pod_group_update(old: PodGroup, new: PodGroup) -> list[FieldError]:
+    """Every PodGroup spec field is immutable."""
+    old_spec, new_spec = old.spec.to_wire(), new.spec.to_wire()
+    return [
+        immutable(SPEC.child(field), new_spec.get(field))
+        for field in _POD_GROUP_SPEC_FIELDS
+        if old_spec.get(field) != new_spec.get(field)
+    ]
+
+
+def _immutable_part(
+    old: TypedLocalObjectReference | None, new: TypedLocalObjectReference | None, path: FieldPath
+) -> list[FieldError]:
+    old_wire = old.to_wire() if old is not None else None
+    new_wire = new.to_wire() if new is not None else None
+    return [] if old_wire == new_wire else [immutable(path, new_wire)]
+
+
+def validate_priority_class(priority_class: PriorityClass) -> list[FieldError]:
+    """Name (system- prefix reserved), value (<= 1000000000 for user classes) and preemption policy."""
+    errors = validate_object_meta(priority_class.metadata, namespaced=False)
+    name = priority_class.name
+    if name.startswith(SYSTEM_PRIORITY_CLASS_PREFIX):
+        problem = _system_class_problem(priority_class)
+        if problem:
+            detail = f"priority class names with '{SYSTEM_PRIORITY_CLASS_PREFIX}' prefix are reserved for system use only. error: {problem}"
+            errors.append(forbidden(METADATA.child("name"), detail))
+    elif priority_class.value > HIGHEST_USER_DEFINABLE_PRIORITY:
+        detail = f"maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}"
+        errors.append(forbidden(FieldPath("value"), detail))
+    if priority_class.preemption_policy == "":
+        errors.append(required(FieldPath("preemptionPolicy")))
+    errors += check_enum(
+        priority_class.preemption_policy or None, FieldPath("preemptionPolicy"), PREEMPTION_POLICIES
+    )
+    return errors
+
+
+def _system_class_problem(priority_class: PriorityClass) -> str:
+    name = priority_class.name
+    if name not in SYSTEM_PRIORITY_CLASSES:
+        return f"{name} is not a known system priority class"
+    if priority_class.value != SYSTEM_PRIORITY_CLASSES[name]:
+        return f"value of {name} PriorityClass must be {SYSTEM_PRIORITY_CLASSES[name]}"
+    if priority_class.global_default:
+        return f"globalDefault of {name} PriorityClass must be false"
+    return ""
+
+
+def validate_priority_class_update(old: PriorityClass, new: PriorityClass) -> list[FieldError]:
+    """A PriorityClass keeps its value and preemption policy."""
+    errors: list[FieldError] = []
+    if old.value != new.value:
+        errors.append(forbidden(FieldPath("value"), "may not be changed in an update."))
+    if old.preemption_policy != new.preemption_policy:
+        errors.append(immutable(FieldPath("preemptionPolicy"), new.preemption_policy))
+    return errors
