@@ -1,0 +1,180 @@
+"""GCP Vertex AI through google-cloud-aiplatform's async REST transport: generateContent and
+streamGenerateContent, imported lazily (the package is large and slow to import).
+
+Retries are off here too, which takes one step: the `rest_asyncio` transport sends through google-auth's
+`AsyncAuthorizedSession`, which by itself retries 429/5xx three times with exponential backoff (~3 s for one
+throttle). The session is patched to make a single attempt.
+
+The tier travels in the `X-Vertex-AI-LLM-Request-Type` header: `dedicated` for PT (a 429 then means PT is
+exhausted, and the router re-issues on its OD deployment with `shared`), `shared` for on-demand.
+`usageMetadata.trafficType` records which capacity actually served.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+
+from libs.core.routing import FailureReason, ProviderSpec, Tier, classify_vertex
+from libs.providers.base import Chunk, Completion, ProviderError, ProviderRequest, Usage, split_system
+
+REQUEST_TYPE_HEADER = "x-vertex-ai-llm-request-type"
+_REQUEST_TYPE = {Tier.PROVISIONED: "dedicated", Tier.ON_DEMAND: "shared"}
+_SERVED_TIER = {"PROVISIONED_THROUGHPUT": "provisioned", "ON_DEMAND": "on_demand"}
+
+
+class VertexProvider:
+    """Provider for one Vertex project/location (or its emulator)."""
+
+    def __init__(self, name: str, spec: ProviderSpec, client: Any, types: Any) -> None:
+        self.name = name
+        self._client = client
+        self._types = types
+        self._model_prefix = f"projects/{spec.project}/locations/{spec.location}/publishers/google/models/"
+
+    @classmethod
+    async def open(cls, name: str, spec: ProviderSpec) -> VertexProvider:
+        """Create the async REST client: anonymous against an `api_endpoint` (the emulator), default
+        credentials otherwise."""
+        from google.cloud import aiplatform_v1
+
+        options: dict[str, Any] = {"transport": "rest_asyncio"}
+        if spec.api_endpoint:
+            from google.auth.aio.credentials import AnonymousCredentials
+
+            options["client_options"] = {"api_endpoint": spec.api_endpoint}
+            options["credentials"] = AnonymousCredentials()  # type: ignore[no-untyped-call]
+        else:
+            options["client_options"] = {"api_endpoint": f"{spec.location}-aiplatform.googleapis.com"}
+        client = aiplatform_v1.PredictionServiceAsyncClient(**options)
+        _disable_retries(client.transport._session)  # type: ignore[attr-defined]
+        return cls(name, spec, client, aiplatform_v1)
+
+    async def aclose(self) -> None:
+        """Close the client's HTTP session."""
+        await self._client.transport.close()
+
+    async def complete(self, request: ProviderRequest) -> Completion:
+        """generateContent: one whole answer."""
+        started = time.perf_counter()
+        try:
+            response = await self._client.generate_content(
+                request=self.generate_request(request), metadata=_metadata(request.tier)
+            )
+        except Exception as exc:
+            raise vertex_error(exc, request.tier) from None
+        first_byte_s = time.perf_counter() - started
+        usage, served = _usage(response, request.tier)
+        candidate = response.candidates[0] if response.candidates else None
+        return Completion(
+            text=_text(response),
+            usage=usage or Usage(0, 0),
+            served_tier=served,
+            stop_reason=candidate.finish_reason.name if candidate is not None else None,
+            first_byte_s=first_byte_s,
+        )
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[Chunk]:
+        """streamGenerateContent: text deltas, then a final chunk with usage and the served tier. A stream cut
+        short (the array never closes) raises ProviderError, never a clean end."""
+        try:
+            responses = await self._client.stream_generate_content(
+                request=self.generate_request(request), metadata=_metadata(request.tier)
+            )
+        except Exception as exc:
+            raise vertex_error(exc, request.tier) from None
+        usage: Usage | None = None
+        served = request.tier.value
+        try:
+            async for response in responses:
+                text = _text(response)
+                if text:
+                    yield Chunk(text)
+                reported, served = _usage(response, request.tier)
+                usage = reported or usage
+        except Exception as exc:
+            raise vertex_error(exc, request.tier) from None
+        finally:
+            await responses.cancel()
+        if usage is None:
+            raise ProviderError(FailureReason.UNAVAILABLE, "stream ended without usage metadata")
+        yield Chunk("", usage=usage, served_tier=served)
+
+    def generate_request(self, request: ProviderRequest) -> Any:
+        """The GenerateContentRequest for a ProviderRequest."""
+        types = self._types
+        system, conversation = split_system(request.messages)
+        config: dict[str, Any] = {"max_output_tokens": request.max_tokens}
+        if request.temperature is not None:
+            config["temperature"] = request.temperature
+        fields: dict[str, Any] = {
+            "model": self._model_prefix + request.model,
+            "contents": [
+                types.Content(
+                    role="model" if m.role == "assistant" else "user", parts=[types.Part(text=m.content)]
+                )
+                for m in conversation
+            ],
+            "generation_config": types.GenerationConfig(**config),
+        }
+        if system:
+            fields["system_instruction"] = types.Content(parts=[types.Part(text=text) for text in system])
+        if request.labels:
+            fields["labels"] = dict(request.labels)
+        return types.GenerateContentRequest(**fields)
+
+
+def _disable_retries(session: Any) -> None:
+    """Make an AsyncAuthorizedSession send each request once (the router is the only retry loop)."""
+    request = session.request
+
+    async def single_attempt(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        # The verb helpers (post, get) pass total_attempts positionally, as the 5th argument after url.
+        if len(args) >= 5:
+            args = (*args[:4], 1, *args[5:])
+        else:
+            kwargs["total_attempts"] = 1
+        return await request(method, url, *args, **kwargs)
+
+    session.request = single_attempt
+
+
+def vertex_error(exc: Exception, tier: Tier) -> ProviderError:
+    """Normalise any exception the Vertex client raises."""
+    from google.api_core import exceptions as api_exceptions
+    from google.auth import exceptions as auth_exceptions
+
+    if isinstance(exc, api_exceptions.GoogleAPICallError):
+        status = int(exc.code) if exc.code is not None else None
+        return ProviderError(
+            classify_vertex(status, tier), exc.message or str(exc), status=status, code=type(exc).__name__
+        )
+    if isinstance(
+        exc, (auth_exceptions.TransportError, aiohttp.ClientConnectionError, OSError, TimeoutError)
+    ):
+        return ProviderError(FailureReason.TIMEOUT, f"{type(exc).__name__}: {exc}", code=type(exc).__name__)
+    return ProviderError(FailureReason.UNAVAILABLE, f"{type(exc).__name__}: {exc}", code=type(exc).__name__)
+
+
+def _metadata(tier: Tier) -> tuple[tuple[str, str], ...]:
+    return ((REQUEST_TYPE_HEADER, _REQUEST_TYPE[tier]),)
+
+
+def _text(response: Any) -> str:
+    if not response.candidates:
+        return ""
+    return "".join(part.text for part in response.candidates[0].content.parts)
+
+
+def _usage(response: Any, tier: Tier) -> tuple[Usage | None, str]:
+    if "usage_metadata" not in response:
+        return None, tier.value
+    metadata = response.usage_metadata
+    usage = Usage(input_tokens=metadata.prompt_token_count, output_tokens=metadata.candidates_token_count)
+    traffic = metadata.traffic_type.name
+    return usage, _SERVED_TIER.get(
+        traffic, tier.value if traffic == "TRAFFIC_TYPE_UNSPECIFIED" else traffic.lower()
+    )

@@ -1,0 +1,611 @@
+"""The in-process router: decides with libs.core.routing, calls providers, fails over within the deadline.
+
+One request: (1) resolve the feature's route and candidates, (2) charge the feature budget, (3) dispatch to the
+next admitted candidate with a first-byte timeout, (4) on a retryable failure record it and dispatch the next
+candidate at once (no sleep, no backoff), (5) on success settle capacity, breaker and scoreboard and emit
+`inference.completed`. Decisions use the injected clock; latency figures use the performance counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import NoReturn
+
+from libs.core.routing import (
+    REASON_TRAITS,
+    BreakerSnapshot,
+    BreakerTransition,
+    CapacitySnapshot,
+    DeploymentHealth,
+    Dispatch,
+    FailureReason,
+    FeatureBudget,
+    RoutePlan,
+    RouteWalk,
+    RoutingPolicy,
+    RoutingTable,
+    Scoreboard,
+    SpilloverDecision,
+    build_health,
+    estimate_tokens,
+)
+from libs.events.catalogue import EventType
+from libs.providers import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest
+from libs.routing_engine.clock import Clock, SystemClock
+from libs.routing_engine.contracts import (
+    Attempt,
+    InferRequest,
+    InferResult,
+    StreamCompleted,
+    StreamEvent,
+    TextDelta,
+)
+from libs.routing_engine.errors import (
+    BudgetExceeded,
+    DeadlineExceeded,
+    MidStreamFailure,
+    NoDeploymentAvailable,
+    RequestRejected,
+    RoutingError,
+    UnknownFeature,
+)
+from libs.routing_engine.events import EventBuffer, EventSink, RouterEvent, breaker_event
+
+PROBE_MESSAGES = (Message("user", "ping"),)
+DEFAULT_PROBE_TIMEOUT_S = 5.0
+
+
+class _Generation:
+    """One policy compiled with its runtime state; a reload swaps the whole object in one assignment."""
+
+    __slots__ = ("budgets", "health", "policy", "probe_timeout_s", "providers", "table")
+
+    def __init__(
+        self,
+        policy: RoutingPolicy,
+        providers: Mapping[str, Provider],
+        previous: _Generation | None,
+        now: float,
+    ) -> None:
+        self.policy = policy
+        self.providers = providers
+        self.table = RoutingTable(policy)
+        self.health: dict[str, DeploymentHealth] = build_health(
+            policy, previous.health if previous else {}, now
+        )
+        self.budgets = _budgets(policy, previous, now)
+        timeouts = [f.first_byte_timeout_ms for f in policy.features.values() if f.first_byte_timeout_ms]
+        self.probe_timeout_s = max(timeouts) / 1000.0 if timeouts else DEFAULT_PROBE_TIMEOUT_S
+
+
+def _budgets(policy: RoutingPolicy, previous: _Generation | None, now: float) -> dict[str, FeatureBudget]:
+    """Feature budgets; a feature whose budget did not change keeps what it has spent."""
+    budgets: dict[str, FeatureBudget] = {}
+    for name, feature in policy.features.items():
+        if feature.budget is None:
+            continue
+        kept = previous.budgets.get(name) if previous is not None else None
+        old = previous.policy.features.get(name) if previous is not None else None
+        if kept is not None and old is not None and old.budget == feature.budget:
+            budgets[name] = kept
+        else:
+            budgets[name] = FeatureBudget(feature.budget.tokens_per_minute, now)
+    return budgets
+
+
+@dataclass(slots=True)
+class _Call:
+    """The state of one request while it is being routed."""
+
+    request: InferRequest
+    generation: _Generation
+    plan: RoutePlan
+    walk: RouteWalk
+    estimate: int
+    started: float
+    deadline_at: float
+    first_byte_timeout_s: float | None
+    provider_s: float = 0.0
+    caller_s: float = 0.0
+    attempts: list[Attempt] = field(default_factory=list)
+    spillovers: list[SpilloverDecision] = field(default_factory=list)
+    failed_at: float | None = None
+    last_failure: ProviderError | None = None
+
+
+class Router:
+    """Routes inference requests across deployments per the policy; see the module docstring."""
+
+    def __init__(
+        self,
+        policy: RoutingPolicy,
+        providers: Mapping[str, Provider],
+        clock: Clock | None = None,
+        event_sink: EventSink | None = None,
+    ) -> None:
+        self._clock = clock or SystemClock()
+        self._emit: EventSink = event_sink if event_sink is not None else EventBuffer()
+        _check_providers(policy, providers)
+        self._generation = _Generation(policy, dict(providers), None, self._clock.now())
+        self._probes: set[asyncio.Task[None]] = set()
+        self.scoreboard = Scoreboard()
+
+    @property
+    def policy(self) -> RoutingPolicy:
+        """The policy in force."""
+        return self._generation.policy
+
+    # Public API ------------------------------------------------------------------------------------------
+
+    async def infer(self, request: InferRequest) -> InferResult:
+        """Answer a request, failing over across deployments, models and clouds within its deadline."""
+        call = self._begin(request)
+        while True:
+            dispatch = self._next_dispatch(call)
+            provider_request = _provider_request(call, dispatch)
+            provider = call.generation.providers[dispatch.candidate.deployment.provider]
+            timeout_s, by_deadline = self._attempt_timeout(call)
+            sent = time.perf_counter()
+            try:
+                async with asyncio.timeout(timeout_s):
+                    completion = await provider.complete(provider_request)
+            except asyncio.CancelledError:
+                self._abandon(dispatch)
+                raise
+            except Exception as exc:  # every provider failure is normalised, so a bug still fails over
+                call.provider_s += time.perf_counter() - sent
+                self._attempt_failed(call, dispatch, exc, sent, by_deadline)
+                continue
+            call.provider_s += time.perf_counter() - sent
+            return self._succeed(call, dispatch, completion, sent, completion.first_byte_s)
+
+    async def stream(self, request: InferRequest) -> AsyncIterator[StreamEvent]:
+        """Stream an answer: TextDelta events, then exactly one StreamCompleted. Failover happens only before
+        the first text reaches the caller; a later failure raises MidStreamFailure."""
+        call = self._begin(request)
+        while True:
+            dispatch = self._next_dispatch(call)
+            provider = call.generation.providers[dispatch.candidate.deployment.provider]
+            chunks = provider.stream(_provider_request(call, dispatch))
+            timeout_s, by_deadline = self._attempt_timeout(call)
+            sent = time.perf_counter()
+            try:
+                async with asyncio.timeout(timeout_s):
+                    first = await anext(chunks)
+            except asyncio.CancelledError:
+                self._abandon(dispatch)
+                await _close(chunks)
+                raise
+            except Exception as exc:
+                call.provider_s += time.perf_counter() - sent
+                await _close(chunks)
+                self._attempt_failed(call, dispatch, exc, sent, by_deadline)
+                continue
+            call.provider_s += time.perf_counter() - sent
+            break
+        first_byte_s = time.perf_counter() - sent
+        async for event in self._relay(call, dispatch, chunks, first, sent, first_byte_s):
+            yield event
+
+    def reload(self, policy: RoutingPolicy, providers: Mapping[str, Provider] | None = None) -> None:
+        """Swap in a new policy atomically. Requests in flight finish on the old one; deployments whose
+        definition and breaker settings are unchanged keep their breaker and capacity state."""
+        previous = self._generation
+        providers = dict(providers) if providers is not None else previous.providers
+        _check_providers(policy, providers)
+        self._generation = _Generation(policy, providers, previous, self._clock.now())
+        kept = sorted(n for n, h in self._generation.health.items() if previous.health.get(n) is h)
+        self._emit(
+            RouterEvent(
+                EventType.ROUTER_POLICY_RELOADED,
+                "policy",
+                self._clock.wall(),
+                {
+                    "deployments": sorted(policy.deployments),
+                    "kept_state": kept,
+                    "features": sorted(policy.features),
+                },
+            )
+        )
+
+    def record_feedback(self, feature: str, model: str, score: float) -> None:
+        """A quality score for an answer (feeds the scoreboard)."""
+        self.scoreboard.record_feedback(feature, model, score)
+
+    def breakers(self) -> dict[str, BreakerSnapshot]:
+        """The breaker of every deployment."""
+        now = self._clock.now()
+        return {name: h.breaker.snapshot(now) for name, h in self._generation.health.items()}
+
+    def capacity(self) -> dict[str, CapacitySnapshot]:
+        """The capacity tracker of every PT deployment."""
+        now = self._clock.now()
+        return {
+            n: h.tracker.snapshot(now) for n, h in self._generation.health.items() if h.tracker is not None
+        }
+
+    async def wait_for_probes(self) -> None:
+        """Wait until the breaker probes in flight have finished (tests, shutdown)."""
+        while self._probes:
+            await asyncio.gather(*self._probes, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel probes in flight. Providers belong to the caller, who closes them."""
+        for task in list(self._probes):
+            task.cancel()
+        await self.wait_for_probes()
+
+    # One request -----------------------------------------------------------------------------------------
+
+    def _begin(self, request: InferRequest) -> _Call:
+        started = time.perf_counter()
+        generation = self._generation
+        feature = generation.policy.features.get(request.feature)
+        if feature is None:
+            raise UnknownFeature(f"unknown feature {request.feature!r}")
+        estimate = estimate_tokens(request.prompt_chars, request.max_tokens)
+        budget = generation.budgets.get(request.feature)
+        if budget is not None:
+            wait_s = budget.try_spend(estimate, self._clock.now())
+            if wait_s:
+                raise BudgetExceeded(f"feature {request.feature!r} is over its tokens per minute", wait_s)
+        plan = generation.table.plan(request.feature, request.request_id)
+        deadline_ms = min(feature.deadline_ms, request.deadline_ms or feature.deadline_ms)
+        first_byte = feature.first_byte_timeout_ms / 1000.0 if feature.first_byte_timeout_ms else None
+        walk = RouteWalk(plan, generation.health, estimate)
+        return _Call(
+            request, generation, plan, walk, estimate, started, started + deadline_ms / 1000.0, first_byte
+        )
+
+    def _next_dispatch(self, call: _Call) -> Dispatch:
+        now = self._clock.now()
+        if time.perf_counter() >= call.deadline_at:
+            self._fail_request(
+                call, DeadlineExceeded("deadline passed before an answer", tuple(call.attempts))
+            )
+        dispatch = call.walk.next(now)
+        if call.walk.probes_due:
+            for name in call.walk.probes_due:
+                self._start_probe(call.generation, name)
+            call.walk.probes_due.clear()
+        if dispatch is None:
+            last = call.last_failure
+            detail = f"; last failure {last.reason.value}: {last}" if last is not None else ""
+            self._fail_request(
+                call, NoDeploymentAvailable(f"no deployment could answer{detail}", tuple(call.attempts))
+            )
+        self._announce_move(call, dispatch)
+        return dispatch
+
+    def _attempt_timeout(self, call: _Call) -> tuple[float, bool]:
+        """Seconds this attempt may wait for its first byte, and whether the deadline (not the SLO) set it."""
+        remaining = call.deadline_at - time.perf_counter()
+        if call.first_byte_timeout_s is not None and call.first_byte_timeout_s <= remaining:
+            return call.first_byte_timeout_s, False
+        return max(remaining, 0.0), True
+
+    def _announce_move(self, call: _Call, dispatch: Dispatch) -> None:
+        if dispatch.spillover is None and dispatch.failover is None:
+            return
+        gap_ms = (time.perf_counter() - call.failed_at) * 1000.0 if call.failed_at is not None else None
+        elapsed_ms = (time.perf_counter() - call.started) * 1000.0
+        payload: dict[str, object] = {"request_id": call.request.request_id, "feature": call.request.feature}
+        if dispatch.spillover is not None:
+            spill = dispatch.spillover
+            call.spillovers.append(spill)
+            event_type = EventType.ROUTER_SPILLOVER
+            payload |= {
+                "model": spill.model,
+                "from": spill.from_deployment,
+                "to": spill.to_deployment,
+                "reason": spill.reason.value,
+            }
+        else:
+            assert dispatch.failover is not None
+            event_type = EventType.ROUTER_FAILOVER
+            breaker = call.generation.health[dispatch.failover.from_deployment].breaker
+            payload |= {
+                "from": dispatch.failover.from_deployment,
+                "to": dispatch.failover.to_deployment,
+                "reason": dispatch.failover.reason.value,
+                "breaker_state": breaker.state.value,
+            }
+        failure = call.last_failure
+        if failure is not None:
+            payload |= {"code": failure.code, "status": failure.status}
+        payload |= {
+            "elapsed_ms": round(elapsed_ms, 3),
+            "dispatch_ms": round(gap_ms, 3) if gap_ms is not None else None,
+        }
+        self._emit(RouterEvent(event_type, call.request.request_id, self._clock.wall(), payload))
+
+    def _attempt_failed(
+        self, call: _Call, dispatch: Dispatch, exc: Exception, sent: float, by_deadline: bool
+    ) -> None:
+        failed_at = time.perf_counter()
+        error = _normalise(exc)
+        # A timeout that the request's own deadline imposed says nothing about the deployment's health.
+        judged = not (by_deadline and isinstance(exc, TimeoutError))
+        now = self._clock.now()
+        candidate = dispatch.candidate
+        health = call.generation.health[candidate.name]
+        if dispatch.reservation is not None:
+            dispatch.reservation.cancel(now)
+        if error.reason is FailureReason.PT_EXHAUSTED and health.tracker is not None:
+            health.tracker.mark_exhausted(now)
+        traits = REASON_TRAITS[error.reason]
+        if traits.counts_against_breaker and judged:
+            self._transition(health.breaker.record_failure(now))
+        if error.reason is not FailureReason.CLIENT_ERROR:
+            self.scoreboard.record_failure(call.request.feature, candidate.model)
+        call.attempts.append(_attempt(call, dispatch, error, sent, failed_at, None))
+        call.failed_at = failed_at
+        call.last_failure = error
+        if not traits.failover:
+            self._fail_request(call, RequestRejected(str(error), tuple(call.attempts), error.status))
+        call.walk.failed(candidate, error.reason)
+
+    def _succeed(
+        self, call: _Call, dispatch: Dispatch, completion: Completion, sent: float, first_byte_s: float
+    ) -> InferResult:
+        done = time.perf_counter()
+        now = self._clock.now()
+        candidate = dispatch.candidate
+        usage = completion.usage
+        if dispatch.reservation is not None:
+            dispatch.reservation.settle(usage.total_tokens, now)
+        budget = call.generation.budgets.get(call.request.feature)
+        if budget is not None:
+            budget.correct(call.estimate, usage.total_tokens, now)
+        self._transition(call.generation.health[candidate.name].breaker.record_success(first_byte_s, now))
+        call.attempts.append(_attempt(call, dispatch, None, sent, done, first_byte_s))
+        latency_ms = (done - call.started) * 1000.0
+        first_byte_ms = (sent - call.started + first_byte_s) * 1000.0
+        cost = candidate.deployment.cost.of(usage.input_tokens, usage.output_tokens)
+        self.scoreboard.record_success(
+            call.request.feature,
+            candidate.model,
+            latency_ms=latency_ms,
+            first_byte_ms=first_byte_ms,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost=cost,
+        )
+        added_ms = (done - call.started - call.provider_s - call.caller_s) * 1000.0
+        result = InferResult(
+            request_id=call.request.request_id,
+            feature=call.request.feature,
+            route_index=call.plan.route_index,
+            text=completion.text,
+            model=candidate.model,
+            deployment=candidate.name,
+            provider=candidate.deployment.provider,
+            requested_tier=candidate.deployment.tier,
+            served_tier=completion.served_tier,
+            usage=usage,
+            cost=cost,
+            stop_reason=completion.stop_reason,
+            latency_ms=latency_ms,
+            first_byte_ms=first_byte_ms,
+            added_ms=added_ms,
+            attempts=tuple(call.attempts),
+            skips=tuple(call.walk.skips),
+            spillovers=tuple(call.spillovers),
+        )
+        self._emit(_completed_event(result, call.request.stream, self._clock.wall()))
+        return result
+
+    def _fail_request(self, call: _Call, error: RoutingError) -> NoReturn:
+        budget = call.generation.budgets.get(call.request.feature)
+        if budget is not None:
+            budget.correct(call.estimate, 0, self._clock.now())
+        self._emit(
+            RouterEvent(
+                EventType.INFERENCE_FAILED,
+                call.request.request_id,
+                self._clock.wall(),
+                {
+                    "request_id": call.request.request_id,
+                    "feature": call.request.feature,
+                    "reason": error.reason,
+                    "detail": str(error),
+                    "attempts": [_attempt_summary(a) for a in call.attempts],
+                },
+            )
+        )
+        raise error
+
+    def _abandon(self, dispatch: Dispatch) -> None:
+        if dispatch.reservation is not None:
+            dispatch.reservation.cancel(self._clock.now())
+
+    # Streaming after the first byte ------------------------------------------------------------------------
+
+    async def _relay(
+        self,
+        call: _Call,
+        dispatch: Dispatch,
+        chunks: AsyncIterator[Chunk],
+        first: Chunk,
+        sent: float,
+        first_byte_s: float,
+    ) -> AsyncIterator[StreamEvent]:
+        texts: list[str] = []
+        chunk = first
+        finished = False
+        try:
+            while chunk.usage is None:
+                if chunk.text:
+                    texts.append(chunk.text)
+                    handed = time.perf_counter()
+                    yield TextDelta(chunk.text)
+                    call.caller_s += time.perf_counter() - handed
+                chunk = await self._next_chunk(call, dispatch, chunks, sent)
+            if chunk.text:
+                texts.append(chunk.text)
+                yield TextDelta(chunk.text)
+            finished = True
+        finally:
+            if not finished:
+                self._abandon(dispatch)
+            await _close(chunks)
+        completion = Completion(
+            text="".join(texts),
+            usage=chunk.usage,
+            served_tier=chunk.served_tier or dispatch.candidate.deployment.tier.value,
+            stop_reason=chunk.stop_reason,
+            first_byte_s=first_byte_s,
+        )
+        yield StreamCompleted(self._succeed(call, dispatch, completion, sent, first_byte_s))
+
+    async def _next_chunk(
+        self, call: _Call, dispatch: Dispatch, chunks: AsyncIterator[Chunk], sent: float
+    ) -> Chunk:
+        waited = time.perf_counter()
+        try:
+            async with asyncio.timeout(max(call.deadline_at - waited, 0.0)):
+                return await anext(chunks)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._stream_broke(call, dispatch, _normalise(exc), sent)
+        finally:
+            call.provider_s += time.perf_counter() - waited
+
+    def _stream_broke(self, call: _Call, dispatch: Dispatch, error: ProviderError, sent: float) -> NoReturn:
+        now = self._clock.now()
+        health = call.generation.health[dispatch.candidate.name]
+        if REASON_TRAITS[error.reason].counts_against_breaker:
+            self._transition(health.breaker.record_failure(now))
+        self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
+        call.attempts.append(_attempt(call, dispatch, error, sent, time.perf_counter(), None))
+        message = (
+            f"stream from {dispatch.candidate.name} broke after the first byte: {error.reason.value}: {error}"
+        )
+        self._fail_request(call, MidStreamFailure(message, tuple(call.attempts), error.reason.value))
+
+    # Breakers --------------------------------------------------------------------------------------------
+
+    def _transition(self, transition: BreakerTransition | None) -> None:
+        if transition is not None:
+            self._emit(breaker_event(transition, self._clock.wall()))
+
+    def _start_probe(self, generation: _Generation, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._probe(generation, name))
+        self._probes.add(task)
+        task.add_done_callback(self._probes.discard)
+
+    async def _probe(self, generation: _Generation, name: str) -> None:
+        """The single minimal request an OPEN breaker sends after its open time."""
+        health: DeploymentHealth = generation.health[name]
+        deployment = health.deployment
+        request = ProviderRequest(
+            model=deployment.model, tier=deployment.tier, messages=PROBE_MESSAGES, max_tokens=1
+        )
+        try:
+            async with asyncio.timeout(generation.probe_timeout_s):
+                await generation.providers[deployment.provider].complete(request)
+            healthy = True
+        except asyncio.CancelledError:
+            health.breaker.record_probe(False, self._clock.now())
+            raise
+        except Exception as exc:
+            healthy = not REASON_TRAITS[_normalise(exc).reason].counts_against_breaker
+        self._transition(health.breaker.record_probe(healthy, self._clock.now()))
+
+
+def _check_providers(policy: RoutingPolicy, providers: Mapping[str, Provider]) -> None:
+    missing = sorted({d.provider for d in policy.deployments.values()} - providers.keys())
+    if missing:
+        raise ValueError(f"no provider adapter for: {', '.join(missing)}")
+
+
+def _provider_request(call: _Call, dispatch: Dispatch) -> ProviderRequest:
+    deployment = dispatch.candidate.deployment
+    request = call.request
+    return ProviderRequest(
+        model=deployment.model,
+        tier=deployment.tier,
+        messages=request.messages,
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+        labels=(("feature", request.feature),),
+    )
+
+
+def _normalise(exc: BaseException) -> ProviderError:
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return ProviderError(FailureReason.TIMEOUT, "no first byte in time", code="FirstByteTimeout")
+    return ProviderError(FailureReason.UNAVAILABLE, f"{type(exc).__name__}: {exc}", code=type(exc).__name__)
+
+
+def _attempt(
+    call: _Call,
+    dispatch: Dispatch,
+    error: ProviderError | None,
+    sent: float,
+    ended: float,
+    first_byte_s: float | None,
+) -> Attempt:
+    candidate = dispatch.candidate
+    gap = (sent - call.failed_at) * 1000.0 if call.failed_at is not None else None
+    return Attempt(
+        deployment=candidate.name,
+        provider=candidate.deployment.provider,
+        model=candidate.model,
+        tier=candidate.deployment.tier,
+        reason=error.reason if error is not None else None,
+        status=error.status if error is not None else None,
+        code=error.code if error is not None else None,
+        started_ms=(sent - call.started) * 1000.0,
+        elapsed_ms=(ended - sent) * 1000.0,
+        first_byte_ms=first_byte_s * 1000.0 if first_byte_s is not None else None,
+        dispatch_gap_ms=gap,
+    )
+
+
+def _attempt_summary(attempt: Attempt) -> dict[str, object]:
+    return {
+        "deployment": attempt.deployment,
+        "reason": attempt.reason.value if attempt.reason else "ok",
+        "status": attempt.status,
+        "code": attempt.code,
+        "elapsed_ms": round(attempt.elapsed_ms, 3),
+    }
+
+
+def _completed_event(result: InferResult, streamed: bool, occurred_at: float) -> RouterEvent:
+    return RouterEvent(
+        EventType.INFERENCE_COMPLETED,
+        result.request_id,
+        occurred_at,
+        {
+            "request_id": result.request_id,
+            "feature": result.feature,
+            "route_index": result.route_index,
+            "model": result.model,
+            "deployment": result.deployment,
+            "provider": result.provider,
+            "requested_tier": result.requested_tier.value,
+            "served_tier": result.served_tier,
+            "input_tokens": result.usage.input_tokens,
+            "output_tokens": result.usage.output_tokens,
+            "latency_ms": round(result.latency_ms, 3),
+            "first_byte_ms": round(result.first_byte_ms, 3),
+            "added_ms": round(result.added_ms, 3),
+            "cost": result.cost,
+            "attempts": len(result.attempts),
+            "stream": streamed,
+        },
+    )
+
+
+async def _close(chunks: AsyncIterator[Chunk]) -> None:
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        await close()
