@@ -1,0 +1,221 @@
+"""`EventConsumer`: an idempotent durable pull consumer with a dead-letter queue, wired as a faststream
+subscriber so it runs the same on a real server and under `TestNatsBroker`."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from typing import Any, Protocol
+
+from faststream import AckPolicy, Context
+from faststream.message import StreamMessage
+from faststream.nats import JStream, NatsBroker, PullSub
+from nats.aio.msg import Msg
+from nats.js.api import AckPolicy as JsAckPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
+from pydantic import ValidationError
+
+from libs.db.ports import UnitOfWork, UnitOfWorkFactory
+from libs.events.catalogue import EVENTS_STREAM, EventType
+from libs.events.envelope import Envelope, EventPayload
+from libs.events.registry import UnknownSchemaVersion, parse_payload
+from libs.messaging.dead_letters import DeadLetterReason, dead_letter
+from libs.messaging.delivery import Delivery, delivery_of
+
+log = logging.getLogger(__name__)
+
+
+class EventHandler(Protocol):
+    """What a service does with one event, inside the consumer's unit of work. It must not commit: the
+    consumer commits the handler's writes together with the inbox mark, then acks."""
+
+    async def __call__(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None: ...
+
+
+class ConsumeOutcome(StrEnum):
+    """What became of one delivered message."""
+
+    PROCESSED = "Processed"
+    DUPLICATE = "Duplicate"
+    RETRYING = "Retrying"
+    DEAD_LETTERED = "DeadLettered"
+
+
+class MalformedEvent(ValueError):
+    """The message cannot be understood; retrying will not help."""
+
+    def __init__(self, reason: DeadLetterReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def exponential_backoff(attempt: int, *, base_s: float = 1.0, cap_s: float = 60.0) -> float:
+    """Redelivery delay after failed attempt `attempt` (1-based): 1 s, 2 s, 4 s, ... capped at a minute."""
+    return float(min(cap_s, base_s * 2 ** (attempt - 1)))
+
+
+class EventConsumer:
+    """A durable JetStream pull consumer that processes each event once.
+
+    For each message, in stream order: parse the envelope and payload (unparseable → DLQ, ack); open a unit of
+    work; if `inbox.seen(name, event_id)` already, ack without effect; else run the handler, commit, ack. When
+    the handler raises, nak with `retry_delay(attempt)`; on attempt `max_deliver` publish to the DLQ and ack.
+    The server-side consumer has no delivery limit: the limit is enforced here, where the DLQ is.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        subjects: Sequence[str],
+        handler: EventHandler,
+        uow_factory: UnitOfWorkFactory,
+        stream: str = EVENTS_STREAM,
+        max_deliver: int = 5,
+        ack_wait_s: float = 30.0,
+        retry_delay: Callable[[int], float] = exponential_backoff,
+        batch_size: int = 16,
+        max_batch_wait_s: float = 0.02,
+        payload_parser: Callable[[Envelope], EventPayload] = parse_payload,
+    ) -> None:
+        if not subjects:
+            raise ValueError("a consumer needs at least one subject")
+        self.name = name
+        self.subjects = list(subjects)
+        self.stream = stream
+        self.max_deliver = max_deliver
+        self.ack_wait_s = ack_wait_s
+        self.batch_size = batch_size
+        self.max_batch_wait_s = max_batch_wait_s
+        self._handler = handler
+        self._uow_factory = uow_factory
+        self._retry_delay = retry_delay
+        self._payload_parser = payload_parser
+        self._broker: NatsBroker | None = None
+
+    def subscribe(self, broker: NatsBroker) -> None:
+        """Register on `broker`; the durable consumer is created (if absent) when the broker starts.
+
+        Messages of one fetch are handled one after another, in stream order. A fetch returns when
+        `batch_size` messages arrived or `max_batch_wait_s` passed: the wait bounds the latency a batch adds.
+        """
+        self._broker = broker
+
+        async def on_batch(message: StreamMessage[list[Msg]] = Context("message")) -> None:
+            for raw in message.raw_message:
+                await self._process_or_release(raw)
+
+        broker.subscriber(
+            "",
+            stream=JStream(self.stream, declare=False),
+            durable=self.name,
+            config=self._consumer_config(),
+            pull_sub=PullSub(batch_size=self.batch_size, timeout=self.max_batch_wait_s, batch=True),
+            ack_policy=AckPolicy.MANUAL,
+            decoder=_raw_bodies,
+            title=f"{self.name}:consume",
+            description=f"Durable consumer {self.name} of {', '.join(self.subjects)}",
+        )(on_batch)
+
+    async def process(self, msg: Msg) -> ConsumeOutcome:
+        """Handle one delivered message and settle it (ack, nak, or dead-letter and ack)."""
+        delivery = delivery_of(msg)
+        try:
+            envelope, payload = self._parse(msg.data)
+        except MalformedEvent as exc:
+            log.warning("%s: dead-lettering malformed message on %s: %s", self.name, msg.subject, exc)
+            await self._dead_letter(msg, delivery, exc.reason, str(exc))
+            return ConsumeOutcome.DEAD_LETTERED
+        try:
+            duplicate = await self._handle_once(envelope, payload)
+        except Exception as exc:
+            return await self._retry_or_dead_letter(msg, delivery, envelope, exc)
+        await msg.ack()
+        return ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
+
+    async def _process_or_release(self, msg: Msg) -> None:
+        """`process`, and if even settling failed (bus or DLQ down), release the message for a later retry."""
+        try:
+            await self.process(msg)
+        except Exception:
+            log.exception("%s: could not settle a message on %s; releasing it", self.name, msg.subject)
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=self._retry_delay(delivery_of(msg).attempt))
+
+    def _parse(self, data: bytes) -> tuple[Envelope, EventPayload]:
+        try:
+            envelope = Envelope.from_bytes(data)
+        except ValidationError as exc:
+            raise MalformedEvent(DeadLetterReason.MALFORMED_ENVELOPE, _first_error(exc)) from exc
+        try:
+            EventType(envelope.type)
+        except ValueError as exc:
+            raise MalformedEvent(DeadLetterReason.UNKNOWN_EVENT_TYPE, envelope.type) from exc
+        try:
+            return envelope, self._payload_parser(envelope)
+        except UnknownSchemaVersion as exc:
+            raise MalformedEvent(DeadLetterReason.UNKNOWN_SCHEMA_VERSION, str(exc)) from exc
+        except ValidationError as exc:
+            raise MalformedEvent(DeadLetterReason.INVALID_PAYLOAD, _first_error(exc)) from exc
+        except KeyError as exc:
+            raise MalformedEvent(
+                DeadLetterReason.INVALID_PAYLOAD, f"no payload model for {envelope.type}"
+            ) from exc
+
+    async def _handle_once(self, envelope: Envelope, payload: EventPayload) -> bool:
+        """Run the handler unless the inbox says this consumer already did; True for a duplicate."""
+        async with self._uow_factory() as uow:
+            if await uow.inbox.seen(self.name, envelope.event_id):
+                return True
+            await self._handler(envelope, payload, uow)
+            await uow.commit()
+        return False
+
+    async def _retry_or_dead_letter(
+        self, msg: Msg, delivery: Delivery, envelope: Envelope, error: Exception
+    ) -> ConsumeOutcome:
+        if delivery.attempt >= self.max_deliver:
+            log.error(
+                "%s: %s %s failed %d times, dead-lettering",
+                self.name, envelope.type, envelope.event_id, delivery.attempt, exc_info=error,
+            )  # fmt: skip
+            await self._dead_letter(
+                msg, delivery, DeadLetterReason.HANDLER_FAILED, f"{type(error).__name__}: {error}"
+            )
+            return ConsumeOutcome.DEAD_LETTERED
+        log.warning(
+            "%s: %s %s failed (attempt %d of %d), will retry: %r",
+            self.name, envelope.type, envelope.event_id, delivery.attempt, self.max_deliver, error,
+        )  # fmt: skip
+        await msg.nak(delay=self._retry_delay(delivery.attempt))
+        return ConsumeOutcome.RETRYING
+
+    async def _dead_letter(self, msg: Msg, delivery: Delivery, reason: DeadLetterReason, detail: str) -> None:
+        if self._broker is None:
+            raise RuntimeError(f"consumer {self.name} is not subscribed to a broker")
+        await dead_letter(self._broker, self.name, msg, delivery, reason, detail)
+        await msg.ack()
+
+    def _consumer_config(self) -> ConsumerConfig:
+        return ConsumerConfig(
+            durable_name=self.name,
+            filter_subjects=self.subjects,
+            deliver_policy=DeliverPolicy.ALL,
+            ack_policy=JsAckPolicy.EXPLICIT,
+            ack_wait=self.ack_wait_s,
+            max_deliver=-1,
+            max_ack_pending=max(1000, self.batch_size * 4),
+        )
+
+
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    location = ".".join(str(part) for part in first["loc"])
+    return f"{location}: {first['msg']}" if location else str(first["msg"])
+
+
+async def _raw_bodies(message: StreamMessage[Any]) -> Any:
+    # Keep bodies as bytes: faststream would json-decode by content-type and fail before we can dead-letter.
+    return message.body

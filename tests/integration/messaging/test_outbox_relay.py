@@ -1,0 +1,105 @@
+"""The outbox relay: in order, exactly once in the stream across a crash, and fast when kicked."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from nats.js import JetStreamContext
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from libs.db.repositories.event_log import SqlAlchemyOutbox
+from libs.db.uow import SqlAlchemyUnitOfWork, unit_of_work_factory
+from libs.events.catalogue import EVENTS_STREAM, EventType
+from libs.events.envelope import Envelope
+from libs.messaging.relay import OutboxRelay
+from tests.conftest import FakeClock
+from tests.integration.db.builders import make_draft, make_envelope
+from tests.integration.messaging.conftest import eventually, stream_messages
+
+UowFactory = Callable[[], SqlAlchemyUnitOfWork]
+
+
+async def commit_events(uow_factory: UowFactory, *batches: list[Envelope]) -> None:
+    for batch in batches:
+        async with uow_factory() as uow:
+            for envelope in batch:
+                uow.emit(envelope)
+            await uow.commit()
+
+
+async def test_relay_publishes_committed_events_in_commit_order_with_their_ids(
+    uow_factory: UowFactory, js: JetStreamContext, fake_clock: FakeClock
+) -> None:
+    kinds = [
+        EventType.JOB_SUBMITTED,
+        EventType.PODGROUP_ADMITTED,
+        EventType.POD_ADMITTED,
+        EventType.PODS_BOUND,
+    ]
+    emitted = [make_envelope(kind, correlation_id=f"pg-{i}") for i, kind in enumerate(kinds)]
+    await commit_events(uow_factory, emitted[:1], emitted[1:3], emitted[3:])
+
+    done = await OutboxRelay(uow_factory, js, batch=3, clock=fake_clock).publish_pending()
+    rest = await OutboxRelay(uow_factory, js, batch=3, clock=fake_clock).publish_pending()
+
+    assert (done.published, rest.published, rest.duplicates) == (3, 1, 0)
+    stored = await stream_messages(js, EVENTS_STREAM)
+    assert [Envelope.from_bytes(m.data) for m in stored] == emitted
+    assert [m.subject for m in stored] == [e.nats_subject for e in emitted]
+    assert [m.headers["Nats-Msg-Id"] for m in stored] == [str(e.event_id) for e in emitted]
+    async with uow_factory() as uow:
+        assert await uow.outbox.unpublished(limit=10) == []
+
+
+async def test_relay_killed_after_publishing_republishes_and_the_stream_holds_each_event_once(
+    uow_factory: UowFactory, js: JetStreamContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    emitted = [make_envelope(correlation_id=f"pg-{i}") for i in range(5)]
+    await commit_events(uow_factory, emitted)
+
+    async def killed(*_: object, **__: object) -> None:
+        raise RuntimeError("relay process killed before marking")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SqlAlchemyOutbox, "mark_published", killed)
+        with pytest.raises(RuntimeError, match="killed"):
+            await OutboxRelay(uow_factory, js).publish_pending()
+    restarted = await OutboxRelay(uow_factory, js).publish_pending()
+
+    assert (restarted.published, restarted.duplicates) == (5, 5)
+    stored = await stream_messages(js, EVENTS_STREAM)
+    assert [Envelope.from_bytes(m.data).event_id for m in stored] == [e.event_id for e in emitted]
+
+
+async def test_no_event_is_published_for_a_rolled_back_change(
+    uow_factory: UowFactory, js: JetStreamContext
+) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft())
+        uow.emit(make_envelope())
+        await uow.rollback()
+
+    assert (await OutboxRelay(uow_factory, js).publish_pending()).published == 0
+    assert await stream_messages(js, EVENTS_STREAM) == []
+
+
+async def test_a_kick_after_commit_publishes_without_waiting_for_the_poll(
+    db_session_factory: async_sessionmaker[AsyncSession], js: JetStreamContext, fake_clock: FakeClock
+) -> None:
+    relay = OutboxRelay(unit_of_work_factory(db_session_factory), js, poll_interval_s=3600)
+    kicking = unit_of_work_factory(db_session_factory, clock=fake_clock, after_commit=relay.kick)
+    running = asyncio.create_task(relay.run())
+    try:
+        for expected in (1, 2):  # the second event arrives while the relay waits on its hour-long poll
+            await commit_events(kicking, [make_envelope()])
+
+            async def published(expected: int = expected) -> bool:
+                return len(await stream_messages(js, EVENTS_STREAM)) == expected
+
+            await eventually(published, within_s=5)
+    finally:
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
