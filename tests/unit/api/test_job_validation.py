@@ -1,0 +1,89 @@
+"""batch/v1 Job: counts, completion mode, pod template, and the gang parallelism rule on update."""
+
+from __future__ import annotations
+
+from libs.api.jobs import validate_job_update
+from libs.api.manifests import parse_object, validate_document
+from tests.unit.api.builders import error_lines, make_job
+
+GANG_PARALLELISM_FIXED = (
+    "spec.parallelism: Forbidden: may not be changed for a gang-scheduled Job (completionMode Indexed, "
+    "parallelism == completions): its PodGroup's minCount is fixed"
+)
+
+
+def test_a_gang_job_is_admitted():
+    result = validate_document(make_job())
+    assert result.ok, result.message
+
+
+def test_a_job_gets_default_counts_and_completion_mode():
+    job = validate_document(make_job(parallelism=None, completions=None, completion_mode=None)).obj
+
+    assert (job.spec.parallelism, job.spec.completions, job.spec.completion_mode) == (1, 1, "NonIndexed")
+    assert job.spec.backoff_limit == 6
+
+
+def test_counts_are_not_negative_and_completion_mode_is_known():
+    doc = make_job(parallelism=-1, completions=-2, completion_mode="Ordered")
+    doc["spec"]["backoffLimit"] = -3
+    assert error_lines(doc) == [
+        "spec.parallelism: Invalid value: -1: must be greater than or equal to 0",
+        "spec.completions: Invalid value: -2: must be greater than or equal to 0",
+        "spec.backoffLimit: Invalid value: -3: must be greater than or equal to 0",
+        'spec.completionMode: Unsupported value: "Ordered": supported values: "NonIndexed", "Indexed"',
+    ]
+
+
+def test_indexed_jobs_need_completions():
+    assert error_lines(make_job(completions=None)) == [
+        "spec.completions: Required value: when completion mode is Indexed"
+    ]
+
+
+def test_the_template_is_required_and_validated_as_a_pod_spec():
+    doc = make_job()
+    del doc["spec"]["template"]
+    assert error_lines(doc) == ["spec.template: Required value"]
+    doc = make_job(template_spec={"restartPolicy": "Always", "containers": []})
+    assert error_lines(doc) == [
+        "spec.template.spec.containers: Required value",
+        'spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "OnFailure", "Never"',
+    ]
+
+
+def test_template_annotations_are_validated():
+    doc = make_job(template_metadata={"annotations": {"podway.io/run-seconds": "soon"}})
+    assert error_lines(doc) == [
+        'spec.template.metadata.annotations[podway.io/run-seconds]: Invalid value: "soon": must be a '
+        "non-negative number"
+    ]
+
+
+def test_changing_parallelism_of_a_gang_job_is_rejected():
+    assert error_lines(make_job(parallelism=8, completions=4), old=make_job()) == [GANG_PARALLELISM_FIXED]
+
+
+def test_changing_parallelism_of_a_plain_job_is_allowed():
+    old = make_job(completion_mode="NonIndexed", completions=None)
+    new = make_job(completion_mode="NonIndexed", completions=None, parallelism=8)
+    assert error_lines(new, old=old) == []
+
+
+def test_validate_job_update_works_on_parsed_jobs():
+    old, new = parse_object(make_job()), parse_object(make_job(parallelism=5, completions=4))
+    assert [str(error) for error in validate_job_update(old, new)] == [GANG_PARALLELISM_FIXED]
+
+
+def test_completions_completion_mode_and_template_are_immutable():
+    old = make_job(completion_mode="NonIndexed", completions=4, parallelism=2)
+    new = make_job(
+        completion_mode="Indexed", completions=5, parallelism=2, template_metadata={"labels": {"a": "b"}}
+    )
+    lines = error_lines(new, old=old)
+    assert lines[:2] == [
+        'spec.completionMode: Invalid value: "Indexed": field is immutable',
+        "spec.completions: Invalid value: 5: field is immutable",
+    ]
+    assert lines[2].startswith('spec.template: Invalid value: {"metadata":{"labels":{"a":"b"}}')
+    assert lines[2].endswith(": field is immutable")

@@ -1,0 +1,201 @@
+"""Reading manifests: YAML documents, kinds, decoding errors, warnings and the apply order."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import yaml
+
+from libs.api.manifests import (
+    KIND_ORDER,
+    InvalidObjectError,
+    ManifestError,
+    is_namespaced,
+    load_documents,
+    object_key,
+    parse_object,
+    sort_for_apply,
+    validate_document,
+)
+from libs.api.models import Node, Pod, PodGroup, Workload
+from tests.unit.api.builders import make_node, make_pod, make_pod_group, make_priority_class, make_workload
+
+
+def test_load_documents_skips_empty_documents_and_expands_lists():
+    text = textwrap.dedent(
+        """\
+        ---
+        apiVersion: v1
+        kind: Node
+        metadata: {name: a}
+        ---
+        # only a comment
+        ---
+        apiVersion: v1
+        kind: List
+        items:
+        - {apiVersion: v1, kind: Node, metadata: {name: b}}
+        - {apiVersion: v1, kind: Node, metadata: {name: c}}
+        """
+    )
+    assert [doc["metadata"]["name"] for doc in load_documents(text)] == ["a", "b", "c"]
+
+
+def test_load_documents_reports_bad_yaml_and_non_objects():
+    with pytest.raises(ManifestError, match="error parsing YAML"):
+        load_documents("a: [")
+    with pytest.raises(ManifestError, match="document 1 is not an object"):
+        load_documents("- 1\n- 2\n")
+
+
+def test_parse_object_picks_the_model_by_api_version_and_kind():
+    assert isinstance(parse_object(make_workload()), Workload)
+    assert isinstance(parse_object(make_pod_group()), PodGroup)
+    assert isinstance(parse_object(make_pod()), Pod)
+
+
+def test_unknown_kind_or_version_is_a_clear_error():
+    with pytest.raises(ManifestError) as caught:
+        parse_object(
+            {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "x"}}
+        )
+    assert str(caught.value) == 'no matches for kind "Workload" in version "scheduling.k8s.io/v1beta1"'
+    assert caught.value.status()["reason"] == "BadRequest"
+
+
+def test_missing_kind_is_reported_as_the_api_server_does():
+    with pytest.raises(ManifestError) as caught:
+        parse_object({"apiVersion": "v1", "metadata": {"name": "x"}})
+    assert (
+        str(caught.value) == """Object 'Kind' is missing in '{"apiVersion":"v1","metadata":{"name":"x"}}'"""
+    )
+
+
+def test_wrong_json_types_are_field_errors():
+    doc = make_workload()
+    doc["spec"]["podGroupTemplates"][0]["schedulingPolicy"]["gang"]["minCount"] = "16"
+    with pytest.raises(InvalidObjectError) as caught:
+        parse_object(doc)
+    assert [str(error) for error in caught.value.errors] == [
+        'spec.podGroupTemplates[0].schedulingPolicy.gang.minCount: Invalid value: "16": must be an integer'
+    ]
+    assert caught.value.status()["code"] == 422
+
+
+def test_validate_document_answers_unreadable_documents_with_the_problem():
+    result = validate_document({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}})
+    assert not result.ok
+    assert result.message == 'no matches for kind "Secret" in version "v1"'
+    assert result.status() == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'no matches for kind "Secret" in version "v1"',
+        "reason": "BadRequest",
+        "code": 400,
+    }
+
+
+def test_validate_document_reports_decoding_errors_with_the_object_name():
+    doc = make_pod()
+    doc["spec"]["containers"] = "trainer"
+    result = validate_document(doc)
+    assert result.message == (
+        'The Pod "llm-train-worker-0-3" is invalid:\n* spec.containers: Invalid value: "trainer": must be a list'
+    )
+    assert result.status_code == 422
+
+
+def test_explicit_nulls_are_accepted_for_optional_fields():
+    doc = make_workload(controllerRef=None)
+    doc["metadata"].update(labels=None, annotations=None, ownerReferences=None)
+    doc["spec"]["podGroupTemplates"][0].update(resourceClaims=None, schedulingConstraints=None, priority=None)
+    result = validate_document(doc)
+    assert result.ok, result.message
+
+
+def test_unknown_fields_are_kept_and_warned_about_where_podway_models_everything():
+    doc = make_workload()
+    doc["spec"]["podGroupTemplates"][0]["minCont"] = 3
+    result = validate_document(doc)
+    assert result.ok
+    assert result.warnings == ('unknown field "spec.podGroupTemplates[0].minCont"',)
+    assert result.obj.to_wire()["spec"]["podGroupTemplates"][0]["minCont"] == 3
+
+
+def test_unknown_but_valid_kubernetes_fields_pass_through_pods_silently():
+    doc = make_pod(affinity={"nodeAffinity": {}}, volumes=[{"name": "data", "emptyDir": {}}])
+    doc["spec"]["containers"][0]["command"] = ["python", "train.py"]
+    result = validate_document(doc)
+    assert result.ok
+    assert result.warnings == ()
+    wire = result.obj.to_wire()
+    assert wire["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
+    assert wire["spec"]["containers"][0]["command"] == ["python", "train.py"]
+
+
+def test_apply_order_puts_dependencies_first():
+    assert KIND_ORDER == (
+        "PriorityClass",
+        "DeviceClass",
+        "Node",
+        "ResourceSlice",
+        "Workload",
+        "ResourceClaimTemplate",
+        "ResourceClaim",
+        "PodGroup",
+        "Job",
+        "Pod",
+    )
+    objects = [
+        parse_object(doc) for doc in (make_pod(), make_pod_group(), make_workload(), make_priority_class())
+    ]
+    assert [obj.kind for obj in sort_for_apply(objects)] == ["PriorityClass", "Workload", "PodGroup", "Pod"]
+
+
+def test_object_keys_and_scope():
+    assert object_key(parse_object(make_pod())) == ("Pod", "ml", "llm-train-worker-0-3")
+    assert object_key(parse_object(make_node())) == ("Node", None, "node-a")
+    assert is_namespaced("PodGroup")
+    assert not is_namespaced("ResourceSlice")
+
+
+def test_documents_round_trip_through_the_models():
+    for doc in (make_workload(), make_pod_group(), make_priority_class(), make_node(unschedulable=True)):
+        assert parse_object(doc).to_wire() == doc
+
+
+def test_a_yaml_file_with_several_kinds_validates_document_by_document():
+    text = yaml.safe_dump_all([make_priority_class(), make_workload(), make_pod_group(), make_pod()])
+    results = [validate_document(doc) for doc in load_documents(text)]
+    assert [(r.kind, r.ok) for r in results] == [
+        ("PriorityClass", True),
+        ("Workload", True),
+        ("PodGroup", True),
+        ("Pod", True),
+    ]
+
+
+def test_generate_name_stands_in_for_a_name():
+    doc = make_node()
+    doc["metadata"] = {"generateName": "node-"}
+    assert validate_document(doc).ok
+    assert isinstance(parse_object(doc), Node)
+
+
+def test_only_one_owner_reference_may_be_the_controller():
+    doc = make_pod()
+    refs = [{"apiVersion": "batch/v1", "kind": "Job", "name": n, "uid": n, "controller": True} for n in "ab"]
+    doc["metadata"]["ownerReferences"] = refs + [{"apiVersion": "", "kind": "", "name": ""}]
+    lines = [str(error) for error in validate_document(doc).errors]
+    assert lines[0].startswith("metadata.ownerReferences: Invalid value: [")
+    assert lines[0].endswith(
+        'Only one reference can have Controller set to true. Found "true" in references for a and b'
+    )
+    assert lines[1:] == [
+        'metadata.ownerReferences.apiVersion: Invalid value: "": version must not be empty',
+        'metadata.ownerReferences.kind: Invalid value: "": kind must not be empty',
+        'metadata.ownerReferences.name: Invalid value: "": name must not be empty',
+    ]
