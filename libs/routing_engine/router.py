@@ -187,8 +187,12 @@ class Router:
             call.provider_s += time.perf_counter() - sent
             break
         first_byte_s = time.perf_counter() - sent
-        async for event in self._relay(call, dispatch, chunks, first, sent, first_byte_s):
-            yield event
+        relay = self._relay(call, dispatch, chunks, first, sent, first_byte_s)
+        try:
+            async for event in relay:
+                yield event
+        finally:
+            await _close(relay)  # a caller leaving early must release capacity and the provider stream now
 
     def reload(self, policy: RoutingPolicy, providers: Mapping[str, Provider] | None = None) -> None:
         """Swap in a new policy atomically. Requests in flight finish on the old one; deployments whose
@@ -605,7 +609,7 @@ def _completed_event(result: InferResult, streamed: bool, occurred_at: float) ->
     )
 
 
-async def _close(chunks: AsyncIterator[Chunk]) -> None:
-    close = getattr(chunks, "aclose", None)
+async def _close(iterator: AsyncIterator[object]) -> None:
+    close = getattr(iterator, "aclose", None)
     if close is not None:
         await close()

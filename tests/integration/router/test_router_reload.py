@@ -1,0 +1,60 @@
+"""Hot reload: an atomic swap that keeps in-flight requests and the state of unchanged deployments."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from libs.emulators import RunningEmulators
+from libs.events.catalogue import EventType
+from libs.routing_engine import EventBuffer
+from libs.routing_engine.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterFactory, ask, make_policy
+
+
+async def test_reload_swaps_routes_without_dropping_in_flight_requests(
+    make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
+):
+    router = make_router(GEMINI_FIRST)
+    emulators.vertex.set_latency(GEMINI_FLASH, ttft_ms=150)
+    in_flight = asyncio.create_task(router.infer(ask()))
+    await asyncio.sleep(0.02)
+    router.reload(make_policy(emulators, CLAUDE_FIRST))
+    after = await router.infer(ask())
+    before = await in_flight
+    assert before.deployment == "gemini-flash-pt"
+    assert after.deployment == "claude-haiku-pt"
+    [reloaded] = events.of_type(EventType.ROUTER_POLICY_RELOADED)
+    assert reloaded.payload["kept_state"] == [
+        "claude-haiku-od",
+        "claude-haiku-pt",
+        "gemini-flash-od",
+        "gemini-flash-pt",
+    ]
+
+
+async def test_reload_keeps_breaker_state_only_for_unchanged_deployments(
+    make_router: RouterFactory, emulators: RunningEmulators
+):
+    router = make_router(CLAUDE_FIRST)
+    emulators.bedrock.inject_error(503, "ServiceUnavailableException", model=CLAUDE_HAIKU_PT_ARN, count=2)
+    await router.infer(ask())
+    await router.infer(ask())
+    assert router.breakers()["claude-haiku-pt"].consecutive_failures == 2
+
+    router.reload(make_policy(emulators, GEMINI_FIRST))
+    assert router.breakers()["claude-haiku-pt"].consecutive_failures == 2
+
+    resized = {"claude-haiku-pt": {"capacity": {"tokens_per_minute": 1000}}}
+    router.reload(make_policy(emulators, GEMINI_FIRST, deployments=resized))
+    assert router.breakers()["claude-haiku-pt"].consecutive_failures == 0
+    assert router.capacity()["claude-haiku-pt"].tokens_per_minute == 1000
+
+
+async def test_reload_refuses_a_policy_without_provider_adapters(make_router: RouterFactory, emulators):
+    router = make_router()
+    policy = make_policy(emulators, GEMINI_FIRST)
+    with pytest.raises(ValueError, match="no provider adapter"):
+        router.reload(policy, providers={})
+    assert router.policy is not policy
