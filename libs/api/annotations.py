@@ -88,6 +88,15 @@ _CHECKS: Final = {
 }
 
 
+def effective_annotations(*layers: Mapping[str, str]) -> dict[str, str]:
+    """The Podway annotations in force for a PodGroup, given its layers most specific first (PodGroup,
+    Workload, Job): a key set on an earlier layer wins."""
+    merged: dict[str, str] = {}
+    for layer in reversed(layers):
+        merged.update({key: value for key, value in layer.items() if key.startswith(PREFIX)})
+    return merged
+
+
 def topology_key(annotations: Mapping[str, str]) -> str | None:
     """The hard topology key a Job asks for (`podway.io/topology-key`)."""
     return annotations.get(TOPOLOGY_KEY) or None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import yaml
@@ -198,7 +198,7 @@ class ValidationResult:
     name: str = ""
     namespace: str | None = None
     problem: str | None = None
-    status_code: int = field(default=200)
+    status_code: int = 200
 
     @property
     def ok(self) -> bool:

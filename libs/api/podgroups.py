@@ -51,3 +51,13 @@ def complete_from_workload(pod_group: PodGroup, workload: Workload) -> PodGroup:
     if template is None:
         return pod_group
     return pod_group.model_copy(update={"spec": copy_template_policy(template, pod_group.spec)}, deep=True)
+
+
+def workload_missing_warning(pod_group: PodGroup) -> str | None:
+    """The warning a PodGroup is admitted with when its Workload does not exist (yet); None when it names
+    no Workload. The scheduler does not try such a group until the Workload appears."""
+    workload_name = pod_group.spec.workload_name
+    if not workload_name:
+        return None
+    where = f"{pod_group.namespace}/{pod_group.name}" if pod_group.namespace else pod_group.name
+    return f'PodGroup {where} waits for Workload "{workload_name}", which does not exist yet'

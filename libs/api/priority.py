@@ -11,16 +11,17 @@ from libs.api.errors import FieldError, FieldPath, forbidden
 from libs.api.models.batch import Job
 from libs.api.models.core import Pod, PodSpec
 from libs.api.models.meta import ApiObject, ObjectMeta
-from libs.api.models.scheduling import PREEMPT_LOWER_PRIORITY, PodGroup, PriorityClass, Workload
+from libs.api.models.scheduling import (
+    PREEMPT_LOWER_PRIORITY,
+    SYSTEM_PRIORITY_CLASSES,
+    PodGroup,
+    PriorityClass,
+    Workload,
+)
 
-# Created by the API server itself, so always known.
 BUILTIN_PRIORITY_CLASSES: Final = {
-    "system-node-critical": PriorityClass(
-        metadata=ObjectMeta(name="system-node-critical"), value=2_000_001_000
-    ),
-    "system-cluster-critical": PriorityClass(
-        metadata=ObjectMeta(name="system-cluster-critical"), value=2_000_000_000
-    ),
+    name: PriorityClass(metadata=ObjectMeta(name=name), value=value)
+    for name, value in SYSTEM_PRIORITY_CLASSES.items()
 }
 
 SPEC: Final = FieldPath("spec")

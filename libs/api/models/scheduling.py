@@ -19,6 +19,11 @@ PREEMPT_NEVER: Final = "Never"
 PREEMPTION_POLICIES: Final = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
 
 HIGHEST_USER_DEFINABLE_PRIORITY: Final = 1_000_000_000
+# Created by the API server itself: name -> value.
+SYSTEM_PRIORITY_CLASSES: Final = {
+    "system-node-critical": 2_000_001_000,
+    "system-cluster-critical": 2_000_000_000,
+}
 
 
 class TypedLocalObjectReference(ApiModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from libs.api.errors import FieldError, FieldPath, forbidden, immutable, required
+from libs.api.errors import FieldError, FieldPath, forbidden, required
 from libs.api.models.batch import (
     COMPLETION_MODE_INDEXED,
     COMPLETION_MODES,
@@ -12,7 +12,7 @@ from libs.api.models.batch import (
     Job,
     is_gang_job,
 )
-from libs.api.validation.common import check_enum, check_minimum
+from libs.api.validation.common import check_enum, check_minimum, check_unchanged
 from libs.api.validation.core import validate_pod_spec
 from libs.api.validation.meta import validate_annotations, validate_labels, validate_object_meta
 
@@ -55,12 +55,9 @@ def validate_job_update(old: Job, new: Job) -> list[FieldError]:
     errors: list[FieldError] = []
     if is_gang_job(old) and new.spec.parallelism != old.spec.parallelism:
         errors.append(forbidden(SPEC.child("parallelism"), GANG_PARALLELISM_FIXED))
-    if new.spec.completion_mode != old.spec.completion_mode:
-        errors.append(immutable(SPEC.child("completionMode"), new.spec.completion_mode))
-    if new.spec.completions != old.spec.completions:
-        errors.append(immutable(SPEC.child("completions"), new.spec.completions))
-    old_template = old.spec.template.to_wire() if old.spec.template is not None else None
-    new_template = new.spec.template.to_wire() if new.spec.template is not None else None
-    if new_template != old_template:
-        errors.append(immutable(SPEC.child("template"), new_template))
+    errors += check_unchanged(
+        old.spec.completion_mode, new.spec.completion_mode, SPEC.child("completionMode")
+    )
+    errors += check_unchanged(old.spec.completions, new.spec.completions, SPEC.child("completions"))
+    errors += check_unchanged(old.spec.template, new.spec.template, SPEC.child("template"))
     return errors

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from libs.api.errors import FieldError, FieldPath, duplicate, invalid, not_supported, required
+from libs.api.errors import FieldError, FieldPath, duplicate, immutable, invalid, not_supported, required
+from libs.api.models.base import ApiModel
 
 FormatCheck = Callable[[str], list[str]]
 
@@ -63,3 +65,17 @@ def check_item_name(
             errors.append(duplicate(path.child("name"), name))
         seen.add(name)
     return errors
+
+
+def check_unchanged(old: Any, new: Any, path: FieldPath) -> list[FieldError]:
+    """`Invalid value: <new>: field is immutable` when an update changed the value (compared on the wire)."""
+    old_wire, new_wire = _wire(old), _wire(new)
+    return [] if old_wire == new_wire else [immutable(path, new_wire)]
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, ApiModel):
+        return value.to_wire()
+    if isinstance(value, list):
+        return [_wire(item) for item in value]
+    return value

@@ -11,7 +11,6 @@ from libs.api.errors import (
     FieldPath,
     duplicate,
     forbidden,
-    immutable,
     invalid,
     not_found,
     not_supported,
@@ -43,6 +42,7 @@ from libs.api.validation.common import (
     check_minimum,
     check_optional_format,
     check_required_format,
+    check_unchanged,
 )
 from libs.api.validation.meta import validate_labels, validate_object_meta
 from libs.api.validation.scheduling import validate_claim_source
@@ -217,9 +217,9 @@ def _validate_toleration(toleration: Toleration, path: FieldPath) -> list[FieldE
 
 def validate_pod_update(old: Pod, new: Pod) -> list[FieldError]:
     """A pod keeps its schedulingGroup."""
-    old_group = old.spec.scheduling_group.to_wire() if old.spec.scheduling_group is not None else None
-    new_group = new.spec.scheduling_group.to_wire() if new.spec.scheduling_group is not None else None
-    return [] if old_group == new_group else [immutable(SPEC.child("schedulingGroup"), new_group)]
+    return check_unchanged(
+        old.spec.scheduling_group, new.spec.scheduling_group, SPEC.child("schedulingGroup")
+    )
 
 
 def validate_node(node: Node) -> list[FieldError]:

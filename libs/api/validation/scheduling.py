@@ -9,7 +9,6 @@ from libs.api.errors import (
     FieldError,
     FieldPath,
     forbidden,
-    immutable,
     invalid,
     required,
     too_many,
@@ -25,6 +24,7 @@ from libs.api.models.scheduling import (
     DISRUPTION_MODES,
     HIGHEST_USER_DEFINABLE_PRIORITY,
     PREEMPTION_POLICIES,
+    SYSTEM_PRIORITY_CLASSES,
     PodGroup,
     PodGroupResourceClaim,
     PodGroupSchedulingConstraints,
@@ -43,6 +43,7 @@ from libs.api.validation.common import (
     check_minimum,
     check_optional_format,
     check_required_format,
+    check_unchanged,
 )
 from libs.api.validation.meta import METADATA, validate_object_meta
 
@@ -51,10 +52,6 @@ MAX_POD_GROUP_TEMPLATES: Final = 8
 MAX_TOPOLOGY_CONSTRAINTS: Final = 1
 MAX_POD_GROUP_RESOURCE_CLAIMS: Final = 4
 SYSTEM_PRIORITY_CLASS_PREFIX: Final = "system-"
-SYSTEM_PRIORITY_CLASSES: Final = {
-    "system-node-critical": 2_000_001_000,
-    "system-cluster-critical": 2_000_000_000,
-}
 
 
 def validate_workload(workload: Workload) -> list[FieldError]:
@@ -204,13 +201,9 @@ def _validate_template_ref(ref: PodGroupTemplateReference, path: FieldPath) -> l
 
 def validate_workload_update(old: Workload, new: Workload) -> list[FieldError]:
     """The whole Workload spec is immutable."""
-    errors: list[FieldError] = []
-    old_templates = [template.to_wire() for template in old.spec.pod_group_templates]
-    new_templates = [template.to_wire() for template in new.spec.pod_group_templates]
-    if old_templates != new_templates:
-        errors.append(immutable(SPEC.child("podGroupTemplates"), new_templates))
-    errors += _immutable_part(old.spec.controller_ref, new.spec.controller_ref, SPEC.child("controllerRef"))
-    return errors
+    templates_path, controller_path = SPEC.child("podGroupTemplates"), SPEC.child("controllerRef")
+    errors = check_unchanged(old.spec.pod_group_templates, new.spec.pod_group_templates, templates_path)
+    return errors + check_unchanged(old.spec.controller_ref, new.spec.controller_ref, controller_path)
 
 
 _POD_GROUP_SPEC_FIELDS: Final = (
@@ -227,19 +220,10 @@ _POD_GROUP_SPEC_FIELDS: Final = (
 def validate_pod_group_update(old: PodGroup, new: PodGroup) -> list[FieldError]:
     """Every PodGroup spec field is immutable."""
     old_spec, new_spec = old.spec.to_wire(), new.spec.to_wire()
-    return [
-        immutable(SPEC.child(field), new_spec.get(field))
-        for field in _POD_GROUP_SPEC_FIELDS
-        if old_spec.get(field) != new_spec.get(field)
-    ]
-
-
-def _immutable_part(
-    old: TypedLocalObjectReference | None, new: TypedLocalObjectReference | None, path: FieldPath
-) -> list[FieldError]:
-    old_wire = old.to_wire() if old is not None else None
-    new_wire = new.to_wire() if new is not None else None
-    return [] if old_wire == new_wire else [immutable(path, new_wire)]
+    errors: list[FieldError] = []
+    for field in _POD_GROUP_SPEC_FIELDS:
+        errors += check_unchanged(old_spec.get(field), new_spec.get(field), SPEC.child(field))
+    return errors
 
 
 def validate_priority_class(priority_class: PriorityClass) -> list[FieldError]:
@@ -278,6 +262,6 @@ def validate_priority_class_update(old: PriorityClass, new: PriorityClass) -> li
     errors: list[FieldError] = []
     if old.value != new.value:
         errors.append(forbidden(FieldPath("value"), "may not be changed in an update."))
-    if old.preemption_policy != new.preemption_policy:
-        errors.append(immutable(FieldPath("preemptionPolicy"), new.preemption_policy))
-    return errors
+    return errors + check_unchanged(
+        old.preemption_policy, new.preemption_policy, FieldPath("preemptionPolicy")
+    )

@@ -89,3 +89,14 @@ def test_gang_restart_defaults_to_always_only_for_job_owned_gangs():
     assert podway.gang_restart({}, job_owned=True) == "Always"
     assert podway.gang_restart({}, job_owned=False) == "Never"
     assert podway.gang_restart({podway.GANG_RESTART: "Never"}, job_owned=True) == "Never"
+
+
+def test_the_most_specific_layer_wins():
+    pod_group = {podway.MAX_PENDING_SECONDS: "60", "other": "x"}
+    workload = {podway.MAX_PENDING_SECONDS: "600", podway.TOPOLOGY_PREFERRED: "a/rack"}
+    job = {podway.GANG_RESTART: "Never"}
+    assert podway.effective_annotations(pod_group, workload, job) == {
+        podway.MAX_PENDING_SECONDS: "60",
+        podway.TOPOLOGY_PREFERRED: "a/rack",
+        podway.GANG_RESTART: "Never",
+    }

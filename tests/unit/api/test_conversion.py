@@ -12,8 +12,8 @@ from libs.api.conversion import (
     legacy_pod_group_name,
 )
 from libs.api.manifests import parse_object, validate_document
-from libs.api.podgroups import complete_from_workload
-from tests.unit.api.builders import make_pod, make_workload
+from libs.api.podgroups import complete_from_workload, workload_missing_warning
+from tests.unit.api.builders import make_pod, make_pod_group, make_workload
 
 
 def legacy_workload(name: str = "train", namespace: str = "ml") -> dict:
@@ -154,3 +154,12 @@ def test_a_pod_with_both_workload_ref_and_scheduling_group_is_not_converted():
     converted, warnings = convert_documents([copy.deepcopy(doc)])
     assert converted == [doc]
     assert warnings == []
+
+
+def test_a_pod_group_waiting_for_its_workload_gets_a_warning():
+    assert workload_missing_warning(parse_object(make_pod_group())) == (
+        'PodGroup ml/llm-train-worker-0 waits for Workload "llm-train", which does not exist yet'
+    )
+    standalone = make_pod_group()
+    del standalone["spec"]["podGroupTemplateRef"]
+    assert workload_missing_warning(parse_object(standalone)) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libs.api.formats import (
@@ -17,6 +17,7 @@ from libs.api.formats import (
 )
 
 LABEL = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?\Z")
+FEW = settings(max_examples=40, deadline=None)
 
 
 def test_regex_errors_space_examples_exactly_as_go_does():
@@ -57,6 +58,7 @@ def test_path_segment_names():
     assert path_segment_name_errors("a%b") == ["may not contain '%'"]
 
 
+@FEW
 @given(st.lists(LABEL, min_size=1, max_size=4))
 def test_dotted_dns_labels_are_subdomains(labels):
     name = ".".join(labels)
@@ -65,6 +67,7 @@ def test_dotted_dns_labels_are_subdomains(labels):
     )
 
 
+@FEW
 @given(LABEL)
 def test_dns_labels_are_valid_label_keys_and_values(label):
     assert dns1123_label_errors(label) == []
