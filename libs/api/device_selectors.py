@@ -24,6 +24,7 @@ MAX_EXPRESSION_LENGTH: Final = 10 * 1024
 MAX_MACRO_NESTING: Final = 2
 COMPREHENSION_MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
 DEVICE_VARIABLE: Final = "device"
+_ERROR_LINE_RE: Final = re.compile(r"ERROR: <input>:\d+:\d+: [^\n]*")
 
 
 class SelectorError(ValueError):
@@ -81,8 +82,7 @@ def _compile(expression: str) -> cel.Program:
 def _compile_message(message: str) -> str:
     # The library prefixes "Failed to parse expression '<expr>': " and adds source excerpts with carets;
     # keep only the `ERROR: <input>:line:col: ...` lines, one error line per field error.
-    lines = [line.strip() for line in message[message.find("ERROR:") :].splitlines()]
-    errors = [line for line in lines if line.startswith("ERROR:")]
+    errors = _ERROR_LINE_RE.findall(message)
     return "; ".join(errors) if errors else message
 
 

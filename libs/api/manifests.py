@@ -230,7 +230,8 @@ def validate_document(
     exists already. All errors are reported at once.
 
     Convert a whole batch with conversion.convert_documents first when pods may carry v1.35 workloadRefs:
-    only the batch conversion creates their implied PodGroups."""
+    only the batch conversion creates their implied PodGroups. Pass `priority_classes` on updates whenever
+    the stored `old` object was admitted with them, so that both sides carry resolved priorities."""
     converted, warnings = convert_document(doc)
     try:
         obj = parse_object(converted)

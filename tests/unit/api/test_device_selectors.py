@@ -175,3 +175,12 @@ def test_nesting_depth_counts_each_level(levels):
     for level in range(levels):
         expression = f"l{level}.all(v{level}, {expression})"
     assert macro_nesting_depth(expression) == levels
+
+
+def test_compile_errors_keep_only_the_error_lines_even_for_multi_line_expressions():
+    expression = 'device.driver == "ERROR: x"\n&& )'
+    assert error_lines(make_device_class("gpu.example.com", expression)) == [
+        f'{EXPRESSION}: Invalid value: "device.driver == \\"ERROR: x\\"\\n&& )": compilation failed: '
+        "ERROR: <input>:2:4: Syntax error: mismatched input ')' expecting {'[', '{', '(', '.', '-', '!', 'true', "
+        "'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"
+    ]
