@@ -28,10 +28,19 @@ def prepare_stack(database_url: str, nats_url: str) -> None:
     import asyncio
 
     from libs.db.migrate import upgrade
-    from libs.messaging.streams import provision_streams
+    from libs.messaging.broker import jetstream, make_broker
+    from libs.messaging.streams import ensure_streams
 
-    upgrade(database_url)
-    asyncio.run(provision_streams(nats_url))
+    async def run() -> None:
+        await upgrade(database_url)
+        broker = make_broker(nats_url, "podway-up")
+        await broker.connect()
+        try:
+            await ensure_streams(jetstream(broker))
+        finally:
+            await broker.stop()
+
+    asyncio.run(run())
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -100,19 +109,21 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    import asyncio
+
     from libs.db import migrate
 
     settings = settings_from(args)
     if args.revision:
-        migrate.revision(args.revision)
+        print(f"created {migrate.revision(args.revision)}")
         return 0
     url = settings.resolved_database_url()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if args.downgrade:
-        migrate.downgrade(url, args.downgrade)
+        asyncio.run(migrate.downgrade(url, args.downgrade))
     else:
-        migrate.upgrade(url)
-    print(f"database at {migrate.current(url)}")
+        asyncio.run(migrate.upgrade(url))
+    print(f"database at revision {asyncio.run(migrate.current(url))}")
     return 0
 
 

@@ -1,0 +1,132 @@
+"""How the CLI prints objects: kubectl-like tables, YAML, JSON `List`s, and `describe` pages."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+KIND_ALIASES: dict[str, str] = {}
+for _kind, _names in {
+    "PodGroup": ("podgroup", "podgroups", "pg"),
+    "Pod": ("pod", "pods", "po"),
+    "Workload": ("workload", "workloads", "wl"),
+    "Job": ("job", "jobs"),
+    "Node": ("node", "nodes", "no"),
+    "PriorityClass": ("priorityclass", "priorityclasses", "pc"),
+    "DeviceClass": ("deviceclass", "deviceclasses"),
+    "ResourceClaim": ("resourceclaim", "resourceclaims"),
+    "ResourceClaimTemplate": ("resourceclaimtemplate", "resourceclaimtemplates"),
+    "ResourceSlice": ("resourceslice", "resourceslices"),
+}.items():
+    for _name in (*_names, _kind.lower()):
+        KIND_ALIASES[_name] = _kind
+
+
+def resolve_kind(text: str) -> str:
+    """`podgroups`, `pg` or `PodGroup` -> `PodGroup`; unknown names raise ValueError in kubectl's words."""
+    kind = KIND_ALIASES.get(text.lower())
+    if kind is None:
+        raise ValueError(f'the server doesn\'t have a resource type "{text}"')
+    return kind
+
+
+def age(created: str | None, now: datetime) -> str:
+    """kubectl's short age: 45s, 12m, 3h, 2d."""
+    if not created:
+        return "<unknown>"
+    seconds = max(0, int((now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def _policy(spec: dict[str, Any]) -> tuple[str, str]:
+    policy = spec.get("schedulingPolicy") or {}
+    if "gang" in policy and policy["gang"] is not None:
+        return "gang", str((policy["gang"] or {}).get("minCount", ""))
+    return "basic", "-"
+
+
+def _podgroup_row(obj: dict[str, Any]) -> list[str]:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    kind, min_count = _policy(spec)
+    placed = status.get("podway", {}).get("placed", 0) if isinstance(status.get("podway"), dict) else 0
+    domain = (status.get("podway") or {}).get("domain") or "-"
+    phase = (status.get("podway") or {}).get("phase") or "Pending"
+    return [phase, kind, f"{placed}/{min_count}", str(spec.get("priority", 0)), domain]
+
+
+def _pod_row(obj: dict[str, Any]) -> list[str]:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    group = (spec.get("schedulingGroup") or {}).get("podGroupName") or "-"
+    return [status.get("phase") or "Pending", group, spec.get("nodeName") or "<none>"]
+
+
+def _workload_row(obj: dict[str, Any]) -> list[str]:
+    templates = (obj.get("spec") or {}).get("podGroupTemplates") or []
+    return [",".join(f"{t.get('name')}({_policy(t)[0]})" for t in templates)]
+
+
+def _job_row(obj: dict[str, Any]) -> list[str]:
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    completions = f"{status.get('succeeded', 0)}/{spec.get('completions', 1)}"
+    return [completions, str(spec.get("parallelism", 1)), spec.get("completionMode", "NonIndexed")]
+
+
+def _node_row(obj: dict[str, Any]) -> list[str]:
+    spec = obj.get("spec") or {}
+    labels = _meta(obj).get("labels") or {}
+    state = "Ready,SchedulingDisabled" if spec.get("unschedulable") else "Ready"
+    return [state, labels.get("topology.example.com/rack", "-")]
+
+
+COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
+    "PodGroup": (["PHASE", "POLICY", "PLACED", "PRIORITY", "DOMAIN"], _podgroup_row),
+    "Pod": (["STATUS", "PODGROUP", "NODE"], _pod_row),
+    "Workload": (["TEMPLATES"], _workload_row),
+    "Job": (["COMPLETIONS", "PARALLELISM", "MODE"], _job_row),
+    "Node": (["STATUS", "RACK"], _node_row),
+}
+
+
+def table(kind: str, items: Sequence[dict[str, Any]], *, wide: bool, all_namespaces: bool) -> str:
+    """A kubectl-like table; `wide` adds uid and labels."""
+    now = datetime.now(UTC)
+    header, row_of = COLUMNS.get(kind, ([], lambda _o: []))
+    head = (["NAMESPACE"] if all_namespaces else []) + ["NAME", *header, "AGE"] + (["UID"] if wide else [])
+    rows = [head]
+    for obj in items:
+        meta = _meta(obj)
+        row = ([meta.get("namespace") or ""] if all_namespaces else []) + [meta.get("name", "")]
+        row += row_of(obj) + [age(meta.get("creationTimestamp"), now)]
+        rows.append(row + ([meta.get("uid", "")] if wide else []))
+    if len(rows) == 1:
+        return "No resources found."
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def as_list(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """kubectl's `-o json` for many objects: a `List`."""
+    return {"apiVersion": "v1", "kind": "List", "items": list(items), "metadata": {"resourceVersion": ""}}
+
+
+def render(kind: str, items: Sequence[dict[str, Any]], output: str, *, all_namespaces: bool = False) -> str:
+    if output == "json":
+        return json.dumps(as_list(items), indent=2)
+    if output == "yaml":
+        return yaml.safe_dump(as_list(items), sort_keys=False)
+    return table(kind, items, wide=output == "wide", all_namespaces=all_namespaces)

@@ -1,0 +1,263 @@
+"""Apply: validate, default, convert and decide each manifest of a batch against what is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from libs.api.conversion import convert_documents
+from libs.api.jobs import expand_job
+from libs.api.kinds import is_namespaced, kind_rank
+from libs.api.manifests import ManifestError, parse_object, validate_document
+from libs.api.models.batch import Job
+from libs.api.models.meta import ApiObject
+from libs.api.models.scheduling import PodGroup, PriorityClass, Workload
+from libs.api.podgroups import complete_from_workload, workload_missing_warning
+from libs.core.admission.events import admitted_event, correlation_of, expanded_event, rejected_event
+from libs.core.admission.manifests import stored_spec
+from libs.core.admission.model import (
+    AdmissionView,
+    BatchDecision,
+    KnownObject,
+    Manifest,
+    ObjectKey,
+    ObjectWrite,
+)
+from libs.events.rpc import ObjectResult
+
+# metadata fields the store owns: an apply never sets them and comparing them says nothing about a change
+STORE_OWNED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+
+
+@dataclass(frozen=True)
+class ApplyContext:
+    """What a decision may not read for itself: the time, fresh uids, the request it answers."""
+
+    now: datetime
+    new_uid: Callable[[], str]
+    request_id: str
+
+
+def raw_key(doc: Mapping[str, Any]) -> ObjectKey | None:
+    """(kind, namespace, name) as the document states them, before validation."""
+    kind = doc.get("kind")
+    meta = doc.get("metadata")
+    if not isinstance(kind, str) or not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    namespace = meta.get("namespace") if is_namespaced(kind) else ""
+    return (kind, namespace if isinstance(namespace, str) else "", meta["name"])
+
+
+def keys_touched(docs: list[dict[str, Any]]) -> set[ObjectKey]:
+    """Every stored object a batch may read: the objects themselves, PodGroups' Workloads, Pods' PodGroups,
+    and the objects a Job expands to."""
+    converted, _ = convert_documents(docs)
+    keys: set[ObjectKey] = set()
+    for doc in converted:
+        key = raw_key(doc)
+        if key is None:
+            continue
+        keys.add(key)
+        keys.update(_related_keys(key, doc))
+    return keys
+
+
+def _related_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
+    kind, namespace, _ = key
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    if kind == "PodGroup":
+        ref = ((spec.get("podGroupTemplateRef") or {}).get("workload") or {}).get("workloadName")
+        return {("Workload", namespace, ref)} if isinstance(ref, str) else set()
+    if kind == "Pod":
+        group = (spec.get("schedulingGroup") or {}).get("podGroupName")
+        return {("PodGroup", namespace, group)} if isinstance(group, str) else set()
+    if kind == "Job":
+        return _job_keys(doc)
+    return set()
+
+
+def _job_keys(doc: Mapping[str, Any]) -> set[ObjectKey]:
+    try:
+        job = parse_object(doc)
+    except (ManifestError, ValueError):
+        return set()
+    if not isinstance(job, Job):
+        return set()
+    expansion = expand_job(job)
+    objs: list[ApiObject] = [o for o in (expansion.workload, expansion.podgroup) if o is not None]
+    return {(o.KIND, o.namespace or "", o.name) for o in [*objs, *expansion.pods]}
+
+
+def admit_batch(docs: list[dict[str, Any]], view: AdmissionView, ctx: ApplyContext) -> BatchDecision:
+    """Decide every manifest of one apply request.
+
+    1. Convert v1.35 shapes for the whole batch (implied PodGroups join the batch).
+    2. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
+    3. Validate each against its stored version; store what changed; answer each in request order.
+    """
+    decision = BatchDecision()
+    converted, warnings = convert_documents(docs)
+    decision.warnings.extend(warnings)
+    results: list[ObjectResult | None] = [None] * len(converted)
+    for index in sorted(range(len(converted)), key=lambda i: kind_rank(str(converted[i].get("kind")))):
+        results[index] = admit_document(converted[index], view, decision, ctx)
+    decision.results = [r for r in results if r is not None]
+    return decision
+
+
+def admit_document(
+    doc: Mapping[str, Any], view: AdmissionView, decision: BatchDecision, ctx: ApplyContext
+) -> ObjectResult:
+    """Decide one document, appending its write and events to `decision`."""
+    key = raw_key(doc)
+    existing = view.get(key) if key else None
+    result = validate_document(
+        doc, old=existing.manifest if existing else None, priority_classes=view.priority_classes
+    )
+    if result.obj is None:
+        decision.events.append(rejected_event(result, ctx.request_id))
+        return ObjectResult(
+            kind=result.kind or None,
+            namespace=result.namespace,
+            name=result.name or None,
+            outcome="rejected",
+            message=result.message,
+            status=result.status(),
+            warnings=list(result.warnings),
+        )
+    obj, warnings = _with_workload(result.obj, view, list(result.warnings))
+    return store_object(obj, existing, view, decision, ctx, warnings)
+
+
+def _with_workload(obj: ApiObject, view: AdmissionView, warnings: list[str]) -> tuple[ApiObject, list[str]]:
+    """A PodGroup takes its policy from its Workload when that exists; otherwise it waits, with a warning."""
+    if not isinstance(obj, PodGroup):
+        return obj, warnings
+    workload_name = obj.spec.workload_name
+    stored = view.get(("Workload", obj.namespace or "", workload_name)) if workload_name else None
+    if stored is None:
+        warning = workload_missing_warning(obj)
+        return obj, warnings + ([warning] if warning else [])
+    workload = parse_object(stored.manifest)
+    assert isinstance(workload, Workload)
+    return complete_from_workload(obj, workload), warnings
+
+
+def store_object(
+    obj: ApiObject,
+    existing: KnownObject | None,
+    view: AdmissionView,
+    decision: BatchDecision,
+    ctx: ApplyContext,
+    warnings: list[str],
+) -> ObjectResult:
+    """Write `obj` unless it equals what is stored; emit its admission event; expand new Jobs."""
+    kind, namespace, name = obj.KIND, obj.namespace or "", obj.name
+    manifest = obj.to_wire()
+    metadata = _metadata(manifest, existing, ctx)
+    status = _status(kind, manifest, existing)
+    spec = stored_spec(kind, manifest)
+    if existing is not None and _unchanged(existing, spec, metadata, status):
+        return ObjectResult(
+            kind=kind,
+            namespace=namespace or None,
+            name=name,
+            uid=existing.uid,
+            outcome="unchanged",
+            warnings=warnings,
+        )
+    write = ObjectWrite(
+        kind=kind,
+        api_version=str(manifest.get("apiVersion")),
+        namespace=namespace,
+        name=name,
+        uid=str(metadata["uid"]),
+        spec=spec,
+        metadata=metadata,
+        status=status,
+        expected_resource_version=existing.resource_version if existing else 0,
+    )
+    known = _known_after(write, existing, manifest)
+    decision.writes.append(write)
+    view.put(known)
+    if isinstance(obj, PriorityClass):
+        view.priority_classes[name] = obj
+    outcome: Literal["created", "updated"] = "updated" if existing else "created"
+    correlation = correlation_of(known, view)
+    decision.events.append(admitted_event(known, outcome, warnings, ctx.request_id, correlation))
+    if isinstance(obj, Job) and existing is None:
+        _expand(obj, known, view, decision, ctx)
+    return ObjectResult(
+        kind=kind, namespace=namespace or None, name=name, uid=known.uid, outcome=outcome, warnings=warnings
+    )
+
+
+def _metadata(manifest: Manifest, existing: KnownObject | None, ctx: ApplyContext) -> Manifest:
+    metadata = {k: v for k, v in (manifest.get("metadata") or {}).items() if k not in STORE_OWNED_METADATA}
+    if existing is not None:
+        old = existing.manifest.get("metadata") or {}
+        metadata["uid"] = existing.uid
+        metadata["creationTimestamp"] = old.get("creationTimestamp")
+    else:
+        metadata["uid"] = (manifest.get("metadata") or {}).get("uid") or ctx.new_uid()
+        metadata["creationTimestamp"] = ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return metadata
+
+
+def _status(kind: str, manifest: Manifest, existing: KnownObject | None) -> Manifest:
+    # A Node's status is what its agent reports; every other status belongs to a controller, not to apply.
+    if kind == "Node":
+        return dict(manifest.get("status") or {})
+    return dict((existing.manifest.get("status") or {}) if existing else {})
+
+
+def _comparable(metadata: Manifest) -> Manifest:
+    return {k: v for k, v in metadata.items() if k not in STORE_OWNED_METADATA}
+
+
+def _unchanged(existing: KnownObject, spec: Manifest, metadata: Manifest, status: Manifest) -> bool:
+    old = existing.manifest
+    return (
+        stored_spec(existing.kind, old) == spec
+        and _comparable(old.get("metadata") or {}) == _comparable(metadata)
+        and (old.get("status") or {}) == status
+    )
+
+
+def _known_after(write: ObjectWrite, existing: KnownObject | None, manifest: Manifest) -> KnownObject:
+    old_generation = int((existing.manifest.get("metadata") or {}).get("generation") or 1) if existing else 0
+    spec_changed = existing is None or stored_spec(existing.kind, existing.manifest) != write.spec
+    metadata = {
+        **write.metadata,
+        "resourceVersion": str(write.expected_resource_version + 1),
+        "generation": old_generation + 1 if spec_changed else old_generation,
+    }
+    full = {**manifest, "metadata": metadata}
+    if write.status:
+        full["status"] = write.status
+    else:
+        full.pop("status", None)
+    return KnownObject(
+        kind=write.kind,
+        namespace=write.namespace,
+        name=write.name,
+        uid=write.uid,
+        resource_version=write.expected_resource_version + 1,
+        manifest=full,
+    )
+
+
+def _expand(
+    job: Job, known: KnownObject, view: AdmissionView, decision: BatchDecision, ctx: ApplyContext
+) -> None:
+    """Job controller phase 1: the Job's Workload, PodGroup and Pods go through admission like any manifest."""
+    stored_job = job.model_copy(deep=True)
+    stored_job.metadata.uid = known.uid
+    expansion = expand_job(stored_job)
+    generated: list[ApiObject] = [o for o in (expansion.workload, expansion.podgroup) if o is not None]
+    for obj in [*generated, *expansion.pods]:
+        admit_document(obj.to_wire(), view, decision, ctx)
+    decision.events.append(expanded_event(stored_job, known, expansion, ctx.request_id))

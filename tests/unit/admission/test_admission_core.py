@@ -1,0 +1,194 @@
+import itertools
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from libs.api.manifests import load_documents
+from libs.core.admission.apply import ApplyContext, admit_batch, keys_touched
+from libs.core.admission.delete import decide_delete, finish_pending_deletions
+from libs.core.admission.model import AdmissionView, KnownObject
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def ctx() -> ApplyContext:
+    counter = itertools.count(1)
+    return ApplyContext(now=NOW, new_uid=lambda: f"uid-{next(counter)}", request_id="req-1")
+
+
+def example(name: str) -> list[dict]:
+    return load_documents((EXAMPLES / name).read_text())
+
+
+def outcomes(decision) -> list[tuple[str | None, str | None, str]]:
+    return [(r.kind, r.name, r.outcome) for r in decision.results]
+
+
+def applied(view: AdmissionView, docs: list[dict]):
+    return admit_batch(docs, view, ctx())
+
+
+def test_a_gang_workload_with_its_podgroup_and_pods_is_created_with_one_event_each():
+    view = AdmissionView()
+    decision = applied(view, example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
+    assert [o[2] for o in outcomes(decision)] == ["created"] * 8
+    assert len(decision.writes) == 8
+    types = [e.payload.TYPE.value for e in decision.events]
+    assert types.count("pod.admitted") == 4
+    assert "podgroup.admitted" in types
+    assert "workload.admitted" in types
+
+
+def test_pods_events_are_correlated_with_their_podgroup():
+    view = AdmissionView()
+    decision = applied(view, example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
+    group = view.get(("PodGroup", "ml", "llm-train-worker-0"))
+    assert group is not None
+    pod_events = [e for e in decision.events if e.payload.TYPE.value == "pod.admitted"]
+    assert {e.correlation_id for e in pod_events} == {group.uid}
+
+
+def test_priority_is_resolved_from_a_priority_class_of_the_same_batch():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
+    group = view.get(("PodGroup", "ml", "llm-train-worker-0"))
+    assert group.manifest["spec"]["priority"] == 1000
+
+
+def test_applying_the_same_manifests_again_changes_nothing():
+    view = AdmissionView()
+    docs = example("01-priorityclasses.yaml") + example("03-gang-workload.yaml")
+    applied(view, docs)
+    again = applied(view, docs)
+    assert {r.outcome for r in again.results} == {"unchanged"}
+    assert again.writes == []
+    assert again.events == []
+
+
+def test_a_label_change_is_an_update_with_the_next_resource_version():
+    view = AdmissionView()
+    docs = example("01-priorityclasses.yaml")
+    applied(view, docs)
+    docs[0]["metadata"]["labels"] = {"team": "ml"}
+    decision = applied(view, docs)
+    assert outcomes(decision)[0] == ("PriorityClass", "high-priority", "updated")
+    assert decision.writes[0].expected_resource_version == 1
+
+
+def test_changing_a_podgroup_spec_is_rejected_as_immutable_and_writes_nothing():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
+    docs = [d for d in example("03-gang-workload.yaml") if d["kind"] == "PodGroup"]
+    docs[0]["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2
+    decision = applied(view, docs)
+    assert decision.results[0].outcome == "rejected"
+    assert "field is immutable" in decision.results[0].message
+    assert decision.writes == []
+    assert [e.payload.TYPE.value for e in decision.events] == ["object.rejected"]
+
+
+def test_a_podgroup_whose_workload_does_not_exist_is_admitted_with_a_warning():
+    view = AdmissionView()
+    docs = [d for d in example("03-gang-workload.yaml") if d["kind"] == "PodGroup"]
+    decision = applied(view, example("01-priorityclasses.yaml") + docs)
+    group_result = decision.results[-1]
+    assert group_result.outcome == "created"
+    assert any("llm-train" in w for w in group_result.warnings)
+
+
+def test_an_invalid_manifest_is_rejected_with_every_error_and_others_in_the_batch_still_land():
+    view = AdmissionView()
+    docs = example("invalid/bad-workload.yaml") + example("01-priorityclasses.yaml")
+    decision = applied(view, docs)
+    rejected = decision.results[0]
+    assert rejected.outcome == "rejected"
+    assert rejected.message.startswith('The Workload "BAD_NAME" is invalid:')
+    assert "minCount: Required value" in rejected.message
+    assert rejected.status["reason"] == "Invalid"
+    assert [r.outcome for r in decision.results[1:]] == ["created", "created"]
+
+
+def test_a_v135_manifest_is_converted_with_a_warning_and_its_implied_podgroup():
+    view = AdmissionView()
+    decision = applied(view, example("04-v135-workload.yaml"))
+    assert ("PodGroup", "legacy-train-workers", "created") in outcomes(decision)
+    assert decision.warnings
+    pod = view.get(("Pod", "ml", "legacy-train-0"))
+    assert pod.manifest["spec"]["schedulingGroup"] == {"podGroupName": "legacy-train-workers"}
+
+
+def test_a_gang_job_expands_into_workload_podgroup_and_pods_with_an_expanded_event():
+    view = AdmissionView()
+    decision = applied(view, example("01-priorityclasses.yaml") + example("05-indexed-job.yaml"))
+    kinds = [w.kind for w in decision.writes]
+    assert kinds.count("Pod") == 8
+    assert kinds.count("Workload") == 1
+    assert kinds.count("PodGroup") == 1
+    expanded = [e.payload for e in decision.events if e.payload.TYPE.value == "job.expanded"]
+    assert expanded[0].gang is True
+    assert expanded[0].pod_names[0] == "finetune-worker-0-0"
+    assert view.get(("PodGroup", "ml", "finetune-worker-0")).manifest["spec"]["schedulingConstraints"] == {
+        "topology": [{"key": "topology.example.com/rack"}]
+    }
+
+
+def test_keys_touched_include_the_workload_of_a_podgroup_and_the_objects_of_a_job():
+    keys = keys_touched(example("03-gang-workload.yaml") + example("05-indexed-job.yaml"))
+    assert ("Workload", "ml", "llm-train") in keys
+    assert ("PodGroup", "ml", "finetune-worker-0") in keys
+    assert ("Pod", "ml", "finetune-worker-0-7") in keys
+
+
+def _with_phase(pod: KnownObject, phase: str) -> KnownObject:
+    return KnownObject(
+        pod.kind,
+        pod.namespace,
+        pod.name,
+        pod.uid,
+        pod.resource_version,
+        {**pod.manifest, "status": {"phase": phase}},
+    )
+
+
+@pytest.fixture
+def gang_view() -> AdmissionView:
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
+    return view
+
+
+def test_deleting_a_podgroup_waits_while_its_pods_run(gang_view):
+    pods = [o for o in gang_view.objects.values() if o.kind == "Pod"]
+    decision = decide_delete(("PodGroup", "ml", "llm-train-worker-0"), gang_view, pods, "req", [])
+    assert decision.results[0].outcome == "pending"
+    assert decision.removals[0].mark_only
+    assert decision.events == []
+
+
+def test_a_marked_podgroup_is_deleted_once_every_pod_finished(gang_view):
+    group = gang_view.get(("PodGroup", "ml", "llm-train-worker-0"))
+    pods = [o for o in gang_view.objects.values() if o.kind == "Pod"]
+    assert finish_pending_deletions([group], pods, "r").removals == []
+    finished = [_with_phase(p, "Succeeded") for p in pods[:3]] + [_with_phase(pods[3], "Failed")]
+    decision = finish_pending_deletions([group], finished, "r")
+    assert [r.outcome for r in decision.results] == ["deleted"]
+    assert decision.events[0].payload.TYPE.value == "object.deleted"
+
+
+def test_deleting_a_job_removes_what_it_generated():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml") + example("05-indexed-job.yaml"))
+    everything = list(view.objects.values())
+    decision = decide_delete(("Job", "ml", "finetune"), view, [], "req", everything)
+    removed = {(r.kind, r.name) for r in decision.removals if not r.mark_only}
+    assert ("Job", "finetune") in removed
+    assert ("PodGroup", "finetune-worker-0") in removed
+    assert ("Pod", "finetune-worker-0-3") in removed
+    assert decision.results[0].outcome == "deleted"
+
+
+def test_deleting_something_missing_answers_not_found():
+    decision = decide_delete(("Pod", "ml", "ghost"), AdmissionView(), [], "req", [])
+    assert decision.results[0].outcome == "not_found"
