@@ -1,0 +1,82 @@
+"""Pure scheduling core: cluster snapshot, PodGroup scheduling cycle, queue and PodGroup lifecycle.
+
+No I/O and no clock reads: time comes in as `now` (seconds), so the simulator replays it exactly.
+"""
+
+from .cycle import schedule_podgroup
+from .lifecycle import (
+    Condition,
+    ConditionReason,
+    ConditionType,
+    GangRestart,
+    PodGroupPhase,
+    PodPhase,
+    decide_gang_restart,
+    podgroup_phase,
+)
+from .model import (
+    BLOCK_KEY,
+    DEFAULT_SCHEDULER_NAME,
+    DEFAULT_TOPOLOGY_KEYS,
+    HOSTNAME_KEY,
+    RACK_KEY,
+    ZONE_KEY,
+    CycleDecision,
+    CycleResult,
+    GangReason,
+    GangRestartPolicy,
+    Node,
+    NodeFilterReason,
+    Placement,
+    PodGroup,
+    PodRequest,
+    ResourceTotals,
+    Taint,
+    TaintEffect,
+    Toleration,
+    TolerationOperator,
+    TopologyDomainRef,
+)
+from .queue import ClusterEvent, PodGroupTimedOut, QueueReason, QueueState, SchedulingQueue, backoff_seconds
+from .snapshot import ClusterSnapshot, PlacementConflict
+
+__all__ = [
+    "BLOCK_KEY",
+    "DEFAULT_SCHEDULER_NAME",
+    "DEFAULT_TOPOLOGY_KEYS",
+    "HOSTNAME_KEY",
+    "RACK_KEY",
+    "ZONE_KEY",
+    "ClusterEvent",
+    "ClusterSnapshot",
+    "Condition",
+    "ConditionReason",
+    "ConditionType",
+    "CycleDecision",
+    "CycleResult",
+    "GangReason",
+    "GangRestart",
+    "GangRestartPolicy",
+    "Node",
+    "NodeFilterReason",
+    "Placement",
+    "PlacementConflict",
+    "PodGroup",
+    "PodGroupPhase",
+    "PodGroupTimedOut",
+    "PodPhase",
+    "PodRequest",
+    "QueueReason",
+    "QueueState",
+    "ResourceTotals",
+    "SchedulingQueue",
+    "Taint",
+    "TaintEffect",
+    "Toleration",
+    "TolerationOperator",
+    "TopologyDomainRef",
+    "backoff_seconds",
+    "decide_gang_restart",
+    "podgroup_phase",
+    "schedule_podgroup",
+]

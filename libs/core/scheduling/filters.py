@@ -1,0 +1,88 @@
+"""Node filters (cordon, taints, node selector, resources) and how many pods of a shape fit on a node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .model import UNSCHEDULABLE_TAINT_KEY, NodeFilterReason, PodShape, Taint, TaintEffect
+from .snapshot import NodeState
+
+_CORDON_TAINT = Taint(UNSCHEDULABLE_TAINT_KEY, "", TaintEffect.NO_SCHEDULE)
+
+
+class NodeUsage:
+    """Capacity a cycle has tentatively taken on one node (its own assumptions, not yet in the snapshot)."""
+
+    __slots__ = ("cpu", "devices", "memory", "pods")
+
+    def __init__(self) -> None:
+        self.cpu = 0
+        self.memory = 0
+        self.pods = 0
+        self.devices: dict[str, int] = {}
+
+
+def admits(shape: PodShape, node: NodeState) -> bool:
+    """Whether the node passes the non-resource filters for the shape: cordon, taints, node selector."""
+    if node.unschedulable and not _tolerates(shape, _CORDON_TAINT):
+        return False
+    if any(not _tolerates(shape, taint) for taint in node.blocking_taints):
+        return False
+    labels = node.labels
+    return all(labels.get(key) == value for key, value in shape.node_selector)
+
+
+def fit_count(shape: PodShape, node: NodeState, used: NodeUsage | None = None) -> int:
+    """How many more pods of the shape fit on the node: the minimum over resources of floor(free / request).
+
+    `used` is what the current cycle already took there. The non-resource filters are `admits`'s job.
+    """
+    free_cpu, free_memory, free_pods = node.free_cpu, node.free_memory, node.free_pods
+    if used is not None:
+        free_cpu -= used.cpu
+        free_memory -= used.memory
+        free_pods -= used.pods
+    fit = free_pods
+    if shape.cpu_milli:
+        fit = min(fit, free_cpu // shape.cpu_milli)
+    if shape.memory:
+        fit = min(fit, free_memory // shape.memory)
+    free_devices = node.free_devices
+    for cls, count in shape.devices:
+        names = free_devices.get(cls)
+        if names is None:
+            return 0
+        free = len(names) - (used.devices.get(cls, 0) if used is not None else 0)
+        fit = min(fit, free // count)
+    return max(fit, 0)
+
+
+def rejection_reasons(shape: PodShape, node: NodeState, resource_name: Callable[[str], str]) -> list[str]:
+    """Why the node cannot take one pod of the shape, as kube-scheduler counts it; empty if it can.
+
+    Filters run in kube-scheduler's order and stop at the first that fails; the resource filter reports
+    every resource that is short. `resource_name` turns a device class into its extended resource name.
+    """
+    if node.unschedulable and not _tolerates(shape, _CORDON_TAINT):
+        return [NodeFilterReason.UNSCHEDULABLE]
+    for taint in node.blocking_taints:
+        if not _tolerates(shape, taint):
+            return [NodeFilterReason.UNTOLERATED_TAINT.format(key=taint.key, value=taint.value)]
+    labels = node.labels
+    if any(labels.get(key) != value for key, value in shape.node_selector):
+        return [NodeFilterReason.SELECTOR_MISMATCH]
+    reasons: list[str] = []
+    if node.free_pods < 1:
+        reasons.append(NodeFilterReason.TOO_MANY_PODS)
+    if node.free_cpu < shape.cpu_milli:
+        reasons.append(NodeFilterReason.INSUFFICIENT.format(resource="cpu"))
+    if node.free_memory < shape.memory:
+        reasons.append(NodeFilterReason.INSUFFICIENT.format(resource="memory"))
+    for cls, count in shape.devices:
+        if node.count(cls) < count:
+            reasons.append(NodeFilterReason.INSUFFICIENT.format(resource=resource_name(cls)))
+    return reasons
+
+
+def _tolerates(shape: PodShape, taint: Taint) -> bool:
+    return any(toleration.tolerates(taint) for toleration in shape.tolerations)

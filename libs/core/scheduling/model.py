@@ -1,0 +1,281 @@
+"""The scheduler's own view of the world: nodes, pod requests, PodGroups, and the decisions a cycle makes.
+
+Plain frozen dataclasses, independent of the API models: the services map API objects onto them. Reasons
+are `StrEnum` constants next to the types, worded the way kube-scheduler words them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import lru_cache
+from typing import NamedTuple
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+BLOCK_KEY = "topology.example.com/block"
+RACK_KEY = "topology.example.com/rack"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+DEFAULT_TOPOLOGY_KEYS = (ZONE_KEY, BLOCK_KEY, RACK_KEY, HOSTNAME_KEY)
+"""Topology keys a snapshot keeps domain aggregates for, broadest first."""
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
+CPU_DIMENSION = "cpu:cores"
+"""Index dimension for pods that ask for no device: free whole CPU cores (a colon is never in a class name)."""
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class TolerationOperator(StrEnum):
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
+class GangRestartPolicy(StrEnum):
+    """`podway.io/gang-restart`: what happens when a running gang drops below its minCount."""
+
+    ALWAYS = "Always"
+    NEVER = "Never"
+
+
+class CycleResult(StrEnum):
+    PLACED = "Placed"
+    UNSCHEDULABLE = "Unschedulable"
+
+
+class NodeFilterReason(StrEnum):
+    """Why a node cannot take a pod, in kube-scheduler wording (templates take `str.format` arguments)."""
+
+    UNSCHEDULABLE = "node(s) were unschedulable"
+    UNTOLERATED_TAINT = "node(s) had untolerated taint {{{key}: {value}}}"
+    SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+    INSUFFICIENT = "Insufficient {resource}"
+    TOO_MANY_PODS = "Too many pods"
+
+
+class GangReason(StrEnum):
+    """Why a PodGroup as a whole could not be placed (templates take `str.format` arguments)."""
+
+    NODES_UNAVAILABLE = "0/{total} nodes are available"
+    NO_NODES = "no nodes available to schedule pods"
+    NO_TOPOLOGY_DOMAIN = "no {key} domain can hold all {count} pods of the gang"
+    NO_TOPOLOGY_DOMAIN_FOR_ANY = "no {key} domain can hold a pod of the group"
+    DOMAIN_FULL = "the gang's {key} domain {value} cannot hold {count} more pod(s)"
+    BELOW_MIN_COUNT = "only {placed} of the {count} pods the gang needs fit"
+    TOO_FEW_PODS = "the gang needs {count} pods, {present} exist"
+    OTHER_SCHEDULER = "{count} pod(s) name a scheduler other than {scheduler}"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: TaintEffect = TaintEffect.NO_SCHEDULE
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration; an empty key with `Exists` tolerates every taint, `effect=None` every effect."""
+
+    key: str = ""
+    operator: TolerationOperator = TolerationOperator.EQUAL
+    value: str = ""
+    effect: TaintEffect | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Whether this toleration matches the taint (Kubernetes `ToleratesTaint`)."""
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        return self.operator == TolerationOperator.EXISTS or self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node as the scheduler sees it: allocatable resources and every device it publishes per class.
+
+    `devices` maps a DeviceClass name to the names of the node's devices of that class (`gpu-0` ...): GPUs
+    are DRA devices, counted once. Which of them are free is the snapshot's business.
+    """
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    cpu_milli: int = 0
+    memory: int = 0
+    pods: int = 110
+    devices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """What decides where a pod fits; pods of one gang template share an equal shape and are placed in bulk.
+
+    `primary` is the dimension nodes and domains are packed by: the device class the pod asks most of
+    (ties by name), or free CPU cores for a pod that asks for no device.
+    """
+
+    cpu_milli: int
+    memory: int
+    devices: tuple[tuple[str, int], ...]
+    node_selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[Toleration, ...]
+    primary: str = field(compare=False)
+    primary_request: int = field(compare=False)
+
+    @classmethod
+    def of(
+        cls,
+        cpu_milli: int,
+        memory: int,
+        devices: Mapping[str, int],
+        node_selector: Mapping[str, str],
+        tolerations: tuple[Toleration, ...],
+    ) -> PodShape:
+        """The shape of a pod with these requests (zero device counts dropped, mappings sorted).
+
+        Equal shapes are usually the same object, so a cycle groups a gang's pods by identity.
+        """
+        wanted = tuple(sorted((name, count) for name, count in devices.items() if count > 0))
+        return _interned_shape(cpu_milli, memory, wanted, tuple(sorted(node_selector.items())), tolerations)
+
+
+@lru_cache(maxsize=4096)
+def _interned_shape(
+    cpu_milli: int,
+    memory: int,
+    devices: tuple[tuple[str, int], ...],
+    node_selector: tuple[tuple[str, str], ...],
+    tolerations: tuple[Toleration, ...],
+) -> PodShape:
+    if devices:
+        primary, primary_request = min(devices, key=lambda item: (-item[1], item[0]))
+    else:
+        primary, primary_request = CPU_DIMENSION, cpu_milli // 1000
+    return PodShape(cpu_milli, memory, devices, node_selector, tolerations, primary, primary_request)
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """One pod to place: its requests, node selector, tolerations and scheduler name.
+
+    `devices` counts whole devices per DeviceClass (`nvidia.com/gpu: 2` arrives as the class whose
+    `extendedResourceName` is `nvidia.com/gpu`).
+    """
+
+    uid: str
+    name: str
+    cpu_milli: int = 0
+    memory: int = 0
+    devices: Mapping[str, int] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    shape: PodShape = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        shape = PodShape.of(self.cpu_milli, self.memory, self.devices, self.node_selector, self.tolerations)
+        object.__setattr__(self, "shape", shape)
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyDomainRef:
+    """One topology domain: the nodes whose label `key` has `value`."""
+
+    key: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """A PodGroup as the scheduler and its queue need it.
+
+    `gang_min_count` is None for a `basic` group. `topology_key` is the hard constraint
+    (`schedulingConstraints.topology[0].key`); `preferred_topology` the `podway.io/topology-preferred`
+    levels, tightest first. `assigned_domain` is the domain chosen by the cycle that placed the gang: pods
+    added later join it.
+    """
+
+    namespace: str
+    name: str
+    uid: str = ""
+    gang_min_count: int | None = None
+    topology_key: str | None = None
+    preferred_topology: tuple[str, ...] = ()
+    priority: int = 0
+    created_at: float = 0.0
+    workload_name: str | None = None
+    max_pending_seconds: float | None = None
+    gang_restart: GangRestartPolicy = GangRestartPolicy.NEVER
+    assigned_domain: TopologyDomainRef | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_gang(self) -> bool:
+        return self.gang_min_count is not None
+
+
+class Placement(NamedTuple):
+    """One pod on one node, with the exact devices chosen per class (the DRA allocator commits them).
+
+    A named tuple rather than a frozen dataclass: a cycle creates one per pod, and this is five times
+    cheaper to build while just as immutable.
+    """
+
+    pod_uid: str
+    pod_name: str
+    node_name: str
+    cpu_milli: int
+    memory: int
+    devices: Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceTotals:
+    """An amount of every resource the scheduler tracks: requested by pods, or free on a node or domain."""
+
+    pods: int = 0
+    cpu_milli: int = 0
+    memory: int = 0
+    devices: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleDecision:
+    """The outcome of one PodGroup scheduling cycle, computed on a snapshot and not yet applied to it.
+
+    A placed decision lists every placement and the domain it chose; `snapshot.apply(decision)` assumes
+    it and `snapshot.forget(decision)` rolls it back. An unschedulable one places nothing and says why in
+    kube-scheduler wording (`message`, with per-reason node counts in `reason_counts`); `requested` and
+    `required_count` tell a preemptor how much room it would have to make.
+    """
+
+    podgroup: str
+    podgroup_uid: str
+    result: CycleResult
+    placements: tuple[Placement, ...]
+    domain: TopologyDomainRef | None
+    message: str
+    reason_counts: Mapping[str, int]
+    requested: ResourceTotals
+    required_count: int
+    topology_key: str | None
+    unplaced: tuple[str, ...]
+    decided_at: float
+
+    @property
+    def placed(self) -> bool:
+        return self.result == CycleResult.PLACED

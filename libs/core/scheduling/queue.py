@@ -1,0 +1,313 @@
+"""The scheduling queue of PodGroups: ordering, gang PreEnqueue, backoff, event-driven retry and timeouts.
+
+Modelled on kube-scheduler's queue: PodGroups wait gated until they may be tried, wait active in priority
+order, run one cycle at a time (in flight), and after an unschedulable cycle wait parked until a cluster
+event may have made room, then back off before the next try. Time is always passed in.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from .model import CycleDecision, PodGroup
+
+INITIAL_BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 300.0
+MAX_PARKED_SECONDS = 300.0
+"""An unschedulable group is retried after this long even if no event came (kube-scheduler's flush)."""
+
+
+class ClusterEvent(StrEnum):
+    """Cluster changes that may make room for an unschedulable PodGroup."""
+
+    NODE_ADDED = "NodeAdded"
+    NODE_UPDATED = "NodeUpdated"
+    POD_FINISHED = "PodFinished"
+    POD_EVICTED = "PodEvicted"
+    CAPACITY_FREED = "CapacityFreed"
+
+
+class QueueState(StrEnum):
+    GATED = "Gated"
+    ACTIVE = "Active"
+    IN_FLIGHT = "InFlight"
+    PARKED = "Parked"
+    BACKING_OFF = "BackingOff"
+
+
+class QueueReason(StrEnum):
+    """Why a PodGroup is not tried yet, or was given up (templates take `str.format` arguments)."""
+
+    WAITING_FOR_WORKLOAD = "waiting for Workload {workload}"
+    WAITING_FOR_PODS = "waiting for pods: {present} of {count} exist"
+    TIMED_OUT = "gave up after {seconds:g} s unschedulable (podway.io/max-pending-seconds: {limit:g})"
+
+
+def backoff_seconds(attempts: int) -> float:
+    """The wait after the n-th unschedulable attempt: 1 s, doubling each time, at most 5 minutes."""
+    if attempts <= 0:
+        return 0.0
+    return min(MAX_BACKOFF_SECONDS, INITIAL_BACKOFF_SECONDS * 2.0 ** min(attempts - 1, 32))
+
+
+def queue_order(group: PodGroup) -> tuple[int, float, str, str]:
+    """Sort key: PodGroup priority (highest first), then creation time, then name (then namespace)."""
+    return (-group.priority, group.created_at, group.name, group.namespace)
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupTimedOut:
+    """A gang unschedulable for longer than its `podway.io/max-pending-seconds`: fail it and its pods."""
+
+    podgroup: str
+    podgroup_uid: str
+    unschedulable_seconds: float
+    max_pending_seconds: float
+    message: str
+    decided_at: float
+
+
+@dataclass(slots=True)
+class _Entry:
+    group: PodGroup
+    pod_count: int
+    state: QueueState = QueueState.GATED
+    attempts: int = 0
+    backoff_until: float = 0.0
+    parked_at: float = 0.0
+    unschedulable_since: float | None = None
+    last_message: str = ""
+    event_in_flight: bool = False
+    ticket: int = 0
+
+
+class SchedulingQueue:
+    """PodGroups waiting for a scheduling cycle.
+
+    `pop(now)` hands out the most important ready group; `done(decision, now)` takes the cycle's outcome
+    back. Placed groups leave the queue (or, with pods left over, wait for room to place them);
+    unschedulable ones park until `on_event` reports a relevant cluster change, then back off
+    (1 s doubling to 5 min per group) before they are active again. `expire(now)` times out groups
+    unschedulable for longer than their `max_pending_seconds`.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._workloads: set[str] = set()
+        self._active: list[tuple[tuple[int, float, str, str], int, str]] = []
+        self._backoff: list[tuple[float, str, int]] = []
+        self._parked: list[tuple[float, str, int]] = []
+        self._deadlines: list[tuple[float, str]] = []
+        self._tickets = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def state(self, key: str) -> QueueState | None:
+        entry = self._entries.get(key)
+        return None if entry is None else entry.state
+
+    def group(self, key: str) -> PodGroup | None:
+        entry = self._entries.get(key)
+        return None if entry is None else entry.group
+
+    # -- what exists --------------------------------------------------------------------------------
+
+    def add(self, group: PodGroup, *, pod_count: int, now: float) -> None:
+        """Add a PodGroup, or update its spec and pod count; it is gated until it may be tried."""
+        entry = self._entries.get(group.key)
+        if entry is None:
+            entry = self._entries[group.key] = _Entry(group, pod_count)
+        else:
+            entry.group, entry.pod_count = group, pod_count
+            if entry.state == QueueState.ACTIVE:
+                self._activate(entry, now)
+        self._regate(entry, now)
+
+    def set_pod_count(self, key: str, pod_count: int, *, now: float) -> None:
+        entry = self._entries[key]
+        entry.pod_count = pod_count
+        self._regate(entry, now)
+
+    def remove(self, key: str) -> None:
+        self._entries.pop(key, None)
+
+    def add_workload(self, namespace: str, name: str, *, now: float) -> None:
+        """A Workload appeared: its PodGroups may pass PreEnqueue now."""
+        self._workloads.add(f"{namespace}/{name}")
+        for entry in list(self._entries.values()):
+            group = entry.group
+            if (
+                entry.state == QueueState.GATED
+                and group.workload_name == name
+                and group.namespace == namespace
+            ):
+                self._regate(entry, now)
+
+    def remove_workload(self, namespace: str, name: str) -> None:
+        self._workloads.discard(f"{namespace}/{name}")
+
+    def gate_reason(self, key: str) -> str | None:
+        """Why the PodGroup may not be tried yet (gang PreEnqueue), or None if it may."""
+        entry = self._entries[key]
+        group = entry.group
+        if (
+            group.workload_name is not None
+            and f"{group.namespace}/{group.workload_name}" not in self._workloads
+        ):
+            return QueueReason.WAITING_FOR_WORKLOAD.format(
+                workload=f"{group.namespace}/{group.workload_name}"
+            )
+        needed = group.gang_min_count if group.gang_min_count is not None else 1
+        if entry.pod_count < needed:
+            return QueueReason.WAITING_FOR_PODS.format(present=entry.pod_count, count=needed)
+        return None
+
+    def _regate(self, entry: _Entry, now: float) -> None:
+        gated = self.gate_reason(entry.group.key) is not None
+        if gated and entry.state != QueueState.IN_FLIGHT:
+            entry.state = QueueState.GATED
+            entry.ticket = self._next_ticket()
+        elif not gated and entry.state == QueueState.GATED:
+            self._activate(entry, now)
+
+    # -- cycles -------------------------------------------------------------------------------------
+
+    def pop(self, now: float) -> PodGroup | None:
+        """The most important PodGroup ready for a cycle (it is in flight until `done`), or None."""
+        self._flush(now)
+        while self._active:
+            _, ticket, key = heapq.heappop(self._active)
+            entry = self._entries.get(key)
+            if entry is not None and entry.ticket == ticket and entry.state == QueueState.ACTIVE:
+                entry.state = QueueState.IN_FLIGHT
+                entry.event_in_flight = False
+                return entry.group
+        return None
+
+    def done(self, decision: CycleDecision, *, now: float) -> None:
+        """Take back a PodGroup after its cycle: placed ones leave, unschedulable ones park and back off.
+
+        A placed group with pods left over stays, carrying the domain it was given, so the rest join it.
+        """
+        entry = self._entries.get(decision.podgroup)
+        if entry is None:
+            return
+        if decision.placed:
+            if not decision.unplaced:
+                del self._entries[decision.podgroup]
+                return
+            entry.group = replace(entry.group, assigned_domain=decision.domain or entry.group.assigned_domain)
+            entry.attempts = 0
+        else:
+            if entry.unschedulable_since is None:
+                entry.unschedulable_since = now
+                self._push_deadline(entry)
+            entry.last_message = decision.message
+        entry.attempts += 1
+        entry.backoff_until = now + backoff_seconds(entry.attempts)
+        if entry.event_in_flight:
+            self._back_off(entry, now)
+        else:
+            self._park(entry, now)
+
+    def on_event(self, event: ClusterEvent, *, now: float) -> int:
+        """A cluster change that may make room: parked groups move on (to back-off, or active if it ended).
+
+        Returns how many groups moved. A group in flight remembers the event, so that if its cycle fails
+        it backs off instead of parking (the event may have come too late for its snapshot).
+        """
+        moved = 0
+        for entry in self._entries.values():
+            if entry.state == QueueState.PARKED:
+                self._back_off(entry, now)
+                moved += 1
+            elif entry.state == QueueState.IN_FLIGHT:
+                entry.event_in_flight = True
+        return moved
+
+    def expire(self, now: float) -> list[PodGroupTimedOut]:
+        """Remove and report the groups unschedulable for longer than their `max_pending_seconds`."""
+        timed_out: list[PodGroupTimedOut] = []
+        later: list[tuple[float, str]] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            deadline, key = heapq.heappop(self._deadlines)
+            entry = self._entries.get(key)
+            if entry is None or _deadline(entry) != deadline:
+                continue
+            if entry.state == QueueState.IN_FLIGHT:
+                later.append((deadline, key))
+                continue
+            timed_out.append(self._time_out(entry, now))
+            del self._entries[key]
+        for item in later:
+            heapq.heappush(self._deadlines, item)
+        return timed_out
+
+    def next_wakeup(self) -> float | None:
+        """When the next back-off, parking or deadline ends (None if nothing is waiting on time)."""
+        times = [heap[0][0] for heap in (self._backoff, self._parked, self._deadlines) if heap]
+        return min(times) if times else None
+
+    # -- transitions --------------------------------------------------------------------------------
+
+    def _flush(self, now: float) -> None:
+        for heap in (self._backoff, self._parked):
+            while heap and heap[0][0] <= now:
+                _, key, ticket = heapq.heappop(heap)
+                entry = self._entries.get(key)
+                if entry is not None and entry.ticket == ticket:
+                    self._activate(entry, now)
+
+    def _activate(self, entry: _Entry, now: float) -> None:
+        if entry.backoff_until > now:
+            self._back_off(entry, now)
+            return
+        entry.state = QueueState.ACTIVE
+        entry.ticket = self._next_ticket()
+        heapq.heappush(self._active, (queue_order(entry.group), entry.ticket, entry.group.key))
+
+    def _back_off(self, entry: _Entry, now: float) -> None:
+        if entry.backoff_until <= now:
+            self._activate(entry, now)
+            return
+        entry.state = QueueState.BACKING_OFF
+        entry.ticket = self._next_ticket()
+        heapq.heappush(self._backoff, (entry.backoff_until, entry.group.key, entry.ticket))
+
+    def _park(self, entry: _Entry, now: float) -> None:
+        entry.state = QueueState.PARKED
+        entry.parked_at = now
+        entry.ticket = self._next_ticket()
+        wake = max(now + MAX_PARKED_SECONDS, entry.backoff_until)
+        heapq.heappush(self._parked, (wake, entry.group.key, entry.ticket))
+
+    def _push_deadline(self, entry: _Entry) -> None:
+        deadline = _deadline(entry)
+        if deadline is not None:
+            heapq.heappush(self._deadlines, (deadline, entry.group.key))
+
+    def _time_out(self, entry: _Entry, now: float) -> PodGroupTimedOut:
+        group = entry.group
+        limit = group.max_pending_seconds or 0.0
+        since = entry.unschedulable_since if entry.unschedulable_since is not None else now
+        message = QueueReason.TIMED_OUT.format(seconds=now - since, limit=limit)
+        if entry.last_message:
+            message += f": {entry.last_message}"
+        return PodGroupTimedOut(group.key, group.uid, now - since, limit, message, now)
+
+    def _next_ticket(self) -> int:
+        self._tickets += 1
+        return self._tickets
+
+
+def _deadline(entry: _Entry) -> float | None:
+    limit = entry.group.max_pending_seconds
+    if limit is None or entry.unschedulable_since is None:
+        return None
+    return entry.unschedulable_since + limit

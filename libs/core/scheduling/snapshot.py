@@ -1,0 +1,499 @@
+"""The scheduler's cluster snapshot: free capacity per node and per topology domain, kept incrementally."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from .buckets import BucketIndex
+from .model import (
+    CPU_DIMENSION,
+    DEFAULT_TOPOLOGY_KEYS,
+    CycleDecision,
+    Node,
+    Placement,
+    PodRequest,
+    ResourceTotals,
+    TaintEffect,
+)
+from .topology import TopologyDomain, TopologyLevel
+
+
+class PlacementConflict(ValueError):
+    """A placement no longer fits its node (resources gone, device taken, pod already placed)."""
+
+
+class NodeState:
+    """One node in the snapshot: what is still free on it and the topology domains it belongs to.
+
+    `free_devices` lists the free device names per class in the node's own order, so a placement names
+    exact devices (`gpu-0`, `gpu-1`) and released devices go back where they were.
+    """
+
+    __slots__ = (
+        "blocking_taints",
+        "device_rank",
+        "domains",
+        "free_cpu",
+        "free_devices",
+        "free_memory",
+        "free_pods",
+        "labels",
+        "name",
+        "node",
+        "pod_uids",
+        "unschedulable",
+    )
+
+    def __init__(self, node: Node, ranks: dict[tuple[str, ...], dict[str, int]]) -> None:
+        self.node = node
+        self.name = node.name
+        self.labels = node.labels
+        self.blocking_taints = tuple(t for t in node.taints if t.effect != TaintEffect.PREFER_NO_SCHEDULE)
+        self.unschedulable = node.unschedulable
+        self.free_cpu = node.cpu_milli
+        self.free_memory = node.memory
+        self.free_pods = node.pods
+        self.free_devices = {cls: list(names) for cls, names in node.devices.items()}
+        self.device_rank = {cls: _rank(names, ranks) for cls, names in node.devices.items()}
+        self.domains: list[TopologyDomain] = []
+        self.pod_uids: set[str] = set()
+
+    def count(self, dimension: str) -> int:
+        if dimension == CPU_DIMENSION:
+            return self.free_cpu // 1000
+        free = self.free_devices.get(dimension)
+        return 0 if free is None else len(free)
+
+    def free(self) -> ResourceTotals:
+        devices = {cls: len(names) for cls, names in self.free_devices.items()}
+        return ResourceTotals(self.free_pods, self.free_cpu, self.free_memory, devices)
+
+
+def _rank(names: tuple[str, ...], ranks: dict[tuple[str, ...], dict[str, int]]) -> dict[str, int]:
+    """Position of each device on its node; nodes with identical device lists share one table."""
+    rank = ranks.get(names)
+    if rank is None:
+        rank = ranks[names] = {name: position for position, name in enumerate(names)}
+    return rank
+
+
+class ClusterSnapshot:
+    """Free capacity of every node and of every topology domain, updated incrementally.
+
+    Nodes come and go with `add_node` / `update_node` / `remove_node`; pods take and give back capacity with
+    `assume` / `apply` (a cycle's decision) / `bind` and `forget` / `unbind`, each touching only the node
+    concerned and its domains, so a cycle never rebuilds the world. Aggregates are kept for
+    `topology_keys` (broadest first) and for any other key a PodGroup asks for, from its first use on.
+    `extended_resource_names` maps a DeviceClass to its `extendedResourceName` for messages
+    (`Insufficient nvidia.com/gpu`).
+    """
+
+    def __init__(
+        self,
+        nodes: Iterable[Node] = (),
+        *,
+        topology_keys: Sequence[str] = DEFAULT_TOPOLOGY_KEYS,
+        extended_resource_names: Mapping[str, str] | None = None,
+    ) -> None:
+        self.topology_keys = tuple(topology_keys)
+        self.extended_resource_names = dict(extended_resource_names or {})
+        self._nodes: dict[str, NodeState] = {}
+        self._levels: dict[str, TopologyLevel] = {}
+        self._cluster_level = TopologyLevel("")
+        self._cluster = self._cluster_level.domains[""] = TopologyDomain("", "", self._cluster_level)
+        self._pods: dict[str, Placement] = {}
+        self._bound: set[str] = set()
+        self._ranks: dict[tuple[str, ...], dict[str, int]] = {}
+        self._build(nodes)
+
+    # -- bulk build ---------------------------------------------------------------------------------
+
+    def _build(self, nodes: Iterable[Node]) -> None:
+        states: list[NodeState] = []
+        for node in nodes:
+            if node.name in self._nodes:
+                raise ValueError(f"duplicate node {node.name}")
+            state = self._nodes[node.name] = NodeState(node, self._ranks)
+            states.append(state)
+        _fill_domain(self._cluster, states)
+        for key in self.topology_keys:
+            self._levels[key] = _build_level(key, states)
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, node_name: object) -> bool:
+        return node_name in self._nodes
+
+    def node_state(self, name: str) -> NodeState:
+        return self._nodes[name]
+
+    def node_states(self) -> Iterable[NodeState]:
+        return self._nodes.values()
+
+    @property
+    def nodes_by_name(self) -> Mapping[str, NodeState]:
+        return self._nodes
+
+    @property
+    def cluster(self) -> TopologyDomain:
+        """The whole cluster as one domain (no topology constraint)."""
+        return self._cluster
+
+    def level(self, key: str) -> TopologyLevel:
+        """The domains of a topology key; a key first asked for here is aggregated now and kept from then on."""
+        level = self._levels.get(key)
+        if level is None:
+            level = self._levels[key] = _build_level(key, self._nodes.values())
+        return level
+
+    def node_index(self, domain: TopologyDomain, dimension: str) -> BucketIndex | None:
+        """The domain's nodes bucketed by free count of a dimension, indexed for its whole level on first use."""
+        index = domain.node_index.get(dimension)
+        if index is None and dimension not in domain.level.node_dimensions:
+            self._index_nodes(domain.level, dimension)
+            index = domain.node_index.get(dimension)
+        return index
+
+    def domain_index(self, level: TopologyLevel, dimension: str) -> BucketIndex:
+        """A level's domains bucketed by free count of a dimension, indexed on first use."""
+        index = level.index.get(dimension)
+        if index is None:
+            entries = ((value, domain.count(dimension)) for value, domain in level.domains.items())
+            index = level.index[dimension] = BucketIndex.build(entries)
+        return index
+
+    def _index_nodes(self, level: TopologyLevel, dimension: str) -> None:
+        level.node_dimensions.add(dimension)
+        members: dict[str, list[NodeState]] = {value: [] for value in level.domains}
+        for state in self._nodes.values():
+            for domain in state.domains:
+                if domain.level is level:
+                    members[domain.value].append(state)
+        for value, states in members.items():
+            level.domains[value].node_index[dimension] = BucketIndex.build(_node_counts(states, dimension))
+
+    def rank(self, key: str) -> int:
+        """Position of a key among the configured levels, broadest first; other keys rank narrowest."""
+        return self.topology_keys.index(key) if key in self.topology_keys else len(self.topology_keys)
+
+    def extended_resource_name(self, device_class: str) -> str:
+        return self.extended_resource_names.get(device_class, device_class)
+
+    def node_free(self, name: str) -> ResourceTotals:
+        return self._nodes[name].free()
+
+    def domain_free(self, key: str, value: str) -> ResourceTotals | None:
+        domain = self.level(key).domains.get(value)
+        return None if domain is None else domain.free()
+
+    def placement(self, pod_uid: str) -> Placement | None:
+        return self._pods.get(pod_uid)
+
+    def placements(self) -> Iterable[Placement]:
+        return self._pods.values()
+
+    def is_assumed(self, pod_uid: str) -> bool:
+        """Whether the pod is placed but not yet bound (assumed by a cycle)."""
+        return pod_uid in self._pods and pod_uid not in self._bound
+
+    # -- nodes --------------------------------------------------------------------------------------
+
+    def add_node(self, node: Node) -> None:
+        """Add a node and its devices; its domains are created or grown."""
+        if node.name in self._nodes:
+            raise ValueError(f"duplicate node {node.name}")
+        state = self._nodes[node.name] = NodeState(node, self._ranks)
+        self._join_all(state)
+
+    def remove_node(self, name: str) -> tuple[Placement, ...]:
+        """Remove a node; the placements of the pods that were on it are returned (those pods are lost)."""
+        state = self._nodes.pop(name)
+        for domain in list(state.domains):
+            self._leave(state, domain)
+        self._bound.difference_update(state.pod_uids)
+        return tuple(self._pods.pop(uid) for uid in sorted(state.pod_uids))
+
+    def update_node(self, node: Node) -> None:
+        """Replace a node's labels, taints, allocatable resources or devices, keeping its pods on it."""
+        old = self._nodes.pop(node.name)
+        for domain in list(old.domains):
+            self._leave(old, domain)
+        state = self._nodes[node.name] = NodeState(node, self._ranks)
+        for uid in old.pod_uids:
+            _charge_existing(state, self._pods[uid])
+        self._join_all(state)
+
+    def _join_all(self, state: NodeState) -> None:
+        self._join(state, self._cluster)
+        for key, level in self._levels.items():
+            value = state.labels.get(key)
+            if value is not None:
+                domain = level.domains.get(value)
+                if domain is None:
+                    domain = level.domains[value] = TopologyDomain(key, value, level)
+                    for index in level.index.values():
+                        index.add(value, 0)
+                    for dimension in level.node_dimensions:
+                        domain.node_index[dimension] = BucketIndex()
+                self._join(state, domain)
+
+    def _join(self, state: NodeState, domain: TopologyDomain) -> None:
+        _move_domain(domain, state, +1)
+        state.domains.append(domain)
+        for dimension, index in domain.node_index.items():
+            if dimension == CPU_DIMENSION or dimension in state.free_devices:
+                index.add(state.name, state.count(dimension))
+
+    def _leave(self, state: NodeState, domain: TopologyDomain) -> None:
+        for dimension, index in domain.node_index.items():
+            if dimension == CPU_DIMENSION or dimension in state.free_devices:
+                index.remove(state.name, state.count(dimension))
+        state.domains.remove(domain)
+        _move_domain(domain, state, -1)
+        level = domain.level
+        if domain.node_count == 0 and domain is not self._cluster:
+            for dimension, index in level.index.items():
+                index.remove(domain.value, domain.count(dimension))
+            del level.domains[domain.value]
+
+    # -- pods ---------------------------------------------------------------------------------------
+
+    def apply(self, decision: CycleDecision) -> None:
+        """Assume every placement of a cycle's decision; all or nothing (PlacementConflict if stale)."""
+        self._commit(decision.placements, assumed=True)
+
+    def assume(self, placement: Placement) -> None:
+        """Assume one placement (capacity is taken until it is bound, forgotten or unbound)."""
+        self._commit((placement,), assumed=True)
+
+    def forget(self, decision: CycleDecision) -> None:
+        """Roll back the still-assumed placements of a decision, e.g. when DRA allocation failed."""
+        for placement in decision.placements:
+            if self.is_assumed(placement.pod_uid):
+                self.unbind(placement.pod_uid)
+
+    def confirm(self, decision: CycleDecision) -> None:
+        """Mark the assumed placements of a decision as bound."""
+        self._bound.update(
+            placement.pod_uid for placement in decision.placements if placement.pod_uid in self._pods
+        )
+
+    def bind(
+        self, pod: PodRequest, node_name: str, devices: Mapping[str, Sequence[str]] | None = None
+    ) -> Placement:
+        """Record a pod bound to a node (confirming it if it was assumed there).
+
+        Without `devices`, the first free devices of each class the pod asks for are taken. Raises
+        PlacementConflict if the node cannot hold the pod.
+        """
+        known = self._pods.get(pod.uid)
+        if known is not None:
+            if known.node_name != node_name:
+                raise PlacementConflict(f"pod {pod.uid} is already on node {known.node_name}")
+            self._bound.add(pod.uid)
+            return known
+        state = self._nodes[node_name]
+        if devices is None:
+            devices = {cls: state.free_devices.get(cls, [])[:count] for cls, count in pod.devices.items()}
+            if any(len(devices[cls]) < count for cls, count in pod.devices.items()):
+                raise PlacementConflict(f"node {node_name} has too few free devices for pod {pod.uid}")
+        chosen = {cls: tuple(names) for cls, names in devices.items()}
+        placement = Placement(pod.uid, pod.name, node_name, pod.cpu_milli, pod.memory, chosen)
+        self._commit((placement,), assumed=False)
+        return placement
+
+    def unbind(self, pod_uid: str) -> Placement | None:
+        """Give back a pod's capacity (finished, evicted, or forgotten); None if the pod is unknown."""
+        placement = self._pods.pop(pod_uid, None)
+        if placement is None:
+            return None
+        self._bound.discard(pod_uid)
+        state = self._nodes.get(placement.node_name)
+        if state is not None:
+            self._release(state, placement)
+        return placement
+
+    def _commit(self, placements: Sequence[Placement], *, assumed: bool) -> None:
+        """Take capacity for placements, node by node (runs of one node at once); undo all on conflict."""
+        done = 0
+        count = len(placements)
+        try:
+            while done < count:
+                node_name = placements[done].node_name
+                end = done + 1
+                while end < count and placements[end].node_name == node_name:
+                    end += 1
+                self._take(node_name, placements[done:end], assumed)
+                done = end
+        except PlacementConflict:
+            for placement in placements[:done]:
+                self.unbind(placement.pod_uid)
+            raise
+
+    def _take(self, node_name: str, placements: Sequence[Placement], assumed: bool) -> None:
+        state = self._nodes.get(node_name)
+        if state is None:
+            raise PlacementConflict(f"node {node_name} is not in the snapshot")
+        pods = self._pods
+        uids = [placement.pod_uid for placement in placements]
+        if not pods.keys().isdisjoint(uids) or len(set(uids)) != len(uids):
+            raise PlacementConflict(f"pod(s) already placed: {', '.join(sorted(set(uids) & pods.keys()))}")
+        cpu = memory = 0
+        wanted: dict[str, list[str]] = {}
+        for _, _, _, pod_cpu, pod_memory, devices in placements:
+            cpu += pod_cpu
+            memory += pod_memory
+            for cls, names in devices.items():
+                if cls in wanted:
+                    wanted[cls] += names
+                elif names:
+                    wanted[cls] = list(names)
+        count = len(placements)
+        if state.free_cpu < cpu or state.free_memory < memory or state.free_pods < count:
+            raise PlacementConflict(f"node {node_name} cannot hold {count} more pod(s)")
+        changes = _take_devices(state, wanted)
+        self._shift(state, cpu, memory, count, changes)
+        pods.update(zip(uids, placements, strict=True))
+        state.pod_uids.update(uids)
+        if not assumed:
+            self._bound.update(uids)
+
+    def _release(self, state: NodeState, placement: Placement) -> None:
+        state.pod_uids.discard(placement.pod_uid)
+        changes: list[tuple[str, int, int]] = []
+        for cls, names in placement.devices.items():
+            free = state.free_devices.get(cls)
+            if free is None or not names:
+                continue
+            old = len(free)
+            rank = state.device_rank[cls]
+            free.extend(name for name in names if name in rank)
+            free.sort(key=rank.__getitem__)
+            changes.append((cls, old, len(free)))
+        self._shift(state, -placement.cpu_milli, -placement.memory, -1, changes)
+
+    def _shift(
+        self, state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int, int]]
+    ) -> None:
+        """Take (or with negative amounts give back) capacity on a node and every domain it belongs to.
+
+        `changes` lists `(device class, free before, free after)` on the node. Each domain's aggregates
+        move, and the node and domain move between buckets of the indexes that exist.
+        """
+        name = state.name
+        old_cores = state.free_cpu // 1000
+        state.free_cpu -= cpu
+        state.free_memory -= memory
+        state.free_pods -= pods
+        new_cores = state.free_cpu // 1000
+        for domain in state.domains:
+            old_domain_cores = domain.free_cpu // 1000
+            domain.free_cpu -= cpu
+            domain.free_memory -= memory
+            domain.free_pods -= pods
+            free_devices = domain.free_devices
+            node_index = domain.node_index
+            level_index = domain.level.index
+            for cls, old, new in changes:
+                domain_old = free_devices[cls]
+                domain_new = free_devices[cls] = domain_old + new - old
+                index = node_index.get(cls)
+                if index is not None:
+                    index.move(name, old, new)
+                index = level_index.get(cls)
+                if index is not None:
+                    index.move(domain.value, domain_old, domain_new)
+            if old_cores != new_cores:
+                index = node_index.get(CPU_DIMENSION)
+                if index is not None:
+                    index.move(name, old_cores, new_cores)
+            index = level_index.get(CPU_DIMENSION)
+            if index is not None:
+                index.move(domain.value, old_domain_cores, domain.free_cpu // 1000)
+
+
+def _build_level(key: str, states: Iterable[NodeState]) -> TopologyLevel:
+    level = TopologyLevel(key)
+    members: dict[str, list[NodeState]] = {}
+    for state in states:
+        value = state.labels.get(key)
+        if value is not None:
+            group = members.get(value)
+            if group is None:
+                members[value] = [state]
+            else:
+                group.append(state)
+    domains = level.domains
+    for value, group in members.items():
+        _fill_domain(domains.setdefault(value, TopologyDomain(key, value, level)), group)
+    return level
+
+
+def _fill_domain(domain: TopologyDomain, states: list[NodeState]) -> None:
+    domain.node_count = len(states)
+    free_devices = domain.free_devices
+    for state in states:
+        domain.free_cpu += state.free_cpu
+        domain.free_memory += state.free_memory
+        domain.free_pods += state.free_pods
+        state.domains.append(domain)
+        for cls, names in state.free_devices.items():
+            free_devices[cls] = free_devices.get(cls, 0) + len(names)
+
+
+def _move_domain(domain: TopologyDomain, state: NodeState, sign: int) -> None:
+    """Add (sign +1) or take away (-1) a node's free capacity from a domain's aggregates and level index."""
+    level_index = domain.level.index
+    old_counts = {dimension: domain.count(dimension) for dimension in level_index}
+    domain.node_count += sign
+    domain.free_cpu += sign * state.free_cpu
+    domain.free_memory += sign * state.free_memory
+    domain.free_pods += sign * state.free_pods
+    for cls, names in state.free_devices.items():
+        domain.free_devices[cls] = domain.free_devices.get(cls, 0) + sign * len(names)
+    for dimension, old in old_counts.items():
+        level_index[dimension].move(domain.value, old, domain.count(dimension))
+
+
+def _charge_existing(state: NodeState, placement: Placement) -> None:
+    """Count a pod already on a node against the node's new free capacity (after `update_node`)."""
+    state.free_cpu -= placement.cpu_milli
+    state.free_memory -= placement.memory
+    state.free_pods -= 1
+    state.pod_uids.add(placement.pod_uid)
+    for cls, names in placement.devices.items():
+        free = state.free_devices.get(cls)
+        if free is not None:
+            taken = set(names)
+            free[:] = [name for name in free if name not in taken]
+
+
+def _take_devices(state: NodeState, wanted: dict[str, list[str]]) -> list[tuple[str, int, int]]:
+    """Remove the named devices from the node's free lists; check them all before changing any."""
+    for cls, names in wanted.items():
+        free = state.free_devices.get(cls)
+        if free is not None and free[: len(names)] == names:
+            continue
+        distinct = set(names)
+        if free is None or len(distinct) != len(names) or not distinct <= set(free):
+            raise PlacementConflict(f"node {state.name} has no free {cls} device(s) {', '.join(names)}")
+    changes: list[tuple[str, int, int]] = []
+    for cls, names in wanted.items():
+        free = state.free_devices[cls]
+        old = len(free)
+        if free[: len(names)] == names:
+            del free[: len(names)]
+        else:
+            taken = set(names)
+            free[:] = [name for name in free if name not in taken]
+        changes.append((cls, old, len(free)))
+    return changes
+
+
+def _node_counts(states: Iterable[NodeState], dimension: str) -> Iterator[tuple[str, int]]:
+    for state in states:
+        if dimension == CPU_DIMENSION or dimension in state.free_devices:
+            yield state.name, state.count(dimension)
