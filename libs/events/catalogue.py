@@ -68,6 +68,8 @@ class RpcSubject(StrEnum):
 
     ADMISSION_APPLY = "podway.rpc.admission.apply"
     ADMISSION_DELETE = "podway.rpc.admission.delete"
+    ADMISSION_GET = "podway.rpc.admission.get"
+    ADMISSION_EVENTS = "podway.rpc.admission.events"
     ROUTER_INFER = "podway.rpc.router.infer"
 
 

@@ -37,6 +37,7 @@ class ObjectResult(_Message):
 class ApplyReply(_Message):
     request_id: str
     results: list[ObjectResult]
+    warnings: list[str] = Field(default_factory=list, description="Warnings about the whole batch")
 
 
 class DeleteRequest(_Message):

@@ -1,0 +1,113 @@
+"""The Python client: apply manifests, submit Jobs as events, read objects and stories, watch events."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self
+
+from libs.api.kinds import is_namespaced
+from libs.events.admission import JobSubmitted
+from libs.events.catalogue import RpcSubject
+from libs.events.envelope import AggregateRef, Envelope
+from libs.events.rpc import (
+    ApplyReply,
+    ApplyRequest,
+    DeleteRequest,
+    EventsReply,
+    EventsRequest,
+    GetReply,
+    GetRequest,
+)
+from libs.messaging.broker import make_broker
+from libs.messaging.publisher import NatsPublisher
+from libs.messaging.rpc import request
+from libs.messaging.watch import watch_events
+
+DEFAULT_NAMESPACE = "default"
+
+
+def with_namespace(manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+    """kubectl's defaulting: a namespaced object without a namespace goes to `-n NS` or `default`."""
+    kind = manifest.get("kind")
+    meta = manifest.get("metadata")
+    if not isinstance(kind, str) or not is_namespaced(kind) or not isinstance(meta, dict):
+        return manifest
+    if meta.get("namespace"):
+        return manifest
+    return {**manifest, "metadata": {**meta, "namespace": namespace or DEFAULT_NAMESPACE}}
+
+
+class PodwayClient:
+    """`async with PodwayClient(nats_url) as client:` then apply, submit_job, get, events, watch."""
+
+    def __init__(self, nats_url: str, *, timeout_s: float = 30.0, name: str = "podway-client") -> None:
+        self.broker = make_broker(nats_url, name)
+        self.timeout_s = timeout_s
+
+    async def __aenter__(self) -> Self:
+        await self.broker.connect()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.broker.stop()
+
+    async def apply(
+        self, manifests: Iterable[dict[str, Any]], *, namespace: str | None = None, dry_run: bool = False
+    ) -> ApplyReply:
+        """Apply manifests in one request; each gets its own result (created, unchanged, updated, rejected)."""
+        docs = [with_namespace(m, namespace) for m in manifests]
+        body = ApplyRequest(request_id=str(uuid.uuid4()), manifests=docs, dry_run=dry_run)
+        raw = await request(self.broker, RpcSubject.ADMISSION_APPLY, body, timeout_s=self.timeout_s)
+        return ApplyReply.model_validate_json(raw)
+
+    async def delete(self, kind: str, name: str, namespace: str | None = None) -> ApplyReply:
+        ns = (namespace or DEFAULT_NAMESPACE) if is_namespaced(kind) else None
+        body = DeleteRequest(request_id=str(uuid.uuid4()), kind=kind, namespace=ns, name=name)
+        raw = await request(self.broker, RpcSubject.ADMISSION_DELETE, body, timeout_s=self.timeout_s)
+        return ApplyReply.model_validate_json(raw)
+
+    async def submit_job(self, job: dict[str, Any], *, request_id: str | None = None) -> str:
+        """Publish `job.submitted`; admission admits (and expands) the Job. Returns the request id."""
+        request_id = request_id or str(uuid.uuid4())
+        job = with_namespace(job, None)
+        meta = job.get("metadata") or {}
+        envelope = Envelope.wrap(
+            JobSubmitted(request_id=request_id, manifest=job),
+            producer="client",
+            correlation_id=request_id,
+            occurred_at=datetime.now(UTC),
+            subject=AggregateRef(kind="Job", namespace=meta.get("namespace"), name=str(meta.get("name", ""))),
+        )
+        await NatsPublisher(self.broker).publish(envelope)
+        return request_id
+
+    async def get(
+        self,
+        kind: str,
+        name: str | None = None,
+        namespace: str | None = None,
+        *,
+        all_namespaces: bool = False,
+    ) -> list[dict[str, Any]]:
+        ns = (namespace or DEFAULT_NAMESPACE) if is_namespaced(kind) else ""
+        body = GetRequest(kind=kind, namespace=ns, name=name, all_namespaces=all_namespaces)
+        raw = await request(self.broker, RpcSubject.ADMISSION_GET, body, timeout_s=self.timeout_s)
+        return GetReply.model_validate_json(raw).items
+
+    async def events(
+        self, *, correlation_id: str | None = None, podgroup: str | None = None, after_seq: int = 0
+    ) -> EventsReply:
+        """A story from the audit log (`podgroup` is NAMESPACE/NAME)."""
+        body = EventsRequest(correlation_id=correlation_id, podgroup=podgroup, after_seq=after_seq)
+        raw = await request(self.broker, RpcSubject.ADMISSION_EVENTS, body, timeout_s=self.timeout_s)
+        return EventsReply.model_validate_json(raw)
+
+    async def watch(self) -> AsyncIterator[Envelope]:
+        """Events as they are published, from now on."""
+        async for envelope in watch_events(self.broker):
+            yield envelope

@@ -1,0 +1,211 @@
+"""The admission service: the API front door. Answers apply / delete / get / events requests, admits Jobs
+submitted as events, and completes PodGroup deletions once their pods have finished."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from libs.core.admission.apply import ApplyContext, admit_batch, keys_touched
+from libs.core.admission.delete import decide_delete, finish_pending_deletions
+from libs.db.engine import create_engine, create_session_factory
+from libs.db.errors import ConflictError
+from libs.db.ports import UnitOfWork
+from libs.db.uow import unit_of_work_factory
+from libs.events.admission import JobSubmitted
+from libs.events.catalogue import EventType, RpcSubject
+from libs.events.envelope import Envelope, EventPayload
+from libs.events.rpc import (
+    ApplyReply,
+    ApplyRequest,
+    DeleteRequest,
+    EventsReply,
+    EventsRequest,
+    GetReply,
+    GetRequest,
+)
+from libs.messaging.broker import jetstream, make_broker
+from libs.messaging.consumer import EventConsumer
+from libs.messaging.relay import OutboxRelay
+from libs.messaging.rpc import serve_rpc
+from libs.messaging.streams import ensure_streams
+from libs.runtime.health import beat_forever, health_file
+from libs.runtime.settings import PodwaySettings
+from services.admission import queries
+from services.admission.batcher import ApplyBatcher
+from services.admission.store import known_from_stored, load_view, write_decision
+
+log = logging.getLogger(__name__)
+
+CONFLICT_RETRIES = 5
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AdmissionService:
+    """Wiring only: every decision is made by libs.core.admission."""
+
+    def __init__(
+        self,
+        settings: PodwaySettings,
+        *,
+        clock: Clock = utc_now,
+        new_uid: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> None:
+        if not settings.nats_url:
+            raise ValueError("the admission service needs PODWAY_NATS_URL")
+        self.settings = settings
+        self.clock = clock
+        self.new_uid = new_uid
+        self.engine = create_engine(settings.resolved_database_url())
+        self.sessions = create_session_factory(self.engine)
+        self.broker = make_broker(settings.nats_url, f"admission-{settings.instance}")
+        self.relay: OutboxRelay | None = None
+        self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
+        self.batcher = ApplyBatcher(self._apply_group)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wire()
+
+    def _kick_relay(self) -> None:
+        if self.relay is not None:
+            self.relay.kick()
+
+    def _wire(self) -> None:
+        serve_rpc(self.broker, RpcSubject.ADMISSION_APPLY, self.on_apply, queue="admission")
+        serve_rpc(self.broker, RpcSubject.ADMISSION_DELETE, self.on_delete, queue="admission")
+        serve_rpc(self.broker, RpcSubject.ADMISSION_GET, self.on_get, queue="admission")
+        serve_rpc(self.broker, RpcSubject.ADMISSION_EVENTS, self.on_events, queue="admission")
+        EventConsumer(
+            name="admission-jobs",
+            subjects=[EventType.JOB_SUBMITTED.subject],
+            handler=self.on_job_submitted,
+            uow_factory=self.uow,
+        ).subscribe(self.broker)
+        EventConsumer(
+            name="admission-pod-lifecycle",
+            subjects=[
+                EventType.PODS_SUCCEEDED.subject,
+                EventType.PODS_FAILED.subject,
+                EventType.OBJECT_DELETED.subject,
+            ],
+            handler=self.on_pods_finished,
+            uow_factory=self.uow,
+        ).subscribe(self.broker)
+
+    async def start(self) -> None:
+        await self.broker.connect()
+        js = jetstream(self.broker)
+        await ensure_streams(js)
+        self.relay = OutboxRelay(self.uow, js, clock=self.clock)
+        await self.broker.start()
+        self._tasks = [
+            asyncio.create_task(self.relay.run(), name="outbox-relay"),
+            asyncio.create_task(self.batcher.run(), name="apply-batcher"),
+        ]
+        if self.settings.data_dir:
+            beacon = health_file(Path(self.settings.run_dir), "admission")
+            self._tasks.append(asyncio.create_task(beat_forever(beacon), name="health"))
+        log.info("admission ready", extra={"nats": self.settings.nats_url})
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.broker.stop()
+        await self.engine.dispose()
+
+    # --- apply -------------------------------------------------------------------------------------
+
+    async def on_apply(self, body: bytes) -> ApplyReply:
+        request = ApplyRequest.model_validate_json(body)
+        if request.dry_run:
+            return await self._dry_run(request)
+        return await self.batcher.submit(request)
+
+    async def _dry_run(self, request: ApplyRequest) -> ApplyReply:
+        async with self.uow() as uow:
+            view = await load_view(uow, keys_touched(request.manifests))
+        decision = admit_batch(request.manifests, view, self._context(request.request_id))
+        return ApplyReply(request_id=request.request_id, results=decision.results, warnings=decision.warnings)
+
+    async def _apply_group(self, requests: list[ApplyRequest]) -> list[ApplyReply]:
+        """Decide and write a group of applies in one transaction; a conflict re-reads and decides again."""
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                return await self._apply_once(requests)
+            except ConflictError:
+                log.info("apply conflict; retrying", extra={"attempt": attempt + 1})
+        if len(requests) > 1:
+            return [reply for r in requests for reply in await self._apply_group([r])]
+        return await self._apply_once(requests)
+
+    async def _apply_once(self, requests: list[ApplyRequest]) -> list[ApplyReply]:
+        keys = set().union(*(keys_touched(r.manifests) for r in requests))
+        async with self.uow() as uow:
+            view = await load_view(uow, keys)
+            replies = []
+            for request in requests:
+                decision = admit_batch(request.manifests, view, self._context(request.request_id))
+                await write_decision(uow, decision, now=self.clock())
+                replies.append(
+                    ApplyReply(
+                        request_id=request.request_id, results=decision.results, warnings=decision.warnings
+                    )
+                )
+            await uow.commit()
+        return replies
+
+    def _context(self, request_id: str) -> ApplyContext:
+        return ApplyContext(now=self.clock(), new_uid=self.new_uid, request_id=request_id)
+
+    async def on_job_submitted(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
+        assert isinstance(payload, JobSubmitted)
+        view = await load_view(uow, keys_touched([payload.manifest]))
+        decision = admit_batch([payload.manifest], view, self._context(payload.request_id))
+        await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
+
+    # --- delete ------------------------------------------------------------------------------------
+
+    async def on_delete(self, body: bytes) -> ApplyReply:
+        request = DeleteRequest.model_validate_json(body)
+        key = (request.kind, request.namespace or "", request.name)
+        async with self.uow() as uow:
+            view = await load_view(uow, [key])
+            namespace_objects = [known_from_stored(o) for o in await queries.namespace_objects(uow, key)]
+            pods = [o for o in namespace_objects if o.kind == "Pod"]
+            decision = decide_delete(key, view, pods, request.request_id, namespace_objects)
+            await write_decision(uow, decision, now=self.clock())
+            await uow.commit()
+        return ApplyReply(request_id=request.request_id, results=decision.results)
+
+    async def on_pods_finished(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
+        """Pods finishing may release PodGroups that wait to be deleted."""
+        marked = [known_from_stored(o) for o in await uow.objects.find("PodGroup") if o.deletion_requested_at]
+        if not marked:
+            return
+        pods = [known_from_stored(o) for o in await uow.objects.find("Pod")]
+        decision = finish_pending_deletions(marked, pods, request_id=str(envelope.event_id))
+        await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
+
+    # --- reads -------------------------------------------------------------------------------------
+
+    async def on_get(self, body: bytes) -> GetReply:
+        request = GetRequest.model_validate_json(body)
+        async with self.uow() as uow:
+            items = await queries.get_objects(uow, request)
+        return GetReply(items=items)
+
+    async def on_events(self, body: bytes) -> EventsReply:
+        request = EventsRequest.model_validate_json(body)
+        async with self.uow() as uow:
+            return await queries.events(uow, request)

@@ -1,0 +1,92 @@
+"""Between the admission core and the database: loading what a batch touches, writing what it decided."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from libs.api.manifests import parse_object
+from libs.api.models.scheduling import PriorityClass
+from libs.core.admission.manifests import rebuild_manifest
+from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, ObjectKey
+from libs.db.ports import UnitOfWork
+from libs.db.records import ObjectDraft, StoredObject
+from libs.events.envelope import Envelope
+
+PRODUCER = "admission"
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def known_from_stored(obj: StoredObject) -> KnownObject:
+    """The full manifest of a stored object, with the store-owned metadata filled in."""
+    metadata = {
+        **obj.metadata,
+        "uid": obj.uid,
+        "resourceVersion": str(obj.resource_version),
+        "generation": obj.generation,
+    }
+    metadata.setdefault("creationTimestamp", iso(obj.created_at))
+    if obj.deletion_requested_at is not None:
+        metadata["deletionTimestamp"] = iso(obj.deletion_requested_at)
+    return KnownObject(
+        kind=obj.kind,
+        namespace=obj.namespace,
+        name=obj.name,
+        uid=obj.uid,
+        resource_version=obj.resource_version,
+        manifest=rebuild_manifest(obj.kind, obj.api_version, metadata, obj.spec, obj.status),
+        deletion_requested=obj.deletion_requested_at is not None,
+    )
+
+
+async def load_view(uow: UnitOfWork, keys: Iterable[ObjectKey]) -> AdmissionView:
+    """The objects a batch touches and every PriorityClass."""
+    view = AdmissionView()
+    for kind, namespace, name in sorted(keys):
+        stored = await uow.objects.get(kind, namespace, name)
+        if stored is not None:
+            view.put(known_from_stored(stored))
+    for stored in await uow.objects.find("PriorityClass"):
+        known = known_from_stored(stored)
+        view.put(known)
+        priority_class = parse_object(known.manifest)
+        assert isinstance(priority_class, PriorityClass)
+        view.priority_classes[known.name] = priority_class
+    return view
+
+
+async def write_decision(
+    uow: UnitOfWork, decision: BatchDecision, *, now: datetime, causation_id: str | None = None
+) -> None:
+    """Write every object, removal and event of a decision in the unit of work (the caller commits)."""
+    for write in decision.writes:
+        draft = ObjectDraft(
+            kind=write.kind,
+            api_version=write.api_version,
+            namespace=write.namespace,
+            name=write.name,
+            spec=write.spec,
+            metadata=write.metadata,
+            status=write.status,
+            uid=write.uid,
+        )
+        await uow.objects.upsert(draft, expected_resource_version=write.expected_resource_version)
+    for removal in decision.removals:
+        if removal.mark_only:
+            await uow.objects.request_deletion(removal.kind, removal.namespace, removal.name)
+        else:
+            await uow.objects.delete(removal.kind, removal.namespace, removal.name)
+    for event in decision.events:
+        uow.emit(
+            Envelope.wrap(
+                event.payload,
+                producer=PRODUCER,
+                correlation_id=event.correlation_id,
+                occurred_at=now,
+                causation_id=causation_id,
+                subject=event.subject,
+            )
+        )

@@ -1,0 +1,116 @@
+"""Admission end to end: a real nats-server, the real service, the Python client, on both databases."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from libs.api.manifests import load_documents
+from libs.client.client import PodwayClient
+from libs.events.envelope import Envelope
+from libs.runtime.settings import PodwaySettings
+from services.admission.app import AdmissionService
+from tests.support import eventually
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
+
+
+def example(name: str) -> list[dict]:
+    return load_documents((EXAMPLES / name).read_text())
+
+
+@pytest.fixture
+async def stack(nats_url, database_url, tmp_path):
+    settings = PodwaySettings(nats_url=nats_url, database_url=database_url, data_dir=tmp_path)
+    service = AdmissionService(settings)
+    await service.start()
+    async with PodwayClient(nats_url, timeout_s=20) as client:
+        yield service, client
+    await service.stop()
+
+
+async def stream_events(client: PodwayClient, expected: int, timeout_s: float = 15.0) -> list[Envelope]:
+    """Read the PODWAY_EVENTS stream from the start until `expected` events arrived (bounded wait)."""
+    js = client.broker.connection.jetstream()
+    sub = await js.subscribe("podway.events.>", ordered_consumer=True)
+    seen: list[Envelope] = []
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while len(seen) < expected and loop.time() < deadline:
+            try:
+                msg = await sub.next_msg(timeout=max(0.05, deadline - loop.time()))
+            except TimeoutError:
+                break
+            seen.append(Envelope.from_bytes(msg.data))
+    finally:
+        await sub.unsubscribe()
+    return seen
+
+
+async def test_examples_are_admitted_persisted_and_published_once(stack):
+    _, client = stack
+    docs = example("01-priorityclasses.yaml") + example("02-dra.yaml") + example("03-gang-workload.yaml")
+    reply = await client.apply(docs)
+    assert {r.outcome for r in reply.results} == {"created"}
+    events = await stream_events(client, expected=len(docs))
+    assert len(events) == len(docs)
+    assert len({e.event_id for e in events}) == len(docs)
+    assert sum(e.type == "pod.admitted" for e in events) == 4
+
+    again = await client.apply(docs)
+    assert {r.outcome for r in again.results} == {"unchanged"}
+
+    groups = await client.get("PodGroup", namespace="ml")
+    assert [g["metadata"]["name"] for g in groups] == ["llm-train-worker-0"]
+    assert groups[0]["spec"]["priority"] == 1000
+
+
+async def test_a_rejected_manifest_answers_every_error_and_leaves_nothing_behind(stack):
+    _, client = stack
+    reply = await client.apply(example("invalid/bad-workload.yaml"))
+    result = reply.results[0]
+    assert result.outcome == "rejected"
+    assert '* spec.podGroupTemplates[1].name: Duplicate value: "a"' in result.message
+    assert result.status["details"]["causes"]
+    assert await client.get("Workload", namespace="ml") == []
+    story = await client.events(correlation_id=reply.request_id)
+    assert [e["type"] for e in story.events] == ["object.rejected"]
+
+
+async def test_a_v135_manifest_is_converted_and_answered_with_a_warning(stack):
+    _, client = stack
+    reply = await client.apply(example("04-v135-workload.yaml"))
+    assert reply.warnings
+    pods = await client.get("Pod", namespace="ml")
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {"legacy-train-workers"}
+
+
+async def test_a_job_submitted_as_an_event_is_expanded_into_a_gang(stack):
+    _, client = stack
+    await client.apply(example("01-priorityclasses.yaml"))
+    (job,) = example("05-indexed-job.yaml")
+    await client.submit_job(job)
+    pods = await eventually(lambda: client.get("Pod", namespace="ml"), lambda pods: len(pods) >= 8)
+    assert sorted(p["metadata"]["name"] for p in pods)[:2] == ["finetune-worker-0-0", "finetune-worker-0-1"]
+    assert len(pods) == 8
+    story = await client.events(podgroup="ml/finetune-worker-0")
+    types = [e["type"] for e in story.events]
+    assert types.count("pod.admitted") == 8
+    assert "podgroup.admitted" in types
+
+
+async def test_deleting_a_podgroup_with_running_pods_waits_for_them(stack):
+    _, client = stack
+    await client.apply(example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
+    reply = await client.delete("PodGroup", "llm-train-worker-0", namespace="ml")
+    assert reply.results[0].outcome == "pending"
+    (group,) = await client.get("PodGroup", "llm-train-worker-0", namespace="ml")
+    assert "deletionTimestamp" in group["metadata"]
+    for i in range(4):
+        done = await client.delete("Pod", f"llm-train-worker-0-{i}", namespace="ml")
+        assert done.results[0].outcome == "deleted"
+    remaining = await eventually(
+        lambda: client.get("PodGroup", "llm-train-worker-0", namespace="ml"), lambda groups: groups == []
+    )
+    assert remaining == []
