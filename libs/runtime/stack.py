@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from libs.runtime.health import health_file, last_beat
 from libs.runtime.nats_server import EmbeddedNatsServer
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.supervisor import ServiceSpec, Supervisor
@@ -34,6 +35,7 @@ class StackInfo:
     started_at: float
     services: dict[str, int | None] = field(default_factory=dict)
     emulators: dict[str, str] = field(default_factory=dict)
+    ready: bool = False
 
     def write(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -113,6 +115,8 @@ class Stack:
         if self.settings.router_policy:
             env["PODWAY_ROUTER_POLICY"] = str(self.settings.router_policy.resolve())
         specs = service_specs(self.settings, env, self.services) + self.extra_specs
+        for name in self.services:
+            health_file(self.settings.run_dir.resolve(), name).unlink(missing_ok=True)
         self.supervisor = Supervisor(specs, self.settings.run_dir.resolve(), log_dir=data_dir / "logs")
         self.supervisor.start_all(time.monotonic())
         self.info = StackInfo(
@@ -125,6 +129,23 @@ class Stack:
         )
         self.info.write(self.settings.run_dir)
         return self.info
+
+    def wait_ready(self, timeout_s: float = 60.0) -> bool:
+        """Wait until every service that beats has beaten once; then mark the stack ready."""
+        assert self.supervisor is not None
+        assert self.info is not None
+        run_dir = self.settings.run_dir.resolve()
+        names = [c.spec.name for c in self.supervisor.children.values() if c.spec.beats]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.supervisor.poll(time.monotonic())
+            if all(last_beat(health_file(run_dir, name)) for name in names):
+                self.info.ready = True
+                self.info.services = self.supervisor.pids()
+                self.info.write(self.settings.run_dir)
+                return True
+            time.sleep(0.05)
+        return False
 
     def _start_nats(self, data_dir: Path) -> str:
         self.nats = EmbeddedNatsServer(data_dir=data_dir / "nats").start()

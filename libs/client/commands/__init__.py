@@ -1,5 +1,5 @@
 """Each module registers its verbs on the `podway` parser."""
 
-from libs.client.commands import stack
+from libs.client.commands import objects, stack
 
-REGISTRARS = [stack.register]
+REGISTRARS = [objects.register, stack.register]

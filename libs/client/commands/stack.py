@@ -60,6 +60,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     info = stack.start()
+    if not stack.wait_ready():
+        print(f"services did not become healthy; see {settings.data_dir / 'logs'}", file=sys.stderr)
     print(f"podway up: nats {info.nats_url}, database {info.database_url}, services {list(info.services)}")
     try:
         stack.supervise(lambda: stopping["now"])
@@ -89,7 +91,7 @@ def wait_for_stack(
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         info = running_stack(settings)
-        if info is not None:
+        if info is not None and info.ready:
             print(f"podway up: nats {info.nats_url}, database {info.database_url}, pid {info.pid}")
             return True
         if exited() is not None:

@@ -1,0 +1,245 @@
+"""kubectl-like verbs: validate, convert (offline), apply, delete, get, describe, events (over the stack)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from libs.api.conversion import convert_documents
+from libs.api.kinds import kind_rank
+from libs.api.manifests import ManifestError, load_documents, validate_document
+from libs.client.client import PodwayClient
+from libs.client.commands.stack import settings_from
+from libs.client.output import render, resolve_kind
+from libs.events.rpc import ObjectResult
+from libs.messaging.rpc import RpcError
+from libs.runtime.stack import running_stack
+
+
+class CliError(Exception):
+    """A problem the user must fix; printed without a traceback."""
+
+
+def read_manifests(path: Path) -> list[dict[str, Any]]:
+    """Documents of a file, or of every YAML/JSON file in a directory (sorted by kind when applied)."""
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+    elif path.exists():
+        files = [path]
+    else:
+        raise CliError(f'error: the path "{path}" does not exist')
+    docs: list[dict[str, Any]] = []
+    for file in files:
+        try:
+            docs += load_documents(file.read_text())
+        except ManifestError as exc:
+            raise CliError(f"error: {file}: {exc}") from exc
+    return docs
+
+
+def nats_url_of(args: argparse.Namespace) -> str:
+    settings = settings_from(args)
+    if settings.nats_url:
+        return settings.nats_url
+    info = running_stack(settings)
+    if info is None:
+        raise CliError(f"no running stack in {settings.data_dir}: run `podway up` or pass --nats-url")
+    return info.nats_url
+
+
+def with_client(args: argparse.Namespace, work: Callable[[PodwayClient], Coroutine[Any, Any, int]]) -> int:
+    async def run() -> int:
+        async with PodwayClient(nats_url_of(args)) as client:
+            return await work(client)
+
+    return asyncio.run(run())
+
+
+def describe_result(result: ObjectResult) -> str:
+    kind = (result.kind or "object").lower()
+    if result.outcome == "rejected":
+        return result.message
+    return f"{kind}/{result.name} {result.outcome}" + (f" ({result.message})" if result.message else "")
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    docs = read_manifests(Path(args.filename))
+    failed = 0
+    for doc in docs:
+        result = validate_document(doc)
+        for warning in result.warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
+        if result.ok:
+            if args.output != "json":
+                print(f"{result.kind.lower()}/{result.name} valid")
+            continue
+        failed += 1
+        print(json.dumps(result.status(), indent=2) if args.output == "json" else result.message)
+    return 1 if failed else 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    docs, warnings = convert_documents(read_manifests(Path(args.filename)))
+    for warning in dict.fromkeys(warnings):
+        print(f"Warning: {warning}", file=sys.stderr)
+    print(yaml.safe_dump_all(docs, sort_keys=False), end="")
+    return 0
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    docs = sorted(read_manifests(Path(args.filename)), key=lambda d: kind_rank(str(d.get("kind"))))
+
+    async def work(client: PodwayClient) -> int:
+        reply = await client.apply(docs, namespace=args.namespace, dry_run=args.dry_run)
+        for warning in reply.warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
+        for result in reply.results:
+            for warning in result.warnings:
+                print(f"Warning: {warning}", file=sys.stderr)
+            stream = sys.stderr if result.outcome == "rejected" else sys.stdout
+            print(describe_result(result), file=stream)
+        return 1 if any(r.outcome == "rejected" for r in reply.results) else 0
+
+    return with_client(args, work)
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    if args.filename:
+        targets = [
+            (
+                str(d.get("kind")),
+                (d.get("metadata") or {}).get("name"),
+                (d.get("metadata") or {}).get("namespace"),
+            )
+            for d in read_manifests(Path(args.filename))
+        ]
+    elif args.kind and args.name:
+        targets = [(resolve_kind(args.kind), args.name, args.namespace)]
+    else:
+        raise CliError("error: give -f FILE or KIND NAME")
+
+    async def work(client: PodwayClient) -> int:
+        code = 0
+        for kind, name, namespace in reversed(targets):
+            reply = await client.delete(kind, str(name), namespace or args.namespace)
+            for result in reply.results:
+                print(describe_result(result))
+                code = 1 if result.outcome == "not_found" else code
+        return code
+
+    return with_client(args, work)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    kind = resolve_kind(args.kind)
+
+    async def work(client: PodwayClient) -> int:
+        items = await client.get(kind, args.name, args.namespace, all_namespaces=args.all_namespaces)
+        if args.name and not items:
+            raise CliError(f'Error from server (NotFound): {args.kind} "{args.name}" not found')
+        print(render(kind, items, args.output, all_namespaces=args.all_namespaces))
+        return 0
+
+    return with_client(args, work)
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    from libs.client.describe import describe
+
+    kind = resolve_kind(args.kind)
+
+    async def work(client: PodwayClient) -> int:
+        items = await client.get(kind, args.name, args.namespace)
+        if not items:
+            raise CliError(f'Error from server (NotFound): {args.kind} "{args.name}" not found')
+        story = await client.events(correlation_id=items[0]["metadata"]["uid"])
+        print(describe(items[0], story.events))
+        return 0
+
+    return with_client(args, work)
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    from libs.client.describe import event_line
+
+    correlation = args.correlation or args.request
+
+    async def work(client: PodwayClient) -> int:
+        story = await client.events(correlation_id=correlation, podgroup=args.podgroup)
+        if args.output == "json":
+            print(json.dumps(story.events, indent=2))
+        else:
+            for event in story.events:
+                print(event_line(event))
+        return 0
+
+    return with_client(args, work)
+
+
+def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except (CliError, ValueError, RpcError) as exc:
+            print(exc, file=sys.stderr)
+            return 1
+
+    return run
+
+
+def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
+    validate = sub.add_parser("validate", help="validate manifests offline (exit 1 when invalid)")
+    validate.add_argument("-f", "--filename", required=True)
+    validate.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    validate.set_defaults(handler=_guard(cmd_validate))
+
+    convert = sub.add_parser("convert", help="print the v1alpha2 form of v1alpha1 (v1.35) manifests")
+    convert.add_argument("-f", "--filename", required=True)
+    convert.set_defaults(handler=_guard(cmd_convert))
+
+    apply = sub.add_parser("apply", help="apply manifests from a file or a directory")
+    common(apply)
+    apply.add_argument("-f", "--filename", required=True)
+    apply.add_argument("-n", "--namespace", default=None)
+    apply.add_argument("--dry-run", action="store_true")
+    apply.set_defaults(handler=_guard(cmd_apply))
+
+    delete = sub.add_parser("delete", help="delete objects: -f FILE or KIND NAME")
+    common(delete)
+    delete.add_argument("kind", nargs="?")
+    delete.add_argument("name", nargs="?")
+    delete.add_argument("-f", "--filename", default=None)
+    delete.add_argument("-n", "--namespace", default=None)
+    delete.set_defaults(handler=_guard(cmd_delete))
+
+    get = sub.add_parser("get", help="list objects of a kind")
+    common(get)
+    get.add_argument("kind")
+    get.add_argument("name", nargs="?")
+    get.add_argument("-n", "--namespace", default=None)
+    get.add_argument("-A", "--all-namespaces", action="store_true")
+    get.add_argument("-o", "--output", choices=["table", "wide", "yaml", "json"], default="table")
+    get.set_defaults(handler=_guard(cmd_get))
+
+    desc = sub.add_parser("describe", help="show one object with its conditions and story")
+    common(desc)
+    desc.add_argument("kind")
+    desc.add_argument("name")
+    desc.add_argument("-n", "--namespace", default=None)
+    desc.set_defaults(handler=_guard(cmd_describe))
+
+    events = sub.add_parser("events", help="print a story from the audit log")
+    common(events)
+    group = events.add_mutually_exclusive_group()
+    group.add_argument("--podgroup", default=None, help="NAMESPACE/NAME")
+    group.add_argument("--request", default=None, help="request id")
+    group.add_argument("--correlation", default=None, help="correlation id")
+    events.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    events.set_defaults(handler=_guard(cmd_events))

@@ -1,0 +1,50 @@
+"""`podway describe` pages and one-line renderings of audit-log events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+def _summary(event: dict[str, Any]) -> str:
+    payload = event.get("payload") or {}
+    for key in ("message", "outcome", "reason"):
+        if isinstance(payload.get(key), str) and payload[key]:
+            return str(payload[key]).splitlines()[0]
+    if "placements" in payload:
+        return f"{len(payload['placements'])} pod(s) placed"
+    if "pods" in payload:
+        return f"{len(payload['pods'])} pod(s)"
+    return ""
+
+
+def event_line(event: dict[str, Any]) -> str:
+    """`seq  time  type  subject  summary` for one event."""
+    subject = event.get("subject") or {}
+    ref = "/".join(p for p in (subject.get("kind"), subject.get("namespace"), subject.get("name")) if p)
+    when = str(event.get("occurred_at", ""))[11:23]
+    return f"{event.get('seq', ''):>6}  {when}  {event.get('type', ''):<28} {ref:<48} {_summary(event)}"
+
+
+def describe(obj: dict[str, Any], events: list[dict[str, Any]]) -> str:
+    """The object (metadata, spec, status) followed by its story."""
+    meta = obj.get("metadata") or {}
+    lines = [f"Name:         {meta.get('name')}", f"Namespace:    {meta.get('namespace', '')}"]
+    lines += [f"Kind:         {obj.get('kind')}", f"UID:          {meta.get('uid')}"]
+    for title, part in (("Labels", meta.get("labels")), ("Annotations", meta.get("annotations"))):
+        if part:
+            lines.append(f"{title}:")
+            lines += [f"  {k}={v}" for k, v in part.items()]
+    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "status")}
+    lines.append("Spec:")
+    lines += ["  " + line for line in yaml.safe_dump(body, sort_keys=False).splitlines()]
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    lines.append("Conditions:")
+    lines += [
+        f"  {c.get('type'):<20} {c.get('status'):<6} {c.get('reason') or '':<24} {c.get('message') or ''}"
+        for c in conditions
+    ] or ["  <none>"]
+    lines.append("Events:")
+    lines += ["  " + event_line(e) for e in events] or ["  <none>"]
+    return "\n".join(lines)
