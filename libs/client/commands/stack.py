@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from libs.runtime.settings import PodwaySettings
@@ -129,6 +130,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from libs.client.demo import main as demo_main
+
+    return demo_main(args.data_dir)
+
+
 def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
     up = sub.add_parser("up", help="start the stack (embedded NATS and SQLite unless URLs are given)")
     common(up)
@@ -138,6 +145,11 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     down = sub.add_parser("down", help="stop the stack started in the data dir")
     common(down)
     down.set_defaults(handler=cmd_down)
+    demo = sub.add_parser(
+        "demo", help="run the stack and show every capability end to end, each step checked"
+    )
+    demo.add_argument("--data-dir", type=Path, default=None, help="keep the demo's data here (default: temp)")
+    demo.set_defaults(handler=cmd_demo)
     mig = sub.add_parser("migrate", help="upgrade the database (or --downgrade REV, --revision MSG)")
     common(mig)
     mig.add_argument("--downgrade", default=None)
