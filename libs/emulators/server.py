@@ -52,7 +52,10 @@ async def serve(
 
 
 async def _start(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # Handlers stop when their client disconnects, as a real endpoint stops generating for a gone caller.
+    runner = web.AppRunner(
+        app, access_log=None, handle_signals=False, handler_cancellation=True, shutdown_timeout=1.0
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()

@@ -1,0 +1,224 @@
+"""Router benchmark: in-process added latency at a fixed request rate against the emulators, failover dispatch
+time, and failed sync requests while one cloud is fully down.
+
+The emulators run in a child process (`python -m libs.emulators`) so that they do not share the router's CPU;
+the router, the real SDK clients and the load generator share one event loop, as in the service. The SDKs
+cost ~2 ms of CPU per call (botocore, google-api-core), so `router_cpu_ms_per_request` says which rate one
+process can sustain. The load generator offers `--rate` open-loop but keeps at most `--max-in-flight`
+requests outstanding (like wrk's connections), so a CPU-bound process reports the rate it reached instead of
+queueing into first-byte timeouts that would trip every breaker.
+
+    python -m bench.router -o json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import gc
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import aiohttp
+
+from libs.core.routing import RoutingPolicy, parse_policy
+from libs.providers import Message, Provider, close_providers, open_providers
+from libs.routing_engine import EventBuffer, InferRequest, InferResult, Router, RoutingError
+from libs.routing_engine.example_policy import example_policy_document
+
+PROMPT = (Message("user", "Summarise the incident timeline for the on-call channel in two sentences."),)
+NO_BREAKER = {"consecutive_failures": 1_000_000, "min_requests": 1_000_000}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Benchmark options."""
+    parser.add_argument("--rate", type=float, default=500.0, help="requests per second offered")
+    parser.add_argument(
+        "--duration", type=float, default=6.0, help="seconds of load for the added-latency phase"
+    )
+    parser.add_argument("--max-in-flight", type=int, default=32, help="most requests outstanding at once")
+    parser.add_argument("--outage-requests", type=int, default=1000, help="requests in each outage phase")
+    parser.add_argument("--warmup", type=int, default=300, help="requests before measuring")
+    parser.add_argument("--max-tokens", type=int, default=64)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every phase and return `{"name", "params", "metrics"}`."""
+    with _emulators() as urls:
+        metrics = asyncio.run(_run(args, urls))
+    params = {
+        "rate": args.rate,
+        "duration_s": args.duration,
+        "max_in_flight": args.max_in_flight,
+        "outage_requests": args.outage_requests,
+        "warmup": args.warmup,
+        "max_tokens": args.max_tokens,
+        "emulator_latency_ms": 0,
+        "emulators": "child process",
+        "policy": "ROUTER.md example (90/10 gemini-flash/claude-haiku)",
+    }
+    return {"name": "router", "params": params, "metrics": metrics}
+
+
+async def _run(args: argparse.Namespace, urls: dict[str, str]) -> dict[str, Any]:
+    policy = _policy(urls)
+    providers = await open_providers(policy.providers)
+    try:
+        return await _phases(args, urls, policy, providers)
+    finally:
+        await close_providers(providers)
+
+
+async def _phases(
+    args: argparse.Namespace, urls: dict[str, str], policy: RoutingPolicy, providers: dict[str, Provider]
+) -> dict[str, Any]:
+    events = EventBuffer()
+    router = Router(policy, providers, event_sink=events)
+    load = functools.partial(
+        _load, router, rate=args.rate, max_tokens=args.max_tokens, max_in_flight=args.max_in_flight
+    )
+    await load(args.warmup)
+    gc.collect()
+    # Long-lived objects (SDK models, policy) leave the collector's view, as a service does after start-up.
+    gc.freeze()
+
+    # 1. Added latency at the offered rate, every cloud healthy, zero emulator latency.
+    started, cpu_started = time.perf_counter(), time.process_time()
+    results, failures = await load(int(args.rate * args.duration))
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    added = sorted(r.added_ms for r in results)
+    latency = sorted(r.latency_ms for r in results)
+
+    # 2. Failover dispatch: Bedrock down, breakers held closed so that every request fails over.
+    router.reload(_policy(urls, claude_first=True, breaker=NO_BREAKER))
+    await _control(urls["bedrock"], "outage", {})
+    failover_results, failover_failures = await load(args.outage_requests)
+    gaps = sorted(
+        a.dispatch_gap_ms for r in failover_results for a in r.attempts if a.dispatch_gap_ms is not None
+    )
+
+    # 3. The same outage with the real breaker: it opens and traffic moves to Vertex without errors.
+    router.reload(_policy(urls, claude_first=True))
+    outage_results, outage_failures = await load(args.outage_requests)
+    await _control(urls["bedrock"], "outage/clear", {})
+    bedrock_attempts = sum(1 for r in outage_results for a in r.attempts if a.provider == "bedrock")
+    gc.unfreeze()
+
+    return {
+        "requests": len(results) + failures,
+        "failed_requests": failures,
+        "requests_per_second": round(len(results) / elapsed, 1),
+        "router_cpu_ms_per_request": round(cpu * 1000 / max(len(results) + failures, 1), 3),
+        "added_ms_p50": _round(_percentile(added, 50)),
+        "added_ms_p99": _round(_percentile(added, 99)),
+        "added_ms_max": _round(added[-1] if added else None),
+        "latency_ms_p50": _round(_percentile(latency, 50)),
+        "latency_ms_p99": _round(_percentile(latency, 99)),
+        "failover_dispatch_ms_p50": _round(_percentile(gaps, 50)),
+        "failover_dispatch_ms_p99": _round(_percentile(gaps, 99)),
+        "failovers_measured": len(gaps),
+        "failed_sync_requests_during_outage": failover_failures + outage_failures,
+        "bedrock_attempts_during_outage_with_breaker": bedrock_attempts,
+        "events_buffered": len(events),
+    }
+
+
+async def _load(
+    router: Router, count: int, *, rate: float, max_tokens: int, max_in_flight: int
+) -> tuple[list[InferResult], int]:
+    """Offer `count` requests at `rate` per second with at most `max_in_flight` outstanding; returns the
+    results and the number that failed."""
+    results: list[InferResult] = []
+    failures = 0
+    slots = asyncio.Semaphore(max_in_flight)
+
+    async def one() -> None:
+        nonlocal failures
+        try:
+            results.append(await router.infer(InferRequest("search-answer", PROMPT, max_tokens=max_tokens)))
+        except RoutingError:
+            failures += 1
+        finally:
+            slots.release()
+
+    tasks = []
+    start = time.perf_counter()
+    for i in range(count):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await slots.acquire()
+        tasks.append(asyncio.create_task(one()))
+    await asyncio.gather(*tasks)
+    return results, failures
+
+
+def _policy(
+    urls: dict[str, str], *, claude_first: bool = False, breaker: dict[str, Any] | None = None
+) -> RoutingPolicy:
+    document = example_policy_document(urls["bedrock"], urls["vertex"])
+    if claude_first:
+        document["features"]["search-answer"]["routes"] = [
+            {"weight": 1, "models": ["claude-haiku", "gemini-flash"]}
+        ]
+    document["breaker"].update(breaker or {})
+    return parse_policy(document)
+
+
+async def _control(base_url: str, knob: str, body: dict[str, Any]) -> None:
+    async with aiohttp.ClientSession(base_url) as http:
+        response = await http.post(f"/__emulator/{knob}", json=body)
+        response.raise_for_status()
+
+
+@contextmanager
+def _emulators() -> Iterator[dict[str, str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "libs.emulators"], stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            raise RuntimeError("the emulators exited before they were ready")
+        yield json.loads(line)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    index = min(len(values) - 1, max(0, round(q / 100 * len(values)) - 1))
+    return values[index]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.router [-o json|table]`."""
+    parser = argparse.ArgumentParser(prog="python -m bench.router", description=__doc__)
+    parser.add_argument("-o", "--output", default="json", choices=["json", "table"])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    result = run(args)
+    if args.output == "json":
+        print(json.dumps(result))
+    else:
+        print(f"{result['name']}  {json.dumps(result['params'])}")
+        for key, value in result["metrics"].items():
+            print(f"  {key:<44} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
