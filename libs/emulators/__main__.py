@@ -7,22 +7,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import signal
 import sys
 
-from libs.emulators.server import serve
+from libs.emulators.server import RunningEmulators, serve_forever
 
 
 async def _main(args: argparse.Namespace) -> None:
-    emulators = await serve(args.bedrock_port, args.vertex_port, host=args.host, seed=args.seed)
-    print(json.dumps({"bedrock": emulators.bedrock_url, "vertex": emulators.vertex_url}), flush=True)
-    stop = asyncio.Event()
+    def announce(emulators: RunningEmulators) -> None:
+        print(json.dumps({"bedrock": emulators.bedrock_url, "vertex": emulators.vertex_url}), flush=True)
+
+    serving = asyncio.ensure_future(
+        serve_forever(args.bedrock_port, args.vertex_port, host=args.host, seed=args.seed, on_ready=announce)
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await emulators.close()
+        loop.add_signal_handler(sig, serving.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
 
 
 def main(argv: list[str] | None = None) -> int:

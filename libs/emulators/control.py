@@ -27,11 +27,12 @@ class _Knob(BaseModel):
 
 
 class CapacityKnob(_Knob):
-    """Capacity of one model in one pool; both limits null removes the limit."""
+    """Capacity of one model in one pool (token rate, request rate, concurrency); all null removes the limit."""
 
     model: str
     pool: Pool
     tokens_per_minute: float | None = Field(default=None, gt=0)
+    requests_per_second: float | None = Field(default=None, gt=0)
     concurrency: int | None = Field(default=None, ge=0)
 
 
@@ -89,26 +90,44 @@ class Refusal:
     pool: Pool | None = None
 
 
+class _Bucket:
+    """Refills at `per_second` up to `size`; emulator time comes from the control's clock."""
+
+    __slots__ = ("level", "per_second", "size", "updated_at")
+
+    def __init__(self, size: float, per_second: float, now: float) -> None:
+        self.size = size
+        self.per_second = per_second
+        self.level = size
+        self.updated_at = now
+
+    def has(self, amount: float, now: float) -> bool:
+        self.level = min(self.size, self.level + (now - self.updated_at) * self.per_second)
+        self.updated_at = now
+        return self.level >= amount
+
+
 class _Limit:
-    __slots__ = ("concurrency", "in_flight", "level", "rate_per_s", "tokens_per_minute", "updated_at")
+    __slots__ = ("concurrency", "in_flight", "requests", "tokens")
 
     def __init__(self, knob: CapacityKnob, now: float) -> None:
-        self.tokens_per_minute = knob.tokens_per_minute
-        self.rate_per_s = (knob.tokens_per_minute or 0) / 60.0
-        self.level = knob.tokens_per_minute or 0.0
-        self.updated_at = now
+        tpm, rps = knob.tokens_per_minute, knob.requests_per_second
+        self.tokens = _Bucket(tpm, tpm / 60.0, now) if tpm is not None else None
+        self.requests = _Bucket(rps, rps, now) if rps is not None else None
         self.concurrency = knob.concurrency
         self.in_flight = 0
 
     def try_acquire(self, tokens: int, now: float) -> bool:
         if self.concurrency is not None and self.in_flight >= self.concurrency:
             return False
-        if self.tokens_per_minute is not None:
-            self.level = min(self.tokens_per_minute, self.level + (now - self.updated_at) * self.rate_per_s)
-            self.updated_at = now
-            if self.level < tokens:
-                return False
-            self.level -= tokens
+        if self.tokens is not None and not self.tokens.has(tokens, now):
+            return False
+        if self.requests is not None and not self.requests.has(1, now):
+            return False
+        if self.tokens is not None:
+            self.tokens.level -= tokens
+        if self.requests is not None:
+            self.requests.level -= 1
         self.in_flight += 1
         return True
 
@@ -182,9 +201,9 @@ class EmulatorControl:
     # Knobs -----------------------------------------------------------------------------------------------
 
     def set_capacity(self, model: str, pool: Pool, **limits: Any) -> None:
-        """Limit `model` in `pool` (tokens_per_minute, concurrency); no limits given removes the limit."""
+        """Limit `model` in `pool` (tokens_per_minute, requests_per_second, concurrency); none removes the limit."""
         knob = CapacityKnob(model=model, pool=pool, **limits)
-        if knob.tokens_per_minute is None and knob.concurrency is None:
+        if knob.tokens_per_minute is None and knob.requests_per_second is None and knob.concurrency is None:
             self._limits.pop((model, pool), None)
         else:
             self._limits[(model, pool)] = _Limit(knob, self.clock())

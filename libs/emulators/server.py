@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +50,24 @@ async def serve(
     bedrock_runner, bedrock_url = await _start(create_bedrock_app(bedrock), host, bedrock_port)
     vertex_runner, vertex_url = await _start(create_vertex_app(vertex), host, vertex_port)
     return RunningEmulators(bedrock_url, vertex_url, bedrock, vertex, (bedrock_runner, vertex_runner))
+
+
+async def serve_forever(
+    bedrock_port: int = 0,
+    vertex_port: int = 0,
+    *,
+    host: str = "127.0.0.1",
+    seed: int = 0,
+    on_ready: Callable[[RunningEmulators], None] | None = None,
+) -> None:
+    """Serve both emulators until cancelled; `on_ready` is told the URLs once they listen."""
+    emulators = await serve(bedrock_port, vertex_port, host=host, seed=seed)
+    try:
+        if on_ready is not None:
+            on_ready(emulators)
+        await asyncio.Event().wait()
+    finally:
+        await emulators.close()
 
 
 async def _start(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:

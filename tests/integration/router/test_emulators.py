@@ -101,3 +101,19 @@ async def test_error_rate_injection_is_seeded(emulators: RunningEmulators) -> No
     emulators.bedrock.inject_error(500, "InternalServerException", rate=0.5)
     refused = sum(isinstance(emulators.bedrock.admit("m", ("on_demand",), 1), Refusal) for _ in range(200))
     assert 70 < refused < 130
+
+
+async def test_on_demand_throttles_above_its_request_rate() -> None:
+    now = [0.0]
+    running = await serve(clock=lambda: now[0])
+    try:
+        running.vertex.set_capacity(GEMINI_FLASH, "on_demand", requests_per_second=2)
+        verdicts = [running.vertex.admit(GEMINI_FLASH, ("on_demand",), 1) for _ in range(3)]
+        for verdict in verdicts:
+            if isinstance(verdict, Grant):
+                verdict.release()
+        assert [type(v) for v in verdicts] == [Grant, Grant, Refusal]
+        now[0] = 0.5
+        assert isinstance(running.vertex.admit(GEMINI_FLASH, ("on_demand",), 1), Grant)
+    finally:
+        await running.close()

@@ -1,0 +1,27 @@
+"""The router's event sink: O(1) appends that never block, bounded, drained in batches."""
+
+from __future__ import annotations
+
+from libs.events.catalogue import EventType
+from libs.routing_engine import EventBuffer, RouterEvent
+
+
+def make_event(n: int) -> RouterEvent:
+    return RouterEvent(EventType.ROUTER_FAILOVER, f"req-{n}", 0.0, {"n": n})
+
+
+def test_buffer_drains_in_order_and_in_batches() -> None:
+    buffer = EventBuffer()
+    for n in range(5):
+        buffer(make_event(n))
+    assert [e.payload["n"] for e in buffer.drain(3)] == [0, 1, 2]
+    assert [e.payload["n"] for e in buffer.drain()] == [3, 4]
+    assert len(buffer) == 0
+
+
+def test_full_buffer_drops_the_oldest_and_counts_them() -> None:
+    buffer = EventBuffer(max_events=2)
+    for n in range(5):
+        buffer(make_event(n))
+    assert buffer.dropped == 3
+    assert [e.payload["n"] for e in buffer.drain()] == [3, 4]
