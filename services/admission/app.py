@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from libs.core.admission.apply import ApplyContext, admit_batch, keys_touched
+from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import ConflictError
@@ -133,9 +133,10 @@ class AdmissionService:
         return await self.batcher.submit(request)
 
     async def _dry_run(self, request: ApplyRequest) -> ApplyReply:
+        batch = prepare_batch(request.manifests)
         async with self.uow() as uow:
-            view = await load_view(uow, keys_touched(request.manifests))
-        decision = admit_batch(request.manifests, view, self._context(request.request_id))
+            view = await load_view(uow, batch.keys)
+        decision = admit_batch(batch, view, self._context(request.request_id))
         return ApplyReply(request_id=request.request_id, results=decision.results, warnings=decision.warnings)
 
     async def _apply_group(self, requests: list[ApplyRequest]) -> list[ApplyReply]:
@@ -150,12 +151,12 @@ class AdmissionService:
         return await self._apply_once(requests)
 
     async def _apply_once(self, requests: list[ApplyRequest]) -> list[ApplyReply]:
-        keys = set().union(*(keys_touched(r.manifests) for r in requests))
+        batches = [prepare_batch(r.manifests) for r in requests]
         async with self.uow() as uow:
-            view = await load_view(uow, keys)
+            view = await load_view(uow, set().union(*(b.keys for b in batches)))
             replies = []
-            for request in requests:
-                decision = admit_batch(request.manifests, view, self._context(request.request_id))
+            for request, batch in zip(requests, batches, strict=True):
+                decision = admit_batch(batch, view, self._context(request.request_id))
                 await write_decision(uow, decision, now=self.clock())
                 replies.append(
                     ApplyReply(
@@ -170,8 +171,9 @@ class AdmissionService:
 
     async def on_job_submitted(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
         assert isinstance(payload, JobSubmitted)
-        view = await load_view(uow, keys_touched([payload.manifest]))
-        decision = admit_batch([payload.manifest], view, self._context(payload.request_id))
+        batch = prepare_batch([payload.manifest])
+        view = await load_view(uow, batch.keys)
+        decision = admit_batch(batch, view, self._context(payload.request_id))
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
 
     # --- delete ------------------------------------------------------------------------------------

@@ -50,10 +50,24 @@ def raw_key(doc: Mapping[str, Any]) -> ObjectKey | None:
     return (kind, namespace if isinstance(namespace, str) else "", meta["name"])
 
 
-def keys_touched(docs: list[dict[str, Any]]) -> set[ObjectKey]:
-    """Every stored object a batch may read: the objects themselves, PodGroups' Workloads, Pods' PodGroups,
-    and the objects a Job expands to."""
-    converted, _ = convert_documents(docs)
+@dataclass(frozen=True)
+class PreparedBatch:
+    """An apply request's documents after v1.35 conversion, with the stored objects it may read."""
+
+    documents: list[dict[str, Any]]
+    warnings: list[str]
+    keys: set[ObjectKey]
+
+
+def prepare_batch(docs: list[dict[str, Any]]) -> PreparedBatch:
+    """Convert once; name every stored object the batch may read."""
+    converted, warnings = convert_documents(docs)
+    return PreparedBatch(converted, list(dict.fromkeys(warnings)), keys_touched(converted))
+
+
+def keys_touched(converted: list[dict[str, Any]]) -> set[ObjectKey]:
+    """Every stored object a converted batch may read: the objects themselves, PodGroups' Workloads, Pods'
+    PodGroups, and the objects a Job expands to."""
     keys: set[ObjectKey] = set()
     for doc in converted:
         key = raw_key(doc)
@@ -91,16 +105,15 @@ def _job_keys(doc: Mapping[str, Any]) -> set[ObjectKey]:
     return {(o.KIND, o.namespace or "", o.name) for o in [*objs, *expansion.pods]}
 
 
-def admit_batch(docs: list[dict[str, Any]], view: AdmissionView, ctx: ApplyContext) -> BatchDecision:
-    """Decide every manifest of one apply request.
+def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) -> BatchDecision:
+    """Decide every manifest of one prepared apply request (see prepare_batch).
 
-    1. Convert v1.35 shapes for the whole batch (implied PodGroups join the batch).
-    2. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
-    3. Validate each against its stored version; store what changed; answer each in request order.
+    1. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
+    2. Validate each against its stored version; store what changed; answer each in request order.
     """
     decision = BatchDecision()
-    converted, warnings = convert_documents(docs)
-    decision.warnings.extend(warnings)
+    converted = batch.documents
+    decision.warnings.extend(batch.warnings)
     results: list[ObjectResult | None] = [None] * len(converted)
     for index in sorted(range(len(converted)), key=lambda i: kind_rank(str(converted[i].get("kind")))):
         results[index] = admit_document(converted[index], view, decision, ctx)

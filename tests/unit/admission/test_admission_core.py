@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from libs.api.manifests import load_documents
-from libs.core.admission.apply import ApplyContext, admit_batch, keys_touched
+from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
 from libs.core.admission.model import AdmissionView, KnownObject
 
@@ -27,7 +27,7 @@ def outcomes(decision) -> list[tuple[str | None, str | None, str]]:
 
 
 def applied(view: AdmissionView, docs: list[dict]):
-    return admit_batch(docs, view, ctx())
+    return admit_batch(prepare_batch(docs), view, ctx())
 
 
 def test_a_gang_workload_with_its_podgroup_and_pods_is_created_with_one_event_each():
@@ -135,7 +135,7 @@ def test_a_gang_job_expands_into_workload_podgroup_and_pods_with_an_expanded_eve
 
 
 def test_keys_touched_include_the_workload_of_a_podgroup_and_the_objects_of_a_job():
-    keys = keys_touched(example("03-gang-workload.yaml") + example("05-indexed-job.yaml"))
+    keys = prepare_batch(example("03-gang-workload.yaml") + example("05-indexed-job.yaml")).keys
     assert ("Workload", "ml", "llm-train") in keys
     assert ("PodGroup", "ml", "finetune-worker-0") in keys
     assert ("Pod", "ml", "finetune-worker-0-7") in keys
