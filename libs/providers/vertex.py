@@ -37,20 +37,26 @@ class VertexProvider:
 
     @classmethod
     async def open(cls, name: str, spec: ProviderSpec) -> VertexProvider:
-        """Create the async REST client: anonymous against an `api_endpoint` (the emulator), default
-        credentials otherwise."""
+        """Against an `api_endpoint` (the emulator): the async REST transport, anonymous. Against Vertex itself:
+        the default gRPC transport with application default credentials at the regional endpoint."""
+        from google.api_core.client_options import ClientOptions
         from google.cloud import aiplatform_v1
 
-        options: dict[str, Any] = {"transport": "rest_asyncio"}
         if spec.api_endpoint:
             from google.auth.aio.credentials import AnonymousCredentials
 
-            options["client_options"] = {"api_endpoint": spec.api_endpoint}
-            options["credentials"] = AnonymousCredentials()  # type: ignore[no-untyped-call]
+            client = aiplatform_v1.PredictionServiceAsyncClient(
+                transport="rest_asyncio",
+                client_options=ClientOptions(api_endpoint=spec.api_endpoint),
+                # The REST transport takes google.auth.aio credentials, whatever its annotation says.
+                credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call, arg-type]
+            )
+            _disable_retries(client.transport._session)  # type: ignore[attr-defined]
         else:
-            options["client_options"] = {"api_endpoint": f"{spec.location}-aiplatform.googleapis.com"}
-        client = aiplatform_v1.PredictionServiceAsyncClient(**options)
-        _disable_retries(client.transport._session)  # type: ignore[attr-defined]
+            endpoint = f"{spec.location}-aiplatform.googleapis.com"
+            client = aiplatform_v1.PredictionServiceAsyncClient(
+                client_options=ClientOptions(api_endpoint=endpoint)
+            )
         return cls(name, spec, client, aiplatform_v1)
 
     async def aclose(self) -> None:
@@ -62,7 +68,7 @@ class VertexProvider:
         started = time.perf_counter()
         try:
             response = await self._client.generate_content(
-                request=self.generate_request(request), metadata=_metadata(request.tier)
+                request=self.generate_request(request), metadata=_metadata(request.tier), retry=None
             )
         except Exception as exc:
             raise vertex_error(exc, request.tier) from None
@@ -82,7 +88,7 @@ class VertexProvider:
         short (the array never closes) raises ProviderError, never a clean end."""
         try:
             responses = await self._client.stream_generate_content(
-                request=self.generate_request(request), metadata=_metadata(request.tier)
+                request=self.generate_request(request), metadata=_metadata(request.tier), retry=None
             )
         except Exception as exc:
             raise vertex_error(exc, request.tier) from None
