@@ -20,6 +20,7 @@ from libs.routing_engine.errors import (
     UnknownFeature,
 )
 from libs.routing_engine.events import EventBuffer, EventSink, RouterEvent
+from libs.routing_engine.policy_source import PolicyFileWatcher, read_policy_file
 from libs.routing_engine.router import Router
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "ManualClock",
     "MidStreamFailure",
     "NoDeploymentAvailable",
+    "PolicyFileWatcher",
     "RequestRejected",
     "Router",
     "RouterEvent",
@@ -44,4 +46,5 @@ __all__ = [
     "TextDelta",
     "UnknownFeature",
     "new_request_id",
+    "read_policy_file",
 ]

@@ -48,7 +48,7 @@ def parse_policy(document: Any) -> RoutingPolicy:
     try:
         policy = RoutingPolicy.model_validate(document)
     except ValidationError as exc:
-        raise PolicyError([_issue_from(error) for error in exc.errors()]) from exc
+        raise PolicyError(_schema_issues(exc)) from exc
     issues = list(cross_reference_issues(policy))
     if issues:
         raise PolicyError(issues)
@@ -95,6 +95,18 @@ def cross_reference_issues(policy: RoutingPolicy) -> Iterator[PolicyIssue]:
 
 def _names(mapping: Mapping[str, object]) -> str:
     return ", ".join(sorted(mapping)) or "none"
+
+
+def _schema_issues(exc: ValidationError) -> list[PolicyIssue]:
+    errors = exc.errors()
+    # pydantic drops a list item that failed and may then also report the list as too short: say it once.
+    failed_inside = {error["loc"][:-1] for error in errors if len(error["loc"]) > 1}
+    failed_inside |= {loc[:i] for loc in failed_inside for i in range(len(loc))}
+    return [
+        _issue_from(error)
+        for error in errors
+        if not (error["type"] == "too_short" and error["loc"] in failed_inside)
+    ]
 
 
 def _issue_from(error: ErrorDetails) -> PolicyIssue:

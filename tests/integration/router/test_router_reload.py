@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import yaml
 
+from libs.core.routing import PolicyError
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
 from libs.routing_engine import EventBuffer
 from libs.routing_engine.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.routing_engine.policy_source import PolicyFileWatcher
 from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterFactory, ask, make_policy
 
 
@@ -58,3 +61,25 @@ async def test_reload_refuses_a_policy_without_provider_adapters(make_router: Ro
     with pytest.raises(ValueError, match="no provider adapter"):
         router.reload(policy, providers={})
     assert router.policy is not policy
+
+
+async def test_policy_file_changes_are_reloaded_and_bad_edits_are_refused(
+    make_router: RouterFactory, emulators: RunningEmulators, tmp_path
+):
+    router = make_router(GEMINI_FIRST)
+    path = tmp_path / "policy.yaml"
+    document = make_policy(emulators, CLAUDE_FIRST).model_dump(mode="json")
+    path.write_text(yaml.safe_dump(document))
+    errors: list[PolicyError] = []
+    watcher = PolicyFileWatcher(router, path, on_error=errors.append)
+    assert watcher.check() is False, "unchanged since the watcher started"
+
+    document["features"]["search-answer"]["routes"][0]["weight"] = 0
+    path.write_text(yaml.safe_dump(document))
+    assert watcher.check() is False
+    assert str(errors[0]) == f"{path}: features.search-answer.routes[0].weight: must be > 0"
+
+    document["features"]["search-answer"]["routes"][0]["weight"] = 1
+    path.write_text(yaml.safe_dump(document) + "\n")
+    assert watcher.check() is True
+    assert (await router.infer(ask())).deployment == "claude-haiku-pt"

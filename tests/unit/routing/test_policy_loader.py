@@ -95,3 +95,9 @@ def test_provider_kind_fields_are_required() -> None:
 def test_invalid_yaml_is_a_policy_error() -> None:
     with pytest.raises(PolicyError, match="not valid YAML"):
         load_policy("providers: [unclosed")
+
+
+def test_a_single_bad_route_is_reported_once() -> None:
+    document = example_document()
+    document["features"]["channel-recap"]["routes"][0]["weight"] = -1
+    assert messages(document) == ["features.channel-recap.routes[0].weight: must be > 0"]
