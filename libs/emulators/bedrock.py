@@ -25,9 +25,8 @@ from libs.emulators.control import (
     answer_tokens,
     input_tokens,
 )
-from libs.emulators.routes import add_control_routes
+from libs.emulators.routes import CONTROL_KEY, add_control_routes
 
-CONTROL_KEY = web.AppKey("control", EmulatorControl)
 DEFAULT_MAX_TOKENS = 512
 
 _REFUSAL_CODES = {
@@ -45,7 +44,6 @@ def is_provisioned_arn(model_id: str) -> bool:
 def create_bedrock_app(control: EmulatorControl) -> web.Application:
     """The aiohttp application serving Bedrock Runtime plus the `/__emulator` control endpoints."""
     app = web.Application()
-    app[CONTROL_KEY] = control
     app.router.add_post("/model/{rest:.+}", _dispatch)
     add_control_routes(app, control)
     return app
@@ -66,14 +64,14 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         control.count(model_id, "invalid")
         return _error(400, "ValidationException", f"Malformed input request: {exc}")
     pool: Pool = PROVISIONED if is_provisioned_arn(model_id) else ON_DEMAND
-    n_out = min(max_tokens, control.output_tokens)
-    verdict = control.admit(model_id, (pool,), input_tokens(texts) + n_out)
+    n_in, n_out = input_tokens(texts), min(max_tokens, control.output_tokens)
+    verdict = control.admit(model_id, (pool,), n_in + n_out)
     if isinstance(verdict, Refusal):
         return _refusal(verdict)
     try:
         if operation == "converse":
-            return await _converse(control, model_id, input_tokens(texts), n_out)
-        return await _converse_stream(request, control, model_id, input_tokens(texts), n_out)
+            return await _converse(control, model_id, n_in, n_out)
+        return await _converse_stream(request, control, model_id, n_in, n_out)
     finally:
         verdict.release()
 

@@ -19,10 +19,12 @@ from libs.emulators.control import (
 )
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+CONTROL_KEY = web.AppKey("control", EmulatorControl)
 
 
 def add_control_routes(app: web.Application, control: EmulatorControl) -> None:
-    """Mount the knobs of `control` under `/__emulator/`."""
+    """Keep `control` on the app for the cloud handlers and mount its knobs under `/__emulator/`."""
+    app[CONTROL_KEY] = control
 
     def knob(apply: Callable[[dict[str, Any]], None]) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
@@ -35,12 +37,8 @@ def add_control_routes(app: web.Application, control: EmulatorControl) -> None:
 
         return handler
 
-    def capacity(body: dict[str, Any]) -> None:
-        knob_ = CapacityKnob.model_validate(body)
-        control.set_capacity(**knob_.model_dump())
-
-    routes = {
-        "capacity": capacity,
+    routes: dict[str, Callable[[dict[str, Any]], None]] = {
+        "capacity": lambda b: control.set_capacity(**CapacityKnob.model_validate(b).model_dump()),
         "latency": lambda b: control.set_latency(**LatencyKnob.model_validate(b).model_dump()),
         "errors": lambda b: control.inject_error(**ErrorKnob.model_validate(b).model_dump()),
         "outage": lambda b: control.start_outage(**OutageKnob.model_validate(b).model_dump()),

@@ -25,9 +25,8 @@ from libs.emulators.control import (
     answer_tokens,
     input_tokens,
 )
-from libs.emulators.routes import add_control_routes
+from libs.emulators.routes import CONTROL_KEY, add_control_routes
 
-CONTROL_KEY = web.AppKey("control", EmulatorControl)
 REQUEST_TYPE_HEADER = "X-Vertex-AI-LLM-Request-Type"
 DEFAULT_MAX_TOKENS = 512
 
@@ -51,7 +50,6 @@ _STATUS_NAMES = {
 def create_vertex_app(control: EmulatorControl) -> web.Application:
     """The aiohttp application serving Vertex AI generative endpoints plus the `/__emulator` control endpoints."""
     app = web.Application()
-    app[CONTROL_KEY] = control
     app.router.add_post("/v1/{rest:.+}", _dispatch)
     app.router.add_post("/token", _token)
     add_control_routes(app, control)

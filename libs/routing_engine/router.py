@@ -153,7 +153,7 @@ class Router:
                 async with asyncio.timeout(timeout_s):
                     completion = await provider.complete(provider_request)
             except asyncio.CancelledError:
-                self._abandon(dispatch)
+                self._abandon(call, dispatch)
                 raise
             except Exception as exc:  # every provider failure is normalised, so a bug still fails over
                 call.provider_s += time.perf_counter() - sent
@@ -176,7 +176,7 @@ class Router:
                 async with asyncio.timeout(timeout_s):
                     first = await anext(chunks)
             except asyncio.CancelledError:
-                self._abandon(dispatch)
+                self._abandon(call, dispatch)
                 await _close(chunks)
                 raise
             except Exception as exc:
@@ -422,9 +422,14 @@ class Router:
         )
         raise error
 
-    def _abandon(self, dispatch: Dispatch) -> None:
+    def _abandon(self, call: _Call, dispatch: Dispatch) -> None:
+        """The caller went away (cancelled, or left a stream): give back what was held for the request."""
+        now = self._clock.now()
         if dispatch.reservation is not None:
-            dispatch.reservation.cancel(self._clock.now())
+            dispatch.reservation.cancel(now)
+        budget = call.generation.budgets.get(call.request.feature)
+        if budget is not None:
+            budget.correct(call.estimate, 0, now)
 
     # Streaming after the first byte ------------------------------------------------------------------------
 
@@ -452,9 +457,12 @@ class Router:
                 texts.append(chunk.text)
                 yield TextDelta(chunk.text)
             finished = True
+        except MidStreamFailure:
+            finished = True  # _stream_broke settled the reservation and the budget
+            raise
         finally:
             if not finished:
-                self._abandon(dispatch)
+                self._abandon(call, dispatch)
             await _close(chunks)
         completion = Completion(
             text="".join(texts),
@@ -482,6 +490,8 @@ class Router:
     def _stream_broke(self, call: _Call, dispatch: Dispatch, error: ProviderError, sent: float) -> NoReturn:
         now = self._clock.now()
         health = call.generation.health[dispatch.candidate.name]
+        if dispatch.reservation is not None:
+            dispatch.reservation.cancel(now)
         if REASON_TRAITS[error.reason].counts_against_breaker:
             self._transition(health.breaker.record_failure(now))
         self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
