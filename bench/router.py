@@ -18,6 +18,7 @@ import asyncio
 import functools
 import gc
 import json
+import os
 import subprocess
 import sys
 import time
@@ -50,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run every phase and return `{"name", "params", "metrics"}`."""
+    load_before = os.getloadavg()[0]
     with _emulators() as urls:
         metrics = asyncio.run(_run(args, urls))
     params = {
@@ -62,6 +64,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "emulator_latency_ms": 0,
         "emulators": "child process",
         "policy": "ROUTER.md example (90/10 gemini-flash/claude-haiku)",
+        # Other processes on the host preempt the router and show in the tail of added_ms.
+        "host_cpus": os.cpu_count(),
+        "host_load_avg_1m_before": round(load_before, 2),
     }
     return {"name": "router", "params": params, "metrics": metrics}
 
