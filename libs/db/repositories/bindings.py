@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, delete, insert, select
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy import Row, delete, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.errors import AlreadyBoundError, StaleEpochError
 from libs.db.records import Fence, PodBinding
-from libs.db.repositories._sql import is_stale_epoch, rowcount
+from libs.db.repositories._sql import insert_ignoring_duplicates, is_stale_epoch, rowcount
 from libs.db.repositories.leases import assert_epoch
 from libs.db.schema import pod_bindings
 
@@ -23,7 +23,11 @@ class SqlAlchemyBindingRepository:
         self._session = session
 
     async def bind(self, binding: PodBinding, *, fence: Fence) -> None:
-        """Bind a pod under the scheduler's lease. Raises AlreadyBoundError or StaleEpochError."""
+        """Bind a pod under the scheduler's lease.
+
+        Raises AlreadyBoundError (the transaction stays usable) or StaleEpochError (the database refused the
+        write; roll back: this replica is no longer the leader).
+        """
         values = {
             "pod_uid": binding.pod_uid,
             "node_name": binding.node_name,
@@ -33,14 +37,15 @@ class SqlAlchemyBindingRepository:
             "bound_at": binding.bound_at,
         }
         try:
-            async with self._session.begin_nested():
-                await self._session.execute(insert(pod_bindings).values(values))
+            result = await self._session.execute(
+                insert_ignoring_duplicates(self._session, pod_bindings, values)
+            )
         except DBAPIError as exc:
             if is_stale_epoch(exc):
                 raise StaleEpochError(f"binding of pod {binding.pod_uid}: {fence} is stale") from exc
-            if isinstance(exc, IntegrityError):
-                raise AlreadyBoundError(f"pod {binding.pod_uid} is already bound") from exc
             raise
+        if rowcount(result) != 1:
+            raise AlreadyBoundError(f"pod {binding.pod_uid} is already bound")
 
     async def get(self, pod_uid: str) -> PodBinding | None:
         """The binding of a pod, or None."""

@@ -7,13 +7,13 @@ import dataclasses
 import uuid
 from typing import Any
 
-from sqlalchemy import Row, Select, delete, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Row, Select, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.errors import ConflictError, NotFoundError
 from libs.db.ports import Clock
 from libs.db.records import JsonObject, ObjectDraft, StoredObject
+from libs.db.repositories._sql import insert_ignoring_duplicates, rowcount
 from libs.db.schema import objects
 
 MUST_NOT_EXIST = 0
@@ -99,7 +99,7 @@ class SqlAlchemyObjectRepository:
         )
         if expected_resource_version is not None:
             statement = statement.where(objects.c.resource_version == expected_resource_version)
-        deleted = _rowcount(await self._session.execute(statement))
+        deleted = rowcount(await self._session.execute(statement))
         if deleted == 0 and expected_resource_version is not None and await self.get(kind, namespace, name):
             raise ConflictError(
                 f"{kind} {namespace}/{name} changed since version {expected_resource_version}"
@@ -139,11 +139,9 @@ class SqlAlchemyObjectRepository:
             "updated_at": now,
             "deletion_requested_at": None,
         }
-        try:
-            async with self._session.begin_nested():
-                await self._session.execute(insert(objects).values(values))
-        except IntegrityError as exc:
-            raise ConflictError(f"{_ref(draft)} already exists") from exc
+        result = await self._session.execute(insert_ignoring_duplicates(self._session, objects, values))
+        if rowcount(result) != 1:
+            raise ConflictError(f"{_ref(draft)} already exists")
         return StoredObject(**values)
 
     async def _replace(self, current: StoredObject, draft: ObjectDraft) -> StoredObject:
@@ -165,7 +163,7 @@ class SqlAlchemyObjectRepository:
             .where(objects.c.uid == current.uid, objects.c.resource_version == current.resource_version)
             .values(changes)
         )
-        if _rowcount(result) != 1:
+        if rowcount(result) != 1:
             raise ConflictError(f"{current.kind} {current.namespace}/{current.name} changed concurrently")
         return dataclasses.replace(current, **changes)
 
@@ -182,7 +180,3 @@ def _to_object(row: Row[Any]) -> StoredObject:
 
 def _ref(draft: ObjectDraft) -> str:
     return f"{draft.kind} {draft.namespace}/{draft.name}"
-
-
-def _rowcount(result: Any) -> int:
-    return int(result.rowcount)

@@ -69,6 +69,7 @@ async def test_deposed_leader_cannot_bind_a_pod(uow_factory: UowFactory, fake_cl
     async with uow_factory() as uow:
         with pytest.raises(StaleEpochError):
             await uow.bindings.bind(binding("pod-1"), fence=old)
+    async with uow_factory() as uow:
         await uow.bindings.bind(binding("pod-1"), fence=new)
         await uow.commit()
     async with uow_factory() as uow:

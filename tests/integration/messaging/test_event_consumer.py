@@ -164,6 +164,21 @@ async def test_transient_failure_is_retried_and_succeeds(
     assert await stream_messages(js, DLQ_STREAM) == []
 
 
+async def test_events_are_handled_one_at_a_time_in_stream_order(
+    nats_url: str, js: JetStreamContext, uow_factory: UowFactory
+) -> None:
+    handler = AdmitJob()
+    broker = make_broker(nats_url, "admission")
+    make_consumer(handler, uow_factory).subscribe(broker)
+    published = [job_submitted(f"req-{i}") for i in range(30)]
+    async with running(broker):
+        for envelope in published:
+            await js.publish(SUBJECT, envelope.to_bytes())
+        await settled(js, len(published))
+
+    assert handler.calls == [e.event_id for e in published]
+
+
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_the_same_consumer_runs_in_memory_under_test_nats_broker(uow_factory: UowFactory) -> None:
     handler = AdmitJob()

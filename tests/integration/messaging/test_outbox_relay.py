@@ -103,3 +103,23 @@ async def test_a_kick_after_commit_publishes_without_waiting_for_the_poll(
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
+
+
+async def test_relays_in_several_processes_take_turns_and_keep_commit_order(
+    uow_factory: UowFactory, js: JetStreamContext
+) -> None:
+    emitted = [make_envelope(correlation_id=f"pg-{i}") for i in range(24)]
+    await commit_events(uow_factory, *[emitted[i : i + 3] for i in range(0, 24, 3)])
+    relays = [OutboxRelay(uow_factory, js, batch=4) for _ in range(3)]
+
+    async def drain(relay: OutboxRelay) -> int:
+        duplicates = 0
+        while (done := await relay.publish_pending()).published:
+            duplicates += done.duplicates
+        return duplicates
+
+    duplicates = await asyncio.gather(*(drain(relay) for relay in relays))
+
+    assert sum(duplicates) == 0
+    stored = await stream_messages(js, EVENTS_STREAM)
+    assert [Envelope.from_bytes(m.data).event_id for m in stored] == [e.event_id for e in emitted]
