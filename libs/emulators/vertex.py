@@ -20,6 +20,7 @@ from libs.emulators.control import (
     ON_DEMAND,
     PROVISIONED,
     EmulatorControl,
+    MidStreamKnob,
     Pool,
     Refusal,
     answer_tokens,
@@ -152,7 +153,7 @@ async def _stream(
 
 
 async def _stream_objects(
-    control: EmulatorControl, model: str, usage: tuple[int, int], pool: Pool, failure: Any
+    control: EmulatorControl, model: str, usage: tuple[int, int], pool: Pool, failure: MidStreamKnob | None
 ) -> AsyncIterator[dict[str, Any] | None]:
     """Response objects; a trailing None marks a broken stream (the error object comes just before it)."""
     tokens = answer_tokens(usage[1])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -162,7 +162,7 @@ class Router:
             call.provider_s += time.perf_counter() - sent
             return self._succeed(call, dispatch, completion, sent, completion.first_byte_s)
 
-    async def stream(self, request: InferRequest) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream an answer: TextDelta events, then exactly one StreamCompleted. Failover happens only before
         the first text reaches the caller; a later failure raises MidStreamFailure."""
         call = self._begin(request)

@@ -13,7 +13,8 @@ QUICK_RAMP = {"ramp": [0.5, 1.0], "ramp_step_s": 2, "ramp_min_requests": 2}
 
 
 def pt_calls(emulators: RunningEmulators) -> int:
-    return emulators.bedrock.counters()["models"].get(CLAUDE_HAIKU_PT_ARN, {}).get("requests", 0)
+    requests: int = emulators.bedrock.counters()["models"].get(CLAUDE_HAIKU_PT_ARN, {}).get("requests", 0)
+    return requests
 
 
 def breaker_events(events: EventBuffer) -> list[tuple[str, str, str]]:
@@ -36,7 +37,7 @@ async def probe(router: Router) -> None:
 
 async def test_breaker_opens_probes_ramps_and_closes(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer, clock: ManualClock
-):
+) -> None:
     router = make_router(CLAUDE_FIRST, breaker=QUICK_RAMP)
     emulators.bedrock.start_outage(CLAUDE_HAIKU_PT_ARN)
 
@@ -76,7 +77,7 @@ async def test_breaker_opens_probes_ramps_and_closes(
 
 async def test_failure_while_half_open_reopens(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer, clock: ManualClock
-):
+) -> None:
     router = make_router(CLAUDE_FIRST, breaker=QUICK_RAMP)
     emulators.bedrock.start_outage(CLAUDE_HAIKU_PT_ARN)
     for _ in range(5):

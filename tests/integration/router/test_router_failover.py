@@ -20,7 +20,7 @@ from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, Router
 
 async def test_bedrock_outage_fails_over_to_vertex_in_the_same_request(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     emulators.bedrock.start_outage()
     router = make_router(CLAUDE_FIRST)
     result = await router.infer(ask(request_id="req-outage"))
@@ -46,7 +46,7 @@ async def test_bedrock_outage_fails_over_to_vertex_in_the_same_request(
 
 async def test_validation_error_is_returned_without_failover(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     emulators.bedrock.inject_error(400, "ValidationException", count=1, message="messages: too long")
     router = make_router(CLAUDE_FIRST)
     with pytest.raises(RequestRejected) as caught:
@@ -62,7 +62,7 @@ async def test_validation_error_is_returned_without_failover(
 
 async def test_vertex_404_is_returned_without_failover(
     make_router: RouterFactory, emulators: RunningEmulators
-):
+) -> None:
     emulators.vertex.inject_error(404, "NOT_FOUND", count=1)
     router = make_router(GEMINI_FIRST)
     with pytest.raises(RequestRejected) as caught:
@@ -73,7 +73,7 @@ async def test_vertex_404_is_returned_without_failover(
 
 async def test_model_not_ready_429_is_told_apart_from_pt_throttling(
     make_router: RouterFactory, emulators: RunningEmulators
-):
+) -> None:
     router = make_router(CLAUDE_FIRST)
     emulators.bedrock.inject_error(429, "ModelNotReadyException", model=CLAUDE_HAIKU_PT_ARN, count=1)
     not_ready = await router.infer(ask())
@@ -87,7 +87,7 @@ async def test_model_not_ready_429_is_told_apart_from_pt_throttling(
 
 async def test_on_demand_throttle_fails_over_to_the_next_model(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     emulators.vertex.set_capacity(GEMINI_FLASH, "provisioned", concurrency=0)
     emulators.vertex.set_capacity(GEMINI_FLASH, "on_demand", concurrency=0)
     router = make_router(GEMINI_FIRST)
@@ -99,7 +99,7 @@ async def test_on_demand_throttle_fails_over_to_the_next_model(
 
 async def test_slow_first_byte_fails_over_and_counts_against_the_breaker(
     make_router: RouterFactory, emulators: RunningEmulators
-):
+) -> None:
     router = make_router(GEMINI_FIRST, feature={"first_byte_timeout_ms": 50})
     await router.infer(ask(feature="channel-recap"))  # the first call of a client opens its connection pool
     emulators.vertex.set_latency(GEMINI_FLASH, ttft_ms=1000)
@@ -112,7 +112,7 @@ async def test_slow_first_byte_fails_over_and_counts_against_the_breaker(
 
 async def test_every_cloud_down_is_an_explicit_failure(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     emulators.bedrock.start_outage()
     emulators.vertex.start_outage()
     router = make_router(GEMINI_FIRST)
@@ -123,7 +123,7 @@ async def test_every_cloud_down_is_an_explicit_failure(
     assert len(events.of_type(EventType.INFERENCE_FAILED)) == 1
 
 
-async def test_feature_budget_refuses_with_retry_after(make_router: RouterFactory):
+async def test_feature_budget_refuses_with_retry_after(make_router: RouterFactory) -> None:
     router = make_router(GEMINI_FIRST, feature={"budget": {"tokens_per_minute": 600}})
     await router.infer(ask("x" * 40, max_tokens=590))  # reserves 10 + 590 tokens, then keeps only its usage
     with pytest.raises(BudgetExceeded) as caught:
@@ -132,7 +132,7 @@ async def test_feature_budget_refuses_with_retry_after(make_router: RouterFactor
     assert caught.value.retry_after_s > 0
 
 
-async def test_unknown_feature_is_refused(make_router: RouterFactory):
+async def test_unknown_feature_is_refused(make_router: RouterFactory) -> None:
     router = make_router()
     with pytest.raises(UnknownFeature):
         await router.infer(ask(feature="nope"))

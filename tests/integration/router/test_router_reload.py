@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 import yaml
@@ -18,7 +19,7 @@ from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, Router
 
 async def test_reload_swaps_routes_without_dropping_in_flight_requests(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     router = make_router(GEMINI_FIRST)
     emulators.vertex.set_latency(GEMINI_FLASH, ttft_ms=150)
     in_flight = asyncio.create_task(router.infer(ask()))
@@ -39,7 +40,7 @@ async def test_reload_swaps_routes_without_dropping_in_flight_requests(
 
 async def test_reload_keeps_breaker_state_only_for_unchanged_deployments(
     make_router: RouterFactory, emulators: RunningEmulators
-):
+) -> None:
     router = make_router(CLAUDE_FIRST)
     emulators.bedrock.inject_error(503, "ServiceUnavailableException", model=CLAUDE_HAIKU_PT_ARN, count=2)
     await router.infer(ask())
@@ -55,7 +56,9 @@ async def test_reload_keeps_breaker_state_only_for_unchanged_deployments(
     assert router.capacity()["claude-haiku-pt"].tokens_per_minute == 1000
 
 
-async def test_reload_refuses_a_policy_without_provider_adapters(make_router: RouterFactory, emulators):
+async def test_reload_refuses_a_policy_without_provider_adapters(
+    make_router: RouterFactory, emulators: RunningEmulators
+) -> None:
     router = make_router()
     policy = make_policy(emulators, GEMINI_FIRST)
     with pytest.raises(ValueError, match="no provider adapter"):
@@ -64,8 +67,8 @@ async def test_reload_refuses_a_policy_without_provider_adapters(make_router: Ro
 
 
 async def test_policy_file_changes_are_reloaded_and_bad_edits_are_refused(
-    make_router: RouterFactory, emulators: RunningEmulators, tmp_path
-):
+    make_router: RouterFactory, emulators: RunningEmulators, tmp_path: Path
+) -> None:
     router = make_router(GEMINI_FIRST)
     path = tmp_path / "policy.yaml"
     document = make_policy(emulators, CLAUDE_FIRST).model_dump(mode="json")

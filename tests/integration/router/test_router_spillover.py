@@ -12,7 +12,7 @@ from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, Router
 
 async def test_sync_request_is_served_on_provisioned_throughput(
     make_router: RouterFactory, events: EventBuffer
-):
+) -> None:
     router = make_router(GEMINI_FIRST)
     result = await router.infer(ask())
     assert (result.deployment, result.served_tier) == ("gemini-flash-pt", "provisioned")
@@ -26,7 +26,7 @@ async def test_sync_request_is_served_on_provisioned_throughput(
 
 async def test_vertex_dedicated_429_is_reissued_as_shared_with_a_spillover_event(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     emulators.vertex.set_capacity(GEMINI_FLASH, "provisioned", tokens_per_minute=1)
     router = make_router(GEMINI_FIRST)
     result = await router.infer(ask(request_id="req-1"))
@@ -58,7 +58,7 @@ async def test_vertex_dedicated_429_is_reissued_as_shared_with_a_spillover_event
 
 async def test_bedrock_pt_throttle_spills_to_the_on_demand_model(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     emulators.bedrock.set_capacity(CLAUDE_HAIKU_PT_ARN, "provisioned", concurrency=0)
     router = make_router(CLAUDE_FIRST)
     result = await router.infer(ask())
@@ -69,7 +69,7 @@ async def test_bedrock_pt_throttle_spills_to_the_on_demand_model(
 
 async def test_pt_exhaustion_stops_further_pt_calls_until_capacity_refills(
     make_router: RouterFactory, emulators: RunningEmulators
-):
+) -> None:
     emulators.bedrock.set_capacity(CLAUDE_HAIKU_PT_ARN, "provisioned", concurrency=0)
     router = make_router(CLAUDE_FIRST)
     await router.infer(ask())
@@ -80,7 +80,7 @@ async def test_pt_exhaustion_stops_further_pt_calls_until_capacity_refills(
 
 async def test_local_capacity_tracker_spills_before_calling_pt(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     router = make_router(
         GEMINI_FIRST, deployments={"gemini-flash-pt": {"capacity": {"tokens_per_minute": 100}}}
     )
@@ -92,7 +92,9 @@ async def test_local_capacity_tracker_spills_before_calling_pt(
     assert "served_provisioned" not in emulators.vertex.counters()["total"]
 
 
-async def test_async_feature_goes_to_on_demand_directly(make_router: RouterFactory, events: EventBuffer):
+async def test_async_feature_goes_to_on_demand_directly(
+    make_router: RouterFactory, events: EventBuffer
+) -> None:
     router = make_router(GEMINI_FIRST)
     result = await router.infer(ask(feature="channel-recap"))
     assert (result.deployment, result.served_tier) == ("claude-haiku-od", "on_demand")

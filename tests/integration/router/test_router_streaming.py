@@ -5,13 +5,22 @@ from __future__ import annotations
 from libs.core.routing import FailureReason
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
-from libs.routing_engine import EventBuffer, MidStreamFailure, StreamCompleted, TextDelta
+from libs.routing_engine import (
+    EventBuffer,
+    InferRequest,
+    InferResult,
+    MidStreamFailure,
+    Router,
+    StreamCompleted,
+    TextDelta,
+)
 from libs.routing_engine.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
 from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterFactory, ask
 
 
-async def collect(router, request):  # type: ignore[no-untyped-def]
-    texts, completed = [], []
+async def collect(router: Router, request: InferRequest) -> tuple[list[str], list[InferResult]]:
+    texts: list[str] = []
+    completed: list[InferResult] = []
     async for event in router.stream(request):
         if isinstance(event, TextDelta):
             texts.append(event.text)
@@ -21,7 +30,7 @@ async def collect(router, request):  # type: ignore[no-untyped-def]
     return texts, completed
 
 
-async def texts_until_error(router, request) -> tuple[list[str], MidStreamFailure]:  # type: ignore[no-untyped-def]
+async def texts_until_error(router: Router, request: InferRequest) -> tuple[list[str], MidStreamFailure]:
     texts: list[str] = []
     try:
         async for event in router.stream(request):
@@ -32,7 +41,9 @@ async def texts_until_error(router, request) -> tuple[list[str], MidStreamFailur
     raise AssertionError("the stream ended without an error")
 
 
-async def test_stream_delivers_text_then_one_completion(make_router: RouterFactory, events: EventBuffer):
+async def test_stream_delivers_text_then_one_completion(
+    make_router: RouterFactory, events: EventBuffer
+) -> None:
     router = make_router(CLAUDE_FIRST)
     texts, [result] = await collect(router, ask(stream=True))
     assert len(texts) == 8
@@ -42,7 +53,7 @@ async def test_stream_delivers_text_then_one_completion(make_router: RouterFacto
     assert events.of_type(EventType.INFERENCE_COMPLETED)[0].payload["stream"] is True
 
 
-async def test_vertex_stream_reports_the_served_tier(make_router: RouterFactory):
+async def test_vertex_stream_reports_the_served_tier(make_router: RouterFactory) -> None:
     router = make_router(GEMINI_FIRST)
     texts, [result] = await collect(router, ask(stream=True))
     assert (result.deployment, result.served_tier) == ("gemini-flash-pt", "provisioned")
@@ -51,7 +62,7 @@ async def test_vertex_stream_reports_the_served_tier(make_router: RouterFactory)
 
 async def test_in_stream_exception_before_any_text_fails_over(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     emulators.bedrock.fail_mid_stream(CLAUDE_HAIKU_PT_ARN, after_chunks=0, code="serviceUnavailableException")
     router = make_router(CLAUDE_FIRST)
     texts, [result] = await collect(router, ask(stream=True))
@@ -66,7 +77,7 @@ async def test_in_stream_exception_before_any_text_fails_over(
 
 async def test_http_error_before_the_stream_fails_over_across_clouds(
     make_router: RouterFactory, emulators: RunningEmulators
-):
+) -> None:
     emulators.vertex.start_outage()
     router = make_router(GEMINI_FIRST)
     _, [result] = await collect(router, ask(stream=True))
@@ -75,7 +86,7 @@ async def test_http_error_before_the_stream_fails_over_across_clouds(
 
 async def test_bedrock_failure_after_text_is_an_explicit_error(
     make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
-):
+) -> None:
     emulators.bedrock.fail_mid_stream(after_chunks=2, code="modelStreamErrorException")
     router = make_router(CLAUDE_FIRST)
     texts, error = await texts_until_error(router, ask(stream=True))
@@ -90,7 +101,7 @@ async def test_bedrock_failure_after_text_is_an_explicit_error(
 
 async def test_vertex_stream_cut_short_is_an_explicit_error(
     make_router: RouterFactory, emulators: RunningEmulators
-):
+) -> None:
     emulators.vertex.fail_mid_stream(GEMINI_FLASH, after_chunks=3)
     router = make_router(GEMINI_FIRST)
     texts, error = await texts_until_error(router, ask(stream=True))
@@ -100,7 +111,7 @@ async def test_vertex_stream_cut_short_is_an_explicit_error(
 
 async def test_slow_first_chunk_fails_over_before_anything_reaches_the_caller(
     make_router: RouterFactory, emulators: RunningEmulators
-):
+) -> None:
     router = make_router(GEMINI_FIRST, feature={"first_byte_timeout_ms": 100})
     await router.infer(ask(feature="channel-recap"))  # the first call of a client opens its connection pool
     emulators.vertex.set_latency(GEMINI_FLASH, ttft_ms=2000)
@@ -110,7 +121,7 @@ async def test_slow_first_chunk_fails_over_before_anything_reaches_the_caller(
     assert len(texts) == 8
 
 
-async def test_caller_leaving_early_releases_capacity(make_router: RouterFactory):
+async def test_caller_leaving_early_releases_capacity(make_router: RouterFactory) -> None:
     router = make_router(CLAUDE_FIRST)
     stream = router.stream(ask(stream=True))
     assert isinstance(await anext(stream), TextDelta)

@@ -116,7 +116,9 @@ def test_failed_probe_doubles_open_time_up_to_the_maximum() -> None:
     open_breaker(breaker)
     now, waits = 0.0, []
     for _ in range(4):
-        wait = breaker.snapshot(now).reopens_at - now
+        reopens_at = breaker.snapshot(now).reopens_at
+        assert reopens_at is not None
+        wait = reopens_at - now
         waits.append(wait)
         now += wait
         assert breaker.probe_due(now)

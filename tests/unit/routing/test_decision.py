@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from libs.core.routing import (
+    DeploymentHealth,
     FailureReason,
     RouteWalk,
     RoutingTable,
@@ -60,7 +61,7 @@ def walk_for(
     policy_models: tuple[str, ...] = ("gemini-flash", "claude-haiku"),
     estimate: int = 100,
     **policy_kwargs: object,
-) -> tuple[RouteWalk, dict]:
+) -> tuple[RouteWalk, dict[str, DeploymentHealth]]:
     policy = single_route_policy(*policy_models, **policy_kwargs)  # type: ignore[arg-type]
     health = build_health(policy, {}, now=0.0)
     plan = RoutingTable(policy).plan("search-answer", "r")
@@ -75,7 +76,9 @@ def test_first_dispatch_is_pt_with_capacity_reserved() -> None:
     assert dispatch.reservation is not None
     assert dispatch.spillover is None
     assert dispatch.failover is None
-    assert health["gemini-flash-pt"].tracker.snapshot(0.0).in_flight == 1
+    tracker = health["gemini-flash-pt"].tracker
+    assert tracker is not None
+    assert tracker.snapshot(0.0).in_flight == 1
 
 
 def test_pt_without_capacity_spills_to_od_with_reason_pt_capacity() -> None:
@@ -109,8 +112,10 @@ def test_pt_exhausted_at_the_provider_spills_to_the_same_models_od() -> None:
 def test_od_failure_fails_over_to_the_next_model_on_the_other_cloud() -> None:
     walk, _ = walk_for()
     first = walk.next(0.0)
+    assert first is not None
     walk.failed(first.candidate, FailureReason.PT_EXHAUSTED)
     second = walk.next(0.0)
+    assert second is not None
     walk.failed(second.candidate, FailureReason.UNAVAILABLE)
     third = walk.next(0.0)
     assert third is not None
