@@ -7,12 +7,13 @@ import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 from faststream import AckPolicy, Context
 from faststream.message import StreamMessage
 from faststream.nats import JStream, NatsBroker, PullSub
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
@@ -21,6 +22,7 @@ from libs.db.ports import UnitOfWork, UnitOfWorkFactory
 from libs.events.catalogue import EVENTS_STREAM, EventType
 from libs.events.envelope import Envelope, EventPayload
 from libs.events.registry import UnknownSchemaVersion, parse_payload
+from libs.messaging.codec import raw_body
 from libs.messaging.dead_letters import DeadLetterReason, dead_letter
 from libs.messaging.delivery import Delivery, delivery_of
 
@@ -93,6 +95,13 @@ class EventConsumer:
         self._payload_parser = payload_parser
         self._broker: NatsBroker | None = None
 
+    async def ensure(self, js: JetStreamContext) -> None:
+        """Create the durable consumer, or update it to this configuration (new subjects, ack wait).
+
+        Call it before the broker starts: faststream binds to an existing durable without updating it.
+        """
+        await js.add_consumer(self.stream, self._consumer_config())
+
     def subscribe(self, broker: NatsBroker) -> None:
         """Register on `broker`; the durable consumer is created (if absent) when the broker starts.
 
@@ -114,7 +123,7 @@ class EventConsumer:
             config=self._consumer_config(),
             pull_sub=PullSub(batch_size=1, timeout=self.fetch_timeout_s),
             ack_policy=AckPolicy.MANUAL,
-            decoder=_raw_bodies,
+            decoder=raw_body,
             title=f"{self.name}:consume",
             description=f"Durable consumer {self.name} of {', '.join(self.subjects)}",
         )(on_message)
@@ -214,8 +223,3 @@ def _first_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     location = ".".join(str(part) for part in first["loc"])
     return f"{location}: {first['msg']}" if location else str(first["msg"])
-
-
-async def _raw_bodies(message: StreamMessage[Any]) -> Any:
-    # Keep bodies as bytes: faststream would json-decode by content-type and fail before we can dead-letter.
-    return message.body

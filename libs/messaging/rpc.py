@@ -13,6 +13,8 @@ from faststream.nats import NatsBroker, NatsResponse
 from nats.aio.client import Client
 from pydantic import BaseModel
 
+from libs.messaging.codec import raw_body
+
 log = logging.getLogger(__name__)
 
 ERROR_HEADER = "Podway-Rpc-Error"
@@ -52,7 +54,7 @@ def serve_rpc(broker: NatsBroker, subject: str, handler: RpcHandler, *, queue: s
             return NatsResponse(str(exc).encode(), headers={ERROR_HEADER: type(exc).__name__})
         return NatsResponse(_encode(reply))
 
-    broker.subscriber(subject, queue=queue, decoder=_raw_body, title=f"{subject}:serve")(on_request)
+    broker.subscriber(subject, queue=queue, decoder=raw_body, title=f"{subject}:serve")(on_request)
 
 
 async def request(
@@ -81,7 +83,3 @@ async def request(
 
 def _encode(value: bytes | BaseModel) -> bytes:
     return value if isinstance(value, bytes) else value.model_dump_json().encode()
-
-
-async def _raw_body(message: StreamMessage[Any]) -> Any:
-    return message.body

@@ -12,16 +12,14 @@ import pytest
 from faststream.nats import NatsBroker
 from nats.js import JetStreamContext
 
-from libs.messaging.broker import jetstream, make_broker
-from libs.messaging.streams import ensure_streams
+from libs.messaging.broker import jetstream, make_broker, start_broker
+from libs.messaging.consumer import EventConsumer
 
 
 @contextlib.asynccontextmanager
-async def running(broker: NatsBroker) -> AsyncIterator[NatsBroker]:
-    """Start a broker whose subscribers are registered; streams exist before its consumers are created."""
-    await broker.connect()
-    await ensure_streams(jetstream(broker))
-    await broker.start()
+async def running(broker: NatsBroker, *consumers: EventConsumer) -> AsyncIterator[NatsBroker]:
+    """Start a broker whose subscribers are registered, the way services start theirs."""
+    await start_broker(broker, consumers)
     try:
         yield broker
     finally:

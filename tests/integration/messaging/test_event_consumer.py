@@ -82,9 +82,10 @@ async def test_handler_writes_state_and_events_once_even_when_an_event_is_delive
 ) -> None:
     handler = AdmitJob()
     broker = make_broker(nats_url, "admission")
-    make_consumer(handler, uow_factory).subscribe(broker)
+    consumer = make_consumer(handler, uow_factory)
+    consumer.subscribe(broker)
     envelope = job_submitted()
-    async with running(broker):
+    async with running(broker, consumer):
         await js.publish(SUBJECT, envelope.to_bytes())  # no Msg-Id: JetStream keeps both copies
         await js.publish(SUBJECT, envelope.to_bytes())
         await settled(js, 2)
@@ -109,8 +110,9 @@ async def test_poison_messages_go_to_the_dlq_with_the_reason_and_the_next_messag
     }
     handler = AdmitJob()
     broker = make_broker(nats_url, "admission")
-    make_consumer(handler, uow_factory).subscribe(broker)
-    async with running(broker):
+    consumer = make_consumer(handler, uow_factory)
+    consumer.subscribe(broker)
+    async with running(broker, consumer):
         for data in poison.values():
             await js.publish(SUBJECT, data)
         await js.publish(SUBJECT, good.to_bytes())
@@ -129,9 +131,10 @@ async def test_a_handler_that_keeps_failing_is_dead_lettered_after_max_deliver_a
 ) -> None:
     handler = AdmitJob(failures=3)
     broker = make_broker(nats_url, "admission")
-    make_consumer(handler, uow_factory, max_deliver=3).subscribe(broker)
+    consumer = make_consumer(handler, uow_factory, max_deliver=3)
+    consumer.subscribe(broker)
     doomed, next_one = job_submitted("req-doomed"), job_submitted("req-next")
-    async with running(broker):
+    async with running(broker, consumer):
         await js.publish(SUBJECT, doomed.to_bytes())
         await settled(js, 1)
         await js.publish(SUBJECT, next_one.to_bytes())
@@ -155,8 +158,9 @@ async def test_transient_failure_is_retried_and_succeeds(
 ) -> None:
     handler = AdmitJob(failures=1)
     broker = make_broker(nats_url, "admission")
-    make_consumer(handler, uow_factory).subscribe(broker)
-    async with running(broker):
+    consumer = make_consumer(handler, uow_factory)
+    consumer.subscribe(broker)
+    async with running(broker, consumer):
         await js.publish(SUBJECT, job_submitted().to_bytes())
         await settled(js, 1)
 
@@ -169,9 +173,10 @@ async def test_events_are_handled_one_at_a_time_in_stream_order(
 ) -> None:
     handler = AdmitJob()
     broker = make_broker(nats_url, "admission")
-    make_consumer(handler, uow_factory).subscribe(broker)
+    consumer = make_consumer(handler, uow_factory)
+    consumer.subscribe(broker)
     published = [job_submitted(f"req-{i}") for i in range(30)]
-    async with running(broker):
+    async with running(broker, consumer):
         for envelope in published:
             await js.publish(SUBJECT, envelope.to_bytes())
         await settled(js, len(published))
@@ -180,10 +185,28 @@ async def test_events_are_handled_one_at_a_time_in_stream_order(
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+async def test_a_restarted_service_updates_its_durable_consumer_to_new_subjects(
+    nats_url: str, js: JetStreamContext, uow_factory: UowFactory
+) -> None:
+    old = make_consumer(AdmitJob(), uow_factory)
+    old.subscribe(first := make_broker(nats_url, "admission"))
+    async with running(first, old):
+        pass
+    new = make_consumer(AdmitJob(), uow_factory)
+    new.subjects.append(EventType.PODGROUP_ADMITTED.subject)
+    new.subscribe(second := make_broker(nats_url, "admission"))
+    async with running(second, new):
+        info = await js.consumer_info(EVENTS_STREAM, CONSUMER)
+
+    assert info.config.filter_subjects == [SUBJECT, EventType.PODGROUP_ADMITTED.subject]
+
+
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 async def test_the_same_consumer_runs_in_memory_under_test_nats_broker(uow_factory: UowFactory) -> None:
     handler = AdmitJob()
     broker = make_broker("nats://127.0.0.1:1", "admission")
-    make_consumer(handler, uow_factory).subscribe(broker)
+    consumer = make_consumer(handler, uow_factory)
+    consumer.subscribe(broker)
     envelope = job_submitted()
 
     async with TestNatsBroker(broker) as test_broker:
