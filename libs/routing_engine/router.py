@@ -303,8 +303,8 @@ class Router:
             event_type = EventType.ROUTER_SPILLOVER
             payload |= {
                 "model": spill.model,
-                "from": spill.from_deployment,
-                "to": spill.to_deployment,
+                "from_deployment": spill.from_deployment,
+                "to_deployment": spill.to_deployment,
                 "reason": spill.reason.value,
             }
         else:
@@ -312,8 +312,8 @@ class Router:
             event_type = EventType.ROUTER_FAILOVER
             breaker = call.generation.health[dispatch.failover.from_deployment].breaker
             payload |= {
-                "from": dispatch.failover.from_deployment,
-                "to": dispatch.failover.to_deployment,
+                "from_deployment": dispatch.failover.from_deployment,
+                "to_deployment": dispatch.failover.to_deployment,
                 "reason": dispatch.failover.reason.value,
                 "breaker_state": breaker.state.value,
             }

@@ -31,7 +31,7 @@ async def test_bedrock_outage_fails_over_to_vertex_in_the_same_request(
         ("gemini-flash-pt", None, None),
     ]
     moves = [
-        (e.payload["from"], e.payload["to"], e.payload["reason"])
+        (e.payload["from_deployment"], e.payload["to_deployment"], e.payload["reason"])
         for e in events.of_type(EventType.ROUTER_FAILOVER)
     ]
     assert moves == [

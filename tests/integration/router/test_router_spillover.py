@@ -41,8 +41,8 @@ async def test_vertex_dedicated_429_is_reissued_as_shared_with_a_spillover_event
         "request_id": "req-1",
         "feature": "search-answer",
         "model": "gemini-flash",
-        "from": "gemini-flash-pt",
-        "to": "gemini-flash-od",
+        "from_deployment": "gemini-flash-pt",
+        "to_deployment": "gemini-flash-od",
         "reason": "pt_exhausted",
         "code": "TooManyRequests",
         "status": 429,
@@ -88,7 +88,7 @@ async def test_local_capacity_tracker_spills_before_calling_pt(
     assert result.deployment == "gemini-flash-od"
     assert [(s.deployment, s.reason) for s in result.skips] == [("gemini-flash-pt", SkipReason.PT_CAPACITY)]
     [spill] = events.of_type(EventType.ROUTER_SPILLOVER)
-    assert (spill.payload["reason"], spill.payload["to"]) == ("pt_capacity", "gemini-flash-od")
+    assert (spill.payload["reason"], spill.payload["to_deployment"]) == ("pt_capacity", "gemini-flash-od")
     assert "served_provisioned" not in emulators.vertex.counters()["total"]
 
 
