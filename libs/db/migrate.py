@@ -14,6 +14,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.db.engine import create_engine
 
@@ -68,20 +69,29 @@ def head() -> str:
     return found
 
 
+async def upgrade_engine(engine: AsyncEngine, revision: str = "head") -> None:
+    """Upgrade the database behind an existing engine (e.g. an in-memory SQLite one, which has no URL to
+    reopen)."""
+    await _run_on(engine, lambda config: command.upgrade(config, revision))
+
+
 async def _run(url: str, alembic_command: Callable[[Config], None]) -> None:
     engine = create_engine(url)
     try:
-        async with engine.connect() as connection:
-
-            def run(sync_connection: Connection) -> None:
-                config = alembic_config(url)
-                config.attributes["connection"] = sync_connection
-                alembic_command(config)
-
-            await connection.run_sync(run)
-            await connection.commit()
+        await _run_on(engine, alembic_command)
     finally:
         await engine.dispose()
+
+
+async def _run_on(engine: AsyncEngine, alembic_command: Callable[[Config], None]) -> None:
+    def run(sync_connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = sync_connection
+        alembic_command(config)
+
+    async with engine.connect() as connection:
+        await connection.run_sync(run)
+        await connection.commit()
 
 
 def _current_revision(connection: Connection) -> str | None:
