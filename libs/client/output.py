@@ -61,10 +61,16 @@ def _podgroup_row(obj: dict[str, Any]) -> list[str]:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     kind, min_count = _policy(spec)
-    placed = status.get("podway", {}).get("placed", 0) if isinstance(status.get("podway"), dict) else 0
-    domain = (status.get("podway") or {}).get("domain") or "-"
-    phase = (status.get("podway") or {}).get("phase") or "Pending"
-    return [phase, kind, f"{placed}/{min_count}", str(spec.get("priority", 0)), domain]
+    raw = status.get("podway")
+    summary: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    placed = summary.get("placed", 0)
+    return [
+        summary.get("phase") or "Pending",
+        kind,
+        f"{placed}/{min_count}" if kind == "gang" else str(placed),
+        str(spec.get("priority", 0)),
+        summary.get("domain") or "-",
+    ]
 
 
 def _pod_row(obj: dict[str, Any]) -> list[str]:

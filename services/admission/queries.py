@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from libs.core.admission.model import ObjectKey
+from libs.core.scheduling.lifecycle import Condition, PodPhase, podgroup_phase
 from libs.db.ports import UnitOfWork
 from libs.db.records import StoredObject
 from libs.events.rpc import EventsReply, EventsRequest, GetRequest
@@ -21,14 +22,64 @@ async def namespace_objects(uow: UnitOfWork, key: ObjectKey) -> list[StoredObjec
 
 
 async def get_objects(uow: UnitOfWork, request: GetRequest) -> list[dict[str, Any]]:
-    """Full manifests, with PodGroup conditions from their own rows folded into status."""
+    """Full manifests as a reader expects them: conditions from their own rows folded into status, a bound
+    pod's node in `spec.nodeName`, a PodGroup's derived phase, placed count and domain in `status.podway`."""
     if request.name is not None:
         stored = await uow.objects.get(request.kind, request.namespace or "", request.name)
         objects = [stored] if stored else []
     else:
         namespace = None if request.all_namespaces else request.namespace
         objects = await uow.objects.find(request.kind, namespace)
-    return [await _with_conditions(uow, obj) for obj in objects]
+    manifests = [await _with_conditions(uow, obj) for obj in objects]
+    if request.kind == "Pod":
+        for manifest in manifests:
+            await _with_node(uow, manifest)
+    if request.kind == "PodGroup":
+        await _with_podgroup_summary(uow, manifests)
+    return manifests
+
+
+async def _with_node(uow: UnitOfWork, pod: dict[str, Any]) -> None:
+    binding = await uow.bindings.get(pod["metadata"]["uid"])
+    if binding is not None and not (pod.get("spec") or {}).get("nodeName"):
+        pod.setdefault("spec", {})["nodeName"] = binding.node_name
+
+
+async def _with_podgroup_summary(uow: UnitOfWork, groups: list[dict[str, Any]]) -> None:
+    pods_by_group: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for namespace in {g["metadata"].get("namespace", "") for g in groups}:
+        for pod in await uow.objects.find("Pod", namespace):
+            group = ((pod.spec or {}).get("schedulingGroup") or {}).get("podGroupName")
+            if group:
+                pods_by_group.setdefault((namespace, group), []).append(
+                    {"uid": pod.uid, "status": pod.status}
+                )
+    for group in groups:
+        meta = group["metadata"]
+        pods = pods_by_group.get((meta.get("namespace", ""), meta["name"]), [])
+        group.setdefault("status", {})["podway"] = await _summary(uow, group, pods)
+
+
+async def _summary(uow: UnitOfWork, group: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
+    status = group.get("status") or {}
+    gang = ((group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
+    min_count = int(gang.get("minCount") or 1) if isinstance(gang, dict) else None
+    conditions = [
+        Condition(type=c["type"], status=c["status"] == "True", reason=c.get("reason") or "")
+        for c in status.get("conditions") or []
+    ]
+    phases = [_pod_phase(p["status"]) for p in pods]
+    bound = len(await uow.bindings.list_for_podgroup(group["metadata"]["uid"]))
+    domain = ((status.get("placement") or {}).get("domain") or {}).get("value")
+    phase = podgroup_phase(conditions, phases, gang_min_count=min_count)
+    return {"phase": phase.value, "placed": bound, "pods": len(pods), "minCount": min_count, "domain": domain}
+
+
+def _pod_phase(status: dict[str, Any] | None) -> PodPhase:
+    try:
+        return PodPhase((status or {}).get("phase") or "Pending")
+    except ValueError:
+        return PodPhase.UNKNOWN
 
 
 async def _with_conditions(uow: UnitOfWork, obj: StoredObject) -> dict[str, Any]:
