@@ -46,7 +46,8 @@ class LatencyKnob(_Knob):
 
 
 class ErrorKnob(_Knob):
-    """Answer `status`/`code` to the next `count` requests, or to a `rate` share of them."""
+    """Answer `status`/`code` to the next `count` requests, or to a `rate` share of them (neither: every
+    request until reset)."""
 
     status: int = Field(ge=400, le=599)
     code: str

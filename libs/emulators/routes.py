@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from pydantic import ValidationError
 
 from libs.emulators.control import (
     CapacityKnob,
@@ -28,10 +27,9 @@ def add_control_routes(app: web.Application, control: EmulatorControl) -> None:
 
     def knob(apply: Callable[[dict[str, Any]], None]) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
-            body = await request.json() if request.can_read_body else {}
             try:
-                apply(body)
-            except (ValidationError, TypeError) as exc:
+                apply(await request.json() if request.can_read_body else {})
+            except (ValueError, TypeError) as exc:  # pydantic's ValidationError and bad JSON are ValueErrors
                 return web.json_response({"error": str(exc)}, status=400)
             return web.json_response({"ok": True})
 
