@@ -132,8 +132,7 @@ def _throwaway_postgres_database(request: pytest.FixtureRequest, template: str |
     postgres_url: str = request.getfixturevalue("postgres_url")
     dropper: concurrent.futures.Executor = request.getfixturevalue("_postgres_dropper")
     name = f"podway_t_{uuid.uuid4().hex[:12]}"
-    # FILE_COPY: for a small template it is faster than the default WAL_LOG strategy.
-    source = f" TEMPLATE {template} STRATEGY FILE_COPY" if template else ""
+    source = f" TEMPLATE {template}" if template else ""
     _run_blocking(_admin(postgres_url, f"CREATE DATABASE {name}{source}"))
     try:
         yield _with_database(postgres_url, name)
@@ -142,6 +141,9 @@ def _throwaway_postgres_database(request: pytest.FixtureRequest, template: str |
 
 
 DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+#: For tests whose subject is not the database (messaging logic): one fresh SQLite file, no Postgres copy.
+SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 
 
 @pytest.fixture(params=DATABASES)

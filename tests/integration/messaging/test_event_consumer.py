@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-import pytest
 from faststream.nats import TestNatsBroker
 from nats.js import JetStreamContext
 
@@ -19,6 +18,7 @@ from libs.messaging.broker import make_broker
 from libs.messaging.consumer import EventConsumer, exponential_backoff
 from libs.messaging.dead_letters import ATTEMPTS_HEADER, REASON_HEADER, SUBJECT_HEADER
 from libs.messaging.publisher import NatsPublisher
+from tests.conftest import SQLITE_ONLY
 from tests.integration.db.builders import T0, make_envelope
 from tests.integration.messaging.conftest import eventually, running, stream_messages
 
@@ -98,6 +98,7 @@ async def test_handler_writes_state_and_events_once_even_when_an_event_is_delive
         assert await uow.inbox.seen(CONSUMER, envelope.event_id)
 
 
+@SQLITE_ONLY
 async def test_poison_messages_go_to_the_dlq_with_the_reason_and_the_next_message_is_processed(
     nats_url: str, js: JetStreamContext, uow_factory: UowFactory
 ) -> None:
@@ -126,6 +127,7 @@ async def test_poison_messages_go_to_the_dlq_with_the_reason_and_the_next_messag
     assert [m.data for m in dead] == list(poison.values())
 
 
+@SQLITE_ONLY
 async def test_a_handler_that_keeps_failing_is_dead_lettered_after_max_deliver_and_the_consumer_goes_on(
     nats_url: str, js: JetStreamContext, uow_factory: UowFactory
 ) -> None:
@@ -153,6 +155,7 @@ async def test_a_handler_that_keeps_failing_is_dead_lettered_after_max_deliver_a
         assert await uow.objects.get("Job", "ml", "req-next") is not None
 
 
+@SQLITE_ONLY
 async def test_transient_failure_is_retried_and_succeeds(
     nats_url: str, js: JetStreamContext, uow_factory: UowFactory
 ) -> None:
@@ -168,6 +171,7 @@ async def test_transient_failure_is_retried_and_succeeds(
     assert await stream_messages(js, DLQ_STREAM) == []
 
 
+@SQLITE_ONLY
 async def test_events_are_handled_one_at_a_time_in_stream_order(
     nats_url: str, js: JetStreamContext, uow_factory: UowFactory
 ) -> None:
@@ -184,7 +188,7 @@ async def test_events_are_handled_one_at_a_time_in_stream_order(
     assert handler.calls == [e.event_id for e in published]
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@SQLITE_ONLY
 async def test_a_restarted_service_updates_its_durable_consumer_to_new_subjects(
     nats_url: str, js: JetStreamContext, uow_factory: UowFactory
 ) -> None:
@@ -201,7 +205,7 @@ async def test_a_restarted_service_updates_its_durable_consumer_to_new_subjects(
     assert info.config.filter_subjects == [SUBJECT, EventType.PODGROUP_ADMITTED.subject]
 
 
-@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@SQLITE_ONLY
 async def test_the_same_consumer_runs_in_memory_under_test_nats_broker(uow_factory: UowFactory) -> None:
     handler = AdmitJob()
     broker = make_broker("nats://127.0.0.1:1", "admission")

@@ -14,7 +14,7 @@ from libs.db.uow import SqlAlchemyUnitOfWork, unit_of_work_factory
 from libs.events.catalogue import EVENTS_STREAM, EventType
 from libs.events.envelope import Envelope
 from libs.messaging.relay import OutboxRelay
-from tests.conftest import FakeClock
+from tests.conftest import SQLITE_ONLY, FakeClock
 from tests.integration.db.builders import make_draft, make_envelope
 from tests.integration.messaging.conftest import eventually, stream_messages
 
@@ -73,6 +73,7 @@ async def test_relay_killed_after_publishing_republishes_and_the_stream_holds_ea
     assert [Envelope.from_bytes(m.data).event_id for m in stored] == [e.event_id for e in emitted]
 
 
+@SQLITE_ONLY
 async def test_no_event_is_published_for_a_rolled_back_change(
     uow_factory: UowFactory, js: JetStreamContext
 ) -> None:
@@ -85,6 +86,7 @@ async def test_no_event_is_published_for_a_rolled_back_change(
     assert await stream_messages(js, EVENTS_STREAM) == []
 
 
+@SQLITE_ONLY
 async def test_a_kick_after_commit_publishes_without_waiting_for_the_poll(
     db_session_factory: async_sessionmaker[AsyncSession], js: JetStreamContext, fake_clock: FakeClock
 ) -> None:
