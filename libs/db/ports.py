@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Protocol, Self
@@ -33,6 +33,10 @@ class ObjectRepository(Protocol):
     """API objects keyed by (kind, namespace, name), with optimistic concurrency on `resource_version`."""
 
     async def get(self, kind: str, namespace: str, name: str) -> StoredObject | None: ...
+
+    async def get_many(self, keys: Iterable[tuple[str, str, str]]) -> list[StoredObject]: ...
+
+    async def create_many(self, drafts: Sequence[ObjectDraft]) -> list[StoredObject]: ...
 
     async def get_by_uid(self, uid: str) -> StoredObject | None: ...
 

@@ -8,9 +8,10 @@ from datetime import datetime
 from libs.api.manifests import parse_object
 from libs.api.models.scheduling import PriorityClass
 from libs.core.admission.manifests import rebuild_manifest
-from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, ObjectKey
+from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, ObjectKey, ObjectWrite
 from libs.db.ports import UnitOfWork
 from libs.db.records import ObjectDraft, StoredObject
+from libs.db.repositories.objects import MUST_NOT_EXIST
 from libs.events.envelope import Envelope
 
 PRODUCER = "admission"
@@ -45,10 +46,8 @@ def known_from_stored(obj: StoredObject) -> KnownObject:
 async def load_view(uow: UnitOfWork, keys: Iterable[ObjectKey]) -> AdmissionView:
     """The objects a batch touches and every PriorityClass."""
     view = AdmissionView()
-    for kind, namespace, name in sorted(keys):
-        stored = await uow.objects.get(kind, namespace, name)
-        if stored is not None:
-            view.put(known_from_stored(stored))
+    for stored in await uow.objects.get_many(sorted(keys)):
+        view.put(known_from_stored(stored))
     for stored in await uow.objects.find("PriorityClass"):
         known = known_from_stored(stored)
         view.put(known)
@@ -58,22 +57,37 @@ async def load_view(uow: UnitOfWork, keys: Iterable[ObjectKey]) -> AdmissionView
     return view
 
 
+def _draft(write: ObjectWrite) -> ObjectDraft:
+    return ObjectDraft(
+        kind=write.kind,
+        api_version=write.api_version,
+        namespace=write.namespace,
+        name=write.name,
+        spec=write.spec,
+        metadata=write.metadata,
+        status=write.status,
+        uid=write.uid,
+    )
+
+
 async def write_decision(
     uow: UnitOfWork, decision: BatchDecision, *, now: datetime, causation_id: str | None = None
 ) -> None:
-    """Write every object, removal and event of a decision in the unit of work (the caller commits)."""
+    """Write every object, removal and event of a decision in the unit of work (the caller commits).
+
+    New objects go in one statement; an object written twice in a group (created, then updated) keeps order."""
+    creates: list[ObjectDraft] = []
+    created: set[tuple[str, str, str]] = set()
     for write in decision.writes:
-        draft = ObjectDraft(
-            kind=write.kind,
-            api_version=write.api_version,
-            namespace=write.namespace,
-            name=write.name,
-            spec=write.spec,
-            metadata=write.metadata,
-            status=write.status,
-            uid=write.uid,
-        )
+        draft = _draft(write)
+        if write.expected_resource_version == MUST_NOT_EXIST and write.key not in created:
+            creates.append(draft)
+            created.add(write.key)
+            continue
+        await uow.objects.create_many(creates)
+        creates, created = [], set()
         await uow.objects.upsert(draft, expected_resource_version=write.expected_resource_version)
+    await uow.objects.create_many(creates)
     for removal in decision.removals:
         if removal.mark_only:
             await uow.objects.request_deletion(removal.kind, removal.namespace, removal.name)

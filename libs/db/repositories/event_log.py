@@ -31,11 +31,24 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
         return []
     if session.get_bind().dialect.name == "postgresql":
         await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": OUTBOX_APPEND_LOCK})
-    seqs = []
-    for envelope in envelopes:
-        seq = await _append_to_outbox(session, envelope, now)
-        await session.execute(insert(events).values(_event_row(envelope, seq)))
-        seqs.append(seq)
+    # Two statements for the whole batch: the outbox rows (seqs returned in parameter order), then the log rows.
+    outbox_rows = [
+        {
+            "event_id": envelope.event_id,
+            "subject": envelope.nats_subject,
+            "data": envelope.to_bytes(),
+            "created_at": now,
+            "published_at": None,
+        }
+        for envelope in envelopes
+    ]
+    returned = await session.execute(
+        insert(outbox).returning(outbox.c.seq, sort_by_parameter_order=True), outbox_rows
+    )
+    seqs = [int(seq) for seq in returned.scalars()]
+    await session.execute(
+        insert(events), [_event_row(envelope, seq) for envelope, seq in zip(envelopes, seqs, strict=True)]
+    )
     return seqs
 
 
@@ -115,21 +128,6 @@ class SqlAlchemyInbox:
     async def delete_older_than(self, cutoff: datetime) -> int:
         """Retention: forget marks older than `cutoff` (far beyond any redelivery)."""
         return rowcount(await self._session.execute(delete(inbox).where(inbox.c.processed_at < cutoff)))
-
-
-async def _append_to_outbox(session: AsyncSession, envelope: Envelope, now: datetime) -> int:
-    statement = (
-        insert(outbox)
-        .values(
-            event_id=envelope.event_id,
-            subject=envelope.nats_subject,
-            data=envelope.to_bytes(),
-            created_at=now,
-            published_at=None,
-        )
-        .returning(outbox.c.seq)
-    )
-    return int((await session.execute(statement)).scalar_one())
 
 
 def _event_row(envelope: Envelope, seq: int) -> dict[str, Any]:

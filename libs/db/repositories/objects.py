@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, delete, select, update
+from sqlalchemy import Row, Select, delete, insert, select, tuple_, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.errors import ConflictError, NotFoundError
@@ -31,6 +34,31 @@ class SqlAlchemyObjectRepository:
         """The object, or None."""
         row = (await self._session.execute(_by_key(kind, namespace, name))).first()
         return _to_object(row) if row else None
+
+    async def get_many(self, keys: Iterable[tuple[str, str, str]]) -> list[StoredObject]:
+        """The objects with these (kind, namespace, name) keys that exist, in one query."""
+        wanted = list(dict.fromkeys(keys))
+        found: list[StoredObject] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            query = select(objects).where(
+                tuple_(objects.c.kind, objects.c.namespace, objects.c.name).in_(chunk)
+            )
+            found += [_to_object(row) for row in await self._session.execute(query)]
+        return found
+
+    async def create_many(self, drafts: Sequence[ObjectDraft]) -> list[StoredObject]:
+        """Create objects that must not exist yet, in one statement; ConflictError if any exists."""
+        if not drafts:
+            return []
+        now = self._clock()
+        rows = [_new_row(draft, now) for draft in drafts]
+        try:
+            async with self._session.begin_nested():
+                await self._session.execute(insert(objects), rows)
+        except IntegrityError as exc:
+            raise ConflictError(f"{len(drafts)} objects: at least one already exists") from exc
+        return [StoredObject(**row) for row in rows]
 
     async def get_by_uid(self, uid: str) -> StoredObject | None:
         """The object with this uid, or None."""
@@ -123,22 +151,7 @@ class SqlAlchemyObjectRepository:
         return current
 
     async def _create(self, draft: ObjectDraft) -> StoredObject:
-        now = self._clock()
-        values: dict[str, Any] = {
-            "uid": draft.uid or str(uuid.uuid4()),
-            "kind": draft.kind,
-            "api_version": draft.api_version,
-            "namespace": draft.namespace,
-            "name": draft.name,
-            "generation": 1,
-            "resource_version": 1,
-            "spec": draft.spec,
-            "metadata": draft.metadata,
-            "status": draft.status,
-            "created_at": now,
-            "updated_at": now,
-            "deletion_requested_at": None,
-        }
+        values = _new_row(draft, self._clock())
         result = await self._session.execute(insert_ignoring_duplicates(self._session, objects, values))
         if rowcount(result) != 1:
             raise ConflictError(f"{_ref(draft)} already exists")
@@ -166,6 +179,24 @@ class SqlAlchemyObjectRepository:
         if rowcount(result) != 1:
             raise ConflictError(f"{current.kind} {current.namespace}/{current.name} changed concurrently")
         return dataclasses.replace(current, **changes)
+
+
+def _new_row(draft: ObjectDraft, now: datetime) -> dict[str, Any]:
+    return {
+        "uid": draft.uid or str(uuid.uuid4()),
+        "kind": draft.kind,
+        "api_version": draft.api_version,
+        "namespace": draft.namespace,
+        "name": draft.name,
+        "generation": 1,
+        "resource_version": 1,
+        "spec": draft.spec,
+        "metadata": draft.metadata,
+        "status": draft.status,
+        "created_at": now,
+        "updated_at": now,
+        "deletion_requested_at": None,
+    }
 
 
 def _by_key(kind: str, namespace: str, name: str) -> Select[Any]:
