@@ -1,0 +1,298 @@
+"""The scheduler service: kube-scheduler with gang and topology-aware placement, one active replica.
+
+Wiring only. While this replica holds the fenced lease it consumes cluster events into a `GangScheduler`,
+runs scheduling passes, and writes each pass's outcomes in one fenced transaction; a standby only retries
+the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+from libs.db.engine import create_engine, create_session_factory
+from libs.db.errors import StaleEpochError
+from libs.db.records import Fence
+from libs.db.uow import unit_of_work_factory
+from libs.events.envelope import Envelope, EventPayload
+from libs.messaging.broker import jetstream, make_broker, start_broker
+from libs.messaging.consumer import EventConsumer
+from libs.messaging.relay import OutboxRelay
+from libs.messaging.streams import ensure_streams
+from libs.runtime.health import beat, health_file
+from libs.runtime.settings import PodwaySettings
+from services.scheduler.handlers import SUBJECTS, apply_event
+from services.scheduler.lease import LeaderElector
+from services.scheduler.memory_inbox import MemoryInbox, MemoryUnitOfWork
+from services.scheduler.metrics import SchedulerMetrics
+from services.scheduler.outcomes import CycleRan, Outcome
+from services.scheduler.scheduler import GangScheduler
+from services.scheduler.store import load_world, write_outcomes
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "scheduler"
+CONSUMER_NAME = "scheduler"
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Reload(Exception):
+    """A pass could not be written: its assumptions are lost, so the world is read again."""
+
+
+@dataclass(eq=False)
+class _Term:
+    """One leadership term: its fence, its consumer, its world and its scheduling loop."""
+
+    fence: Fence
+    inbox: MemoryInbox = field(default_factory=MemoryInbox)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    buffer: list[tuple[Envelope, EventPayload]] = field(default_factory=list)
+    scheduler: GangScheduler | None = None
+    task: asyncio.Task[None] | None = None
+    broker: Any = None
+
+
+class SchedulerService:
+    """`start()` / `stop()`; `clock` times leases, the queue and every written timestamp."""
+
+    def __init__(
+        self,
+        settings: PodwaySettings,
+        *,
+        clock: Clock = utc_now,
+        holder: str | None = None,
+        tick_s: float = 0.05,
+    ) -> None:
+        if not settings.nats_url:
+            raise ValueError("the scheduler needs PODWAY_NATS_URL")
+        self.settings = settings
+        self.clock = clock
+        self.tick_s = tick_s
+        self.engine = create_engine(settings.resolved_database_url())
+        self.sessions = create_session_factory(self.engine)
+        self.broker = make_broker(settings.nats_url, f"scheduler-{settings.instance}")
+        self.relay: OutboxRelay | None = None
+        self.plain_uow = unit_of_work_factory(self.sessions, clock=clock)
+        self.uow = unit_of_work_factory(
+            self.sessions, clock=clock, fence=self._current_fence, after_commit=self._kick_relay
+        )
+        self.metrics = SchedulerMetrics()
+        self.metrics_port: int | None = None
+        self.holder = (
+            holder or f"{socket.gethostname()}:{os.getpid()}:{settings.instance}:{uuid.uuid4().hex[:6]}"
+        )
+        self.elector = LeaderElector(
+            self.plain_uow,
+            name=LEASE_NAME,
+            holder=self.holder,
+            ttl=timedelta(seconds=settings.lease_seconds),
+            clock=clock,
+            on_elected=self._elected,
+            on_deposed=self._deposed,
+        )
+        self._term: _Term | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- life cycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.broker.connect()
+        js = jetstream(self.broker)
+        await ensure_streams(js)
+        self.relay = OutboxRelay(self.plain_uow, js, clock=self.clock)
+        await self.broker.start()
+        if self.settings.metrics_port >= 0:
+            self.metrics_port = self.metrics.serve(self.settings.metrics_port)
+        self._tasks = [
+            asyncio.create_task(self.relay.run(), name="outbox-relay"),
+            asyncio.create_task(self.elector.run(), name="lease"),
+        ]
+        if self.settings.data_dir:
+            self._tasks.append(asyncio.create_task(self._beat(), name="health"))
+        log.info("scheduler started", extra={"holder": self.holder, "metrics_port": self.metrics_port})
+
+    async def stop(self, *, release_lease: bool = True) -> None:
+        """Stop; with `release_lease=False` the lease is left to lapse, as when the process dies."""
+        if release_lease:
+            await self.elector.step_down()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._deposed()
+        await self.broker.stop()
+        await self.engine.dispose()
+        self.metrics.close()
+
+    @property
+    def leading(self) -> bool:
+        return self._term is not None
+
+    @property
+    def world(self) -> GangScheduler | None:
+        """The current term's world (for tests and diagnostics)."""
+        return self._term.scheduler if self._term is not None else None
+
+    def wake(self) -> None:
+        """Run a pass now (e.g. after a test moved the clock)."""
+        if self._term is not None:
+            self._term.wake.set()
+
+    def _current_fence(self) -> Fence | None:
+        return self._term.fence if self._term is not None else None
+
+    def _kick_relay(self) -> None:
+        if self.relay is not None:
+            self.relay.kick()
+
+    def _seconds(self) -> float:
+        return self.clock().timestamp()
+
+    async def _beat(self) -> None:
+        path = health_file(Path(self.settings.run_dir), "scheduler")
+        while True:
+            detail: dict[str, object] = {"metrics_port": self.metrics_port, "leader": self.leading}
+            if self._term is not None:
+                detail["epoch"] = self._term.fence.epoch
+            beat(path, detail=detail)
+            await asyncio.sleep(1.0)
+
+    # -- leadership -------------------------------------------------------------------------------------
+
+    async def _elected(self, fence: Fence) -> None:
+        term = _Term(fence)
+        self._term = term
+        self.metrics.leader.set(1)
+        term.task = asyncio.create_task(self._lead(term), name=f"scheduler-term-{fence.epoch}")
+
+    async def _deposed(self) -> None:
+        term, self._term = self._term, None
+        if term is None:
+            return
+        self.metrics.leader.set(0)
+        if term.task is not None and term.task is not asyncio.current_task():
+            term.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await term.task
+        await self._stop_consumer(term)
+
+    async def _lead(self, term: _Term) -> None:
+        try:
+            await self._start_consumer(term)
+            while True:
+                await self._load(term)
+                try:
+                    await self._schedule_forever(term)
+                except _Reload:
+                    continue
+        except StaleEpochError:
+            log.warning("scheduler epoch %d is stale: another replica leads; stopping", term.fence.epoch)
+            self.elector.fence = None
+            await self._deposed()
+        except Exception:
+            log.exception("scheduler term %d failed; stepping down", term.fence.epoch)
+            await self.elector.step_down()
+
+    async def _start_consumer(self, term: _Term) -> None:
+        """Listen before loading, so nothing published while the world is read is missed."""
+        assert self.settings.nats_url is not None
+        broker = make_broker(self.settings.nats_url, f"scheduler-{self.settings.instance}-events")
+        consumer = EventConsumer(
+            name=CONSUMER_NAME,
+            subjects=SUBJECTS,
+            handler=lambda envelope, payload, _uow: self._on_event(term, envelope, payload),
+            uow_factory=lambda: MemoryUnitOfWork(term.inbox),
+            ack_wait_s=max(5.0, self.settings.lease_seconds),
+        )
+        consumer.subscribe(broker)
+        term.broker = broker
+        await start_broker(broker, [consumer])
+
+    async def _stop_consumer(self, term: _Term) -> None:
+        broker = term.broker
+        term.broker = None
+        if broker is not None:
+            with contextlib.suppress(Exception):
+                await broker.stop()
+
+    async def _on_event(self, term: _Term, envelope: Envelope, payload: EventPayload) -> None:
+        if self._term is not term:
+            raise RuntimeError("no longer the leader; leave the event to the one that is")
+        if term.scheduler is None:
+            term.buffer.append((envelope, payload))
+            return
+        apply_event(term.scheduler, envelope, payload)
+        term.wake.set()
+
+    async def _load(self, term: _Term) -> None:
+        term.scheduler = None
+        started = perf_counter()
+        async with self.plain_uow() as uow:
+            world = await load_world(uow)
+        scheduler = GangScheduler(clock=self._seconds)
+        scheduler.load(world.objects, world.bindings)
+        for envelope, payload in term.buffer:
+            apply_event(scheduler, envelope, payload)
+        term.buffer.clear()
+        term.scheduler = scheduler
+        log.info(
+            "scheduler world loaded",
+            extra={
+                "epoch": term.fence.epoch,
+                "nodes": len(scheduler.snapshot),
+                "pods": len(scheduler.book.pods),
+                "load_ms": round((perf_counter() - started) * 1000, 1),
+            },
+        )
+
+    # -- scheduling -------------------------------------------------------------------------------------
+
+    async def _schedule_forever(self, term: _Term) -> None:
+        scheduler = term.scheduler
+        assert scheduler is not None
+        while True:
+            now = self._seconds()
+            outcomes = scheduler.run_pass(now)
+            self.metrics.queue_depth.set(len(scheduler.queue))
+            if outcomes:
+                await self._write(term, outcomes)
+                continue
+            term.wake.clear()
+            timeout = self.tick_s
+            wakeup = scheduler.queue.next_wakeup()
+            if wakeup is not None:
+                timeout = max(0.0, min(timeout, wakeup - now))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(term.wake.wait(), timeout)
+
+    async def _write(self, term: _Term, outcomes: list[Outcome]) -> None:
+        try:
+            async with self.uow() as uow:
+                bound = await write_outcomes(uow, outcomes, fence=term.fence, now=self.clock())
+                await uow.commit()
+        except StaleEpochError:
+            raise
+        except Exception as exc:
+            log.exception("writing %d scheduling outcomes failed; reloading the world", len(outcomes))
+            raise _Reload() from exc
+        self.metrics.pods_bound.inc(bound)
+        for outcome in outcomes:
+            if isinstance(outcome, CycleRan):
+                result = "placed" if outcome.decision.placed else "unschedulable"
+                self.metrics.cycle_seconds.labels(result).observe(outcome.cycle_ms / 1000)

@@ -1,0 +1,268 @@
+"""The scheduler's record of Workloads, PodGroups and Pods: which pods wait, which are placed, and where."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from libs.core.scheduling import CycleDecision, PodGroup, PodPhase, PodRequest, TopologyDomainRef
+from services.scheduler.adapter import (
+    STANDALONE_PREFIX,
+    ApiObject,
+    assigned_domain,
+    core_podgroup,
+    pod_group_name,
+    pod_has_claims,
+    pod_phase,
+    pod_priority,
+    podgroup_has_claims,
+    podgroup_min_count,
+    podgroup_workload_name,
+    standalone_podgroup,
+)
+
+TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.UNKNOWN)
+"""Phases of pods that hold no capacity (Unknown: the node was lost)."""
+
+
+@dataclass(slots=True)
+class PodRecord:
+    """One pod: its request, phase, and node once a cycle placed it (assumed until written, then bound)."""
+
+    obj: ApiObject
+    request: PodRequest
+    group_key: str
+    phase: PodPhase
+    priority: int
+    node: str | None = None
+    devices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    assumed: bool = False
+    evicting: bool = False
+
+    @property
+    def uid(self) -> str:
+        return self.obj.uid
+
+    @property
+    def pending(self) -> bool:
+        """Waiting for a cycle: not placed, not finished."""
+        return self.node is None and self.phase == PodPhase.PENDING
+
+
+@dataclass(slots=True)
+class GroupRecord:
+    """A PodGroup (or the one-pod group of a standalone pod) and what the scheduler did with it."""
+
+    key: str
+    obj: ApiObject
+    standalone: bool
+    min_count: int | None
+    has_claims: bool
+    domain: TopologyDomainRef | None = None
+    placement: dict[str, dict[str, object]] = field(default_factory=dict)
+    scheduled: bool = False
+    attempts: int = 0
+    unschedulable_attempts: int = 0
+    cause: str | None = None
+    preemption_requested: bool = False
+    timed_out: bool = False
+    awaiting_claims: CycleDecision | None = None
+    pending: set[str] = field(default_factory=set)
+    placed: set[str] = field(default_factory=set)
+
+    @property
+    def uid(self) -> str:
+        return self.obj.uid
+
+    @property
+    def name(self) -> str:
+        return STANDALONE_PREFIX + self.obj.name if self.standalone else self.obj.name
+
+    @property
+    def namespace(self) -> str:
+        return self.obj.namespace
+
+
+class PodBook:
+    """Workloads, PodGroups and Pods as the scheduler needs them, with each group's waiting and placed pods.
+
+    Pods may arrive before their PodGroup; they are attached when it comes. A pod without a PodGroup is a
+    group of its own (`ns/pod/<name>`).
+    """
+
+    def __init__(self) -> None:
+        self.workloads: dict[str, ApiObject] = {}
+        self.groups: dict[str, GroupRecord] = {}
+        self.pods: dict[str, PodRecord] = {}
+        self.group_uids: dict[str, str] = {}
+        self._members: dict[str, set[str]] = {}
+        self.bound_priorities: Counter[int] = Counter()
+
+    # -- objects ----------------------------------------------------------------------------------------
+
+    def put_workload(self, obj: ApiObject) -> list[str]:
+        """Store a Workload; returns the keys of its PodGroups (their annotations may have changed)."""
+        self.workloads[obj.key] = obj
+        return [
+            key
+            for key, group in self.groups.items()
+            if not group.standalone and self.workload_of(group) is obj
+        ]
+
+    def workload_of(self, group: GroupRecord) -> ApiObject | None:
+        name = None if group.standalone else podgroup_workload_name(group.obj)
+        return self.workloads.get(f"{group.namespace}/{name}") if name else None
+
+    def put_group(self, obj: ApiObject) -> GroupRecord:
+        record = self.groups.get(obj.key)
+        if record is None or record.uid != obj.uid:
+            record = GroupRecord(
+                key=obj.key,
+                obj=obj,
+                standalone=False,
+                min_count=podgroup_min_count(obj),
+                has_claims=podgroup_has_claims(obj),
+                domain=assigned_domain(obj),
+                placement=dict((obj.status.get("placement") or {}).get("pods") or {}),
+                scheduled="placement" in obj.status,
+            )
+            self.groups[obj.key] = record
+            self.group_uids[obj.uid] = obj.key
+            for uid in self._members.get(obj.key, ()):
+                self._file(record, self.pods[uid])
+        else:
+            record.obj = obj
+        return record
+
+    def remove_group(self, key: str) -> GroupRecord | None:
+        record = self.groups.pop(key, None)
+        if record is not None:
+            self.group_uids.pop(record.uid, None)
+        return record
+
+    def put_pod(self, obj: ApiObject, request: PodRequest) -> PodRecord:
+        """Store a pod (a known pod keeps its placement and phase: events may be replayed)."""
+        known = self.pods.get(obj.uid)
+        if known is not None:
+            known.obj = obj
+            if known.pending:
+                known.request = request
+            return known
+        group_name = pod_group_name(obj)
+        group_key = (
+            f"{obj.namespace}/{group_name}"
+            if group_name
+            else f"{obj.namespace}/{STANDALONE_PREFIX}{obj.name}"
+        )
+        record = PodRecord(obj, request, group_key, pod_phase(obj), pod_priority(obj))
+        self.pods[obj.uid] = record
+        self._members.setdefault(group_key, set()).add(obj.uid)
+        if group_name is None:
+            self.groups[group_key] = GroupRecord(
+                key=group_key, obj=obj, standalone=True, min_count=None, has_claims=pod_has_claims(obj)
+            )
+            self.group_uids[obj.uid] = group_key
+        group = self.groups.get(group_key)
+        if group is not None:
+            if pod_has_claims(obj):
+                group.has_claims = True
+            self._file(group, record)
+        return record
+
+    def remove_pod(self, uid: str) -> PodRecord | None:
+        record = self.pods.pop(uid, None)
+        if record is None:
+            return None
+        self._members.get(record.group_key, set()).discard(uid)
+        group = self.groups.get(record.group_key)
+        if group is not None:
+            group.pending.discard(uid)
+            group.placed.discard(uid)
+            if group.standalone:
+                self.remove_group(group.key)
+        if record.node is not None and record.phase not in TERMINAL and not record.evicting:
+            self.bound_priorities[self.priority_of(record)] -= 1
+        return record
+
+    def members(self, key: str) -> Iterator[PodRecord]:
+        for uid in self._members.get(key, ()):
+            yield self.pods[uid]
+
+    def _file(self, group: GroupRecord, pod: PodRecord) -> None:
+        group.pending.discard(pod.uid)
+        group.placed.discard(pod.uid)
+        if pod.pending:
+            group.pending.add(pod.uid)
+        elif pod.node is not None and pod.phase not in TERMINAL and not pod.evicting:
+            group.placed.add(pod.uid)
+
+    # -- the core's view --------------------------------------------------------------------------------
+
+    def core_group(self, group: GroupRecord) -> PodGroup:
+        if group.standalone:
+            return standalone_podgroup(group.obj)
+        return core_podgroup(group.obj, self.workload_of(group), domain=group.domain)
+
+    def pending_requests(self, group: GroupRecord) -> list[PodRequest]:
+        return [self.pods[uid].request for uid in group.pending]
+
+    def priority_of(self, pod: PodRecord) -> int:
+        """A pod's priority for preemption: its PodGroup's, which overrides the pod's own."""
+        group = self.groups.get(pod.group_key)
+        if group is not None and not group.standalone:
+            return int(group.obj.spec.get("priority") or 0)
+        return pod.priority
+
+    # -- pod transitions --------------------------------------------------------------------------------
+
+    def place(self, uid: str, node: str, devices: Mapping[str, tuple[str, ...]], *, assumed: bool) -> None:
+        pod = self.pods[uid]
+        pod.node, pod.devices, pod.assumed = node, devices, assumed
+        self.bound_priorities[self.priority_of(pod)] += 1
+        self._refile(pod)
+
+    def confirm(self, uid: str) -> None:
+        pod = self.pods.get(uid)
+        if pod is not None:
+            pod.assumed = False
+
+    def unplace(self, uid: str) -> None:
+        """A placement that did not happen (claims refused, write lost): the pod waits again."""
+        pod = self.pods.get(uid)
+        if pod is None or pod.node is None:
+            return
+        self.bound_priorities[self.priority_of(pod)] -= 1
+        pod.node, pod.devices, pod.assumed = None, {}, False
+        self._refile(pod)
+
+    def finish(self, uid: str, phase: PodPhase) -> PodRecord | None:
+        """A pod succeeded, failed or was lost; returns it if this changed anything."""
+        pod = self.pods.get(uid)
+        if pod is None or pod.phase in TERMINAL:
+            return None
+        if pod.node is not None and not pod.evicting:
+            self.bound_priorities[self.priority_of(pod)] -= 1
+        pod.phase = phase
+        self._refile(pod)
+        return pod
+
+    def mark_evicting(self, uid: str) -> PodRecord | None:
+        pod = self.pods.get(uid)
+        if pod is None or pod.evicting or pod.phase in TERMINAL:
+            return None
+        if pod.node is not None:
+            self.bound_priorities[self.priority_of(pod)] -= 1
+        pod.evicting = True
+        self._refile(pod)
+        return pod
+
+    def _refile(self, pod: PodRecord) -> None:
+        group = self.groups.get(pod.group_key)
+        if group is not None:
+            self._file(group, pod)
+
+    def lowest_running_priority(self) -> int | None:
+        """The lowest priority among pods holding capacity (placed, not finished, not being evicted)."""
+        live = [priority for priority, count in self.bound_priorities.items() if count > 0]
+        return min(live) if live else None

@@ -1,0 +1,97 @@
+"""The node inventory: Nodes, their ResourceSlices and the DeviceClasses, kept in step with the snapshot."""
+
+from __future__ import annotations
+
+from libs.core.scheduling import ClusterSnapshot, Node
+from services.scheduler.adapter import ApiObject, DeviceCatalog, DeviceClassInfo, core_node
+
+
+class NodeInventory:
+    """What each node publishes; every change is passed on to the snapshot as an added, updated or removed
+    node (with the pods on it kept). Returns whether capacity may have grown, so the caller can wake
+    unschedulable groups."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self.snapshot = snapshot
+        self.catalog = DeviceCatalog()
+        self._nodes: dict[str, ApiObject] = {}
+        self._slices: dict[str, ApiObject] = {}
+        self._slices_by_node: dict[str, set[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def put_device_class(self, obj: ApiObject) -> bool:
+        if not self.catalog.put(DeviceClassInfo.of(obj)):
+            return False
+        self._classes_changed()
+        return True
+
+    def remove_device_class(self, name: str) -> bool:
+        if not self.catalog.remove(name):
+            return False
+        self._classes_changed()
+        return True
+
+    def put_node(self, obj: ApiObject) -> bool:
+        known = self._nodes.get(obj.name)
+        if known is not None and (known.labels, known.spec, known.status) == (
+            obj.labels,
+            obj.spec,
+            obj.status,
+        ):
+            return False
+        self._nodes[obj.name] = obj
+        self._sync(obj.name)
+        return True
+
+    def remove_node(self, name: str) -> tuple[str, ...]:
+        """Forget a node; the uids of the pods that were on it (they are lost) are returned."""
+        self._nodes.pop(name, None)
+        if name not in self.snapshot:
+            return ()
+        return tuple(placement.pod_uid for placement in self.snapshot.remove_node(name))
+
+    def put_slice(self, obj: ApiObject) -> bool:
+        node_name = obj.spec.get("nodeName")
+        known = self._slices.get(obj.name)
+        if known is not None and known.spec == obj.spec:
+            return False
+        if known is not None:
+            self._detach(known)
+        self._slices[obj.name] = obj
+        if node_name:
+            self._slices_by_node.setdefault(node_name, set()).add(obj.name)
+            if node_name in self._nodes:
+                self._sync(node_name)
+        return True
+
+    def remove_slice(self, name: str) -> None:
+        known = self._slices.pop(name, None)
+        if known is not None:
+            self._detach(known)
+            node_name = known.spec.get("nodeName")
+            if node_name in self._nodes:
+                self._sync(node_name)
+
+    def _detach(self, obj: ApiObject) -> None:
+        node_name = obj.spec.get("nodeName")
+        if node_name:
+            self._slices_by_node.get(node_name, set()).discard(obj.name)
+
+    def core_node(self, name: str) -> Node:
+        slices = [self._slices[slice_name] for slice_name in sorted(self._slices_by_node.get(name, ()))]
+        return core_node(self._nodes[name], self.catalog.node_devices(slices))
+
+    def _sync(self, name: str) -> None:
+        node = self.core_node(name)
+        if name in self.snapshot:
+            self.snapshot.update_node(node)
+        else:
+            self.snapshot.add_node(node)
+
+    def _classes_changed(self) -> None:
+        self.snapshot.extended_resource_names.clear()
+        self.snapshot.extended_resource_names.update(self.catalog.extended_resource_names())
+        for name in self._nodes:
+            self._sync(name)

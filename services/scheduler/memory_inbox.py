@@ -1,0 +1,101 @@
+"""A unit of work for event handlers that only change the scheduler's memory.
+
+The scheduler's consumer keeps its snapshot current; that state is rebuilt from the database by every new
+leader, so recording processed events in the database inbox would cost a transaction per event and buy
+nothing. Duplicates are still dropped, by event id, within one leadership term; the handlers are idempotent
+besides.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from datetime import datetime
+from types import TracebackType
+from typing import NoReturn, Self
+
+from libs.db.ports import (
+    BindingRepository,
+    ConditionRepository,
+    EventLog,
+    LeaseRepository,
+    ObjectRepository,
+    Outbox,
+)
+from libs.events.envelope import Envelope
+
+
+class MemoryInbox:
+    """The last `capacity` event ids each consumer processed."""
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self._capacity = capacity
+        self._seen: OrderedDict[tuple[str, uuid.UUID], None] = OrderedDict()
+
+    async def seen(self, consumer: str, event_id: uuid.UUID) -> bool:
+        key = (consumer, event_id)
+        if key in self._seen:
+            return True
+        self._seen[key] = None
+        if len(self._seen) > self._capacity:
+            self._seen.popitem(last=False)
+        return False
+
+    async def delete_older_than(self, cutoff: datetime) -> int:
+        return 0
+
+
+class MemoryUnitOfWork:
+    """Satisfies `UnitOfWork` for the consumer; any use of the database is a programming error."""
+
+    def __init__(self, inbox: MemoryInbox) -> None:
+        self._inbox = inbox
+
+    @property
+    def inbox(self) -> MemoryInbox:
+        return self._inbox
+
+    @property
+    def objects(self) -> ObjectRepository:
+        _no_database()
+
+    @property
+    def conditions(self) -> ConditionRepository:
+        _no_database()
+
+    @property
+    def bindings(self) -> BindingRepository:
+        _no_database()
+
+    @property
+    def leases(self) -> LeaseRepository:
+        _no_database()
+
+    @property
+    def events(self) -> EventLog:
+        _no_database()
+
+    @property
+    def outbox(self) -> Outbox:
+        _no_database()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+    def emit(self, envelope: Envelope) -> None:
+        _no_database()
+
+    async def commit(self) -> None:
+        return None
+
+    async def rollback(self) -> None:
+        return None
+
+
+def _no_database() -> NoReturn:
+    raise RuntimeError("the scheduler's event handlers change memory only; write through a pass")

@@ -1,0 +1,95 @@
+"""What a scheduling pass decided, waiting to be written in one transaction (events, bindings, status)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from libs.core.scheduling import CycleDecision, Placement, TopologyDomainRef
+
+
+class GroupRef(NamedTuple):
+    """The PodGroup an outcome is about; `standalone` for the one-pod group of a pod without a PodGroup
+    (then `uid` is the pod's)."""
+
+    namespace: str
+    name: str
+    uid: str
+    standalone: bool = False
+
+
+class PodKey(NamedTuple):
+    namespace: str
+    name: str
+    uid: str
+    node: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """Bind a placed gang: one binding per pod, `pods.bound`, `podgroup.scheduled`, the PodGroupScheduled
+    condition and the placement in the PodGroup's status."""
+
+    group: GroupRef
+    placements: tuple[Placement, ...]
+    domain: TopologyDomainRef | None
+    placement_status: Mapping[str, Any]
+    first: bool
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CycleRan:
+    """One cycle: `podgroup.cycle.started`, then `cycle.placed` (followed by `bind`, or by
+    `placement.proposed` when `claims` need devices) or `podgroup.unschedulable`."""
+
+    group: GroupRef
+    attempt: int
+    pods: int
+    min_count: int
+    decision: CycleDecision
+    cycle_ms: float
+    cause: str | None
+    backoff_s: float = 0.0
+    bind: Binding | None = None
+    claims: tuple[str, ...] = ()
+    preemption_priority: int | None = None
+    condition_false: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationFailed:
+    """The DRA allocator refused the proposed placement: it is forgotten and the gang retries."""
+
+    group: GroupRef
+    reason: str
+    min_count: int
+    backoff_s: float
+    cause: str | None
+    condition_false: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """A gang unschedulable past its `podway.io/max-pending-seconds`: it and its waiting pods fail."""
+
+    group: GroupRef
+    pending_s: float
+    message: str
+    pods: tuple[PodKey, ...]
+    cause: str | None
+    condition_false: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """A running gang fell below minCount (`podway.io/gang-restart: Always`): evict the rest, requeue."""
+
+    group: GroupRef
+    message: str
+    evict: tuple[PodKey, ...]
+    cause: str | None
+
+
+Outcome = CycleRan | Binding | AllocationFailed | TimedOut | Restart

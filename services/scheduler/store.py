@@ -1,0 +1,331 @@
+"""Between the scheduler and the database: loading the world at election, writing a pass's outcomes.
+
+Each PodGroup's events in one pass form a causal chain (`cycle.started` -> `cycle.placed` -> `pods.bound`
+-> `podgroup.scheduled`), correlated by the PodGroup uid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from libs.core.scheduling import ConditionReason, ConditionType, Placement
+from libs.db.ports import UnitOfWork
+from libs.db.records import Condition, Fence, PodBinding
+from libs.events.envelope import AggregateRef, Envelope, EventPayload
+from libs.events.scheduling import (
+    PlacementProposed,
+    PodGroupCyclePlaced,
+    PodGroupCycleStarted,
+    PodGroupRef,
+    PodGroupRestarted,
+    PodGroupScheduled,
+    PodGroupTimedOut,
+    PodGroupUnschedulable,
+    PodPlacement,
+    PodRef,
+    PodsBound,
+    PodsEvicted,
+    PodsFailed,
+    PreemptionRequested,
+    TopologyDomainRef,
+)
+from services.scheduler.adapter import STANDALONE_PREFIX, ApiObject
+from services.scheduler.outcomes import (
+    AllocationFailed,
+    Binding,
+    CycleRan,
+    GroupRef,
+    Outcome,
+    PodKey,
+    Restart,
+    TimedOut,
+)
+
+PRODUCER = "scheduler"
+CONDITION_OWNER = "scheduler"
+POD_SCHEDULED = "PodScheduled"
+LOAD_ORDER = ("DeviceClass", "Node", "ResourceSlice", "Workload", "PodGroup", "Pod")
+GANG_RESTART_REASON = "GangRestart"
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """What a new leader starts from: every object the scheduler reads, and pod uid -> node bindings."""
+
+    objects: list[ApiObject]
+    bindings: dict[str, str]
+
+
+async def load_world(uow: UnitOfWork) -> World:
+    objects: list[ApiObject] = []
+    nodes: list[str] = []
+    for kind in LOAD_ORDER:
+        for stored in await uow.objects.find(kind):
+            objects.append(ApiObject.from_stored(stored))
+            if kind == "Node":
+                nodes.append(stored.name)
+    bindings: dict[str, str] = {}
+    for node in nodes:
+        for binding in await uow.bindings.list_for_node(node):
+            bindings[binding.pod_uid] = binding.node_name
+    return World(objects, bindings)
+
+
+async def write_outcomes(uow: UnitOfWork, outcomes: Iterable[Outcome], *, fence: Fence, now: datetime) -> int:
+    """Write every outcome of a pass in the caller's unit of work (the caller commits); returns how many
+    pods were bound."""
+    writer = _Writer(uow, fence, now)
+    bound = 0
+    for outcome in outcomes:
+        if isinstance(outcome, CycleRan):
+            bound += await writer.cycle(outcome)
+        elif isinstance(outcome, Binding):
+            await writer.bind(outcome, _Story(writer, outcome.group, outcome.cause))
+            bound += len(outcome.placements)
+        elif isinstance(outcome, AllocationFailed):
+            await writer.allocation_failed(outcome)
+        elif isinstance(outcome, TimedOut):
+            await writer.timed_out(outcome)
+        elif isinstance(outcome, Restart):
+            await writer.restart(outcome)
+    return bound
+
+
+class _Story:
+    """The events of one PodGroup in one transaction, each caused by the one before."""
+
+    def __init__(self, writer: _Writer, group: GroupRef, cause: str | None) -> None:
+        self._writer = writer
+        self._group = group
+        self.cause = cause
+        if group.standalone:
+            name = group.name.removeprefix(STANDALONE_PREFIX)
+            self._subject = AggregateRef(kind="Pod", namespace=group.namespace, name=name, uid=group.uid)
+        else:
+            self._subject = AggregateRef(
+                kind="PodGroup", namespace=group.namespace, name=group.name, uid=group.uid
+            )
+
+    def emit(self, payload: EventPayload) -> None:
+        envelope = Envelope.wrap(
+            payload,
+            producer=PRODUCER,
+            correlation_id=self._group.uid,
+            occurred_at=self._writer.now,
+            causation_id=self.cause,
+            subject=self._subject,
+        )
+        self._writer.uow.emit(envelope)
+        self.cause = str(envelope.event_id)
+
+
+class _Writer:
+    def __init__(self, uow: UnitOfWork, fence: Fence, now: datetime) -> None:
+        self.uow = uow
+        self.fence = fence
+        self.now = now
+
+    async def cycle(self, ran: CycleRan) -> int:
+        story = _Story(self, ran.group, ran.cause)
+        ref = _podgroup_ref(ran.group)
+        decision = ran.decision
+        if not ran.group.standalone:
+            story.emit(
+                PodGroupCycleStarted(
+                    podgroup=ref, attempt=ran.attempt, pods=ran.pods, min_count=ran.min_count
+                )
+            )
+        if not decision.placed:
+            await self.unschedulable(ran, story)
+            return 0
+        domain = _domain(decision.domain)
+        placements = _placements(decision.placements)
+        if not ran.group.standalone:
+            story.emit(
+                PodGroupCyclePlaced(
+                    podgroup=ref, domain=domain, placements=placements, cycle_ms=round(ran.cycle_ms, 3)
+                )
+            )
+        if ran.claims:
+            story.emit(
+                PlacementProposed(podgroup=ref, domain=domain, placements=placements, claims=list(ran.claims))
+            )
+            return 0
+        assert ran.bind is not None
+        await self.bind(ran.bind, story)
+        return len(ran.bind.placements)
+
+    async def unschedulable(self, ran: CycleRan, story: _Story) -> None:
+        message = ran.decision.message
+        if ran.group.standalone:
+            await self._pod_condition(ran.group.uid, False, ConditionReason.UNSCHEDULABLE, message)
+            return
+        ref = _podgroup_ref(ran.group)
+        story.emit(
+            PodGroupUnschedulable(
+                podgroup=ref,
+                message=message,
+                reasons=dict(ran.decision.reason_counts),
+                placed=0,
+                min_count=ran.min_count,
+                backoff_s=ran.backoff_s,
+            )
+        )
+        if ran.condition_false:
+            await self._group_condition(ran.group, False, ConditionReason.UNSCHEDULABLE, message)
+        if ran.preemption_priority is not None:
+            story.emit(PreemptionRequested(podgroup=ref, priority=ran.preemption_priority, message=message))
+
+    async def bind(self, binding: Binding, story: _Story) -> None:
+        group = binding.group
+        story.emit(
+            PodsBound(
+                podgroup=None if group.standalone else _podgroup_ref(group),
+                pods=_placements(binding.placements),
+                epoch=self.fence.epoch,
+            )
+        )
+        owner = None if group.standalone else group.uid
+        for placement in binding.placements:
+            await self.uow.bindings.bind(
+                PodBinding(placement.pod_uid, placement.node_name, owner, self.now), fence=self.fence
+            )
+        if group.standalone:
+            await self._pod_condition(group.uid, True, ConditionReason.SCHEDULED, "")
+            return
+        generation = await self._set_placement(group, dict(binding.placement_status))
+        if binding.first and generation is not None:
+            await self._set_condition(group.uid, True, ConditionReason.SCHEDULED, "", generation)
+        story.emit(
+            PodGroupScheduled(
+                podgroup=_podgroup_ref(group), domain=_domain(binding.domain), bound=len(binding.placements)
+            )
+        )
+
+    async def allocation_failed(self, failed: AllocationFailed) -> None:
+        story = _Story(self, failed.group, failed.cause)
+        story.emit(
+            PodGroupUnschedulable(
+                podgroup=_podgroup_ref(failed.group),
+                message=failed.reason,
+                placed=0,
+                min_count=failed.min_count,
+                backoff_s=failed.backoff_s,
+            )
+        )
+        if failed.condition_false:
+            await self._group_condition(failed.group, False, ConditionReason.UNSCHEDULABLE, failed.reason)
+
+    async def timed_out(self, timed_out: TimedOut) -> None:
+        story = _Story(self, timed_out.group, timed_out.cause)
+        story.emit(
+            PodGroupTimedOut(
+                podgroup=_podgroup_ref(timed_out.group),
+                pending_s=timed_out.pending_s,
+                message=timed_out.message,
+            )
+        )
+        if timed_out.condition_false:
+            await self._group_condition(
+                timed_out.group, False, ConditionReason.UNSCHEDULABLE, timed_out.message
+            )
+        for pod in timed_out.pods:
+            stored = await self.uow.objects.get("Pod", pod.namespace, pod.name)
+            if stored is not None and stored.uid == pod.uid:
+                status = {
+                    **stored.status,
+                    "phase": "Failed",
+                    "reason": "Unschedulable",
+                    "message": timed_out.message,
+                }
+                await self.uow.objects.update_status(
+                    "Pod", pod.namespace, pod.name, status, expected_resource_version=stored.resource_version
+                )
+        if timed_out.pods:
+            story.emit(PodsFailed(pods=_pod_refs(timed_out.pods), reason="Unschedulable"))
+
+    async def restart(self, restart: Restart) -> None:
+        story = _Story(self, restart.group, restart.cause)
+        ref = _podgroup_ref(restart.group)
+        evicted = _pod_refs(restart.evict)
+        if evicted:
+            story.emit(PodsEvicted(pods=evicted, reason=GANG_RESTART_REASON, podgroup=ref))
+        story.emit(PodGroupRestarted(podgroup=ref, reason=restart.message, evicted=evicted))
+        await self._set_placement(restart.group, {"domain": None, "nodes": [], "pods": {}})
+
+    async def _set_placement(self, group: GroupRef, placement: dict[str, object]) -> int | None:
+        """Write `status.placement`; returns the PodGroup's generation, None when it is gone."""
+        stored = await self.uow.objects.get("PodGroup", group.namespace, group.name)
+        if stored is None or stored.uid != group.uid:
+            return None
+        await self.uow.objects.update_status(
+            "PodGroup",
+            group.namespace,
+            group.name,
+            {**stored.status, "placement": placement},
+            expected_resource_version=stored.resource_version,
+        )
+        return stored.generation
+
+    async def _group_condition(self, group: GroupRef, status: bool, reason: str, message: str) -> None:
+        stored = await self.uow.objects.get_by_uid(group.uid)
+        if stored is not None:
+            await self._set_condition(group.uid, status, reason, message, stored.generation)
+
+    async def _set_condition(
+        self, uid: str, status: bool, reason: str, message: str, generation: int
+    ) -> None:
+        await self.uow.conditions.set(
+            Condition(
+                object_uid=uid,
+                type=ConditionType.POD_GROUP_SCHEDULED,
+                status="True" if status else "False",
+                owner=CONDITION_OWNER,
+                reason=reason,
+                message=message,
+                observed_generation=generation,
+            )
+        )
+
+    async def _pod_condition(self, pod_uid: str, status: bool, reason: str, message: str) -> None:
+        if await self.uow.objects.get_by_uid(pod_uid) is None:
+            return
+        await self.uow.conditions.set(
+            Condition(
+                object_uid=pod_uid,
+                type=POD_SCHEDULED,
+                status="True" if status else "False",
+                owner=CONDITION_OWNER,
+                reason=reason,
+                message=message,
+            )
+        )
+
+
+def _podgroup_ref(group: GroupRef) -> PodGroupRef:
+    return PodGroupRef(namespace=group.namespace, name=group.name, uid=group.uid)
+
+
+def _domain(domain: object) -> TopologyDomainRef | None:
+    key = getattr(domain, "key", None)
+    if not key:
+        return None
+    return TopologyDomainRef(key=key, value=str(getattr(domain, "value", "")))
+
+
+def _placements(placements: Sequence[Placement]) -> list[PodPlacement]:
+    return [
+        PodPlacement(
+            pod=placement.pod_name,
+            pod_uid=placement.pod_uid,
+            node=placement.node_name,
+            devices={cls: list(names) for cls, names in placement.devices.items()},
+        )
+        for placement in placements
+    ]
+
+
+def _pod_refs(pods: Iterable[PodKey]) -> list[PodRef]:
+    return [PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid, node=pod.node) for pod in pods]

@@ -1,0 +1,141 @@
+"""Builders for scheduler-service tests: manifests as admission stores them, turned into `ApiObject`s."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from libs.api.manifests import load_documents
+from libs.cluster.generator import ClusterShape, generate_cluster
+from services.scheduler.adapter import ApiObject
+
+GPU_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu.example.com"},
+    "spec": {
+        "selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}],
+        "extendedResourceName": "nvidia.com/gpu",
+    },
+}
+
+
+def stored(manifest: dict[str, Any], *, uid: str | None = None) -> ApiObject:
+    """An object as admission would store it: with a uid and a creation time."""
+    metadata = {"uid": uid or str(uuid.uuid4()), "creationTimestamp": "2026-11-30T12:00:00Z"}
+    metadata.update(manifest.get("metadata") or {})
+    return ApiObject.from_manifest({**manifest, "metadata": metadata})
+
+
+def cluster(shape: ClusterShape | None = None) -> list[ApiObject]:
+    """The GPU DeviceClass, then every Node and ResourceSlice of a generated cluster."""
+    docs = [
+        GPU_CLASS,
+        *generate_cluster(shape or ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)),
+    ]
+    return [stored(doc) for doc in docs]
+
+
+def workload(
+    name: str = "train",
+    *,
+    namespace: str = "ml",
+    annotations: dict[str, str] | None = None,
+    job_owned: bool = False,
+) -> ApiObject:
+    spec: dict[str, Any] = {
+        "podGroupTemplates": [{"name": "worker", "schedulingPolicy": {"gang": {"minCount": 1}}}]
+    }
+    if job_owned:
+        spec["controllerRef"] = {"apiGroup": "batch", "kind": "Job", "name": name}
+    return stored(
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "Workload",
+            "metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}},
+            "spec": spec,
+        }
+    )
+
+
+def podgroup(
+    name: str,
+    *,
+    min_count: int | None = 4,
+    namespace: str = "ml",
+    workload_name: str | None = "train",
+    topology_key: str | None = None,
+    priority: int = 0,
+    annotations: dict[str, str] | None = None,
+    claims: list[dict[str, str]] | None = None,
+    status: dict[str, Any] | None = None,
+) -> ApiObject:
+    spec: dict[str, Any] = {
+        "schedulingPolicy": {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}},
+        "priority": priority,
+    }
+    if workload_name:
+        spec["podGroupTemplateRef"] = {
+            "workload": {"workloadName": workload_name, "podGroupTemplateName": "worker"}
+        }
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    if claims:
+        spec["resourceClaims"] = claims
+    manifest: dict[str, Any] = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}},
+        "spec": spec,
+    }
+    if status:
+        manifest["status"] = status
+    return stored(manifest)
+
+
+def pod(
+    name: str,
+    *,
+    group: str | None = None,
+    namespace: str = "ml",
+    gpus: int = 1,
+    cpu: str = "8",
+    memory: str = "64Gi",
+    node_selector: dict[str, str] | None = None,
+    priority: int = 0,
+    phase: str = "Pending",
+    claims: list[dict[str, str]] | None = None,
+    run_seconds: float | None = None,
+) -> ApiObject:
+    requests: dict[str, str] = {"cpu": cpu, "memory": memory}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    spec: dict[str, Any] = {
+        "schedulerName": "default-scheduler",
+        "priority": priority,
+        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}],
+    }
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if claims:
+        spec["resourceClaims"] = claims
+    annotations = {"podway.io/run-seconds": str(run_seconds)} if run_seconds is not None else {}
+    return stored(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+            "spec": spec,
+            "status": {"phase": phase},
+        }
+    )
+
+
+def gang(name: str, size: int, **pod_args: Any) -> list[ApiObject]:
+    return [pod(f"{name}-{index}", group=name, **pod_args) for index in range(size)]
+
+
+def documents(text: str) -> list[ApiObject]:
+    return [stored(doc) for doc in load_documents(text)]

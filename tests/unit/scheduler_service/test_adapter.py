@@ -1,0 +1,151 @@
+"""API objects as the scheduling core sees them."""
+
+from libs.core.scheduling import (
+    RACK_KEY,
+    GangRestartPolicy,
+    PodPhase,
+    TaintEffect,
+    Toleration,
+    TolerationOperator,
+    TopologyDomainRef,
+)
+from services.scheduler.adapter import (
+    DeviceCatalog,
+    DeviceClassInfo,
+    core_node,
+    core_podgroup,
+    pod_phase,
+    pod_request,
+    standalone_podgroup,
+)
+from tests.unit.scheduler_service.builders import (
+    GPU_CLASS,
+    cluster,
+    pod,
+    podgroup,
+    stored,
+    workload,
+)
+
+GIB = 1024**3
+
+
+def catalog_with_gpu_class() -> DeviceCatalog:
+    catalog = DeviceCatalog()
+    catalog.put(DeviceClassInfo.of(stored(GPU_CLASS)))
+    return catalog
+
+
+def test_gpus_published_in_a_nodes_slice_are_devices_of_the_class_whose_selector_matches():
+    objects = cluster()
+    node = next(o for o in objects if o.kind == "Node")
+    slices = [o for o in objects if o.kind == "ResourceSlice" and o.spec.get("nodeName") == node.name]
+    fabric = [o for o in objects if o.kind == "ResourceSlice" and not o.spec.get("nodeName")]
+
+    devices = catalog_with_gpu_class().node_devices(slices + fabric)
+
+    assert devices == {"gpu.example.com": tuple(f"gpu-{i}" for i in range(8))}
+
+
+def test_a_device_no_class_selects_is_not_counted():
+    objects = cluster()
+    slices = [o for o in objects if o.kind == "ResourceSlice" and o.spec.get("nodeName")]
+    assert DeviceCatalog().node_devices(slices[:1]) == {}
+
+
+def test_a_node_maps_its_allocatable_labels_taints_and_cordon():
+    node = stored(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1", "labels": {RACK_KEY: "r1"}},
+            "spec": {
+                "unschedulable": True,
+                "taints": [{"key": "gpu", "value": "h200", "effect": "NoExecute"}],
+            },
+            "status": {"allocatable": {"cpu": "63500m", "memory": "512Gi", "pods": "110"}},
+        }
+    )
+
+    core = core_node(node, {"gpu.example.com": ("gpu-0",)})
+
+    assert (core.cpu_milli, core.memory, core.pods) == (63_500, 512 * GIB, 110)
+    assert core.labels[RACK_KEY] == "r1"
+    assert core.unschedulable
+    assert core.taints[0].effect == TaintEffect.NO_EXECUTE
+    assert core.devices == {"gpu.example.com": ("gpu-0",)}
+
+
+def test_a_pod_asking_nvidia_gpu_gets_devices_of_the_class_that_serves_it():
+    request = pod_request(pod("p", gpus=2, cpu="500m", memory="1Gi"), {"nvidia.com/gpu": "gpu.example.com"})
+
+    assert request.cpu_milli == 500
+    assert request.memory == GIB
+    assert request.devices == {"gpu.example.com": 2}
+
+
+def test_an_extended_resource_no_class_serves_asks_for_devices_no_node_has():
+    request = pod_request(pod("p", gpus=1), {})
+    assert request.devices == {"nvidia.com/gpu": 1}
+
+
+def test_init_containers_and_overhead_count_as_kube_scheduler_counts_them():
+    obj = pod("p", gpus=0, cpu="2", memory="1Gi")
+    spec = dict(obj.spec)
+    spec["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "4"}}}]
+    spec["overhead"] = {"cpu": "100m"}
+    request = pod_request(stored({"kind": "Pod", "metadata": dict(obj.metadata), "spec": spec}), {})
+    assert request.cpu_milli == 4_100
+
+
+def test_node_selector_and_tolerations_are_carried_over():
+    obj = pod("p", node_selector={RACK_KEY: "r1"})
+    spec = {**obj.spec, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    request = pod_request(stored({"kind": "Pod", "metadata": dict(obj.metadata), "spec": spec}), {})
+
+    assert request.node_selector == {RACK_KEY: "r1"}
+    assert request.tolerations == (Toleration("gpu", TolerationOperator.EXISTS, "", TaintEffect.NO_SCHEDULE),)
+
+
+def test_podway_annotations_come_from_the_podgroup_else_its_workload():
+    group = podgroup(
+        "g", annotations={"podway.io/max-pending-seconds": "30"}, topology_key=RACK_KEY, priority=7
+    )
+    owner = workload(
+        annotations={
+            "podway.io/max-pending-seconds": "600",
+            "podway.io/topology-preferred": "topology.example.com/rack,topology.example.com/block",
+        },
+        job_owned=True,
+    )
+
+    core = core_podgroup(group, owner, domain=TopologyDomainRef(RACK_KEY, "r1"))
+
+    assert core.max_pending_seconds == 30
+    assert core.preferred_topology == ("topology.example.com/rack", "topology.example.com/block")
+    assert core.gang_restart == GangRestartPolicy.ALWAYS
+    assert (core.gang_min_count, core.topology_key, core.priority) == (4, RACK_KEY, 7)
+    assert core.workload_name == "train"
+    assert core.assigned_domain == TopologyDomainRef(RACK_KEY, "r1")
+
+
+def test_a_standalone_podgroup_never_restarts_unless_asked():
+    core = core_podgroup(podgroup("g", workload_name=None), None)
+    assert core.gang_restart == GangRestartPolicy.NEVER
+    assert core.workload_name is None
+
+
+def test_a_basic_group_has_no_min_count():
+    assert core_podgroup(podgroup("g", min_count=None), None).gang_min_count is None
+
+
+def test_a_pod_without_a_podgroup_is_a_basic_group_of_its_own():
+    core = standalone_podgroup(pod("solo", priority=5))
+    assert core.key == "ml/pod/solo"
+    assert core.gang_min_count is None
+    assert core.priority == 5
+
+
+def test_an_unknown_pod_phase_reads_as_unknown():
+    assert pod_phase(pod("p", phase="Running")) == PodPhase.RUNNING
+    assert pod_phase(pod("p", phase="Weird")) == PodPhase.UNKNOWN

@@ -1,0 +1,309 @@
+"""The scheduler's decision flow in memory: events in, outcomes out (the core decides, the flow follows)."""
+
+from collections import Counter
+
+import pytest
+
+from libs.cluster.generator import ClusterShape
+from libs.core.scheduling import RACK_KEY, PodPhase, TopologyDomainRef
+from services.scheduler.outcomes import AllocationFailed, Binding, CycleRan, Restart, TimedOut
+from services.scheduler.scheduler import GangScheduler
+from tests.unit.scheduler_service.builders import cluster, gang, pod, podgroup, workload
+
+SMALL = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)  # 4 nodes, 32 GPUs, 2 racks
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def scheduler(clock: Clock) -> GangScheduler:
+    world = GangScheduler(clock=clock)
+    world.load(cluster(SMALL) + [workload()], {})
+    return world
+
+
+def bound_gpus_per_node(outcomes) -> Counter:
+    used: Counter = Counter()
+    for outcome in outcomes:
+        binding = outcome.bind if isinstance(outcome, CycleRan) else outcome
+        if isinstance(binding, Binding):
+            for placement in binding.placements:
+                used[placement.node_name] += len(placement.devices.get("gpu.example.com", ()))
+    return used
+
+
+def admit(scheduler: GangScheduler, *objects) -> None:
+    for obj in objects:
+        scheduler.apply_object(obj, cause=f"admitted-{obj.name}")
+
+
+def test_a_gang_that_fits_is_placed_and_bound_in_one_cycle(scheduler, clock):
+    admit(scheduler, podgroup("g", min_count=4), *gang("g", 4, gpus=2))
+
+    (ran,) = scheduler.run_pass(clock.now)
+
+    assert isinstance(ran, CycleRan)
+    assert ran.decision.placed
+    assert ran.bind is not None
+    assert sorted(p.pod_name for p in ran.bind.placements) == ["g-0", "g-1", "g-2", "g-3"]
+    assert ran.bind.first
+    assert scheduler.run_pass(clock.now) == []
+
+
+def test_a_gang_is_not_tried_until_its_workload_and_min_count_pods_exist(clock):
+    scheduler = GangScheduler(clock=clock)
+    scheduler.load(cluster(SMALL), {})
+    admit(scheduler, podgroup("g", min_count=4), *gang("g", 3))
+    assert scheduler.run_pass(clock.now) == []
+
+    admit(scheduler, workload())
+    assert scheduler.run_pass(clock.now) == []
+
+    admit(scheduler, pod("g-3", group="g"))
+    (ran,) = scheduler.run_pass(clock.now)
+    assert ran.decision.placed
+
+
+def test_pods_that_arrive_before_their_podgroup_wait_for_it(scheduler, clock):
+    admit(scheduler, *gang("g", 2))
+    assert scheduler.run_pass(clock.now) == []
+    admit(scheduler, podgroup("g", min_count=2))
+    (ran,) = scheduler.run_pass(clock.now)
+    assert ran.decision.placed
+
+
+def test_no_node_is_over_committed_when_gangs_fill_the_cluster(scheduler, clock):
+    for index in range(6):
+        admit(scheduler, podgroup(f"g{index}", min_count=3), *gang(f"g{index}", 3, gpus=2))
+
+    outcomes = scheduler.run_pass(clock.now)
+
+    placed = [o for o in outcomes if o.decision.placed]
+    assert len(placed) == 5  # 30 of 32 GPUs; the sixth gang needs 6 more
+    assert max(bound_gpus_per_node(outcomes).values()) <= 8
+
+
+def test_a_gang_that_does_not_fit_waits_with_the_kube_scheduler_reason_and_fits_when_room_frees(
+    scheduler, clock
+):
+    admit(scheduler, podgroup("big", min_count=3), *gang("big", 3, gpus=8))
+    (first,) = scheduler.run_pass(clock.now)
+    admit(scheduler, podgroup("late", min_count=2), *gang("late", 2, gpus=8))
+
+    (waiting,) = scheduler.run_pass(clock.now)
+
+    assert not waiting.decision.placed
+    assert waiting.decision.message.startswith("0/4 nodes are available: 3 Insufficient nvidia.com/gpu")
+    assert waiting.backoff_s == 1.0
+    assert waiting.condition_false
+
+    scheduler.pods_finished([p.pod_uid for p in first.bind.placements], PodPhase.SUCCEEDED, cause="done")
+    assert scheduler.run_pass(clock.now) == []  # still backing off
+    clock.now += 1.0
+    (retried,) = scheduler.run_pass(clock.now)
+    assert retried.decision.placed
+    assert retried.attempt == 2
+    assert retried.cause == "done"
+
+
+def test_a_topology_gang_lands_in_one_rack(scheduler, clock):
+    admit(scheduler, podgroup("spread", min_count=4, topology_key=RACK_KEY), *gang("spread", 4, gpus=4))
+
+    (ran,) = scheduler.run_pass(clock.now)
+
+    assert ran.decision.placed
+    racks = {p.node_name.rsplit("-n", 1)[0] for p in ran.bind.placements}
+    assert len(racks) == 1
+    assert ran.bind.domain == TopologyDomainRef(RACK_KEY, racks.pop())
+
+
+def test_pods_added_to_a_scheduled_gang_join_its_domain(scheduler, clock):
+    admit(scheduler, podgroup("g", min_count=2, topology_key=RACK_KEY), *gang("g", 2, gpus=2))
+    (first,) = scheduler.run_pass(clock.now)
+    admit(scheduler, pod("g-extra", group="g", gpus=2))
+
+    (joined,) = scheduler.run_pass(clock.now)
+
+    assert joined.decision.placed
+    assert joined.bind.domain == first.bind.domain
+    assert not joined.bind.first
+    assert joined.bind.placements[0].node_name.startswith(first.bind.domain.value)
+
+
+def test_a_gang_with_claims_is_proposed_and_bound_only_after_its_claims_are_allocated(scheduler, clock):
+    claims = [{"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}]
+    group = podgroup("g", min_count=2, claims=claims)
+    admit(scheduler, group, *gang("g", 2))
+
+    (proposed,) = scheduler.run_pass(clock.now)
+
+    assert proposed.decision.placed
+    assert proposed.bind is None
+    assert proposed.claims == ("fabric",)
+    scheduler.claims_allocated(group.uid, cause="allocated")
+    (binding,) = scheduler.run_pass(clock.now)
+    assert isinstance(binding, Binding)
+    assert binding.cause == "allocated"
+    assert len(binding.placements) == 2
+
+
+def test_a_refused_allocation_is_forgotten_and_the_gang_retries(scheduler, clock):
+    group = podgroup(
+        "g", min_count=4, claims=[{"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}]
+    )
+    admit(scheduler, group, *gang("g", 4, gpus=8))
+    scheduler.run_pass(clock.now)
+    assert sum(node.count("gpu.example.com") for node in scheduler.snapshot.node_states()) == 0
+
+    scheduler.claims_failed(group.uid, "no fabric device left", cause="refused")
+
+    (failed,) = scheduler.run_pass(clock.now)
+    assert isinstance(failed, AllocationFailed)
+    assert "no fabric device left" in failed.reason
+    assert sum(node.count("gpu.example.com") for node in scheduler.snapshot.node_states()) == 32
+    clock.now += failed.backoff_s
+    (again,) = scheduler.run_pass(clock.now)
+    assert again.decision.placed
+    assert again.claims
+
+
+def test_a_gang_past_its_max_pending_seconds_gives_up_and_its_pods_fail(scheduler, clock):
+    group = podgroup("g", min_count=5, annotations={"podway.io/max-pending-seconds": "30"})
+    admit(scheduler, group, *gang("g", 5, gpus=8))
+    (waiting,) = scheduler.run_pass(clock.now)
+    assert not waiting.decision.placed
+
+    clock.now += 31
+    (gave_up,) = scheduler.run_pass(clock.now)
+
+    assert isinstance(gave_up, TimedOut)
+    assert gave_up.message.startswith("gave up after 31 s unschedulable")
+    assert len(gave_up.pods) == 5
+    assert all(scheduler.book.pods[p.uid].phase == PodPhase.FAILED for p in gave_up.pods)
+    clock.now += 600
+    assert scheduler.run_pass(clock.now) == []
+
+
+def test_a_running_gang_that_breaks_is_restarted_when_its_policy_says_always(scheduler, clock):
+    group = podgroup("g", min_count=3, annotations={"podway.io/gang-restart": "Always"})
+    admit(scheduler, group, *gang("g", 3))
+    (ran,) = scheduler.run_pass(clock.now)
+    broken, *rest = ran.bind.placements
+
+    scheduler.pods_finished([broken.pod_uid], PodPhase.FAILED, cause="crash")
+
+    (restart,) = scheduler.run_pass(clock.now)
+    assert isinstance(restart, Restart)
+    assert sorted(p.uid for p in restart.evict) == sorted(p.pod_uid for p in rest)
+    assert restart.cause == "crash"
+    # The evicted pods failing is the restart going through, not another break.
+    scheduler.pods_finished([p.pod_uid for p in rest], PodPhase.FAILED, cause="evicted")
+    assert scheduler.run_pass(clock.now) == []
+
+
+def test_a_gang_that_breaks_is_left_alone_when_its_policy_says_never(scheduler, clock):
+    admit(scheduler, podgroup("g", min_count=3), *gang("g", 3))
+    (ran,) = scheduler.run_pass(clock.now)
+    scheduler.pods_finished([ran.bind.placements[0].pod_uid], PodPhase.FAILED)
+    assert scheduler.run_pass(clock.now) == []
+
+
+def test_preemption_is_requested_once_when_lower_priority_pods_hold_the_room(scheduler, clock):
+    admit(scheduler, podgroup("low", min_count=4, priority=10), *gang("low", 4, gpus=8))
+    scheduler.run_pass(clock.now)
+    admit(scheduler, podgroup("high", min_count=1, priority=1000), *gang("high", 1, gpus=8))
+
+    (first,) = scheduler.run_pass(clock.now)
+    clock.now += 301  # unschedulable groups are retried after at most five minutes
+    (second,) = scheduler.run_pass(clock.now)
+
+    assert first.preemption_priority == 1000
+    assert not second.decision.placed
+    assert second.preemption_priority is None
+
+
+def test_no_preemption_is_requested_when_only_equal_or_higher_priority_pods_run(scheduler, clock):
+    admit(scheduler, podgroup("a", min_count=4, priority=1000), *gang("a", 4, gpus=8))
+    scheduler.run_pass(clock.now)
+    admit(scheduler, podgroup("b", min_count=1, priority=1000), *gang("b", 1, gpus=8))
+    (ran,) = scheduler.run_pass(clock.now)
+    assert ran.preemption_priority is None
+
+
+def test_room_nominated_for_a_preemptor_is_not_taken_by_another_group(scheduler, clock):
+    admit(scheduler, podgroup("low", min_count=1, priority=10), *gang("low", 1, gpus=8))
+    (low,) = scheduler.run_pass(clock.now)
+    victim_node = low.bind.placements[0].node_name
+    # Fill every other node, so the victim's node is the only room.
+    admit(scheduler, podgroup("rest", min_count=3, priority=10), *gang("rest", 3, gpus=8))
+    scheduler.run_pass(clock.now)
+    high = podgroup("high", min_count=1, priority=1000)
+    admit(scheduler, high, *gang("high", 1, gpus=8))
+    scheduler.run_pass(clock.now)
+
+    scheduler.nominate(high.uid, [victim_node], expires_at=clock.now + 60)
+    scheduler.pods_finished([low.bind.placements[0].pod_uid], PodPhase.FAILED)
+    admit(scheduler, podgroup("thief", min_count=1, priority=500), *gang("thief", 1, gpus=8))
+    clock.now += 5
+    outcomes = {o.group.name: o for o in scheduler.run_pass(clock.now)}
+
+    assert outcomes["high"].decision.placed
+    assert outcomes["high"].bind.placements[0].node_name == victim_node
+    assert not outcomes["thief"].decision.placed
+
+
+def test_a_replayed_admission_changes_nothing(scheduler, clock):
+    group = podgroup("g", min_count=2)
+    members = gang("g", 2)
+    admit(scheduler, group, *members)
+    (ran,) = scheduler.run_pass(clock.now)
+
+    admit(scheduler, group, *members)
+
+    assert scheduler.run_pass(clock.now) == []
+    assert all(scheduler.book.pods[m.uid].node is not None for m in members)
+    assert ran.decision.placed
+
+
+def test_a_new_leader_starts_from_the_stored_bindings(clock):
+    group = podgroup("g", min_count=2, status={"placement": {"domain": None, "nodes": [], "pods": {}}})
+    members = gang("g", 2, gpus=8)
+    scheduler = GangScheduler(clock=clock)
+    nodes = cluster(SMALL)
+    node_names = [o.name for o in nodes if o.kind == "Node"]
+
+    scheduler.load(
+        [*nodes, workload(), group, *members], {members[0].uid: node_names[0], members[1].uid: node_names[1]}
+    )
+
+    assert scheduler.run_pass(clock.now) == []
+    assert scheduler.snapshot.node_free(node_names[0]).devices["gpu.example.com"] == 0
+    assert scheduler.book.groups["ml/g"].scheduled
+
+
+def test_a_pod_without_a_podgroup_is_scheduled_on_its_own(scheduler, clock):
+    admit(scheduler, pod("solo", gpus=1))
+    (ran,) = scheduler.run_pass(clock.now)
+    assert ran.group.standalone
+    assert ran.bind.placements[0].pod_name == "solo"
+
+
+def test_deleting_a_bound_pod_gives_its_room_back(scheduler, clock):
+    admit(scheduler, podgroup("g", min_count=4), *gang("g", 4, gpus=8))
+    (ran,) = scheduler.run_pass(clock.now)
+    victim = scheduler.book.pods[ran.bind.placements[0].pod_uid].obj
+
+    scheduler.delete_object("Pod", victim.namespace, victim.name, victim.uid)
+
+    assert sum(node.count("gpu.example.com") for node in scheduler.snapshot.node_states()) == 8

@@ -1,0 +1,140 @@
+"""A pass's outcomes written in one transaction: events in causal order, bindings, condition, placement."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from libs.cluster.generator import ClusterShape
+from libs.core.scheduling import RACK_KEY
+from libs.db.errors import StaleEpochError
+from libs.db.records import ObjectDraft
+from libs.db.testing import in_memory_unit_of_work_factory
+from services.scheduler.adapter import ApiObject
+from services.scheduler.scheduler import GangScheduler
+from services.scheduler.store import load_world, write_outcomes
+from tests.unit.scheduler_service.builders import cluster, gang, podgroup, workload
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+SMALL = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)
+
+
+@pytest.fixture
+async def uow_factory():
+    async with in_memory_unit_of_work_factory(clock=lambda: NOW) as factory:
+        yield factory
+
+
+async def store(uow_factory, objects: list[ApiObject]) -> None:
+    async with uow_factory() as uow:
+        for obj in objects:
+            await uow.objects.upsert(
+                ObjectDraft(
+                    kind=obj.kind,
+                    api_version="v1",
+                    namespace=obj.namespace,
+                    name=obj.name,
+                    spec=dict(obj.spec),
+                    metadata=dict(obj.metadata),
+                    status=dict(obj.status),
+                    uid=obj.uid,
+                )
+            )
+        await uow.commit()
+
+
+async def lease(uow_factory, holder: str = "a"):
+    async with uow_factory() as uow:
+        taken = await uow.leases.acquire_or_renew("scheduler", holder, NOW, timedelta(seconds=10))
+        await uow.commit()
+    assert taken is not None
+    return taken.fence
+
+
+async def write(uow_factory, outcomes, fence) -> int:
+    async with uow_factory() as uow:
+        bound = await write_outcomes(uow, outcomes, fence=fence, now=NOW)
+        await uow.commit()
+    return bound
+
+
+def scheduled_world(objects: list[ApiObject]) -> GangScheduler:
+    world = GangScheduler(clock=lambda: NOW.timestamp())
+    world.load(objects, {})
+    return world
+
+
+async def test_a_bound_gang_writes_one_pods_bound_its_bindings_condition_and_placement(uow_factory):
+    group = podgroup("g", min_count=4, topology_key=RACK_KEY)
+    objects = [*cluster(SMALL), workload(), group, *gang("g", 4, gpus=2)]
+    await store(uow_factory, objects)
+    fence = await lease(uow_factory)
+    outcomes = scheduled_world(objects).run_pass(NOW.timestamp())
+
+    assert await write(uow_factory, outcomes, fence) == 4
+
+    async with uow_factory() as uow:
+        story = [e.envelope for e in await uow.events.by_correlation(group.uid)]
+        bindings = await uow.bindings.list_for_podgroup(group.uid)
+        condition = await uow.conditions.get(group.uid, "PodGroupScheduled")
+        stored = await uow.objects.get("PodGroup", "ml", "g")
+    assert [e.type for e in story] == [
+        "podgroup.cycle.started",
+        "podgroup.cycle.placed",
+        "pods.bound",
+        "podgroup.scheduled",
+    ]
+    assert [e.causation_id for e in story[1:]] == [str(e.event_id) for e in story[:-1]]
+    assert len(story[2].payload["pods"]) == 4
+    assert story[2].payload["epoch"] == fence.epoch
+    assert len(bindings) == 4
+    assert (condition.status, condition.reason, condition.owner) == ("True", "Scheduled", "scheduler")
+    assert stored.status["placement"]["domain"]["key"] == RACK_KEY
+    assert len(stored.status["placement"]["pods"]) == 4
+
+
+async def test_an_unschedulable_gang_writes_the_reason_and_a_false_condition(uow_factory):
+    group = podgroup("g", min_count=5)
+    objects = [*cluster(SMALL), workload(), group, *gang("g", 5, gpus=8)]
+    await store(uow_factory, objects)
+    fence = await lease(uow_factory)
+
+    await write(uow_factory, scheduled_world(objects).run_pass(NOW.timestamp()), fence)
+
+    async with uow_factory() as uow:
+        story = [e.envelope for e in await uow.events.by_correlation(group.uid)]
+        condition = await uow.conditions.get(group.uid, "PodGroupScheduled")
+    assert [e.type for e in story] == ["podgroup.cycle.started", "podgroup.unschedulable"]
+    assert story[1].payload["message"] == (
+        "0/4 nodes are available. only 4 of the 5 pods the gang needs fit."
+    )
+    assert (condition.status, condition.reason) == ("False", "Unschedulable")
+
+
+async def test_a_binding_under_a_stale_epoch_is_refused(uow_factory):
+    objects = [*cluster(SMALL), workload(), podgroup("g", min_count=1), *gang("g", 1)]
+    await store(uow_factory, objects)
+    stale = await lease(uow_factory, "a")
+    async with uow_factory() as uow:
+        await uow.leases.release("scheduler", "a", NOW)
+        await uow.commit()
+    await lease(uow_factory, "b")
+
+    with pytest.raises(StaleEpochError):
+        await write(uow_factory, scheduled_world(objects).run_pass(NOW.timestamp()), stale)
+
+
+async def test_a_new_leader_loads_the_world_with_its_bindings(uow_factory):
+    objects = [*cluster(SMALL), workload(), podgroup("g", min_count=2), *gang("g", 2, gpus=8)]
+    await store(uow_factory, objects)
+    fence = await lease(uow_factory)
+    await write(uow_factory, scheduled_world(objects).run_pass(NOW.timestamp()), fence)
+
+    async with uow_factory() as uow:
+        world = await load_world(uow)
+    successor = GangScheduler(clock=lambda: NOW.timestamp())
+    successor.load(world.objects, world.bindings)
+
+    assert len(world.bindings) == 2
+    assert successor.run_pass(NOW.timestamp()) == []
+    free = sum(node.count("gpu.example.com") for node in successor.snapshot.node_states())
+    assert free == 16
