@@ -46,3 +46,5 @@ async def start_broker(broker: NatsBroker, consumers: Sequence[EventConsumer] = 
     for consumer in consumers:
         await consumer.ensure(js)
     await broker.start()
+    for consumer in consumers:
+        await consumer.start()

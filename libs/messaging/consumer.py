@@ -3,12 +3,14 @@ subscriber so it runs the same on a real server and under `TestNatsBroker`."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Protocol
 
+import nats.errors
 from faststream import AckPolicy, Context
 from faststream.message import StreamMessage
 from faststream.nats import JStream, NatsBroker, PullSub
@@ -80,6 +82,7 @@ class EventConsumer:
         retry_delay: Callable[[int], float] = exponential_backoff,
         fetch_timeout_s: float = 1.0,
         payload_parser: Callable[[Envelope], EventPayload] = parse_payload,
+        batch_size: int = 1,
     ) -> None:
         if not subjects:
             raise ValueError("a consumer needs at least one subject")
@@ -94,6 +97,8 @@ class EventConsumer:
         self._retry_delay = retry_delay
         self._payload_parser = payload_parser
         self._broker: NatsBroker | None = None
+        self.batch_size = batch_size
+        self._pull_task: asyncio.Task[None] | None = None
 
     async def ensure(self, js: JetStreamContext) -> None:
         """Create the durable consumer, or update it to this configuration (new subjects, ack wait).
@@ -112,6 +117,8 @@ class EventConsumer:
         (faststream only catches nats' TimeoutError and restarts its consume task with a backoff).
         """
         self._broker = broker
+        if self.batch_size > 1:
+            return  # the batched pull loop starts in start(), once the broker is connected
 
         async def on_message(message: StreamMessage[Msg] = Context("message")) -> None:
             await self._process_or_release(message.raw_message)
@@ -127,6 +134,84 @@ class EventConsumer:
             title=f"{self.name}:consume",
             description=f"Durable consumer {self.name} of {', '.join(self.subjects)}",
         )(on_message)
+
+    async def start(self) -> None:
+        """Start the batched pull loop (batch_size > 1); a no-op for faststream-driven consumers."""
+        if self.batch_size <= 1 or self._pull_task is not None:
+            return
+        if self._broker is None:
+            raise RuntimeError(f"consumer {self.name} is not subscribed to a broker")
+        subscription = await self._broker.connection.jetstream().pull_subscribe_bind(
+            durable=self.name, stream=self.stream
+        )
+        self._pull_task = asyncio.create_task(self._pull_loop(subscription), name=f"consume-{self.name}")
+
+    async def stop(self) -> None:
+        """Stop the batched pull loop; its subscription is closed first so a drain never hangs."""
+        if self._pull_task is None:
+            return
+        self._pull_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._pull_task
+        self._pull_task = None
+
+    async def _pull_loop(self, subscription: JetStreamContext.PullSubscription) -> None:
+        try:
+            while True:
+                try:
+                    messages = await subscription.fetch(self.batch_size, timeout=self.fetch_timeout_s)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    continue
+                try:
+                    await self.process_batch(messages)
+                except Exception:
+                    log.exception("%s: a batch could not be settled; releasing it", self.name)
+                    for msg in messages:
+                        with contextlib.suppress(Exception):
+                            await msg.nak(delay=self._retry_delay(delivery_of(msg).attempt))
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+
+    async def process_batch(self, messages: Sequence[Msg]) -> list[ConsumeOutcome]:
+        """Handle fetched messages in stream order in ONE unit of work, then ack them all.
+
+        Malformed messages go to the DLQ first. If any handler raises, the whole transaction is rolled back and
+        the messages are handled one by one (`process`), so a poison message is retried and dead-lettered alone
+        while the others still land. Handlers must therefore tolerate being called again after a rollback.
+        """
+        good: list[tuple[Msg, Envelope, EventPayload]] = []
+        outcomes: dict[int, ConsumeOutcome] = {}
+        for index, msg in enumerate(messages):
+            try:
+                envelope, payload = self._parse(msg.data)
+            except MalformedEvent as exc:
+                await self._dead_letter(msg, delivery_of(msg), exc.reason, str(exc))
+                outcomes[index] = ConsumeOutcome.DEAD_LETTERED
+                continue
+            good.append((msg, envelope, payload))
+        try:
+            duplicates = await self._handle_all([(e, p) for _, e, p in good])
+        except Exception:
+            log.warning("%s: a batch of %d failed; handling its messages one by one", self.name, len(good))
+            return [await self.process(msg) for msg in messages if msg in {m for m, _, _ in good}]
+        for (msg, _, _), duplicate in zip(good, duplicates, strict=True):
+            await msg.ack()
+            outcomes[messages.index(msg)] = (
+                ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
+            )
+        return [outcomes[i] for i in sorted(outcomes)]
+
+    async def _handle_all(self, events: Sequence[tuple[Envelope, EventPayload]]) -> list[bool]:
+        duplicates = []
+        async with self._uow_factory() as uow:
+            for envelope, payload in events:
+                seen = await uow.inbox.seen(self.name, envelope.event_id)
+                if not seen:
+                    await self._handler(envelope, payload, uow)
+                duplicates.append(seen)
+            await uow.commit()
+        return duplicates
 
     async def process(self, msg: Msg) -> ConsumeOutcome:
         """Handle one delivered message and settle it (ack, nak, or dead-letter and ack)."""

@@ -23,6 +23,8 @@ async def running(broker: NatsBroker, *consumers: EventConsumer) -> AsyncIterato
     try:
         yield broker
     finally:
+        for consumer in consumers:
+            await consumer.stop()
         await broker.stop()
 
 

@@ -1,0 +1,85 @@
+"""The batched pull consumer: many events per transaction, in stream order, poison isolated."""
+
+from __future__ import annotations
+
+from nats.js import JetStreamContext
+
+from libs.events.catalogue import DLQ_STREAM
+from libs.messaging.broker import make_broker
+from libs.messaging.consumer import EventConsumer
+from libs.messaging.dead_letters import REASON_HEADER
+from tests.conftest import SQLITE_ONLY
+from tests.integration.messaging.conftest import running, stream_messages
+from tests.integration.messaging.test_event_consumer import (
+    CONSUMER,
+    SUBJECT,
+    AdmitJob,
+    UowFactory,
+    job_submitted,
+    settled,
+)
+
+
+class CountingFactory:
+    """Counts the units of work a consumer opens, to show that a batch shares one transaction."""
+
+    def __init__(self, inner: UowFactory) -> None:
+        self.inner = inner
+        self.opened = 0
+
+    def __call__(self):  # type: ignore[no-untyped-def]
+        self.opened += 1
+        return self.inner()
+
+
+def batched(handler: AdmitJob, uow_factory, *, max_deliver: int = 5) -> EventConsumer:  # type: ignore[no-untyped-def]
+    return EventConsumer(
+        name=CONSUMER,
+        subjects=[SUBJECT],
+        handler=handler,
+        uow_factory=uow_factory,
+        max_deliver=max_deliver,
+        retry_delay=lambda attempt: 0.0,
+        batch_size=64,
+        fetch_timeout_s=0.2,
+    )
+
+
+async def test_a_batch_is_handled_in_stream_order_in_few_transactions(
+    nats_url: str, js: JetStreamContext, uow_factory: UowFactory
+) -> None:
+    envelopes = [job_submitted(f"req-{i:03d}") for i in range(100)]
+    for envelope in envelopes:
+        await js.publish(SUBJECT, envelope.to_bytes())
+    handler = AdmitJob()
+    counting = CountingFactory(uow_factory)
+    broker = make_broker(nats_url, "admission")
+    consumer = batched(handler, counting)
+    consumer.subscribe(broker)
+    async with running(broker, consumer):
+        await settled(js, 100)
+    assert handler.calls == [e.event_id for e in envelopes]
+    assert counting.opened <= 10
+    async with uow_factory() as uow:
+        assert len(await uow.objects.find("Job")) == 100
+
+
+@SQLITE_ONLY
+async def test_a_poison_event_in_a_batch_is_dead_lettered_alone(
+    nats_url: str, js: JetStreamContext, uow_factory: UowFactory
+) -> None:
+    good = [job_submitted(f"ok-{i}") for i in range(5)]
+    await js.publish(SUBJECT, good[0].to_bytes())
+    await js.publish(SUBJECT, b"{not json")
+    for envelope in good[1:]:
+        await js.publish(SUBJECT, envelope.to_bytes())
+    handler = AdmitJob(failures=1)  # the first handler call of the batch fails: the batch falls back
+    broker = make_broker(nats_url, "admission")
+    consumer = batched(handler, uow_factory, max_deliver=2)
+    consumer.subscribe(broker)
+    async with running(broker, consumer):
+        await settled(js, 6)
+    dead = await stream_messages(js, DLQ_STREAM)
+    assert [m.headers[REASON_HEADER] for m in dead] == ["MalformedEnvelope"]
+    async with uow_factory() as uow:
+        assert len(await uow.objects.find("Job")) == 5
