@@ -29,11 +29,10 @@ from libs.events.rpc import (
     GetReply,
     GetRequest,
 )
-from libs.messaging.broker import jetstream, make_broker
+from libs.messaging.broker import jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
-from libs.messaging.streams import ensure_streams
 from libs.runtime.health import beat_forever, health_file
 from libs.runtime.settings import PodwaySettings
 from services.admission import queries
@@ -83,29 +82,32 @@ class AdmissionService:
         serve_rpc(self.broker, RpcSubject.ADMISSION_DELETE, self.on_delete, queue="admission")
         serve_rpc(self.broker, RpcSubject.ADMISSION_GET, self.on_get, queue="admission")
         serve_rpc(self.broker, RpcSubject.ADMISSION_EVENTS, self.on_events, queue="admission")
-        EventConsumer(
-            name="admission-jobs",
-            subjects=[EventType.JOB_SUBMITTED.subject],
-            handler=self.on_job_submitted,
-            uow_factory=self.uow,
-        ).subscribe(self.broker)
-        EventConsumer(
-            name="admission-pod-lifecycle",
-            subjects=[
-                EventType.PODS_SUCCEEDED.subject,
-                EventType.PODS_FAILED.subject,
-                EventType.OBJECT_DELETED.subject,
-            ],
-            handler=self.on_pods_finished,
-            uow_factory=self.uow,
-        ).subscribe(self.broker)
+        self.consumers = [
+            EventConsumer(
+                name="admission-jobs",
+                subjects=[EventType.JOB_SUBMITTED.subject],
+                handler=self.on_job_submitted,
+                uow_factory=self.uow,
+                batch_size=32,
+            ),
+            EventConsumer(
+                name="admission-pod-lifecycle",
+                subjects=[
+                    EventType.PODS_SUCCEEDED.subject,
+                    EventType.PODS_FAILED.subject,
+                    EventType.OBJECT_DELETED.subject,
+                ],
+                handler=self.on_pods_finished,
+                uow_factory=self.uow,
+                batch_size=64,
+            ),
+        ]
+        for consumer in self.consumers:
+            consumer.subscribe(self.broker)
 
     async def start(self) -> None:
-        await self.broker.connect()
-        js = jetstream(self.broker)
-        await ensure_streams(js)
-        self.relay = OutboxRelay(self.uow, js, clock=self.clock)
-        await self.broker.start()
+        await start_broker(self.broker, self.consumers)
+        self.relay = OutboxRelay(self.uow, jetstream(self.broker), clock=self.clock)
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.batcher.run(), name="apply-batcher"),
@@ -121,6 +123,8 @@ class AdmissionService:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for consumer in self.consumers:
+            await consumer.stop()
         await self.broker.stop()
         await self.engine.dispose()
 
