@@ -112,9 +112,9 @@ async def test_vertex_stream_cut_short_is_an_explicit_error(
 async def test_slow_first_chunk_fails_over_before_anything_reaches_the_caller(
     make_router: RouterFactory, emulators: RunningEmulators
 ) -> None:
-    router = make_router(GEMINI_FIRST, feature={"first_byte_timeout_ms": 100})
+    router = make_router(GEMINI_FIRST, feature={"first_byte_timeout_ms": 300})
     await router.infer(ask(feature="channel-recap"))  # the first call of a client opens its connection pool
-    emulators.vertex.set_latency(GEMINI_FLASH, ttft_ms=2000)
+    emulators.vertex.set_latency(GEMINI_FLASH, ttft_ms=5000)
     texts, [result] = await collect(router, ask(stream=True))
     assert result.provider == "bedrock"
     assert [a.reason for a in result.attempts[:2]] == [FailureReason.TIMEOUT, FailureReason.TIMEOUT]
