@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,48 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_age(text: str) -> timedelta:
+    """`30d`, `12h`, `45m`, `90s` -> a timedelta; anything else is a ValueError naming the format."""
+    units = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        raise ValueError(f"invalid age {text!r}: use a number and one of d, h, m, s (e.g. 30d)")
+    return timedelta(**{units[text[-1]]: int(text[:-1])})
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    """Delete audit events, published outbox rows and inbox marks older than the given age."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from libs.db.engine import create_engine, create_session_factory
+    from libs.db.retention import delete_events_older_than
+    from libs.db.uow import unit_of_work_factory
+
+    try:
+        cutoff = datetime.now(UTC) - parse_age(args.older_than)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    settings = settings_from(args)
+    info = running_stack(settings)
+    url = settings.database_url or (info.database_url if info else settings.resolved_database_url())
+
+    async def run() -> None:
+        engine = create_engine(url)
+        try:
+            async with unit_of_work_factory(create_session_factory(engine))() as uow:
+                report = await delete_events_older_than(uow, cutoff)
+        finally:
+            await engine.dispose()
+        print(
+            f"deleted {report.events} events, {report.outbox} outbox rows, {report.inbox} inbox marks "
+            f"older than {cutoff.isoformat(timespec='seconds')}"
+        )
+
+    asyncio.run(run())
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from libs.client.demo import main as demo_main
 
@@ -150,6 +193,10 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     )
     demo.add_argument("--data-dir", type=Path, default=None, help="keep the demo's data here (default: temp)")
     demo.set_defaults(handler=cmd_demo)
+    gc = sub.add_parser("gc", help="delete audit events older than an age (explicit retention)")
+    common(gc)
+    gc.add_argument("--older-than", required=True, help="e.g. 30d, 12h")
+    gc.set_defaults(handler=cmd_gc)
     mig = sub.add_parser("migrate", help="upgrade the database (or --downgrade REV, --revision MSG)")
     common(mig)
     mig.add_argument("--downgrade", default=None)

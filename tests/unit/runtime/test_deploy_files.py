@@ -1,0 +1,60 @@
+"""docker-compose.yml cannot run here (no Docker engine): check it statically against the project."""
+
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from libs.client.commands.stack import parse_age
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def console_scripts() -> set[str]:
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"])
+
+
+def test_every_compose_command_is_a_console_script_of_the_project():
+    for name, service in compose()["services"].items():
+        command = service.get("command")
+        if name in ("nats", "postgres"):
+            continue
+        assert command, f"{name} has no command"
+        assert command[0] in console_scripts(), f"{name} runs {command[0]}, not a Podway entry point"
+
+
+def test_every_podway_service_reaches_nats_and_the_database_after_migrating():
+    services = compose()["services"]
+    for name, service in services.items():
+        if name in ("nats", "postgres"):
+            continue
+        env = service.get("environment", {})
+        assert env.get("PODWAY_NATS_URL", "").startswith("nats://nats:")
+        assert "@postgres:5432/" in env.get("PODWAY_DATABASE_URL", "")
+        for dependency in service.get("depends_on", {}):
+            assert dependency in services, f"{name} depends on unknown {dependency}"
+        if name != "migrate":
+            assert service["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_every_service_module_in_the_repository_is_deployed():
+    deployed = {s["command"][0] for n, s in compose()["services"].items() if n not in ("nats", "postgres")}
+    for service_dir in sorted((ROOT / "services").iterdir()):
+        if (service_dir / "main.py").exists() and (service_dir / "app.py").exists():
+            assert f"podway-{service_dir.name.replace('_', '-')}" in deployed, service_dir.name
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30d", 30 * 86400), ("12h", 43200), ("45m", 2700), ("9s", 9)])
+def test_retention_ages_parse(text, seconds):
+    assert parse_age(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "d", "3x", "1.5h", "-1d"])
+def test_a_bad_retention_age_is_refused(text):
+    with pytest.raises(ValueError, match="invalid age"):
+        parse_age(text)
