@@ -29,13 +29,14 @@ from libs.events.rpc import (
     GetReply,
     GetRequest,
 )
+from libs.events.scheduling import PodsFailed, PodsRunning, PodsSucceeded
 from libs.messaging.broker import jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
 from libs.runtime.health import beat_forever, health_file
 from libs.runtime.settings import PodwaySettings
-from services.admission import queries
+from services.admission import jobs, queries
 from services.admission.batcher import ApplyBatcher
 from services.admission.store import known_from_stored, load_view, write_decision
 
@@ -93,11 +94,12 @@ class AdmissionService:
             EventConsumer(
                 name="admission-pod-lifecycle",
                 subjects=[
+                    EventType.PODS_RUNNING.subject,
                     EventType.PODS_SUCCEEDED.subject,
                     EventType.PODS_FAILED.subject,
                     EventType.OBJECT_DELETED.subject,
                 ],
-                handler=self.on_pods_finished,
+                handler=self.on_pod_lifecycle,
                 uow_factory=self.uow,
                 batch_size=64,
             ),
@@ -194,8 +196,13 @@ class AdmissionService:
             await uow.commit()
         return ApplyReply(request_id=request.request_id, results=decision.results)
 
-    async def on_pods_finished(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
-        """Pods finishing may release PodGroups that wait to be deleted."""
+    async def on_pod_lifecycle(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
+        """Pods changing phase keep their Jobs' status current and may release PodGroups waiting to be
+        deleted."""
+        if isinstance(payload, PodsRunning | PodsSucceeded | PodsFailed):
+            await jobs.refresh_job_status(uow, payload.pods, now=self.clock())
+        if isinstance(payload, PodsRunning):
+            return
         marked = [known_from_stored(o) for o in await uow.objects.find("PodGroup") if o.deletion_requested_at]
         if not marked:
             return

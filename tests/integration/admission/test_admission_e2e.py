@@ -1,6 +1,7 @@
 """Admission end to end: a real nats-server, the real service, the Python client, on both databases."""
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from libs.api.manifests import load_documents
 from libs.client.client import PodwayClient
 from libs.events.envelope import Envelope
+from libs.events.scheduling import PodRef, PodsFailed, PodsSucceeded
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from tests.support import eventually
@@ -114,3 +116,38 @@ async def test_deleting_a_podgroup_with_running_pods_waits_for_them(stack):
         lambda: client.get("PodGroup", "llm-train-worker-0", namespace="ml"), lambda groups: groups == []
     )
     assert remaining == []
+
+
+async def _finish_pods(service: AdmissionService, names: list[str], phase: str) -> None:
+    """What the node agent does: write the pods' phase and emit the lifecycle event in one transaction."""
+    async with service.uow() as uow:
+        refs = []
+        for name in names:
+            pod = await uow.objects.get("Pod", "ml", name)
+            assert pod is not None
+            await uow.objects.update_status("Pod", "ml", name, {"phase": phase})
+            refs.append(PodRef(namespace="ml", name=name, uid=pod.uid, node="n1"))
+        payload = PodsSucceeded(pods=refs) if phase == "Succeeded" else PodsFailed(pods=refs, reason="Error")
+        uow.emit(
+            Envelope.wrap(payload, producer="node-agent", correlation_id="c", occurred_at=datetime.now(UTC))
+        )
+        await uow.commit()
+
+
+async def test_a_jobs_status_follows_its_pods_to_completion(stack):
+    service, client = stack
+    await client.apply(example("01-priorityclasses.yaml") + example("05-indexed-job.yaml"))
+    names = [f"finetune-worker-0-{i}" for i in range(8)]
+    await _finish_pods(service, names[:3], "Succeeded")
+    (job,) = await eventually(
+        lambda: client.get("Job", "finetune", "ml"),
+        lambda jobs: (jobs[0].get("status") or {}).get("succeeded") == 3,
+    )
+    assert job["status"]["active"] == 5
+    assert job["status"]["completedIndexes"] == "0-2"
+    await _finish_pods(service, names[3:], "Succeeded")
+    (job,) = await eventually(
+        lambda: client.get("Job", "finetune", "ml"),
+        lambda jobs: bool((jobs[0].get("status") or {}).get("conditions")),
+    )
+    assert job["status"]["conditions"][0]["type"] == "Complete"

@@ -7,6 +7,7 @@ import pytest
 from libs.api.manifests import load_documents
 from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
+from libs.core.admission.jobs import compress_indexes, job_status
 from libs.core.admission.model import AdmissionView, KnownObject
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
@@ -192,3 +193,49 @@ def test_deleting_a_job_removes_what_it_generated():
 def test_deleting_something_missing_answers_not_found():
     decision = decide_delete(("Pod", "ml", "ghost"), AdmissionView(), [], "req", [])
     assert decision.results[0].outcome == "not_found"
+
+
+def _job_view() -> tuple[AdmissionView, KnownObject, list[KnownObject]]:
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml") + example("05-indexed-job.yaml"))
+    job = view.get(("Job", "ml", "finetune"))
+    pods = sorted((o for o in view.objects.values() if o.kind == "Pod"), key=lambda p: p.name)
+    return view, job, pods
+
+
+def test_job_status_counts_its_pods_and_completes_with_its_indexes():
+    _, job, pods = _job_view()
+    status = job_status(job, pods, now="t1")
+    assert (status["active"], status["succeeded"], status["failed"]) == (8, 0, 0)
+    assert "conditions" not in status
+    done = [_with_phase(p, "Succeeded") for p in pods[:5]] + pods[5:]
+    partial = job_status(job, done, now="t2")
+    assert partial["completedIndexes"] == "0-4"
+    finished = job_status(job, [_with_phase(p, "Succeeded") for p in pods], now="t3")
+    assert finished["conditions"] == [{"type": "Complete", "status": "True", "lastTransitionTime": "t3"}]
+    assert finished["completedIndexes"] == "0-7"
+
+
+def test_a_job_fails_past_its_backoff_limit_but_preempted_pods_do_not_count():
+    _, job, pods = _job_view()
+    preempted = [
+        KnownObject(
+            p.kind,
+            p.namespace,
+            p.name,
+            p.uid,
+            p.resource_version,
+            {**p.manifest, "status": {"phase": "Failed", "reason": "DisruptionTarget"}},
+        )
+        for p in pods
+    ]
+    assert "conditions" not in job_status(job, preempted, now="t")
+    failed = [_with_phase(p, "Failed") for p in pods[:3]] + pods[3:]  # backoffLimit is 2
+    status = job_status(job, failed, now="t")
+    assert status["failed"] == 3
+    assert status["conditions"][0]["reason"] == "BackoffLimitExceeded"
+
+
+def test_completed_indexes_are_compressed_into_ranges():
+    assert compress_indexes([8, 0, 1, 2, 5, 7]) == "0-2,5,7-8"
+    assert compress_indexes([]) == ""

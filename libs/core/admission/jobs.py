@@ -1,0 +1,76 @@
+"""Job controller phase 1, status side: a Job's status derived from the pods it owns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from libs.api.jobs import COMPLETION_INDEX
+from libs.core.admission.delete import owned_by
+from libs.core.admission.model import KnownObject, Manifest
+
+# Pods evicted by preemption end Failed with this reason; they do not count against backoffLimit (as a
+# podFailurePolicy ignoring DisruptionTarget would).
+DISRUPTION_REASON = "DisruptionTarget"
+
+
+def _phase(pod: KnownObject) -> str:
+    return str((pod.manifest.get("status") or {}).get("phase") or "Pending")
+
+
+def _counts_as_failure(pod: KnownObject) -> bool:
+    return _phase(pod) == "Failed" and (pod.manifest.get("status") or {}).get("reason") != DISRUPTION_REASON
+
+
+def compress_indexes(indexes: list[int]) -> str:
+    """`[0, 1, 2, 5, 7, 8]` -> `"0-2,5,7-8"`, as Job `status.completedIndexes` writes them."""
+    ranges: list[str] = []
+    for index in sorted(set(indexes)):
+        if ranges and ranges[-1].split("-")[-1] == str(index - 1):
+            start = ranges[-1].split("-")[0]
+            ranges[-1] = f"{start}-{index}"
+        else:
+            ranges.append(str(index))
+    return ",".join(ranges)
+
+
+def job_status(job: KnownObject, pods: list[KnownObject], *, now: str) -> Manifest:
+    """The status of `job` from the pods it controls: active / succeeded / failed counts, completed indexes,
+    and the `Complete` or `Failed` condition once reached (kept, with its time, once set)."""
+    spec = job.manifest.get("spec") or {}
+    old: dict[str, Any] = job.manifest.get("status") or {}
+    mine = owned_by(job, pods)
+    succeeded = [p for p in mine if _phase(p) == "Succeeded"]
+    status: dict[str, Any] = {
+        "active": sum(1 for p in mine if _phase(p) in ("Pending", "Running")),
+        "succeeded": len(succeeded),
+        "failed": sum(1 for p in mine if _counts_as_failure(p)),
+    }
+    if spec.get("completionMode") == "Indexed":
+        indexes = [
+            int(i)
+            for p in succeeded
+            if (i := (p.manifest["metadata"].get("annotations") or {}).get(COMPLETION_INDEX)) is not None
+        ]
+        if indexes:
+            status["completedIndexes"] = compress_indexes(indexes)
+    conditions = list(old.get("conditions") or [])
+    finished = {c.get("type") for c in conditions if c.get("status") == "True"}
+    completions = int(spec.get("completions") or spec.get("parallelism") or 1)
+    if not finished and status["succeeded"] >= completions:
+        conditions.append({"type": "Complete", "status": "True", "lastTransitionTime": now})
+        status["completionTime"] = now
+    elif not finished and status["failed"] > int(spec.get("backoffLimit", 6)):
+        conditions.append(
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "Job has reached the specified backoff limit",
+                "lastTransitionTime": now,
+            }
+        )
+    if conditions:
+        status["conditions"] = conditions
+    if "completionTime" in old:
+        status["completionTime"] = old["completionTime"]
+    return status

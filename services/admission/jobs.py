@@ -1,0 +1,30 @@
+"""Keeping Job status current as the pods it owns change phase."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from libs.core.admission.jobs import job_status
+from libs.db.ports import UnitOfWork
+from libs.events.scheduling import PodRef
+from services.admission.store import iso, known_from_stored
+
+
+async def refresh_job_status(uow: UnitOfWork, pods: Iterable[PodRef], *, now: datetime) -> None:
+    """Recompute the status of every Job that owns one of `pods`."""
+    keys = {("Pod", p.namespace, p.name) for p in pods}
+    owners: set[tuple[str, str]] = set()
+    for pod in await uow.objects.get_many(keys):
+        for ref in pod.metadata.get("ownerReferences") or []:
+            if ref.get("kind") == "Job" and ref.get("controller"):
+                owners.add((pod.namespace, str(ref.get("name"))))
+    for namespace, name in sorted(owners):
+        stored = await uow.objects.get("Job", namespace, name)
+        if stored is None:
+            continue
+        job = known_from_stored(stored)
+        siblings = [known_from_stored(o) for o in await uow.objects.find("Pod", namespace)]
+        status = job_status(job, siblings, now=iso(now))
+        if status != stored.status:
+            await uow.objects.update_status("Job", namespace, name, status)
