@@ -1,0 +1,337 @@
+"""The node agent: a simulated kubelet (like KWOK) for a whole cluster of nodes.
+
+It registers its Nodes and ResourceSlices through admission, like any API client; runs the pods bound to
+its nodes (phase Running, then Succeeded after `podway.io/run-seconds` divided by the time compression);
+and stops evicted pods (phase Failed, reason DisruptionTarget). Pod status is the node agent's to write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from libs.api.annotations import run_seconds
+from libs.client.client import PodwayClient
+from libs.db.engine import create_engine, create_session_factory
+from libs.db.ports import UnitOfWork
+from libs.db.records import StoredObject
+from libs.db.uow import unit_of_work_factory
+from libs.events.catalogue import EventType
+from libs.events.envelope import AggregateRef, Envelope, EventPayload
+from libs.events.scheduling import PodRef, PodsBound, PodsEvicted, PodsFailed, PodsRunning, PodsSucceeded
+from libs.messaging.broker import jetstream, make_broker, start_broker
+from libs.messaging.consumer import EventConsumer
+from libs.messaging.relay import OutboxRelay
+from libs.messaging.rpc import RpcTimeout, RpcUnavailable
+from libs.runtime.health import beat_forever, health_file
+from services.node_agent.runtime import PodRuntime, RunningPod
+from services.node_agent.settings import NodeAgentSettings
+
+log = logging.getLogger(__name__)
+
+PRODUCER = "node-agent"
+DISRUPTION_TARGET = "DisruptionTarget"
+REGISTER_CHUNK = 256
+REGISTER_PATIENCE_S = 60.0
+Clock = Callable[[], datetime]
+PodGroupKey = tuple[str, str, str]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class NodeAgentService:
+    """`start()` / `stop()`. `clock` drives pod run times, so tests move time instead of waiting for it;
+    `manifests` overrides the cluster the settings describe."""
+
+    def __init__(
+        self,
+        settings: NodeAgentSettings,
+        *,
+        clock: Clock = utc_now,
+        tick_s: float = 0.05,
+        manifests: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
+        if not settings.nats_url:
+            raise ValueError("the node agent needs PODWAY_NATS_URL")
+        self.settings = settings
+        self.clock = clock
+        self.tick_s = tick_s
+        self.manifests = list(manifests) if manifests is not None else settings.cluster_manifests()
+        self.nodes = {doc["metadata"]["name"] for doc in self.manifests if doc.get("kind") == "Node"}
+        self.engine = create_engine(settings.resolved_database_url())
+        self.sessions = create_session_factory(self.engine)
+        self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
+        self.broker = make_broker(settings.nats_url, f"node-agent-{settings.instance}")
+        self.consumer = EventConsumer(
+            name=f"node-agent-{settings.instance}",
+            subjects=[EventType.PODS_BOUND.subject, EventType.PODS_EVICTED.subject],
+            handler=self.on_event,
+            uow_factory=self.uow,
+        )
+        self.consumer.subscribe(self.broker)
+        self.relay: OutboxRelay | None = None
+        self.runtime = PodRuntime()
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _kick_relay(self) -> None:
+        if self.relay is not None:
+            self.relay.kick()
+
+    async def start(self) -> None:
+        await self.register()
+        await self.restore()
+        await start_broker(self.broker, [self.consumer])
+        self.relay = OutboxRelay(self.uow, jetstream(self.broker), clock=self.clock)
+        self._tasks = [
+            asyncio.create_task(self.relay.run(), name="outbox-relay"),
+            asyncio.create_task(self._run_timers(), name="pod-timers"),
+        ]
+        if self.settings.data_dir:
+            beacon = health_file(Path(self.settings.run_dir), "node_agent")
+            self._tasks.append(asyncio.create_task(beat_forever(beacon), name="health"))
+        log.info("node agent ready", extra={"nodes": len(self.nodes), "running": len(self.runtime)})
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.broker.stop()
+        await self.engine.dispose()
+
+    def wake(self) -> None:
+        """Check the pod timers now (e.g. after a test moved the clock)."""
+        self._wake.set()
+
+    # -- registration -----------------------------------------------------------------------------------
+
+    async def register(self) -> None:
+        """Apply the cluster's Nodes and ResourceSlices through admission (waiting for it to answer)."""
+        assert self.settings.nats_url is not None
+        async with PodwayClient(self.settings.nats_url, timeout_s=60, name="node-agent") as client:
+            for start in range(0, len(self.manifests), REGISTER_CHUNK):
+                chunk = self.manifests[start : start + REGISTER_CHUNK]
+                reply = await self._apply_when_admission_answers(client, chunk)
+                for result in reply.results:
+                    if result.outcome == "rejected":
+                        log.error("registration rejected: %s", result.message)
+
+    async def _apply_when_admission_answers(self, client: PodwayClient, chunk: list[dict[str, Any]]) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REGISTER_PATIENCE_S
+        while True:
+            try:
+                return await client.apply(chunk)
+            except (RpcUnavailable, RpcTimeout):
+                if loop.time() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    async def restore(self) -> None:
+        """After a restart, keep running the pods that were running on this agent's nodes."""
+        async with self.uow() as uow:
+            pods = {pod.uid: pod for pod in await uow.objects.find("Pod")}
+            for node in sorted(self.nodes):
+                for binding in await uow.bindings.list_for_node(node):
+                    stored = pods.get(binding.pod_uid)
+                    if stored is None or stored.status.get("phase") != "Running":
+                        continue
+                    group = _group_name(stored)
+                    podgroup = (
+                        (stored.namespace, group, binding.podgroup_uid)
+                        if group and binding.podgroup_uid
+                        else None
+                    )
+                    started = _timestamp(stored.status.get("startTime")) or self.clock().timestamp()
+                    self.runtime.run([self._running(stored, node, podgroup, started)])
+
+    # -- events -----------------------------------------------------------------------------------------
+
+    async def on_event(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
+        if isinstance(payload, PodsBound):
+            await self._start(envelope, payload, uow)
+        elif isinstance(payload, PodsEvicted):
+            await self._evict(envelope, payload, uow)
+
+    async def _start(self, envelope: Envelope, bound: PodsBound, uow: UnitOfWork) -> None:
+        mine = [placement for placement in bound.pods if placement.node in self.nodes]
+        if not mine:
+            return
+        group = bound.podgroup
+        if group is not None:
+            bindings = {b.pod_uid: b.node_name for b in await uow.bindings.list_for_podgroup(group.uid)}
+            keys = [("Pod", group.namespace, placement.pod) for placement in mine]
+            stored = {pod.uid: pod for pod in await uow.objects.get_many(keys)}
+        else:
+            bindings, stored = {}, {}
+            for placement in mine:
+                binding = await uow.bindings.get(placement.pod_uid)
+                pod = await uow.objects.get_by_uid(placement.pod_uid)
+                if binding is not None and pod is not None:
+                    bindings[placement.pod_uid], stored[placement.pod_uid] = binding.node_name, pod
+        now = self.clock()
+        podgroup = (group.namespace, group.name, group.uid) if group is not None else None
+        running: list[RunningPod] = []
+        for placement in mine:
+            pod = stored.get(placement.pod_uid)
+            if bindings.get(placement.pod_uid) != placement.node:
+                log.warning("pod %s has no binding to %s; not running it", placement.pod, placement.node)
+                continue
+            if pod is None or pod.status.get("phase", "Pending") != "Pending":
+                continue
+            status = {**pod.status, "phase": "Running", "startTime": iso(now)}
+            await uow.objects.update_status(
+                "Pod", pod.namespace, pod.name, status, expected_resource_version=pod.resource_version
+            )
+            running.append(self._running(pod, placement.node, podgroup, now.timestamp()))
+        if running:
+            refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in running]
+            uow.emit(self._envelope(PodsRunning(pods=refs), podgroup, running[0], now, envelope))
+            self.runtime.run(running)
+            self._wake.set()
+
+    async def _evict(self, envelope: Envelope, evicted: PodsEvicted, uow: UnitOfWork) -> None:
+        mine = [ref for ref in evicted.pods if ref.node in self.nodes or ref.uid in self.runtime]
+        if not mine:
+            return
+        now = self.clock()
+        stopped: list[tuple[StoredObject, str]] = []
+        for ref in mine:
+            self.runtime.stop(ref.uid)
+            pod = await uow.objects.get_by_uid(ref.uid)
+            if pod is None or pod.status.get("phase") in ("Succeeded", "Failed"):
+                continue
+            condition = {"type": DISRUPTION_TARGET, "status": "True", "reason": evicted.reason}
+            status = {
+                **pod.status,
+                "phase": "Failed",
+                "reason": DISRUPTION_TARGET,
+                "message": f"evicted: {evicted.reason}",
+                "conditions": [*pod.status.get("conditions", []), condition],
+            }
+            await uow.objects.update_status(
+                "Pod", pod.namespace, pod.name, status, expected_resource_version=pod.resource_version
+            )
+            stopped.append((pod, ref.node or ""))
+        if stopped:
+            group = evicted.podgroup
+            podgroup = (group.namespace, group.name, group.uid) if group is not None else None
+            refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=node) for p, node in stopped]
+            first = RunningPod(
+                refs[0].uid, refs[0].namespace, refs[0].name, refs[0].node or "", podgroup, None
+            )
+            uow.emit(
+                self._envelope(
+                    PodsFailed(pods=refs, reason=DISRUPTION_TARGET), podgroup, first, now, envelope
+                )
+            )
+
+    # -- finishing --------------------------------------------------------------------------------------
+
+    async def _run_timers(self) -> None:
+        while True:
+            now = self.clock().timestamp()
+            due = self.runtime.due(now)
+            if due:
+                try:
+                    await self._succeed(due)
+                except Exception:
+                    log.exception("recording %d finished pods failed; retrying", len(due))
+                    self.runtime.run(due)
+                    await asyncio.sleep(1.0)
+                continue
+            self._wake.clear()
+            timeout = self.tick_s
+            next_finish = self.runtime.next_finish()
+            if next_finish is not None:
+                timeout = max(0.0, min(timeout, next_finish - now))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _succeed(self, finished: Iterable[RunningPod]) -> None:
+        """Record pods that ran their time: phase Succeeded, one `pods.succeeded` per PodGroup."""
+        by_group: dict[PodGroupKey | None, list[RunningPod]] = {}
+        for pod in finished:
+            by_group.setdefault(pod.podgroup, []).append(pod)
+        now = self.clock()
+        async with self.uow() as uow:
+            for podgroup, pods in by_group.items():
+                stored = {
+                    p.uid: p for p in await uow.objects.get_many([("Pod", p.namespace, p.name) for p in pods])
+                }
+                done: list[RunningPod] = []
+                for pod in pods:
+                    current = stored.get(pod.uid)
+                    if current is None or current.status.get("phase") != "Running":
+                        continue
+                    status = {**current.status, "phase": "Succeeded", "finishedAt": iso(now)}
+                    await uow.objects.update_status(
+                        "Pod",
+                        pod.namespace,
+                        pod.name,
+                        status,
+                        expected_resource_version=current.resource_version,
+                    )
+                    done.append(pod)
+                if done:
+                    refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in done]
+                    uow.emit(self._envelope(PodsSucceeded(pods=refs), podgroup, done[0], now, None))
+            await uow.commit()
+
+    # -- helpers ----------------------------------------------------------------------------------------
+
+    def _running(
+        self, pod: StoredObject, node: str, podgroup: PodGroupKey | None, started_at: float
+    ) -> RunningPod:
+        seconds = run_seconds(pod.metadata.get("annotations") or {})
+        compression = self.settings.time_compression or 1.0
+        finishes_at = started_at + seconds / compression if seconds is not None else None
+        return RunningPod(pod.uid, pod.namespace, pod.name, node, podgroup, finishes_at)
+
+    def _envelope(
+        self,
+        payload: EventPayload,
+        podgroup: PodGroupKey | None,
+        pod: RunningPod,
+        now: datetime,
+        cause: Envelope | None,
+    ) -> Envelope:
+        if podgroup is not None:
+            namespace, name, uid = podgroup
+            subject = AggregateRef(kind="PodGroup", namespace=namespace, name=name, uid=uid)
+        else:
+            subject = AggregateRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
+        return Envelope.wrap(
+            payload,
+            producer=PRODUCER,
+            correlation_id=subject.uid or pod.uid,
+            occurred_at=now,
+            causation_id=str(cause.event_id) if cause is not None else None,
+            subject=subject,
+        )
+
+
+def _group_name(pod: StoredObject) -> str | None:
+    return (pod.spec.get("schedulingGroup") or {}).get("podGroupName") or None
+
+
+def _timestamp(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

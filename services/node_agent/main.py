@@ -1,0 +1,55 @@
+"""`podway-node-agent`: register a simulated cluster and run its pods until SIGINT/SIGTERM.
+
+`podway-node-agent --cluster deploy/examples/cluster-small.yaml`, or a generated shape:
+`podway-node-agent --zones 1 --blocks 2 --racks-per-block 4 --nodes-per-rack 8 --gpus-per-node 8`
+(the same settings are read from PODWAY_CLUSTER_FILE, PODWAY_CLUSTER_ZONES, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+from libs.runtime.logging import configure_logging
+from services.node_agent.app import NodeAgentService
+from services.node_agent.settings import NodeAgentSettings
+
+
+def parse_settings(argv: list[str] | None = None) -> NodeAgentSettings:
+    parser = argparse.ArgumentParser(prog="podway-node-agent", description=__doc__)
+    parser.add_argument("--cluster", type=Path, help="Node + ResourceSlice manifests (multi-document YAML)")
+    for name in ("zones", "blocks", "racks-per-block", "nodes-per-rack", "gpus-per-node"):
+        parser.add_argument(f"--{name}", type=int, help=f"generated cluster: {name.replace('-', ' ')}")
+    args = parser.parse_args(argv)
+    overrides: dict[str, object] = {}
+    if args.cluster is not None:
+        overrides["cluster_file"] = args.cluster
+    for name in ("zones", "blocks", "racks_per_block", "nodes_per_rack", "gpus_per_node"):
+        if getattr(args, name) is not None:
+            overrides[f"cluster_{name}"] = getattr(args, name)
+    return NodeAgentSettings(**overrides)  # type: ignore[arg-type]
+
+
+async def serve(settings: NodeAgentSettings) -> None:
+    service = NodeAgentService(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await service.start()
+    try:
+        await stop.wait()
+    finally:
+        await service.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    settings = parse_settings(argv)
+    configure_logging("node_agent", settings.log_level, settings.log_format)
+    asyncio.run(serve(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The simulated kubelet's pods: which run where, and when each finishes (a virtual timer per pod)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RunningPod:
+    """A pod this agent runs; `podgroup` is (namespace, name, uid) of its PodGroup, if it has one."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str
+    podgroup: tuple[str, str, str] | None
+    finishes_at: float | None
+
+
+class PodRuntime:
+    """Pods running on this agent's nodes and their finish times (seconds, on the agent's clock).
+
+    A pod without a run time runs until it is evicted. `due(now)` hands out the pods whose time has come,
+    each once; `stop` forgets a pod (evicted, or found finished).
+    """
+
+    def __init__(self) -> None:
+        self._pods: dict[str, RunningPod] = {}
+        self._timers: list[tuple[float, str]] = []
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._pods
+
+    def run(self, pods: Iterable[RunningPod]) -> None:
+        for pod in pods:
+            self._pods[pod.uid] = pod
+            if pod.finishes_at is not None:
+                heapq.heappush(self._timers, (pod.finishes_at, pod.uid))
+
+    def stop(self, uid: str) -> RunningPod | None:
+        return self._pods.pop(uid, None)
+
+    def due(self, now: float) -> list[RunningPod]:
+        finished: list[RunningPod] = []
+        while self._timers and self._timers[0][0] <= now:
+            finishes_at, uid = heapq.heappop(self._timers)
+            pod = self._pods.get(uid)
+            if pod is not None and pod.finishes_at == finishes_at:
+                finished.append(self._pods.pop(uid))
+        return finished
+
+    def next_finish(self) -> float | None:
+        while self._timers and self._timers[0][1] not in self._pods:
+            heapq.heappop(self._timers)
+        return self._timers[0][0] if self._timers else None

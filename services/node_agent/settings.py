@@ -1,0 +1,53 @@
+"""The node agent's settings: where its cluster comes from (a file, else a generated shape)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field
+
+from libs.cluster.generator import ClusterShape, generate_cluster
+from libs.runtime.settings import PodwaySettings
+
+REGISTERED_KINDS = ("Node", "ResourceSlice")
+
+
+class NodeAgentSettings(PodwaySettings):
+    """`PODWAY_CLUSTER_FILE` names a multi-document YAML of Node and ResourceSlice manifests; without it
+    the cluster is generated from `PODWAY_CLUSTER_ZONES`, `_BLOCKS`, `_RACKS_PER_BLOCK`, `_NODES_PER_RACK`
+    and `_GPUS_PER_NODE` (default: 64 nodes of 8 GPUs in 2 blocks of 4 racks)."""
+
+    cluster_file: Path | None = Field(default=None, description="Node + ResourceSlice manifests to register")
+    cluster_zones: int = 1
+    cluster_blocks: int = 2
+    cluster_racks_per_block: int = 4
+    cluster_nodes_per_rack: int = 8
+    cluster_gpus_per_node: int = 8
+
+    def shape(self) -> ClusterShape:
+        return ClusterShape(
+            zones=self.cluster_zones,
+            blocks=self.cluster_blocks,
+            racks_per_block=self.cluster_racks_per_block,
+            nodes_per_rack=self.cluster_nodes_per_rack,
+            gpus_per_node=self.cluster_gpus_per_node,
+        )
+
+    def cluster_manifests(self) -> list[dict[str, Any]]:
+        """The Nodes and ResourceSlices this agent registers, Nodes first."""
+        if self.cluster_file is not None:
+            docs = read_manifests(self.cluster_file)
+        else:
+            docs = generate_cluster(self.shape())
+        chosen = [doc for doc in docs if doc.get("kind") in REGISTERED_KINDS]
+        return sorted(chosen, key=lambda doc: REGISTERED_KINDS.index(doc["kind"]))
+
+
+def read_manifests(path: Path) -> list[dict[str, Any]]:
+    """The documents of a multi-document YAML file, parsed by libyaml (a 1,000-node cluster file is
+    ~8x faster to read than with the pure-Python parser)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    with path.open() as stream:
+        return [doc for doc in yaml.load_all(stream, Loader=loader) if isinstance(doc, dict)]
