@@ -1,0 +1,299 @@
+"""The LLM router's wire contract: its audit events, and the messages of its sync, async and feedback
+interfaces (ROUTER.md, "Interfaces").
+
+Every event of one inference request carries the request id as its correlation id, so one request's story is
+one query; breaker events are correlated by deployment name. Prompt and answer text never enter an event.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from libs.events.catalogue import EventType
+from libs.events.envelope import EventPayload, uuid7
+from libs.events.registry import event_model
+
+# Subjects the router serves besides the catalogue's RpcSubject.ROUTER_INFER and WorkSubject.INFERENCE.
+ROUTER_SCOREBOARD_SUBJECT = "podway.rpc.router.scoreboard"
+INFERENCE_FEEDBACK_SUBJECT = "podway.inference.feedback"
+
+# Streaming replies: every message to the caller's inbox names its frame in this header.
+STREAM_HEADER = "Podway-Stream"
+FRAME_CHUNK = "chunk"
+FRAME_END = "end"
+FRAME_ERROR = "error"
+Frame = Literal["chunk", "end", "error"]
+
+# Producer name of the router's events.
+ROUTER_PRODUCER = "llm_router"
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- audit events -----------------------------------------------------------------------------------------
+
+
+class _Move(EventPayload):
+    request_id: str = Field(description="The inference request (also the correlation id)")
+    feature: str = Field(description="Product feature the request belongs to")
+    from_deployment: str = Field(description="Deployment the request leaves")
+    to_deployment: str = Field(description="Deployment the request is dispatched to next")
+    reason: str = Field(description="Normalised reason, e.g. pt_capacity, pt_exhausted, unavailable, timeout")
+    code: str | None = Field(default=None, description="Provider error code of the failed attempt, if any")
+    status: int | None = Field(default=None, description="HTTP status of the failed attempt, if any")
+    elapsed_ms: float = Field(description="Time since the request began")
+    dispatch_ms: float | None = Field(
+        default=None, description="Time from the failed attempt to this dispatch (None without a failure)"
+    )
+
+
+@event_model
+class RouterSpillover(_Move):
+    """A sync request left a provisioned-throughput deployment for the same model's on-demand one."""
+
+    TYPE = EventType.ROUTER_SPILLOVER
+    model: str = Field(description="Model name whose PT deployment had no room")
+
+
+@event_model
+class RouterFailover(_Move):
+    """An attempt failed and the request moved to the next candidate, possibly on the other cloud."""
+
+    TYPE = EventType.ROUTER_FAILOVER
+    breaker_state: str = Field(description="State of the failed deployment's breaker after the failure")
+
+
+class _BreakerTransition(EventPayload):
+    deployment: str = Field(description="Deployment whose breaker changed state (also the correlation id)")
+    from_state: str = Field(description="closed, open or half_open")
+    to_state: str = Field(description="closed, open or half_open")
+    reason: str = Field(description="error_rate, latency_p90, consecutive_failures, probe_*, ramp_*")
+    window_requests: int = Field(description="Attempts in the sliding window at the transition")
+    window_error_rate: float = Field(description="Error rate in the sliding window at the transition")
+    open_for_s: float | None = Field(default=None, description="How long it stays open before a probe")
+
+
+@event_model
+class RouterBreakerOpened(_BreakerTransition):
+    """A deployment's breaker opened (or stayed open after a failed probe): it admits no traffic."""
+
+    TYPE = EventType.ROUTER_BREAKER_OPENED
+
+
+@event_model
+class RouterBreakerHalfOpened(_BreakerTransition):
+    """A probe succeeded: the deployment ramps traffic back up."""
+
+    TYPE = EventType.ROUTER_BREAKER_HALF_OPENED
+
+
+@event_model
+class RouterBreakerClosed(_BreakerTransition):
+    """The ramp reached 100%: the deployment is healthy again."""
+
+    TYPE = EventType.ROUTER_BREAKER_CLOSED
+
+
+@event_model
+class RouterPolicyReloaded(EventPayload):
+    """A new routing policy is in force."""
+
+    TYPE = EventType.ROUTER_POLICY_RELOADED
+    deployments: list[str] = Field(description="Deployments of the new policy")
+    features: list[str] = Field(description="Features of the new policy")
+    kept_state: list[str] = Field(description="Deployments whose breaker and capacity state carried over")
+
+
+@event_model
+class InferenceCompleted(EventPayload):
+    """A request was answered."""
+
+    TYPE = EventType.INFERENCE_COMPLETED
+    request_id: str = Field(description="The inference request (also the correlation id)")
+    feature: str = Field(description="Product feature")
+    route_index: int = Field(description="Which arm of the feature's A/B split served it")
+    model: str = Field(description="Model name that answered")
+    deployment: str = Field(description="Deployment that answered")
+    provider: str = Field(description="Provider (cloud account) of that deployment")
+    requested_tier: str = Field(description="Tier of the deployment: provisioned or on_demand")
+    served_tier: str = Field(description="Capacity the provider says served it")
+    input_tokens: int = Field(description="Prompt tokens the provider reported")
+    output_tokens: int = Field(description="Answer tokens the provider reported")
+    latency_ms: float = Field(description="Whole request, all attempts")
+    first_byte_ms: float = Field(description="Time to the first token (streaming) or to the response")
+    added_ms: float = Field(description="The router's own time: latency minus time inside provider calls")
+    cost: float = Field(description="Price of the answering call, in the account currency")
+    attempts: int = Field(description="Attempts made, the answering one included")
+    stream: bool = Field(description="Whether the answer was streamed")
+
+
+class AttemptSummary(_Part):
+    """One attempt of a failed request."""
+
+    deployment: str = Field(description="Deployment tried")
+    reason: str = Field(description="Normalised failure reason, or ok")
+    status: int | None = Field(default=None, description="HTTP status")
+    code: str | None = Field(default=None, description="Provider error code")
+    elapsed_ms: float = Field(description="Time the attempt took")
+
+
+@event_model
+class InferenceFailed(EventPayload):
+    """A request could not be answered: every candidate refused or failed, or the deadline passed."""
+
+    TYPE = EventType.INFERENCE_FAILED
+    request_id: str = Field(description="The inference request (also the correlation id)")
+    feature: str = Field(description="Product feature")
+    reason: str = Field(description="no_deployment_available, deadline_exceeded, client_error, ...")
+    detail: str = Field(description="Human-readable explanation")
+    attempts: list[AttemptSummary] = Field(default_factory=list, description="Every attempt, in order")
+
+
+@event_model
+class InferenceFeedback(EventPayload):
+    """A caller's quality score for an answer; it feeds the scoreboard."""
+
+    TYPE = EventType.INFERENCE_FEEDBACK
+    request_id: str = Field(description="The answered request (also the correlation id)")
+    feature: str = Field(description="Product feature")
+    model: str = Field(description="Model that gave the answer")
+    score: float = Field(ge=0, le=1, description="Quality score in [0, 1], e.g. thumbs up = 1")
+    comment: str | None = Field(default=None, description="Free text from the caller")
+
+
+# --- interface messages -----------------------------------------------------------------------------------
+
+
+class ChatMessage(_Part):
+    """One chat message."""
+
+    role: Literal["system", "user", "assistant"] = Field(description="Who speaks")
+    content: str = Field(description="The text")
+
+
+class InferenceCall(_Part):
+    """A request to the router (sync on `podway.rpc.router.infer`, or inside an InferenceWork)."""
+
+    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex, description="Correlation id")
+    feature: str = Field(min_length=1, description="Product feature; selects the models")
+    messages: list[ChatMessage] = Field(min_length=1, description="The conversation")
+    max_tokens: int = Field(default=256, ge=1, description="Most answer tokens")
+    temperature: float | None = Field(default=None, ge=0, description="Sampling temperature")
+    stream: bool = Field(default=False, description="Sync only: answer as chunk frames, then end or error")
+    deadline_ms: int | None = Field(default=None, gt=0, description="Can only shorten the feature's deadline")
+
+
+class InferenceWork(InferenceCall):
+    """An async request on the `podway.work.inference` work queue; its outcome is an event."""
+
+    work_id: uuid.UUID = Field(default_factory=uuid7, description="Idempotency key (also the Nats-Msg-Id)")
+    submitted_at: datetime = Field(description="When the caller queued it; the deadline counts from here")
+
+
+class Usage(_Part):
+    input_tokens: int = Field(description="Prompt tokens")
+    output_tokens: int = Field(description="Answer tokens")
+
+
+class AttemptReport(_Part):
+    """One attempt of an answered request: the answer to "why did it fall back?"."""
+
+    deployment: str
+    provider: str
+    tier: str
+    reason: str = Field(description="Normalised failure reason, or ok")
+    status: int | None = None
+    code: str | None = None
+    elapsed_ms: float
+
+
+class InferenceAnswer(_Part):
+    """The `end` frame (and the whole reply of a non-streaming request)."""
+
+    request_id: str
+    feature: str
+    text: str = Field(description="The whole answer; empty in the end frame of a stream")
+    model: str = Field(description="Model name that answered")
+    deployment: str = Field(description="Deployment that answered")
+    provider: str
+    requested_tier: str
+    served_tier: str = Field(description="Capacity the provider says served it")
+    stop_reason: str | None = None
+    usage: Usage
+    cost: float
+    latency_ms: float = Field(description="Inside the router, all attempts")
+    first_byte_ms: float
+    added_ms: float = Field(description="The router's own time")
+    provider_ms: float = Field(description="Time inside provider calls (latency minus added)")
+    attempts: list[AttemptReport]
+
+
+class InferenceRefusal(_Part):
+    """The `error` frame: why no (complete) answer came. Never a silent end."""
+
+    request_id: str | None
+    reason: str = Field(
+        description="overloaded, budget_exceeded, no_deployment_available, mid_stream_failure, ..."
+    )
+    message: str
+    http_status: int = Field(description="The status an HTTP front would answer")
+    retry_after_s: float | None = Field(default=None, description="When to come back (budget, overload)")
+    attempts: list[AttemptReport] = Field(default_factory=list)
+
+
+class FeedbackReport(_Part):
+    """What a caller publishes on `podway.inference.feedback`."""
+
+    request_id: str = Field(description="The answered request")
+    score: float = Field(ge=0, le=1, description="Quality score in [0, 1]")
+    feature: str | None = Field(default=None, description="Needed only if the router no longer remembers it")
+    model: str | None = Field(default=None, description="Needed only if the router no longer remembers it")
+    comment: str | None = None
+
+
+class FeedbackRecorded(_Part):
+    """The reply to a feedback report sent as a request."""
+
+    request_id: str
+    recorded: bool
+    feature: str | None = None
+    model: str | None = None
+
+
+class ScoreboardRow(_Part):
+    feature: str
+    model: str
+    requests: int
+    failures: int
+    error_rate: float
+    latency_ms_ewma: float
+    first_byte_ms_ewma: float
+    latency_ms_max: float
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    feedback_count: int
+    feedback_mean: float | None
+
+
+class BreakerRow(_Part):
+    deployment: str
+    state: str
+    ramp_fraction: float
+    window_requests: int
+    window_error_rate: float
+    consecutive_failures: int
+
+
+class ScoreboardReply(_Part):
+    """`podway.rpc.router.scoreboard`: one router replica's figures and its breakers."""
+
+    instance: str = Field(description="Router replica that answered")
+    rows: list[ScoreboardRow]
+    breakers: list[BreakerRow]

@@ -1,0 +1,258 @@
+"""The LLM router service: the in-process router (libs.routing_engine) behind NATS, a work queue and an
+OpenAI-compatible HTTP front. Wiring only: every routing decision is made by libs.core.routing through the
+router; this module connects its interfaces, its audit trail, its metrics and its in-flight cap."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from libs.core.routing import PolicyError, RoutingPolicy
+from libs.db.engine import create_engine, create_session_factory
+from libs.db.uow import unit_of_work_factory
+from libs.events.catalogue import RpcSubject, WorkSubject
+from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT
+from libs.messaging.broker import jetstream, make_broker, start_broker
+from libs.messaging.relay import OutboxRelay
+from libs.messaging.streaming_rpc import RequestServer, serve_requests
+from libs.messaging.work_queue import WorkQueueConsumer
+from libs.providers import Provider, close_providers, open_providers
+from libs.routing_engine import (
+    Clock,
+    EventBuffer,
+    PolicyFileWatcher,
+    Router,
+    RouterEvent,
+    SystemClock,
+    read_policy_file,
+)
+from libs.runtime.health import beat_forever, health_file
+from services.llm_router.audit import AuditFlusher, AuditSink
+from services.llm_router.http_front import create_metrics_app, create_openai_app
+from services.llm_router.metrics import RouterMetrics
+from services.llm_router.nats_front import Feedback, RecentAnswers, Scoreboard, SyncInference
+from services.llm_router.overload import InFlightCap, default_max_in_flight
+from services.llm_router.policy_file import resolve_provider_placeholders
+from services.llm_router.settings import RouterSettings
+from services.llm_router.work import AsyncInference
+
+log = logging.getLogger(__name__)
+
+SERVICE = "llm_router"
+QUEUE_GROUP = "llm_router"
+WORK_CONSUMER = "llm-router-inference"
+
+
+class RouterService:
+    """`await service.start()` ... `await service.stop()`. Nothing connects in the constructor.
+
+    `policy` and `providers` may be injected (tests, benchmarks); otherwise the policy is read from
+    `settings.router_policy` and the providers are opened from it, and closed at stop.
+    """
+
+    def __init__(
+        self,
+        settings: RouterSettings,
+        *,
+        clock: Clock | None = None,
+        policy: RoutingPolicy | None = None,
+        providers: Mapping[str, Provider] | None = None,
+    ) -> None:
+        if not settings.nats_url:
+            raise ValueError("the router service needs PODWAY_NATS_URL")
+        if policy is None and settings.router_policy is None:
+            raise ValueError("the router service needs PODWAY_ROUTER_POLICY (a policy file)")
+        self.settings = settings
+        self.clock: Clock = clock or SystemClock()
+        self._policy = policy
+        self._injected_providers = providers
+        self.cap = InFlightCap(settings.router_max_in_flight or default_max_in_flight())
+        self.async_concurrency = settings.router_async_concurrency or max(1, self.cap.limit // 8)
+        self.metrics = RouterMetrics()
+        self.recent = RecentAnswers()
+        self.buffer = EventBuffer()
+        self.sink = AuditSink(self.buffer, observe=self._observe)
+        self.engine = create_engine(settings.resolved_database_url())
+        self.uow = unit_of_work_factory(create_session_factory(self.engine), after_commit=self._kick_relay)
+        self.flusher = AuditFlusher(
+            self.buffer, self.uow, interval_s=settings.router_flush_interval_s, on_flush=self.metrics.flushed
+        )
+        self.broker = make_broker(settings.nats_url, f"{SERVICE}-{settings.instance}")
+        self.relay: OutboxRelay | None = None
+        self.router: Router | None = None
+        self.providers: Mapping[str, Provider] = {}
+        self.watcher: PolicyFileWatcher | None = None
+        self.work: WorkQueueConsumer | None = None
+        self.feedback: Feedback | None = None
+        self.http_url: str | None = None
+        self.metrics_url: str | None = None
+        self._servers: list[RequestServer] = []
+        self._runners: list[web.AppRunner] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._flusher_task: asyncio.Task[None] | None = None
+
+    def _kick_relay(self) -> None:
+        if self.relay is not None:
+            self.relay.kick()
+
+    def _observe(self, event: RouterEvent) -> None:
+        self.metrics.observe(event)
+        self.recent.observe(event)
+
+    # Lifecycle -------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        policy = self._policy or read_policy_file(self._policy_path())
+        policy = resolve_provider_placeholders(policy)
+        if self._injected_providers is not None:
+            self.providers = self._injected_providers
+        else:
+            self.providers = await open_providers(policy.providers)
+        router = self.router = Router(policy, self.providers, clock=self.clock, event_sink=self.sink)
+        self.metrics.watch(router.breakers, lambda: self.cap.in_flight, lambda: len(self.buffer))
+        if self.settings.router_policy is not None:
+            self.watcher = PolicyFileWatcher(router, self.settings.router_policy, on_error=_log_policy_error)
+
+        await start_broker(self.broker)
+        self.relay = OutboxRelay(self.uow, jetstream(self.broker))
+        self._flusher_task = asyncio.create_task(self.flusher.run(), name="audit-flusher")
+        self._tasks = [asyncio.create_task(self.relay.run(), name="outbox-relay")]
+        if self.watcher is not None:
+            self._tasks.append(asyncio.create_task(self._watch_policy(), name="policy-watcher"))
+
+        self.feedback = Feedback(router, self.recent, self.sink, self.clock)
+        self._servers = [
+            await serve_requests(
+                self.broker,
+                RpcSubject.ROUTER_INFER,
+                SyncInference(router, self.cap, self.metrics),
+                queue=QUEUE_GROUP,
+            ),
+            await serve_requests(self.broker, INFERENCE_FEEDBACK_SUBJECT, self.feedback, queue=QUEUE_GROUP),
+            await serve_requests(
+                self.broker,
+                ROUTER_SCOREBOARD_SUBJECT,
+                Scoreboard(router, self.settings.instance),
+                queue=QUEUE_GROUP,
+            ),
+        ]
+        self.work = WorkQueueConsumer(
+            name=WORK_CONSUMER,
+            subject=WorkSubject.INFERENCE,
+            handler=AsyncInference(router, self.sink, self.cap, self.clock),
+            uow_factory=self.uow,
+            concurrency=self.async_concurrency,
+        )
+        await self.work.start(self.broker)
+        await self._serve_http(router)
+        if self.settings.data_dir:
+            run_dir = Path(self.settings.run_dir)
+            self._write_run_file(run_dir)
+            self._tasks.append(
+                asyncio.create_task(beat_forever(health_file(run_dir, SERVICE)), name="health")
+            )
+        log.info(
+            "router ready",
+            extra={
+                "nats": self.settings.nats_url,
+                "http": self.http_url,
+                "metrics": self.metrics_url,
+                "max_in_flight": self.cap.limit,
+                "async_concurrency": self.async_concurrency,
+            },
+        )
+
+    async def stop(self) -> None:
+        # 1. Stop taking requests; let those in progress finish. 2. Write what they left in the buffer.
+        for server in self._servers:
+            await server.close()
+        for runner in self._runners:
+            await runner.cleanup()
+        if self.work is not None:
+            await self.work.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._flusher_task is not None:
+            self.flusher.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._flusher_task, timeout=10)
+        if self.relay is not None:
+            with contextlib.suppress(Exception):
+                await self.relay.publish_pending()
+        await self.broker.stop()
+        if self.router is not None:
+            await self.router.aclose()
+        if self._injected_providers is None:
+            await close_providers(self.providers)
+        await self.engine.dispose()
+
+    # Operations tests drive directly (no sleeping) ---------------------------------------------------------
+
+    async def flush_audit(self) -> int:
+        """Group-commit what is buffered now."""
+        return await self.flusher.flush()
+
+    def check_policy(self) -> bool:
+        """Reload the policy file if it changed; True when a new policy is in force."""
+        if self.watcher is None:
+            return False
+        try:
+            return self.watcher.check()
+        except ValueError as exc:  # e.g. a provider the running clients do not include
+            log.error("policy file not reloaded: %s", exc)
+            return False
+
+    # Internals ---------------------------------------------------------------------------------------------
+
+    def _policy_path(self) -> Path:
+        assert self.settings.router_policy is not None
+        return self.settings.router_policy
+
+    async def _watch_policy(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.router_policy_poll_s)
+            self.check_policy()
+
+    async def _serve_http(self, router: Router) -> None:
+        host = self.settings.router_http_host
+        if self.settings.router_http_port >= 0:
+            self.http_url = await self._listen(
+                create_openai_app(router, self.cap, self.metrics), host, self.settings.router_http_port
+            )
+        if self.settings.metrics_port >= 0:
+            self.metrics_url = (
+                await self._listen(create_metrics_app(self.metrics), host, self.settings.metrics_port)
+                + "/metrics"
+            )
+
+    async def _listen(self, app: web.Application, host: str, port: int) -> str:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        self._runners.append(runner)
+        bound = runner.addresses[0][1]
+        return f"http://{host}:{bound}"
+
+    def _write_run_file(self, run_dir: Path) -> None:
+        """Where this replica's HTTP front and metrics listen, for the CLI and the demo."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        info: dict[str, Any] = {"http_url": self.http_url, "metrics_url": self.metrics_url}
+        path = run_dir / f"{SERVICE}-{self.settings.instance}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info))
+        tmp.replace(path)
+
+
+def _log_policy_error(error: PolicyError) -> None:
+    log.error("policy file has errors; keeping the policy in force:\n%s", error)

@@ -1,0 +1,327 @@
+"""The OpenAI-compatible HTTP front: `POST /v1/chat/completions` (SSE when `stream: true`), `GET /v1/models`,
+and `/metrics`.
+
+The feature is the `X-Podway-Feature` header or a `model` of the form `feature:<name>`. Callers present a bearer
+key from the policy's `api_keys` (the key is the map's key), limited to its features: an unknown key is 401, a
+feature outside its list 403. A feature over its budget is 429 with `Retry-After`, as is expected of an OpenAI
+endpoint; a router at its in-flight cap is 503 with `Retry-After`. Errors use OpenAI's error JSON.
+
+Streaming: the first event is awaited before the response starts, so failover before the first byte is
+invisible and a request nobody could answer is an HTTP error. After that, a failure is sent as an SSE `error`
+object and the stream ends without `[DONE]`: a client never mistakes a broken answer for a complete one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from aiohttp import web
+
+from libs.providers import Message
+from libs.routing_engine import (
+    BudgetExceeded,
+    InferRequest,
+    InferResult,
+    Router,
+    RoutingError,
+    StreamCompleted,
+    StreamEvent,
+    TextDelta,
+    new_request_id,
+)
+from services.llm_router.metrics import CONTENT_TYPE, RouterMetrics
+from services.llm_router.overload import InFlightCap, Overloaded
+from services.llm_router.wire import ROUTER_REPORTED
+
+FEATURE_HEADER = "X-Podway-Feature"
+FEATURE_MODEL_PREFIX = "feature:"
+DEFAULT_MAX_TOKENS = 256
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+FINISH_REASONS = {"max_tokens": "length", "MAX_TOKENS": "length", "length": "length"}
+ROUTER_KEY = web.AppKey("router", Router)
+CAP_KEY = web.AppKey("cap", InFlightCap)
+METRICS_KEY = web.AppKey("metrics", RouterMetrics)
+
+
+class ApiError(Exception):
+    """An error answered in OpenAI's format."""
+
+    def __init__(
+        self, status: int, message: str, *, type_: str, code: str, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.type = type_
+        self.code = code
+        self.retry_after_s = retry_after_s
+
+    def response(self) -> web.Response:
+        body = {"error": {"message": str(self), "type": self.type, "param": None, "code": self.code}}
+        headers = {}
+        if self.retry_after_s is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(self.retry_after_s)))
+        return web.json_response(body, status=self.status, headers=headers)
+
+
+def create_openai_app(router: Router, cap: InFlightCap, metrics: RouterMetrics) -> web.Application:
+    """The aiohttp application of the front."""
+    app = web.Application(middlewares=[_errors])
+    app[ROUTER_KEY] = router
+    app[CAP_KEY] = cap
+    app[METRICS_KEY] = metrics
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/metrics", metrics_page)
+    return app
+
+
+def create_metrics_app(metrics: RouterMetrics) -> web.Application:
+    """Only `/metrics`, for the service's metrics port."""
+    app = web.Application()
+    app[METRICS_KEY] = metrics
+    app.router.add_get("/metrics", metrics_page)
+    return app
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        response: web.StreamResponse = await handler(request)
+    except ApiError as exc:
+        return exc.response()
+    return response
+
+
+async def metrics_page(request: web.Request) -> web.Response:
+    return web.Response(body=request.app[METRICS_KEY].exposition(), headers={"Content-Type": CONTENT_TYPE})
+
+
+def _allowed_features(request: web.Request, router: Router) -> tuple[str, ...]:
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    api_key = router.policy.api_keys.get(key.strip()) if scheme.lower() == "bearer" else None
+    if api_key is None:
+        raise ApiError(
+            401, "Incorrect API key provided.", type_="invalid_request_error", code="invalid_api_key"
+        )
+    return api_key.features
+
+
+async def list_models(request: web.Request) -> web.Response:
+    """The features the key may use, as `feature:<name>` model ids."""
+    router = request.app[ROUTER_KEY]
+    features = _allowed_features(request, router)
+    data = [
+        {"id": f"{FEATURE_MODEL_PREFIX}{name}", "object": "model", "created": 0, "owned_by": "podway"}
+        for name in features
+    ]
+    return web.json_response({"object": "list", "data": data})
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    router, cap, metrics = request.app[ROUTER_KEY], request.app[CAP_KEY], request.app[METRICS_KEY]
+    allowed = _allowed_features(request, router)
+    body = await _json_body(request)
+    feature = _feature(request, body)
+    if feature not in allowed:
+        metrics.refused(feature, "forbidden")
+        raise ApiError(
+            403,
+            f"this key may not use feature {feature!r}",
+            type_="invalid_request_error",
+            code="feature_not_allowed",
+        )
+    infer = _infer_request(request, body, feature)
+    try:
+        with cap.admit():
+            if infer.stream:
+                return await _stream(request, router, infer, body)
+            result = await router.infer(infer)
+    except (Overloaded, RoutingError) as exc:
+        if not isinstance(exc, ROUTER_REPORTED):
+            metrics.refused(feature, exc.reason)
+        raise _api_error(exc) from exc
+    return web.json_response(_completion(result), headers={"X-Request-Id": result.request_id})
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise _invalid(f"request body is not JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise _invalid("request body must be a JSON object")
+    return body
+
+
+def _invalid(message: str, code: str = "invalid_request") -> ApiError:
+    return ApiError(400, message, type_="invalid_request_error", code=code)
+
+
+def _feature(request: web.Request, body: dict[str, Any]) -> str:
+    feature = request.headers.get(FEATURE_HEADER)
+    model = body.get("model")
+    if not feature and isinstance(model, str) and model.startswith(FEATURE_MODEL_PREFIX):
+        feature = model.removeprefix(FEATURE_MODEL_PREFIX)
+    if not feature:
+        raise _invalid(f"name the feature in the {FEATURE_HEADER} header or as model 'feature:<name>'")
+    return feature
+
+
+def _infer_request(request: web.Request, body: dict[str, Any], feature: str) -> InferRequest:
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise _invalid("messages: must be a non-empty list")
+    messages = tuple(_message(index, item) for index, item in enumerate(raw))
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS
+    temperature = body.get("temperature")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise _invalid("max_tokens: must be a positive integer")
+    if temperature is not None and not isinstance(temperature, int | float):
+        raise _invalid("temperature: must be a number")
+    return InferRequest(
+        feature=feature,
+        messages=messages,
+        max_tokens=max_tokens,
+        stream=bool(body.get("stream")),
+        request_id=request.headers.get("X-Request-Id") or new_request_id(),
+        temperature=float(temperature) if temperature is not None else None,
+    )
+
+
+def _message(index: int, item: Any) -> Message:
+    if not isinstance(item, dict) or item.get("role") not in ROLES:
+        raise _invalid(f"messages[{index}].role: must be one of {', '.join(sorted(ROLES))}")
+    content = item.get("content")
+    if isinstance(content, list):
+        content = "".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
+        )
+    if not isinstance(content, str):
+        raise _invalid(f"messages[{index}].content: must be a string or a list of text parts")
+    return Message(ROLES[item["role"]], content)  # type: ignore[arg-type]
+
+
+def _api_error(exc: Overloaded | RoutingError) -> ApiError:
+    if isinstance(exc, Overloaded):
+        return ApiError(503, str(exc), type_="server_error", code=exc.reason, retry_after_s=exc.retry_after_s)
+    if isinstance(exc, BudgetExceeded):
+        return ApiError(
+            429,
+            str(exc),
+            type_="rate_limit_error",
+            code="rate_limit_exceeded",
+            retry_after_s=exc.retry_after_s,
+        )
+    type_ = "invalid_request_error" if exc.http_status < 500 else "server_error"
+    return ApiError(exc.http_status, str(exc), type_=type_, code=exc.reason)
+
+
+def _usage(result: InferResult) -> dict[str, int]:
+    usage = result.usage
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def _podway(result: InferResult) -> dict[str, Any]:
+    """Which deployment answered, on which capacity, and after which attempts."""
+    return {
+        "request_id": result.request_id,
+        "feature": result.feature,
+        "deployment": result.deployment,
+        "provider": result.provider,
+        "served_tier": result.served_tier,
+        "attempts": [
+            {"deployment": a.deployment, "reason": a.reason.value if a.reason else "ok", "status": a.status}
+            for a in result.attempts
+        ],
+    }
+
+
+def _finish_reason(result: InferResult) -> str:
+    return FINISH_REASONS.get(result.stop_reason or "", "stop")
+
+
+def _completion(result: InferResult) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{result.request_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": result.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.text},
+                "finish_reason": _finish_reason(result),
+            }
+        ],
+        "usage": _usage(result),
+        "podway": _podway(result),
+    }
+
+
+async def _stream(
+    request: web.Request, router: Router, infer: InferRequest, body: dict[str, Any]
+) -> web.StreamResponse:
+    events = router.stream(infer)
+    try:
+        first = await anext(events)  # failover before the first byte happens in here, unseen by the client
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Request-Id": infer.request_id,
+            }
+        )
+        await response.prepare(request)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        await _relay(response, infer, first, events, include_usage)
+        return response
+    finally:
+        await events.aclose()
+
+
+async def _relay(
+    response: web.StreamResponse,
+    infer: InferRequest,
+    first: StreamEvent,
+    events: AsyncGenerator[StreamEvent, None],
+    include_usage: bool,
+) -> None:
+    chunk_id = f"chatcmpl-{infer.request_id}"
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        payload = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "choices": [choice]}
+        return _sse(payload | extra)
+
+    await response.write(chunk({"role": "assistant", "content": ""}))
+    event: StreamEvent = first
+    try:
+        while isinstance(event, TextDelta):
+            await response.write(chunk({"content": event.text}))
+            event = await anext(events)
+    except RoutingError as exc:  # the stream broke after text went out: say so, and no [DONE]
+        await response.write(
+            _sse({"error": {"message": str(exc), "type": "server_error", "code": exc.reason}})
+        )
+        return
+    assert isinstance(event, StreamCompleted)
+    result = event.result
+    await response.write(chunk({}, _finish_reason(result), model=result.model, podway=_podway(result)))
+    if include_usage:
+        usage = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "choices": []}
+        await response.write(_sse(usage | {"usage": _usage(result)}))
+    await response.write(b"data: [DONE]\n\n")
+
+
+def _sse(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"

@@ -1,0 +1,183 @@
+"""Prometheus metrics of the router, per feature and deployment, on a registry of its own.
+
+Counters and histograms are fed from the router's events (every path, sync, streamed, async or HTTP, goes
+through them); breaker state and the in-flight count are read from the router when scraped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from libs.core.routing import BreakerSnapshot, BreakerState
+from libs.events.catalogue import EventType
+from libs.routing_engine import RouterEvent
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0, 60.0)
+ADDED_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
+BREAKER_STATE_VALUE = {BreakerState.CLOSED: 0.0, BreakerState.HALF_OPEN: 1.0, BreakerState.OPEN: 2.0}
+# Spillover reasons that follow a failed PT attempt (the others skip PT without calling it).
+SPILLS_AFTER_A_FAILED_ATTEMPT = {"pt_exhausted", "not_ready", "quota"}
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _LiveState(Collector):
+    """Breaker state, ramp fraction and load, read at scrape time so they are never stale."""
+
+    def __init__(
+        self,
+        breakers: Callable[[], Mapping[str, BreakerSnapshot]],
+        in_flight: Callable[[], int],
+        buffered: Callable[[], int],
+    ) -> None:
+        self._breakers = breakers
+        self._in_flight = in_flight
+        self._buffered = buffered
+
+    def collect(self) -> Iterator[Metric]:
+        state = GaugeMetricFamily(
+            "podway_router_breaker_state",
+            "Circuit breaker per deployment: 0 closed, 1 half-open (ramping), 2 open",
+            labels=["deployment"],
+        )
+        ramp = GaugeMetricFamily(
+            "podway_router_breaker_ramp_fraction",
+            "Share of its traffic a deployment admits (1 when closed, 0 when open)",
+            labels=["deployment"],
+        )
+        for name, snapshot in sorted(self._breakers().items()):
+            state.add_metric([name], BREAKER_STATE_VALUE[snapshot.state])
+            ramp.add_metric([name], snapshot.ramp_fraction)
+        yield state
+        yield ramp
+        yield GaugeMetricFamily("podway_router_in_flight", "Requests in flight", value=self._in_flight())
+        yield GaugeMetricFamily(
+            "podway_router_audit_buffered",
+            "Audit events waiting for the group commit",
+            value=self._buffered(),
+        )
+
+
+class RouterMetrics:
+    """The router's metrics; `observe` is called with every router event."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "podway_router_requests",
+            "Answered requests",
+            ["feature", "deployment", "served_tier"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "podway_router_errors",
+            "Requests not answered, by reason (overloaded and budget_exceeded included)",
+            ["feature", "reason"],
+            registry=self.registry,
+        )
+        self.attempt_failures = Counter(
+            "podway_router_attempt_failures",
+            "Failed attempts, by deployment and normalised reason",
+            ["feature", "deployment", "reason"],
+            registry=self.registry,
+        )
+        self.spillovers = Counter(
+            "podway_router_spillovers",
+            "PT to OD spillovers",
+            ["feature", "from_deployment", "to_deployment", "reason"],
+            registry=self.registry,
+        )
+        self.failovers = Counter(
+            "podway_router_failovers",
+            "Moves to the next candidate after a failed attempt",
+            ["feature", "from_deployment", "to_deployment", "reason"],
+            registry=self.registry,
+        )
+        self.breaker_transitions = Counter(
+            "podway_router_breaker_transitions",
+            "Breaker state changes",
+            ["deployment", "to_state", "reason"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "podway_router_latency_seconds",
+            "Whole request, all attempts",
+            ["feature", "deployment"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.first_byte = Histogram(
+            "podway_router_first_byte_seconds",
+            "Time to the first token (streaming) or to the response",
+            ["feature", "deployment"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.added = Histogram(
+            "podway_router_added_seconds",
+            "The router's own time per answered request (latency minus provider calls)",
+            ["feature"],
+            buckets=ADDED_BUCKETS,
+            registry=self.registry,
+        )
+        self.audit_flush = Histogram(
+            "podway_router_audit_flush_seconds",
+            "One group commit of audit events",
+            buckets=ADDED_BUCKETS,
+            registry=self.registry,
+        )
+        self.audit_events = Counter(
+            "podway_router_audit_events", "Audit events group-committed", registry=self.registry
+        )
+
+    def watch(
+        self,
+        breakers: Callable[[], Mapping[str, BreakerSnapshot]],
+        in_flight: Callable[[], int],
+        buffered: Callable[[], int],
+    ) -> None:
+        """Also report these live values at every scrape."""
+        self.registry.register(_LiveState(breakers, in_flight, buffered))
+
+    def observe(self, event: RouterEvent) -> None:
+        """Count one router event."""
+        p = event.payload
+        if event.type is EventType.INFERENCE_COMPLETED:
+            self.requests.labels(p["feature"], p["deployment"], p["served_tier"]).inc()
+            self.latency.labels(p["feature"], p["deployment"]).observe(p["latency_ms"] / 1000.0)
+            self.first_byte.labels(p["feature"], p["deployment"]).observe(p["first_byte_ms"] / 1000.0)
+            self.added.labels(p["feature"]).observe(p["added_ms"] / 1000.0)
+        elif event.type is EventType.INFERENCE_FAILED:
+            self.errors.labels(p["feature"], p["reason"]).inc()
+            last = p["attempts"][-1] if p["attempts"] else None
+            if last is not None and last["reason"] != "ok":
+                self.attempt_failures.labels(p["feature"], last["deployment"], last["reason"]).inc()
+        elif event.type is EventType.ROUTER_SPILLOVER:
+            self.spillovers.labels(p["feature"], p["from_deployment"], p["to_deployment"], p["reason"]).inc()
+            if p["reason"] in SPILLS_AFTER_A_FAILED_ATTEMPT:
+                self.attempt_failures.labels(p["feature"], p["from_deployment"], p["reason"]).inc()
+        elif event.type is EventType.ROUTER_FAILOVER:
+            self.failovers.labels(p["feature"], p["from_deployment"], p["to_deployment"], p["reason"]).inc()
+            self.attempt_failures.labels(p["feature"], p["from_deployment"], p["reason"]).inc()
+        elif event.type in (
+            EventType.ROUTER_BREAKER_OPENED,
+            EventType.ROUTER_BREAKER_HALF_OPENED,
+            EventType.ROUTER_BREAKER_CLOSED,
+        ):
+            self.breaker_transitions.labels(p["deployment"], p["to_state"], p["reason"]).inc()
+
+    def refused(self, feature: str, reason: str) -> None:
+        """A request refused before the router took it (overloaded, malformed, unauthorised)."""
+        self.errors.labels(feature, reason).inc()
+
+    def flushed(self, events: int, seconds: float) -> None:
+        """One audit group commit."""
+        self.audit_events.inc(events)
+        self.audit_flush.observe(seconds)
+
+    def exposition(self) -> bytes:
+        """The text format for `/metrics`."""
+        return generate_latest(self.registry)

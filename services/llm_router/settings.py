@@ -1,0 +1,26 @@
+"""The router service's settings: the common ones plus its fronts, its in-flight cap and its audit cadence."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from libs.runtime.settings import PodwaySettings
+
+
+class RouterSettings(PodwaySettings):
+    """`PODWAY_ROUTER_*` environment variables; `router_policy` and `metrics_port` come from PodwaySettings."""
+
+    router_http_host: str = Field(default="127.0.0.1", description="Address of the OpenAI-compatible front")
+    router_http_port: int = Field(
+        default=0, description="Port of the OpenAI-compatible front; 0 picks a free one, -1 disables it"
+    )
+    router_max_in_flight: int | None = Field(
+        default=None, gt=0, description="Requests in flight per process; default sized for the machine"
+    )
+    router_async_concurrency: int | None = Field(
+        default=None, gt=0, description="Work-queue items handled at once; default an eighth of the cap"
+    )
+    router_flush_interval_s: float = Field(
+        default=0.05, gt=0, description="Audit events are group-committed at least this often"
+    )
+    router_policy_poll_s: float = Field(default=1.0, gt=0, description="How often the policy file is checked")
