@@ -152,7 +152,8 @@ async def admission_steps(demo: Demo) -> None:
 
 
 async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
-    settings = PodwaySettings(data_dir=data_dir, log_level="WARNING")
+    # Simulated pods run 10x faster than their podway.io/run-seconds, so the demo takes seconds.
+    settings = PodwaySettings(data_dir=data_dir, log_level="WARNING", time_compression=10.0)
     stack = Stack(settings, prepare=_prepare)
     try:
         info = await asyncio.to_thread(stack.start)
@@ -164,6 +165,7 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
             demo = Demo(client, out)
             try:
                 await admission_steps(demo)
+                await scheduling_steps(demo)
             except StepFailed as exc:
                 out(f"   FAILED: {exc}")
                 return 1
@@ -172,6 +174,12 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
     finally:
         stack.stop()
         out("stack stopped")
+
+
+async def scheduling_steps(demo: Demo) -> None:
+    from libs.client.demo_scheduling import scheduling_steps as steps
+
+    await steps(demo)
 
 
 def _prepare(database_url: str, nats_url: str) -> None:

@@ -12,10 +12,13 @@ def _summary(event: dict[str, Any]) -> str:
     for key in ("message", "outcome", "reason"):
         if isinstance(payload.get(key), str) and payload[key]:
             return str(payload[key]).splitlines()[0]
-    if "placements" in payload:
-        return f"{len(payload['placements'])} pod(s) placed"
-    if "pods" in payload:
+    if isinstance(payload.get("placements"), list):
+        domain = (payload.get("domain") or {}).get("value")
+        return f"{len(payload['placements'])} pod(s) placed" + (f" in {domain}" if domain else "")
+    if isinstance(payload.get("pods"), list):
         return f"{len(payload['pods'])} pod(s)"
+    if isinstance(payload.get("pods"), int):
+        return f"attempt {payload.get('attempt', 1)}: {payload['pods']} pod(s), minCount {payload.get('min_count')}"
     return ""
 
 

@@ -21,7 +21,7 @@ from libs.runtime.supervisor import ServiceSpec, Supervisor
 log = logging.getLogger(__name__)
 
 STACK_FILE = "stack.json"
-DEFAULT_SERVICES = ("admission",)
+DEFAULT_SERVICES = ("admission", "scheduler", "node_agent")
 
 
 @dataclass

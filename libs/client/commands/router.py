@@ -96,7 +96,8 @@ class RouterClient:
 
     async def submit(self, call: InferenceCall) -> InferenceWork:
         """Queue the call on the work queue; its outcome is the event inference.completed / failed."""
-        work = InferenceWork(**call.model_dump(exclude={"stream"}), submitted_at=datetime.now(UTC))
+        fields = set(InferenceCall.model_fields) - {"stream"}
+        work = InferenceWork(**call.model_dump(include=fields), submitted_at=datetime.now(UTC))
         await enqueue(
             self._broker, WorkSubject.INFERENCE, work.model_dump_json().encode(), work_id=work.work_id
         )

@@ -1,0 +1,148 @@
+"""Demo steps for gang scheduling: the node agent's cluster, gangs placed whole in one rack, a gang that
+cannot fit and is not bound at all, and a gang that waits for capacity and fits when others finish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from libs.client.client import PodwayClient
+from libs.client.demo import Demo, check, wait_for
+from libs.client.describe import event_line
+from libs.client.output import render
+
+RACK = "topology.example.com/rack"
+
+
+def gang(
+    name: str, pods: int, gpus: int, *, run_seconds: int, rack: bool, namespace: str = "demo"
+) -> list[dict[str, Any]]:
+    """A Workload, its PodGroup and `pods` pods of `gpus` GPUs each."""
+    constraints = {"schedulingConstraints": {"topology": [{"key": RACK}]}} if rack else {}
+    template = {"name": "worker", "schedulingPolicy": {"gang": {"minCount": pods}}, **constraints}
+    workload = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"podGroupTemplates": [template]},
+    }
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": f"{name}-0", "namespace": namespace},
+        "spec": {
+            "podGroupTemplateRef": {"workload": {"workloadName": name, "podGroupTemplateName": "worker"}},
+            "schedulingPolicy": {"gang": {"minCount": pods}},
+            **constraints,
+        },
+    }
+    members = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-0-{i}",
+                "namespace": namespace,
+                "annotations": {"podway.io/run-seconds": str(run_seconds)},
+            },
+            "spec": {
+                "schedulingGroup": {"podGroupName": f"{name}-0"},
+                "containers": [
+                    {
+                        "name": "trainer",
+                        "image": "registry.example.com/trainer:v1",
+                        "resources": {
+                            "requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": str(gpus)}
+                        },
+                    }
+                ],
+            },
+        }
+        for i in range(pods)
+    ]
+    return [workload, group, *members]
+
+
+async def story_types(client: PodwayClient, podgroup: str) -> list[str]:
+    return [e["type"] for e in (await client.events(podgroup=podgroup)).events]
+
+
+async def bound_nodes(client: PodwayClient, namespace: str, prefix: str) -> list[str]:
+    pods = await client.get("Pod", namespace=namespace)
+    return [p["spec"].get("nodeName", "") for p in pods if p["metadata"]["name"].startswith(prefix)]
+
+
+async def scheduling_steps(demo: Demo) -> None:
+    client, out = demo.client, demo.out
+
+    async def cluster_registered() -> None:
+        nodes = await wait_for(lambda: client.get("Node"), lambda items: len(items) >= 64)
+        slices = await client.get("ResourceSlice")
+        racks = {n["metadata"]["labels"][RACK] for n in nodes}
+        out(
+            f"   {len(nodes)} nodes in {len(racks)} racks, {len(slices)} ResourceSlices (GPUs as DRA devices)"
+        )
+        check(
+            len(nodes) == 64 and len(slices) >= 64, "the node agent must register 64 nodes and their slices"
+        )
+
+    async def gang_in_one_rack() -> None:
+        group = "ml/llm-train-worker-0"
+        types = await wait_for(lambda: story_types(client, group), lambda t: "podgroup.scheduled" in t)
+        for event in (await client.events(podgroup=group)).events:
+            if event["type"].startswith(("podgroup.cycle", "pods.bound", "podgroup.scheduled")):
+                out("   " + event_line(event))
+        check(types.count("pods.bound") == 1, "the gang must be bound by exactly one pods.bound event")
+        nodes = await bound_nodes(client, "ml", "llm-train-worker-0-")
+        racks = {n.rsplit("-", 1)[0] for n in nodes}
+        out(f"   pods on {sorted(set(nodes))}: one rack {racks}")
+        check(len(nodes) == 4 and all(nodes) and len(racks) == 1, "all 4 pods must be bound in one rack")
+
+    async def job_gang_runs() -> None:
+        group = "ml/finetune-worker-0"
+        types = await wait_for(lambda: story_types(client, group), lambda t: "pods.running" in t)
+        check("pods.bound" in types and "pods.running" in types, "the Job's gang must be bound and run")
+        out(render("PodGroup", await client.get("PodGroup", namespace="ml"), "table"))
+
+    async def too_big_is_never_half_bound() -> None:
+        # 9 pods x 8 GPUs cannot fit in any rack of 8 nodes x 8 GPUs: the gang waits whole.
+        await client.apply(gang("too-big", 9, 8, run_seconds=60, rack=True))
+        types = await wait_for(
+            lambda: story_types(client, "demo/too-big-0"), lambda t: "podgroup.unschedulable" in t
+        )
+        story = (await client.events(podgroup="demo/too-big-0")).events
+        message = next(e for e in story if e["type"] == "podgroup.unschedulable")["payload"]["message"]
+        out(f"   {message}")
+        check("pods.bound" not in types, "no pod of an unschedulable gang may be bound")
+        check(not any(await bound_nodes(client, "demo", "too-big-0-")), "no orphaned half-gang")
+        await client.delete("Workload", "too-big", "demo")
+
+    async def waits_then_fits() -> None:
+        # A filler takes 60 of 64 nodes for a few (compressed) seconds; a rack-bound gang of 8 waits for a
+        # whole rack, then fits when the filler finishes.
+        await client.apply(gang("filler", 60, 8, run_seconds=30, rack=False))
+        await wait_for(lambda: story_types(client, "demo/filler-0"), lambda t: "pods.bound" in t)
+        await client.apply(gang("waiter", 8, 8, run_seconds=10, rack=True))
+        waiting = await wait_for(
+            lambda: story_types(client, "demo/waiter-0"), lambda t: "podgroup.unschedulable" in t
+        )
+        check("pods.bound" not in waiting, "the waiter must wait while the filler holds the racks")
+        out("   waiter is unschedulable while the filler runs")
+        types = await wait_for(
+            lambda: story_types(client, "demo/waiter-0"), lambda t: "pods.bound" in t, timeout_s=60
+        )
+        check("pods.bound" in types, "the waiter must be bound once the filler finished")
+        filler = await story_types(client, "demo/filler-0")
+        check("pods.succeeded" in filler, "the filler must have finished first")
+        nodes = await bound_nodes(client, "demo", "waiter-0-")
+        out(
+            f"   waiter bound after the filler succeeded, in rack {sorted({n.rsplit('-', 1)[0] for n in nodes})}"
+        )
+
+    await demo.step("The node agent registers a 64-node GPU cluster through admission", cluster_registered)
+    await demo.step("A rack-constrained gang is placed whole, in one rack, in one cycle", gang_in_one_rack)
+    await demo.step("The Indexed Job's gang is bound and runs", job_gang_runs)
+    await demo.step(
+        "A gang that cannot fit is never half-bound; the reason is kube-scheduler's",
+        too_big_is_never_half_bound,
+    )
+    await demo.step("A gang waits for a free rack, then fits when others finish", waits_then_fits)
