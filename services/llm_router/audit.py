@@ -152,9 +152,14 @@ class AuditFlusher:
         self._chain = CausalChain()
         self._on_flush = on_flush
         self._closing = asyncio.Event()
+        self._lock = asyncio.Lock()
 
     async def flush(self) -> int:
         """Write everything buffered (and anything a failed flush left) in one transaction; returns how many."""
+        async with self._lock:  # one flush at a time: a batch is written once
+            return await self._flush()
+
+    async def _flush(self) -> int:
         self._pending += self._chain.envelopes(self.buffer.drain(self._max_batch))
         if len(self._pending) > self._max_pending:
             excess = len(self._pending) - self._max_pending

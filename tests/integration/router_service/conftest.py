@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,7 @@ async def make_stack(
         path = write_policy(
             tmp_path / "policy.yaml", policy_document(emulators, models or GEMINI_FIRST, **(feature or {}))
         )
-        clock = ManualClock()
+        clock = ManualClock(wall_start=time.time())  # decisions on a hand-moved clock; wall starts now
         service = RouterService(
             RouterSettings(
                 nats_url=nats_url,

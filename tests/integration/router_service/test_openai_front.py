@@ -1,0 +1,128 @@
+"""The OpenAI-compatible front, spoken to by the official `openai` client."""
+
+from __future__ import annotations
+
+import aiohttp
+import openai
+import pytest
+from openai import AsyncOpenAI
+
+from libs.routing_engine.example_policy import GEMINI_FLASH
+from tests.conftest import SQLITE_ONLY
+from tests.integration.router_service.conftest import RouterStack, StackFactory
+
+pytestmark = SQLITE_ONLY
+
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is a gang?"}]
+
+
+def openai_client(stack: RouterStack, key: str = "team-search") -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=f"{stack.service.http_url}/v1", api_key=key, max_retries=0)
+
+
+async def test_a_completion_is_answered_in_openai_format(make_stack: StackFactory):
+    stack = await make_stack()
+    async with openai_client(stack) as client:
+        completion = await client.chat.completions.create(
+            model="feature:search-answer", messages=MESSAGES, max_tokens=16
+        )
+    assert completion.choices[0].message.content == "alpha bravo charlie delta echo foxtrot golf hotel "
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.model == "gemini-flash"
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens == 8
+    assert completion.model_extra is not None
+    assert completion.model_extra["podway"]["deployment"] == "gemini-flash-pt"
+
+
+async def test_the_feature_may_come_from_the_header(make_stack: StackFactory):
+    stack = await make_stack()
+    async with openai_client(stack) as client:
+        completion = await client.chat.completions.create(
+            model="anything", messages=MESSAGES, extra_headers={"X-Podway-Feature": "search-answer"}
+        )
+    assert completion.choices[0].message.content
+
+
+async def test_a_streamed_completion_arrives_as_chunks_with_usage(make_stack: StackFactory):
+    stack = await make_stack()
+    async with openai_client(stack) as client:
+        stream = await client.chat.completions.create(
+            model="feature:search-answer",
+            messages=MESSAGES,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "alpha bravo charlie delta echo foxtrot golf hotel "
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == 8
+
+
+async def read_into(received: list[str], stream) -> None:
+    async for chunk in stream:
+        received.append(chunk.choices[0].delta.content or "")
+
+
+async def test_a_stream_broken_after_text_raises_in_the_client(make_stack: StackFactory):
+    stack = await make_stack()
+    stack.emulators.vertex.fail_mid_stream(GEMINI_FLASH, after_chunks=2)
+    received: list[str] = []
+    async with openai_client(stack) as client:
+        stream = await client.chat.completions.create(
+            model="feature:search-answer", messages=MESSAGES, stream=True
+        )
+        with pytest.raises(openai.APIError, match="broke after the first byte"):
+            await read_into(received, stream)
+    assert "".join(received) == "alpha bravo "
+
+
+async def test_an_unknown_key_is_401(make_stack: StackFactory):
+    stack = await make_stack()
+    async with openai_client(stack, key="nope") as client:
+        with pytest.raises(openai.AuthenticationError) as caught:
+            await client.chat.completions.create(model="feature:search-answer", messages=MESSAGES)
+    assert caught.value.code == "invalid_api_key"
+
+
+async def test_a_feature_outside_the_key_is_403(make_stack: StackFactory):
+    stack = await make_stack()
+    async with openai_client(stack) as client:
+        with pytest.raises(openai.PermissionDeniedError) as caught:
+            await client.chat.completions.create(model="feature:channel-recap", messages=MESSAGES)
+    assert caught.value.code == "feature_not_allowed"
+
+
+async def test_a_feature_over_its_budget_is_429_with_retry_after(make_stack: StackFactory):
+    stack = await make_stack(feature={"budget": {"tokens_per_minute": 600}})
+    async with openai_client(stack) as client:
+        await client.chat.completions.create(model="feature:search-answer", messages=MESSAGES, max_tokens=590)
+        with pytest.raises(openai.RateLimitError) as caught:
+            await client.chat.completions.create(
+                model="feature:search-answer", messages=MESSAGES, max_tokens=590
+            )
+    assert int(caught.value.response.headers["Retry-After"]) >= 1
+    assert caught.value.code == "rate_limit_exceeded"
+
+
+async def test_models_lists_the_features_of_the_key(make_stack: StackFactory):
+    stack = await make_stack()
+    async with openai_client(stack) as client:
+        models = await client.models.list()
+    assert [m.id for m in models.data] == ["feature:search-answer"]
+
+
+async def test_metrics_count_requests_per_feature_and_deployment(make_stack: StackFactory):
+    stack = await make_stack()
+    async with openai_client(stack) as client:
+        await client.chat.completions.create(model="feature:search-answer", messages=MESSAGES)
+    async with aiohttp.ClientSession() as http, http.get(f"{stack.service.http_url}/metrics") as response:
+        page = await response.text()
+    assert (
+        'podway_router_requests_total{deployment="gemini-flash-pt",feature="search-answer",served_tier="provisioned"} 1.0'
+        in page
+    )
+    assert 'podway_router_breaker_state{deployment="claude-haiku-pt"} 0.0' in page
+    assert "podway_router_first_byte_seconds_bucket" in page

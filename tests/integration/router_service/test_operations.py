@@ -1,0 +1,133 @@
+"""Operating the router: hot reload of the policy file, quality feedback, the scoreboard, the in-flight cap."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import yaml
+
+from libs.events.catalogue import RpcSubject
+from libs.events.routing import FRAME_END, FRAME_ERROR, STREAM_HEADER, FeedbackReport, InferenceRefusal
+from libs.messaging.streaming_rpc import stream_request
+from libs.providers import Completion, Provider, ProviderRequest, open_providers
+from libs.routing_engine.example_policy import example_policy
+from tests.conftest import SQLITE_ONLY
+from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
+
+pytestmark = SQLITE_ONLY
+
+
+async def test_an_edited_policy_file_is_reloaded_and_audited(make_stack: StackFactory):
+    stack = await make_stack()
+    assert (await stack.router.infer(ask())).deployment == "gemini-flash-pt"
+    document = yaml.safe_load(stack.policy_path.read_text())
+    document["features"]["search-answer"]["routes"] = [{"weight": 1, "models": CLAUDE_FIRST}]
+    stack.policy_path.write_text(yaml.safe_dump(document) + "\n")
+
+    assert stack.service.check_policy() is True
+    assert (await stack.router.infer(ask())).deployment == "claude-haiku-pt"
+    [reloaded] = await stack.story("policy")
+    assert reloaded.envelope.type == "router.policy.reloaded"
+    assert reloaded.envelope.payload["kept_state"] == [
+        "claude-haiku-od",
+        "claude-haiku-pt",
+        "gemini-flash-od",
+        "gemini-flash-pt",
+    ]
+
+
+async def test_an_invalid_policy_edit_keeps_the_policy_in_force(make_stack: StackFactory):
+    stack = await make_stack()
+    document = yaml.safe_load(stack.policy_path.read_text())
+    document["features"]["search-answer"]["routes"][0]["weight"] = 0
+    stack.policy_path.write_text(yaml.safe_dump(document))
+    assert stack.service.check_policy() is False
+    assert (await stack.router.infer(ask())).deployment == "gemini-flash-pt"
+    assert await stack.story("policy") == []
+
+
+async def test_feedback_feeds_the_scoreboard_and_is_audited(make_stack: StackFactory):
+    stack = await make_stack()
+    answer = await stack.router.infer(ask(request_id="req-good"))
+    recorded = await stack.router.feedback(
+        FeedbackReport(request_id="req-good", score=1.0, comment="spot on")
+    )
+    assert (recorded.recorded, recorded.feature, recorded.model) == (True, "search-answer", "gemini-flash")
+
+    board = await stack.router.scoreboard()
+    [row] = [r for r in board.rows if r.model == answer.model]
+    assert (row.requests, row.feedback_count, row.feedback_mean) == (1, 1, 1.0)
+    story = await stack.story("req-good")
+    assert [e.envelope.type for e in story] == ["inference.completed", "inference.feedback"]
+    assert story[1].envelope.payload["comment"] == "spot on"
+
+
+async def test_feedback_for_a_request_the_router_never_saw_is_not_recorded(make_stack: StackFactory):
+    stack = await make_stack()
+    recorded = await stack.router.feedback(FeedbackReport(request_id="req-unknown", score=0.0))
+    assert recorded.recorded is False
+
+
+class HeldProvider:
+    """A real provider whose calls wait until the test lets them through."""
+
+    def __init__(self, inner: Provider, release: asyncio.Event, arrivals: asyncio.Queue[str]) -> None:
+        self.name = inner.name
+        self._inner = inner
+        self._release = release
+        self._arrivals = arrivals
+
+    async def complete(self, request: ProviderRequest) -> Completion:
+        self._arrivals.put_nowait(request.model)
+        await self._release.wait()
+        return await self._inner.complete(request)
+
+    def stream(self, request: ProviderRequest) -> Any:
+        return self._inner.stream(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+async def test_beyond_its_in_flight_cap_the_router_refuses_at_once_without_blaming_a_provider(
+    make_stack: StackFactory, emulators
+):
+    opened = await open_providers(example_policy(emulators.bedrock_url, emulators.vertex_url).providers)
+    release, arrivals = asyncio.Event(), asyncio.Queue[str]()
+    held = {name: HeldProvider(provider, release, arrivals) for name, provider in opened.items()}
+    stack = await make_stack(providers=held, router_max_in_flight=2)
+    try:
+        in_flight = [asyncio.create_task(stack.router.infer(ask())) for _ in range(2)]
+        for _ in range(2):
+            await asyncio.wait_for(arrivals.get(), timeout=10)
+
+        replies = [
+            r
+            async for r in stream_request(
+                stack.client.broker,
+                RpcSubject.ROUTER_INFER,
+                ask().model_dump_json().encode(),
+                frame_header=STREAM_HEADER,
+                last_frames=(FRAME_END, FRAME_ERROR),
+                idle_timeout_s=10,
+            )
+        ]
+        refusal = InferenceRefusal.model_validate_json(replies[0].data)
+        assert (replies[0].headers[STREAM_HEADER], refusal.reason, refusal.http_status) == (
+            "error",
+            "overloaded",
+            503,
+        )
+        assert refusal.retry_after_s == pytest.approx(1.0)
+
+        release.set()
+        assert [a.deployment for a in await asyncio.gather(*in_flight)] == ["gemini-flash-pt"] * 2
+        breakers = stack.service.router.breakers()
+        assert all(b.window_requests == 0 or b.window_error_rate == 0 for b in breakers.values())
+        assert stack.service.cap.refused == 1
+    finally:
+        release.set()
+        for provider in opened.values():
+            await provider.aclose()
