@@ -1,0 +1,42 @@
+"""The router's `podway demo` steps pass against the real services, emulators and audit log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from libs.client.client import PodwayClient
+from libs.client.demo import Demo
+from libs.client.demo_router import prepare_router_demo, router_steps, running_router_demo
+from libs.routing_engine import read_policy_file
+from libs.runtime.settings import PodwaySettings
+from services.admission.app import AdmissionService
+from tests.conftest import SQLITE_ONLY
+
+
+@SQLITE_ONLY
+async def test_every_router_demo_step_passes(nats_url: str, database_url: str, tmp_path: Path):
+    admission = AdmissionService(
+        PodwaySettings(nats_url=nats_url, database_url=database_url, data_dir=tmp_path)
+    )
+    await admission.start()
+    lines: list[str] = []
+    try:
+        async with (
+            running_router_demo(nats_url=nats_url, database_url=database_url, data_dir=tmp_path) as endpoints,
+            PodwayClient(nats_url, timeout_s=20) as client,
+        ):
+            demo = Demo(client, out=lines.append)
+            await router_steps(demo, nats_url=nats_url, emulator_control=endpoints)
+    finally:
+        await admission.stop()
+    assert len(demo.passed) == 8, "\n".join(lines)
+
+
+def test_the_demo_plan_runs_the_emulators_beside_a_valid_policy(tmp_path: Path):
+    plan = prepare_router_demo(tmp_path, bedrock_port=4101, vertex_port=4102)
+    policy = read_policy_file(plan.policy_path)
+    assert policy.providers["bedrock"].endpoint_url == plan.bedrock_url == "http://127.0.0.1:4101"
+    assert policy.providers["vertex"].api_endpoint == "http://127.0.0.1:4102"
+    assert policy.breaker.open_s < 1
+    assert plan.emulators_spec.argv[-4:] == ["--bedrock-port", "4101", "--vertex-port", "4102"]
+    assert plan.emulators_spec.beats is False
