@@ -16,7 +16,7 @@ from libs.client.client import PodwayClient
 from libs.client.describe import event_line
 from libs.client.output import render
 from libs.runtime.settings import PodwaySettings
-from libs.runtime.stack import Stack
+from libs.runtime.stack import DEFAULT_SERVICES, Stack
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 
@@ -152,9 +152,20 @@ async def admission_steps(demo: Demo) -> None:
 
 
 async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
-    # Simulated pods run 10x faster than their podway.io/run-seconds, so the demo takes seconds.
-    settings = PodwaySettings(data_dir=data_dir, log_level="WARNING", time_compression=10.0)
-    stack = Stack(settings, prepare=_prepare)
+    from libs.client.demo_router import prepare_router_demo
+
+    # The router runs on the local Bedrock and Vertex emulators; simulated pods run 10x faster than their
+    # podway.io/run-seconds, so the demo takes seconds.
+    plan = prepare_router_demo(data_dir)
+    settings = PodwaySettings(
+        data_dir=data_dir, log_level="WARNING", time_compression=10.0, router_policy=plan.policy_path
+    )
+    stack = Stack(
+        settings,
+        services=(*DEFAULT_SERVICES, "llm_router"),
+        prepare=_prepare,
+        extra_specs=[plan.emulators_spec],
+    )
     try:
         info = await asyncio.to_thread(stack.start)
         if not await asyncio.to_thread(stack.wait_ready):
@@ -166,6 +177,7 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
             try:
                 await admission_steps(demo)
                 await scheduling_steps(demo)
+                await router_demo_steps(demo, plan, settings, info.nats_url)
             except StepFailed as exc:
                 out(f"   FAILED: {exc}")
                 return 1
@@ -180,6 +192,13 @@ async def scheduling_steps(demo: Demo) -> None:
     from libs.client.demo_scheduling import scheduling_steps as steps
 
     await steps(demo)
+
+
+async def router_demo_steps(demo: Demo, plan: Any, settings: PodwaySettings, nats_url: str) -> None:
+    from libs.client.demo_router import router_steps
+
+    endpoints = await plan.endpoints(settings.run_dir)
+    await router_steps(demo, nats_url=nats_url, emulator_control=endpoints)
 
 
 def _prepare(database_url: str, nats_url: str) -> None:
