@@ -18,7 +18,7 @@ from libs.runtime.stack import DEFAULT_SERVICES, Stack, running_stack, stop_runn
 
 def settings_from(args: argparse.Namespace) -> PodwaySettings:
     overrides: dict[str, Any] = {}
-    for name in ("data_dir", "nats_url", "database_url"):
+    for name in ("data_dir", "nats_url", "database_url", "router_policy"):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -52,8 +52,16 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     if args.detach:
         return _up_detached(args, settings)
-    services = tuple(args.services.split(",")) if args.services else DEFAULT_SERVICES
-    stack = Stack(settings, services=services, prepare=prepare_stack)
+    services = tuple(args.services.split(",")) if args.services else (*DEFAULT_SERVICES, "llm_router")
+    extra = []
+    if "llm_router" in services and settings.router_policy is None:
+        # No policy given: the router serves the deployed policy on the local Bedrock and Vertex emulators.
+        from libs.client.demo_router import prepare_router_demo
+
+        plan = prepare_router_demo(settings.data_dir.resolve())
+        settings = settings.model_copy(update={"router_policy": plan.policy_path})
+        extra.append(plan.emulators_spec)
+    stack = Stack(settings, services=services, prepare=prepare_stack, extra_specs=extra)
     stopping = {"now": False}
 
     def request_stop(*_: object) -> None:
@@ -81,6 +89,8 @@ def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:
             argv += [flag, value]
     if args.services:
         argv += ["--services", args.services]
+    if args.router_policy:
+        argv += ["--router-policy", str(args.router_policy)]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with (settings.data_dir / "podway-up.log").open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -184,6 +194,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     common(up)
     up.add_argument("--detach", action="store_true", help="run in the background")
     up.add_argument("--services", default=None, help="comma-separated services to run")
+    up.add_argument("--router-policy", type=Path, default=None, help="router policy (default: local emulators)")
     up.set_defaults(handler=cmd_up)
     down = sub.add_parser("down", help="stop the stack started in the data dir")
     common(down)
