@@ -29,7 +29,7 @@ from libs.events.rpc import (
     GetReply,
     GetRequest,
 )
-from libs.events.scheduling import PodsFailed, PodsRunning, PodsSucceeded
+from libs.events.scheduling import PodGroupRestarted, PodsFailed, PodsRunning, PodsSucceeded
 from libs.messaging.broker import jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
@@ -98,6 +98,7 @@ class AdmissionService:
                     EventType.PODS_SUCCEEDED.subject,
                     EventType.PODS_FAILED.subject,
                     EventType.OBJECT_DELETED.subject,
+                    EventType.PODGROUP_RESTARTED.subject,
                 ],
                 handler=self.on_pod_lifecycle,
                 uow_factory=self.uow,
@@ -199,6 +200,11 @@ class AdmissionService:
     async def on_pod_lifecycle(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
         """Pods changing phase keep their Jobs' status current and may release PodGroups waiting to be
         deleted."""
+        if isinstance(payload, PodGroupRestarted):
+            context = self._context(str(envelope.event_id))
+            decision = await jobs.recreate_restarted_gang(uow, payload.podgroup, context)
+            await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
+            return
         if isinstance(payload, PodsRunning | PodsSucceeded | PodsFailed):
             await jobs.refresh_job_status(uow, payload.pods, now=self.clock())
         if isinstance(payload, PodsRunning):

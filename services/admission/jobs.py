@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from libs.core.admission.jobs import job_status
+from libs.core.admission.apply import ApplyContext
+from libs.core.admission.jobs import job_status, recreate_gang_pods
+from libs.core.admission.model import BatchDecision
 from libs.db.ports import UnitOfWork
-from libs.events.scheduling import PodRef
-from services.admission.store import iso, known_from_stored
+from libs.events.scheduling import PodGroupRef, PodRef
+from services.admission.store import iso, known_from_stored, load_view
 
 
 async def refresh_job_status(uow: UnitOfWork, pods: Iterable[PodRef], *, now: datetime) -> None:
@@ -28,3 +30,28 @@ async def refresh_job_status(uow: UnitOfWork, pods: Iterable[PodRef], *, now: da
         status = job_status(job, siblings, now=iso(now))
         if status != stored.status:
             await uow.objects.update_status("Job", namespace, name, status)
+
+
+async def recreate_restarted_gang(uow: UnitOfWork, ref: PodGroupRef, ctx: ApplyContext) -> BatchDecision:
+    """A restarted gang owned by a Job gets fresh pods; other gangs are left to their owners."""
+    stored = await uow.objects.get("PodGroup", ref.namespace, ref.name)
+    owner = (
+        next(
+            (
+                r
+                for r in (stored.metadata.get("ownerReferences") or [])
+                if r.get("kind") == "Job" and r.get("controller")
+            ),
+            None,
+        )
+        if stored
+        else None
+    )
+    if stored is None or owner is None:
+        return BatchDecision()
+    job = await uow.objects.get("Job", ref.namespace, str(owner.get("name")))
+    if job is None:
+        return BatchDecision()
+    pods = [known_from_stored(o) for o in await uow.objects.find("Pod", ref.namespace)]
+    view = await load_view(uow, [p.key for p in pods])
+    return recreate_gang_pods(known_from_stored(job), known_from_stored(stored), pods, view, ctx)

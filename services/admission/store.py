@@ -75,7 +75,13 @@ async def write_decision(
 ) -> None:
     """Write every object, removal and event of a decision in the unit of work (the caller commits).
 
-    New objects go in one statement; an object written twice in a group (created, then updated) keeps order."""
+    Removals go first (a recreated pod replaces one of the same name); new objects go in one statement; an
+    object written twice in a group (created, then updated) keeps order."""
+    for removal in decision.removals:
+        if removal.mark_only:
+            await uow.objects.request_deletion(removal.kind, removal.namespace, removal.name)
+        else:
+            await uow.objects.delete(removal.kind, removal.namespace, removal.name)
     creates: list[ObjectDraft] = []
     created: set[tuple[str, str, str]] = set()
     for write in decision.writes:
@@ -88,11 +94,6 @@ async def write_decision(
         creates, created = [], set()
         await uow.objects.upsert(draft, expected_resource_version=write.expected_resource_version)
     await uow.objects.create_many(creates)
-    for removal in decision.removals:
-        if removal.mark_only:
-            await uow.objects.request_deletion(removal.kind, removal.namespace, removal.name)
-        else:
-            await uow.objects.delete(removal.kind, removal.namespace, removal.name)
     for event in decision.events:
         uow.emit(
             Envelope.wrap(

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.api.jobs import COMPLETION_INDEX
-from libs.core.admission.delete import owned_by
-from libs.core.admission.model import KnownObject, Manifest
+from libs.api.jobs import COMPLETION_INDEX, expand_job
+from libs.api.manifests import parse_object
+from libs.api.models.batch import Job
+from libs.core.admission.apply import ApplyContext, admit_document
+from libs.core.admission.delete import owned_by, pods_of_group
+from libs.core.admission.events import deleted_event
+from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, Manifest, ObjectRemoval
 
 # Pods evicted by preemption end Failed with this reason; they do not count against backoffLimit (as a
 # podFailurePolicy ignoring DisruptionTarget would).
@@ -74,3 +78,33 @@ def job_status(job: KnownObject, pods: list[KnownObject], *, now: str) -> Manife
     if "completionTime" in old:
         status["completionTime"] = old["completionTime"]
     return status
+
+
+def job_failed(job: KnownObject) -> bool:
+    conditions = (job.manifest.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
+
+
+def recreate_gang_pods(
+    job: KnownObject, group: KnownObject, pods: list[KnownObject], view: AdmissionView, ctx: ApplyContext
+) -> BatchDecision:
+    """Job controller: a gang of this Job was restarted (or preempted), so its pods are replaced by fresh ones
+    (new uids, no status) and the whole gang is queued again. A Job past its backoff limit is left failed."""
+    decision = BatchDecision()
+    if job_failed(job):
+        return decision
+    parsed = parse_object(job.manifest)
+    assert isinstance(parsed, Job)
+    fresh = {pod.name: pod for pod in expand_job(parsed).pods}
+    for pod in pods_of_group(group, pods):
+        if pod.name not in fresh:
+            continue
+        decision.removals.append(
+            ObjectRemoval(pod.kind, pod.namespace, pod.name, pod.uid, pod.resource_version)
+        )
+        decision.events.append(deleted_event(pod, ctx.request_id, group.uid))
+        view.drop(pod.key)
+        replacement = fresh[pod.name].to_wire()
+        replacement["metadata"].pop("uid", None)  # a new incarnation: never the old pod's identity
+        admit_document(replacement, view, decision, ctx)
+    return decision

@@ -9,7 +9,7 @@ import pytest
 from libs.api.manifests import load_documents
 from libs.client.client import PodwayClient
 from libs.events.envelope import Envelope
-from libs.events.scheduling import PodRef, PodsFailed, PodsSucceeded
+from libs.events.scheduling import PodGroupRef, PodGroupRestarted, PodRef, PodsFailed, PodsSucceeded
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from tests.support import eventually
@@ -151,3 +151,28 @@ async def test_a_jobs_status_follows_its_pods_to_completion(stack):
         lambda jobs: bool((jobs[0].get("status") or {}).get("conditions")),
     )
     assert job["status"]["conditions"][0]["type"] == "Complete"
+
+
+async def test_a_restarted_job_gang_is_recreated_with_fresh_pods(stack):
+    service, client = stack
+    await client.apply(example("01-priorityclasses.yaml") + example("05-indexed-job.yaml"))
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await client.get("Pod", namespace="ml")}
+    (group,) = await client.get("PodGroup", "finetune-worker-0", "ml")
+    ref = PodGroupRef(namespace="ml", name="finetune-worker-0", uid=group["metadata"]["uid"])
+    async with service.uow() as uow:
+        uow.emit(
+            Envelope.wrap(
+                PodGroupRestarted(podgroup=ref, reason="gang dropped below minCount"),
+                producer="scheduler",
+                correlation_id=ref.uid,
+                occurred_at=datetime.now(UTC),
+            )
+        )
+        await uow.commit()
+
+    def renewed(pods: list[dict]) -> bool:
+        return len(pods) == 8 and all(p["metadata"]["uid"] != before[p["metadata"]["name"]] for p in pods)
+
+    after = await eventually(lambda: client.get("Pod", namespace="ml"), renewed)
+    assert renewed(after)
+    assert all("status" not in p or not p["status"].get("phase") for p in after)
