@@ -9,6 +9,11 @@ process can sustain; when the process is CPU-bound (and the host shared), OS pre
 requests outstanding (like wrk's connections), so a CPU-bound process reports the rate it reached instead of
 queueing into first-byte timeouts that would trip every breaker.
 
+The last phase goes through NATS: the router service (`services.llm_router`) runs in its own process on an
+embedded nats-server and a SQLite file, and this process calls `podway.rpc.router.infer` one request at a time.
+`nats_added_ms` is the end-to-end time at the caller minus the provider-call time the reply reports, i.e. the
+router's own time plus the NATS round trip and both sides' encoding.
+
     python -m bench.router -o json
 """
 
@@ -22,17 +27,27 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psutil
+import yaml
 
+from libs.client.client import PodwayClient
+from libs.client.commands.router import RouterClient
 from libs.core.routing import RoutingPolicy, parse_policy
+from libs.db.migrate import upgrade
+from libs.events.routing import ChatMessage, InferenceCall
+from libs.messaging.rpc import RpcError
 from libs.providers import Message, Provider, close_providers, open_providers
-from libs.routing_engine import EventBuffer, InferRequest, InferResult, Router, RoutingError
+from libs.routing_engine import EventBuffer, InferRequest, InferResult, Router, RoutingError, new_request_id
 from libs.routing_engine.example_policy import example_policy_document
+from libs.runtime.nats_server import EmbeddedNatsServer
 
 PROMPT = (Message("user", "Summarise the incident timeline for the on-call channel in two sentences."),)
 NO_BREAKER = {"consecutive_failures": 1_000_000, "min_requests": 1_000_000}
@@ -49,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=300, help="requests before measuring")
     parser.add_argument("--serial-requests", type=int, default=1000, help="requests sent one at a time")
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--nats-requests", type=int, default=500, help="requests sent one at a time over NATS"
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -56,6 +74,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     with _emulators() as urls:
         metrics = asyncio.run(_run(args, urls))
+        with (
+            tempfile.TemporaryDirectory(prefix="podway-bench-router-") as tmp,
+            _router_service(urls, Path(tmp)) as (nats_url, service),
+        ):
+            metrics |= asyncio.run(_nats_phase(args, nats_url, service))
     params = {
         "rate": args.rate,
         "duration_s": args.duration,
@@ -64,6 +87,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "warmup": args.warmup,
         "serial_requests": args.serial_requests,
         "max_tokens": args.max_tokens,
+        "nats_requests": args.nats_requests,
+        "nats": "router service in a child process, embedded nats-server, SQLite audit log, one request in flight",
         "emulator_latency_ms": 0,
         "emulators": "child process",
         "policy": "ROUTER.md example (90/10 gemini-flash/claude-haiku)",
@@ -143,6 +168,86 @@ async def _phases(
         "bedrock_attempts_during_outage_with_breaker": bedrock_attempts,
         "events_buffered": len(events),
     }
+
+
+async def _nats_phase(args: argparse.Namespace, nats_url: str, service: psutil.Process) -> dict[str, Any]:
+    """Serial requests through `podway.rpc.router.infer`: end to end at the caller minus the provider time."""
+    async with PodwayClient(nats_url, name="bench-router") as client:
+        router = RouterClient(client, timeout_s=30)
+        call = InferenceCall(
+            feature="search-answer",
+            messages=[ChatMessage(role=m.role, content=m.content) for m in PROMPT],
+            max_tokens=args.max_tokens,
+        )
+        await _first_answer(router, call)
+        for _ in range(args.warmup):
+            await router.infer(call.model_copy(update={"request_id": new_request_id()}))
+        added: list[float] = []
+        service_cpu, caller_cpu = _cpu_seconds(service), time.process_time()
+        for _ in range(args.nats_requests):
+            started = time.perf_counter()
+            answer = await router.infer(call.model_copy(update={"request_id": new_request_id()}))
+            added.append((time.perf_counter() - started) * 1000.0 - answer.provider_ms)
+        service_cpu, caller_cpu = _cpu_seconds(service) - service_cpu, time.process_time() - caller_cpu
+    added.sort()
+    per_request_ms = 1000.0 / max(len(added), 1)
+    return {
+        "nats_added_ms_p50": _round(_percentile(added, 50)),
+        "nats_added_ms_p99": _round(_percentile(added, 99)),
+        "nats_requests_measured": len(added),
+        # Where the time goes on a shared host: CPU of the service (SDK calls and the audit trail included)
+        # and of the caller, per request.
+        "nats_service_cpu_ms_per_request": round(service_cpu * per_request_ms, 3),
+        "nats_caller_cpu_ms_per_request": round(caller_cpu * per_request_ms, 3),
+    }
+
+
+def _cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+async def _first_answer(router: RouterClient, call: InferenceCall, timeout_s: float = 60.0) -> None:
+    """Wait until the service in the child process answers."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await router.infer(call)
+            return
+        except RpcError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+@contextmanager
+def _router_service(urls: dict[str, str], tmp: Path) -> Iterator[tuple[str, psutil.Process]]:
+    """The router service in a child process on its own nats-server and SQLite file; yields the NATS URL and
+    the process."""
+    nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
+    database_url = f"sqlite+aiosqlite:///{tmp / 'podway.db'}"
+    asyncio.run(upgrade(database_url))
+    policy = tmp / "policy.yaml"
+    policy.write_text(yaml.safe_dump(example_policy_document(urls["bedrock"], urls["vertex"])))
+    env = os.environ | {
+        "PODWAY_NATS_URL": nats.url,
+        "PODWAY_DATABASE_URL": database_url,
+        "PODWAY_DATA_DIR": str(tmp),
+        "PODWAY_ROUTER_POLICY": str(policy),
+        "PODWAY_ROUTER_HTTP_PORT": "-1",
+        "PODWAY_METRICS_PORT": "-1",
+        "PODWAY_LOG_LEVEL": "WARNING",
+    }
+    with (tmp / "llm_router.log").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "services.llm_router.main"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        yield nats.url, psutil.Process(process.pid)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        nats.stop()
 
 
 async def _load(
