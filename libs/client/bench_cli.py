@@ -16,14 +16,19 @@ BENCHMARKS: dict[str, str] = {
     "router": "bench.router",
     "router-vs-litellm": "bench.router_vs_litellm",
     "router-trace": "bench.router_trace",
+    "api-validation": "bench.api_validation",
 }
 
 # `make bench` runs these, hetero as its own line so both figures appear.
 ALL_RUNS: list[tuple[str, list[str]]] = [
+    ("api-validation", []),
     ("scheduler-core", []),
     ("scheduler-core", ["--mix", "hetero"]),
     ("admission", []),
+    ("scheduler-e2e", []),
     ("router", []),
+    ("router-trace", []),
+    ("router-vs-litellm", []),
 ]
 
 
