@@ -69,10 +69,16 @@ def main(argv: list[str]) -> int:
         "table" if "-o" in rest and rest[rest.index("-o") + 1 : rest.index("-o") + 2] == ["table"] else "json"
     )
     if name == "all":
+        failed = 0
         for bench_name, extra in ALL_RUNS:
-            if bench_name in available():
+            if bench_name not in available():
+                continue
+            try:
                 print_result(run_one(bench_name, extra + rest), output)
-        return 0
+            except (Exception, SystemExit) as exc:  # one broken benchmark must not hide the others
+                failed += 1
+                print(json.dumps({"name": bench_name, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 1 if failed else 0
     if name not in available():
         print(f"unknown benchmark {name!r}; available: {', '.join(available())}", file=sys.stderr)
         return 2
