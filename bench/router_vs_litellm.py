@@ -1,0 +1,486 @@
+"""Podway's router and LiteLLM's Router side by side: the same emulators, the same workload, in one run.
+
+LiteLLM is never a project dependency: this script installs it into its own virtual environment under a cache
+directory (`--venv-dir`) together with `aiobotocore[boto3]` (otherwise pip moves botocore past aiobotocore's
+pin) and google-auth, then drives it from a worker process running in that environment. Settings follow
+STACK_NOTES: `LITELLM_LOCAL_MODEL_COST_MAP=True`, `num_retries=0`, `disable_cooldowns=True`; Bedrock through
+`bedrock/converse/<model>` with `aws_bedrock_runtime_endpoint`; Vertex through `vertex_ai/gemini-*` with
+`api_base` and a throwaway service-account key whose `token_uri` is the emulator's `/token`.
+
+Workload: one request in flight, alternating Bedrock (Claude Haiku on-demand) and Vertex (Gemini Flash
+on-demand), the same prompt and `max_tokens`, zero emulator latency. Measured in rounds that alternate Podway
+and LiteLLM, so both see the same host load. Added time, for both, is the end-to-end time at the caller minus
+the median time of a raw aiohttp call to the same emulator endpoint with the same body, measured in the same
+process: what the routing layer and its cloud client cost over the bare HTTP exchange.
+
+If LiteLLM cannot be installed (no package index), the script says so and exits non-zero: no figures are made up.
+
+    python -m bench.router_vs_litellm -o json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.router import _emulators, _percentile, _round
+from libs.core.routing import RoutingPolicy, parse_policy
+from libs.providers import Message, close_providers, open_providers
+from libs.routing_engine import EventBuffer, InferRequest, Router
+from libs.routing_engine.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH, example_policy_document
+
+PROMPT = "Summarise the incident timeline for the on-call channel in two sentences."
+CLOUDS = ("bedrock", "vertex")
+FEATURES = {"bedrock": "bench-bedrock", "vertex": "bench-vertex"}
+LITELLM_PACKAGES = ("litellm", "aiobotocore[boto3]", "google-auth")
+INSTALL_TIMEOUT_S = 1200
+
+
+def default_venv_dir() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "podway" / "bench-litellm-venv"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Benchmark options."""
+    parser.add_argument("--requests", type=int, default=600, help="measured requests per side, both clouds")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating Podway / LiteLLM rounds")
+    parser.add_argument("--warmup", type=int, default=100, help="requests per side before measuring")
+    parser.add_argument("--baseline-requests", type=int, default=200, help="raw HTTP calls per cloud")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--venv-dir", type=Path, default=default_venv_dir(), help="LiteLLM's own virtualenv")
+
+
+class LiteLLMUnavailable(RuntimeError):
+    """LiteLLM could not be installed or started."""
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Install LiteLLM if needed, run both sides against one pair of emulators, return the figures."""
+    try:
+        python, version = ensure_litellm(args.venv_dir)
+    except LiteLLMUnavailable as exc:
+        print(f"router-vs-litellm: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+    load_before = os.getloadavg()[0]
+    with _emulators() as urls:
+        sides = asyncio.run(_compare(args, urls, python))
+    podway, litellm = sides["podway"], sides["litellm"]
+    podway_p50 = _percentile(sorted(podway["added_ms"]), 50)
+    litellm_p50 = _percentile(sorted(litellm["added_ms"]), 50)
+    metrics = {
+        "podway_added_ms_p50": _round(podway_p50),
+        "podway_added_ms_p99": _round(_percentile(sorted(podway["added_ms"]), 99)),
+        "litellm_added_ms_p50": _round(litellm_p50),
+        "litellm_added_ms_p99": _round(_percentile(sorted(litellm["added_ms"]), 99)),
+        "overhead_ratio": round(litellm_p50 / podway_p50, 2) if podway_p50 and litellm_p50 else None,
+        "podway_cpu_ms_per_request": round(podway["cpu_ms_per_request"], 3),
+        "litellm_cpu_ms_per_request": round(litellm["cpu_ms_per_request"], 3),
+        "podway_router_reported_added_ms_p50": _round(_percentile(sorted(podway["reported_added_ms"]), 50)),
+        "requests_per_side": len(podway["added_ms"]),
+        "failed_requests": podway["failed"] + litellm["failed"],
+    }
+    for cloud in CLOUDS:
+        metrics[f"podway_added_ms_p50_{cloud}"] = _round(_percentile(sorted(podway["by_cloud"][cloud]), 50))
+        metrics[f"litellm_added_ms_p50_{cloud}"] = _round(_percentile(sorted(litellm["by_cloud"][cloud]), 50))
+        metrics[f"raw_http_ms_p50_{cloud}"] = _round(podway["baseline_ms"][cloud])
+    params = {
+        "requests": args.requests,
+        "rounds": args.rounds,
+        "warmup": args.warmup,
+        "baseline_requests": args.baseline_requests,
+        "max_tokens": args.max_tokens,
+        "in_flight": 1,
+        "workload": "alternating Bedrock Claude Haiku OD / Vertex Gemini Flash OD, zero emulator latency",
+        "added_definition": "end to end at the caller minus the median raw aiohttp call to the same endpoint",
+        "litellm_version": version,
+        "litellm_settings": "num_retries=0, disable_cooldowns=True, LITELLM_LOCAL_MODEL_COST_MAP=True",
+        "host_cpus": os.cpu_count(),
+        "host_load_avg_1m_before": round(load_before, 2),
+    }
+    return {"name": "router-vs-litellm", "params": params, "metrics": metrics}
+
+
+# --- LiteLLM's own environment ---------------------------------------------------------------------------
+
+
+def ensure_litellm(venv_dir: Path) -> tuple[Path, str]:
+    """The venv's python and LiteLLM's version, installing both on first use."""
+    python = venv_dir / "bin" / "python"
+    if not _installed_version(python):
+        print(f"router-vs-litellm: installing LiteLLM into {venv_dir} (once)", file=sys.stderr)
+        try:
+            if not python.exists():
+                subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], check=True, capture_output=True)
+            subprocess.run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    *LITELLM_PACKAGES,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT_S,
+            )
+        except subprocess.CalledProcessError as exc:
+            detail = (
+                (exc.stderr or exc.stdout or "").strip().splitlines()[-3:] if exc.stderr or exc.stdout else []
+            )
+            raise LiteLLMUnavailable(
+                "could not install LiteLLM (is the package index reachable?): "
+                + " | ".join(detail or [str(exc)])
+            ) from exc
+        except subprocess.TimeoutExpired as exc:
+            raise LiteLLMUnavailable(f"installing LiteLLM took more than {INSTALL_TIMEOUT_S} s") from exc
+    version = _installed_version(python)
+    if not version:
+        raise LiteLLMUnavailable(f"LiteLLM is not importable in {venv_dir}")
+    return python, version
+
+
+def _installed_version(python: Path) -> str | None:
+    if not python.exists():
+        return None
+    probe = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import importlib.metadata as m, litellm, google.auth; print(m.version('litellm'))",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    return probe.stdout.strip() or None if probe.returncode == 0 else None
+
+
+# --- the two sides -----------------------------------------------------------------------------------------
+
+
+async def _compare(args: argparse.Namespace, urls: dict[str, str], python: Path) -> dict[str, dict[str, Any]]:
+    per_round = max(2, args.requests // args.rounds)
+    sides: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="podway-litellm-") as tmp:
+        worker_path = Path(tmp) / "litellm_worker.py"
+        worker_path.write_text(WORKER)
+        worker = await asyncio.create_subprocess_exec(
+            str(python),
+            str(worker_path),
+            json.dumps({**urls, "max_tokens": args.max_tokens, "prompt": PROMPT}),
+            json.dumps(
+                {
+                    cloud: [url, body.decode(), headers]
+                    for cloud, (url, body, headers) in raw_calls(
+                        urls["bedrock"], urls["vertex"], args.max_tokens
+                    ).items()
+                }
+            ),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=os.environ | {"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+        )
+        try:
+            litellm = _LiteLLMWorker(worker)
+            await litellm.ask({"op": "ready"})
+            policy = _policy(urls)
+            providers = await open_providers(policy.providers)
+            try:
+                router = Router(policy, providers, event_sink=EventBuffer(max_events=1000))
+                podway = _PodwaySide(router, args.max_tokens)
+                for side in (podway, litellm):
+                    await side.run({"op": "warmup", "count": args.warmup})
+                    await side.run({"op": "baseline", "count": args.baseline_requests})
+                for _ in range(args.rounds):
+                    for side in (podway, litellm):
+                        await side.run({"op": "measure", "count": per_round})
+            finally:
+                await close_providers(providers)
+            sides = {"podway": podway.summary(), "litellm": await litellm.summary()}
+        finally:
+            if worker.returncode is None:
+                worker.kill()
+            await worker.wait()
+    return sides
+
+
+class _Tally:
+    """What one side measured."""
+
+    def __init__(self) -> None:
+        self.baseline: dict[str, list[float]] = {cloud: [] for cloud in CLOUDS}
+        self.e2e: dict[str, list[float]] = {cloud: [] for cloud in CLOUDS}
+        self.reported_added_ms: list[float] = []
+        self.cpu_s = 0.0
+        self.failed = 0
+
+    def summary(self) -> dict[str, Any]:
+        baseline = {cloud: _percentile(sorted(v), 50) or 0.0 for cloud, v in self.baseline.items()}
+        by_cloud = {cloud: [e - baseline[cloud] for e in self.e2e[cloud]] for cloud in CLOUDS}
+        count = sum(len(v) for v in self.e2e.values())
+        return {
+            "added_ms": [a for cloud in CLOUDS for a in by_cloud[cloud]],
+            "by_cloud": by_cloud,
+            "baseline_ms": baseline,
+            "reported_added_ms": self.reported_added_ms,
+            "cpu_ms_per_request": self.cpu_s * 1000.0 / max(count, 1),
+            "failed": self.failed,
+        }
+
+
+class _PodwaySide(_Tally):
+    def __init__(self, router: Router, max_tokens: int) -> None:
+        super().__init__()
+        self._router = router
+        self._max_tokens = max_tokens
+        self._raw = _RawHttp()
+
+    async def run(self, command: dict[str, Any]) -> None:
+        count = command["count"]
+        if command["op"] == "baseline":
+            self.baseline = await self._raw.measure(self._router.policy, count, self._max_tokens)
+            return
+        measuring = command["op"] == "measure"
+        cpu = time.process_time()
+        for i in range(count):
+            cloud = CLOUDS[i % 2]
+            request = InferRequest(FEATURES[cloud], (Message("user", PROMPT),), max_tokens=self._max_tokens)
+            started = time.perf_counter()
+            try:
+                result = await self._router.infer(request)
+            except Exception:
+                self.failed += measuring
+                continue
+            if measuring:
+                self.e2e[cloud].append((time.perf_counter() - started) * 1000.0)
+                self.reported_added_ms.append(result.added_ms)
+        if measuring:
+            self.cpu_s += time.process_time() - cpu
+
+
+class _RawHttp:
+    """The bare HTTP exchange each side's added time is measured against."""
+
+    async def measure(self, policy: RoutingPolicy, count: int, max_tokens: int) -> dict[str, list[float]]:
+        bedrock = policy.providers["bedrock"].endpoint_url
+        vertex = policy.providers["vertex"].api_endpoint
+        assert bedrock is not None
+        assert vertex is not None
+        calls = raw_calls(bedrock, vertex, max_tokens)
+        timings: dict[str, list[float]] = {cloud: [] for cloud in CLOUDS}
+        async with aiohttp.ClientSession() as http:
+            for i in range(count * 2):
+                cloud = CLOUDS[i % 2]
+                url, body, headers = calls[cloud]
+                started = time.perf_counter()
+                async with http.post(url, data=body, headers=headers) as response:
+                    await response.read()
+                timings[cloud].append((time.perf_counter() - started) * 1000.0)
+        return timings
+
+
+def raw_calls(bedrock: str, vertex: str, max_tokens: int) -> dict[str, tuple[str, bytes, dict[str, str]]]:
+    """The same requests as the SDKs send, as bare HTTP (shared with the LiteLLM worker)."""
+    from urllib.parse import quote
+
+    converse = {
+        "messages": [{"role": "user", "content": [{"text": PROMPT}]}],
+        "inferenceConfig": {"maxTokens": max_tokens},
+    }
+    generate = {
+        "contents": [{"role": "user", "parts": [{"text": PROMPT}]}],
+        "generationConfig": {"maxOutputTokens": max_tokens},
+    }
+    model_path = f"projects/acme-ai/locations/us-central1/publishers/google/models/{GEMINI_FLASH}"
+    json_type = {"Content-Type": "application/json"}
+    return {
+        "bedrock": (
+            f"{bedrock}/model/{quote(CLAUDE_HAIKU_OD, safe='')}/converse",
+            json.dumps(converse).encode(),
+            json_type,
+        ),
+        "vertex": (
+            f"{vertex}/v1/{model_path}:generateContent",
+            json.dumps(generate).encode(),
+            json_type | {"X-Vertex-AI-LLM-Request-Type": "shared"},
+        ),
+    }
+
+
+class _LiteLLMWorker:
+    """The worker process in LiteLLM's venv, driven one JSON command per line."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+
+    async def ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        assert self._process.stdin is not None
+        assert self._process.stdout is not None
+        self._process.stdin.write(json.dumps(command).encode() + b"\n")
+        await self._process.stdin.drain()
+        line = await self._process.stdout.readline()
+        if not line:
+            raise LiteLLMUnavailable("the LiteLLM worker exited; see its stderr above")
+        reply: dict[str, Any] = json.loads(line)
+        if "error" in reply:
+            raise LiteLLMUnavailable(f"the LiteLLM worker failed: {reply['error']}")
+        return reply
+
+    async def run(self, command: dict[str, Any]) -> None:
+        await self.ask(command)
+
+    async def summary(self) -> dict[str, Any]:
+        tally = _Tally()
+        reply = await self.ask({"op": "report"})
+        tally.baseline = reply["baseline"]
+        tally.e2e = reply["e2e"]
+        tally.cpu_s = reply["cpu_s"]
+        tally.failed = reply["failed"]
+        return tally.summary()
+
+
+def _policy(urls: dict[str, str]) -> RoutingPolicy:
+    """On-demand deployments only (LiteLLM has no PT concept), one feature per cloud."""
+    document = example_policy_document(urls["bedrock"], urls["vertex"])
+    document["deployments"] = {
+        name: spec for name, spec in document["deployments"].items() if spec["tier"] == "on_demand"
+    }
+    document["models"] = {"claude-haiku": ["claude-haiku-od"], "gemini-flash": ["gemini-flash-od"]}
+    document["features"] = {
+        feature: {"latency": "sync", "deadline_ms": 8000, "routes": [{"weight": 1, "models": [model]}]}
+        for feature, model in ((FEATURES["bedrock"], "claude-haiku"), (FEATURES["vertex"], "gemini-flash"))
+    }
+    document["api_keys"] = {}
+    return parse_policy(document)
+
+
+WORKER = r'''
+"""Runs inside LiteLLM's own venv: the same workload through litellm.Router, one JSON command per line."""
+import asyncio, json, sys, time
+
+import aiohttp
+import litellm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+CONFIG = json.loads(sys.argv[1])
+CLOUDS = ("bedrock", "vertex")
+PROMPT = CONFIG["prompt"]
+MAX_TOKENS = CONFIG["max_tokens"]
+
+
+def service_account():
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    return json.dumps({
+        "type": "service_account", "project_id": "acme-ai", "private_key_id": "bench", "private_key": pem,
+        "client_email": "bench@acme-ai.iam.gserviceaccount.com", "client_id": "1",
+        "token_uri": CONFIG["vertex"] + "/token",
+    })
+
+
+ROUTER = litellm.Router(
+    model_list=[
+        {"model_name": "bedrock", "litellm_params": {
+            "model": "bedrock/converse/anthropic.claude-3-haiku-20240307-v1:0",
+            "aws_bedrock_runtime_endpoint": CONFIG["bedrock"], "aws_region_name": "us-east-1",
+            "aws_access_key_id": "bench", "aws_secret_access_key": "bench"}},
+        {"model_name": "vertex", "litellm_params": {
+            "model": "vertex_ai/gemini-2.5-flash", "api_base": CONFIG["vertex"],
+            "vertex_project": "acme-ai", "vertex_location": "us-central1",
+            "vertex_credentials": service_account()}},
+    ],
+    num_retries=0,
+    disable_cooldowns=True,
+)
+baseline = {c: [] for c in CLOUDS}
+e2e = {c: [] for c in CLOUDS}
+state = {"cpu_s": 0.0, "failed": 0}
+
+
+async def handle(command, raw_calls):
+    op, count = command["op"], command.get("count", 0)
+    if op == "baseline":
+        async with aiohttp.ClientSession() as http:
+            for i in range(count * 2):
+                cloud = CLOUDS[i % 2]
+                url, body, headers = raw_calls[cloud]
+                started = time.perf_counter()
+                async with http.post(url, data=body.encode(), headers=headers) as response:
+                    await response.read()
+                baseline[cloud].append((time.perf_counter() - started) * 1000.0)
+        return {"ok": True}
+    if op in ("warmup", "measure"):
+        cpu = time.process_time()
+        for i in range(count):
+            cloud = CLOUDS[i % 2]
+            started = time.perf_counter()
+            try:
+                await ROUTER.acompletion(
+                    model=cloud, messages=[{"role": "user", "content": PROMPT}], max_tokens=MAX_TOKENS
+                )
+            except Exception as exc:
+                print(f"litellm {cloud}: {exc!r}", file=sys.stderr)
+                state["failed"] += op == "measure"
+                continue
+            if op == "measure":
+                e2e[cloud].append((time.perf_counter() - started) * 1000.0)
+        if op == "measure":
+            state["cpu_s"] += time.process_time() - cpu
+        return {"ok": True}
+    if op == "report":
+        return {"baseline": baseline, "e2e": e2e, **state}
+    return {"ok": True}
+
+
+async def main():
+    loop = asyncio.get_running_loop()
+    raw_calls = json.loads(sys.argv[2])
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        try:
+            reply = await handle(json.loads(line), raw_calls)
+        except Exception as exc:
+            reply = {"error": repr(exc)}
+        print(json.dumps(reply), flush=True)
+
+
+asyncio.run(main())
+'''
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.router_vs_litellm [-o json|table]`."""
+    parser = argparse.ArgumentParser(prog="python -m bench.router_vs_litellm", description=__doc__)
+    parser.add_argument("-o", "--output", default="json", choices=["json", "table"])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    result = run(args)
+    if args.output == "json":
+        print(json.dumps(result))
+    else:
+        print(f"{result['name']}  {json.dumps(result['params'])}")
+        for key, value in result["metrics"].items():
+            print(f"  {key:<44} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
