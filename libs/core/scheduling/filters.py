@@ -37,24 +37,26 @@ def fit_count(shape: PodShape, node: NodeState, used: NodeUsage | None = None) -
 
     `used` is what the current cycle already took there. The non-resource filters are `admits`'s job.
     """
-    free_cpu, free_memory, free_pods = node.free_cpu, node.free_memory, node.free_pods
+    free_cpu, free_memory, fit = node.free_cpu, node.free_memory, node.free_pods
     if used is not None:
         free_cpu -= used.cpu
         free_memory -= used.memory
-        free_pods -= used.pods
-    fit = free_pods
-    if shape.cpu_milli:
-        fit = min(fit, free_cpu // shape.cpu_milli)
-    if shape.memory:
-        fit = min(fit, free_memory // shape.memory)
+        fit -= used.pods
+    request = shape.cpu_milli
+    if request and free_cpu // request < fit:
+        fit = free_cpu // request
+    request = shape.memory
+    if request and free_memory // request < fit:
+        fit = free_memory // request
     free_devices = node.free_devices
     for cls, count in shape.devices:
         names = free_devices.get(cls)
         if names is None:
             return 0
-        free = len(names) - (used.devices.get(cls, 0) if used is not None else 0)
-        fit = min(fit, free // count)
-    return max(fit, 0)
+        free = len(names) if used is None else len(names) - used.devices.get(cls, 0)
+        if free // count < fit:
+            fit = free // count
+    return fit if fit > 0 else 0
 
 
 def rejection_reasons(shape: PodShape, node: NodeState, resource_name: Callable[[str], str]) -> list[str]:

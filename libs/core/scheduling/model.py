@@ -6,7 +6,7 @@ are `StrEnum` constants next to the types, worded the way kube-scheduler words t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
@@ -16,8 +16,10 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 BLOCK_KEY = "topology.example.com/block"
 RACK_KEY = "topology.example.com/rack"
 HOSTNAME_KEY = "kubernetes.io/hostname"
-DEFAULT_TOPOLOGY_KEYS = (ZONE_KEY, BLOCK_KEY, RACK_KEY, HOSTNAME_KEY)
-"""Topology keys a snapshot keeps domain aggregates for, broadest first."""
+DEFAULT_TOPOLOGY_KEYS = (ZONE_KEY, BLOCK_KEY, RACK_KEY)
+"""Topology keys a snapshot aggregates from the start, broadest first. Any other key (the hostname too:
+a hostname domain is one node, whose free capacity the node already carries) is aggregated from the
+first cycle that asks for it on, and ranks narrowest."""
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
@@ -116,7 +118,8 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class PodShape:
-    """What decides where a pod fits; pods of one gang template share an equal shape and are placed in bulk.
+    """What decides where (and by whom) a pod is placed; pods of one gang template share an equal shape
+    and are placed in bulk.
 
     `primary` is the dimension nodes and domains are packed by: the device class the pod asks most of
     (ties by name), or free CPU cores for a pod that asks for no device.
@@ -127,6 +130,7 @@ class PodShape:
     devices: tuple[tuple[str, int], ...]
     node_selector: tuple[tuple[str, str], ...]
     tolerations: tuple[Toleration, ...]
+    scheduler_name: str
     primary: str = field(compare=False)
     primary_request: int = field(compare=False)
 
@@ -138,13 +142,15 @@ class PodShape:
         devices: Mapping[str, int],
         node_selector: Mapping[str, str],
         tolerations: tuple[Toleration, ...],
+        scheduler_name: str = DEFAULT_SCHEDULER_NAME,
     ) -> PodShape:
         """The shape of a pod with these requests (zero device counts dropped, mappings sorted).
 
         Equal shapes are usually the same object, so a cycle groups a gang's pods by identity.
         """
         wanted = tuple(sorted((name, count) for name, count in devices.items() if count > 0))
-        return _interned_shape(cpu_milli, memory, wanted, tuple(sorted(node_selector.items())), tolerations)
+        selector = tuple(sorted(node_selector.items()))
+        return _interned_shape(cpu_milli, memory, wanted, selector, tolerations, scheduler_name)
 
 
 @lru_cache(maxsize=4096)
@@ -154,12 +160,15 @@ def _interned_shape(
     devices: tuple[tuple[str, int], ...],
     node_selector: tuple[tuple[str, str], ...],
     tolerations: tuple[Toleration, ...],
+    scheduler_name: str,
 ) -> PodShape:
     if devices:
         primary, primary_request = min(devices, key=lambda item: (-item[1], item[0]))
     else:
         primary, primary_request = CPU_DIMENSION, cpu_milli // 1000
-    return PodShape(cpu_milli, memory, devices, node_selector, tolerations, primary, primary_request)
+    return PodShape(
+        cpu_milli, memory, devices, node_selector, tolerations, scheduler_name, primary, primary_request
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +190,14 @@ class PodRequest:
     shape: PodShape = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        shape = PodShape.of(self.cpu_milli, self.memory, self.devices, self.node_selector, self.tolerations)
+        shape = PodShape.of(
+            self.cpu_milli,
+            self.memory,
+            self.devices,
+            self.node_selector,
+            self.tolerations,
+            self.scheduler_name,
+        )
         object.__setattr__(self, "shape", shape)
 
 
@@ -231,7 +247,7 @@ class PodGroup:
 class Placement(NamedTuple):
     """One pod on one node, with the exact devices chosen per class (the DRA allocator commits them).
 
-    A named tuple rather than a frozen dataclass: a cycle creates one per pod, and this is five times
+    A named tuple rather than a frozen dataclass: a cycle creates one per pod, and a tuple is several times
     cheaper to build while just as immutable.
     """
 
@@ -241,6 +257,33 @@ class Placement(NamedTuple):
     cpu_milli: int
     memory: int
     devices: Mapping[str, tuple[str, ...]]
+
+
+class NodeAssignment(NamedTuple):
+    """What a decision takes on one node in total: `pod_count` consecutive placements of the decision,
+    their summed cpu and memory, and every device they name per class. The snapshot applies a decision
+    node by node from these, without going through its pods one by one."""
+
+    node_name: str
+    pod_count: int
+    cpu_milli: int
+    memory: int
+    devices: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def of(cls, placements: Sequence[Placement]) -> NodeAssignment:
+        """The assignment of placements that are all on one node."""
+        devices: dict[str, tuple[str, ...]] = {}
+        for placement in placements:
+            for device_class, names in placement.devices.items():
+                devices[device_class] = devices.get(device_class, ()) + tuple(names)
+        return cls(
+            placements[0].node_name,
+            len(placements),
+            sum(placement.cpu_milli for placement in placements),
+            sum(placement.memory for placement in placements),
+            devices,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,26 +297,35 @@ class ResourceTotals:
 
 
 @dataclass(frozen=True, slots=True)
-class CycleDecision:
-    """The outcome of one PodGroup scheduling cycle, computed on a snapshot and not yet applied to it.
+class GangDemand:
+    """What an unschedulable PodGroup asks for, so that a preemptor can look for room: the totals of its
+    pods, how many of them must fit together, and the hard topology key they must share."""
 
-    A placed decision lists every placement and the domain it chose; `snapshot.apply(decision)` assumes
-    it and `snapshot.forget(decision)` rolls it back. An unschedulable one places nothing and says why in
-    kube-scheduler wording (`message`, with per-reason node counts in `reason_counts`); `requested` and
-    `required_count` tell a preemptor how much room it would have to make.
-    """
-
-    podgroup: str
-    podgroup_uid: str
-    result: CycleResult
-    placements: tuple[Placement, ...]
-    domain: TopologyDomainRef | None
-    message: str
-    reason_counts: Mapping[str, int]
     requested: ResourceTotals
     required_count: int
     topology_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CycleDecision:
+    """The outcome of one PodGroup scheduling cycle, computed on a snapshot and not yet applied to it.
+
+    A placed decision lists every placement (grouped by node, in the order of `assignments`), the domain
+    it chose, and the pods left over (`unplaced`, a basic group or a gang above its minCount);
+    `snapshot.apply(decision)` assumes it and `snapshot.forget(decision)` rolls it back. An unschedulable
+    one places nothing, says why in kube-scheduler wording (`message`, with the node count per reason in
+    `reason_counts`) and carries the group's `demand` for a preemptor.
+    """
+
+    podgroup: str
+    result: CycleResult
+    placements: tuple[Placement, ...]
+    assignments: tuple[NodeAssignment, ...]
+    domain: TopologyDomainRef | None
+    message: str
+    reason_counts: Mapping[str, int]
     unplaced: tuple[str, ...]
+    demand: GangDemand | None
     decided_at: float
 
     @property

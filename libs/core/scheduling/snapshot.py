@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from operator import itemgetter
 
 from .buckets import BucketIndex
 from .model import (
@@ -10,12 +11,16 @@ from .model import (
     DEFAULT_TOPOLOGY_KEYS,
     CycleDecision,
     Node,
+    NodeAssignment,
     Placement,
     PodRequest,
     ResourceTotals,
     TaintEffect,
 )
 from .topology import TopologyDomain, TopologyLevel
+
+_uid_of = itemgetter(0)
+_pod_count_of = itemgetter(1)
 
 
 class PlacementConflict(ValueError):
@@ -263,11 +268,11 @@ class ClusterSnapshot:
 
     def apply(self, decision: CycleDecision) -> None:
         """Assume every placement of a cycle's decision; all or nothing (PlacementConflict if stale)."""
-        self._commit(decision.placements, assumed=True)
+        self._commit(decision.placements, decision.assignments, assumed=True)
 
     def assume(self, placement: Placement) -> None:
         """Assume one placement (capacity is taken until it is bound, forgotten or unbound)."""
-        self._commit((placement,), assumed=True)
+        self._commit((placement,), (NodeAssignment.of((placement,)),), assumed=True)
 
     def forget(self, decision: CycleDecision) -> None:
         """Roll back the still-assumed placements of a decision, e.g. when DRA allocation failed."""
@@ -302,7 +307,7 @@ class ClusterSnapshot:
                 raise PlacementConflict(f"node {node_name} has too few free devices for pod {pod.uid}")
         chosen = {cls: tuple(names) for cls, names in devices.items()}
         placement = Placement(pod.uid, pod.name, node_name, pod.cpu_milli, pod.memory, chosen)
-        self._commit((placement,), assumed=False)
+        self._commit((placement,), (NodeAssignment.of((placement,)),), assumed=False)
         return placement
 
     def unbind(self, pod_uid: str) -> Placement | None:
@@ -316,50 +321,55 @@ class ClusterSnapshot:
             self._release(state, placement)
         return placement
 
-    def _commit(self, placements: Sequence[Placement], *, assumed: bool) -> None:
-        """Take capacity for placements, node by node (runs of one node at once); undo all on conflict."""
-        done = 0
-        count = len(placements)
+    def _commit(
+        self, placements: Sequence[Placement], assignments: Sequence[NodeAssignment], *, assumed: bool
+    ) -> None:
+        """Take capacity for placements, one node assignment at a time; undo all on conflict."""
+        if sum(map(_pod_count_of, assignments)) != len(placements):
+            raise PlacementConflict("the node assignments do not cover the placements")
+        start = 0
         try:
-            while done < count:
-                node_name = placements[done].node_name
-                end = done + 1
-                while end < count and placements[end].node_name == node_name:
-                    end += 1
-                self._take(node_name, placements[done:end], assumed)
-                done = end
+            for assignment in assignments:
+                end = start + assignment.pod_count
+                self._take(assignment, placements[start:end], assumed)
+                start = end
         except PlacementConflict:
-            for placement in placements[:done]:
+            for placement in placements[:start]:
                 self.unbind(placement.pod_uid)
             raise
 
-    def _take(self, node_name: str, placements: Sequence[Placement], assumed: bool) -> None:
+    def _take(self, assignment: NodeAssignment, placements: Sequence[Placement], assumed: bool) -> None:
+        node_name, count, cpu, memory, devices = assignment
         state = self._nodes.get(node_name)
-        if state is None:
-            raise PlacementConflict(f"node {node_name} is not in the snapshot")
-        pods = self._pods
-        uids = [placement.pod_uid for placement in placements]
-        if not pods.keys().isdisjoint(uids) or len(set(uids)) != len(uids):
-            raise PlacementConflict(f"pod(s) already placed: {', '.join(sorted(set(uids) & pods.keys()))}")
-        cpu = memory = 0
-        wanted: dict[str, list[str]] = {}
-        for _, _, _, pod_cpu, pod_memory, devices in placements:
-            cpu += pod_cpu
-            memory += pod_memory
-            for cls, names in devices.items():
-                if cls in wanted:
-                    wanted[cls] += names
-                elif names:
-                    wanted[cls] = list(names)
-        count = len(placements)
+        if state is None or placements[0].node_name != node_name:
+            raise PlacementConflict(f"node {node_name} is not in the snapshot or not the placements' node")
         if state.free_cpu < cpu or state.free_memory < memory or state.free_pods < count:
             raise PlacementConflict(f"node {node_name} cannot hold {count} more pod(s)")
-        changes = _take_devices(state, wanted)
+        uids = self._record(placements)
+        try:
+            changes = _take_devices(state, devices)
+        except PlacementConflict:
+            for uid in uids:
+                del self._pods[uid]
+            raise
         self._shift(state, cpu, memory, count, changes)
-        pods.update(zip(uids, placements, strict=True))
         state.pod_uids.update(uids)
         if not assumed:
             self._bound.update(uids)
+
+    def _record(self, placements: Sequence[Placement]) -> list[str]:
+        """Register placements by pod uid; a pod placed already, or twice, is a conflict."""
+        pods = self._pods
+        uids = list(map(_uid_of, placements))
+        if not pods.keys().isdisjoint(uids):
+            raise PlacementConflict(f"pod(s) already placed: {', '.join(sorted(pods.keys() & set(uids)))}")
+        size = len(pods)
+        pods.update(zip(uids, placements, strict=True))
+        if len(pods) != size + len(uids):
+            for uid in uids:
+                pods.pop(uid, None)
+            raise PlacementConflict("a pod is placed twice")
+        return uids
 
     def _release(self, state: NodeState, placement: Placement) -> None:
         state.pod_uids.discard(placement.pod_uid)
@@ -383,36 +393,41 @@ class ClusterSnapshot:
         `changes` lists `(device class, free before, free after)` on the node. Each domain's aggregates
         move, and the node and domain move between buckets of the indexes that exist.
         """
-        name = state.name
         old_cores = state.free_cpu // 1000
         state.free_cpu -= cpu
         state.free_memory -= memory
         state.free_pods -= pods
-        new_cores = state.free_cpu // 1000
         for domain in state.domains:
-            old_domain_cores = domain.free_cpu // 1000
             domain.free_cpu -= cpu
             domain.free_memory -= memory
             domain.free_pods -= pods
             free_devices = domain.free_devices
-            node_index = domain.node_index
-            level_index = domain.level.index
             for cls, old, new in changes:
-                domain_old = free_devices[cls]
-                domain_new = free_devices[cls] = domain_old + new - old
-                index = node_index.get(cls)
-                if index is not None:
-                    index.move(name, old, new)
-                index = level_index.get(cls)
-                if index is not None:
-                    index.move(domain.value, domain_old, domain_new)
-            if old_cores != new_cores:
-                index = node_index.get(CPU_DIMENSION)
-                if index is not None:
-                    index.move(name, old_cores, new_cores)
-            index = level_index.get(CPU_DIMENSION)
-            if index is not None:
-                index.move(domain.value, old_domain_cores, domain.free_cpu // 1000)
+                free_devices[cls] += new - old
+            if domain.node_index or domain.level.index:
+                _reindex(domain, state, cpu, old_cores, changes)
+
+
+def _reindex(
+    domain: TopologyDomain, state: NodeState, cpu: int, old_cores: int, changes: list[tuple[str, int, int]]
+) -> None:
+    """Move a node and its domain between index buckets after their free counts changed."""
+    node_index = domain.node_index
+    level_index = domain.level.index
+    for cls, old, new in changes:
+        index = node_index.get(cls)
+        if index is not None:
+            index.move(state.name, old, new)
+        index = level_index.get(cls)
+        if index is not None:
+            domain_new = domain.free_devices[cls]
+            index.move(domain.value, domain_new - new + old, domain_new)
+    index = node_index.get(CPU_DIMENSION)
+    if index is not None:
+        index.move(state.name, old_cores, state.free_cpu // 1000)
+    index = level_index.get(CPU_DIMENSION)
+    if index is not None:
+        index.move(domain.value, (domain.free_cpu + cpu) // 1000, domain.free_cpu // 1000)
 
 
 def _build_level(key: str, states: Iterable[NodeState]) -> TopologyLevel:
@@ -471,20 +486,22 @@ def _charge_existing(state: NodeState, placement: Placement) -> None:
             free[:] = [name for name in free if name not in taken]
 
 
-def _take_devices(state: NodeState, wanted: dict[str, list[str]]) -> list[tuple[str, int, int]]:
+def _take_devices(state: NodeState, wanted: Mapping[str, Sequence[str]]) -> list[tuple[str, int, int]]:
     """Remove the named devices from the node's free lists; check them all before changing any."""
     for cls, names in wanted.items():
         free = state.free_devices.get(cls)
-        if free is not None and free[: len(names)] == names:
+        if free is not None and free[: len(names)] == [*names]:
             continue
         distinct = set(names)
         if free is None or len(distinct) != len(names) or not distinct <= set(free):
             raise PlacementConflict(f"node {state.name} has no free {cls} device(s) {', '.join(names)}")
     changes: list[tuple[str, int, int]] = []
     for cls, names in wanted.items():
+        if not names:
+            continue
         free = state.free_devices[cls]
         old = len(free)
-        if free[: len(names)] == names:
+        if free[: len(names)] == [*names]:
             del free[: len(names)]
         else:
             taken = set(names)

@@ -78,7 +78,6 @@ def test_a_gang_places_pods_beyond_min_count_when_they_fit() -> None:
     assert decision.placed
     assert len(decision.placements) == 8
     assert decision.unplaced == (pods[8].uid, pods[9].uid)
-    assert decision.required_count == 6
 
 
 def test_a_basic_group_places_as_many_pods_as_fit() -> None:
@@ -89,7 +88,6 @@ def test_a_basic_group_places_as_many_pods_as_fit() -> None:
 
     assert decision.placed
     assert len(decision.placements) == 3
-    assert decision.required_count == 1
 
 
 def test_a_basic_group_with_no_room_at_all_is_unschedulable() -> None:
@@ -109,7 +107,8 @@ def test_pods_already_bound_count_towards_min_count() -> None:
     decision = schedule_podgroup(snapshot, group, pods, now=0.0, bound_pods=6)
 
     assert decision.placed
-    assert decision.required_count == 2
+    assert len(decision.placements) == 2
+    assert not schedule_podgroup(snapshot, group, pods, now=0.0, bound_pods=5).placed
 
 
 def test_a_gang_with_fewer_pods_than_min_count_is_not_tried() -> None:
@@ -179,11 +178,12 @@ def test_an_unschedulable_decision_tells_a_preemptor_what_the_gang_needs() -> No
 
     decision = schedule_podgroup(snapshot, group, pods, now=0.0)
 
-    requested = decision.requested
+    assert decision.demand is not None
+    requested = decision.demand.requested
     assert (requested.pods, requested.cpu_milli, requested.memory) == (4, 64_000, 400 * GIB)
     assert requested.devices == {GPU: 8}
-    assert decision.required_count == 4
-    assert decision.topology_key == RACK_KEY
+    assert decision.demand.required_count == 4
+    assert decision.demand.topology_key == RACK_KEY
 
 
 # -- topology -----------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from libs.core.scheduling import (
     CycleResult,
     PodGroup,
     QueueState,
-    ResourceTotals,
     SchedulingQueue,
     TopologyDomainRef,
     backoff_seconds,
@@ -45,16 +44,14 @@ def decision_for(
 ) -> CycleDecision:
     return CycleDecision(
         podgroup=group.key,
-        podgroup_uid=group.uid,
         result=CycleResult.PLACED if placed else CycleResult.UNSCHEDULABLE,
         placements=(),
+        assignments=(),
         domain=TopologyDomainRef("rack", "r1") if placed else None,
         message=message,
         reason_counts={},
-        requested=ResourceTotals(),
-        required_count=4,
-        topology_key=None,
         unplaced=unplaced,
+        demand=None,
         decided_at=0.0,
     )
 
