@@ -31,6 +31,8 @@ GANG_ANNOTATIONS: Final = (TOPOLOGY_KEY, TOPOLOGY_PREFERRED, MAX_PENDING_SECONDS
 def validate_podway_annotations(annotations: Mapping[str, str], path: FieldPath) -> list[FieldError]:
     """Errors for malformed Podway annotations; `path` is the `metadata.annotations` path."""
     errors: list[FieldError] = []
+    if not annotations:
+        return errors
     for key, check in _CHECKS.items():
         if key in annotations:
             errors.extend(check(annotations[key], path.key(key)))
@@ -39,6 +41,8 @@ def validate_podway_annotations(annotations: Mapping[str, str], path: FieldPath)
 
 def unknown_podway_annotations(annotations: Mapping[str, str]) -> list[str]:
     """Annotation keys under `podway.io/` that Podway does not know (likely typos), for warnings."""
+    if not annotations:
+        return []
     return sorted(key for key in annotations if key.startswith(PREFIX) and key not in KNOWN)
 
 

@@ -33,11 +33,16 @@ def apply_defaults(obj: Obj) -> Obj:
     """A copy of the object with defaults filled in: `disruptionMode: Pod`, `preemptionPolicy:
     PreemptLowerPriority`, Job counts and completion mode, pod scheduler name and requests from limits,
     device request `allocationMode: ExactCount` with `count: 1`. The input is left untouched."""
-    copy = obj.model_copy(deep=True)
-    defaulter = _DEFAULTERS.get(type(copy))
+    return apply_defaults_in_place(obj.model_copy(deep=True))
+
+
+def apply_defaults_in_place(obj: Obj) -> Obj:
+    """apply_defaults without the copy: fills in the defaults of `obj` itself and returns it. For an object
+    the caller has just parsed and owns (admission), where the copy would only cost time."""
+    defaulter = _DEFAULTERS.get(type(obj))
     if defaulter is not None:
-        defaulter(copy)
-    return copy
+        defaulter(obj)
+    return obj
 
 
 def _default_workload(workload: Workload) -> None:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from libs.api.kinds import group_of_kind
 
@@ -63,26 +63,56 @@ class FieldPath:
 
     text: str = ""
 
+    # Validation builds the same few dozen paths for every object (`spec.containers[0].image`), and
+    # paths are immutable: child, index and key hand out shared instances from small caches.
+
     def child(self, *names: str) -> FieldPath:
         """The path of a nested field."""
-        text = self.text
+        path = self
         for name in names:
-            text = f"{text}.{name}" if text else name
-        return FieldPath(text)
+            text = path.text
+            found = _CHILDREN.get((text, name))
+            if found is None:
+                found = _remember(_CHILDREN, (text, name), FieldPath(f"{text}.{name}" if text else name))
+            path = found
+        return path
 
     def index(self, position: int) -> FieldPath:
         """The path of one list item."""
-        return FieldPath(f"{self.text}[{position}]")
+        if type(position) is not int:  # True == 1 but reads "[True]": only plain ints are cached
+            return FieldPath(f"{self.text}[{position}]")
+        found = _INDEXES.get((self.text, position))
+        if found is None:
+            found = _remember(_INDEXES, (self.text, position), FieldPath(f"{self.text}[{position}]"))
+        return found
 
     def key(self, key: str) -> FieldPath:
         """The path of one map entry."""
-        return FieldPath(f"{self.text}[{key}]")
+        if type(key) is not str:  # only plain strings are cached (1 == 1.0 but they read differently)
+            return FieldPath(f"{self.text}[{key}]")
+        found = _KEYS.get((self.text, key))
+        if found is None:
+            found = _remember(_KEYS, (self.text, key), FieldPath(f"{self.text}[{key}]"))
+        return found
 
     def __str__(self) -> str:
         return self.text
 
 
 ROOT: Final = FieldPath()
+
+_PATH_CACHE_SIZE: Final = 8192
+_Key = TypeVar("_Key")
+_CHILDREN: Final[dict[tuple[str, str], FieldPath]] = {}
+_INDEXES: Final[dict[tuple[str, int], FieldPath]] = {}
+_KEYS: Final[dict[tuple[str, str], FieldPath]] = {}
+
+
+def _remember(cache: dict[_Key, FieldPath], key: _Key, path: FieldPath) -> FieldPath:
+    if len(cache) >= _PATH_CACHE_SIZE:  # map keys come from users: keep the caches bounded
+        cache.clear()
+    cache[key] = path
+    return path
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,22 @@ _C_IDENTIFIER_MSG: Final = (
 )
 
 
+# Values already found well-formed, per format: names, namespaces and label keys repeat from object to object.
+_VALID_CACHE_SIZE: Final = 4096
+_VALID_DNS1123_LABEL: Final[set[str]] = set()
+_VALID_DNS1123_SUBDOMAIN: Final[set[str]] = set()
+_VALID_LABEL_KEY: Final[set[str]] = set()
+_VALID_LABEL_VALUE: Final[set[str]] = set()
+
+
+def _remember_valid(cache: set[str], value: str) -> None:
+    if type(value) is not str:  # only plain strings: a str subclass could compare unlike itself
+        return
+    if len(cache) >= _VALID_CACHE_SIZE:
+        cache.clear()
+    cache.add(value)
+
+
 def regex_error(message: str, fmt: str, *examples: str) -> str:
     """`validation.RegexError`: the message, some examples and the regex, spaced exactly as Go does."""
     if not examples:
@@ -66,6 +82,15 @@ def empty_error() -> str:
 
 def dns1123_label_errors(value: str) -> list[str]:
     """Messages for a value that is not an RFC 1123 label (DNS label: template, container, request names)."""
+    if value in _VALID_DNS1123_LABEL:
+        return []
+    errors = _dns1123_label_errors(value)
+    if not errors:
+        _remember_valid(_VALID_DNS1123_LABEL, value)
+    return errors
+
+
+def _dns1123_label_errors(value: str) -> list[str]:
     errors = []
     if len(value) > DNS1123_LABEL_MAX_LENGTH:
         errors.append(max_len_error(DNS1123_LABEL_MAX_LENGTH))
@@ -79,6 +104,15 @@ def dns1123_label_errors(value: str) -> list[str]:
 
 def dns1123_subdomain_errors(value: str) -> list[str]:
     """Messages for a value that is not an RFC 1123 subdomain (object names, class names)."""
+    if value in _VALID_DNS1123_SUBDOMAIN:
+        return []
+    errors = _dns1123_subdomain_errors(value)
+    if not errors:
+        _remember_valid(_VALID_DNS1123_SUBDOMAIN, value)
+    return errors
+
+
+def _dns1123_subdomain_errors(value: str) -> list[str]:
     errors = []
     if len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
         errors.append(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH))
@@ -89,6 +123,15 @@ def dns1123_subdomain_errors(value: str) -> list[str]:
 
 def label_key_errors(value: str) -> list[str]:
     """Messages for a value that is not a label key (`[prefix/]name`), as `content.IsLabelKey`."""
+    if value in _VALID_LABEL_KEY:
+        return []
+    errors = _label_key_errors(value)
+    if not errors:
+        _remember_valid(_VALID_LABEL_KEY, value)
+    return errors
+
+
+def _label_key_errors(value: str) -> list[str]:
     parts = value.split("/")
     if len(parts) > 2:
         return [
@@ -117,6 +160,15 @@ def label_key_errors(value: str) -> list[str]:
 
 def label_value_errors(value: str) -> list[str]:
     """Messages for a value that is not a label value."""
+    if value in _VALID_LABEL_VALUE:
+        return []
+    errors = _label_value_errors(value)
+    if not errors:
+        _remember_valid(_VALID_LABEL_VALUE, value)
+    return errors
+
+
+def _label_value_errors(value: str) -> list[str]:
     errors = []
     if len(value) > LABEL_VALUE_MAX_LENGTH:
         errors.append(max_len_error(LABEL_VALUE_MAX_LENGTH))

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from libs.api.annotations import unknown_podway_annotations
 from libs.api.conversion import convert_document
-from libs.api.defaults import apply_defaults
+from libs.api.defaults import apply_defaults, apply_defaults_in_place
 from libs.api.errors import (
     FieldError,
     FieldPath,
@@ -29,7 +29,7 @@ from libs.api.models.core import Node, Pod
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from libs.api.models.scheduling import PodGroup, PriorityClass, Workload
-from libs.api.priority import resolve_priority
+from libs.api.priority import resolve_priority_in_place
 from libs.api.validation import validate_object, validate_update
 
 __all__ = [
@@ -132,15 +132,18 @@ def _expand_list(doc: dict[str, Any]) -> list[dict[str, Any]]:
 def model_for(api_version: Any, kind: Any, doc: Mapping[str, Any] | None = None) -> type[ApiObject]:
     """The model of an apiVersion and kind. Raises ManifestError: `Object 'Kind' is missing in '...'`
     or `no matches for kind "X" in version "Y"`."""
-    shown = json.dumps(doc, default=str, separators=(",", ":")) if doc is not None else "{}"
     if not kind:
-        raise ManifestError(f"Object 'Kind' is missing in '{shown}'")
+        raise ManifestError(f"Object 'Kind' is missing in '{_shown(doc)}'")
     if not api_version:
-        raise ManifestError(f"Object 'apiVersion' is missing in '{shown}'")
+        raise ManifestError(f"Object 'apiVersion' is missing in '{_shown(doc)}'")
     model = MODELS.get((str(api_version), str(kind)))
     if model is None:
         raise ManifestError(f'no matches for kind "{kind}" in version "{api_version}"')
     return model
+
+
+def _shown(doc: Mapping[str, Any] | None) -> str:
+    return json.dumps(doc, default=str, separators=(",", ":")) if doc is not None else "{}"
 
 
 def parse_object(doc: Mapping[str, Any]) -> ApiObject:
@@ -243,10 +246,11 @@ def validate_document(
     warnings += [
         f'unknown Podway annotation "{key}"' for key in unknown_podway_annotations(obj.metadata.annotations)
     ]
-    obj = apply_defaults(obj)
+    # obj was just parsed from a private copy of the document: default and resolve it in place.
+    obj = apply_defaults_in_place(obj)
     errors: list[FieldError] = []
     if priority_classes is not None:
-        obj, errors = resolve_priority(obj, priority_classes)
+        errors = resolve_priority_in_place(obj, priority_classes)
     errors += validate_object(obj)
     if old is not None:
         errors += validate_update(_prepare_old(old), obj)
@@ -261,7 +265,7 @@ def _prepare_old(old: ApiObject | Mapping[str, Any]) -> ApiObject:
     if isinstance(old, ApiObject):
         return apply_defaults(old)
     converted, _ = convert_document(old)
-    return apply_defaults(parse_object(converted))
+    return apply_defaults_in_place(parse_object(converted))
 
 
 def _rejected(

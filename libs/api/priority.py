@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final, Protocol, TypeVar
 
 from libs.api.errors import FieldError, FieldPath, forbidden
@@ -37,6 +38,9 @@ class ResolvedPriority:
     preemption_policy: str
 
 
+_NO_CLASS: Final = ResolvedPriority("", 0, PREEMPT_LOWER_PRIORITY)
+
+
 class _PriorityHolder(Protocol):
     priority_class_name: str | None
     priority: int | None
@@ -45,10 +49,12 @@ class _PriorityHolder(Protocol):
 def lookup_priority(class_name: str | None, classes: Mapping[str, PriorityClass]) -> ResolvedPriority | None:
     """The priority of a named class, or of the global default class (priority 0 without one) when no
     name is given; None when the named class does not exist."""
-    known = {**BUILTIN_PRIORITY_CLASSES, **classes}
     if not class_name:
         return default_priority(classes)
-    priority_class = known.get(class_name)
+    # A given class of a built-in name takes its place.
+    priority_class = (
+        classes[class_name] if class_name in classes else BUILTIN_PRIORITY_CLASSES.get(class_name)
+    )
     if priority_class is None:
         return None
     return _resolved(class_name, priority_class)
@@ -58,15 +64,21 @@ def default_priority(classes: Mapping[str, PriorityClass]) -> ResolvedPriority:
     """The global default class (the lowest value if several claim it, as the API server picks), else 0."""
     defaults = [pc for pc in classes.values() if pc.global_default]
     if not defaults:
-        return ResolvedPriority("", 0, PREEMPT_LOWER_PRIORITY)
+        return _NO_CLASS
     chosen = min(defaults, key=lambda pc: pc.value)
     return _resolved(chosen.name, chosen)
 
 
 def _resolved(class_name: str, priority_class: PriorityClass) -> ResolvedPriority:
-    return ResolvedPriority(
+    return _resolved_priority(
         class_name, priority_class.value, priority_class.preemption_policy or PREEMPT_LOWER_PRIORITY
     )
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _resolved_priority(class_name: str, value: int, preemption_policy: str) -> ResolvedPriority:
+    # Shared instances (they are frozen): every pod of a class resolves to the same answer.
+    return ResolvedPriority(class_name, value, preemption_policy)
 
 
 def resolve_priority(obj: Obj, classes: Mapping[str, PriorityClass]) -> tuple[Obj, list[FieldError]]:
@@ -76,18 +88,25 @@ def resolve_priority(obj: Obj, classes: Mapping[str, PriorityClass]) -> tuple[Ob
     Applies to Pods, PodGroups, each Workload template and a Job's pod template; other kinds come back
     unchanged. Without a class name, the global default class is used (priority 0 if there is none)."""
     copy = obj.model_copy(deep=True)
+    return copy, resolve_priority_in_place(copy, classes)
+
+
+def resolve_priority_in_place(obj: ApiObject, classes: Mapping[str, PriorityClass]) -> list[FieldError]:
+    """resolve_priority without the copy: sets the priorities of `obj` itself and returns the errors. For an
+    object the caller has just parsed and owns (admission). On errors `obj` may be partly resolved, as the
+    copy resolve_priority returns may be."""
     errors: list[FieldError] = []
-    if isinstance(copy, Pod):
-        errors = _resolve_pod_spec(copy.spec, SPEC, classes)
-    elif isinstance(copy, Job) and copy.spec.template is not None:
-        errors = _resolve_pod_spec(copy.spec.template.spec, SPEC.child("template", "spec"), classes)
-    elif isinstance(copy, PodGroup):
-        errors = _resolve_holder(copy.spec, SPEC, classes, "PodGroup spec")[1]
-    elif isinstance(copy, Workload):
+    if isinstance(obj, Pod):
+        errors = _resolve_pod_spec(obj.spec, SPEC, classes)
+    elif isinstance(obj, Job) and obj.spec.template is not None:
+        errors = _resolve_pod_spec(obj.spec.template.spec, SPEC.child("template", "spec"), classes)
+    elif isinstance(obj, PodGroup):
+        errors = _resolve_holder(obj.spec, SPEC, classes, "PodGroup spec")[1]
+    elif isinstance(obj, Workload):
         templates = SPEC.child("podGroupTemplates")
-        for position, template in enumerate(copy.spec.pod_group_templates):
+        for position, template in enumerate(obj.spec.pod_group_templates):
             errors += _resolve_holder(template, templates.index(position), classes, "Workload template")[1]
-    return copy, errors
+    return errors
 
 
 def _resolve_holder(

@@ -9,12 +9,14 @@ import math
 import re
 from collections.abc import Mapping
 from decimal import Decimal, localcontext
+from functools import lru_cache
 from typing import Final
 
 QUANTITY_REGEX: Final = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 FORMAT_ERROR: Final = f"quantities must match the regular expression '{QUANTITY_REGEX}'"
 SUFFIX_ERROR: Final = "unable to parse quantity's suffix"
 
+_QUANTITY_RE: Final = re.compile(QUANTITY_REGEX)
 _NUMBER_RE: Final = re.compile(r"^([+-]?)([0-9]*)(?:\.([0-9]*))?")
 _EXPONENT_RE: Final = re.compile(r"^[eE]([+-]?[0-9]+)$")
 
@@ -43,9 +45,19 @@ def parse_quantity(text: str | int | float) -> Decimal:
     """The exact value of a quantity: `parse_quantity("64Gi") == Decimal(68719476736)`.
 
     Numbers are accepted too, as JSON numbers are on the wire. Raises QuantityError with the API
-    server's message when the text is not a quantity."""
+    server's message when the text is not a quantity. Results are cached per input (Decimals are
+    immutable), since the same few quantities ("8", "64Gi", "1") come back on every pod."""
+    try:
+        return _parse_quantity(text)
+    except TypeError:  # unhashable input: parse it uncached, to fail exactly as before
+        return _parse_quantity.__wrapped__(text)
+
+
+# typed: 1, 1.0 and True hash alike but parse differently ("1", "1.0", an error).
+@lru_cache(maxsize=4096, typed=True)
+def _parse_quantity(text: str | int | float) -> Decimal:
     raw = str(text).strip() if isinstance(text, int | float) else text
-    if not raw or not re.match(QUANTITY_REGEX, raw):
+    if not raw or not _QUANTITY_RE.match(raw):
         raise QuantityError(FORMAT_ERROR)
     number = _NUMBER_RE.match(raw)
     assert number is not None  # the quantity regex guarantees a (possibly empty) number prefix

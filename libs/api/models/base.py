@@ -7,7 +7,8 @@ integer belongs is a decoding error, as on the API server). Unknown fields are k
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, ClassVar
+from types import UnionType
+from typing import Annotated, Any, ClassVar, Final, Union, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -96,28 +97,114 @@ class PassThroughModel(ApiModel):
 
 def unknown_fields(model: ApiModel, path: str = "") -> list[str]:
     """Paths of fields Podway does not know inside fully modelled parts (pass-through parts excluded),
-    e.g. `spec.podGroupTemplates[0].minCont`, for `unknown field` warnings."""
+    e.g. `spec.podGroupTemplates[0].minCont`, for `unknown field` warnings.
+
+    Only fields whose type can hold a fully modelled part somewhere below are visited (see _walk_plan),
+    so strings, numbers, maps of strings and pass-through-only subtrees such as pod status cost nothing."""
     found: list[str] = []
-    if model.WARN_UNKNOWN_FIELDS and model.model_extra:
-        found += [_join(path, key) for key in model.model_extra]
-    for name, info in type(model).model_fields.items():
-        found += _unknown_in(getattr(model, name), _join(path, info.alias or name))
+    _collect_unknown(model, path, found)
     return found
 
 
-def _unknown_in(value: Any, path: str) -> list[str]:
+def _collect_unknown(model: ApiModel, path: str, found: list[str]) -> None:
+    warn, fields = _PLANS.get(type(model)) or _walk_plan(type(model))
+    if warn:
+        extra = model.__pydantic_extra__
+        if extra:
+            found += [f"{path}.{key}" if path else key for key in extra]
+    for name, alias, shape in fields:
+        value = getattr(model, name)
+        if value is None:
+            continue
+        if shape is _MODEL and isinstance(value, ApiModel):
+            _collect_unknown(value, f"{path}.{alias}" if path else alias, found)
+        elif shape is _MODEL_LIST and type(value) is list:
+            if value:
+                at = f"{path}.{alias}" if path else alias
+                for position, element in enumerate(value):
+                    if isinstance(element, ApiModel):
+                        _collect_unknown(element, f"{at}[{position}]", found)
+                    else:
+                        _collect_in(element, f"{at}[{position}]", found)
+        else:
+            _collect_in(value, f"{path}.{alias}" if path else alias, found)
+
+
+def _collect_in(value: Any, path: str, found: list[str]) -> None:
+    # Any value: models are looked into wherever they sit in lists and maps.
     if isinstance(value, ApiModel):
-        return unknown_fields(value, path)
-    if isinstance(value, list):
-        return [
-            item
-            for position, element in enumerate(value)
-            for item in _unknown_in(element, f"{path}[{position}]")
-        ]
-    if isinstance(value, dict):
-        return [item for key, element in value.items() for item in _unknown_in(element, f"{path}[{key}]")]
-    return []
+        _collect_unknown(value, path, found)
+    elif isinstance(value, list):
+        for position, element in enumerate(value):
+            _collect_in(element, f"{path}[{position}]", found)
+    elif isinstance(value, dict):
+        for key, element in value.items():
+            _collect_in(element, f"{path}[{key}]", found)
 
 
-def _join(path: str, name: str) -> str:
-    return f"{path}.{name}" if path else name
+# How unknown_fields looks into a field's value: a model, a list of models, or anything (walked generically).
+_MODEL: Final = "model"
+_MODEL_LIST: Final = "model list"
+_ANY: Final = "any"
+_FieldPlan = tuple[str, str, str]
+# Per model class: whether its own unknown fields are reported, and the fields to look into, in order.
+_PLANS: dict[type[ApiModel], tuple[bool, tuple[_FieldPlan, ...]]] = {}
+# Per model class: whether an unknown field can be reported in it or anywhere below it.
+_MAY_WARN: dict[type[ApiModel], bool] = {}
+_SCALARS: Final = (str, int, float, bytes, type(None))
+
+
+def _walk_plan(model: type[ApiModel]) -> tuple[bool, tuple[_FieldPlan, ...]]:
+    fields = tuple(
+        (name, info.alias or name, _shape(info.annotation))
+        for name, info in model.model_fields.items()
+        if _may_hold_warnings(info.annotation)
+    )
+    plan = (model.WARN_UNKNOWN_FIELDS, fields)
+    _PLANS[model] = plan
+    return plan
+
+
+def _shape(annotation: Any) -> str:
+    if _model_class(annotation) is not None:
+        return _MODEL
+    if get_origin(annotation) is list and _model_class(get_args(annotation)[0]) is not None:
+        return _MODEL_LIST
+    return _ANY
+
+
+def _model_class(annotation: Any) -> type[ApiModel] | None:
+    # `M` or `M | None`.
+    if get_origin(annotation) in (Union, UnionType):
+        members = [arg for arg in get_args(annotation) if arg is not type(None)]
+        annotation = members[0] if len(members) == 1 else None
+    if isinstance(annotation, type) and not get_args(annotation) and issubclass(annotation, ApiModel):
+        return annotation
+    return None
+
+
+def _may_warn(model: type[ApiModel]) -> bool:
+    known = _MAY_WARN.get(model)
+    if known is not None:
+        return known
+    _MAY_WARN[model] = True  # while deciding (a recursive model): assume it may, which is always safe
+    answer = model.WARN_UNKNOWN_FIELDS or any(
+        _may_hold_warnings(info.annotation) for info in model.model_fields.values()
+    )
+    _MAY_WARN[model] = answer
+    return answer
+
+
+def _may_hold_warnings(annotation: Any) -> bool:
+    """Whether a value of this type can contain a model with unknown fields to report; True whenever the
+    type is not fully understood (Any, a forward reference, ...), so that nothing is ever missed."""
+    if isinstance(annotation, type) and not get_args(annotation):
+        if issubclass(annotation, ApiModel):
+            return _may_warn(annotation)
+        return not issubclass(annotation, _SCALARS)
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _may_hold_warnings(get_args(annotation)[0])
+    if origin in (list, dict, tuple, set, frozenset, Union, UnionType):
+        return any(_may_hold_warnings(arg) for arg in get_args(annotation) if arg is not Ellipsis)
+    return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
+from functools import lru_cache
 from typing import Final
 
 from libs.api.errors import (
@@ -60,8 +61,12 @@ def validate_pod(pod: Pod) -> list[FieldError]:
 
 def validate_pod_spec(spec: PodSpec, path: FieldPath) -> list[FieldError]:
     """A pod spec at `path` (`spec` of a Pod, `spec.template.spec` of a Job)."""
-    claim_names = {claim.name for claim in spec.resource_claims if claim.name}
-    errors = _validate_pod_claims(spec, path.child("resourceClaims"))
+    # Checks of empty lists and maps are skipped outright below (they would find nothing).
+    claim_names: set[str] = set()
+    errors: list[FieldError] = []
+    if spec.resource_claims:
+        claim_names = {claim.name for claim in spec.resource_claims if claim.name}
+        errors += _validate_pod_claims(spec, path.child("resourceClaims"))
     if not spec.containers:
         errors.append(required(path.child("containers")))
     seen: set[str] = set()
@@ -69,7 +74,8 @@ def validate_pod_spec(spec: PodSpec, path: FieldPath) -> list[FieldError]:
         for position, container in enumerate(containers):
             errors += _validate_container(container, path.child(field).index(position), seen, claim_names)
     errors += _validate_scheduling_fields(spec, path)
-    errors += validate_labels(spec.node_selector, path.child("nodeSelector"))
+    if spec.node_selector:
+        errors += validate_labels(spec.node_selector, path.child("nodeSelector"))
     for position, toleration in enumerate(spec.tolerations):
         errors += _validate_toleration(toleration, path.child("tolerations").index(position))
     return errors
@@ -99,19 +105,25 @@ def _validate_scheduling_fields(spec: PodSpec, path: FieldPath) -> list[FieldErr
             else "replaced by `schedulingGroup` in v1.36; convert the manifest (podway convert)"
         )
         errors.append(forbidden(path.child("workloadRef"), detail))
-    errors += check_optional_format(
-        spec.scheduler_name, path.child("schedulerName"), dns1123_subdomain_errors
-    )
-    errors += check_optional_format(
-        spec.priority_class_name, path.child("priorityClassName"), dns1123_subdomain_errors
-    )
-    errors += check_minimum(spec.priority, path.child("priority"), INT32_MIN)
-    if spec.priority is not None and spec.priority > INT32_MAX:
-        errors.append(
-            invalid(path.child("priority"), spec.priority, f"must be less than or equal to {INT32_MAX}")
+    # Each check is skipped outright when its field is unset (it would find nothing).
+    if spec.scheduler_name:
+        errors += check_optional_format(
+            spec.scheduler_name, path.child("schedulerName"), dns1123_subdomain_errors
         )
-    errors += check_enum(spec.preemption_policy, path.child("preemptionPolicy"), PREEMPTION_POLICIES)
-    errors += check_optional_format(spec.node_name, path.child("nodeName"), dns1123_subdomain_errors)
+    if spec.priority_class_name:
+        errors += check_optional_format(
+            spec.priority_class_name, path.child("priorityClassName"), dns1123_subdomain_errors
+        )
+    if spec.priority is not None:
+        errors += check_minimum(spec.priority, path.child("priority"), INT32_MIN)
+        if spec.priority > INT32_MAX:
+            errors.append(
+                invalid(path.child("priority"), spec.priority, f"must be less than or equal to {INT32_MAX}")
+            )
+    if spec.preemption_policy is not None:
+        errors += check_enum(spec.preemption_policy, path.child("preemptionPolicy"), PREEMPTION_POLICIES)
+    if spec.node_name:
+        errors += check_optional_format(spec.node_name, path.child("nodeName"), dns1123_subdomain_errors)
     return errors
 
 
@@ -122,11 +134,15 @@ def _validate_container(
     if not container.image:
         errors.append(required(path.child("image")))
     resources_path = path.child("resources")
-    requests, limits = container.resources.requests, container.resources.limits
-    errors += validate_resource_list(limits, resources_path.child("limits"))
-    errors += validate_resource_list(requests, resources_path.child("requests"))
-    errors += _validate_requests_within_limits(requests, limits, resources_path.child("requests"))
-    errors += _validate_container_claims(container, resources_path.child("claims"), claim_names)
+    resources = container.resources
+    requests, limits = resources.requests, resources.limits
+    if limits:
+        errors += validate_resource_list(limits, resources_path.child("limits"))
+    if requests:
+        errors += validate_resource_list(requests, resources_path.child("requests"))
+        errors += _validate_requests_within_limits(requests, limits, resources_path.child("requests"))
+    if resources.claims:
+        errors += _validate_container_claims(container, resources_path.child("claims"), claim_names)
     return errors
 
 
@@ -134,17 +150,27 @@ def validate_resource_list(resources: Mapping[str, str], path: FieldPath) -> lis
     """Quantities of a resource list: parseable, not negative, whole for extended resources."""
     errors: list[FieldError] = []
     for name, text in resources.items():
-        at = path.key(name)
         try:
-            amount = parse_quantity(text)
-        except QuantityError as error:
-            errors.append(invalid(at, text, str(error)))
-            continue
-        if amount < 0:
-            errors.append(invalid(at, text, "must be greater than or equal to 0"))
-        elif _is_extended_resource(name) and amount != amount.to_integral_value():
-            errors.append(invalid(at, text, "must be an integer"))
+            detail = _quantity_problem(name, text)
+        except TypeError:  # unhashable: judge it uncached
+            detail = _quantity_problem.__wrapped__(name, text)
+        if detail is not None:
+            errors.append(invalid(path.key(name), text, detail))
     return errors
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _quantity_problem(name: str, text: str) -> str | None:
+    # The same few (resource, quantity) pairs come back on every pod: the verdict is cached.
+    try:
+        amount = parse_quantity(text)
+    except QuantityError as error:
+        return str(error)
+    if amount < 0:
+        return "must be greater than or equal to 0"
+    if _is_extended_resource(name) and amount != amount.to_integral_value():
+        return "must be an integer"
+    return None
 
 
 def _is_extended_resource(name: str) -> bool:
@@ -156,6 +182,8 @@ def _validate_requests_within_limits(
     requests: Mapping[str, str], limits: Mapping[str, str], path: FieldPath
 ) -> list[FieldError]:
     errors: list[FieldError] = []
+    if not limits:  # nothing to exceed
+        return errors
     for name, text in requests.items():
         request, limit = _amount(text), _amount(limits.get(name))
         if request is not None and limit is not None and request > limit:

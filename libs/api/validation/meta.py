@@ -30,9 +30,13 @@ def validate_object_meta(
     """Every metadata error of an object, in the API server's order."""
     errors = _validate_names(meta, name_check, path)
     errors += _validate_namespace(meta.namespace, namespaced, path.child("namespace"))
-    errors += validate_labels(meta.labels, path.child("labels"))
-    errors += validate_annotations(meta.annotations, path.child("annotations"))
-    errors += _validate_owner_references(meta.owner_references, path.child("ownerReferences"))
+    # Empty maps and lists have nothing to report: their checks are skipped outright.
+    if meta.labels:
+        errors += validate_labels(meta.labels, path.child("labels"))
+    if meta.annotations:
+        errors += validate_annotations(meta.annotations, path.child("annotations"))
+    if meta.owner_references:
+        errors += _validate_owner_references(meta.owner_references, path.child("ownerReferences"))
     return errors
 
 
@@ -70,6 +74,8 @@ def validate_labels(labels: Mapping[str, str], path: FieldPath) -> list[FieldErr
 def validate_annotations(annotations: Mapping[str, str], path: FieldPath) -> list[FieldError]:
     """`ValidateAnnotations` (keys, total size) plus Podway's own annotations."""
     errors: list[FieldError] = []
+    if not annotations:
+        return errors
     for key in annotations:
         errors += [invalid(path, key, message) for message in label_key_errors(key.lower())]
     if sum(len(key) + len(value) for key, value in annotations.items()) > TOTAL_ANNOTATION_SIZE_LIMIT:

@@ -98,12 +98,11 @@ def validate_scheduling_policy(policy: PodGroupSchedulingPolicy | None, path: Fi
     """Exactly one of `basic` or `gang`; a gang needs `minCount >= 1` (0 counts as missing)."""
     basic = policy.basic if policy is not None else None
     gang = policy.gang if policy is not None else None
-    chosen = [name for name, value in (("`basic`", basic), ("`gang`", gang)) if value is not None]
-    if not chosen:
+    if basic is None and gang is None:
         return [invalid(path, "", "must specify one of: `basic`, `gang`")]
-    if len(chosen) > 1:
+    if basic is not None and gang is not None:
         detail = "exactly one of `basic`, `gang` is required, but multiple fields are set"
-        return [invalid(path, "{" + ", ".join(chosen) + "}", detail)]
+        return [invalid(path, "{`basic`, `gang`}", detail)]
     if gang is None:
         return []
     if not gang.min_count:
@@ -113,15 +112,20 @@ def validate_scheduling_policy(policy: PodGroupSchedulingPolicy | None, path: Fi
 
 def _validate_group_settings(group: PodGroupTemplate | PodGroupSpec, path: FieldPath) -> list[FieldError]:
     # The settings a template and a PodGroup share, beyond identity and policy.
+    # Unset fields and empty lists have nothing to report: their checks are skipped outright.
     errors: list[FieldError] = []
     if group.scheduling_constraints is not None:
         errors += _validate_constraints(group.scheduling_constraints, path.child("schedulingConstraints"))
-    errors += _validate_group_claims(group.resource_claims, path.child("resourceClaims"))
-    errors += check_enum(group.disruption_mode, path.child("disruptionMode"), DISRUPTION_MODES)
-    errors += check_optional_format(
-        group.priority_class_name, path.child("priorityClassName"), dns1123_subdomain_errors
-    )
-    errors += validate_priority_value(group.priority, path.child("priority"))
+    if group.resource_claims:
+        errors += _validate_group_claims(group.resource_claims, path.child("resourceClaims"))
+    if group.disruption_mode is not None:
+        errors += check_enum(group.disruption_mode, path.child("disruptionMode"), DISRUPTION_MODES)
+    if group.priority_class_name:
+        errors += check_optional_format(
+            group.priority_class_name, path.child("priorityClassName"), dns1123_subdomain_errors
+        )
+    if group.priority is not None:
+        errors += validate_priority_value(group.priority, path.child("priority"))
     return errors
 
 
