@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 PRODUCER = "node-agent"
 DISRUPTION_TARGET = "DisruptionTarget"
 REGISTER_CHUNK = 256
+CONSUMER_BATCH = 64
 REGISTER_PATIENCE_S = 60.0
 Clock = Callable[[], datetime]
 PodGroupKey = tuple[str, str, str]
@@ -78,6 +79,8 @@ class NodeAgentService:
             subjects=[EventType.PODS_BOUND.subject, EventType.PODS_EVICTED.subject],
             handler=self.on_event,
             uow_factory=self.uow,
+            batch_size=CONSUMER_BATCH,
+            fetch_timeout_s=0.5,
         )
         self.consumer.subscribe(self.broker)
         self.relay: OutboxRelay | None = None
@@ -109,6 +112,7 @@ class NodeAgentService:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.consumer.stop()
         await self.broker.stop()
         await self.engine.dispose()
 

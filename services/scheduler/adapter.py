@@ -7,7 +7,6 @@ per DeviceClass), Pods into `PodRequest`, PodGroups with their Workload into `Po
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -189,7 +188,8 @@ class DeviceCatalog:
         return {name: tuple(devices) for name, devices in sorted(found.items())}
 
     def _classes_of(self, driver: str, raw: Mapping[str, Any]) -> list[str]:
-        description = json.dumps({k: v for k, v in raw.items() if k != "name"}, sort_keys=True, default=str)
+        # Devices described alike share an answer; a differently ordered description only misses the cache.
+        description = f"{raw.get('attributes')}|{raw.get('capacity')}|{raw.get('allowMultipleAllocations')}"
         matched: list[str] = []
         context: dict[str, Any] | None = None
         for class_name, info in self.classes.items():

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from libs.messaging.streams import ensure_streams
 from libs.runtime.health import beat, health_file
 from libs.runtime.settings import PodwaySettings
 from services.scheduler.handlers import SUBJECTS, apply_event
-from services.scheduler.lease import LeaderElector
+from services.scheduler.lease import LeaseThread
 from services.scheduler.memory_inbox import MemoryInbox, MemoryUnitOfWork
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.outcomes import CycleRan, Outcome
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 LEASE_NAME = "scheduler"
 CONSUMER_NAME = "scheduler"
+CONSUMER_BATCH = 64
 Clock = Callable[[], datetime]
 
 
@@ -65,6 +67,7 @@ class _Term:
     scheduler: GangScheduler | None = None
     task: asyncio.Task[None] | None = None
     broker: Any = None
+    consumer: EventConsumer | None = None
 
 
 class SchedulerService:
@@ -96,8 +99,8 @@ class SchedulerService:
         self.holder = (
             holder or f"{socket.gethostname()}:{os.getpid()}:{settings.instance}:{uuid.uuid4().hex[:6]}"
         )
-        self.elector = LeaderElector(
-            self.plain_uow,
+        self.elector = LeaseThread(
+            settings.resolved_database_url(),
             name=LEASE_NAME,
             holder=self.holder,
             ttl=timedelta(seconds=settings.lease_seconds),
@@ -118,18 +121,15 @@ class SchedulerService:
         await self.broker.start()
         if self.settings.metrics_port >= 0:
             self.metrics_port = self.metrics.serve(self.settings.metrics_port)
-        self._tasks = [
-            asyncio.create_task(self.relay.run(), name="outbox-relay"),
-            asyncio.create_task(self.elector.run(), name="lease"),
-        ]
+        self._tasks = [asyncio.create_task(self.relay.run(), name="outbox-relay")]
+        await self.elector.start()
         if self.settings.data_dir:
             self._tasks.append(asyncio.create_task(self._beat(), name="health"))
         log.info("scheduler started", extra={"holder": self.holder, "metrics_port": self.metrics_port})
 
     async def stop(self, *, release_lease: bool = True) -> None:
         """Stop; with `release_lease=False` the lease is left to lapse, as when the process dies."""
-        if release_lease:
-            await self.elector.step_down()
+        await self.elector.stop(release=release_lease)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -203,11 +203,12 @@ class SchedulerService:
                     continue
         except StaleEpochError:
             log.warning("scheduler epoch %d is stale: another replica leads; stopping", term.fence.epoch)
-            self.elector.fence = None
+            self.elector.forget()
             await self._deposed()
         except Exception:
-            log.exception("scheduler term %d failed; stepping down", term.fence.epoch)
-            await self.elector.step_down()
+            log.exception("scheduler term %d failed; starting a new one", term.fence.epoch)
+            self.elector.forget()
+            await self._deposed()
 
     async def _start_consumer(self, term: _Term) -> None:
         """Listen before loading, so nothing published while the world is read is missed."""
@@ -219,14 +220,19 @@ class SchedulerService:
             handler=lambda envelope, payload, _uow: self._on_event(term, envelope, payload),
             uow_factory=lambda: MemoryUnitOfWork(term.inbox),
             ack_wait_s=max(5.0, self.settings.lease_seconds),
+            batch_size=CONSUMER_BATCH,
+            fetch_timeout_s=0.5,
         )
         consumer.subscribe(broker)
-        term.broker = broker
+        term.broker, term.consumer = broker, consumer
         await start_broker(broker, [consumer])
 
     async def _stop_consumer(self, term: _Term) -> None:
-        broker = term.broker
-        term.broker = None
+        broker, consumer = term.broker, term.consumer
+        term.broker = term.consumer = None
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                await consumer.stop()
         if broker is not None:
             with contextlib.suppress(Exception):
                 await broker.stop()
@@ -239,6 +245,8 @@ class SchedulerService:
             return
         apply_event(term.scheduler, envelope, payload)
         term.wake.set()
+        # A batch is handled in one go; let a pass's write proceed between its events.
+        await asyncio.sleep(0)
 
     async def _load(self, term: _Term) -> None:
         term.scheduler = None
@@ -246,7 +254,8 @@ class SchedulerService:
         async with self.plain_uow() as uow:
             world = await load_world(uow)
         scheduler = GangScheduler(clock=self._seconds)
-        scheduler.load(world.objects, world.bindings)
+        # In a thread, so that lease renewals keep their pace while a large world is built.
+        await asyncio.to_thread(scheduler.load, world.objects, world.bindings)
         for envelope, payload in term.buffer:
             apply_event(scheduler, envelope, payload)
         term.buffer.clear()
@@ -282,16 +291,30 @@ class SchedulerService:
                 await asyncio.wait_for(term.wake.wait(), timeout)
 
     async def _write(self, term: _Term, outcomes: list[Outcome]) -> None:
+        """One fenced transaction per pass, which also renews the lease: a write holds the lease row until
+        it commits, so a renewal of its own would only wait for it."""
+        sent = time.monotonic()
         try:
             async with self.uow() as uow:
-                bound = await write_outcomes(uow, outcomes, fence=term.fence, now=self.clock())
+                now = self.clock()
+                bound = await write_outcomes(uow, outcomes, fence=term.fence, now=now)
+                lease = await uow.leases.acquire_or_renew(LEASE_NAME, self.holder, now, self.elector.ttl)
+                if lease is None or lease.epoch != term.fence.epoch:
+                    raise StaleEpochError(f"lease {LEASE_NAME} is no longer held at epoch {term.fence.epoch}")
                 await uow.commit()
         except StaleEpochError:
             raise
         except Exception as exc:
             log.exception("writing %d scheduling outcomes failed; reloading the world", len(outcomes))
             raise _Reload() from exc
+        self.elector.renewed(lease, sent)
         self.metrics.pods_bound.inc(bound)
+        took = time.monotonic() - sent
+        if took > self.elector.renew_every_s:
+            log.warning(
+                "a scheduling write took %.0f ms (%d outcomes, %d pods bound): renewals wait for it",
+                took * 1000, len(outcomes), bound,
+            )  # fmt: skip
         for outcome in outcomes:
             if isinstance(outcome, CycleRan):
                 result = "placed" if outcome.decision.placed else "unschedulable"

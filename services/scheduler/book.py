@@ -97,6 +97,7 @@ class PodBook:
         self.pods: dict[str, PodRecord] = {}
         self.group_uids: dict[str, str] = {}
         self._members: dict[str, set[str]] = {}
+        self._groups_of_workload: dict[str, set[str]] = {}
         self.bound_priorities: Counter[int] = Counter()
 
     # -- objects ----------------------------------------------------------------------------------------
@@ -104,11 +105,7 @@ class PodBook:
     def put_workload(self, obj: ApiObject) -> list[str]:
         """Store a Workload; returns the keys of its PodGroups (their annotations may have changed)."""
         self.workloads[obj.key] = obj
-        return [
-            key
-            for key, group in self.groups.items()
-            if not group.standalone and self.workload_of(group) is obj
-        ]
+        return sorted(self._groups_of_workload.get(obj.key, ()))
 
     def workload_of(self, group: GroupRecord) -> ApiObject | None:
         name = None if group.standalone else podgroup_workload_name(group.obj)
@@ -129,6 +126,9 @@ class PodBook:
             )
             self.groups[obj.key] = record
             self.group_uids[obj.uid] = obj.key
+            workload = podgroup_workload_name(obj)
+            if workload:
+                self._groups_of_workload.setdefault(f"{obj.namespace}/{workload}", set()).add(obj.key)
             for uid in self._members.get(obj.key, ()):
                 self._file(record, self.pods[uid])
         else:
@@ -139,6 +139,9 @@ class PodBook:
         record = self.groups.pop(key, None)
         if record is not None:
             self.group_uids.pop(record.uid, None)
+            workload = None if record.standalone else podgroup_workload_name(record.obj)
+            if workload:
+                self._groups_of_workload.get(f"{record.namespace}/{workload}", set()).discard(key)
         return record
 
     def put_pod(self, obj: ApiObject, request: PodRequest) -> PodRecord:

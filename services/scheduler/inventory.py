@@ -17,6 +17,7 @@ class NodeInventory:
         self._nodes: dict[str, ApiObject] = {}
         self._slices: dict[str, ApiObject] = {}
         self._slices_by_node: dict[str, set[str]] = {}
+        self._deferred: set[str] | None = None
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -83,7 +84,20 @@ class NodeInventory:
         slices = [self._slices[slice_name] for slice_name in sorted(self._slices_by_node.get(name, ()))]
         return core_node(self._nodes[name], self.catalog.node_devices(slices))
 
+    def defer(self) -> None:
+        """Collect node changes until `flush` (a bulk load then builds each node once)."""
+        self._deferred = set()
+
+    def flush(self) -> None:
+        deferred, self._deferred = self._deferred, None
+        for name in sorted(deferred or ()):
+            if name in self._nodes:
+                self._sync(name)
+
     def _sync(self, name: str) -> None:
+        if self._deferred is not None:
+            self._deferred.add(name)
+            return
         node = self.core_node(name)
         if name in self.snapshot:
             self.snapshot.update_node(node)

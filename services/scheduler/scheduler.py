@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 NOMINATED_PREFIX = "nominated/"
 """Uid prefix of the stand-in pods that hold a nominated PodGroup's room in the snapshot."""
 MAX_CYCLES_PER_PASS = 512
+MAX_PODS_PER_PASS = 128
+"""A pass stops placing once this many pods are placed: its transaction stays short, because lease
+renewals wait for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +63,20 @@ class GangScheduler:
     Event methods (`apply_object`, `delete_object`, `pods_finished`, ...) keep them current and are
     idempotent, so replayed events do no harm. `run_pass(now)` runs one cycle per ready PodGroup and
     returns everything to write; outcomes decided between passes (claim results, gang restarts) come out
-    with the next pass. `clock` gives seconds for the queue when an event arrives.
+    with the next pass. A pass runs at most `max_cycles_per_pass` cycles and stops once
+    `max_pods_per_pass` pods are placed. `clock` gives seconds for the queue when an event arrives.
     """
 
-    def __init__(self, *, clock: Callable[[], float], max_cycles_per_pass: int = MAX_CYCLES_PER_PASS) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float],
+        max_cycles_per_pass: int = MAX_CYCLES_PER_PASS,
+        max_pods_per_pass: int = MAX_PODS_PER_PASS,
+    ) -> None:
         self.clock = clock
         self.max_cycles_per_pass = max_cycles_per_pass
+        self.max_pods_per_pass = max_pods_per_pass
         self.snapshot = ClusterSnapshot()
         self.inventory = NodeInventory(self.snapshot)
         self.book = PodBook()
@@ -82,9 +93,11 @@ class GangScheduler:
         """Build the world from stored objects (in dependency order) and pod uid -> node bindings. A PodGroup
         was scheduled when its status has a placement (written with its PodGroupScheduled=True)."""
         self._loading = True
+        self.inventory.defer()
         try:
             for obj in objects:
                 self.apply_object(obj)
+            self.inventory.flush()
             for uid, node in bindings.items():
                 self._restore_binding(uid, node)
         finally:
@@ -266,13 +279,17 @@ class GangScheduler:
         # 2. Room nominated for a preemptor is held for it alone.
         self._reserve(now)
         # 3. One cycle per ready group on the one snapshot; placements are assumed at once.
+        placed = 0
         for _ in range(self.max_cycles_per_pass):
+            if placed >= self.max_pods_per_pass:
+                break
             popped = self.queue.pop(now)
             if popped is None:
                 break
             ran = self._cycle(popped.key, now)
             if ran is not None:
                 outcomes.append(ran)
+                placed += len(ran.decision.placements)
         return outcomes
 
     def _cycle(self, key: str, now: float) -> CycleRan | None:

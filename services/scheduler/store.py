@@ -12,7 +12,7 @@ from datetime import datetime
 
 from libs.core.scheduling import ConditionReason, ConditionType, Placement
 from libs.db.ports import UnitOfWork
-from libs.db.records import Condition, Fence, PodBinding
+from libs.db.records import Condition, Fence, PodBinding, StoredObject
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.scheduling import (
     PlacementProposed,
@@ -31,7 +31,8 @@ from libs.events.scheduling import (
     PreemptionRequested,
     TopologyDomainRef,
 )
-from services.scheduler.adapter import STANDALONE_PREFIX, ApiObject
+from services.scheduler.adapter import STANDALONE_PREFIX, ApiObject, pod_group_name
+from services.scheduler.bulk_bindings import bind_all
 from services.scheduler.outcomes import (
     AllocationFailed,
     Binding,
@@ -48,6 +49,7 @@ CONDITION_OWNER = "scheduler"
 POD_SCHEDULED = "PodScheduled"
 LOAD_ORDER = ("DeviceClass", "Node", "ResourceSlice", "Workload", "PodGroup", "Pod")
 GANG_RESTART_REASON = "GangRestart"
+FINISHED_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,24 +61,43 @@ class World:
 
 
 async def load_world(uow: UnitOfWork) -> World:
+    """Every object the scheduler reads, and the bindings of the pods that still hold capacity (read per
+    PodGroup, and per pod for pods without one)."""
     objects: list[ApiObject] = []
-    nodes: list[str] = []
     for kind in LOAD_ORDER:
-        for stored in await uow.objects.find(kind):
-            objects.append(ApiObject.from_stored(stored))
-            if kind == "Node":
-                nodes.append(stored.name)
+        objects.extend(ApiObject.from_stored(stored) for stored in await uow.objects.find(kind))
+    groups = {obj.key: obj.uid for obj in objects if obj.kind == "PodGroup"}
+    active_groups: set[str] = set()
+    standalone: list[str] = []
+    for obj in objects:
+        if obj.kind != "Pod" or obj.status.get("phase") in FINISHED_PHASES:
+            continue
+        group = pod_group_name(obj)
+        if group is None:
+            standalone.append(obj.uid)
+        elif (uid := groups.get(f"{obj.namespace}/{group}")) is not None:
+            active_groups.add(uid)
     bindings: dict[str, str] = {}
-    for node in nodes:
-        for binding in await uow.bindings.list_for_node(node):
+    for uid in sorted(active_groups):
+        for binding in await uow.bindings.list_for_podgroup(uid):
             bindings[binding.pod_uid] = binding.node_name
+    for uid in standalone:
+        found = await uow.bindings.get(uid)
+        if found is not None:
+            bindings[uid] = found.node_name
     return World(objects, bindings)
 
 
 async def write_outcomes(uow: UnitOfWork, outcomes: Iterable[Outcome], *, fence: Fence, now: datetime) -> int:
     """Write every outcome of a pass in the caller's unit of work (the caller commits); returns how many
-    pods were bound."""
+    pods were bound.
+
+    Bindings go in last: the first one locks the lease row (the fence) until commit, and lease renewals
+    wait on that lock, so it is held only for the bindings and the events.
+    """
+    outcomes = list(outcomes)
     writer = _Writer(uow, fence, now)
+    await writer.prefetch(outcomes)
     bound = 0
     for outcome in outcomes:
         if isinstance(outcome, CycleRan):
@@ -90,6 +111,7 @@ async def write_outcomes(uow: UnitOfWork, outcomes: Iterable[Outcome], *, fence:
             await writer.timed_out(outcome)
         elif isinstance(outcome, Restart):
             await writer.restart(outcome)
+    await bind_all(uow, writer.bindings, fence=fence)
     return bound
 
 
@@ -126,6 +148,17 @@ class _Writer:
         self.uow = uow
         self.fence = fence
         self.now = now
+        self.bindings: list[PodBinding] = []
+        self.podgroups: dict[str, StoredObject] = {}
+
+    async def prefetch(self, outcomes: Sequence[Outcome]) -> None:
+        """Read every PodGroup the outcomes write to, in one query."""
+        keys = {
+            ("PodGroup", outcome.group.namespace, outcome.group.name)
+            for outcome in outcomes
+            if not outcome.group.standalone
+        }
+        self.podgroups = {stored.uid: stored for stored in await self.uow.objects.get_many(sorted(keys))}
 
     async def cycle(self, ran: CycleRan) -> int:
         story = _Story(self, ran.group, ran.cause)
@@ -188,10 +221,10 @@ class _Writer:
             )
         )
         owner = None if group.standalone else group.uid
-        for placement in binding.placements:
-            await self.uow.bindings.bind(
-                PodBinding(placement.pod_uid, placement.node_name, owner, self.now), fence=self.fence
-            )
+        self.bindings.extend(
+            PodBinding(placement.pod_uid, placement.node_name, owner, self.now)
+            for placement in binding.placements
+        )
         if group.standalone:
             await self._pod_condition(group.uid, True, ConditionReason.SCHEDULED, "")
             return
@@ -257,10 +290,10 @@ class _Writer:
 
     async def _set_placement(self, group: GroupRef, placement: dict[str, object]) -> int | None:
         """Write `status.placement`; returns the PodGroup's generation, None when it is gone."""
-        stored = await self.uow.objects.get("PodGroup", group.namespace, group.name)
-        if stored is None or stored.uid != group.uid:
+        stored = self.podgroups.get(group.uid)
+        if stored is None:
             return None
-        await self.uow.objects.update_status(
+        self.podgroups[group.uid] = await self.uow.objects.update_status(
             "PodGroup",
             group.namespace,
             group.name,
@@ -270,7 +303,7 @@ class _Writer:
         return stored.generation
 
     async def _group_condition(self, group: GroupRef, status: bool, reason: str, message: str) -> None:
-        stored = await self.uow.objects.get_by_uid(group.uid)
+        stored = self.podgroups.get(group.uid)
         if stored is not None:
             await self._set_condition(group.uid, status, reason, message, stored.generation)
 

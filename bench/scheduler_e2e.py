@@ -1,0 +1,403 @@
+"""`podway bench scheduler-e2e`: gangs bound on a generated fleet through the real stack, every service its
+own process: NATS, PostgreSQL (a fresh database), admission, the node agent, and two schedulers (one
+active, one standby).
+
+1. Throughput: `--throughput-gangs` gangs are admitted while no scheduler runs; then the first scheduler
+   starts, loads the world and binds the backlog. `pods_per_second` is bound pods over the time from the
+   first to the last `pods.bound` seen on the bus (sustained, the world load excluded and reported apart).
+2. Latency: gangs are admitted at `--latency-rate` pods/s (default: half the measured throughput) for
+   `--latency-seconds`; `admitted_to_bound_ms_p99` runs from each pod's `pod.admitted` (its commit time)
+   to its `pods.bound` arriving on the bus.
+3. Takeover: the active scheduler is killed (SIGKILL: no lease release) while gangs keep arriving;
+   `lease_takeover_ms` runs from the kill to the standby's first `pods.bound` under the next epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
+from libs.client.client import PodwayClient
+from libs.runtime.health import health_file, last_beat
+from libs.runtime.nats_server import EmbeddedNatsServer
+
+NAMESPACE = "bench"
+GPU_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "gpu.example.com"},
+    "spec": {
+        "selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}],
+        "extendedResourceName": "nvidia.com/gpu",
+    },
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--blocks", type=int, default=5)
+    parser.add_argument("--racks-per-block", type=int, default=10)
+    parser.add_argument("--nodes-per-rack", type=int, default=20, help="default fleet: 1,000 nodes")
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--gang-size", type=int, default=8)
+    parser.add_argument("--gpus-per-pod", type=int, default=1)
+    parser.add_argument("--throughput-gangs", type=int, default=500, help="backlog bound in phase 1")
+    parser.add_argument("--latency-rate", type=float, default=0.0, help="pods/s; 0 = half the throughput")
+    parser.add_argument("--latency-seconds", type=float, default=6.0)
+    parser.add_argument("--lease-seconds", type=float, default=2.0)
+    parser.add_argument("--database-url", default=os.environ.get("PODWAY_BENCH_DATABASE_URL", DEFAULT_PG))
+
+
+# -- manifests ---------------------------------------------------------------------------------------------
+
+
+HELD = "held"
+"""The Workload the throughput gangs wait for: they are admitted first and released together."""
+SHARED = "shared"
+"""The Workload every latency and takeover gang runs from."""
+
+
+def workload_manifest(name: str, size: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"podGroupTemplates": [{"name": "worker", "schedulingPolicy": {"gang": {"minCount": size}}}]},
+    }
+
+
+def gang_manifests(name: str, size: int, gpus: int, workload: str = SHARED) -> list[dict[str, Any]]:
+    """One PodGroup run of `workload` and its pods (no run time: they run until the end)."""
+    template = {"name": "worker", "schedulingPolicy": {"gang": {"minCount": size}}}
+    ref = {"workload": {"workloadName": workload, "podGroupTemplateName": "worker"}}
+    requests = {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": str(gpus)}
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"podGroupTemplateRef": ref, "schedulingPolicy": template["schedulingPolicy"]},
+        },
+        *(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-{i}", "namespace": NAMESPACE},
+                "spec": {
+                    "schedulingGroup": {"podGroupName": name},
+                    "containers": [{"name": "w", "image": "trainer:v1", "resources": {"requests": requests}}],
+                },
+            }
+            for i in range(size)
+        ),
+    ]
+
+
+# -- processes ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Processes:
+    env: dict[str, str]
+    tmp: Path
+    running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, name: str, module: str, data_dir: Path, **extra: str) -> subprocess.Popen[bytes]:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        env = {**self.env, "PODWAY_DATA_DIR": str(data_dir), **extra}
+        log = (self.tmp / f"{name}.log").open("wb")
+        proc = subprocess.Popen([sys.executable, "-m", module], env=env, stdout=log, stderr=log)
+        self.running[name] = proc
+        return proc
+
+    def wait_healthy(self, name: str, beacon: Path, timeout_s: float = 120.0) -> None:
+        proc = self.running[name]
+        deadline = time.monotonic() + timeout_s
+        while last_beat(beacon) is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start; see {self.tmp / (name + '.log')}")
+            time.sleep(0.05)
+
+    def stop_all(self) -> None:
+        for proc in self.running.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.running.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def beacon_detail(path: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+async def until_leader(beacon: Path, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not beacon_detail(beacon).get("leader"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no leader after {timeout_s:.0f} s ({beacon})")
+        await asyncio.sleep(0.1)
+
+
+def queue_depth(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("podway_scheduler_queue_depth "):
+                return float(line.split()[1])
+    return 0.0
+
+
+async def until_queued(beacon: Path, groups: int, timeout_s: float = 300.0) -> None:
+    """Until the scheduler's queue holds `groups` PodGroups (it has consumed every admission)."""
+    port = int(beacon_detail(beacon)["metrics_port"])
+    deadline = time.monotonic() + timeout_s
+    while await asyncio.to_thread(queue_depth, port) < groups:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the scheduler did not queue {groups} PodGroups in {timeout_s:.0f} s")
+        await asyncio.sleep(0.2)
+
+
+# -- watching the bus --------------------------------------------------------------------------------------
+
+
+@dataclass
+class BusWatch:
+    """`pod.admitted` commit times and `pods.bound` arrival times, by pod uid, straight off core NATS."""
+
+    admitted_at: dict[str, float] = field(default_factory=dict)
+    name_of: dict[str, str] = field(default_factory=dict)
+    bound_at: dict[str, float] = field(default_factory=dict)
+    bound_epoch: dict[str, int] = field(default_factory=dict)
+    bound_times: list[tuple[float, int, int]] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def until(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until `done()` holds after some `pods.bound` arrived, or the timeout; returns `done()`."""
+        deadline = time.monotonic() + timeout_s
+        while not done() and time.monotonic() < deadline:
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), deadline - time.monotonic())
+        return done()
+
+    async def subscribe(self, client: PodwayClient) -> None:
+        nc = client.broker.connection
+        await nc.subscribe("podway.events.pod.admitted", cb=self._on_admitted)
+        await nc.subscribe("podway.events.pods.bound", cb=self._on_bound)
+
+    async def _on_admitted(self, msg: Any) -> None:
+        envelope = json.loads(msg.data)
+        occurred = datetime.fromisoformat(envelope["occurred_at"].replace("Z", "+00:00")).timestamp()
+        self.admitted_at[envelope["payload"]["uid"]] = occurred
+        self.name_of[envelope["payload"]["uid"]] = envelope["payload"]["name"]
+
+    async def _on_bound(self, msg: Any) -> None:
+        now = time.time()
+        payload = json.loads(msg.data)["payload"]
+        for pod in payload["pods"]:
+            self.bound_at[pod["pod_uid"]] = now
+            self.bound_epoch[pod["pod_uid"]] = payload["epoch"]
+        self.bound_times.append((now, len(payload["pods"]), payload["epoch"]))
+        self.changed.set()
+
+
+# -- phases ------------------------------------------------------------------------------------------------
+
+
+def names(prefix: str, count: int) -> Iterator[str]:
+    return (f"{prefix}-{i:05d}" for i in range(count))
+
+
+async def admit(
+    client: PodwayClient, gangs: list[str], args: argparse.Namespace, *, workload: str, in_flight: int = 16
+) -> None:
+    semaphore = asyncio.Semaphore(in_flight)
+
+    async def one(name: str) -> None:
+        async with semaphore:
+            await client.apply(gang_manifests(name, args.gang_size, args.gpus_per_pod, workload))
+
+    await asyncio.gather(*(one(name) for name in gangs))
+
+
+async def wait_bound(watch: BusWatch, expected: int, timeout_s: float) -> None:
+    if not await watch.until(lambda: len(watch.bound_at) >= expected, timeout_s):
+        raise RuntimeError(f"only {len(watch.bound_at)} of {expected} pods were bound in {timeout_s:.0f} s")
+
+
+async def paced(
+    client: PodwayClient, args: argparse.Namespace, prefix: str, rate: float, seconds: float
+) -> list[str]:
+    """Admit one gang every gang_size / rate seconds (open loop), for `seconds`; returns the gang names."""
+    interval = args.gang_size / rate
+    count = max(1, int(seconds / interval))
+    started = time.monotonic()
+    tasks = []
+    gangs = list(names(prefix, count))
+    for index, name in enumerate(gangs):
+        delay = started + index * interval - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(
+            asyncio.create_task(client.apply(gang_manifests(name, args.gang_size, args.gpus_per_pod)))
+        )
+    await asyncio.gather(*tasks)
+    return gangs
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    from libs.db.migrate import upgrade
+
+    database_url, dropped = await _fresh_postgres(args.database_url)
+    await upgrade(database_url)
+    nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
+    env = {
+        **os.environ,
+        "PODWAY_NATS_URL": nats.url,
+        "PODWAY_DATABASE_URL": database_url,
+        "PODWAY_LOG_LEVEL": "WARNING",
+        "PODWAY_LEASE_SECONDS": str(args.lease_seconds),
+        "PODWAY_METRICS_PORT": "0",
+    }
+    procs = Processes(env, tmp)
+    nodes = args.blocks * args.racks_per_block * args.nodes_per_rack
+    metrics: dict[str, Any] = _Progress()
+    try:
+        procs.start("admission", "services.admission.main", tmp / "admission")
+        procs.wait_healthy("admission", health_file(tmp / "admission" / "run", "admission"))
+        async with PodwayClient(nats.url, timeout_s=120) as client:
+            watch = BusWatch()
+            await watch.subscribe(client)
+            await client.apply([GPU_CLASS])
+            started = time.monotonic()
+            procs.start(
+                "node_agent",
+                "services.node_agent.main",
+                tmp / "node_agent",
+                PODWAY_CLUSTER_BLOCKS=str(args.blocks),
+                PODWAY_CLUSTER_RACKS_PER_BLOCK=str(args.racks_per_block),
+                PODWAY_CLUSTER_NODES_PER_RACK=str(args.nodes_per_rack),
+                PODWAY_CLUSTER_GPUS_PER_NODE=str(args.gpus_per_node),
+            )
+            procs.wait_healthy("node_agent", health_file(tmp / "node_agent" / "run", "node_agent"))
+            metrics["nodes_registered_s"] = round(time.monotonic() - started, 2)
+
+            # 1. Throughput: gangs wait for their Workload (PreEnqueue) until the scheduler has seen them all,
+            #    then the Workload is applied and every gang is ready at once.
+            beacon_a = health_file(tmp / "scheduler-a" / "run", "scheduler")
+            procs.start("scheduler-a", "services.scheduler.main", tmp / "scheduler-a", PODWAY_INSTANCE="a")
+            await until_leader(beacon_a)
+            backlog = list(names("tput", args.throughput_gangs))
+            started = time.monotonic()
+            await admit(client, backlog, args, workload=HELD)
+            metrics["backlog_admitted_s"] = round(time.monotonic() - started, 2)
+            await until_queued(beacon_a, len(backlog))
+            backlog_pods = len(backlog) * args.gang_size
+            released = time.time()
+            await client.apply([workload_manifest(HELD, args.gang_size)])
+            await wait_bound(watch, backlog_pods, timeout_s=300)
+            first, last = watch.bound_times[0][0], watch.bound_times[-1][0]
+            throughput = (backlog_pods - watch.bound_times[0][1]) / max(last - first, 1e-6)
+            metrics["pods_per_second"] = round(throughput, 1)
+            metrics["throughput_pods"] = backlog_pods
+            metrics["release_to_all_bound_s"] = round(last - released, 2)
+
+            # 2. Latency at half that rate, with a standby scheduler waiting.
+            procs.start("scheduler-b", "services.scheduler.main", tmp / "scheduler-b", PODWAY_INSTANCE="b")
+            procs.wait_healthy("scheduler-b", health_file(tmp / "scheduler-b" / "run", "scheduler"))
+            await client.apply([workload_manifest(SHARED, args.gang_size)])
+            rate = args.latency_rate or throughput / 2
+            gangs = await paced(client, args, "lat", rate, args.latency_seconds)
+            expected = backlog_pods + len(gangs) * args.gang_size
+            await wait_bound(watch, expected, timeout_s=120)
+            admitted = [at for uid, at in watch.admitted_at.items() if watch.name_of[uid].startswith("lat-")]
+            recent = [
+                (watch.bound_at[uid] - at) * 1000
+                for uid, at in watch.admitted_at.items()
+                if watch.name_of[uid].startswith("lat-")
+            ]
+            metrics["latency_rate_pods_per_second"] = round(rate, 1)
+            metrics["latency_admitted_pods_per_second"] = round(
+                len(admitted) / max(max(admitted) - min(admitted), 1e-6), 1
+            )
+            metrics["latency_pods"] = len(recent)
+            metrics["admitted_to_bound_ms_p50"] = round(statistics.median(recent), 1)
+            metrics["admitted_to_bound_ms_p99"] = round(percentile(recent, 0.99), 1)
+            metrics["admitted_to_bound_ms_max"] = round(max(recent), 1)
+
+            # 3. Takeover: kill the active scheduler; gangs keep arriving.
+            epoch = int(beacon_detail(beacon_a).get("epoch") or 1)
+            killed_at = time.time()
+            procs.running["scheduler-a"].send_signal(signal.SIGKILL)
+            after = asyncio.create_task(paced(client, args, "takeover", args.gang_size * 4, 2.0))
+            await watch.until(
+                lambda: any(e > epoch for _, _, e in watch.bound_times), args.lease_seconds * 10 + 30
+            )
+            taken = next((t for t, _, e in watch.bound_times if e > epoch), None)
+            await after
+            if taken is None:
+                raise RuntimeError("the standby never bound a gang after the leader was killed")
+            metrics["lease_takeover_ms"] = round((taken - killed_at) * 1000, 1)
+    finally:
+        procs.stop_all()
+        nats.stop()
+        await _drop_postgres(args.database_url, dropped)
+    metrics["nodes"] = nodes
+    return dict(metrics)
+
+
+class _Progress(dict[str, Any]):
+    """Metrics that are also printed to stderr as they are measured (a long run shows where it is)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        print(f"scheduler-e2e: {key} = {value}", file=sys.stderr, flush=True)
+        super().__setitem__(key, value)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="podway-bench-sched-") as tmp:
+        metrics = asyncio.run(_run(args, Path(tmp)))
+    params = {
+        "nodes": args.blocks * args.racks_per_block * args.nodes_per_rack,
+        "gpus_per_node": args.gpus_per_node,
+        "gang_size": args.gang_size,
+        "gpus_per_pod": args.gpus_per_pod,
+        "throughput_gangs": args.throughput_gangs,
+        "latency_seconds": args.latency_seconds,
+        "lease_seconds": args.lease_seconds,
+        "database": "postgres",
+        "cpus": os.cpu_count(),
+    }
+    return {"name": "scheduler-e2e", "params": params, "metrics": metrics}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-o", "--output", default="json")
+    add_arguments(parser)
+    print(json.dumps(run(parser.parse_args())))
