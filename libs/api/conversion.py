@@ -98,8 +98,15 @@ def convert_documents(docs: Iterable[Mapping[str, Any]]) -> tuple[list[Document]
 def _convert_workload(doc: Document) -> Document:
     doc["apiVersion"] = SCHEDULING_V1ALPHA2
     spec = doc.get("spec") or {}
+    if not isinstance(spec, dict):
+        return doc  # decoding then reports `spec: Invalid value: ...: must be an object`
     pod_groups = spec.pop("podGroups", None) or []
-    spec["podGroupTemplates"] = [_convert_pod_group_entry(entry) for entry in pod_groups]
+    # A non-list is passed through unchanged so that decoding reports it, rather than converting its parts.
+    spec["podGroupTemplates"] = (
+        [_convert_pod_group_entry(entry) for entry in pod_groups]
+        if isinstance(pod_groups, list)
+        else pod_groups
+    )
     doc["spec"] = spec
     return doc
 
@@ -129,8 +136,11 @@ def _legacy_reference(doc: Mapping[str, Any]) -> _GroupKey | None:
     workload, pod_group = reference.get("name"), reference.get("podGroup")
     if not isinstance(workload, str) or not isinstance(pod_group, str) or not workload or not pod_group:
         return None
-    namespace = (doc.get("metadata") or {}).get("namespace")
+    metadata = doc.get("metadata")
+    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
     replica_key = reference.get("podGroupReplicaKey") or None
+    if not isinstance(namespace, str | None) or not isinstance(replica_key, str | None):
+        return None  # malformed: decoding the pod reports it
     return namespace, workload, pod_group, replica_key
 
 

@@ -145,7 +145,10 @@ def render_value(value: Any) -> str:
         return str(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+    except TypeError:  # keys of mixed types (YAML allows `{0: x, a: y}`) cannot be sorted
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def required(path: FieldPath, detail: str = "") -> FieldError:

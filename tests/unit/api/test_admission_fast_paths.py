@@ -249,3 +249,16 @@ def test_well_formed_value_caches_stay_bounded():
     for number in range(formats._VALID_CACHE_SIZE + 10):
         assert formats.dns1123_label_errors(f"name-{number}") == []
     assert len(formats._VALID_DNS1123_LABEL) <= formats._VALID_CACHE_SIZE
+
+
+@pytest.mark.parametrize("spec", ["x", 3, {"podGroups": "x"}, {"podGroups": 7}])
+def test_a_v1alpha1_workload_with_a_malformed_spec_is_rejected_not_crashed(spec):
+    doc = {
+        "apiVersion": "scheduling.k8s.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "w", "namespace": "ml"},
+        "spec": spec,
+    }
+    result = validate_document(doc)
+    assert not result.ok
+    assert "must be" in result.message
