@@ -26,7 +26,6 @@ STREAM_HEADER = "Podway-Stream"
 FRAME_CHUNK = "chunk"
 FRAME_END = "end"
 FRAME_ERROR = "error"
-Frame = Literal["chunk", "end", "error"]
 
 # Producer name of the router's events.
 ROUTER_PRODUCER = "llm_router"
@@ -196,7 +195,9 @@ class InferenceWork(InferenceCall):
     submitted_at: datetime = Field(description="When the caller queued it; the deadline counts from here")
 
 
-class Usage(_Part):
+class TokenUsage(_Part):
+    """Tokens the provider reported."""
+
     input_tokens: int = Field(description="Prompt tokens")
     output_tokens: int = Field(description="Answer tokens")
 
@@ -225,7 +226,7 @@ class InferenceAnswer(_Part):
     requested_tier: str
     served_tier: str = Field(description="Capacity the provider says served it")
     stop_reason: str | None = None
-    usage: Usage
+    usage: TokenUsage
     cost: float
     latency_ms: float = Field(description="Inside the router, all attempts")
     first_byte_ms: float

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from libs.events.routing import AttemptReport, InferenceAnswer, InferenceCall, InferenceRefusal, Usage
+from libs.events.routing import AttemptReport, InferenceAnswer, InferenceCall, InferenceRefusal, TokenUsage
 from libs.providers import Message
 from libs.routing_engine import (
     Attempt,
@@ -62,7 +62,7 @@ def answer(result: InferResult, *, with_text: bool = True) -> InferenceAnswer:
         requested_tier=result.requested_tier.value,
         served_tier=result.served_tier,
         stop_reason=result.stop_reason,
-        usage=Usage(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens),
+        usage=TokenUsage(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens),
         cost=result.cost,
         latency_ms=round(result.latency_ms, 3),
         first_byte_ms=round(result.first_byte_ms, 3),
