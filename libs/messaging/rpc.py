@@ -39,8 +39,13 @@ class RpcUnavailable(RpcError):
     """No server listens on the subject."""
 
 
-def serve_rpc(broker: NatsBroker, subject: str, handler: RpcHandler, *, queue: str) -> None:
+def serve_rpc(
+    broker: NatsBroker, subject: str, handler: RpcHandler, *, queue: str, max_in_flight: int = 1
+) -> None:
     """Answer requests on `subject` with `handler(request bytes) -> reply`; replicas share the `queue` group.
+
+    `max_in_flight` > 1 handles that many requests concurrently (a handler that batches, such as admission's
+    group commit, needs requests to arrive while earlier ones wait).
 
     A handler exception becomes an error reply (its type in the `Podway-Rpc-Error` header, its message as the
     body), so a caller gets an answer instead of a timeout.
@@ -54,6 +59,11 @@ def serve_rpc(broker: NatsBroker, subject: str, handler: RpcHandler, *, queue: s
             return NatsResponse(str(exc).encode(), headers={ERROR_HEADER: type(exc).__name__})
         return NatsResponse(_encode(reply))
 
+    if max_in_flight > 1:
+        broker.subscriber(
+            subject, queue=queue, decoder=raw_body, title=f"{subject}:serve", max_workers=max_in_flight
+        )(on_request)
+        return
     broker.subscriber(subject, queue=queue, decoder=raw_body, title=f"{subject}:serve")(on_request)
 
 

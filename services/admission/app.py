@@ -43,6 +43,7 @@ from services.admission.store import known_from_stored, load_view, write_decisio
 log = logging.getLogger(__name__)
 
 CONFLICT_RETRIES = 5
+APPLY_IN_FLIGHT = 256
 Clock = Callable[[], datetime]
 
 
@@ -79,7 +80,10 @@ class AdmissionService:
             self.relay.kick()
 
     def _wire(self) -> None:
-        serve_rpc(self.broker, RpcSubject.ADMISSION_APPLY, self.on_apply, queue="admission")
+        # Applies wait for their group commit, so many must be in flight at once for groups to form.
+        serve_rpc(
+            self.broker, RpcSubject.ADMISSION_APPLY, self.on_apply, queue="admission", max_in_flight=APPLY_IN_FLIGHT
+        )
         serve_rpc(self.broker, RpcSubject.ADMISSION_DELETE, self.on_delete, queue="admission")
         serve_rpc(self.broker, RpcSubject.ADMISSION_GET, self.on_get, queue="admission")
         serve_rpc(self.broker, RpcSubject.ADMISSION_EVENTS, self.on_events, queue="admission")
