@@ -56,9 +56,12 @@ class LeaderElector:
     async def run(self) -> None:
         """Elect and renew until cancelled."""
         while True:
-            lease = await self._try()
-            await self._settle(lease)
+            await self.tick()
             await asyncio.sleep(self.renew_every_s if self.leading else self.retry_every_s)
+
+    async def tick(self) -> None:
+        """One attempt: take or renew the lease, and report what changed."""
+        await self._settle(await self._try())
 
     async def step_down(self) -> None:
         """Stop leading and let the lease lapse now, so a standby takes over without waiting."""
