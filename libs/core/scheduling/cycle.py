@@ -245,7 +245,10 @@ def _unschedulable(
     most: int,
     now: float,
 ) -> CycleDecision:
-    counts = node_reason_counts(snapshot, batches[0].shape) if batches else {}
+    shape = batches[0].shape if batches else None
+    counts = (
+        snapshot.memoized(shape, lambda: node_reason_counts(snapshot, shape)) if shape is not None else {}
+    )
     if most == 0 and group.is_gang and scopes[-1].key is None:
         most = plan(snapshot, snapshot.cluster, batches)[1]
     reason = _group_reason(group, scopes[-1], required, most)
@@ -287,7 +290,7 @@ def _failed(
     demand: Demand,
     required: int,
     message: str,
-    counts: dict[str, int],
+    counts: Mapping[str, int],
     now: float,
 ) -> CycleDecision:
     requested = ResourceTotals(demand.pods, demand.cpu, demand.memory, demand.devices)
@@ -298,7 +301,7 @@ def _failed(
         assignments=(),
         domain=None,
         message=message,
-        reason_counts=counts,
+        reason_counts=MappingProxyType(dict(counts)),
         unplaced=_unplaced(batches),
         demand=GangDemand(requested, required, group.topology_key),
         decided_at=now,

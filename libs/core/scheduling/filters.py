@@ -65,14 +65,9 @@ def rejection_reasons(shape: PodShape, node: NodeState, resource_name: Callable[
     Filters run in kube-scheduler's order and stop at the first that fails; the resource filter reports
     every resource that is short. `resource_name` turns a device class into its extended resource name.
     """
-    if node.unschedulable and not _tolerates(shape, _CORDON_TAINT):
-        return [NodeFilterReason.UNSCHEDULABLE]
-    for taint in node.blocking_taints:
-        if not _tolerates(shape, taint):
-            return [NodeFilterReason.UNTOLERATED_TAINT.format(key=taint.key, value=taint.value)]
-    labels = node.labels
-    if any(labels.get(key) != value for key, value in shape.node_selector):
-        return [NodeFilterReason.SELECTOR_MISMATCH]
+    reason = static_rejection(shape, node)
+    if reason is not None:
+        return [reason]
     reasons: list[str] = []
     if node.free_pods < 1:
         reasons.append(NodeFilterReason.TOO_MANY_PODS)
@@ -84,6 +79,19 @@ def rejection_reasons(shape: PodShape, node: NodeState, resource_name: Callable[
         if node.count(cls) < count:
             reasons.append(NodeFilterReason.INSUFFICIENT.format(resource=resource_name(cls)))
     return reasons
+
+
+def static_rejection(shape: PodShape, node: NodeState) -> str | None:
+    """The first non-resource filter (cordon, taints, node selector) the node fails for the shape, if any."""
+    if node.unschedulable and not _tolerates(shape, _CORDON_TAINT):
+        return NodeFilterReason.UNSCHEDULABLE
+    for taint in node.blocking_taints:
+        if not _tolerates(shape, taint):
+            return NodeFilterReason.UNTOLERATED_TAINT.format(key=taint.key, value=taint.value)
+    labels = node.labels
+    if any(labels.get(key) != value for key, value in shape.node_selector):
+        return NodeFilterReason.SELECTOR_MISMATCH
+    return None
 
 
 def _tolerates(shape: PodShape, taint: Taint) -> bool:

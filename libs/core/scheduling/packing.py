@@ -185,7 +185,7 @@ def plan(
     placed = 0
     for batch in batches:
         shape = batch.shape
-        index = snapshot.node_index(domain, shape.primary)
+        index = domain.node_index.get(shape.primary) or snapshot.node_index(domain, shape.primary)
         if index is None:
             continue
         need = len(batch.pods)

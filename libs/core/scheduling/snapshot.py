@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
+from typing import Any, TypeVar
 
 from .buckets import BucketIndex
 from .model import (
@@ -19,6 +20,7 @@ from .model import (
 )
 from .topology import TopologyDomain, TopologyLevel
 
+_T = TypeVar("_T")
 _uid_of = itemgetter(0)
 _pod_count_of = itemgetter(1)
 
@@ -90,7 +92,7 @@ class ClusterSnapshot:
     concerned and its domains, so a cycle never rebuilds the world. Aggregates are kept for
     `topology_keys` (broadest first) and for any other key a PodGroup asks for, from its first use on.
     `extended_resource_names` maps a DeviceClass to its `extendedResourceName` for messages
-    (`Insufficient nvidia.com/gpu`).
+    (`Insufficient nvidia.com/gpu`). `version` counts changes, so derived values can be memoized.
     """
 
     def __init__(
@@ -109,6 +111,9 @@ class ClusterSnapshot:
         self._pods: dict[str, Placement] = {}
         self._bound: set[str] = set()
         self._ranks: dict[tuple[str, ...], dict[str, int]] = {}
+        self.version = 0
+        self._memo: dict[Hashable, Any] = {}
+        self._memo_version = 0
         self._build(nodes)
 
     # -- bulk build ---------------------------------------------------------------------------------
@@ -180,6 +185,16 @@ class ClusterSnapshot:
         for value, states in members.items():
             level.domains[value].node_index[dimension] = BucketIndex.build(_node_counts(states, dimension))
 
+    def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """A value derived from the snapshot as it is now, computed once until the snapshot changes."""
+        if self._memo_version != self.version:
+            self._memo.clear()
+            self._memo_version = self.version
+        if key not in self._memo:
+            self._memo[key] = compute()
+        value: _T = self._memo[key]
+        return value
+
     def rank(self, key: str) -> int:
         """Position of a key among the configured levels, broadest first; other keys rank narrowest."""
         return self.topology_keys.index(key) if key in self.topology_keys else len(self.topology_keys)
@@ -208,6 +223,7 @@ class ClusterSnapshot:
 
     def add_node(self, node: Node) -> None:
         """Add a node and its devices; its domains are created or grown."""
+        self.version += 1
         if node.name in self._nodes:
             raise ValueError(f"duplicate node {node.name}")
         state = self._nodes[node.name] = NodeState(node, self._ranks)
@@ -215,6 +231,7 @@ class ClusterSnapshot:
 
     def remove_node(self, name: str) -> tuple[Placement, ...]:
         """Remove a node; the placements of the pods that were on it are returned (those pods are lost)."""
+        self.version += 1
         state = self._nodes.pop(name)
         for domain in list(state.domains):
             self._leave(state, domain)
@@ -223,6 +240,7 @@ class ClusterSnapshot:
 
     def update_node(self, node: Node) -> None:
         """Replace a node's labels, taints, allocatable resources or devices, keeping its pods on it."""
+        self.version += 1
         old = self._nodes.pop(node.name)
         for domain in list(old.domains):
             self._leave(old, domain)
@@ -324,41 +342,49 @@ class ClusterSnapshot:
     def _commit(
         self, placements: Sequence[Placement], assignments: Sequence[NodeAssignment], *, assumed: bool
     ) -> None:
-        """Take capacity for placements, one node assignment at a time; undo all on conflict."""
-        if sum(map(_pod_count_of, assignments)) != len(placements):
-            raise PlacementConflict("the node assignments do not cover the placements")
-        start = 0
-        try:
-            for assignment in assignments:
-                end = start + assignment.pod_count
-                self._take(assignment, placements[start:end], assumed)
-                start = end
-        except PlacementConflict:
-            for placement in placements[:start]:
-                self.unbind(placement.pod_uid)
-            raise
-
-    def _take(self, assignment: NodeAssignment, placements: Sequence[Placement], assumed: bool) -> None:
-        node_name, count, cpu, memory, devices = assignment
-        state = self._nodes.get(node_name)
-        if state is None or placements[0].node_name != node_name:
-            raise PlacementConflict(f"node {node_name} is not in the snapshot or not the placements' node")
-        if state.free_cpu < cpu or state.free_memory < memory or state.free_pods < count:
-            raise PlacementConflict(f"node {node_name} cannot hold {count} more pod(s)")
+        """Take capacity for placements; a conflict raises PlacementConflict before anything changed."""
+        # 1. Check, changing nothing: each node can hold what it is assigned, and its devices are free.
+        merged = len(assignments) > 1 and len({a.node_name for a in assignments}) < len(assignments)
+        if merged:
+            assignments = _merged_by_node(assignments)
+        states = list(map(self._room_for, assignments))
+        _check_coverage(placements, assignments, merged)
+        # 2. Record the pods: a pod placed already, or twice, is a conflict.
         uids = self._record(placements)
-        try:
-            changes = _take_devices(state, devices)
-        except PlacementConflict:
-            for uid in uids:
-                del self._pods[uid]
-            raise
-        self._shift(state, cpu, memory, count, changes)
-        state.pod_uids.update(uids)
+        # 3. Change the nodes, and each run of nodes sharing their domains at once.
+        self.version += 1
+        _take(states, assignments)
+        if len(states) == 1:
+            states[0].pod_uids.update(uids)
+        elif merged:
+            for placement in placements:
+                self._nodes[placement.node_name].pod_uids.add(placement.pod_uid)
+        else:
+            start = 0
+            for state, assignment in zip(states, assignments, strict=True):
+                state.pod_uids.update(uids[start : start + assignment.pod_count])
+                start += assignment.pod_count
         if not assumed:
             self._bound.update(uids)
 
+    def _room_for(self, assignment: NodeAssignment) -> NodeState:
+        """The assignment's node, if it can hold the assignment's pods and its named devices are free."""
+        node_name, count, cpu, memory, devices = assignment
+        state = self._nodes.get(node_name)
+        if state is None:
+            raise PlacementConflict(f"node {node_name} is not in the snapshot")
+        if state.free_cpu < cpu or state.free_memory < memory or state.free_pods < count:
+            raise PlacementConflict(f"node {node_name} cannot hold {count} more pod(s)")
+        for cls, names in devices.items():
+            free = state.free_devices.get(cls)
+            if free is not None and free[: len(names)] == [*names]:
+                continue
+            distinct = set(names)
+            if free is None or len(distinct) != len(names) or not distinct <= set(free):
+                raise PlacementConflict(f"node {node_name} has no free {cls} device(s) {', '.join(names)}")
+        return state
+
     def _record(self, placements: Sequence[Placement]) -> list[str]:
-        """Register placements by pod uid; a pod placed already, or twice, is a conflict."""
         pods = self._pods
         uids = list(map(_uid_of, placements))
         if not pods.keys().isdisjoint(uids):
@@ -372,6 +398,7 @@ class ClusterSnapshot:
         return uids
 
     def _release(self, state: NodeState, placement: Placement) -> None:
+        self.version += 1
         state.pod_uids.discard(placement.pod_uid)
         changes: list[tuple[str, int, int]] = []
         for cls, names in placement.devices.items():
@@ -383,51 +410,143 @@ class ClusterSnapshot:
             free.extend(name for name in names if name in rank)
             free.sort(key=rank.__getitem__)
             changes.append((cls, old, len(free)))
-        self._shift(state, -placement.cpu_milli, -placement.memory, -1, changes)
-
-    def _shift(
-        self, state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int, int]]
-    ) -> None:
-        """Take (or with negative amounts give back) capacity on a node and every domain it belongs to.
-
-        `changes` lists `(device class, free before, free after)` on the node. Each domain's aggregates
-        move, and the node and domain move between buckets of the indexes that exist.
-        """
-        old_cores = state.free_cpu // 1000
-        state.free_cpu -= cpu
-        state.free_memory -= memory
-        state.free_pods -= pods
-        for domain in state.domains:
-            domain.free_cpu -= cpu
-            domain.free_memory -= memory
-            domain.free_pods -= pods
-            free_devices = domain.free_devices
-            for cls, old, new in changes:
-                free_devices[cls] += new - old
-            if domain.node_index or domain.level.index:
-                _reindex(domain, state, cpu, old_cores, changes)
+        cpu, memory = placement.cpu_milli, placement.memory
+        _shift_node(state, -cpu, -memory, -1, changes)
+        _shift_domains(state.domains, -cpu, -memory, -1, {cls: old - new for cls, old, new in changes})
 
 
-def _reindex(
-    domain: TopologyDomain, state: NodeState, cpu: int, old_cores: int, changes: list[tuple[str, int, int]]
+def _merged_by_node(assignments: Sequence[NodeAssignment]) -> list[NodeAssignment]:
+    """One assignment per node (a gang of several shapes may take one node twice)."""
+    merged: dict[str, NodeAssignment] = {}
+    for assignment in assignments:
+        known = merged.get(assignment.node_name)
+        if known is None:
+            merged[assignment.node_name] = assignment
+            continue
+        devices = dict(known.devices)
+        for cls, names in assignment.devices.items():
+            devices[cls] = (*devices.get(cls, ()), *names)
+        merged[assignment.node_name] = NodeAssignment(
+            known.node_name,
+            known.pod_count + assignment.pod_count,
+            known.cpu_milli + assignment.cpu_milli,
+            known.memory + assignment.memory,
+            devices,
+        )
+    return list(merged.values())
+
+
+def _check_coverage(
+    placements: Sequence[Placement], assignments: Sequence[NodeAssignment], merged: bool
 ) -> None:
-    """Move a node and its domain between index buckets after their free counts changed."""
-    node_index = domain.node_index
-    level_index = domain.level.index
-    for cls, old, new in changes:
-        index = node_index.get(cls)
-        if index is not None:
-            index.move(state.name, old, new)
-        index = level_index.get(cls)
-        if index is not None:
-            domain_new = domain.free_devices[cls]
-            index.move(domain.value, domain_new - new + old, domain_new)
-    index = node_index.get(CPU_DIMENSION)
-    if index is not None:
-        index.move(state.name, old_cores, state.free_cpu // 1000)
-    index = level_index.get(CPU_DIMENSION)
-    if index is not None:
-        index.move(domain.value, (domain.free_cpu + cpu) // 1000, domain.free_cpu // 1000)
+    """The assignments account for exactly the placements (consecutive runs, unless merged)."""
+    if len(assignments) == 1:
+        assignment = assignments[0]
+        if assignment.pod_count == len(placements) and placements[0].node_name == assignment.node_name:
+            return
+    if sum(map(_pod_count_of, assignments)) != len(placements):
+        raise PlacementConflict("the node assignments do not cover the placements")
+    if merged:
+        names = {assignment.node_name for assignment in assignments}
+        if any(placement.node_name not in names for placement in placements):
+            raise PlacementConflict("a placement names a node without an assignment")
+        return
+    start = 0
+    for assignment in assignments:
+        if assignment.pod_count and placements[start].node_name != assignment.node_name:
+            raise PlacementConflict(f"placements do not start on node {assignment.node_name} at {start}")
+        start += assignment.pod_count
+
+
+def _take(states: Sequence[NodeState], assignments: Sequence[NodeAssignment]) -> None:
+    """Take checked assignments from their nodes; nodes in a row that share their domains (a gang in one
+    rack) update those domains once, together."""
+    if len(states) == 1:
+        state = states[0]
+        _, count, cpu, memory, devices = assignments[0]
+        changes = _remove_devices(state, devices)
+        _shift_node(state, cpu, memory, count, changes)
+        _shift_domains(state.domains, cpu, memory, count, {cls: old - new for cls, old, new in changes})
+        return
+    run: list[TopologyDomain] | None = None
+    cpu_total = memory_total = pods_total = 0
+    taken: dict[str, int] = {}
+    for state, (_, count, cpu, memory, devices) in zip(states, assignments, strict=True):
+        changes = _remove_devices(state, devices)
+        _shift_node(state, cpu, memory, count, changes)
+        if state.domains != run:
+            if run is not None:
+                _shift_domains(run, cpu_total, memory_total, pods_total, taken)
+            run, cpu_total, memory_total, pods_total, taken = state.domains, 0, 0, 0, {}
+        cpu_total += cpu
+        memory_total += memory
+        pods_total += count
+        for cls, old, new in changes:
+            taken[cls] = taken.get(cls, 0) + old - new
+    if run is not None:
+        _shift_domains(run, cpu_total, memory_total, pods_total, taken)
+
+
+def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> list[tuple[str, int, int]]:
+    """Remove checked device names from the node's free lists: `(class, free before, free after)`."""
+    changes: list[tuple[str, int, int]] = []
+    for cls, names in devices.items():
+        if not names:
+            continue
+        free = state.free_devices[cls]
+        old = len(free)
+        if free[: len(names)] == [*names]:
+            del free[: len(names)]
+        else:
+            gone = set(names)
+            free[:] = [name for name in free if name not in gone]
+        changes.append((cls, old, len(free)))
+    return changes
+
+
+def _shift_node(
+    state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int, int]]
+) -> None:
+    """Take (negative: give back) capacity on a node, and move it in the node indexes of its domains."""
+    old_cores = state.free_cpu // 1000
+    state.free_cpu -= cpu
+    state.free_memory -= memory
+    state.free_pods -= pods
+    name = state.name
+    for domain in state.domains:
+        node_index = domain.node_index
+        if node_index:
+            for cls, old, new in changes:
+                index = node_index.get(cls)
+                if index is not None:
+                    index.move(name, old, new)
+            index = node_index.get(CPU_DIMENSION)
+            if index is not None:
+                index.move(name, old_cores, state.free_cpu // 1000)
+
+
+def _shift_domains(
+    domains: Sequence[TopologyDomain], cpu: int, memory: int, pods: int, devices: Mapping[str, int]
+) -> None:
+    """Take (negative: give back) capacity from domains' aggregates, and move them in their level index."""
+    for domain in domains:
+        old_cores = domain.free_cpu // 1000
+        domain.free_cpu -= cpu
+        domain.free_memory -= memory
+        domain.free_pods -= pods
+        free_devices = domain.free_devices
+        level_index = domain.level.index
+        for cls, count in devices.items():
+            old = free_devices[cls]
+            free_devices[cls] = old - count
+            if level_index:
+                index = level_index.get(cls)
+                if index is not None:
+                    index.move(domain.value, old, old - count)
+        if level_index:
+            index = level_index.get(CPU_DIMENSION)
+            if index is not None:
+                index.move(domain.value, old_cores, domain.free_cpu // 1000)
 
 
 def _build_level(key: str, states: Iterable[NodeState]) -> TopologyLevel:
@@ -484,30 +603,6 @@ def _charge_existing(state: NodeState, placement: Placement) -> None:
         if free is not None:
             taken = set(names)
             free[:] = [name for name in free if name not in taken]
-
-
-def _take_devices(state: NodeState, wanted: Mapping[str, Sequence[str]]) -> list[tuple[str, int, int]]:
-    """Remove the named devices from the node's free lists; check them all before changing any."""
-    for cls, names in wanted.items():
-        free = state.free_devices.get(cls)
-        if free is not None and free[: len(names)] == [*names]:
-            continue
-        distinct = set(names)
-        if free is None or len(distinct) != len(names) or not distinct <= set(free):
-            raise PlacementConflict(f"node {state.name} has no free {cls} device(s) {', '.join(names)}")
-    changes: list[tuple[str, int, int]] = []
-    for cls, names in wanted.items():
-        if not names:
-            continue
-        free = state.free_devices[cls]
-        old = len(free)
-        if free[: len(names)] == [*names]:
-            del free[: len(names)]
-        else:
-            taken = set(names)
-            free[:] = [name for name in free if name not in taken]
-        changes.append((cls, old, len(free)))
-    return changes
 
 
 def _node_counts(states: Iterable[NodeState], dimension: str) -> Iterator[tuple[str, int]]:

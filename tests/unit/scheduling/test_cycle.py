@@ -391,3 +391,20 @@ def test_the_same_inputs_give_the_same_decision_whatever_the_pod_order() -> None
         shuffled = pods[:]
         random.Random(seed).shuffle(shuffled)
         assert schedule_podgroup(make_snapshot(nodes), group, shuffled, now=0.0) == expected
+
+
+def test_reasons_follow_the_snapshot_as_it_changes() -> None:
+    snapshot = make_snapshot([make_node("n1", gpus=2), make_node("n2", gpus=2)])
+    blocker, blocker_pods = make_gang("blocker", 2, gpus=2)
+    snapshot.apply(schedule_podgroup(snapshot, blocker, blocker_pods, now=0.0))
+    group, pods = make_gang("train", 1, gpus=2)
+
+    assert schedule_podgroup(snapshot, group, pods, now=1.0).reason_counts == {
+        "Insufficient nvidia.com/gpu": 2
+    }
+    snapshot.add_node(make_node("n3", gpus=1))
+    assert schedule_podgroup(snapshot, group, pods, now=2.0).reason_counts == {
+        "Insufficient nvidia.com/gpu": 3
+    }
+    snapshot.unbind(blocker_pods[0].uid)
+    assert schedule_podgroup(snapshot, group, pods, now=3.0).placed
