@@ -7,7 +7,7 @@ per DeviceClass), Pods into `PodRequest`, PodGroups with their Workload into `Po
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -268,13 +268,15 @@ def pod_has_claims(pod: ApiObject) -> bool:
     return bool(pod.spec.get("resourceClaims"))
 
 
-def pod_request(pod: ApiObject, extended_resources: Mapping[str, str]) -> PodRequest:
+def pod_request(
+    pod: ApiObject, extended_resources: Mapping[str, str], claim_devices: Mapping[str, int] | None = None
+) -> PodRequest:
     """What a pod asks for: the effective request of its containers (max of the init containers' and the
     containers' sum, plus overhead, as kube-scheduler computes it); `nvidia.com/gpu: N` becomes N devices
     of the DeviceClass whose extendedResourceName it is (or of a class named after the resource, which no
-    node has, when no class serves it)."""
+    node has, when no class serves it); `claim_devices` (see `claim_devices`) are added."""
     totals = _effective_requests(pod.spec)
-    devices: dict[str, int] = {}
+    devices: dict[str, int] = dict(claim_devices or {})
     for resource, amount in totals.items():
         if resource in ("cpu", "memory", "ephemeral-storage", "pods") or resource.startswith("hugepages-"):
             continue
@@ -291,6 +293,42 @@ def pod_request(pod: ApiObject, extended_resources: Mapping[str, str]) -> PodReq
         tolerations=tuple(_toleration(raw) for raw in pod.spec.get("tolerations") or []),
         scheduler_name=pod.spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME,
     )
+
+
+def claim_devices(
+    pod: ApiObject,
+    group: ApiObject | None,
+    templates: Mapping[str, ApiObject],
+    node_classes: Container[str],
+) -> dict[str, int]:
+    """Whole devices per DeviceClass that a pod's own claims ask for, so that a node without them is not
+    chosen: claims made from a ResourceClaimTemplate for this pod alone (a claim equal in name, claim name
+    and template name to a PodGroup claim is the group's, shared), `ExactCount` requests of classes whose
+    devices sit on nodes. Selectors and constraints are the DRA allocator's to honour."""
+    shared = {_claim_identity(claim) for claim in (group.spec.get("resourceClaims") or [] if group else [])}
+    wanted: dict[str, int] = {}
+    for claim in pod.spec.get("resourceClaims") or []:
+        template_name = claim.get("resourceClaimTemplateName")
+        if not template_name or _claim_identity(claim) in shared:
+            continue
+        template = templates.get(f"{pod.namespace}/{template_name}")
+        requests = (
+            ((template.spec.get("spec") or {}).get("devices") or {}).get("requests") if template else None
+        )
+        for request in requests or []:
+            exactly = request.get("exactly") or {}
+            device_class = exactly.get("deviceClassName")
+            if (
+                isinstance(device_class, str)
+                and device_class in node_classes
+                and exactly.get("allocationMode", "ExactCount") == "ExactCount"
+            ):
+                wanted[device_class] = wanted.get(device_class, 0) + int(exactly.get("count") or 1)
+    return wanted
+
+
+def _claim_identity(claim: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    return (claim.get("name"), claim.get("resourceClaimName"), claim.get("resourceClaimTemplateName"))
 
 
 def _effective_requests(spec: Mapping[str, Any]) -> dict[str, int]:

@@ -18,6 +18,8 @@ class NodeInventory:
         self._slices: dict[str, ApiObject] = {}
         self._slices_by_node: dict[str, set[str]] = {}
         self._deferred: set[str] | None = None
+        self.node_classes: set[str] = set()
+        """DeviceClasses with devices on some node (not only reachable from racks or the cluster)."""
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -99,6 +101,7 @@ class NodeInventory:
             self._deferred.add(name)
             return
         node = self.core_node(name)
+        self.node_classes.update(node.devices)
         if name in self.snapshot:
             self.snapshot.update_node(node)
         else:

@@ -20,6 +20,7 @@ from libs.core.scheduling import (
     PlacementConflict,
     PodGroupTimedOut,
     PodPhase,
+    PodRequest,
     QueueState,
     SchedulingQueue,
     TopologyDomainRef,
@@ -27,7 +28,7 @@ from libs.core.scheduling import (
     decide_gang_restart,
     schedule_podgroup,
 )
-from services.scheduler.adapter import ApiObject, pod_request
+from services.scheduler.adapter import ApiObject, claim_devices, pod_group_name, pod_request
 from services.scheduler.book import TERMINAL, GroupRecord, PodBook, PodRecord
 from services.scheduler.inventory import NodeInventory
 from services.scheduler.outcomes import (
@@ -85,6 +86,7 @@ class GangScheduler:
         self._nominations: dict[str, Nomination] = {}
         self._reserved: dict[str, list[str]] = {}
         self._capacity_cause: str | None = None
+        self._claim_templates: dict[str, ApiObject] = {}
         self._loading = False
 
     # -- loading from the database --------------------------------------------------------------------
@@ -98,6 +100,8 @@ class GangScheduler:
             for obj in objects:
                 self.apply_object(obj)
             self.inventory.flush()
+            if self._claim_templates:
+                self._recompute_requests(self.book.pods.values())
             for uid, node in bindings.items():
                 self._restore_binding(uid, node)
         finally:
@@ -135,6 +139,9 @@ class GangScheduler:
         elif obj.kind == "DeviceClass":
             if self.inventory.put_device_class(obj):
                 self._device_classes_changed(cause)
+        elif obj.kind == "ResourceClaimTemplate":
+            self._claim_templates[obj.key] = obj
+            self._recompute_requests(self.book.pods.values())
         elif obj.kind == "Workload":
             keys = self.book.put_workload(obj)
             self.queue.add_workload(obj.namespace, obj.name, now=now)
@@ -143,9 +150,10 @@ class GangScheduler:
         elif obj.kind == "PodGroup":
             group = self.book.put_group(obj)
             group.cause = cause or group.cause
+            self._recompute_requests(self.book.members(group.key))
             self._refresh(group.key)
         elif obj.kind == "Pod":
-            pod = self.book.put_pod(obj, pod_request(obj, self.inventory.catalog.extended_resources))
+            pod = self.book.put_pod(obj, self._request(obj))
             owner = self.book.groups.get(pod.group_key)
             if owner is not None:
                 owner.cause = cause or owner.cause
@@ -187,6 +195,8 @@ class GangScheduler:
             self._cluster_changed(ClusterEvent.NODE_UPDATED, cause)
         elif kind == "DeviceClass" and self.inventory.remove_device_class(name):
             self._device_classes_changed(cause)
+        elif kind == "ResourceClaimTemplate" and self._claim_templates.pop(key, None) is not None:
+            self._recompute_requests(self.book.pods.values())
 
     def pods_finished(self, uids: Iterable[str], phase: PodPhase, *, cause: str | None = None) -> None:
         """Pods succeeded or failed: their capacity is free; a gang that broke may restart."""
@@ -471,11 +481,24 @@ class GangScheduler:
             self.queue.on_event(event, now=self.clock())
 
     def _device_classes_changed(self, cause: str | None) -> None:
-        extended = self.inventory.catalog.extended_resources
-        for pod in self.book.pods.values():
-            if pod.pending:
-                pod.request = pod_request(pod.obj, extended)
+        self._recompute_requests(self.book.pods.values())
         self._cluster_changed(ClusterEvent.NODE_UPDATED, cause)
+
+    def _request(self, pod: ApiObject) -> PodRequest:
+        devices: dict[str, int] = {}
+        if pod.spec.get("resourceClaims"):
+            name = pod_group_name(pod)
+            group = self.book.groups.get(f"{pod.namespace}/{name}") if name else None
+            devices = claim_devices(
+                pod, group.obj if group else None, self._claim_templates, self.inventory.node_classes
+            )
+        return pod_request(pod, self.inventory.catalog.extended_resources, devices)
+
+    def _recompute_requests(self, pods: Iterable[PodRecord]) -> None:
+        """Requests of waiting pods again, after what they are computed from changed."""
+        for pod in pods:
+            if pod.pending:
+                pod.request = self._request(pod.obj)
 
     def _group_by_uid(self, uid: str) -> GroupRecord | None:
         key = self.book.group_uids.get(uid)

@@ -47,7 +47,7 @@ from services.scheduler.outcomes import (
 PRODUCER = "scheduler"
 CONDITION_OWNER = "scheduler"
 POD_SCHEDULED = "PodScheduled"
-LOAD_ORDER = ("DeviceClass", "Node", "ResourceSlice", "Workload", "PodGroup", "Pod")
+LOAD_ORDER = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate", "Workload", "PodGroup", "Pod")
 GANG_RESTART_REASON = "GangRestart"
 FINISHED_PHASES = ("Succeeded", "Failed")
 

@@ -139,3 +139,16 @@ def gang(name: str, size: int, **pod_args: Any) -> list[ApiObject]:
 
 def documents(text: str) -> list[ApiObject]:
     return [stored(doc) for doc in load_documents(text)]
+
+
+def two_gpus_template() -> ApiObject:
+    """A ResourceClaimTemplate for two whole GPUs."""
+    request = {"name": "gpus", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}
+    return stored(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "two-gpus", "namespace": "ml"},
+            "spec": {"spec": {"devices": {"requests": [request]}}},
+        }
+    )

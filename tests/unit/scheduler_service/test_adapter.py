@@ -12,6 +12,7 @@ from libs.core.scheduling import (
 from services.scheduler.adapter import (
     DeviceCatalog,
     DeviceClassInfo,
+    claim_devices,
     core_node,
     core_podgroup,
     pod_phase,
@@ -24,6 +25,7 @@ from tests.unit.scheduler_service.builders import (
     pod,
     podgroup,
     stored,
+    two_gpus_template,
     workload,
 )
 
@@ -149,3 +151,37 @@ def test_a_pod_without_a_podgroup_is_a_basic_group_of_its_own():
 def test_an_unknown_pod_phase_reads_as_unknown():
     assert pod_phase(pod("p", phase="Running")) == PodPhase.RUNNING
     assert pod_phase(pod("p", phase="Weird")) == PodPhase.UNKNOWN
+
+
+TWO_GPUS = two_gpus_template()
+FABRIC = stored(
+    {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "rack-fabric", "namespace": "ml"},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "f", "exactly": {"deviceClassName": "fabric.example.com"}}]}
+            }
+        },
+    }
+)
+TEMPLATES = {"ml/two-gpus": TWO_GPUS, "ml/rack-fabric": FABRIC}
+NODE_CLASSES = {"gpu.example.com"}
+
+
+def test_a_pods_own_claim_from_a_template_asks_for_its_devices_on_the_node():
+    claimed = pod("p", gpus=0, claims=[{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}])
+    assert claim_devices(claimed, None, TEMPLATES, NODE_CLASSES) == {"gpu.example.com": 2}
+
+
+def test_a_claim_shared_with_the_podgroup_is_not_counted_per_pod():
+    claim = {"name": "gpus", "resourceClaimTemplateName": "two-gpus"}
+    group = podgroup("g", claims=[claim])
+    claimed = pod("p", gpus=0, group="g", claims=[claim])
+    assert claim_devices(claimed, group, TEMPLATES, NODE_CLASSES) == {}
+
+
+def test_devices_that_are_not_on_nodes_are_left_to_the_dra_allocator():
+    claimed = pod("p", gpus=0, claims=[{"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}])
+    assert claim_devices(claimed, None, TEMPLATES, NODE_CLASSES) == {}

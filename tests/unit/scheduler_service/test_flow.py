@@ -8,7 +8,7 @@ from libs.cluster.generator import ClusterShape
 from libs.core.scheduling import RACK_KEY, PodPhase, TopologyDomainRef
 from services.scheduler.outcomes import AllocationFailed, Binding, CycleRan, Restart, TimedOut
 from services.scheduler.scheduler import GangScheduler
-from tests.unit.scheduler_service.builders import cluster, gang, pod, podgroup, workload
+from tests.unit.scheduler_service.builders import cluster, gang, pod, podgroup, two_gpus_template, workload
 
 SMALL = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)  # 4 nodes, 32 GPUs, 2 racks
 
@@ -307,3 +307,18 @@ def test_deleting_a_bound_pod_gives_its_room_back(scheduler, clock):
     scheduler.delete_object("Pod", victim.namespace, victim.name, victim.uid)
 
     assert sum(node.count("gpu.example.com") for node in scheduler.snapshot.node_states()) == 8
+
+
+def test_devices_a_pods_claim_asks_for_are_part_of_where_it_fits(scheduler, clock):
+    admit(scheduler, two_gpus_template())
+    claims = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
+    admit(
+        scheduler,
+        podgroup("claimed", min_count=17),
+        *gang("claimed", 17, gpus=0, cpu="1", memory="1Gi", claims=claims),
+    )
+
+    (ran,) = scheduler.run_pass(clock.now)
+
+    assert not ran.decision.placed
+    assert ran.decision.message == "0/4 nodes are available. only 16 of the 17 pods the gang needs fit."
