@@ -169,7 +169,7 @@ async def running_router_demo(
 async def router_steps(demo: Demo, *, nats_url: str, emulator_control: RouterEndpoints) -> None:
     """The router's demo steps, each checked; `demo.client` must be connected to `nats_url`'s stack."""
     del nats_url  # the demo's client is already connected to it
-    router = RouterClient(demo.client, timeout_s=20)
+    router = RouterClient(demo.client, timeout_s=20, overload_retries=3)
     knobs = _EmulatorKnobs(emulator_control)
     out = demo.out
     told: dict[str, str] = {}

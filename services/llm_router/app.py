@@ -38,7 +38,7 @@ from services.llm_router.audit import AuditFlusher, AuditSink
 from services.llm_router.http_front import create_metrics_app, create_openai_app
 from services.llm_router.metrics import RouterMetrics
 from services.llm_router.nats_front import Feedback, RecentAnswers, Scoreboard, SyncInference
-from services.llm_router.overload import InFlightCap, default_max_in_flight
+from services.llm_router.overload import EventLoopLag, InFlightCap, default_max_in_flight
 from services.llm_router.policy_file import resolve_provider_placeholders
 from services.llm_router.settings import RouterSettings
 from services.llm_router.work import AsyncInference
@@ -73,7 +73,12 @@ class RouterService:
         self.clock: Clock = clock or SystemClock()
         self._policy = policy
         self._injected_providers = providers
-        self.cap = InFlightCap(settings.router_max_in_flight or default_max_in_flight())
+        self.loop_lag = EventLoopLag()
+        self.cap = InFlightCap(
+            settings.router_max_in_flight or default_max_in_flight(),
+            lag=lambda: self.loop_lag.lag_s,
+            max_lag_s=settings.router_max_loop_lag_ms / 1000.0,
+        )
         self.async_concurrency = settings.router_async_concurrency or max(1, self.cap.limit // 8)
         self.metrics = RouterMetrics()
         self.recent = RecentAnswers()
@@ -123,7 +128,10 @@ class RouterService:
         await start_broker(self.broker)
         self.relay = OutboxRelay(self.uow, jetstream(self.broker))
         self._flusher_task = asyncio.create_task(self.flusher.run(), name="audit-flusher")
-        self._tasks = [asyncio.create_task(self.relay.run(), name="outbox-relay")]
+        self._tasks = [
+            asyncio.create_task(self.relay.run(), name="outbox-relay"),
+            asyncio.create_task(self.loop_lag.run(), name="loop-lag"),
+        ]
         if self.watcher is not None:
             self._tasks.append(asyncio.create_task(self._watch_policy(), name="policy-watcher"))
 
@@ -165,6 +173,7 @@ class RouterService:
                 "http": self.http_url,
                 "metrics": self.metrics_url,
                 "max_in_flight": self.cap.limit,
+                "max_loop_lag_ms": self.settings.router_max_loop_lag_ms,
                 "async_concurrency": self.async_concurrency,
             },
         )

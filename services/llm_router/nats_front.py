@@ -50,6 +50,12 @@ class SyncInference:
         self._metrics = metrics
 
     async def __call__(self, request: IncomingRequest) -> None:
+        shed = self._cap.shedding()
+        if shed is not None:  # refuse before parsing: when overloaded, refusals must cost next to nothing
+            self._cap.refused += 1
+            self._metrics.refused("-", shed.reason)
+            await _send_error(request, shed, None)
+            return
         try:
             call = InferenceCall.model_validate_json(request.data)
         except ValidationError as exc:

@@ -17,6 +17,11 @@ class RouterSettings(PodwaySettings):
     router_max_in_flight: int | None = Field(
         default=None, gt=0, description="Requests in flight per process; default sized for the machine"
     )
+    router_max_loop_lag_ms: float = Field(
+        default=100.0,
+        ge=0,
+        description="Refuse sync requests while the event loop runs this late; 0 disables",
+    )
     router_async_concurrency: int | None = Field(
         default=None, gt=0, description="Work-queue items handled at once; default an eighth of the cap"
     )

@@ -52,11 +52,15 @@ class ProtocolError(Exception):
 
 
 class RouterClient:
-    """Calls the router over NATS on the connection of a PodwayClient."""
+    """Calls the router over NATS on the connection of a PodwayClient. A request refused as `overloaded`
+    before any answer is sent again after its Retry-After, up to `overload_retries` times."""
 
-    def __init__(self, client: PodwayClient, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, client: PodwayClient, *, timeout_s: float = DEFAULT_TIMEOUT_S, overload_retries: int = 0
+    ) -> None:
         self._broker = client.broker
         self.timeout_s = timeout_s
+        self.overload_retries = overload_retries
 
     async def infer(self, call: InferenceCall) -> InferenceAnswer:
         """One answer (the call must not stream); raises InferenceRefused."""
@@ -75,6 +79,20 @@ class RouterClient:
             yield item
 
     async def _frames(self, call: InferenceCall) -> AsyncIterator[str | InferenceAnswer]:
+        for attempt in range(self.overload_retries + 1):
+            answered = False
+            try:
+                async for item in self._frames_once(call):
+                    answered = True
+                    yield item
+                return
+            except InferenceRefused as exc:
+                refusal = exc.refusal
+                if answered or refusal.reason != "overloaded" or attempt == self.overload_retries:
+                    raise
+                await asyncio.sleep(refusal.retry_after_s or 1.0)
+
+    async def _frames_once(self, call: InferenceCall) -> AsyncIterator[str | InferenceAnswer]:
         replies = stream_request(
             self._broker,
             RpcSubject.ROUTER_INFER,
@@ -129,7 +147,7 @@ def user_call(
 def _run(args: argparse.Namespace, work: Callable[[RouterClient], Any]) -> int:
     async def run() -> int:
         async with PodwayClient(nats_url_of(args)) as client:
-            code: int = await work(RouterClient(client, timeout_s=args.timeout))
+            code: int = await work(RouterClient(client, timeout_s=args.timeout, overload_retries=2))
             return code
 
     try:
