@@ -95,7 +95,6 @@ class RouterService:
         self.providers: Mapping[str, Provider] = {}
         self.watcher: PolicyFileWatcher | None = None
         self.work: WorkQueueConsumer | None = None
-        self.feedback: Feedback | None = None
         self.http_url: str | None = None
         self.metrics_url: str | None = None
         self._servers: list[RequestServer] = []
@@ -135,7 +134,7 @@ class RouterService:
         if self.watcher is not None:
             self._tasks.append(asyncio.create_task(self._watch_policy(), name="policy-watcher"))
 
-        self.feedback = Feedback(router, self.recent, self.sink, self.clock)
+        feedback = Feedback(router, self.recent, self.sink, self.clock)
         self._servers = [
             await serve_requests(
                 self.broker,
@@ -143,7 +142,7 @@ class RouterService:
                 SyncInference(router, self.cap, self.metrics),
                 queue=QUEUE_GROUP,
             ),
-            await serve_requests(self.broker, INFERENCE_FEEDBACK_SUBJECT, self.feedback, queue=QUEUE_GROUP),
+            await serve_requests(self.broker, INFERENCE_FEEDBACK_SUBJECT, feedback, queue=QUEUE_GROUP),
             await serve_requests(
                 self.broker,
                 ROUTER_SCOREBOARD_SUBJECT,

@@ -128,7 +128,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await _json_body(request)
     feature = _feature(request, body)
     if feature not in allowed:
-        metrics.refused(feature, "forbidden")
+        metrics.refused(feature, "forbidden", router.policy.features)
         raise ApiError(
             403,
             f"this key may not use feature {feature!r}",
@@ -143,7 +143,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             result = await router.infer(infer)
     except (Overloaded, RoutingError) as exc:
         if not isinstance(exc, ROUTER_REPORTED):
-            metrics.refused(feature, exc.reason)
+            metrics.refused(feature, exc.reason, router.policy.features)
         raise _api_error(exc) from exc
     return web.json_response(_completion(result), headers={"X-Request-Id": result.request_id})
 

@@ -6,7 +6,7 @@ through them); breaker state and the in-flight count are read from the router wh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -169,9 +169,10 @@ class RouterMetrics:
         ):
             self.breaker_transitions.labels(p["deployment"], p["to_state"], p["reason"]).inc()
 
-    def refused(self, feature: str, reason: str) -> None:
-        """A request refused before the router took it (overloaded, malformed, unauthorised)."""
-        self.errors.labels(feature, reason).inc()
+    def refused(self, feature: str, reason: str, known_features: Container[str] = ()) -> None:
+        """A request refused before the router took it (overloaded, malformed, unauthorised). A feature the
+        policy does not know is counted as `-`, so callers cannot grow the label set at will."""
+        self.errors.labels(feature if feature in known_features else "-", reason).inc()
 
     def flushed(self, events: int, seconds: float) -> None:
         """One audit group commit."""

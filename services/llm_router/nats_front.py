@@ -71,7 +71,7 @@ class SyncInference:
                     await request.send(answer(result).model_dump_json().encode(), END_HEADERS)
         except Exception as exc:
             if not isinstance(exc, ROUTER_REPORTED):
-                self._metrics.refused(call.feature, refusal(exc, None).reason)
+                self._metrics.refused(call.feature, refusal(exc, None).reason, self._router.policy.features)
             await _send_error(request, exc, call.request_id)
 
     async def _stream(self, request: IncomingRequest, call: InferenceCall) -> None:
