@@ -14,6 +14,7 @@ object and the stream ends without `[DONE]`: a client never mistakes a broken an
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import AsyncGenerator
@@ -36,6 +37,8 @@ from libs.routing_engine import (
 from services.llm_router.metrics import CONTENT_TYPE, RouterMetrics
 from services.llm_router.overload import InFlightCap, Overloaded
 from services.llm_router.wire import ROUTER_REPORTED
+
+log = logging.getLogger(__name__)
 
 FEATURE_HEADER = "X-Podway-Feature"
 FEATURE_MODEL_PREFIX = "feature:"
@@ -93,6 +96,13 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         response: web.StreamResponse = await handler(request)
     except ApiError as exc:
         return exc.response()
+    except web.HTTPException:
+        raise
+    except Exception as exc:
+        log.exception("%s %s failed", request.method, request.path)
+        return ApiError(
+            500, f"{type(exc).__name__}: {exc}", type_="server_error", code="internal_error"
+        ).response()
     return response
 
 

@@ -30,9 +30,9 @@ from libs.events.routing import (
 )
 from libs.messaging.rpc import ERROR_HEADER
 from libs.messaging.streaming_rpc import IncomingRequest
-from libs.routing_engine import Clock, Router, RouterEvent, StreamCompleted, TextDelta
+from libs.routing_engine import Clock, Router, RouterEvent, RoutingError, StreamCompleted, TextDelta
 from services.llm_router.metrics import RouterMetrics
-from services.llm_router.overload import InFlightCap
+from services.llm_router.overload import InFlightCap, Overloaded
 from services.llm_router.wire import ROUTER_REPORTED, answer, infer_request, refusal
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ class SyncInference:
                     result = await self._router.infer(infer_request(call))
                     await request.send(answer(result).model_dump_json().encode(), END_HEADERS)
         except Exception as exc:
+            if not isinstance(exc, RoutingError | Overloaded):
+                log.exception("sync inference %s failed", call.request_id)
             if not isinstance(exc, ROUTER_REPORTED):
                 self._metrics.refused(call.feature, refusal(exc, None).reason, self._router.policy.features)
             await _send_error(request, exc, call.request_id)
