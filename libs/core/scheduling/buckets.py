@@ -85,5 +85,8 @@ class BucketIndex:
                 return count
         return None
 
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
     def __len__(self) -> int:
         return sum(len(bucket) for bucket in self._buckets.values())

@@ -185,9 +185,11 @@ def plan(
     placed = 0
     for batch in batches:
         shape = batch.shape
-        index = domain.node_index.get(shape.primary) or snapshot.node_index(domain, shape.primary)
+        index = domain.node_index.get(shape.primary)
         if index is None:
-            continue
+            index = snapshot.node_index(domain, shape.primary)
+            if index is None:
+                continue
         need = len(batch.pods)
         first = 0
         filtered = bool(shape.node_selector)

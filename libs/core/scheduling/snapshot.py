@@ -410,9 +410,7 @@ class ClusterSnapshot:
             free.extend(name for name in names if name in rank)
             free.sort(key=rank.__getitem__)
             changes.append((cls, old, len(free)))
-        cpu, memory = placement.cpu_milli, placement.memory
-        _shift_node(state, -cpu, -memory, -1, changes)
-        _shift_domains(state.domains, -cpu, -memory, -1, {cls: old - new for cls, old, new in changes})
+        _shift(state, -placement.cpu_milli, -placement.memory, -1, changes)
 
 
 def _merged_by_node(assignments: Sequence[NodeAssignment]) -> list[NodeAssignment]:
@@ -442,7 +440,7 @@ def _check_coverage(
     """The assignments account for exactly the placements (consecutive runs, unless merged)."""
     if len(assignments) == 1:
         assignment = assignments[0]
-        if assignment.pod_count == len(placements) and placements[0].node_name == assignment.node_name:
+        if assignment.pod_count == len(placements) > 0 and placements[0].node_name == assignment.node_name:
             return
     if sum(map(_pod_count_of, assignments)) != len(placements):
         raise PlacementConflict("the node assignments do not cover the placements")
@@ -462,11 +460,8 @@ def _take(states: Sequence[NodeState], assignments: Sequence[NodeAssignment]) ->
     """Take checked assignments from their nodes; nodes in a row that share their domains (a gang in one
     rack) update those domains once, together."""
     if len(states) == 1:
-        state = states[0]
         _, count, cpu, memory, devices = assignments[0]
-        changes = _remove_devices(state, devices)
-        _shift_node(state, cpu, memory, count, changes)
-        _shift_domains(state.domains, cpu, memory, count, {cls: old - new for cls, old, new in changes})
+        _shift(states[0], cpu, memory, count, _remove_devices(states[0], devices))
         return
     run: list[TopologyDomain] | None = None
     cpu_total = memory_total = pods_total = 0
@@ -502,6 +497,42 @@ def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> l
             free[:] = [name for name in free if name not in gone]
         changes.append((cls, old, len(free)))
     return changes
+
+
+def _shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int, int]]) -> None:
+    """Take (negative: give back) capacity on one node and every domain it is in, moving the node and the
+    domains in their indexes (what `_shift_node` and `_shift_domains` do for a run, in one pass)."""
+    old_cores = state.free_cpu // 1000
+    state.free_cpu -= cpu
+    state.free_memory -= memory
+    state.free_pods -= pods
+    new_cores = state.free_cpu // 1000
+    name = state.name
+    for domain in state.domains:
+        old_domain_cores = domain.free_cpu // 1000
+        domain.free_cpu -= cpu
+        domain.free_memory -= memory
+        domain.free_pods -= pods
+        free_devices = domain.free_devices
+        for cls, old, new in changes:
+            free_devices[cls] += new - old
+        node_index = domain.node_index
+        level_index = domain.level.index
+        if node_index or level_index:
+            for cls, old, new in changes:
+                index = node_index.get(cls)
+                if index is not None:
+                    index.move(name, old, new)
+                index = level_index.get(cls)
+                if index is not None:
+                    domain_new = free_devices[cls]
+                    index.move(domain.value, domain_new - new + old, domain_new)
+            index = node_index.get(CPU_DIMENSION)
+            if index is not None:
+                index.move(name, old_cores, new_cores)
+            index = level_index.get(CPU_DIMENSION)
+            if index is not None:
+                index.move(domain.value, old_domain_cores, domain.free_cpu // 1000)
 
 
 def _shift_node(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from libs.core.scheduling import RACK_KEY, PlacementConflict, schedule_podgroup
@@ -170,3 +172,30 @@ def test_an_untracked_topology_key_is_aggregated_on_first_use() -> None:
 def test_duplicate_node_names_are_refused() -> None:
     with pytest.raises(ValueError, match="duplicate node"):
         make_snapshot([make_node("n1"), make_node("n1")])
+
+
+def test_a_placement_whose_node_does_not_match_its_assignment_is_refused() -> None:
+    snapshot = make_snapshot([make_node("n1"), make_node("n2")])
+    group, pods = make_gang("g", 2)
+    decision = schedule_podgroup(snapshot, group, pods, now=0.0)
+    moved = (decision.placements[0]._replace(node_name="n2"), *decision.placements[1:])
+
+    with pytest.raises(PlacementConflict):
+        snapshot.apply(replace(decision, placements=moved))
+    assert list(snapshot.placements()) == []
+    assert_consistent(snapshot)
+
+
+def test_a_gang_of_two_shapes_sharing_a_node_is_applied_and_released_whole() -> None:
+    snapshot = make_snapshot([make_node("n1", gpus=4, cpu=64)])
+    group, pods = make_gang("g", 2, gpus=1, cpu=8)
+    pods.append(make_pod("g-zz", gpus=2, cpu=8))
+    decision = schedule_podgroup(snapshot, replace(group, gang_min_count=3), pods, now=0.0)
+    assert len(decision.assignments) == 2
+
+    snapshot.apply(decision)
+    assert snapshot.node_free("n1").devices[GPU] == 0
+    assert_consistent(snapshot)
+    snapshot.forget(decision)
+    assert snapshot.node_free("n1").devices[GPU] == 4
+    assert_consistent(snapshot)
