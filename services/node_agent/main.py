@@ -8,11 +8,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 from pathlib import Path
 
-from libs.runtime.logging import configure_logging
+from libs.runtime.service import run_service
 from services.node_agent.app import NodeAgentService
 from services.node_agent.settings import NodeAgentSettings
 
@@ -32,23 +30,8 @@ def parse_settings(argv: list[str] | None = None) -> NodeAgentSettings:
     return NodeAgentSettings(**overrides)  # type: ignore[arg-type]
 
 
-async def serve(settings: NodeAgentSettings) -> None:
-    service = NodeAgentService(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await service.start()
-    try:
-        await stop.wait()
-    finally:
-        await service.stop()
-
-
 def main(argv: list[str] | None = None) -> None:
-    settings = parse_settings(argv)
-    configure_logging("node_agent", settings.log_level, settings.log_format)
-    asyncio.run(serve(settings))
+    run_service("node_agent", parse_settings(argv), NodeAgentService)
 
 
 if __name__ == "__main__":

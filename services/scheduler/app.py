@@ -185,6 +185,7 @@ class SchedulerService:
         term, self._term = self._term, None
         if term is None:
             return
+        log.info("scheduler term %d stopping", term.fence.epoch)
         self.metrics.leader.set(0)
         if term.task is not None and term.task is not asyncio.current_task():
             term.task.cancel()
