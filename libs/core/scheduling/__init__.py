@@ -26,6 +26,7 @@ from .model import (
     GangReason,
     GangRestartPolicy,
     Node,
+    NodeAssignment,
     NodeFilterReason,
     Placement,
     PodGroup,
@@ -36,6 +37,7 @@ from .model import (
     Toleration,
     TolerationOperator,
     TopologyDomainRef,
+    Unschedulable,
 )
 from .queue import ClusterEvent, PodGroupTimedOut, QueueReason, QueueState, SchedulingQueue, backoff_seconds
 from .snapshot import ClusterSnapshot, PlacementConflict
@@ -58,6 +60,7 @@ __all__ = [
     "GangRestart",
     "GangRestartPolicy",
     "Node",
+    "NodeAssignment",
     "NodeFilterReason",
     "Placement",
     "PlacementConflict",
@@ -75,6 +78,7 @@ __all__ = [
     "Toleration",
     "TolerationOperator",
     "TopologyDomainRef",
+    "Unschedulable",
     "backoff_seconds",
     "decide_gang_restart",
     "podgroup_phase",

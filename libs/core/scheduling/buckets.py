@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
+from itertools import chain
 
 
 class BucketIndex:
@@ -71,11 +72,13 @@ class BucketIndex:
             insort(target, name)
 
     def at_least(self, count: int) -> Iterator[str]:
-        """Names with a count of at least `count`, tightest first; the index must not change meanwhile."""
-        buckets = self._buckets
+        """Names with a count of at least `count`, tightest first; the index must not change meanwhile.
+
+        Built from C iterators rather than a generator: a cycle usually stops after the first names, and
+        dropping a half-consumed generator costs more than the walk itself.
+        """
         counts = self._counts
-        for position in range(bisect_left(counts, count), len(counts)):
-            yield from buckets[counts[position]]
+        return chain.from_iterable(map(self._buckets.__getitem__, counts[bisect_left(counts, count) :]))
 
     def count_of(self, name: str) -> int | None:
         """The bucket holding `name` (a linear search, for tests and consistency checks)."""

@@ -10,8 +10,6 @@ from .diagnosis import node_reason_counts, unschedulable_message
 from .model import (
     DEFAULT_SCHEDULER_NAME,
     CycleDecision,
-    CycleResult,
-    GangDemand,
     GangReason,
     NodeAssignment,
     Placement,
@@ -19,13 +17,13 @@ from .model import (
     PodRequest,
     ResourceTotals,
     TopologyDomainRef,
+    Unschedulable,
 )
 from .packing import Batch, Demand, Found, Scope, Take, plan, search
 from .snapshot import ClusterSnapshot
 
 _name_of = attrgetter("name")
 _new_tuple = tuple.__new__
-_NO_REASONS: Mapping[str, int] = MappingProxyType({})
 
 
 def schedule_podgroup(
@@ -183,12 +181,9 @@ def _placed(group: PodGroup, found: Found, batches: Sequence[Batch], total: int,
     assignments = [_assign(take, placements) for take in found.takes]
     return CycleDecision(
         group.key,
-        CycleResult.PLACED,
         tuple(placements),
         tuple(assignments),
         found.domain.ref,
-        "",
-        _NO_REASONS,
         () if found.placed == total else _unplaced(batches),
         None,
         now,
@@ -294,15 +289,5 @@ def _failed(
     now: float,
 ) -> CycleDecision:
     requested = ResourceTotals(demand.pods, demand.cpu, demand.memory, demand.devices)
-    return CycleDecision(
-        podgroup=group.key,
-        result=CycleResult.UNSCHEDULABLE,
-        placements=(),
-        assignments=(),
-        domain=None,
-        message=message,
-        reason_counts=MappingProxyType(dict(counts)),
-        unplaced=_unplaced(batches),
-        demand=GangDemand(requested, required, group.topology_key),
-        decided_at=now,
-    )
+    why = Unschedulable(message, MappingProxyType(dict(counts)), requested, required, group.topology_key)
+    return CycleDecision(group.key, (), (), None, _unplaced(batches), why, now)

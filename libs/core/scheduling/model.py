@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
+from types import MappingProxyType
 from typing import NamedTuple
 
 ZONE_KEY = "topology.kubernetes.io/zone"
@@ -234,10 +235,11 @@ class PodGroup:
     max_pending_seconds: float | None = None
     gang_restart: GangRestartPolicy = GangRestartPolicy.NEVER
     assigned_domain: TopologyDomainRef | None = None
+    key: str = field(init=False, repr=False, compare=False)
+    """`namespace/name`."""
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     @property
     def is_gang(self) -> bool:
@@ -297,10 +299,16 @@ class ResourceTotals:
 
 
 @dataclass(frozen=True, slots=True)
-class GangDemand:
-    """What an unschedulable PodGroup asks for, so that a preemptor can look for room: the totals of its
-    pods, how many of them must fit together, and the hard topology key they must share."""
+class Unschedulable:
+    """Why a PodGroup could not be placed, in kube-scheduler wording, and what it asks for.
 
+    `reason_counts` holds the node count per filter reason; `requested` (the totals of the group's pods),
+    `required_count` (how many must fit together) and `topology_key` (the hard key they must share) tell a
+    preemptor how much room to look for, and where.
+    """
+
+    message: str
+    reason_counts: Mapping[str, int]
     requested: ResourceTotals
     required_count: int
     topology_key: str | None
@@ -310,24 +318,36 @@ class GangDemand:
 class CycleDecision:
     """The outcome of one PodGroup scheduling cycle, computed on a snapshot and not yet applied to it.
 
-    A placed decision lists every placement (grouped by node, in the order of `assignments`), the domain
-    it chose, and the pods left over (`unplaced`, a basic group or a gang above its minCount);
-    `snapshot.apply(decision)` assumes it and `snapshot.forget(decision)` rolls it back. An unschedulable
-    one places nothing, says why in kube-scheduler wording (`message`, with the node count per reason in
-    `reason_counts`) and carries the group's `demand` for a preemptor.
+    Placed, it lists every placement (grouped by node, in the order of `assignments`), the domain it
+    chose, and the pods left over (`unplaced`: a basic group, or a gang above its minCount);
+    `snapshot.apply(decision)` assumes it and `snapshot.forget(decision)` rolls it back. Unschedulable, it
+    places nothing and `unschedulable` says why.
     """
 
     podgroup: str
-    result: CycleResult
     placements: tuple[Placement, ...]
     assignments: tuple[NodeAssignment, ...]
     domain: TopologyDomainRef | None
-    message: str
-    reason_counts: Mapping[str, int]
     unplaced: tuple[str, ...]
-    demand: GangDemand | None
+    unschedulable: Unschedulable | None
     decided_at: float
 
     @property
+    def result(self) -> CycleResult:
+        return CycleResult.PLACED if self.placements else CycleResult.UNSCHEDULABLE
+
+    @property
     def placed(self) -> bool:
-        return self.result == CycleResult.PLACED
+        return bool(self.placements)
+
+    @property
+    def message(self) -> str:
+        """Why the group is unschedulable (`PodGroupScheduled=False` message); empty when placed."""
+        return "" if self.unschedulable is None else self.unschedulable.message
+
+    @property
+    def reason_counts(self) -> Mapping[str, int]:
+        return _NO_REASONS if self.unschedulable is None else self.unschedulable.reason_counts
+
+
+_NO_REASONS: Mapping[str, int] = MappingProxyType({})

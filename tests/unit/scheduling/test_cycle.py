@@ -178,12 +178,12 @@ def test_an_unschedulable_decision_tells_a_preemptor_what_the_gang_needs() -> No
 
     decision = schedule_podgroup(snapshot, group, pods, now=0.0)
 
-    assert decision.demand is not None
-    requested = decision.demand.requested
-    assert (requested.pods, requested.cpu_milli, requested.memory) == (4, 64_000, 400 * GIB)
-    assert requested.devices == {GPU: 8}
-    assert decision.demand.required_count == 4
-    assert decision.demand.topology_key == RACK_KEY
+    why = decision.unschedulable
+    assert why is not None
+    assert (why.requested.pods, why.requested.cpu_milli, why.requested.memory) == (4, 64_000, 400 * GIB)
+    assert why.requested.devices == {GPU: 8}
+    assert why.required_count == 4
+    assert why.topology_key == RACK_KEY
 
 
 # -- topology -----------------------------------------------------------------------------------------

@@ -9,11 +9,14 @@ import pytest
 from libs.core.scheduling import (
     ClusterEvent,
     CycleDecision,
-    CycleResult,
+    NodeAssignment,
+    Placement,
     PodGroup,
     QueueState,
+    ResourceTotals,
     SchedulingQueue,
     TopologyDomainRef,
+    Unschedulable,
     backoff_seconds,
 )
 
@@ -42,18 +45,14 @@ def make_group(
 def decision_for(
     group: PodGroup, *, placed: bool, message: str = "", unplaced: tuple[str, ...] = ()
 ) -> CycleDecision:
-    return CycleDecision(
-        podgroup=group.key,
-        result=CycleResult.PLACED if placed else CycleResult.UNSCHEDULABLE,
-        placements=(),
-        assignments=(),
-        domain=TopologyDomainRef("rack", "r1") if placed else None,
-        message=message,
-        reason_counts={},
-        unplaced=unplaced,
-        demand=None,
-        decided_at=0.0,
-    )
+    if placed:
+        placement = Placement("uid-0", "pod-0", "n1", 0, 0, {})
+        assignment = NodeAssignment("n1", 1, 0, 0, {})
+        return CycleDecision(
+            group.key, (placement,), (assignment,), TopologyDomainRef("rack", "r1"), unplaced, None, 0.0
+        )
+    why = Unschedulable(message, {}, ResourceTotals(), 4, None)
+    return CycleDecision(group.key, (), (), None, unplaced, why, 0.0)
 
 
 def queue_with(*groups: PodGroup, now: float = 0.0) -> SchedulingQueue:
