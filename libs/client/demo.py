@@ -169,7 +169,10 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
     try:
         info = await asyncio.to_thread(stack.start)
         if not await asyncio.to_thread(stack.wait_ready):
-            out("the services did not become healthy")
+            for name in stack.not_ready():
+                log_file = data_dir / "logs" / f"{name}.log"
+                tail = log_file.read_text()[-3000:] if log_file.exists() else "(no log)"
+                out(f"{name} did not become healthy; the end of its log:\n{tail}")
             return 1
         out(f"Podway demo: nats {info.nats_url}, database {info.database_url}")
         async with PodwayClient(info.nats_url) as client:

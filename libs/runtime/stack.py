@@ -130,7 +130,16 @@ class Stack:
         self.info.write(self.settings.run_dir)
         return self.info
 
-    def wait_ready(self, timeout_s: float = 60.0) -> bool:
+    def not_ready(self) -> list[str]:
+        """Services that have not beaten yet."""
+        assert self.supervisor is not None
+        run_dir = self.settings.run_dir.resolve()
+        children = self.supervisor.children.values()
+        return [
+            c.spec.name for c in children if c.spec.beats and not last_beat(health_file(run_dir, c.spec.name))
+        ]
+
+    def wait_ready(self, timeout_s: float = 120.0) -> bool:
         """Wait until every service that beats has beaten once; then mark the stack ready."""
         assert self.supervisor is not None
         assert self.info is not None

@@ -77,7 +77,9 @@ class Supervisor:
             return restarted
         for child in self.children.values():
             if child.running() and self._silent(child, now):
-                log.warning("service stopped beating; restarting", extra={"child": child.spec.name})
+                log.warning(
+                    "%s stopped beating; restarting", child.spec.name, extra={"child": child.spec.name}
+                )
                 self._kill(child)
             if not child.running() and now >= child.next_start_at:
                 self._note_crash(child, now)

@@ -194,7 +194,9 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     common(up)
     up.add_argument("--detach", action="store_true", help="run in the background")
     up.add_argument("--services", default=None, help="comma-separated services to run")
-    up.add_argument("--router-policy", type=Path, default=None, help="router policy (default: local emulators)")
+    up.add_argument(
+        "--router-policy", type=Path, default=None, help="router policy (default: local emulators)"
+    )
     up.set_defaults(handler=cmd_up)
     down = sub.add_parser("down", help="stop the stack started in the data dir")
     common(down)
