@@ -1,7 +1,8 @@
 """The scheduler's own view of the world: nodes, pod requests, PodGroups, and the decisions a cycle makes.
 
-Plain frozen dataclasses, independent of the API models: the services map API objects onto them. Reasons
-are `StrEnum` constants next to the types, worded the way kube-scheduler words them.
+Frozen dataclasses (named tuples for the per-pod records a cycle creates by the thousand), independent of
+the API models: the services map API objects onto them. Reasons are `StrEnum` constants next to the types,
+worded the way kube-scheduler words them.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ BLOCK_KEY = "topology.example.com/block"
 RACK_KEY = "topology.example.com/rack"
 HOSTNAME_KEY = "kubernetes.io/hostname"
 DEFAULT_TOPOLOGY_KEYS = (ZONE_KEY, BLOCK_KEY, RACK_KEY)
-"""Topology keys a snapshot aggregates from the start, broadest first. Any other key (the hostname too:
-a hostname domain is one node, whose free capacity the node already carries) is aggregated from the
-first cycle that asks for it on, and ranks narrowest."""
+"""Topology keys a snapshot aggregates from the start, broadest first; their order says which level is
+narrower. Any other key (the hostname too: a hostname domain is one node, whose free capacity the node
+already carries) is aggregated from the first cycle that asks for it on, and ranks narrowest."""
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"

@@ -242,3 +242,14 @@ def test_a_changed_priority_reorders_an_active_group() -> None:
     queue.add(replace(make_group("b"), priority=5), pod_count=4, now=0.0)
 
     assert drain(queue, 0.0) == ["b", "a"]
+
+
+def test_a_group_added_after_its_workload_was_deleted_waits_again() -> None:
+    queue = SchedulingQueue()
+    queue.add_workload("ml", "train", now=0.0)
+    queue.remove_workload("ml", "train")
+
+    queue.add(make_group("g", workload="train"), pod_count=4, now=0.0)
+
+    assert queue.pop(0.0) is None
+    assert queue.state("ml/g") == QueueState.GATED
