@@ -16,14 +16,15 @@ from libs.core.scheduling import (
     ClusterEvent,
     ClusterSnapshot,
     CycleDecision,
-    CycleResult,
     PlacementConflict,
     PodGroupTimedOut,
     PodPhase,
     PodRequest,
     QueueState,
+    ResourceTotals,
     SchedulingQueue,
     TopologyDomainRef,
+    Unschedulable,
     backoff_seconds,
     decide_gang_restart,
     schedule_podgroup,
@@ -259,7 +260,17 @@ class GangScheduler:
         self._forget(group, decision)
         message = f"claims could not be allocated: {reason}"
         refused = dataclasses.replace(
-            decision, result=CycleResult.UNSCHEDULABLE, placements=(), domain=None, message=message
+            decision,
+            placements=(),
+            assignments=(),
+            domain=None,
+            unschedulable=Unschedulable(
+                message=message,
+                reason_counts={},
+                requested=ResourceTotals(),
+                required_count=len(decision.placements),
+                topology_key=decision.domain.key if decision.domain else None,
+            ),
         )
         self.queue.done(refused, now=self.clock())
         self._cluster_changed(ClusterEvent.CAPACITY_FREED, cause)
