@@ -82,7 +82,11 @@ class AdmissionService:
     def _wire(self) -> None:
         # Applies wait for their group commit, so many must be in flight at once for groups to form.
         serve_rpc(
-            self.broker, RpcSubject.ADMISSION_APPLY, self.on_apply, queue="admission", max_in_flight=APPLY_IN_FLIGHT
+            self.broker,
+            RpcSubject.ADMISSION_APPLY,
+            self.on_apply,
+            queue="admission",
+            max_in_flight=APPLY_IN_FLIGHT,
         )
         serve_rpc(self.broker, RpcSubject.ADMISSION_DELETE, self.on_delete, queue="admission")
         serve_rpc(self.broker, RpcSubject.ADMISSION_GET, self.on_get, queue="admission")
