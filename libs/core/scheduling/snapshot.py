@@ -506,33 +506,43 @@ def _shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tup
     state.free_cpu -= cpu
     state.free_memory -= memory
     state.free_pods -= pods
-    new_cores = state.free_cpu // 1000
-    name = state.name
     for domain in state.domains:
-        old_domain_cores = domain.free_cpu // 1000
+        indexed = domain.node_index or domain.level.index
+        old_domain_cores = domain.free_cpu // 1000 if indexed else 0
         domain.free_cpu -= cpu
         domain.free_memory -= memory
         domain.free_pods -= pods
         free_devices = domain.free_devices
         for cls, old, new in changes:
             free_devices[cls] += new - old
-        node_index = domain.node_index
-        level_index = domain.level.index
-        if node_index or level_index:
-            for cls, old, new in changes:
-                index = node_index.get(cls)
-                if index is not None:
-                    index.move(name, old, new)
-                index = level_index.get(cls)
-                if index is not None:
-                    domain_new = free_devices[cls]
-                    index.move(domain.value, domain_new - new + old, domain_new)
-            index = node_index.get(CPU_DIMENSION)
-            if index is not None:
-                index.move(name, old_cores, new_cores)
-            index = level_index.get(CPU_DIMENSION)
-            if index is not None:
-                index.move(domain.value, old_domain_cores, domain.free_cpu // 1000)
+        if indexed:
+            _reindex(domain, state, changes, old_cores, old_domain_cores)
+
+
+def _reindex(
+    domain: TopologyDomain,
+    state: NodeState,
+    changes: list[tuple[str, int, int]],
+    old_cores: int,
+    old_domain_cores: int,
+) -> None:
+    """Move a node within its domain's node indexes, and the domain within its level's indexes."""
+    node_index = domain.node_index
+    level_index = domain.level.index
+    for cls, old, new in changes:
+        index = node_index.get(cls)
+        if index is not None:
+            index.move(state.name, old, new)
+        index = level_index.get(cls)
+        if index is not None:
+            domain_new = domain.free_devices[cls]
+            index.move(domain.value, domain_new - new + old, domain_new)
+    index = node_index.get(CPU_DIMENSION)
+    if index is not None:
+        index.move(state.name, old_cores, state.free_cpu // 1000)
+    index = level_index.get(CPU_DIMENSION)
+    if index is not None:
+        index.move(domain.value, old_domain_cores, domain.free_cpu // 1000)
 
 
 def _shift_node(
