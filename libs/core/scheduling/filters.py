@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .capacity import NodeState
 from .model import UNSCHEDULABLE_TAINT_KEY, NodeFilterReason, PodShape, Taint, TaintEffect
-from .snapshot import NodeState
 
 _CORDON_TAINT = Taint(UNSCHEDULABLE_TAINT_KEY, "", TaintEffect.NO_SCHEDULE)
 

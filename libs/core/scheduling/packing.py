@@ -9,9 +9,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from .capacity import NodeState
 from .filters import NodeUsage, admits, fit_count
 from .model import CPU_DIMENSION, PodRequest, PodShape
-from .snapshot import ClusterSnapshot, NodeState
+from .snapshot import ClusterSnapshot
 from .topology import TopologyDomain
 
 _new_tuple = tuple.__new__

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, TypeVar
 
 from .buckets import BucketIndex
+from .capacity import (
+    NodeState,
+    build_level,
+    charge_existing,
+    fill_domain,
+    give_back,
+    move_domain,
+    node_counts,
+    take,
+)
 from .model import (
     CPU_DIMENSION,
     DEFAULT_TOPOLOGY_KEYS,
@@ -16,7 +26,6 @@ from .model import (
     Placement,
     PodRequest,
     ResourceTotals,
-    TaintEffect,
 )
 from .topology import TopologyDomain, TopologyLevel
 
@@ -27,61 +36,6 @@ _pod_count_of = itemgetter(1)
 
 class PlacementConflict(ValueError):
     """A placement no longer fits its node (resources gone, device taken, pod already placed)."""
-
-
-class NodeState:
-    """One node in the snapshot: what is still free on it and the topology domains it belongs to.
-
-    `free_devices` lists the free device names per class in the node's own order, so a placement names
-    exact devices (`gpu-0`, `gpu-1`) and released devices go back where they were.
-    """
-
-    __slots__ = (
-        "blocking_taints",
-        "device_rank",
-        "domains",
-        "free_cpu",
-        "free_devices",
-        "free_memory",
-        "free_pods",
-        "labels",
-        "name",
-        "node",
-        "pod_uids",
-        "unschedulable",
-    )
-
-    def __init__(self, node: Node, ranks: dict[tuple[str, ...], dict[str, int]]) -> None:
-        self.node = node
-        self.name = node.name
-        self.labels = node.labels
-        self.blocking_taints = tuple(t for t in node.taints if t.effect != TaintEffect.PREFER_NO_SCHEDULE)
-        self.unschedulable = node.unschedulable
-        self.free_cpu = node.cpu_milli
-        self.free_memory = node.memory
-        self.free_pods = node.pods
-        self.free_devices = {cls: list(names) for cls, names in node.devices.items()}
-        self.device_rank = {cls: _rank(names, ranks) for cls, names in node.devices.items()}
-        self.domains: list[TopologyDomain] = []
-        self.pod_uids: set[str] = set()
-
-    def count(self, dimension: str) -> int:
-        if dimension == CPU_DIMENSION:
-            return self.free_cpu // 1000
-        free = self.free_devices.get(dimension)
-        return 0 if free is None else len(free)
-
-    def free(self) -> ResourceTotals:
-        devices = {cls: len(names) for cls, names in self.free_devices.items()}
-        return ResourceTotals(self.free_pods, self.free_cpu, self.free_memory, devices)
-
-
-def _rank(names: tuple[str, ...], ranks: dict[tuple[str, ...], dict[str, int]]) -> dict[str, int]:
-    """Position of each device on its node; nodes with identical device lists share one table."""
-    rank = ranks.get(names)
-    if rank is None:
-        rank = ranks[names] = {name: position for position, name in enumerate(names)}
-    return rank
 
 
 class ClusterSnapshot:
@@ -125,9 +79,9 @@ class ClusterSnapshot:
                 raise ValueError(f"duplicate node {node.name}")
             state = self._nodes[node.name] = NodeState(node, self._ranks)
             states.append(state)
-        _fill_domain(self._cluster, states)
+        fill_domain(self._cluster, states)
         for key in self.topology_keys:
-            self._levels[key] = _build_level(key, states)
+            self._levels[key] = build_level(key, states)
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -156,7 +110,7 @@ class ClusterSnapshot:
         """The domains of a topology key; a key first asked for here is aggregated now and kept from then on."""
         level = self._levels.get(key)
         if level is None:
-            level = self._levels[key] = _build_level(key, self._nodes.values())
+            level = self._levels[key] = build_level(key, self._nodes.values())
         return level
 
     def node_index(self, domain: TopologyDomain, dimension: str) -> BucketIndex | None:
@@ -183,7 +137,7 @@ class ClusterSnapshot:
                 if domain.level is level:
                     members[domain.value].append(state)
         for value, states in members.items():
-            level.domains[value].node_index[dimension] = BucketIndex.build(_node_counts(states, dimension))
+            level.domains[value].node_index[dimension] = BucketIndex.build(node_counts(states, dimension))
 
     def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
         """A value derived from the snapshot as it is now, computed once until the snapshot changes."""
@@ -246,7 +200,7 @@ class ClusterSnapshot:
             self._leave(old, domain)
         state = self._nodes[node.name] = NodeState(node, self._ranks)
         for uid in old.pod_uids:
-            _charge_existing(state, self._pods[uid])
+            charge_existing(state, self._pods[uid])
         self._join_all(state)
 
     def _join_all(self, state: NodeState) -> None:
@@ -264,7 +218,7 @@ class ClusterSnapshot:
                 self._join(state, domain)
 
     def _join(self, state: NodeState, domain: TopologyDomain) -> None:
-        _move_domain(domain, state, +1)
+        move_domain(domain, state, +1)
         state.domains.append(domain)
         for dimension, index in domain.node_index.items():
             if dimension == CPU_DIMENSION or dimension in state.free_devices:
@@ -275,7 +229,7 @@ class ClusterSnapshot:
             if dimension == CPU_DIMENSION or dimension in state.free_devices:
                 index.remove(state.name, state.count(dimension))
         state.domains.remove(domain)
-        _move_domain(domain, state, -1)
+        move_domain(domain, state, -1)
         level = domain.level
         if domain.node_count == 0 and domain is not self._cluster:
             for dimension, index in level.index.items():
@@ -353,7 +307,7 @@ class ClusterSnapshot:
         uids = self._record(placements)
         # 3. Change the nodes, and each run of nodes sharing their domains at once.
         self.version += 1
-        _take(states, assignments)
+        take(states, assignments)
         if len(states) == 1:
             states[0].pod_uids.update(uids)
         elif merged:
@@ -400,17 +354,7 @@ class ClusterSnapshot:
     def _release(self, state: NodeState, placement: Placement) -> None:
         self.version += 1
         state.pod_uids.discard(placement.pod_uid)
-        changes: list[tuple[str, int, int]] = []
-        for cls, names in placement.devices.items():
-            free = state.free_devices.get(cls)
-            if free is None or not names:
-                continue
-            old = len(free)
-            rank = state.device_rank[cls]
-            free.extend(name for name in names if name in rank)
-            free.sort(key=rank.__getitem__)
-            changes.append((cls, old, len(free)))
-        _shift(state, -placement.cpu_milli, -placement.memory, -1, changes)
+        give_back(state, placement)
 
 
 def _merged_by_node(assignments: Sequence[NodeAssignment]) -> list[NodeAssignment]:
@@ -454,199 +398,3 @@ def _check_coverage(
         if assignment.pod_count and placements[start].node_name != assignment.node_name:
             raise PlacementConflict(f"placements do not start on node {assignment.node_name} at {start}")
         start += assignment.pod_count
-
-
-def _take(states: Sequence[NodeState], assignments: Sequence[NodeAssignment]) -> None:
-    """Take checked assignments from their nodes; nodes in a row that share their domains (a gang in one
-    rack) update those domains once, together."""
-    if len(states) == 1:
-        _, count, cpu, memory, devices = assignments[0]
-        _shift(states[0], cpu, memory, count, _remove_devices(states[0], devices))
-        return
-    run: list[TopologyDomain] | None = None
-    cpu_total = memory_total = pods_total = 0
-    taken: dict[str, int] = {}
-    for state, (_, count, cpu, memory, devices) in zip(states, assignments, strict=True):
-        changes = _remove_devices(state, devices)
-        _shift_node(state, cpu, memory, count, changes)
-        if state.domains != run:
-            if run is not None:
-                _shift_domains(run, cpu_total, memory_total, pods_total, taken)
-            run, cpu_total, memory_total, pods_total, taken = state.domains, 0, 0, 0, {}
-        cpu_total += cpu
-        memory_total += memory
-        pods_total += count
-        for cls, old, new in changes:
-            taken[cls] = taken.get(cls, 0) + old - new
-    if run is not None:
-        _shift_domains(run, cpu_total, memory_total, pods_total, taken)
-
-
-def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> list[tuple[str, int, int]]:
-    """Remove checked device names from the node's free lists: `(class, free before, free after)`."""
-    changes: list[tuple[str, int, int]] = []
-    for cls, names in devices.items():
-        if not names:
-            continue
-        free = state.free_devices[cls]
-        old = len(free)
-        if free[: len(names)] == [*names]:
-            del free[: len(names)]
-        else:
-            gone = set(names)
-            free[:] = [name for name in free if name not in gone]
-        changes.append((cls, old, len(free)))
-    return changes
-
-
-def _shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int, int]]) -> None:
-    """Take (negative: give back) capacity on one node and every domain it is in, moving the node and the
-    domains in their indexes (what `_shift_node` and `_shift_domains` do for a run, in one pass)."""
-    old_cores = state.free_cpu // 1000
-    state.free_cpu -= cpu
-    state.free_memory -= memory
-    state.free_pods -= pods
-    for domain in state.domains:
-        indexed = domain.node_index or domain.level.index
-        old_domain_cores = domain.free_cpu // 1000 if indexed else 0
-        domain.free_cpu -= cpu
-        domain.free_memory -= memory
-        domain.free_pods -= pods
-        free_devices = domain.free_devices
-        for cls, old, new in changes:
-            free_devices[cls] += new - old
-        if indexed:
-            _reindex(domain, state, changes, old_cores, old_domain_cores)
-
-
-def _reindex(
-    domain: TopologyDomain,
-    state: NodeState,
-    changes: list[tuple[str, int, int]],
-    old_cores: int,
-    old_domain_cores: int,
-) -> None:
-    """Move a node within its domain's node indexes, and the domain within its level's indexes."""
-    node_index = domain.node_index
-    level_index = domain.level.index
-    for cls, old, new in changes:
-        index = node_index.get(cls)
-        if index is not None:
-            index.move(state.name, old, new)
-        index = level_index.get(cls)
-        if index is not None:
-            domain_new = domain.free_devices[cls]
-            index.move(domain.value, domain_new - new + old, domain_new)
-    index = node_index.get(CPU_DIMENSION)
-    if index is not None:
-        index.move(state.name, old_cores, state.free_cpu // 1000)
-    index = level_index.get(CPU_DIMENSION)
-    if index is not None:
-        index.move(domain.value, old_domain_cores, domain.free_cpu // 1000)
-
-
-def _shift_node(
-    state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int, int]]
-) -> None:
-    """Take (negative: give back) capacity on a node, and move it in the node indexes of its domains."""
-    old_cores = state.free_cpu // 1000
-    state.free_cpu -= cpu
-    state.free_memory -= memory
-    state.free_pods -= pods
-    name = state.name
-    for domain in state.domains:
-        node_index = domain.node_index
-        if node_index:
-            for cls, old, new in changes:
-                index = node_index.get(cls)
-                if index is not None:
-                    index.move(name, old, new)
-            index = node_index.get(CPU_DIMENSION)
-            if index is not None:
-                index.move(name, old_cores, state.free_cpu // 1000)
-
-
-def _shift_domains(
-    domains: Sequence[TopologyDomain], cpu: int, memory: int, pods: int, devices: Mapping[str, int]
-) -> None:
-    """Take (negative: give back) capacity from domains' aggregates, and move them in their level index."""
-    for domain in domains:
-        old_cores = domain.free_cpu // 1000
-        domain.free_cpu -= cpu
-        domain.free_memory -= memory
-        domain.free_pods -= pods
-        free_devices = domain.free_devices
-        level_index = domain.level.index
-        for cls, count in devices.items():
-            old = free_devices[cls]
-            free_devices[cls] = old - count
-            if level_index:
-                index = level_index.get(cls)
-                if index is not None:
-                    index.move(domain.value, old, old - count)
-        if level_index:
-            index = level_index.get(CPU_DIMENSION)
-            if index is not None:
-                index.move(domain.value, old_cores, domain.free_cpu // 1000)
-
-
-def _build_level(key: str, states: Iterable[NodeState]) -> TopologyLevel:
-    level = TopologyLevel(key)
-    members: dict[str, list[NodeState]] = {}
-    for state in states:
-        value = state.labels.get(key)
-        if value is not None:
-            group = members.get(value)
-            if group is None:
-                members[value] = [state]
-            else:
-                group.append(state)
-    domains = level.domains
-    for value, group in members.items():
-        _fill_domain(domains.setdefault(value, TopologyDomain(key, value, level)), group)
-    return level
-
-
-def _fill_domain(domain: TopologyDomain, states: list[NodeState]) -> None:
-    domain.node_count = len(states)
-    free_devices = domain.free_devices
-    for state in states:
-        domain.free_cpu += state.free_cpu
-        domain.free_memory += state.free_memory
-        domain.free_pods += state.free_pods
-        state.domains.append(domain)
-        for cls, names in state.free_devices.items():
-            free_devices[cls] = free_devices.get(cls, 0) + len(names)
-
-
-def _move_domain(domain: TopologyDomain, state: NodeState, sign: int) -> None:
-    """Add (sign +1) or take away (-1) a node's free capacity from a domain's aggregates and level index."""
-    level_index = domain.level.index
-    old_counts = {dimension: domain.count(dimension) for dimension in level_index}
-    domain.node_count += sign
-    domain.free_cpu += sign * state.free_cpu
-    domain.free_memory += sign * state.free_memory
-    domain.free_pods += sign * state.free_pods
-    for cls, names in state.free_devices.items():
-        domain.free_devices[cls] = domain.free_devices.get(cls, 0) + sign * len(names)
-    for dimension, old in old_counts.items():
-        level_index[dimension].move(domain.value, old, domain.count(dimension))
-
-
-def _charge_existing(state: NodeState, placement: Placement) -> None:
-    """Count a pod already on a node against the node's new free capacity (after `update_node`)."""
-    state.free_cpu -= placement.cpu_milli
-    state.free_memory -= placement.memory
-    state.free_pods -= 1
-    state.pod_uids.add(placement.pod_uid)
-    for cls, names in placement.devices.items():
-        free = state.free_devices.get(cls)
-        if free is not None:
-            taken = set(names)
-            free[:] = [name for name in free if name not in taken]
-
-
-def _node_counts(states: Iterable[NodeState], dimension: str) -> Iterator[tuple[str, int]]:
-    for state in states:
-        if dimension == CPU_DIMENSION or dimension in state.free_devices:
-            yield state.name, state.count(dimension)

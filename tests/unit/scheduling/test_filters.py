@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from libs.core.scheduling import Taint, TaintEffect, Toleration, TolerationOperator
+from libs.core.scheduling.capacity import NodeState
 from libs.core.scheduling.filters import NodeUsage, admits, fit_count, rejection_reasons
 from libs.core.scheduling.model import UNSCHEDULABLE_TAINT_KEY
-from libs.core.scheduling.snapshot import NodeState
 
 from .builders import GPU, GPU_RESOURCE, make_node, make_pod, make_snapshot
 
