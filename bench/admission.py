@@ -191,10 +191,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"name": "admission", "params": params, "metrics": metrics}
 
 
-if __name__ == "__main__":
-    import json
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.admission [options]`, the same as `podway bench admission`."""
+    from libs.client.bench_cli import main as bench_main
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("-o", "--output", default="json")
-    add_arguments(parser)
-    print(json.dumps(run(parser.parse_args())))
+    return bench_main(["admission", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import statistics
 import sys
 import time
 from typing import Any
 
+from bench.admission import gang_manifests
 from libs.api.manifests import validate_document
 from libs.api.models.meta import ObjectMeta
 from libs.api.models.scheduling import PriorityClass
@@ -34,39 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pods-per-group", type=int, default=8)
     parser.add_argument("--passes", type=int, default=3, help="timed passes over all gangs")
     parser.add_argument("--warmup", type=int, default=50, help="gangs validated before timing")
-
-
-def gang_manifests(index: int, pods: int) -> list[dict[str, Any]]:
-    """One PodGroup with a gang policy and its pods, as plain dicts (the shape of bench.admission)."""
-    name = f"train-{index:05d}"
-    group = {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "bench"},
-        "spec": {
-            "podGroupTemplateRef": {"workload": {"workloadName": "train", "podGroupTemplateName": "worker"}},
-            "schedulingPolicy": {"gang": {"minCount": pods}},
-        },
-    }
-    members = [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": f"{name}-{i}", "namespace": "bench"},
-            "spec": {
-                "schedulingGroup": {"podGroupName": name},
-                "containers": [
-                    {
-                        "name": "trainer",
-                        "image": "registry.example.com/trainer:v1",
-                        "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "1"}},
-                    }
-                ],
-            },
-        }
-        for i in range(pods)
-    ]
-    return [group, *members]
 
 
 def _percentile(sorted_values: list[float], fraction: float) -> float:
@@ -116,12 +83,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"name": "api-validation", "params": params, "metrics": metrics}
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.api_validation", description=__doc__)
-    add_arguments(parser)
-    parser.add_argument("-o", "--output", choices=("json",), default="json")
-    print(json.dumps(run(parser.parse_args(argv))))
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.api_validation [options] [-o json|table]`, the same as `podway bench api-validation`."""
+    from libs.client.bench_cli import main as bench_main
+
+    return bench_main(["api-validation", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

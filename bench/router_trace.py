@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
-import json
 import os
 import sys
 import time
@@ -294,19 +293,10 @@ def _peak_rate(arrivals: Sequence[Arrival]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.router_trace [-o json|table]`."""
-    parser = argparse.ArgumentParser(prog="python -m bench.router_trace", description=__doc__)
-    parser.add_argument("-o", "--output", default="json", choices=["json", "table"])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    result = run(args)
-    if args.output == "json":
-        print(json.dumps(result))
-    else:
-        print(f"{result['name']}  {json.dumps(result['params'])}")
-        for key, value in result["metrics"].items():
-            print(f"  {key:<44} {value}")
-    return 0
+    """`python -m bench.router_trace [options] [-o json|table]`, the same as `podway bench router-trace`."""
+    from libs.client.bench_cli import main as bench_main
+
+    return bench_main(["router-trace", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -467,19 +467,10 @@ asyncio.run(main())
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.router_vs_litellm [-o json|table]`."""
-    parser = argparse.ArgumentParser(prog="python -m bench.router_vs_litellm", description=__doc__)
-    parser.add_argument("-o", "--output", default="json", choices=["json", "table"])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    result = run(args)
-    if args.output == "json":
-        print(json.dumps(result))
-    else:
-        print(f"{result['name']}  {json.dumps(result['params'])}")
-        for key, value in result["metrics"].items():
-            print(f"  {key:<44} {value}")
-    return 0
+    """`python -m bench.router_vs_litellm [options] [-o json|table]`, the same as `podway bench router-vs-litellm`."""
+    from libs.client.bench_cli import main as bench_main
+
+    return bench_main(["router-vs-litellm", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
