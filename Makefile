@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PODWAY := $(VENV)/bin/podway
-UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+UV := python3 -m uv
 DATA_DIR ?= .podway
 MSG ?= change
 
@@ -13,10 +13,8 @@ MSG ?= change
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-$(UV):
-	python3 -m pip install --quiet --user uv || python3 -m pip install --quiet uv
-
-$(VENV)/.installed: pyproject.toml uv.lock | $(UV)
+$(VENV)/.installed: pyproject.toml uv.lock
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv || python3 -m pip install --quiet --user uv
 	$(UV) sync --frozen
 	@touch $@
 
@@ -39,8 +37,12 @@ typecheck: install ## mypy (strict on libs/core and libs/events)
 bench: install ## run every benchmark, one JSON object per line
 	$(PODWAY) bench all -o json
 
-soak: install ## long chaos and soak runs (not part of CI)
-	$(VENV)/bin/pytest -q -p no:cacheprovider -m slow tests --run-soak
+SOAK_ROUNDS ?= 5
+soak: install ## repeat the integration and end-to-end suites to shake out flakes (not part of CI)
+	for round in $$(seq 1 $(SOAK_ROUNDS)); do \
+		echo "soak round $$round"; \
+		$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration tests/e2e || exit 1; \
+	done
 
 up: install ## start the stack in the background (podway up)
 	$(PODWAY) up --data-dir $(DATA_DIR) --detach
