@@ -24,11 +24,11 @@ from libs.core.scheduling import (
     ResourceTotals,
     SchedulingQueue,
     TopologyDomainRef,
-    Unschedulable,
     backoff_seconds,
     decide_gang_restart,
     schedule_podgroup,
 )
+from libs.core.scheduling.model import Unschedulable
 from services.scheduler.adapter import ApiObject, claim_devices, pod_group_name, pod_request
 from services.scheduler.book import TERMINAL, GroupRecord, PodBook, PodRecord
 from services.scheduler.inventory import NodeInventory
@@ -116,7 +116,8 @@ class GangScheduler:
             return
         group = self.book.groups.get(pod.group_key)
         recorded = (group.placement.get(pod.obj.name) if group else None) or {}
-        devices = recorded.get("devices") if recorded.get("node") == node else None
+        same = recorded.get("node") == node and recorded.get("uid") == uid
+        devices = recorded.get("devices") if same else None
         try:
             placement = self.snapshot.bind(pod.request, node, devices)  # type: ignore[arg-type]
         except (PlacementConflict, KeyError) as exc:
@@ -362,6 +363,7 @@ class GangScheduler:
         for placement in decision.placements:
             self.book.confirm(placement.pod_uid)
             group.placement[placement.pod_name] = {
+                "uid": placement.pod_uid,
                 "node": placement.node_name,
                 "devices": {cls: list(names) for cls, names in placement.devices.items()},
             }

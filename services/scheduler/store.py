@@ -61,24 +61,33 @@ class World:
 
 
 async def load_world(uow: UnitOfWork) -> World:
-    """Every object the scheduler reads, and the bindings of the pods that still hold capacity (read per
-    PodGroup, and per pod for pods without one)."""
+    """Every object the scheduler reads, and where the pods that still hold capacity are bound.
+
+    A PodGroup's `status.placement` is written in the transaction that binds its pods, so a pod it lists
+    (by name and uid) is bound there; the bindings table is read only for groups with other live pods (waiting, or placed
+    before a gang restart cleared the placement) and for pods without a group.
+    """
     objects: list[ApiObject] = []
     for kind in LOAD_ORDER:
         objects.extend(ApiObject.from_stored(stored) for stored in await uow.objects.find(kind))
-    groups = {obj.key: obj.uid for obj in objects if obj.kind == "PodGroup"}
-    active_groups: set[str] = set()
+    groups = {obj.key: obj for obj in objects if obj.kind == "PodGroup"}
+    bindings: dict[str, str] = {}
+    unsure_groups: set[str] = set()
     standalone: list[str] = []
     for obj in objects:
         if obj.kind != "Pod" or obj.status.get("phase") in FINISHED_PHASES:
             continue
-        group = pod_group_name(obj)
-        if group is None:
+        group_name = pod_group_name(obj)
+        group = groups.get(f"{obj.namespace}/{group_name}") if group_name else None
+        if group_name is None:
             standalone.append(obj.uid)
-        elif (uid := groups.get(f"{obj.namespace}/{group}")) is not None:
-            active_groups.add(uid)
-    bindings: dict[str, str] = {}
-    for uid in sorted(active_groups):
+        elif group is not None:
+            recorded = ((group.status.get("placement") or {}).get("pods") or {}).get(obj.name)
+            if recorded and recorded.get("uid") == obj.uid and recorded.get("node"):
+                bindings[obj.uid] = str(recorded["node"])
+            else:
+                unsure_groups.add(group.uid)
+    for uid in sorted(unsure_groups):
         for binding in await uow.bindings.list_for_podgroup(uid):
             bindings[binding.pod_uid] = binding.node_name
     for uid in standalone:

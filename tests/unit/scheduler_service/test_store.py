@@ -138,3 +138,23 @@ async def test_a_new_leader_loads_the_world_with_its_bindings(uow_factory):
     assert successor.run_pass(NOW.timestamp()) == []
     free = sum(node.count("gpu.example.com") for node in successor.snapshot.node_states())
     assert free == 16
+
+
+async def test_a_new_leader_reads_placed_pods_from_the_placement_and_asks_the_bindings_for_the_rest(
+    uow_factory,
+):
+    placed = gang("placed", 2, gpus=8)
+    waiting = gang("waiting", 5, gpus=8)
+    objects = [
+        *cluster(SMALL), workload(),
+        podgroup("placed", min_count=2), *placed,
+        podgroup("waiting", min_count=5), *waiting,
+    ]  # fmt: skip
+    await store(uow_factory, objects)
+    fence = await lease(uow_factory)
+    await write(uow_factory, scheduled_world(objects).run_pass(NOW.timestamp()), fence)
+
+    async with uow_factory() as uow:
+        world = await load_world(uow)
+
+    assert set(world.bindings) == {pod.uid for pod in placed}
