@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from time import perf_counter
 from typing import Any
 
 from libs.db.engine import create_engine, create_session_factory
@@ -251,7 +250,7 @@ class SchedulerService:
 
     async def _load(self, term: _Term) -> None:
         term.scheduler = None
-        started = perf_counter()
+        started = time.perf_counter()
         async with self.plain_uow() as uow:
             world = await load_world(uow)
         scheduler = GangScheduler(clock=self._seconds)
@@ -267,7 +266,7 @@ class SchedulerService:
                 "epoch": term.fence.epoch,
                 "nodes": len(scheduler.snapshot),
                 "pods": len(scheduler.book.pods),
-                "load_ms": round((perf_counter() - started) * 1000, 1),
+                "load_ms": round((time.perf_counter() - started) * 1000, 1),
             },
         )
 

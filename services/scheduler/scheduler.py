@@ -102,7 +102,7 @@ class GangScheduler:
                 self.apply_object(obj)
             self.inventory.flush()
             if self._claim_templates:
-                self._recompute_requests(self.book.pods.values())
+                self._recompute_requests(self._pods_with_claims())
             for uid, node in bindings.items():
                 self._restore_binding(uid, node)
         finally:
@@ -143,7 +143,7 @@ class GangScheduler:
                 self._device_classes_changed(cause)
         elif obj.kind == "ResourceClaimTemplate":
             self._claim_templates[obj.key] = obj
-            self._recompute_requests(self.book.pods.values())
+            self._recompute_requests(self._pods_with_claims())
         elif obj.kind == "Workload":
             keys = self.book.put_workload(obj)
             self.queue.add_workload(obj.namespace, obj.name, now=now)
@@ -198,7 +198,7 @@ class GangScheduler:
         elif kind == "DeviceClass" and self.inventory.remove_device_class(name):
             self._device_classes_changed(cause)
         elif kind == "ResourceClaimTemplate" and self._claim_templates.pop(key, None) is not None:
-            self._recompute_requests(self.book.pods.values())
+            self._recompute_requests(self._pods_with_claims())
 
     def pods_finished(self, uids: Iterable[str], phase: PodPhase, *, cause: str | None = None) -> None:
         """Pods succeeded or failed: their capacity is free; a gang that broke may restart."""
@@ -506,6 +506,9 @@ class GangScheduler:
                 pod, group.obj if group else None, self._claim_templates, self.inventory.node_classes
             )
         return pod_request(pod, self.inventory.catalog.extended_resources, devices)
+
+    def _pods_with_claims(self) -> list[PodRecord]:
+        return [pod for pod in self.book.pods.values() if pod.obj.spec.get("resourceClaims")]
 
     def _recompute_requests(self, pods: Iterable[PodRecord]) -> None:
         """Requests of waiting pods again, after what they are computed from changed."""
