@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from libs.core import scheduling as core
 from libs.core.scheduling import ConditionReason, ConditionType, Placement
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition, Fence, PodBinding, StoredObject
@@ -350,11 +351,11 @@ def _podgroup_ref(group: GroupRef) -> PodGroupRef:
     return PodGroupRef(namespace=group.namespace, name=group.name, uid=group.uid)
 
 
-def _domain(domain: object) -> TopologyDomainRef | None:
-    key = getattr(domain, "key", None)
-    if not key:
+def _domain(domain: core.TopologyDomainRef | None) -> TopologyDomainRef | None:
+    """The event's domain; the whole cluster (no topology constraint) is no domain."""
+    if domain is None or not domain.key:
         return None
-    return TopologyDomainRef(key=key, value=str(getattr(domain, "value", "")))
+    return TopologyDomainRef(key=domain.key, value=domain.value)
 
 
 def _placements(placements: Sequence[Placement]) -> list[PodPlacement]:
