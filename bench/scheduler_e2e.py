@@ -72,6 +72,8 @@ HELD = "held"
 """The Workload the throughput gangs wait for: they are admitted first and released together."""
 SHARED = "shared"
 """The Workload every latency and takeover gang runs from."""
+TAKEOVER_GANGS = 8
+"""Gangs admitted while the standby takes over (four a second for two seconds)."""
 
 
 def workload_manifest(name: str, size: int) -> dict[str, Any]:
@@ -248,11 +250,12 @@ async def wait_bound(watch: BusWatch, expected: int, timeout_s: float) -> None:
 
 
 async def paced(
-    client: PodwayClient, args: argparse.Namespace, prefix: str, rate: float, seconds: float
+    client: PodwayClient, args: argparse.Namespace, prefix: str, rate: float, seconds: float, most: int
 ) -> list[str]:
-    """Admit one gang every gang_size / rate seconds (open loop), for `seconds`; returns the gang names."""
+    """Admit one gang every gang_size / rate seconds (open loop), for `seconds` but at most `most` gangs;
+    returns the gang names."""
     interval = args.gang_size / rate
-    count = max(1, int(seconds / interval))
+    count = max(1, min(most, int(seconds / interval)))
     started = time.monotonic()
     tasks = []
     gangs = list(names(prefix, count))
@@ -334,7 +337,9 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             procs.wait_healthy("scheduler-b", health_file(tmp / "scheduler-b" / "run", "scheduler"))
             await client.apply([workload_manifest(SHARED, args.gang_size)])
             rate = args.latency_rate or throughput / 2
-            gangs = await paced(client, args, "lat", rate, args.latency_seconds)
+            # The fleet must keep room for the takeover phase's gangs (pods run until the end).
+            room = nodes * args.gpus_per_node // args.gpus_per_pod // args.gang_size - len(backlog)
+            gangs = await paced(client, args, "lat", rate, args.latency_seconds, room - TAKEOVER_GANGS)
             expected = backlog_pods + len(gangs) * args.gang_size
             await wait_bound(watch, expected, timeout_s=120)
             admitted = [at for uid, at in watch.admitted_at.items() if watch.name_of[uid].startswith("lat-")]
@@ -356,7 +361,9 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             epoch = int(beacon_detail(beacon_a).get("epoch") or 1)
             killed_at = time.time()
             procs.running["scheduler-a"].send_signal(signal.SIGKILL)
-            after = asyncio.create_task(paced(client, args, "takeover", args.gang_size * 4, 2.0))
+            after = asyncio.create_task(
+                paced(client, args, "takeover", args.gang_size * 4, 2.0, TAKEOVER_GANGS)
+            )
             await watch.until(
                 lambda: any(e > epoch for _, _, e in watch.bound_times), args.lease_seconds * 10 + 30
             )
