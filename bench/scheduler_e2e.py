@@ -193,10 +193,11 @@ class BusWatch:
     bound_at: dict[str, float] = field(default_factory=dict)
     bound_epoch: dict[str, int] = field(default_factory=dict)
     bound_times: list[tuple[float, int, int]] = field(default_factory=list)
+    running: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def until(self, done: Callable[[], bool], timeout_s: float) -> bool:
-        """Wait until `done()` holds after some `pods.bound` arrived, or the timeout; returns `done()`."""
+        """Wait until `done()` holds after some event arrived, or the timeout; returns `done()`."""
         deadline = time.monotonic() + timeout_s
         while not done() and time.monotonic() < deadline:
             self.changed.clear()
@@ -208,6 +209,11 @@ class BusWatch:
         nc = client.broker.connection
         await nc.subscribe("podway.events.pod.admitted", cb=self._on_admitted)
         await nc.subscribe("podway.events.pods.bound", cb=self._on_bound)
+        await nc.subscribe("podway.events.pods.running", cb=self._on_running)
+
+    async def _on_running(self, msg: Any) -> None:
+        self.running += len(json.loads(msg.data)["payload"]["pods"])
+        self.changed.set()
 
     async def _on_admitted(self, msg: Any) -> None:
         envelope = json.loads(msg.data)
@@ -332,7 +338,8 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             metrics["throughput_pods"] = backlog_pods
             metrics["release_to_all_bound_s"] = round(last - released, 2)
 
-            # 2. Latency at half that rate, with a standby scheduler waiting.
+            # 2. Latency at half that rate, once the node agent runs the backlog, with a standby waiting.
+            await watch.until(lambda: watch.running >= backlog_pods, timeout_s=300)
             procs.start("scheduler-b", "services.scheduler.main", tmp / "scheduler-b", PODWAY_INSTANCE="b")
             procs.wait_healthy("scheduler-b", health_file(tmp / "scheduler-b" / "run", "scheduler"))
             await client.apply([workload_manifest(SHARED, args.gang_size)])
