@@ -194,7 +194,8 @@ class EventConsumer:
             duplicates = await self._handle_all([(e, p) for _, e, p in good])
         except Exception:
             log.warning("%s: a batch of %d failed; handling its messages one by one", self.name, len(good))
-            return [await self.process(msg) for msg in messages if msg in {m for m, _, _ in good}]
+            parsed = {id(m) for m, _, _ in good}  # Msg is unhashable: match by identity
+            return [await self.process(msg) for msg in messages if id(msg) in parsed]
         for (msg, _, _), duplicate in zip(good, duplicates, strict=True):
             await msg.ack()
             outcomes[messages.index(msg)] = (
