@@ -89,7 +89,9 @@ async def _admin(url: str, *statements: str) -> None:
     import asyncpg
 
     conn = await asyncpg.connect(
-        _with_database(url, "postgres").replace("postgresql+asyncpg://", "postgresql://")
+        _with_database(url, "postgres").replace("postgresql+asyncpg://", "postgresql://"),
+        timeout=15,
+        command_timeout=60,
     )
     try:
         for statement in statements:

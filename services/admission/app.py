@@ -4,7 +4,6 @@ submitted as events, and completes PodGroup deletions once their pods have finis
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -36,11 +35,14 @@ from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
 from libs.runtime.health import beat_forever, health_file
 from libs.runtime.settings import PodwaySettings
+from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries
 from services.admission.batcher import ApplyBatcher
 from services.admission.store import known_from_stored, load_view, write_decision
 
 log = logging.getLogger(__name__)
+
+SERVICE = "admission"
 
 CONFLICT_RETRIES = 5
 APPLY_IN_FLIGHT = 256
@@ -124,20 +126,17 @@ class AdmissionService:
             asyncio.create_task(self.batcher.run(), name="apply-batcher"),
         ]
         if self.settings.data_dir:
-            beacon = health_file(Path(self.settings.run_dir), "admission")
+            beacon = health_file(Path(self.settings.run_dir), SERVICE)
             self._tasks.append(asyncio.create_task(beat_forever(beacon), name="health"))
         log.info("admission ready", extra={"nats": self.settings.nats_url})
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """Stop in bounded time: a step that hangs on a dead peer is logged and left behind."""
+        await cancel_tasks(self._tasks, service=SERVICE)
         for consumer in self.consumers:
-            await consumer.stop()
-        await self.broker.stop()
-        await self.engine.dispose()
+            await bounded(consumer.stop(), "stopping a consumer", service=SERVICE)
+        await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)
+        await bounded(self.engine.dispose(), "closing the database pool", service=SERVICE)
 
     # --- apply -------------------------------------------------------------------------------------
 

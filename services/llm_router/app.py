@@ -5,7 +5,6 @@ router; this module connects its interfaces, its audit trail, its metrics and it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Mapping
@@ -34,6 +33,7 @@ from libs.routing_engine import (
     read_policy_file,
 )
 from libs.runtime.health import beat_forever, health_file
+from libs.runtime.shutdown import bounded, cancel_tasks
 from services.llm_router.audit import AuditFlusher, AuditSink
 from services.llm_router.http_front import create_metrics_app, create_openai_app
 from services.llm_router.metrics import RouterMetrics
@@ -187,11 +187,7 @@ class RouterService:
             await _bounded(runner.cleanup(), "closing the HTTP front")
         if self.work is not None:
             await _bounded(self.work.stop(), "stopping the work queue")
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await _bounded(task, f"cancelling {task.get_name()}")
+        await cancel_tasks(self._tasks, service=SERVICE)
         if self._flusher_task is not None:
             self.flusher.close()
             await _bounded(self._flusher_task, "flushing the audit buffer")
@@ -202,7 +198,7 @@ class RouterService:
             await _bounded(self.router.aclose(), "closing the router")
         if self._injected_providers is None:
             await _bounded(close_providers(self.providers), "closing the providers")
-        await self.engine.dispose()
+        await _bounded(self.engine.dispose(), "closing the database pool")
 
     # Operations tests drive directly (no sleeping) ---------------------------------------------------------
 
@@ -266,13 +262,5 @@ def _log_policy_error(error: PolicyError) -> None:
     log.error("policy file has errors; keeping the policy in force:\n%s", error)
 
 
-STOP_STEP_TIMEOUT_S = 10.0
-
-
-async def _bounded(step: Awaitable[Any], what: str, timeout_s: float = STOP_STEP_TIMEOUT_S) -> None:
-    try:
-        await asyncio.wait_for(step, timeout=timeout_s)
-    except TimeoutError:
-        log.warning("router stop: %s took longer than %.0f s; going on", what, timeout_s)
-    except Exception:
-        log.exception("router stop: %s failed; going on", what)
+async def _bounded(step: Awaitable[Any], what: str) -> None:
+    await bounded(step, what, service=SERVICE)

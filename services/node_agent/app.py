@@ -29,10 +29,13 @@ from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import RpcTimeout, RpcUnavailable
 from libs.runtime.health import beat_forever, health_file
+from libs.runtime.shutdown import bounded, cancel_tasks
 from services.node_agent.runtime import PodRuntime, RunningPod
 from services.node_agent.settings import NodeAgentSettings
 
 log = logging.getLogger(__name__)
+
+SERVICE = "node_agent"
 
 PRODUCER = "node-agent"
 DISRUPTION_TARGET = "DisruptionTarget"
@@ -102,19 +105,16 @@ class NodeAgentService:
             asyncio.create_task(self._run_timers(), name="pod-timers"),
         ]
         if self.settings.data_dir:
-            beacon = health_file(Path(self.settings.run_dir), "node_agent")
+            beacon = health_file(Path(self.settings.run_dir), SERVICE)
             self._tasks.append(asyncio.create_task(beat_forever(beacon), name="health"))
         log.info("node agent ready", extra={"nodes": len(self.nodes), "running": len(self.runtime)})
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self.consumer.stop()
-        await self.broker.stop()
-        await self.engine.dispose()
+        """Stop in bounded time: a step that hangs on a dead peer is logged and left behind."""
+        await cancel_tasks(self._tasks, service=SERVICE)
+        await bounded(self.consumer.stop(), "stopping the consumer", service=SERVICE)
+        await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)
+        await bounded(self.engine.dispose(), "closing the database pool", service=SERVICE)
 
     def wake(self) -> None:
         """Check the pod timers now (e.g. after a test moved the clock)."""

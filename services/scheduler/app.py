@@ -31,6 +31,7 @@ from libs.messaging.relay import OutboxRelay
 from libs.messaging.streams import ensure_streams
 from libs.runtime.health import beat, health_file
 from libs.runtime.settings import PodwaySettings
+from libs.runtime.shutdown import bounded, cancel_tasks
 from services.scheduler.handlers import SUBJECTS, apply_event
 from services.scheduler.lease import LeaseThread
 from services.scheduler.memory_inbox import MemoryInbox, MemoryUnitOfWork
@@ -40,6 +41,8 @@ from services.scheduler.scheduler import GangScheduler
 from services.scheduler.store import load_world, write_outcomes
 
 log = logging.getLogger(__name__)
+
+SERVICE = "scheduler"
 
 LEASE_NAME = "scheduler"
 CONSUMER_NAME = "scheduler"
@@ -128,15 +131,11 @@ class SchedulerService:
 
     async def stop(self, *, release_lease: bool = True) -> None:
         """Stop; with `release_lease=False` the lease is left to lapse, as when the process dies."""
-        await self.elector.stop(release=release_lease)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await self._deposed()
-        await self.broker.stop()
-        await self.engine.dispose()
+        await bounded(self.elector.stop(release=release_lease), "stopping the election", service=SERVICE)
+        await cancel_tasks(self._tasks, service=SERVICE)
+        await bounded(self._deposed(), "ending the term", service=SERVICE)
+        await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)
+        await bounded(self.engine.dispose(), "closing the database pool", service=SERVICE)
         self.metrics.close()
 
     @property

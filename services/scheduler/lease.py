@@ -14,6 +14,7 @@ from libs.db.engine import create_engine, create_session_factory
 from libs.db.ports import Clock, UnitOfWorkFactory
 from libs.db.records import Fence, Lease
 from libs.db.uow import unit_of_work_factory
+from libs.runtime.shutdown import STOP_STEP_TIMEOUT_S, bounded
 
 log = logging.getLogger(__name__)
 
@@ -177,10 +178,14 @@ class LeaseThread:
         if not self._thread.is_alive():
             return
         if release:
-            await self._in_thread(self._step_down())
-        if self._loop is not None and self._task is not None:
-            self._loop.call_soon_threadsafe(self._task.cancel)
-        await asyncio.to_thread(self._thread.join)
+            await bounded(self._in_thread(self._step_down()), "stepping down", service=self.name)
+        if self._loop is not None and self._task is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the thread's loop closed in between
+                self._loop.call_soon_threadsafe(self._task.cancel)
+        # A daemon thread: if its loop is stuck on a dead database, leave it behind rather than hang.
+        await asyncio.to_thread(self._thread.join, STOP_STEP_TIMEOUT_S)
+        if self._thread.is_alive():
+            log.warning("lease %s thread did not stop in %.0f s; left behind", self.name, STOP_STEP_TIMEOUT_S)
 
     def renewed(self, lease: Lease, sent: float) -> None:
         """A write transaction renewed the lease (see `LeaderElector.renewed`)."""
