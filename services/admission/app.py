@@ -9,8 +9,9 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
-from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
+from libs.core.admission.apply import ApplyContext, PreparedBatch, admit_batch, prepare_batch, write_runs
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import ConflictError
@@ -53,6 +54,13 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class PreparedApply(NamedTuple):
+    """An apply request converted on arrival, waiting for its group commit."""
+
+    request_id: str
+    batch: PreparedBatch
+
+
 class AdmissionService:
     """Wiring only: every decision is made by libs.core.admission."""
 
@@ -73,7 +81,7 @@ class AdmissionService:
         self.broker = make_broker(settings.nats_url, f"admission-{settings.instance}")
         self.relay: OutboxRelay | None = None
         self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
-        self.batcher = ApplyBatcher(self._apply_group)
+        self.batcher: ApplyBatcher[PreparedApply] = ApplyBatcher(self._apply_group)
         self._tasks: list[asyncio.Task[None]] = []
         self._wire()
 
@@ -142,18 +150,20 @@ class AdmissionService:
 
     async def on_apply(self, body: bytes) -> ApplyReply:
         request = ApplyRequest.model_validate_json(body)
+        # Converted here, as requests arrive, so that it overlaps the group commit in progress.
+        prepared = PreparedApply(request.request_id, prepare_batch(request.manifests))
         if request.dry_run:
-            return await self._dry_run(request)
-        return await self.batcher.submit(request)
+            return await self._dry_run(prepared)
+        return await self.batcher.submit(prepared)
 
-    async def _dry_run(self, request: ApplyRequest) -> ApplyReply:
-        batch = prepare_batch(request.manifests)
+    async def _dry_run(self, prepared: PreparedApply) -> ApplyReply:
+        request, batch = prepared
         async with self.uow() as uow:
             view = await load_view(uow, batch.keys)
-        decision = admit_batch(batch, view, self._context(request.request_id))
-        return ApplyReply(request_id=request.request_id, results=decision.results, warnings=decision.warnings)
+        decision = admit_batch(batch, view, self._context(request))
+        return ApplyReply(request_id=request, results=decision.results, warnings=decision.warnings)
 
-    async def _apply_group(self, requests: list[ApplyRequest]) -> list[ApplyReply]:
+    async def _apply_group(self, requests: list[PreparedApply]) -> list[ApplyReply]:
         """Decide and write a group of applies in one transaction; a conflict re-reads and decides again."""
         for attempt in range(CONFLICT_RETRIES):
             try:
@@ -164,21 +174,17 @@ class AdmissionService:
             return [reply for r in requests for reply in await self._apply_group([r])]
         return await self._apply_once(requests)
 
-    async def _apply_once(self, requests: list[ApplyRequest]) -> list[ApplyReply]:
-        batches = [prepare_batch(r.manifests) for r in requests]
+    async def _apply_once(self, requests: list[PreparedApply]) -> list[ApplyReply]:
         async with self.uow() as uow:
-            view = await load_view(uow, set().union(*(b.keys for b in batches)))
-            replies = []
-            for request, batch in zip(requests, batches, strict=True):
-                decision = admit_batch(batch, view, self._context(request.request_id))
-                await write_decision(uow, decision, now=self.clock())
-                replies.append(
-                    ApplyReply(
-                        request_id=request.request_id, results=decision.results, warnings=decision.warnings
-                    )
-                )
+            view = await load_view(uow, set().union(*(r.batch.keys for r in requests)))
+            decisions = [admit_batch(r.batch, view, self._context(r.request_id)) for r in requests]
+            for run in write_runs(decisions):
+                await write_decision(uow, run, now=self.clock())
             await uow.commit()
-        return replies
+        return [
+            ApplyReply(request_id=r.request_id, results=d.results, warnings=d.warnings)
+            for r, d in zip(requests, decisions, strict=True)
+        ]
 
     def _context(self, request_id: str) -> ApplyContext:
         return ApplyContext(now=self.clock(), new_uid=self.new_uid, request_id=request_id)

@@ -7,31 +7,34 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
-from libs.events.rpc import ApplyReply, ApplyRequest
+from libs.events.rpc import ApplyReply
 
 log = logging.getLogger(__name__)
 
-ApplyGroup = Callable[[list[ApplyRequest]], Awaitable[list[ApplyReply]]]
+Item = TypeVar("Item")
 
 
 @dataclass
-class _Pending:
-    request: ApplyRequest
+class _Pending(Generic[Item]):
+    request: Item
     answer: asyncio.Future[ApplyReply] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
 
-class ApplyBatcher:
+class ApplyBatcher(Generic[Item]):
     """Collects apply requests while the previous group is being written, then writes them together."""
 
-    def __init__(self, apply_group: ApplyGroup, *, max_group: int = 64) -> None:
+    def __init__(
+        self, apply_group: Callable[[list[Item]], Awaitable[list[ApplyReply]]], *, max_group: int = 64
+    ) -> None:
         self._apply_group = apply_group
         self._max_group = max_group
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._queue: asyncio.Queue[_Pending[Item]] = asyncio.Queue()
 
-    async def submit(self, request: ApplyRequest) -> ApplyReply:
+    async def submit(self, request: Item) -> ApplyReply:
         pending = _Pending(request)
         self._queue.put_nowait(pending)
         return await pending.answer
@@ -43,7 +46,7 @@ class ApplyBatcher:
                 group.append(self._queue.get_nowait())
             await self._answer(group)
 
-    async def _answer(self, group: list[_Pending]) -> None:
+    async def _answer(self, group: list[_Pending[Item]]) -> None:
         try:
             replies = await self._apply_group([p.request for p in group])
         except Exception as exc:

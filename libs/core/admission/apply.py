@@ -121,6 +121,21 @@ def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) ->
     return decision
 
 
+def write_runs(decisions: list[BatchDecision]) -> list[BatchDecision]:
+    """Decisions of one group commit joined into as few writes as keep their order.
+
+    A store writes a decision's removals before its writes, so a decision that removes something starts a new
+    run: joined with an earlier one, its removal would land before the earlier decision's writes."""
+    runs: list[BatchDecision] = []
+    for decision in decisions:
+        if not runs or decision.removals:
+            runs.append(BatchDecision(removals=list(decision.removals)))
+        run = runs[-1]
+        run.writes.extend(decision.writes)
+        run.events.extend(decision.events)
+    return runs
+
+
 def admit_document(
     doc: Mapping[str, Any], view: AdmissionView, decision: BatchDecision, ctx: ApplyContext
 ) -> ObjectResult:

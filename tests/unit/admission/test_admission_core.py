@@ -267,3 +267,19 @@ def test_a_failed_job_is_not_restarted():
         {**job.manifest, "status": {"conditions": [{"type": "Failed", "status": "True"}]}},
     )
     assert recreate_gang_pods(failed_job, group, pods, view, ctx()).removals == []
+
+
+def test_a_group_commit_joins_decisions_but_a_removal_starts_a_new_run() -> None:
+    from libs.core.admission.apply import write_runs
+    from libs.core.admission.model import BatchDecision, ObjectRemoval
+
+    first, second, third = BatchDecision(), BatchDecision(), BatchDecision()
+    first.writes.append("w1")
+    second.writes.append("w2")
+    third.removals.append(ObjectRemoval("Pod", "ns", "p-0", uid="u", expected_resource_version=1))
+    third.writes.append("w3")
+
+    runs = write_runs([first, second, third])
+
+    assert [run.writes for run in runs] == [["w1", "w2"], ["w3"]]
+    assert [len(run.removals) for run in runs] == [0, 1]
