@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from libs.client.client import PodwayClient
 from libs.runtime.health import health_file, last_beat
 from libs.runtime.nats_server import EmbeddedNatsServer
@@ -168,14 +170,26 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
     proc = _start_admission(nats.url, database_url, tmp)
     try:
+        service = psutil.Process(proc.pid)
+        cpu_before = _cpu_seconds(service)
         async with PodwayClient(nats.url, timeout_s=120) as client:
-            return await _load(client, args)
+            metrics = await _load(client, args)
+        # Robust to a busy host where the rate is not: what one PodGroup costs the service's one core.
+        metrics["service_cpu_ms_per_podgroup"] = round(
+            (_cpu_seconds(service) - cpu_before) * 1000 / args.podgroups, 3
+        )
+        return metrics
     finally:
         proc.terminate()
         proc.wait(30)
         nats.stop()
         if dropped:
             await _drop_postgres(args.database_url, dropped)
+
+
+def _cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from libs.messaging.consumer import EventConsumer
+from libs.messaging.rpc import start_rpc
 from libs.messaging.streams import ensure_streams
 
 # A stuck drain must never hold a service's shutdown for nats-py's default 30 s.
@@ -46,5 +47,6 @@ async def start_broker(broker: NatsBroker, consumers: Sequence[EventConsumer] = 
     for consumer in consumers:
         await consumer.ensure(js)
     await broker.start()
+    await start_rpc(broker)
     for consumer in consumers:
         await consumer.start()

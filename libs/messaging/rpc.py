@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
 
 import nats.errors
-from faststream import Context
-from faststream.message import StreamMessage
-from faststream.nats import NatsBroker, NatsResponse
+from faststream.nats import NatsBroker
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 from pydantic import BaseModel
-
-from libs.messaging.codec import raw_body
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +38,22 @@ class RpcUnavailable(RpcError):
     """No server listens on the subject."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Route:
+    subject: str
+    handler: RpcHandler
+    queue: str
+    max_in_flight: int
+
+
+_ROUTES: weakref.WeakKeyDictionary[NatsBroker, list[_Route]] = weakref.WeakKeyDictionary()
+
+
 def serve_rpc(
     broker: NatsBroker, subject: str, handler: RpcHandler, *, queue: str, max_in_flight: int = 1
 ) -> None:
     """Answer requests on `subject` with `handler(request bytes) -> reply`; replicas share the `queue` group.
+    Served once the broker is started by `start_broker` (see `start_rpc`).
 
     `max_in_flight` > 1 handles that many requests concurrently (a handler that batches, such as admission's
     group commit, needs requests to arrive while earlier ones wait).
@@ -50,21 +61,52 @@ def serve_rpc(
     A handler exception becomes an error reply (its type in the `Podway-Rpc-Error` header, its message as the
     body), so a caller gets an answer instead of a timeout.
     """
+    _ROUTES.setdefault(broker, []).append(_Route(subject, handler, queue, max_in_flight))
 
-    async def on_request(message: StreamMessage[Any] = Context("message")) -> NatsResponse:
+
+async def start_rpc(broker: NatsBroker) -> None:
+    """Subscribe the routes `serve_rpc` registered on `broker` (connected), as plain core-NATS queue
+    subscriptions: a request is bytes in, bytes out, so faststream's per-message decoding and dependency
+    injection would be pure overhead on admission's hottest path."""
+    client: Client = broker.connection
+    for route in _ROUTES.get(broker, []):
+        await client.subscribe(route.subject, queue=route.queue, cb=_serve(client, route))
+
+
+def _serve(client: Client, route: _Route) -> Callable[[Msg], Awaitable[None]]:
+    if route.max_in_flight <= 1:
+
+        async def one_at_a_time(msg: Msg) -> None:
+            await _answer(client, route, msg)
+
+        return one_at_a_time
+    slots = asyncio.Semaphore(route.max_in_flight)
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def concurrently(msg: Msg) -> None:
+        await slots.acquire()  # back-pressure: further requests wait in the subscription's queue
+        task = asyncio.get_running_loop().create_task(_answer(client, route, msg))
+        tasks.add(task)
+        task.add_done_callback(finished)
+
+    def finished(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        slots.release()
+
+    return concurrently
+
+
+async def _answer(client: Client, route: _Route, msg: Msg) -> None:
+    try:
+        reply, headers = _encode(await route.handler(msg.data)), None
+    except Exception as exc:
+        log.exception("rpc %s failed", route.subject)
+        reply, headers = str(exc).encode(), {ERROR_HEADER: type(exc).__name__}
+    if msg.reply:
         try:
-            reply = await handler(message.body)
-        except Exception as exc:
-            log.exception("rpc %s failed", subject)
-            return NatsResponse(str(exc).encode(), headers={ERROR_HEADER: type(exc).__name__})
-        return NatsResponse(_encode(reply))
-
-    if max_in_flight > 1:
-        broker.subscriber(
-            subject, queue=queue, decoder=raw_body, title=f"{subject}:serve", max_workers=max_in_flight
-        )(on_request)
-        return
-    broker.subscriber(subject, queue=queue, decoder=raw_body, title=f"{subject}:serve")(on_request)
+            await client.publish(msg.reply, reply, headers=headers)
+        except nats.errors.Error:
+            log.warning("rpc %s: could not answer (connection closing)", route.subject)
 
 
 async def request(
@@ -72,7 +114,7 @@ async def request(
 ) -> bytes:
     """Send a request and return the reply bytes; raises RpcError, RpcTimeout or RpcUnavailable.
 
-    Takes a nats-py client (the CLI) or a faststream broker (services, and tests under `TestNatsBroker`).
+    Takes a nats-py client (the CLI) or a faststream broker (services).
     """
     data = _encode(payload)
     try:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
 import pytest
-from faststream.nats import TestNatsBroker
 from nats.js import JetStreamContext
 from pydantic import BaseModel
 
@@ -80,17 +80,27 @@ async def test_nobody_serving_is_reported_as_unavailable(nats_url: str) -> None:
             await request(client, "podway.rpc.nobody.home", b"{}", timeout_s=1)
 
 
-async def test_rpc_works_in_memory_under_test_nats_broker() -> None:
-    served: Counter[str] = Counter()
-    broker = make_broker("nats://127.0.0.1:1", "admission")
-    serve_rpc(broker, SUBJECT, counting_echo(served, "admission"), queue="admission")
+async def test_a_server_with_room_for_several_requests_serves_them_at_once(nats_url: str) -> None:
+    arrived, all_here = 0, asyncio.Event()
 
-    async with TestNatsBroker(broker) as test_broker:
-        reply = await request(test_broker, SUBJECT, Echo(text="hi"))
-        with pytest.raises(RpcError, match="exploding"):
-            await request(test_broker, SUBJECT, Echo(text="explode"))
+    async def wait_for_the_others(body: bytes) -> bytes:
+        nonlocal arrived
+        arrived += 1
+        if arrived == 4:
+            all_here.set()
+        await all_here.wait()  # served one at a time, the first request would wait here forever
+        return body
 
-    assert Echo.model_validate_json(reply).text == "HI"
+    server = make_broker(nats_url, "admission")
+    serve_rpc(server, SUBJECT, wait_for_the_others, queue="admission", max_in_flight=4)
+    client = make_broker(nats_url, "client")
+
+    async with running(server), running(client):
+        replies = await asyncio.gather(
+            *(request(connection(client), SUBJECT, f"r{i}".encode(), timeout_s=5) for i in range(4))
+        )
+
+    assert sorted(replies) == [b"r0", b"r1", b"r2", b"r3"]
 
 
 async def test_publisher_publishes_an_event_once_however_often_it_is_sent(
