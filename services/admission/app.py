@@ -38,7 +38,7 @@ from libs.runtime.health import beat_forever, health_file
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries
-from services.admission.batcher import ApplyBatcher
+from services.admission.batcher import ApplyBatcher, Footprint
 from services.admission.store import known_from_stored, load_view, write_decision
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,8 @@ SERVICE = "admission"
 
 CONFLICT_RETRIES = 5
 APPLY_IN_FLIGHT = 256
+#: Group commits in flight at once on PostgreSQL (SQLite has one writer: there a second would only queue).
+APPLY_PIPELINE_DEPTH = 2
 Clock = Callable[[], datetime]
 
 
@@ -81,7 +83,11 @@ class AdmissionService:
         self.broker = make_broker(settings.nats_url, f"admission-{settings.instance}")
         self.relay: OutboxRelay | None = None
         self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
-        self.batcher: ApplyBatcher[PreparedApply] = ApplyBatcher(self._apply_group)
+        self.batcher: ApplyBatcher[PreparedApply] = ApplyBatcher(
+            self._apply_group,
+            footprint_of=_footprint_of,
+            depth=1 if self.engine.dialect.name == "sqlite" else APPLY_PIPELINE_DEPTH,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._wire()
 
@@ -241,3 +247,12 @@ class AdmissionService:
         request = EventsRequest.model_validate_json(body)
         async with self.uow() as uow:
             return await queries.events(uow, request)
+
+
+def _footprint_of(prepared: PreparedApply) -> Footprint | None:
+    """What an apply's decision reads and writes; None (anything) when it writes a PriorityClass, which every
+    decision reads."""
+    batch = prepared.batch
+    if any(kind == "PriorityClass" for kind, _, _ in batch.writes):
+        return None
+    return Footprint(batch.keys, batch.writes)

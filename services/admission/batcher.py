@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from libs.events.rpc import ApplyReply
 
 log = logging.getLogger(__name__)
 
 Item = TypeVar("Item")
+
+
+class Footprint(NamedTuple):
+    """What a request may read (what it writes included) and write."""
+
+    reads: AbstractSet[Hashable]
+    writes: AbstractSet[Hashable]
 
 
 @dataclass
@@ -25,14 +33,28 @@ class _Pending(Generic[Item]):
 
 
 class ApplyBatcher(Generic[Item]):
-    """Collects apply requests while the previous group is being written, then writes them together."""
+    """Collects apply requests while earlier groups are being written, then writes them together.
+
+    With `depth` > 1, a group is decided while the previous one is still committing (overlapping one's
+    database round trips with the other's CPU work), but only when neither writes what the other reads or
+    writes: each group then decides on a view the other cannot change. `footprint_of` names what an item reads
+    (what it writes included) and writes; None means it may touch anything (a PriorityClass changes how every
+    object is admitted) and makes its group run alone."""
 
     def __init__(
-        self, apply_group: Callable[[list[Item]], Awaitable[list[ApplyReply]]], *, max_group: int = 64
+        self,
+        apply_group: Callable[[list[Item]], Awaitable[list[ApplyReply]]],
+        *,
+        footprint_of: Callable[[Item], Footprint | None] = lambda _: None,
+        max_group: int = 64,
+        depth: int = 1,
     ) -> None:
         self._apply_group = apply_group
+        self._footprint_of = footprint_of
         self._max_group = max_group
+        self._depth = depth
         self._queue: asyncio.Queue[_Pending[Item]] = asyncio.Queue()
+        self._in_flight: dict[asyncio.Task[None], Footprint | None] = {}
 
     async def submit(self, request: Item) -> ApplyReply:
         pending = _Pending(request)
@@ -40,11 +62,38 @@ class ApplyBatcher(Generic[Item]):
         return await pending.answer
 
     async def run(self) -> None:
-        while True:
-            group = [await self._queue.get()]
-            while len(group) < self._max_group and not self._queue.empty():
-                group.append(self._queue.get_nowait())
-            await self._answer(group)
+        try:
+            while True:
+                first = await self._queue.get()
+                while len(self._in_flight) >= self._depth:
+                    await self._one_finished()
+                group = [first]
+                while len(group) < self._max_group and not self._queue.empty():
+                    group.append(self._queue.get_nowait())
+                footprint = self._group_footprint(group)
+                while any(_conflict(footprint, other) for other in self._in_flight.values()):
+                    await self._one_finished()
+                task = asyncio.create_task(self._answer(group), name="apply-group")
+                self._in_flight[task] = footprint
+        finally:
+            for task in self._in_flight:
+                task.cancel()
+
+    def _group_footprint(self, group: list[_Pending[Item]]) -> Footprint | None:
+        reads: set[Hashable] = set()
+        writes: set[Hashable] = set()
+        for pending in group:
+            footprint = self._footprint_of(pending.request)
+            if footprint is None:
+                return None
+            reads |= footprint.reads
+            writes |= footprint.writes
+        return Footprint(frozenset(reads), frozenset(writes))
+
+    async def _one_finished(self) -> None:
+        done, _ = await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            del self._in_flight[task]
 
     async def _answer(self, group: list[_Pending[Item]]) -> None:
         try:
@@ -58,3 +107,9 @@ class ApplyBatcher(Generic[Item]):
         for pending, reply in zip(group, replies, strict=True):
             if not pending.answer.done():
                 pending.answer.set_result(reply)
+
+
+def _conflict(one: Footprint | None, other: Footprint | None) -> bool:
+    if one is None or other is None:
+        return True
+    return not (one.writes.isdisjoint(other.reads) and other.writes.isdisjoint(one.reads))

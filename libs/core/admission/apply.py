@@ -57,28 +57,42 @@ class PreparedBatch:
     documents: list[dict[str, Any]]
     warnings: list[str]
     keys: set[ObjectKey]
+    """Every stored object the batch may read (what it writes included)."""
+    writes: frozenset[ObjectKey] = frozenset()
+    """The objects the batch may write: its documents and what its Jobs expand to."""
 
 
 def prepare_batch(docs: list[dict[str, Any]]) -> PreparedBatch:
-    """Convert once; name every stored object the batch may read."""
+    """Convert once; name every stored object the batch may read and write."""
     converted, warnings = convert_documents(docs)
-    return PreparedBatch(converted, list(dict.fromkeys(warnings)), keys_touched(converted))
+    reads, writes = footprint(converted)
+    return PreparedBatch(converted, list(dict.fromkeys(warnings)), reads, frozenset(writes))
 
 
 def keys_touched(converted: list[dict[str, Any]]) -> set[ObjectKey]:
     """Every stored object a converted batch may read: the objects themselves, PodGroups' Workloads, Pods'
     PodGroups, and the objects a Job expands to."""
-    keys: set[ObjectKey] = set()
+    return footprint(converted)[0]
+
+
+def footprint(converted: list[dict[str, Any]]) -> tuple[set[ObjectKey], set[ObjectKey]]:
+    """What a converted batch may read (see keys_touched) and, of that, what it may write."""
+    reads: set[ObjectKey] = set()
+    writes: set[ObjectKey] = set()
     for doc in converted:
         key = raw_key(doc)
         if key is None:
             continue
-        keys.add(key)
-        keys.update(_related_keys(key, doc))
-    return keys
+        writes.add(key)
+        if key[0] == "Job":
+            writes.update(_job_keys(doc))
+        else:
+            reads.update(_referenced_keys(key, doc))
+    reads |= writes
+    return reads, writes
 
 
-def _related_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
+def _referenced_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
     kind, namespace, _ = key
     spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
     assert isinstance(spec, dict)
@@ -88,8 +102,6 @@ def _related_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
     if kind == "Pod":
         group = (spec.get("schedulingGroup") or {}).get("podGroupName")
         return {("PodGroup", namespace, group)} if isinstance(group, str) else set()
-    if kind == "Job":
-        return _job_keys(doc)
     return set()
 
 

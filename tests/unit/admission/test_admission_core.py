@@ -283,3 +283,32 @@ def test_a_group_commit_joins_decisions_but_a_removal_starts_a_new_run() -> None
 
     assert [run.writes for run in runs] == [["w1", "w2"], ["w3"]]
     assert [len(run.removals) for run in runs] == [0, 1]
+
+
+def test_a_batch_footprint_reads_its_references_but_writes_only_its_own_objects() -> None:
+    from libs.core.admission.apply import prepare_batch
+
+    batch = prepare_batch(
+        [
+            {
+                "apiVersion": "scheduling.k8s.io/v1alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": "g", "namespace": "ns"},
+                "spec": {
+                    "podGroupTemplateRef": {"workload": {"workloadName": "w", "podGroupTemplateName": "t"}}
+                },
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {
+                    "schedulingGroup": {"podGroupName": "g"},
+                    "containers": [{"name": "c", "image": "i"}],
+                },
+            },
+        ]
+    )
+
+    assert batch.writes == {("PodGroup", "ns", "g"), ("Pod", "ns", "p")}
+    assert batch.keys == {("PodGroup", "ns", "g"), ("Pod", "ns", "p"), ("Workload", "ns", "w")}
