@@ -13,7 +13,7 @@ from datetime import datetime
 from libs.core import scheduling as core
 from libs.core.scheduling import ConditionReason, ConditionType, Placement
 from libs.db.ports import UnitOfWork
-from libs.db.records import Condition, Fence, PodBinding, StoredObject
+from libs.db.records import Condition, Fence, JsonObject, PodBinding, StoredObject
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.scheduling import (
     PlacementProposed,
@@ -33,7 +33,6 @@ from libs.events.scheduling import (
     TopologyDomainRef,
 )
 from services.scheduler.adapter import STANDALONE_PREFIX, ApiObject, pod_group_name
-from services.scheduler.bulk_bindings import bind_all
 from services.scheduler.outcomes import (
     AllocationFailed,
     Binding,
@@ -102,8 +101,9 @@ async def write_outcomes(uow: UnitOfWork, outcomes: Iterable[Outcome], *, fence:
     """Write every outcome of a pass in the caller's unit of work (the caller commits); returns how many
     pods were bound.
 
-    Bindings go in last: the first one locks the lease row (the fence) until commit, and lease renewals
-    wait on that lock, so it is held only for the bindings and the events.
+    Statuses and conditions are gathered over the pass and written in a few statements whatever the number
+    of gangs. Bindings go in last: they lock the lease row (the fence) until commit, and lease renewals wait
+    on that lock, so it is held only for the bindings and the events.
     """
     outcomes = list(outcomes)
     writer = _Writer(uow, fence, now)
@@ -121,7 +121,8 @@ async def write_outcomes(uow: UnitOfWork, outcomes: Iterable[Outcome], *, fence:
             await writer.timed_out(outcome)
         elif isinstance(outcome, Restart):
             await writer.restart(outcome)
-    await bind_all(uow, writer.bindings, fence=fence)
+    await writer.flush()
+    await uow.bindings.bind_many(writer.bindings, fence=fence)
     return bound
 
 
@@ -160,6 +161,8 @@ class _Writer:
         self.now = now
         self.bindings: list[PodBinding] = []
         self.podgroups: dict[str, StoredObject] = {}
+        self._statuses: dict[str, JsonObject] = {}
+        self._conditions: dict[tuple[str, str], Condition] = {}
 
     async def prefetch(self, outcomes: Sequence[Outcome]) -> None:
         """Read every PodGroup the outcomes write to, in one query."""
@@ -298,18 +301,19 @@ class _Writer:
         story.emit(PodGroupRestarted(podgroup=ref, reason=restart.message, evicted=evicted))
         await self._set_placement(restart.group, {"domain": None, "nodes": [], "pods": {}})
 
+    async def flush(self) -> None:
+        """Write the statuses and conditions gathered over the pass."""
+        await self.uow.objects.update_statuses(
+            [(self.podgroups[uid], status) for uid, status in self._statuses.items()]
+        )
+        await self.uow.conditions.set_many(list(self._conditions.values()))
+
     async def _set_placement(self, group: GroupRef, placement: dict[str, object]) -> int | None:
-        """Write `status.placement`; returns the PodGroup's generation, None when it is gone."""
+        """Set `status.placement` (written at flush); returns the PodGroup's generation, None when it is gone."""
         stored = self.podgroups.get(group.uid)
         if stored is None:
             return None
-        self.podgroups[group.uid] = await self.uow.objects.update_status(
-            "PodGroup",
-            group.namespace,
-            group.name,
-            {**stored.status, "placement": placement},
-            expected_resource_version=stored.resource_version,
-        )
+        self._statuses[group.uid] = {**self._statuses.get(group.uid, stored.status), "placement": placement}
         return stored.generation
 
     async def _group_condition(self, group: GroupRef, status: bool, reason: str, message: str) -> None:
@@ -320,30 +324,26 @@ class _Writer:
     async def _set_condition(
         self, uid: str, status: bool, reason: str, message: str, generation: int
     ) -> None:
-        await self.uow.conditions.set(
-            Condition(
-                object_uid=uid,
-                type=ConditionType.POD_GROUP_SCHEDULED,
-                status="True" if status else "False",
-                owner=CONDITION_OWNER,
-                reason=reason,
-                message=message,
-                observed_generation=generation,
-            )
+        self._conditions[(uid, ConditionType.POD_GROUP_SCHEDULED)] = Condition(
+            object_uid=uid,
+            type=ConditionType.POD_GROUP_SCHEDULED,
+            status="True" if status else "False",
+            owner=CONDITION_OWNER,
+            reason=reason,
+            message=message,
+            observed_generation=generation,
         )
 
     async def _pod_condition(self, pod_uid: str, status: bool, reason: str, message: str) -> None:
         if await self.uow.objects.get_by_uid(pod_uid) is None:
             return
-        await self.uow.conditions.set(
-            Condition(
-                object_uid=pod_uid,
-                type=POD_SCHEDULED,
-                status="True" if status else "False",
-                owner=CONDITION_OWNER,
-                reason=reason,
-                message=message,
-            )
+        self._conditions[(pod_uid, POD_SCHEDULED)] = Condition(
+            object_uid=pod_uid,
+            type=POD_SCHEDULED,
+            status="True" if status else "False",
+            owner=CONDITION_OWNER,
+            reason=reason,
+            message=message,
         )
 
 

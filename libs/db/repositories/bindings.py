@@ -3,6 +3,7 @@ a stale lease epoch (the check runs in the database, in the inserting transactio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Row, delete, select
@@ -28,14 +29,7 @@ class SqlAlchemyBindingRepository:
         Raises AlreadyBoundError (the transaction stays usable) or StaleEpochError (the database refused the
         write; roll back: this replica is no longer the leader).
         """
-        values = {
-            "pod_uid": binding.pod_uid,
-            "node_name": binding.node_name,
-            "podgroup_uid": binding.podgroup_uid,
-            "lease_name": fence.lease,
-            "epoch": fence.epoch,
-            "bound_at": binding.bound_at,
-        }
+        values = _row(binding, fence)
         try:
             result = await self._session.execute(
                 insert_ignoring_duplicates(self._session, pod_bindings, values)
@@ -46,6 +40,24 @@ class SqlAlchemyBindingRepository:
             raise
         if rowcount(result) != 1:
             raise AlreadyBoundError(f"pod {binding.pod_uid} is already bound")
+
+    async def bind_many(self, bindings: Sequence[PodBinding], *, fence: Fence) -> None:
+        """Bind many pods in one statement, all or none: AlreadyBoundError or StaleEpochError as `bind` (the
+        fence trigger runs for every row)."""
+        if not bindings:
+            return
+        statement = insert_ignoring_duplicates(self._session, pod_bindings, {}).returning(
+            pod_bindings.c.pod_uid
+        )
+        rows = [_row(binding, fence) for binding in bindings]
+        try:
+            inserted = len((await self._session.execute(statement, rows)).all())
+        except DBAPIError as exc:
+            if is_stale_epoch(exc):
+                raise StaleEpochError(f"binding {len(rows)} pods: {fence} is stale") from exc
+            raise
+        if inserted != len(rows):
+            raise AlreadyBoundError(f"{len(rows) - inserted} of {len(rows)} pods are already bound")
 
     async def get(self, pod_uid: str) -> PodBinding | None:
         """The binding of a pod, or None."""
@@ -73,6 +85,17 @@ class SqlAlchemyBindingRepository:
         await assert_epoch(self._session, fence.lease, fence.epoch)
         result = await self._session.execute(delete(pod_bindings).where(pod_bindings.c.pod_uid == pod_uid))
         return rowcount(result) > 0
+
+
+def _row(binding: PodBinding, fence: Fence) -> dict[str, Any]:
+    return {
+        "pod_uid": binding.pod_uid,
+        "node_name": binding.node_name,
+        "podgroup_uid": binding.podgroup_uid,
+        "lease_name": fence.lease,
+        "epoch": fence.epoch,
+        "bound_at": binding.bound_at,
+    }
 
 
 def _to_binding(row: Row[Any]) -> PodBinding:

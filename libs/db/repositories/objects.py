@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, delete, insert, select, tuple_, update
+from sqlalchemy import Integer, Row, Select, String, column, delete, insert, select, tuple_, update, values
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -18,6 +18,7 @@ from libs.db.ports import Clock
 from libs.db.records import JsonObject, ObjectDraft, StoredObject
 from libs.db.repositories._sql import insert_ignoring_duplicates, rowcount
 from libs.db.schema import objects
+from libs.db.types import JsonDocument
 
 MUST_NOT_EXIST = 0
 """`expected_resource_version=MUST_NOT_EXIST` makes `upsert` a create."""
@@ -110,6 +111,41 @@ class SqlAlchemyObjectRepository:
         """Replace the status only (generation unchanged)."""
         current = await self._require(kind, namespace, name, expected_resource_version)
         return await self._write(current, {"status": status})
+
+    async def update_statuses(self, changes: Sequence[tuple[StoredObject, JsonObject]]) -> list[StoredObject]:
+        """Replace the status of objects read earlier, each compare-and-set on the version it was read at, in
+        one statement; ConflictError (write nothing: roll back) when any of them changed since."""
+        if not changes:
+            return []
+        now = self._clock()
+        rows = [(current.uid, current.resource_version, status) for current, status in changes]
+        # A CTE rather than `FROM (VALUES ...) AS given (columns)`, which SQLite cannot parse.
+        given = (
+            values(
+                column("uid", String),
+                column("expected", Integer),
+                column("status", JsonDocument),
+                name="given",
+            )
+            .data(rows)
+            .cte("given")
+        )
+        statement = (
+            update(objects)
+            .where(objects.c.uid == given.c.uid, objects.c.resource_version == given.c.expected)
+            .values(status=given.c.status, resource_version=objects.c.resource_version + 1, updated_at=now)
+            .returning(objects.c.uid)
+        )
+        written = set((await self._session.execute(statement)).scalars())
+        if len(written) != len(rows):
+            missed = sorted(f"{c.kind} {c.namespace}/{c.name}" for c, _ in changes if c.uid not in written)
+            raise ConflictError(f"changed concurrently: {', '.join(missed)}")
+        return [
+            dataclasses.replace(
+                current, status=status, resource_version=current.resource_version + 1, updated_at=now
+            )
+            for current, status in changes
+        ]
 
     async def request_deletion(self, kind: str, namespace: str, name: str) -> StoredObject:
         """Mark an object for deletion; the owning controller deletes it once it has cleaned up."""

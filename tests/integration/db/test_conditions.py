@@ -65,3 +65,33 @@ async def test_conditions_go_with_their_object(uow_factory: UowFactory) -> None:
         await uow.commit()
     async with uow_factory() as uow:
         assert await uow.conditions.list_for(uid) == []
+
+
+async def test_many_conditions_are_set_at_once_with_the_same_rules_as_one(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    async with uow_factory() as uow:
+        kept, flipped, fresh = [(await uow.objects.upsert(make_draft(f"g-{i}"))).uid for i in range(3)]
+        before = await uow.conditions.set_many([scheduled(kept, "False"), scheduled(flipped, "False")])
+        await uow.commit()
+    fake_clock.advance(timedelta(seconds=30))
+
+    async with uow_factory() as uow:
+        after = await uow.conditions.set_many(
+            [scheduled(kept, "False"), scheduled(flipped, "True"), scheduled(fresh, "True")]
+        )
+        await uow.commit()
+
+    assert after[0].last_transition_time == before[0].last_transition_time
+    assert after[1].last_transition_time == fake_clock.now
+    assert after[2].last_transition_time == fake_clock.now
+    async with uow_factory() as uow:
+        assert [await uow.conditions.get(uid, "PodGroupScheduled") for uid in (kept, flipped, fresh)] == after
+
+
+async def test_setting_many_conditions_refuses_one_owned_by_another_writer(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        uid = (await uow.objects.upsert(make_draft())).uid
+        await uow.conditions.set(scheduled(uid, "True", owner="preemptor"))
+        with pytest.raises(ConditionOwnershipError):
+            await uow.conditions.set_many([scheduled(uid, "False")])

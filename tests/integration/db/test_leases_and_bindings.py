@@ -141,3 +141,35 @@ async def test_unbind_needs_the_current_epoch(uow_factory: UowFactory, fake_cloc
     async with uow_factory() as uow:
         assert await uow.bindings.unbind("pod-1", fence=new)
         await uow.commit()
+
+
+async def test_a_gang_is_bound_in_one_statement_and_refused_whole_when_one_pod_is_bound(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    fence = await acquire(uow_factory, "scheduler-a", fake_clock)
+    assert fence is not None
+    async with uow_factory() as uow:
+        await uow.bindings.bind_many([binding("pod-1", "node-a"), binding("pod-2", "node-b")], fence=fence)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        with pytest.raises(AlreadyBoundError, match="1 of 2"):
+            await uow.bindings.bind_many([binding("pod-3"), binding("pod-2", "node-c")], fence=fence)
+    async with uow_factory() as uow:
+        assert [(b.pod_uid, b.node_name) for b in await uow.bindings.list_for_podgroup("pg-1")] == [
+            ("pod-1", "node-a"),
+            ("pod-2", "node-b"),
+        ]
+
+
+async def test_a_deposed_leader_cannot_bind_a_gang(uow_factory: UowFactory, fake_clock: FakeClock) -> None:
+    old = await acquire(uow_factory, "scheduler-a", fake_clock)
+    fake_clock.advance(TTL * 2)
+    assert await acquire(uow_factory, "scheduler-b", fake_clock) is not None
+    assert old is not None
+
+    async with uow_factory() as uow:
+        with pytest.raises(StaleEpochError):
+            await uow.bindings.bind_many([binding("pod-1"), binding("pod-2")], fence=old)
+    async with uow_factory() as uow:
+        assert await uow.bindings.list_for_podgroup("pg-1") == []

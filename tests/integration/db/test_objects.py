@@ -108,3 +108,50 @@ async def test_leaving_the_block_without_commit_rolls_back(uow_factory: UowFacto
         await uow.objects.upsert(make_draft())
     async with uow_factory() as uow:
         assert await uow.objects.get("PodGroup", "ml", "train-0") is None
+
+
+async def test_statuses_of_many_objects_are_written_in_one_compare_and_set(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    async with uow_factory() as uow:
+        first = await uow.objects.upsert(make_draft("train-0"))
+        second = await uow.objects.upsert(make_draft("train-1"))
+        await uow.commit()
+    fake_clock.advance(timedelta(seconds=3))
+
+    async with uow_factory() as uow:
+        written = await uow.objects.update_statuses(
+            [(first, {"placement": {"nodes": ["n-1"]}}), (second, {"phase": "Running", "n": [1, 2]})]
+        )
+        await uow.commit()
+    async with uow_factory() as uow:
+        stored = [await uow.objects.get("PodGroup", "ml", name) for name in ("train-0", "train-1")]
+
+    assert stored == written
+    assert [s.status for s in written] == [
+        {"placement": {"nodes": ["n-1"]}},
+        {"phase": "Running", "n": [1, 2]},
+    ]
+    assert [s.resource_version for s in written] == [2, 2]
+    assert all(s.updated_at == fake_clock.now for s in written)
+    assert [s.generation for s in written] == [1, 1]
+
+
+async def test_statuses_written_together_are_refused_together_when_one_object_moved_on(
+    uow_factory: UowFactory,
+) -> None:
+    async with uow_factory() as uow:
+        first = await uow.objects.upsert(make_draft("train-0"))
+        second = await uow.objects.upsert(make_draft("train-1"))
+        await uow.commit()
+    async with uow_factory() as uow:
+        await uow.objects.update_status("PodGroup", "ml", "train-1", {"phase": "Failed"})
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        with pytest.raises(ConflictError, match="PodGroup ml/train-1"):
+            await uow.objects.update_statuses([(first, {"phase": "A"}), (second, {"phase": "B"})])
+
+    async with uow_factory() as uow:
+        assert (await uow.objects.get("PodGroup", "ml", "train-0")).status == first.status
+        assert (await uow.objects.get("PodGroup", "ml", "train-1")).status == {"phase": "Failed"}
