@@ -5,6 +5,12 @@ Retries are off here too, which takes one step: the `rest_asyncio` transport sen
 `AsyncAuthorizedSession`, which by itself retries 429/5xx three times with exponential backoff (~3 s for one
 throttle). The session is patched to make a single attempt.
 
+The client's proto-plus wrappers cost more CPU than the call's HTTP exchange: requests are built as raw protobuf
+messages and handed over with `wrap` (no copy), and responses are read through their raw protobuf (`pb`), both
+public proto-plus API. The session's per-call `max_allowed_time` is off too: google-auth enforces it by running
+each step in its own task (`asyncio.wait_for`), and the router already bounds every attempt by its first-byte
+timeout and the request's deadline.
+
 The tier travels in the `X-Vertex-AI-LLM-Request-Type` header: `dedicated` for PT (a 429 then means PT is
 exhausted, and the router re-issues on its OD deployment with `shared`), `shared` for on-demand.
 `usageMetadata.trafficType` records which capacity actually served.
@@ -33,6 +39,10 @@ class VertexProvider:
         self.name = name
         self._client = client
         self._types = types
+        self._request_pb = types.GenerateContentRequest.pb()
+        self._content_pb = types.Content.pb()
+        self._part_pb = types.Part.pb()
+        self._config_pb = types.GenerationConfig.pb()
         self._model_prefix = f"projects/{spec.project}/locations/{spec.location}/publishers/google/models/"
 
     @classmethod
@@ -73,13 +83,14 @@ class VertexProvider:
         except Exception as exc:
             raise vertex_error(exc, request.tier) from None
         first_byte_s = time.perf_counter() - started
-        usage, served = _usage(response, request.tier)
-        candidate = response.candidates[0] if response.candidates else None
+        reply = self._types.GenerateContentResponse.pb(response)
+        usage, served = _usage(reply, request.tier)
+        candidate = reply.candidates[0] if reply.candidates else None
         return Completion(
-            text=_text(response),
+            text=_text(reply),
             usage=usage or Usage(0, 0),
             served_tier=served,
-            stop_reason=candidate.finish_reason.name if candidate is not None else None,
+            stop_reason=_enum_name(candidate, "finish_reason") if candidate is not None else None,
             first_byte_s=first_byte_s,
         )
 
@@ -96,10 +107,11 @@ class VertexProvider:
         served = request.tier.value
         try:
             async for response in responses:
-                text = _text(response)
+                reply = self._types.GenerateContentResponse.pb(response)
+                text = _text(reply)
                 if text:
                     yield Chunk(text)
-                reported, served = _usage(response, request.tier)
+                reported, served = _usage(reply, request.tier)
                 usage = reported or usage
         except Exception as exc:
             raise vertex_error(exc, request.tier) from None
@@ -110,38 +122,38 @@ class VertexProvider:
         yield Chunk("", usage=usage, served_tier=served)
 
     def generate_request(self, request: ProviderRequest) -> Any:
-        """The GenerateContentRequest for a ProviderRequest."""
-        types = self._types
+        """The GenerateContentRequest for a ProviderRequest (a proto-plus wrapper around the raw message)."""
+        content, part = self._content_pb, self._part_pb
         system, conversation = split_system(request.messages)
-        config: dict[str, Any] = {"max_output_tokens": request.max_tokens}
+        config = self._config_pb(max_output_tokens=request.max_tokens)
         if request.temperature is not None:
-            config["temperature"] = request.temperature
-        fields: dict[str, Any] = {
-            "model": self._model_prefix + request.model,
-            "contents": [
-                types.Content(
-                    role="model" if m.role == "assistant" else "user", parts=[types.Part(text=m.content)]
-                )
+            config.temperature = request.temperature
+        message = self._request_pb(
+            model=self._model_prefix + request.model,
+            contents=[
+                content(role="model" if m.role == "assistant" else "user", parts=[part(text=m.content)])
                 for m in conversation
             ],
-            "generation_config": types.GenerationConfig(**config),
-        }
+            generation_config=config,
+            labels=dict(request.labels),
+        )
         if system:
-            fields["system_instruction"] = types.Content(parts=[types.Part(text=text) for text in system])
-        if request.labels:
-            fields["labels"] = dict(request.labels)
-        return types.GenerateContentRequest(**fields)
+            message.system_instruction.CopyFrom(content(parts=[part(text=text) for text in system]))
+        return self._types.GenerateContentRequest.wrap(message)
 
 
 def _disable_retries(session: Any) -> None:
-    """Make an AsyncAuthorizedSession send each request once (the router is the only retry loop)."""
+    """Make an AsyncAuthorizedSession send each request once (the router is the only retry loop) without a
+    `max_allowed_time` of its own (the router bounds each attempt)."""
     request = session.request
 
     async def single_attempt(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        # The verb helpers (post, get) pass total_attempts positionally, as the 5th argument after url.
+        # The verb helpers (post, get) pass (data, headers, max_allowed_time, timeout, total_attempts)
+        # positionally after the url.
         if len(args) >= 5:
-            args = (*args[:4], 1, *args[5:])
+            args = (*args[:2], None, args[3], 1, *args[5:])
         else:
+            kwargs["max_allowed_time"] = None
             kwargs["total_attempts"] = 1
         return await request(method, url, *args, **kwargs)
 
@@ -170,17 +182,26 @@ def _metadata(tier: Tier) -> tuple[tuple[str, str], ...]:
 
 
 def _text(response: Any) -> str:
+    """The answer's text, from a raw GenerateContentResponse."""
     if not response.candidates:
         return ""
     return "".join(part.text for part in response.candidates[0].content.parts)
 
 
 def _usage(response: Any, tier: Tier) -> tuple[Usage | None, str]:
-    if "usage_metadata" not in response:
+    """Usage and the capacity that served, from a raw GenerateContentResponse."""
+    if not response.HasField("usage_metadata"):
         return None, tier.value
     metadata = response.usage_metadata
     usage = Usage(input_tokens=metadata.prompt_token_count, output_tokens=metadata.candidates_token_count)
-    traffic = metadata.traffic_type.name
+    traffic = _enum_name(metadata, "traffic_type")
     return usage, _SERVED_TIER.get(
         traffic, tier.value if traffic == "TRAFFIC_TYPE_UNSPECIFIED" else traffic.lower()
     )
+
+
+def _enum_name(message: Any, field: str) -> str:
+    """The name of an enum field of a raw message (its number if this client does not know it)."""
+    value = getattr(message, field)
+    described = message.DESCRIPTOR.fields_by_name[field].enum_type.values_by_number.get(value)
+    return described.name if described is not None else str(value)
