@@ -191,6 +191,8 @@ class BusWatch:
     """`pod.admitted` commit times and `pods.bound` arrival times, by pod uid, straight off core NATS."""
 
     admitted_at: dict[str, float] = field(default_factory=dict)
+    admitted_seen_at: dict[str, float] = field(default_factory=dict)
+    bound_committed_at: dict[str, float] = field(default_factory=dict)
     name_of: dict[str, str] = field(default_factory=dict)
     bound_at: dict[str, float] = field(default_factory=dict)
     bound_epoch: dict[str, int] = field(default_factory=dict)
@@ -218,19 +220,43 @@ class BusWatch:
         self.changed.set()
 
     async def _on_admitted(self, msg: Any) -> None:
+        seen = time.time()
         envelope = json.loads(msg.data)
-        occurred = datetime.fromisoformat(envelope["occurred_at"].replace("Z", "+00:00")).timestamp()
-        self.admitted_at[envelope["payload"]["uid"]] = occurred
+        self.admitted_at[envelope["payload"]["uid"]] = _occurred(envelope)
+        self.admitted_seen_at[envelope["payload"]["uid"]] = seen
         self.name_of[envelope["payload"]["uid"]] = envelope["payload"]["name"]
 
     async def _on_bound(self, msg: Any) -> None:
         now = time.time()
-        payload = json.loads(msg.data)["payload"]
+        envelope = json.loads(msg.data)
+        payload, committed = envelope["payload"], _occurred(envelope)
         for pod in payload["pods"]:
             self.bound_at[pod["pod_uid"]] = now
+            self.bound_committed_at[pod["pod_uid"]] = committed
             self.bound_epoch[pod["pod_uid"]] = payload["epoch"]
         self.bound_times.append((now, len(payload["pods"]), payload["epoch"]))
         self.changed.set()
+
+
+def _occurred(envelope: dict[str, Any]) -> float:
+    return datetime.fromisoformat(envelope["occurred_at"].replace("Z", "+00:00")).timestamp()
+
+
+def latency_stages(watch: BusWatch, uids: list[str]) -> dict[str, float]:
+    """Where the admitted-to-bound time goes: until admission's relay put `pod.admitted` on the bus, until
+    the scheduler committed the binding, until its relay put `pods.bound` on the bus."""
+    stages = {
+        "admitted_published": [watch.admitted_seen_at[u] - watch.admitted_at[u] for u in uids],
+        "published_to_bind_committed": [
+            watch.bound_committed_at[u] - watch.admitted_seen_at[u] for u in uids
+        ],
+        "bind_committed_to_published": [watch.bound_at[u] - watch.bound_committed_at[u] for u in uids],
+    }
+    return {
+        f"stage_{name}_ms_p{q}": round(percentile([v * 1000 for v in values], q / 100), 1)
+        for name, values in stages.items()
+        for q in (50, 99)
+    }
 
 
 # -- phases ------------------------------------------------------------------------------------------------
@@ -365,6 +391,9 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             metrics["admitted_to_bound_ms_p50"] = round(statistics.median(recent), 1)
             metrics["admitted_to_bound_ms_p99"] = round(percentile(recent, 0.99), 1)
             metrics["admitted_to_bound_ms_max"] = round(max(recent), 1)
+            metrics |= latency_stages(
+                watch, [u for u in watch.admitted_at if watch.name_of[u].startswith("lat-")]
+            )
 
             # 3. Takeover: kill the active scheduler; gangs keep arriving.
             epoch = int(beacon_detail(beacon_a).get("epoch") or 1)

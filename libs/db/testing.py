@@ -12,12 +12,12 @@ from contextlib import asynccontextmanager
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.migrate import upgrade_engine
 from libs.db.ports import Clock, utc_now
-from libs.db.uow import SqlAlchemyUnitOfWork, unit_of_work_factory
+from libs.db.uow import AfterCommit, SqlAlchemyUnitOfWork, unit_of_work_factory
 
 
 @asynccontextmanager
 async def in_memory_unit_of_work_factory(
-    *, clock: Clock = utc_now, after_commit: Callable[[], None] | None = None
+    *, clock: Clock = utc_now, after_commit: AfterCommit | None = None
 ) -> AsyncIterator[Callable[[], SqlAlchemyUnitOfWork]]:
     """`async with in_memory_unit_of_work_factory() as uow_factory: ...` on a fresh migrated database."""
     engine = create_engine("sqlite+aiosqlite://")

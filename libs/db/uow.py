@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from libs.db.ports import Clock, utc_now
-from libs.db.records import Fence
+from libs.db.records import Fence, OutboxMessage
 from libs.db.repositories.bindings import SqlAlchemyBindingRepository
 from libs.db.repositories.conditions import SqlAlchemyConditionRepository
 from libs.db.repositories.event_log import SqlAlchemyEventLog, SqlAlchemyInbox, SqlAlchemyOutbox, append
@@ -17,12 +17,16 @@ from libs.db.repositories.leases import SqlAlchemyLeaseRepository, assert_epoch
 from libs.db.repositories.objects import SqlAlchemyObjectRepository
 from libs.events.envelope import Envelope
 
+AfterCommit = Callable[[Sequence[OutboxMessage]], None]
+"""Told the outbox rows a unit of work just committed."""
+
 
 class SqlAlchemyUnitOfWork:
     """`async with uow: ...; await uow.commit()`; leaving the block without committing rolls back.
 
     `emit()` queues envelopes; `commit()` appends them to the outbox and the audit log in the same
-    transaction, then calls `after_commit` (e.g. `OutboxRelay.kick`) so the relay publishes at once.
+    transaction, then hands the committed outbox rows to `after_commit` (e.g. `OutboxRelay.kick`) so the
+    relay publishes them at once, without reading them back.
     With a `fence`, `commit()` first checks the lease epoch, so a deposed leader's whole transaction fails.
     A unit of work is single-use.
     """
@@ -33,7 +37,7 @@ class SqlAlchemyUnitOfWork:
         *,
         clock: Clock = utc_now,
         fence: Fence | None = None,
-        after_commit: Callable[[], None] | None = None,
+        after_commit: AfterCommit | None = None,
     ) -> None:
         self._session_factory = session_factory
         self._clock = clock
@@ -78,12 +82,11 @@ class SqlAlchemyUnitOfWork:
         session = self._require_session()
         if self._fence is not None:
             await assert_epoch(session, self._fence.lease, self._fence.epoch)
-        emitted = bool(self._pending)
-        await append(session, self._pending, self._clock())
+        committed = await append(session, self._pending, self._clock())
         self._pending = []
         await session.commit()
-        if emitted and self._after_commit is not None:
-            self._after_commit()
+        if committed and self._after_commit is not None:
+            self._after_commit(committed)
 
     async def rollback(self) -> None:
         """Discard state changes and emitted events."""
@@ -101,7 +104,7 @@ def unit_of_work_factory(
     *,
     clock: Clock = utc_now,
     fence: Callable[[], Fence | None] | None = None,
-    after_commit: Callable[[], None] | None = None,
+    after_commit: AfterCommit | None = None,
 ) -> Callable[[], SqlAlchemyUnitOfWork]:
     """A factory of units of work; `fence` is asked for the current lease fence each time one is made."""
 

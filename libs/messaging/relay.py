@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,6 +40,14 @@ class OutboxRelay:
     drops the duplicates (same Msg-Id within the stream's duplicate window), so each event is in the stream once.
     Publishes within a pass are pipelined: sent in order, acknowledgements awaited together. After a failed
     publish the failed rows are retried on the next pass, possibly after later rows of the same pass.
+
+    Fast path: rows this process just committed are handed over by the unit of work (`kick(committed)`) and
+    published at once from memory, without a locking read, then marked in a short transaction; a relay
+    elsewhere that publishes them first (or again) is harmless for the same Msg-Id reason. Seq order is commit
+    order (see `append`), and each batch goes out in seq order, so one process's events keep theirs; events
+    of different processes were never ordered by more than causality, which publishing cannot break (an event
+    is caused by one already in the stream). Polling passes keep running every `poll_interval_s` for rows
+    that a crashed or failing process left behind.
     """
 
     def __init__(
@@ -59,10 +69,27 @@ class OutboxRelay:
         self._error_backoff_s = error_backoff_s
         self._clock = clock
         self._kicked = asyncio.Event()
+        self._committed: list[OutboxMessage] = []
+        self._polled_at = -math.inf
 
-    def kick(self) -> None:
-        """Publish soon: pass this as the unit of work's `after_commit`."""
+    def kick(self, committed: Sequence[OutboxMessage] = ()) -> None:
+        """Publish soon (`committed`: rows just committed, published without reading them back): pass this as
+        the unit of work's `after_commit`."""
+        self._committed.extend(committed)
         self._kicked.set()
+
+    async def publish_committed(self) -> RelayPass:
+        """Publish the rows handed over by `kick` (up to `batch`, in seq order) and mark those acknowledged."""
+        self._committed.sort(key=lambda m: m.seq)
+        messages, self._committed = self._committed[: self._batch], self._committed[self._batch :]
+        if not messages:
+            return RelayPass(published=0, duplicates=0)
+        acks = await self._publish(messages)
+        acked = [m.seq for m, ack in zip(messages, acks, strict=True) if isinstance(ack, PubAck)]
+        async with self._uow_factory() as uow:
+            await uow.outbox.mark_published(acked, self._clock())
+            await uow.commit()
+        return _outcome(messages, acks, len(acked))
 
     async def publish_pending(self) -> RelayPass:
         """One pass: publish up to `batch` unpublished events and mark those JetStream acknowledged."""
@@ -74,25 +101,30 @@ class OutboxRelay:
             acked = [m.seq for m, ack in zip(messages, acks, strict=True) if isinstance(ack, PubAck)]
             await uow.outbox.mark_published(acked, self._clock())
             await uow.commit()
-        duplicates = sum(1 for ack in acks if isinstance(ack, PubAck) and ack.duplicate)
-        failed = len(messages) - len(acked)
-        if failed:
-            log.warning("outbox relay: %d of %d publishes failed; retrying next pass", failed, len(messages))
-        return RelayPass(published=len(acked), duplicates=duplicates, failed=failed)
+        if self._committed:  # handed over too, and published by this pass: no need to send them again
+            done = set(acked)
+            self._committed = [m for m in self._committed if m.seq not in done]
+        return _outcome(messages, acks, len(acked))
 
     async def run(self) -> None:
-        """Relay until cancelled: a pass on every kick, and every `poll_interval_s` for other processes' rows."""
+        """Relay until cancelled: handed-over rows at once, and a polling pass every `poll_interval_s` (or
+        on a kick without rows) for rows no fast path published."""
         while True:
             self._kicked.clear()
+            polling = not self._committed or time.monotonic() - self._polled_at >= self._poll_interval_s
             try:
-                done = await self.publish_pending()
+                if polling:
+                    self._polled_at = time.monotonic()
+                    done = await self.publish_pending()
+                else:
+                    done = await self.publish_committed()
             except Exception:
                 log.exception("outbox relay pass failed")
                 await asyncio.sleep(self._error_backoff_s)
                 continue
             if done.failed:
                 await asyncio.sleep(self._error_backoff_s)
-            elif done.published + done.failed < self._batch:
+            elif not self._committed and done.published + done.failed < self._batch:
                 await self._wait_for_kick()
 
     async def _wait_for_kick(self) -> None:
@@ -117,6 +149,16 @@ class OutboxRelay:
             for future in futures:
                 future.cancel()
             return [_result_or_error(future) for future in futures]
+
+
+def _outcome(
+    messages: Sequence[OutboxMessage], acks: Sequence[PubAck | BaseException], acked: int
+) -> RelayPass:
+    duplicates = sum(1 for ack in acks if isinstance(ack, PubAck) and ack.duplicate)
+    failed = len(messages) - acked
+    if failed:
+        log.warning("outbox relay: %d of %d publishes failed; retrying next pass", failed, len(messages))
+    return RelayPass(published=acked, duplicates=duplicates, failed=failed)
 
 
 def _result_or_error(future: asyncio.Future[PubAck]) -> PubAck | BaseException:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -16,6 +16,7 @@ from libs.core.admission.delete import decide_delete, finish_pending_deletions
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
+from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.admission import JobSubmitted
 from libs.events.catalogue import EventType, RpcSubject
@@ -91,9 +92,9 @@ class AdmissionService:
         self._tasks: list[asyncio.Task[None]] = []
         self._wire()
 
-    def _kick_relay(self) -> None:
+    def _kick_relay(self, committed: Sequence[OutboxMessage]) -> None:
         if self.relay is not None:
-            self.relay.kick()
+            self.relay.kick(committed)
 
     def _wire(self) -> None:
         # Applies wait for their group commit, so many must be in flight at once for groups to form.

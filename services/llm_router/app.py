@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from aiohttp import web
 
 from libs.core.routing import PolicyError, RoutingPolicy
 from libs.db.engine import create_engine, create_session_factory
+from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
 from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT
@@ -102,9 +103,9 @@ class RouterService:
         self._tasks: list[asyncio.Task[None]] = []
         self._flusher_task: asyncio.Task[None] | None = None
 
-    def _kick_relay(self) -> None:
+    def _kick_relay(self, committed: Sequence[OutboxMessage]) -> None:
         if self.relay is not None:
-            self.relay.kick()
+            self.relay.kick(committed)
 
     def _observe(self, event: RouterEvent) -> None:
         self.metrics.observe(event)

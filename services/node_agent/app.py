@@ -19,7 +19,7 @@ from libs.api.annotations import run_seconds
 from libs.client.client import PodwayClient
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.ports import UnitOfWork
-from libs.db.records import StoredObject
+from libs.db.records import OutboxMessage, StoredObject
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
@@ -91,9 +91,9 @@ class NodeAgentService:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
-    def _kick_relay(self) -> None:
+    def _kick_relay(self, committed: Sequence[OutboxMessage]) -> None:
         if self.relay is not None:
-            self.relay.kick()
+            self.relay.kick(committed)
 
     async def start(self) -> None:
         await self.register()

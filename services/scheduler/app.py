@@ -14,7 +14,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import Any
 
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import StaleEpochError
-from libs.db.records import Fence
+from libs.db.records import Fence, OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.envelope import Envelope, EventPayload
 from libs.messaging.broker import jetstream, make_broker, start_broker
@@ -155,9 +155,9 @@ class SchedulerService:
     def _current_fence(self) -> Fence | None:
         return self._term.fence if self._term is not None else None
 
-    def _kick_relay(self) -> None:
+    def _kick_relay(self, committed: Sequence[OutboxMessage]) -> None:
         if self.relay is not None:
-            self.relay.kick()
+            self.relay.kick(committed)
 
     def _seconds(self) -> float:
         return self.clock().timestamp()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
@@ -20,8 +21,8 @@ from libs.events.envelope import AggregateRef, Envelope
 OUTBOX_APPEND_LOCK = 0x504F44574159  # "PODWAY"
 
 
-async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: datetime) -> list[int]:
-    """Write envelopes to the outbox and the audit log in the caller's transaction; returns their seqs.
+async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: datetime) -> list[OutboxMessage]:
+    """Write envelopes to the outbox and the audit log in the caller's transaction; returns the outbox rows.
 
     On PostgreSQL a transaction-scoped advisory lock serialises appends until commit, so `seq` order is commit
     order: a relay or a watcher reading "after seq N" can never miss a row that commits later with a smaller
@@ -32,15 +33,25 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
     if session.get_bind().dialect.name == "postgresql":
         await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": OUTBOX_APPEND_LOCK})
     # Two statements for the whole batch: the outbox rows (seqs returned in parameter order), then the log rows.
+    messages = [
+        OutboxMessage(
+            seq=0,
+            event_id=envelope.event_id,
+            subject=envelope.nats_subject,
+            data=envelope.to_bytes(),
+            created_at=now,
+        )
+        for envelope in envelopes
+    ]
     outbox_rows = [
         {
-            "event_id": envelope.event_id,
-            "subject": envelope.nats_subject,
-            "data": envelope.to_bytes(),
+            "event_id": m.event_id,
+            "subject": m.subject,
+            "data": m.data,
             "created_at": now,
             "published_at": None,
         }
-        for envelope in envelopes
+        for m in messages
     ]
     returned = await session.execute(
         insert(outbox).returning(outbox.c.seq, sort_by_parameter_order=True), outbox_rows
@@ -49,7 +60,7 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
     await session.execute(
         insert(events), [_event_row(envelope, seq) for envelope, seq in zip(envelopes, seqs, strict=True)]
     )
-    return seqs
+    return [dataclasses.replace(m, seq=seq) for m, seq in zip(messages, seqs, strict=True)]
 
 
 class SqlAlchemyEventLog:

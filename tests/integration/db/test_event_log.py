@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 
+from libs.db.records import OutboxMessage
 from libs.db.retention import delete_events_older_than
 from libs.db.uow import SqlAlchemyUnitOfWork
 from libs.events.catalogue import EventType
@@ -16,10 +17,10 @@ UowFactory = Callable[[], SqlAlchemyUnitOfWork]
 
 
 async def test_state_and_emitted_events_commit_together(uow_factory: UowFactory) -> None:
-    kicks: list[int] = []
+    handed: list[list[OutboxMessage]] = []
     envelope = make_envelope(EventType.PODGROUP_ADMITTED)
     async with uow_factory() as uow:
-        uow._after_commit = lambda: kicks.append(1)
+        uow._after_commit = lambda committed: handed.append(list(committed))
         await uow.objects.upsert(make_draft())
         uow.emit(envelope)
         await uow.commit()
@@ -35,7 +36,7 @@ async def test_state_and_emitted_events_commit_together(uow_factory: UowFactory)
         envelope.nats_subject,
     )
     assert pending.data == envelope.to_bytes()
-    assert kicks == [1]
+    assert handed == [[pending]]  # what the relay is handed is what it would read back
 
 
 async def test_rolled_back_change_leaves_no_event_anywhere(uow_factory: UowFactory) -> None:

@@ -9,6 +9,7 @@ import pytest
 from nats.js import JetStreamContext
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from libs.db.records import OutboxMessage
 from libs.db.repositories.event_log import SqlAlchemyOutbox
 from libs.db.uow import SqlAlchemyUnitOfWork, unit_of_work_factory
 from libs.events.catalogue import EVENTS_STREAM, EventType
@@ -125,3 +126,53 @@ async def test_relays_in_several_processes_take_turns_and_keep_commit_order(
     assert sum(duplicates) == 0
     stored = await stream_messages(js, EVENTS_STREAM)
     assert [Envelope.from_bytes(m.data).event_id for m in stored] == [e.event_id for e in emitted]
+
+
+async def test_rows_handed_over_at_commit_are_published_from_memory_in_seq_order_and_marked(
+    uow_factory: UowFactory, js: JetStreamContext, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    relay = OutboxRelay(uow_factory, js, clock=fake_clock)
+    emitted = [make_envelope(correlation_id=f"pg-{i}") for i in range(4)]
+    handed: list[OutboxMessage] = []
+    await commit_events(_handing_to(uow_factory, handed), emitted[:2], emitted[2:])
+
+    async def no_locking_read(*_: object, **__: object) -> None:
+        raise AssertionError("the fast path reads nothing back")
+
+    relay.kick(handed[2:])  # handed over out of order: published in seq order all the same
+    relay.kick(handed[:2])
+    with monkeypatch.context() as patch:
+        patch.setattr(SqlAlchemyOutbox, "unpublished", no_locking_read)
+        done = await relay.publish_committed()
+
+    assert (done.published, done.duplicates) == (4, 0)
+    stored = await stream_messages(js, EVENTS_STREAM)
+    assert [Envelope.from_bytes(m.data).event_id for m in stored] == [e.event_id for e in emitted]
+    async with uow_factory() as uow:
+        assert await uow.outbox.unpublished(limit=10) == []
+
+
+async def test_rows_a_polling_relay_published_first_are_in_the_stream_once(
+    uow_factory: UowFactory, js: JetStreamContext
+) -> None:
+    handed: list[OutboxMessage] = []
+    emitted = [make_envelope(correlation_id=f"pg-{i}") for i in range(3)]
+    await commit_events(_handing_to(uow_factory, handed), emitted)
+    elsewhere, here = OutboxRelay(uow_factory, js), OutboxRelay(uow_factory, js)
+
+    here.kick(handed)
+    assert (await elsewhere.publish_pending()).published == 3
+    late = await here.publish_committed()
+
+    assert (late.published, late.duplicates) == (3, 3)
+    stored = await stream_messages(js, EVENTS_STREAM)
+    assert [Envelope.from_bytes(m.data).event_id for m in stored] == [e.event_id for e in emitted]
+
+
+def _handing_to(uow_factory: UowFactory, handed: list[OutboxMessage]) -> UowFactory:
+    def make() -> SqlAlchemyUnitOfWork:
+        uow = uow_factory()
+        uow._after_commit = handed.extend
+        return uow
+
+    return make
