@@ -83,3 +83,20 @@ async def test_a_poison_event_in_a_batch_is_dead_lettered_alone(
     assert [m.headers[REASON_HEADER] for m in dead] == ["MalformedEnvelope"]
     async with uow_factory() as uow:
         assert len(await uow.objects.find("Job")) == 5
+
+
+@SQLITE_ONLY
+async def test_an_event_is_handled_at_once_without_waiting_for_the_batch_to_fill(
+    nats_url: str, js: JetStreamContext, uow_factory: UowFactory
+) -> None:
+    handler = AdmitJob()
+    broker = make_broker(nats_url, "admission")
+    consumer = batched(handler, uow_factory)
+    consumer.fetch_timeout_s = 60  # a fetch that waited for 64 events would hold this one for a minute
+    consumer.subscribe(broker)
+    async with running(broker, consumer):
+        for i in range(3):
+            await js.publish(SUBJECT, job_submitted(f"req-{i}").to_bytes())
+            await settled(js, i + 1)
+
+    assert len(handler.calls) == 3
