@@ -41,3 +41,15 @@ def test_the_litellm_comparison_refuses_to_run_without_litellm(monkeypatch, tmp_
         router_vs_litellm.run(parser.parse_args(["--venv-dir", str(tmp_path)]))
     assert caught.value.code == 2
     assert "package index" in capsys.readouterr().err
+
+
+def test_the_litellm_comparison_subtracts_each_requests_own_provider_call():
+    tally = router_vs_litellm._Tally()
+    tally.e2e = {"bedrock": [10.0, 12.0], "vertex": [5.0, 7.0]}
+    tally.provider = {"bedrock": [9.0, 9.5], "vertex": [4.5, 6.0]}
+    tally.baseline = {"bedrock": [1.0, 2.0, 3.0], "vertex": [0.5]}
+    summary = tally.summary()
+    assert summary["by_cloud"] == {"bedrock": [1.0, 2.5], "vertex": [0.5, 1.0]}
+    assert summary["added_ms"] == [1.0, 2.5, 0.5, 1.0]
+    # The second reading: end to end minus the median raw HTTP call to the same cloud.
+    assert summary["over_raw_ms"] == [8.0, 10.0, 4.5, 6.5]
