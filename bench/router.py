@@ -2,12 +2,14 @@
 time, and failed sync requests while one cloud is fully down.
 
 The emulators run in a child process (`python -m libs.emulators`) so that they do not share the router's CPU;
-the router, the real SDK clients and the load generator share one event loop, as in the service. The SDKs
-cost ~2 ms of CPU per call (botocore, google-api-core), so `router_cpu_ms_per_request` says which rate one
-process can sustain; when the process is CPU-bound (and the host shared), OS preemption shows in the tail of
-`added_ms`, so the same figure is also taken with one request in flight. The load generator offers `--rate` open-loop but keeps at most `--max-in-flight`
-requests outstanding (like wrk's connections), so a CPU-bound process reports the rate it reached instead of
-queueing into first-byte timeouts that would trip every breaker.
+the router, the real SDK clients and the load generator share one event loop, as in the service. Most of the
+CPU per request is the SDKs' (botocore, google-api-core and protobuf's JSON mapping, ~0.6-0.8 ms per call), so
+`router_cpu_ms_per_request` says which rate one process can sustain; when the process is CPU-bound (and the host
+shared), OS preemption shows in the tail of `added_ms`, so the same figure is also taken with one request in
+flight. The load generator offers `--rate` open-loop but keeps at most `--max-in-flight` requests outstanding
+(like wrk's connections), so a CPU-bound process reports the rate it reached instead of queueing into
+first-byte timeouts that would trip every breaker. `requests_per_second` is the answered requests over the time
+from the first offer to the last answer.
 
 The last phase goes through NATS: the router service (`services.llm_router`) runs in its own process on an
 embedded nats-server and a SQLite file, and this process calls `podway.rpc.router.infer` one request at a time.
