@@ -34,6 +34,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
 from libs.client.client import PodwayClient
 from libs.runtime.health import health_file, last_beat
@@ -130,6 +132,15 @@ class Processes:
         proc = subprocess.Popen([sys.executable, "-m", module], env=env, stdout=log, stderr=log)
         self.running[name] = proc
         return proc
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time used so far by each running service (where the pods' cost goes, on a shared host)."""
+        used: dict[str, float] = {}
+        for name, proc in self.running.items():
+            with contextlib.suppress(psutil.Error):
+                times = psutil.Process(proc.pid).cpu_times()
+                used[name] = times.user + times.system
+        return used
 
     def wait_healthy(self, name: str, beacon: Path, timeout_s: float = 120.0) -> None:
         proc = self.running[name]
@@ -374,9 +385,16 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             rate = args.latency_rate or throughput / 2
             # The fleet must keep room for the takeover phase's gangs (pods run until the end).
             room = nodes * args.gpus_per_node // args.gpus_per_pod // args.gang_size - len(backlog)
+            cpu_before = procs.cpu_seconds()
             gangs = await paced(client, args, "lat", rate, args.latency_seconds, room - TAKEOVER_GANGS)
             expected = backlog_pods + len(gangs) * args.gang_size
             await wait_bound(watch, expected, timeout_s=120)
+            cpu_after = procs.cpu_seconds()
+            for name, seconds in cpu_after.items():
+                spent = seconds - cpu_before.get(name, 0.0)
+                metrics[f"latency_cpu_ms_per_pod_{name.replace('-', '_')}"] = round(
+                    spent * 1000 / max(len(gangs) * args.gang_size, 1), 3
+                )
             admitted = [at for uid, at in watch.admitted_at.items() if watch.name_of[uid].startswith("lat-")]
             recent = [
                 (watch.bound_at[uid] - at) * 1000

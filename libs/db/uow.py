@@ -27,7 +27,8 @@ class SqlAlchemyUnitOfWork:
     `emit()` queues envelopes; `commit()` appends them to the outbox and the audit log in the same
     transaction, then hands the committed outbox rows to `after_commit` (e.g. `OutboxRelay.kick`) so the
     relay publishes them at once, without reading them back.
-    With a `fence`, `commit()` first checks the lease epoch, so a deposed leader's whole transaction fails.
+    With a `fence`, `commit()` first checks the lease epoch (unless the transaction renewed the lease under
+    it), so a deposed leader's whole transaction fails.
     A unit of work is single-use.
     """
 
@@ -80,7 +81,8 @@ class SqlAlchemyUnitOfWork:
     async def commit(self) -> None:
         """Check the fence, append emitted events, commit, then signal the relay."""
         session = self._require_session()
-        if self._fence is not None:
+        if self._fence is not None and self.leases.renewed != self._fence:
+            # A renewal in this transaction has verified the epoch and holds the row: no need to ask again.
             await assert_epoch(session, self._fence.lease, self._fence.epoch)
         committed = await append(session, self._pending, self._clock())
         self._pending = []

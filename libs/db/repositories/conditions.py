@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, insert, select, tuple_, update
+from sqlalchemy import Row, case, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.errors import ConditionOwnershipError
@@ -47,33 +48,42 @@ class SqlAlchemyConditionRepository:
         return stored
 
     async def set_many(self, many: Sequence[Condition]) -> list[Condition]:
-        """`set` for many conditions (one per object and type) in three statements, whatever their number."""
+        """`set` for many conditions (one per object and type) in one upsert, whatever their number; on
+        ConditionOwnershipError roll back (the others may be written)."""
         if not many:
             return []
-        keys = [(c.object_uid, c.type) for c in many]
-        query = select(conditions).where(tuple_(conditions.c.object_uid, conditions.c.type).in_(keys))
-        found = {
-            (c.object_uid, c.type): c
-            for c in map(_to_condition, await self._session.execute(query.with_for_update()))
+        now = self._clock()
+        dialect: Any = postgresql if self._session.get_bind().dialect.name == "postgresql" else sqlite
+        upsert = dialect.insert(conditions)
+        statement = upsert.on_conflict_do_update(
+            index_elements=[conditions.c.object_uid, conditions.c.type],
+            set_={
+                "status": upsert.excluded.status,
+                "reason": upsert.excluded.reason,
+                "message": upsert.excluded.message,
+                "observed_generation": upsert.excluded.observed_generation,
+                "last_transition_time": case(
+                    (conditions.c.status == upsert.excluded.status, conditions.c.last_transition_time),
+                    else_=upsert.excluded.last_transition_time,
+                ),
+            },
+            where=conditions.c.owner == upsert.excluded.owner,
+        ).returning(conditions.c.object_uid, conditions.c.type, conditions.c.last_transition_time)
+        rows = [
+            dataclasses.asdict(dataclasses.replace(c, last_transition_time=c.last_transition_time or now))
+            for c in many
+        ]
+        written = {
+            (r.object_uid, r.type): r.last_transition_time
+            for r in await self._session.execute(statement, rows)
         }
-        stored: list[Condition] = []
-        for condition in many:
-            current = found.get((condition.object_uid, condition.type))
-            if current is not None and current.owner != condition.owner:
-                raise ConditionOwnershipError(
-                    f"condition {condition.type} of {condition.object_uid} is owned by {current.owner}, "
-                    f"not {condition.owner}"
-                )
-            stored.append(
-                dataclasses.replace(condition, last_transition_time=self._transition_time(current, condition))
+        refused = [c for c in many if (c.object_uid, c.type) not in written]
+        if refused:
+            raise ConditionOwnershipError(
+                f"condition {refused[0].type} of {refused[0].object_uid} is owned by another writer, "
+                f"not {refused[0].owner}"
             )
-        new = [dataclasses.asdict(c) for c in stored if (c.object_uid, c.type) not in found]
-        changed = [_keyed(c) for c in stored if (c.object_uid, c.type) in found]
-        if new:
-            await self._session.execute(insert(conditions), new)
-        if changed:
-            await self._session.execute(_UPDATE_BY_KEY, changed)
-        return stored
+        return [dataclasses.replace(c, last_transition_time=written[(c.object_uid, c.type)]) for c in many]
 
     async def get(self, object_uid: str, type_: str) -> Condition | None:
         """One condition, or None."""
@@ -97,23 +107,6 @@ class SqlAlchemyConditionRepository:
         if current is not None and current.status == new.status and current.last_transition_time:
             return current.last_transition_time
         return new.last_transition_time or self._clock()
-
-
-_UPDATE_BY_KEY = (
-    update(conditions)
-    .where(conditions.c.object_uid == bindparam("key_uid"), conditions.c.type == bindparam("key_type"))
-    .values(
-        {
-            name: bindparam(name)
-            for name in ("status", "reason", "message", "observed_generation", "last_transition_time")
-        }
-    )
-)
-
-
-def _keyed(condition: Condition) -> dict[str, Any]:
-    values = dataclasses.asdict(condition)
-    return {**values, "key_uid": values.pop("object_uid"), "key_type": values.pop("type")}
 
 
 def _to_condition(row: Row[Any]) -> Condition:

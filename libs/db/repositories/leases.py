@@ -55,10 +55,34 @@ class SqlAlchemyLeaseRepository:
 
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
+        self.renewed: Fence | None = None
+        """The fence this transaction renewed the lease under: its epoch is verified and its row locked."""
 
     async def acquire_or_renew(self, name: str, holder: str, now: datetime, ttl: timedelta) -> Lease | None:
         """See `acquire_or_renew`."""
-        return await acquire_or_renew(self._session, name, holder, now, ttl)
+        lease = await acquire_or_renew(self._session, name, holder, now, ttl)
+        if lease is not None:
+            self.renewed = lease.fence
+        return lease
+
+    async def renew(self, fence: Fence, holder: str, now: datetime, ttl: timedelta) -> Lease | None:
+        """Extend a lease `holder` holds, unexpired, at the fence's epoch, in one statement; None otherwise
+        (lapsed, or taken: `acquire_or_renew` tells which)."""
+        expires_at = now + ttl
+        result = await self._session.execute(
+            update(leases)
+            .where(
+                leases.c.name == fence.lease,
+                leases.c.epoch == fence.epoch,
+                leases.c.holder == holder,
+                leases.c.expires_at > now,
+            )
+            .values(expires_at=expires_at)
+        )
+        if rowcount(result) != 1:
+            return None
+        self.renewed = fence
+        return Lease(name=fence.lease, holder=holder, epoch=fence.epoch, expires_at=expires_at)
 
     async def release(self, name: str, holder: str, now: datetime) -> None:
         """See `release`."""

@@ -173,3 +173,48 @@ async def test_a_deposed_leader_cannot_bind_a_gang(uow_factory: UowFactory, fake
             await uow.bindings.bind_many([binding("pod-1"), binding("pod-2")], fence=old)
     async with uow_factory() as uow:
         assert await uow.bindings.list_for_podgroup("pg-1") == []
+
+
+async def test_a_leader_renews_in_one_step_until_its_lease_lapses_or_moves_on(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    fence = await acquire(uow_factory, "scheduler-a", fake_clock)
+    assert fence is not None
+
+    fake_clock.advance(TTL / 2)
+    async with uow_factory() as uow:
+        renewed = await uow.leases.renew(fence, "scheduler-a", fake_clock.now, TTL)
+        assert await uow.leases.renew(fence, "scheduler-b", fake_clock.now, TTL) is None
+        await uow.commit()
+    assert renewed is not None
+    assert (renewed.epoch, renewed.expires_at) == (fence.epoch, fake_clock.now + TTL)
+
+    fake_clock.advance(TTL * 2)
+    async with uow_factory() as uow:
+        assert await uow.leases.renew(fence, "scheduler-a", fake_clock.now, TTL) is None  # lapsed
+    taken = await acquire(uow_factory, "scheduler-b", fake_clock)
+    assert taken is not None
+    async with uow_factory() as uow:
+        assert await uow.leases.renew(fence, "scheduler-a", fake_clock.now, TTL) is None  # moved on
+
+
+async def test_a_fenced_unit_of_work_that_renewed_its_lease_commits_and_a_stale_one_cannot_renew(
+    db_session_factory: async_sessionmaker[AsyncSession], uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    old = await acquire(uow_factory, "scheduler-a", fake_clock)
+    assert old is not None
+    async with SqlAlchemyUnitOfWork(db_session_factory, clock=fake_clock, fence=old) as uow:
+        assert await uow.leases.renew(old, "scheduler-a", fake_clock.now, TTL) is not None
+        await uow.objects.upsert(make_draft("kept"))
+        await uow.commit()
+
+    fake_clock.advance(TTL * 2)
+    await acquire(uow_factory, "scheduler-b", fake_clock)
+    async with SqlAlchemyUnitOfWork(db_session_factory, clock=fake_clock, fence=old) as uow:
+        assert await uow.leases.renew(old, "scheduler-a", fake_clock.now, TTL) is None
+        await uow.objects.upsert(make_draft("refused"))
+        with pytest.raises(StaleEpochError):
+            await uow.commit()
+    async with uow_factory() as uow:
+        assert await uow.objects.get("PodGroup", "ml", "kept") is not None
+        assert await uow.objects.get("PodGroup", "ml", "refused") is None
