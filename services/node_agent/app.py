@@ -19,7 +19,7 @@ from libs.api.annotations import run_seconds
 from libs.client.client import PodwayClient
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.ports import UnitOfWork
-from libs.db.records import OutboxMessage, StoredObject
+from libs.db.records import JsonObject, OutboxMessage, StoredObject
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
@@ -189,6 +189,7 @@ class NodeAgentService:
         now = self.clock()
         podgroup = (group.namespace, group.name, group.uid) if group is not None else None
         running: list[RunningPod] = []
+        started: list[tuple[StoredObject, JsonObject]] = []
         for placement in mine:
             pod = stored.get(placement.pod_uid)
             if bindings.get(placement.pod_uid) != placement.node:
@@ -196,11 +197,9 @@ class NodeAgentService:
                 continue
             if pod is None or pod.status.get("phase", "Pending") != "Pending":
                 continue
-            status = {**pod.status, "phase": "Running", "startTime": iso(now)}
-            await uow.objects.update_status(
-                "Pod", pod.namespace, pod.name, status, expected_resource_version=pod.resource_version
-            )
+            started.append((pod, {**pod.status, "phase": "Running", "startTime": iso(now)}))
             running.append(self._running(pod, placement.node, podgroup, now.timestamp()))
+        await uow.objects.update_statuses(started)
         if running:
             refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in running]
             uow.emit(self._envelope(PodsRunning(pods=refs), podgroup, running[0], now, envelope))
@@ -277,19 +276,16 @@ class NodeAgentService:
                     p.uid: p for p in await uow.objects.get_many([("Pod", p.namespace, p.name) for p in pods])
                 }
                 done: list[RunningPod] = []
+                succeeded: list[tuple[StoredObject, JsonObject]] = []
                 for pod in pods:
                     current = stored.get(pod.uid)
                     if current is None or current.status.get("phase") != "Running":
                         continue
-                    status = {**current.status, "phase": "Succeeded", "finishedAt": iso(now)}
-                    await uow.objects.update_status(
-                        "Pod",
-                        pod.namespace,
-                        pod.name,
-                        status,
-                        expected_resource_version=current.resource_version,
+                    succeeded.append(
+                        (current, {**current.status, "phase": "Succeeded", "finishedAt": iso(now)})
                     )
                     done.append(pod)
+                await uow.objects.update_statuses(succeeded)
                 if done:
                     refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in done]
                     uow.emit(self._envelope(PodsSucceeded(pods=refs), podgroup, done[0], now, None))
