@@ -41,7 +41,12 @@ class ObjectRepository(Protocol):
     async def get_by_uid(self, uid: str) -> StoredObject | None: ...
 
     async def find(
-        self, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None
+        self,
+        kind: str,
+        namespace: str | None = None,
+        labels: dict[str, str] | None = None,
+        *,
+        marked_for_deletion: bool = False,
     ) -> list[StoredObject]: ...
 
     async def upsert(

@@ -229,10 +229,14 @@ class AdmissionService:
             await jobs.refresh_job_status(uow, payload.pods, now=self.clock())
         if isinstance(payload, PodsRunning):
             return
-        marked = [known_from_stored(o) for o in await uow.objects.find("PodGroup") if o.deletion_requested_at]
+        marked = [known_from_stored(o) for o in await uow.objects.find("PodGroup", marked_for_deletion=True)]
         if not marked:
             return
-        pods = [known_from_stored(o) for o in await uow.objects.find("Pod")]
+        pods = [
+            known_from_stored(o)
+            for namespace in sorted({group.namespace for group in marked})
+            for o in await uow.objects.find("Pod", namespace)
+        ]
         decision = finish_pending_deletions(marked, pods, request_id=str(envelope.event_id))
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from libs.api.jobs import JOB_NAME_LABEL
 from libs.core.admission.apply import ApplyContext
 from libs.core.admission.jobs import job_status, recreate_gang_pods
 from libs.core.admission.model import BatchDecision
@@ -26,7 +27,10 @@ async def refresh_job_status(uow: UnitOfWork, pods: Iterable[PodRef], *, now: da
         if stored is None:
             continue
         job = known_from_stored(stored)
-        siblings = [known_from_stored(o) for o in await uow.objects.find("Pod", namespace)]
+        siblings = [
+            known_from_stored(o)
+            for o in await uow.objects.find("Pod", namespace, labels={JOB_NAME_LABEL: name})
+        ]
         status = job_status(job, siblings, now=iso(now))
         if status != stored.status:
             await uow.objects.update_status("Job", namespace, name, status)

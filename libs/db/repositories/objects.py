@@ -67,12 +67,20 @@ class SqlAlchemyObjectRepository:
         return _to_object(row) if row else None
 
     async def find(
-        self, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None
+        self,
+        kind: str,
+        namespace: str | None = None,
+        labels: dict[str, str] | None = None,
+        *,
+        marked_for_deletion: bool = False,
     ) -> list[StoredObject]:
-        """Objects of a kind, optionally in one namespace and matching every label, ordered by namespace/name."""
+        """Objects of a kind, optionally in one namespace, matching every label, and only those marked for
+        deletion; ordered by namespace/name."""
         query = select(objects).where(objects.c.kind == kind)
         if namespace is not None:
             query = query.where(objects.c.namespace == namespace)
+        if marked_for_deletion:
+            query = query.where(objects.c.deletion_requested_at.is_not(None))
         for key, value in (labels or {}).items():
             query = query.where(objects.c.metadata[("labels", key)].as_string() == value)
         rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))

@@ -155,3 +155,18 @@ async def test_statuses_written_together_are_refused_together_when_one_object_mo
     async with uow_factory() as uow:
         assert (await uow.objects.get("PodGroup", "ml", "train-0")).status == first.status
         assert (await uow.objects.get("PodGroup", "ml", "train-1")).status == {"phase": "Failed"}
+
+
+async def test_find_can_keep_only_objects_marked_for_deletion(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        for name in ("train-0", "train-1", "train-2"):
+            await uow.objects.upsert(make_draft(name))
+        await uow.objects.request_deletion("PodGroup", "ml", "train-1")
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        marked = await uow.objects.find("PodGroup", marked_for_deletion=True)
+        every = await uow.objects.find("PodGroup")
+
+    assert [o.name for o in marked] == ["train-1"]
+    assert [o.name for o in every] == ["train-0", "train-1", "train-2"]
