@@ -5,11 +5,12 @@ Retries are off here too, which takes one step: the `rest_asyncio` transport sen
 `AsyncAuthorizedSession`, which by itself retries 429/5xx three times with exponential backoff (~3 s for one
 throttle). The session is patched to make a single attempt.
 
-The client's proto-plus wrappers cost more CPU than the call's HTTP exchange: requests are built as raw protobuf
-messages and handed over with `wrap` (no copy), and responses are read through their raw protobuf (`pb`), both
-public proto-plus API. The session's per-call `max_allowed_time` is off too: google-auth enforces it by running
-each step in its own task (`asyncio.wait_for`), and the router already bounds every attempt by its first-byte
-timeout and the request's deadline.
+The client's proto-plus wrappers copy on construction and convert on every field access, so requests are built
+as raw protobuf messages and handed over with `wrap` (no copy), and responses are read through their raw
+protobuf (`pb`), both public proto-plus API. The session's per-call `max_allowed_time` is off too: google-auth
+enforces it by running each step in its own task (`asyncio.wait_for`), and the router already bounds every
+attempt by its first-byte timeout and the request's deadline. Together these save ~0.1 ms of CPU per call
+(~15% of the call).
 
 The tier travels in the `X-Vertex-AI-LLM-Request-Type` header: `dedicated` for PT (a 429 then means PT is
 exhausted, and the router re-issues on its OD deployment with `shared`), `shared` for on-demand.
