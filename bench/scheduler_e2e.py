@@ -7,8 +7,10 @@ active, one standby).
    every gang is ready at once. `pods_per_second` is bound pods over the time from the first to the last
    `pods.bound` seen on the bus (sustained: the scheduler is caught up with the event stream beforehand).
 2. Latency: gangs are admitted at `--latency-rate` pods/s (default 500: half the 1,000 pods/s target; 0 =
-   half the measured throughput) for `--latency-seconds`; `admitted_to_bound_ms_p99` runs from each pod's
-   `pod.admitted` (its commit time) to its `pods.bound` arriving on the bus. `latency_admitted_pods_per_second` is the rate admission
+   half the measured throughput) for `--latency-seconds` (at most what the fleet's room holds, unless
+   `--latency-run-seconds` lets the pods finish, which adds their completions to the load);
+   `admitted_to_bound_ms_p99` runs from each pod's `pod.admitted` (its commit time) to its `pods.bound`
+   arriving on the bus. `latency_admitted_pods_per_second` is the rate admission
    actually achieved.
 3. Takeover: the active scheduler is killed (SIGKILL: no lease release) while gangs keep arriving;
    `lease_takeover_ms` runs from the kill to the standby's first `pods.bound` under the next epoch.
@@ -37,6 +39,7 @@ from typing import Any
 import psutil
 
 from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
+from libs.api.annotations import RUN_SECONDS
 from libs.client.client import PodwayClient
 from libs.runtime.health import health_file, last_beat
 from libs.runtime.nats_server import EmbeddedNatsServer
@@ -65,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--latency-rate", type=float, default=500.0, help="pods/s (half the target); 0 = half the throughput"
     )
     parser.add_argument("--latency-seconds", type=float, default=6.0)
+    parser.add_argument(
+        "--latency-run-seconds",
+        type=float,
+        default=0.0,
+        help="how long latency-phase pods run (0: until the end); with pods finishing, a longer phase fits",
+    )
     parser.add_argument("--lease-seconds", type=float, default=2.0)
     parser.add_argument("--database-url", default=os.environ.get("PODWAY_BENCH_DATABASE_URL", DEFAULT_PG))
 
@@ -89,8 +98,11 @@ def workload_manifest(name: str, size: int) -> dict[str, Any]:
     }
 
 
-def gang_manifests(name: str, size: int, gpus: int, workload: str = SHARED) -> list[dict[str, Any]]:
-    """One PodGroup run of `workload` and its pods (no run time: they run until the end)."""
+def gang_manifests(
+    name: str, size: int, gpus: int, workload: str = SHARED, run_seconds: float = 0.0
+) -> list[dict[str, Any]]:
+    """One PodGroup run of `workload` and its pods, which run `run_seconds` (0: until the end)."""
+    annotations = {RUN_SECONDS: f"{run_seconds:g}"} if run_seconds else {}
     template = {"name": "worker", "schedulingPolicy": {"gang": {"minCount": size}}}
     ref = {"workload": {"workloadName": workload, "podGroupTemplateName": "worker"}}
     requests = {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": str(gpus)}
@@ -105,7 +117,7 @@ def gang_manifests(name: str, size: int, gpus: int, workload: str = SHARED) -> l
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": f"{name}-{i}", "namespace": NAMESPACE},
+                "metadata": {"name": f"{name}-{i}", "namespace": NAMESPACE, "annotations": annotations},
                 "spec": {
                     "schedulingGroup": {"podGroupName": name},
                     "containers": [{"name": "w", "image": "trainer:v1", "resources": {"requests": requests}}],
@@ -295,7 +307,13 @@ async def wait_bound(watch: BusWatch, expected: int, timeout_s: float) -> None:
 
 
 async def paced(
-    client: PodwayClient, args: argparse.Namespace, prefix: str, rate: float, seconds: float, most: int
+    client: PodwayClient,
+    args: argparse.Namespace,
+    prefix: str,
+    rate: float,
+    seconds: float,
+    most: int,
+    run_seconds: float = 0.0,
 ) -> list[str]:
     """Admit one gang every gang_size / rate seconds (open loop), for `seconds` but at most `most` gangs;
     returns the gang names."""
@@ -309,7 +327,9 @@ async def paced(
         if delay > 0:
             await asyncio.sleep(delay)
         tasks.append(
-            asyncio.create_task(client.apply(gang_manifests(name, args.gang_size, args.gpus_per_pod)))
+            asyncio.create_task(
+                client.apply(gang_manifests(name, args.gang_size, args.gpus_per_pod, run_seconds=run_seconds))
+            )
         )
     await asyncio.gather(*tasks)
     return gangs
@@ -386,7 +406,17 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             # The fleet must keep room for the takeover phase's gangs (pods run until the end).
             room = nodes * args.gpus_per_node // args.gpus_per_pod // args.gang_size - len(backlog)
             cpu_before = procs.cpu_seconds()
-            gangs = await paced(client, args, "lat", rate, args.latency_seconds, room - TAKEOVER_GANGS)
+            run_s = args.latency_run_seconds
+            if run_s:  # pods finish: the room bounds how many run at once, not how many are admitted
+                running_at_once = int(rate * (run_s + 2) / args.gang_size)
+                if running_at_once > room - TAKEOVER_GANGS:
+                    raise SystemExit(
+                        f"--latency-run-seconds {run_s} at {rate} pods/s needs more than the fleet"
+                    )
+                room = 1_000_000
+            gangs = await paced(
+                client, args, "lat", rate, args.latency_seconds, room - TAKEOVER_GANGS, run_seconds=run_s
+            )
             expected = backlog_pods + len(gangs) * args.gang_size
             await wait_bound(watch, expected, timeout_s=120)
             cpu_after = procs.cpu_seconds()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from libs.runtime.logging import configure_logging
+from libs.runtime.memory import freeze_long_lived, tune_collector
 from libs.runtime.settings import PodwaySettings
 
 
@@ -28,6 +29,7 @@ async def serve_until_signalled(service: Service) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await service.start()
+        freeze_long_lived()
         await stop.wait()
     finally:
         await service.stop()
@@ -36,4 +38,5 @@ async def serve_until_signalled(service: Service) -> None:
 def run_service(name: str, settings: S, make: Callable[[S], Service]) -> None:
     """A service's `main()`: logs as `name`, then serve until signalled."""
     configure_logging(name, settings.log_level, settings.log_format)
+    tune_collector()
     asyncio.run(serve_until_signalled(make(settings)))

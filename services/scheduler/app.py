@@ -30,6 +30,7 @@ from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.streams import ensure_streams
 from libs.runtime.health import beat, health_file
+from libs.runtime.memory import freeze_long_lived
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.scheduler.handlers import SUBJECTS, apply_event
@@ -259,6 +260,7 @@ class SchedulerService:
             apply_event(scheduler, envelope, payload)
         term.buffer.clear()
         term.scheduler = scheduler
+        freeze_long_lived()
         log.info(
             "scheduler world loaded",
             extra={
