@@ -135,7 +135,9 @@ class EventLog(Protocol):
 class Outbox(Protocol):
     """Events committed but not yet published, in `seq` order."""
 
-    async def unpublished(self, limit: int) -> list[OutboxMessage]: ...
+    async def unpublished(
+        self, limit: int, *, created_before: datetime | None = None
+    ) -> list[OutboxMessage]: ...
 
     async def mark_published(self, seqs: Sequence[int], at: datetime) -> None: ...
 

@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
@@ -47,7 +48,9 @@ class OutboxRelay:
     order (see `append`), and each batch goes out in seq order, so one process's events keep theirs; events
     of different processes were never ordered by more than causality, which publishing cannot break (an event
     is caused by one already in the stream). Polling passes keep running every `poll_interval_s` for rows
-    that a crashed or failing process left behind.
+    that a crashed or failing process left behind, leaving alone rows younger than `handoff_grace_s`: those
+    are their own process's to publish, and taking them would lock rows that process is about to mark and
+    publish them twice.
     """
 
     def __init__(
@@ -59,6 +62,7 @@ class OutboxRelay:
         poll_interval_s: float = 0.25,
         ack_timeout_s: float = 2.0,
         error_backoff_s: float = 1.0,
+        handoff_grace_s: float = 2.0,
         clock: Clock = utc_now,
     ) -> None:
         self._uow_factory = uow_factory
@@ -69,13 +73,16 @@ class OutboxRelay:
         self._error_backoff_s = error_backoff_s
         self._clock = clock
         self._kicked = asyncio.Event()
+        self._handoff_grace = timedelta(seconds=handoff_grace_s)
         self._committed: list[OutboxMessage] = []
         self._polled_at = -math.inf
+        self._asked_to_poll = False
 
     def kick(self, committed: Sequence[OutboxMessage] = ()) -> None:
         """Publish soon (`committed`: rows just committed, published without reading them back): pass this as
         the unit of work's `after_commit`."""
         self._committed.extend(committed)
+        self._asked_to_poll = self._asked_to_poll or not committed
         self._kicked.set()
 
     async def publish_committed(self) -> RelayPass:
@@ -91,10 +98,11 @@ class OutboxRelay:
             await uow.commit()
         return _outcome(messages, acks, len(acked))
 
-    async def publish_pending(self) -> RelayPass:
-        """One pass: publish up to `batch` unpublished events and mark those JetStream acknowledged."""
+    async def publish_pending(self, *, created_before: datetime | None = None) -> RelayPass:
+        """One pass: publish up to `batch` unpublished events (created before `created_before`, if given) and
+        mark those JetStream acknowledged."""
         async with self._uow_factory() as uow:
-            messages = await uow.outbox.unpublished(self._batch)
+            messages = await uow.outbox.unpublished(self._batch, created_before=created_before)
             if not messages:
                 return RelayPass(published=0, duplicates=0)
             acks = await self._publish(messages)
@@ -109,13 +117,23 @@ class OutboxRelay:
     async def run(self) -> None:
         """Relay until cancelled: handed-over rows at once, and a polling pass every `poll_interval_s` (or
         on a kick without rows) for rows no fast path published."""
+        backlog = False  # the last polling pass filled its batch: go on polling at once
         while True:
             self._kicked.clear()
-            polling = not self._committed or time.monotonic() - self._polled_at >= self._poll_interval_s
+            wait_s = self._polled_at + self._poll_interval_s - time.monotonic()
+            polling = backlog or self._asked_to_poll or wait_s <= 0
+            if not polling and not self._committed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._kicked.wait(), wait_s)
+                continue
             try:
                 if polling:
                     self._polled_at = time.monotonic()
-                    done = await self.publish_pending()
+                    asked, self._asked_to_poll = self._asked_to_poll, False
+                    done = await self.publish_pending(
+                        created_before=None if asked else self._clock() - self._handoff_grace
+                    )
+                    backlog = done.published + done.failed >= self._batch
                 else:
                     done = await self.publish_committed()
             except Exception:
@@ -124,12 +142,6 @@ class OutboxRelay:
                 continue
             if done.failed:
                 await asyncio.sleep(self._error_backoff_s)
-            elif not self._committed and done.published + done.failed < self._batch:
-                await self._wait_for_kick()
-
-    async def _wait_for_kick(self) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._kicked.wait(), self._poll_interval_s)
 
     async def _publish(self, messages: Sequence[OutboxMessage]) -> list[PubAck | BaseException]:
         futures = []

@@ -101,15 +101,13 @@ class SqlAlchemyOutbox:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
 
-    async def unpublished(self, limit: int) -> list[OutboxMessage]:
-        """The oldest unpublished messages, locked (PostgreSQL) so concurrent relays take turns in order."""
-        query = (
-            select(outbox)
-            .where(outbox.c.published_at.is_(None))
-            .order_by(outbox.c.seq)
-            .limit(limit)
-            .with_for_update()
-        )
+    async def unpublished(self, limit: int, *, created_before: datetime | None = None) -> list[OutboxMessage]:
+        """The oldest unpublished messages (only those created before `created_before`, if given), locked
+        (PostgreSQL) so concurrent relays take turns in order."""
+        query = select(outbox).where(outbox.c.published_at.is_(None))
+        if created_before is not None:
+            query = query.where(outbox.c.created_at < created_before)
+        query = query.order_by(outbox.c.seq).limit(limit).with_for_update()
         return [OutboxMessage(**row._asdict()) for row in await self._session.execute(query)]
 
     async def mark_published(self, seqs: Sequence[int], at: datetime) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 from nats.js import JetStreamContext
@@ -176,3 +177,17 @@ def _handing_to(uow_factory: UowFactory, handed: list[OutboxMessage]) -> UowFact
         return uow
 
     return make
+
+
+async def test_a_polling_pass_can_leave_fresh_rows_to_the_process_that_committed_them(
+    uow_factory: UowFactory, js: JetStreamContext, fake_clock: FakeClock
+) -> None:
+    committed_at = fake_clock.now
+    await commit_events(uow_factory, [make_envelope(correlation_id="pg-0")])
+    relay = OutboxRelay(uow_factory, js, clock=fake_clock)
+
+    fresh = await relay.publish_pending(created_before=committed_at)
+    left_behind = await relay.publish_pending(created_before=committed_at + timedelta(seconds=1))
+
+    assert (fresh.published, left_behind.published) == (0, 1)
+    assert len(await stream_messages(js, EVENTS_STREAM)) == 1
