@@ -31,6 +31,10 @@ class RelayPass:
     failed: int = 0
 
 
+MARK_DELAY_S = 0.05
+"""How long the fast path lets published rows wait to be marked, so that one transaction marks many batches."""
+
+
 class OutboxRelay:
     """Reads unpublished outbox rows in `seq` order, publishes each with `Nats-Msg-Id = event_id`, awaits the
     PubAcks, and marks the acknowledged rows published.
@@ -77,6 +81,8 @@ class OutboxRelay:
         self._committed: list[OutboxMessage] = []
         self._polled_at = -math.inf
         self._asked_to_poll = False
+        self._unmarked: list[int] = []
+        self._unmarked_since = 0.0
 
     def kick(self, committed: Sequence[OutboxMessage] = ()) -> None:
         """Publish soon (`committed`: rows just committed, published without reading them back): pass this as
@@ -85,18 +91,35 @@ class OutboxRelay:
         self._asked_to_poll = self._asked_to_poll or not committed
         self._kicked.set()
 
-    async def publish_committed(self) -> RelayPass:
-        """Publish the rows handed over by `kick` (up to `batch`, in seq order) and mark those acknowledged."""
+    async def publish_committed(self, *, mark_now: bool = True) -> RelayPass:
+        """Publish the rows handed over by `kick` (up to `batch`, in seq order) and mark those acknowledged:
+        at once, or with `mark_now=False` later, many batches in one transaction (`mark_published`)."""
         self._committed.sort(key=lambda m: m.seq)
         messages, self._committed = self._committed[: self._batch], self._committed[self._batch :]
         if not messages:
             return RelayPass(published=0, duplicates=0)
         acks = await self._publish(messages)
         acked = [m.seq for m, ack in zip(messages, acks, strict=True) if isinstance(ack, PubAck)]
-        async with self._uow_factory() as uow:
-            await uow.outbox.mark_published(acked, self._clock())
-            await uow.commit()
+        if not self._unmarked:
+            self._unmarked_since = time.monotonic()
+        self._unmarked.extend(acked)
+        if mark_now or len(self._unmarked) >= self._batch:
+            await self.mark_published()
         return _outcome(messages, acks, len(acked))
+
+    async def mark_published(self) -> None:
+        """Mark the rows published since the last mark. Rows never marked (a crash in between) are published
+        again by a polling pass after the grace period, and JetStream drops the copies (same Msg-Id)."""
+        seqs, self._unmarked = self._unmarked, []
+        if not seqs:
+            return
+        try:
+            async with self._uow_factory() as uow:
+                await uow.outbox.mark_published(seqs, self._clock())
+                await uow.commit()
+        except BaseException:
+            self._unmarked[:0] = seqs
+            raise
 
     async def publish_pending(self, *, created_before: datetime | None = None) -> RelayPass:
         """One pass: publish up to `batch` unpublished events (created before `created_before`, if given) and
@@ -120,13 +143,18 @@ class OutboxRelay:
         backlog = False  # the last polling pass filled its batch: go on polling at once
         while True:
             self._kicked.clear()
-            wait_s = self._polled_at + self._poll_interval_s - time.monotonic()
+            now = time.monotonic()
+            wait_s = self._polled_at + self._poll_interval_s - now
             polling = backlog or self._asked_to_poll or wait_s <= 0
-            if not polling and not self._committed:
+            mark_in_s = self._unmarked_since + MARK_DELAY_S - now if self._unmarked else math.inf
+            if not polling and not self._committed and mark_in_s > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._kicked.wait(), wait_s)
+                    await asyncio.wait_for(self._kicked.wait(), min(wait_s, mark_in_s))
                 continue
             try:
+                if mark_in_s <= 0 or (polling and self._unmarked):
+                    await self.mark_published()
+                    continue
                 if polling:
                     self._polled_at = time.monotonic()
                     asked, self._asked_to_poll = self._asked_to_poll, False
@@ -135,7 +163,7 @@ class OutboxRelay:
                     )
                     backlog = done.published + done.failed >= self._batch
                 else:
-                    done = await self.publish_committed()
+                    done = await self.publish_committed(mark_now=False)
             except Exception:
                 log.exception("outbox relay pass failed")
                 await asyncio.sleep(self._error_backoff_s)

@@ -191,3 +191,27 @@ async def test_a_polling_pass_can_leave_fresh_rows_to_the_process_that_committed
 
     assert (fresh.published, left_behind.published) == (0, 1)
     assert len(await stream_messages(js, EVENTS_STREAM)) == 1
+
+
+async def test_the_fast_path_can_mark_several_batches_in_one_transaction(
+    uow_factory: UowFactory, js: JetStreamContext, fake_clock: FakeClock
+) -> None:
+    handed: list[OutboxMessage] = []
+    await commit_events(
+        _handing_to(uow_factory, handed),
+        [make_envelope(correlation_id="pg-0")],
+        [make_envelope(correlation_id="pg-1")],
+    )
+    relay = OutboxRelay(uow_factory, js, clock=fake_clock)
+
+    relay.kick(handed[:1])
+    await relay.publish_committed(mark_now=False)
+    relay.kick(handed[1:])
+    await relay.publish_committed(mark_now=False)
+    async with uow_factory() as uow:
+        assert len(await uow.outbox.unpublished(limit=10)) == 2  # in the stream, not yet marked
+    await relay.mark_published()
+
+    async with uow_factory() as uow:
+        assert await uow.outbox.unpublished(limit=10) == []
+    assert len(await stream_messages(js, EVENTS_STREAM)) == 2
