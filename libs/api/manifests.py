@@ -227,26 +227,28 @@ def validate_document(
     *,
     old: ApiObject | Mapping[str, Any] | None = None,
     priority_classes: Mapping[str, PriorityClass] | None = None,
+    converted: bool = False,
 ) -> ValidationResult:
     """Admit one document: convert a v1.35 shape (with a warning), decode, default, resolve priority (when
     the known PriorityClasses are given), validate, and validate the update against `old` when the object
     exists already. All errors are reported at once.
 
     Convert a whole batch with conversion.convert_documents first when pods may carry v1.35 workloadRefs:
-    only the batch conversion creates their implied PodGroups. Pass `priority_classes` on updates whenever
-    the stored `old` object was admitted with them, so that both sides carry resolved priorities."""
-    converted, warnings = convert_document(doc)
+    only the batch conversion creates their implied PodGroups; then pass `converted=True` to skip converting
+    (and copying) each document again. Pass `priority_classes` on updates whenever the stored `old` object was
+    admitted with them, so that both sides carry resolved priorities. `doc` is never changed."""
+    document, warnings = (dict(doc), []) if converted else convert_document(doc)
     try:
-        obj = parse_object(converted)
+        obj = parse_object(document)
     except ManifestError as error:
         return ValidationResult(None, warnings=tuple(warnings), problem=str(error), status_code=400)
     except InvalidObjectError as error:
-        return _rejected(error.kind, converted, error.errors, warnings)
+        return _rejected(error.kind, document, error.errors, warnings)
     warnings += [f'unknown field "{path}"' for path in unknown_fields(obj)]
     warnings += [
         f'unknown Podway annotation "{key}"' for key in unknown_podway_annotations(obj.metadata.annotations)
     ]
-    # obj was just parsed from a private copy of the document: default and resolve it in place.
+    # obj was just parsed (pydantic builds its own parts): default and resolve it in place.
     obj = apply_defaults_in_place(obj)
     errors: list[FieldError] = []
     if priority_classes is not None:
@@ -255,7 +257,7 @@ def validate_document(
     if old is not None:
         errors += validate_update(_prepare_old(old), obj)
     if errors:
-        return _rejected(obj.KIND, converted, errors, warnings)
+        return _rejected(obj.KIND, document, errors, warnings)
     return ValidationResult(
         obj, warnings=tuple(warnings), kind=obj.KIND, name=obj.name, namespace=obj.namespace
     )

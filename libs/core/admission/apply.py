@@ -155,7 +155,10 @@ def admit_document(
     key = raw_key(doc)
     existing = view.get(key) if key else None
     result = validate_document(
-        doc, old=existing.manifest if existing else None, priority_classes=view.priority_classes
+        doc,
+        old=existing.manifest if existing else None,
+        priority_classes=view.priority_classes,
+        converted=True,
     )
     if result.obj is None:
         decision.events.append(rejected_event(result, ctx.request_id))

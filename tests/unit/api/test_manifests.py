@@ -199,3 +199,28 @@ def test_only_one_owner_reference_may_be_the_controller():
         'metadata.ownerReferences.kind: Invalid value: "": kind must not be empty',
         'metadata.ownerReferences.name: Invalid value: "": name must not be empty',
     ]
+
+
+def test_validating_converted_documents_leaves_them_as_they_were_and_decides_the_same() -> None:
+    import copy
+    from pathlib import Path
+
+    from libs.api.conversion import convert_documents
+    from libs.api.manifests import load_documents
+
+    examples = Path(__file__).resolve().parents[3] / "deploy" / "examples"
+    docs = [d for f in sorted(examples.glob("*.yaml")) for d in load_documents(f.read_text())]
+    converted, _ = convert_documents(docs)
+
+    for doc in converted:
+        before = copy.deepcopy(doc)
+        fast = validate_document(doc, converted=True)
+        again = validate_document(doc, converted=True)  # as a retried group commit does
+        slow = validate_document(copy.deepcopy(before))
+        assert doc == before
+        assert (
+            (fast.obj and fast.obj.to_wire())
+            == (slow.obj and slow.obj.to_wire())
+            == (again.obj and again.obj.to_wire())
+        )
+        assert fast.problem == slow.problem
