@@ -57,7 +57,8 @@ def admitted_event(
     model = _ADMITTED.get(known.kind, ObjectAdmitted)
     if known.kind == "Node":
         model = NodeRegistered if outcome == "created" else NodeUpdated
-    payload = model(
+    # Built from an object admission has just validated: constructed, not validated again.
+    payload = model.model_construct(
         kind=known.kind,
         api_version=str(known.manifest.get("apiVersion")),
         namespace=known.namespace or None,
