@@ -17,6 +17,7 @@ from typing import Any
 
 import psutil
 
+from bench.measure import cpu_seconds
 from libs.client.client import PodwayClient
 from libs.runtime.health import health_file, last_beat
 from libs.runtime.nats_server import EmbeddedNatsServer
@@ -171,12 +172,12 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     proc = _start_admission(nats.url, database_url, tmp)
     try:
         service = psutil.Process(proc.pid)
-        cpu_before = _cpu_seconds(service)
+        cpu_before = cpu_seconds(service)
         async with PodwayClient(nats.url, timeout_s=120) as client:
             metrics = await _load(client, args)
         # Robust to a busy host where the rate is not: what one PodGroup costs the service's one core.
         metrics["service_cpu_ms_per_podgroup"] = round(
-            (_cpu_seconds(service) - cpu_before) * 1000 / args.podgroups, 3
+            (cpu_seconds(service) - cpu_before) * 1000 / args.podgroups, 3
         )
         return metrics
     finally:
@@ -185,11 +186,6 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         nats.stop()
         if dropped:
             await _drop_postgres(args.database_url, dropped)
-
-
-def _cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -40,6 +40,7 @@ import aiohttp
 import psutil
 import yaml
 
+from bench.measure import cpu_seconds
 from libs.client.client import PodwayClient
 from libs.client.commands.router import RouterClient
 from libs.core.routing import RoutingPolicy, parse_policy
@@ -185,12 +186,12 @@ async def _nats_phase(args: argparse.Namespace, nats_url: str, service: psutil.P
         for _ in range(args.warmup):
             await router.infer(call.model_copy(update={"request_id": new_request_id()}))
         added: list[float] = []
-        service_cpu, caller_cpu = _cpu_seconds(service), time.process_time()
+        service_cpu, caller_cpu = cpu_seconds(service), time.process_time()
         for _ in range(args.nats_requests):
             started = time.perf_counter()
             answer = await router.infer(call.model_copy(update={"request_id": new_request_id()}))
             added.append((time.perf_counter() - started) * 1000.0 - answer.provider_ms)
-        service_cpu, caller_cpu = _cpu_seconds(service) - service_cpu, time.process_time() - caller_cpu
+        service_cpu, caller_cpu = cpu_seconds(service) - service_cpu, time.process_time() - caller_cpu
     added.sort()
     per_request_ms = 1000.0 / max(len(added), 1)
     return {
@@ -202,11 +203,6 @@ async def _nats_phase(args: argparse.Namespace, nats_url: str, service: psutil.P
         "nats_service_cpu_ms_per_request": round(service_cpu * per_request_ms, 3),
         "nats_caller_cpu_ms_per_request": round(caller_cpu * per_request_ms, 3),
     }
-
-
-def _cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
 
 
 async def _first_answer(router: RouterClient, call: InferenceCall, timeout_s: float = 60.0) -> None:

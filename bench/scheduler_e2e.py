@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 
 from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
+from bench.measure import cpu_seconds
 from libs.api.annotations import RUN_SECONDS
 from libs.client.client import PodwayClient
 from libs.runtime.health import health_file, last_beat
@@ -150,8 +151,7 @@ class Processes:
         used: dict[str, float] = {}
         for name, proc in self.running.items():
             with contextlib.suppress(psutil.Error):
-                times = psutil.Process(proc.pid).cpu_times()
-                used[name] = times.user + times.system
+                used[name] = cpu_seconds(psutil.Process(proc.pid))
         return used
 
     def wait_healthy(self, name: str, beacon: Path, timeout_s: float = 120.0) -> None:

@@ -164,11 +164,11 @@ class AdmissionService:
         return await self.batcher.submit(prepared)
 
     async def _dry_run(self, prepared: PreparedApply) -> ApplyReply:
-        request, batch = prepared
+        request_id, batch = prepared
         async with self.uow() as uow:
             view = await load_view(uow, batch.keys)
-        decision = admit_batch(batch, view, self._context(request))
-        return ApplyReply(request_id=request, results=decision.results, warnings=decision.warnings)
+        decision = admit_batch(batch, view, self._context(request_id))
+        return ApplyReply(request_id=request_id, results=decision.results, warnings=decision.warnings)
 
     async def _apply_group(self, requests: list[PreparedApply]) -> list[ApplyReply]:
         """Decide and write a group of applies in one transaction; a conflict re-reads and decides again."""
@@ -255,9 +255,6 @@ class AdmissionService:
 
 
 def _footprint_of(prepared: PreparedApply) -> Footprint | None:
-    """What an apply's decision reads and writes; None (anything) when it writes a PriorityClass, which every
-    decision reads."""
+    """What an apply's decision reads and writes; None when it may read anything."""
     batch = prepared.batch
-    if any(kind == "PriorityClass" for kind, _, _ in batch.writes):
-        return None
-    return Footprint(batch.keys, batch.writes)
+    return None if batch.reads_everything else Footprint(batch.keys, batch.writes)

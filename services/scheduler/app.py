@@ -299,10 +299,9 @@ class SchedulerService:
             async with self.uow() as uow:
                 now = self.clock()
                 bound = await write_outcomes(uow, outcomes, fence=term.fence, now=now)
-                ttl = self.elector.ttl
-                lease = await uow.leases.renew(term.fence, self.holder, now, ttl)
-                lease = lease or await uow.leases.acquire_or_renew(LEASE_NAME, self.holder, now, ttl)
-                if lease is None or lease.epoch != term.fence.epoch:
+                # Lapsed or taken, the term is over: taking the lease afresh would start a new epoch.
+                lease = await uow.leases.renew(term.fence, self.holder, now, self.elector.ttl)
+                if lease is None:
                     raise StaleEpochError(f"lease {LEASE_NAME} is no longer held at epoch {term.fence.epoch}")
                 await uow.commit()
         except StaleEpochError:

@@ -61,6 +61,12 @@ class PreparedBatch:
     writes: frozenset[ObjectKey] = frozenset()
     """The objects the batch may write: its documents and what its Jobs expand to."""
 
+    @property
+    def reads_everything(self) -> bool:
+        """Whether the batch changes how every object is admitted (it writes a PriorityClass, which every
+        decision reads): it must then be decided alone."""
+        return any(kind == "PriorityClass" for kind, _, _ in self.writes)
+
 
 def prepare_batch(docs: list[dict[str, Any]]) -> PreparedBatch:
     """Convert once; name every stored object the batch may read and write."""

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, case, insert, select, update
+from sqlalchemy import Row, case, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -27,25 +26,7 @@ class SqlAlchemyConditionRepository:
     async def set(self, condition: Condition) -> Condition:
         """Write a condition. `last_transition_time` moves only when the status changes; a condition type
         written by another owner is refused."""
-        current = await self._get(condition.object_uid, condition.type, for_update=True)
-        if current is not None and current.owner != condition.owner:
-            raise ConditionOwnershipError(
-                f"condition {condition.type} of {condition.object_uid} is owned by {current.owner}, "
-                f"not {condition.owner}"
-            )
-        stored = dataclasses.replace(
-            condition, last_transition_time=self._transition_time(current, condition)
-        )
-        values = dataclasses.asdict(stored)
-        if current is None:
-            await self._session.execute(insert(conditions).values(values))
-        else:
-            await self._session.execute(
-                update(conditions)
-                .where(conditions.c.object_uid == condition.object_uid, conditions.c.type == condition.type)
-                .values(values)
-            )
-        return stored
+        return (await self.set_many([condition]))[0]
 
     async def set_many(self, many: Sequence[Condition]) -> list[Condition]:
         """`set` for many conditions (one per object and type) in one upsert, whatever their number; on
@@ -77,17 +58,18 @@ class SqlAlchemyConditionRepository:
             (r.object_uid, r.type): r.last_transition_time
             for r in await self._session.execute(statement, rows)
         }
-        refused = [c for c in many if (c.object_uid, c.type) not in written]
-        if refused:
+        refused = next((c for c in many if (c.object_uid, c.type) not in written), None)
+        if refused is not None:
+            current = await self._get(refused.object_uid, refused.type)
             raise ConditionOwnershipError(
-                f"condition {refused[0].type} of {refused[0].object_uid} is owned by another writer, "
-                f"not {refused[0].owner}"
+                f"condition {refused.type} of {refused.object_uid} is owned by "
+                f"{current.owner if current else 'another writer'}, not {refused.owner}"
             )
         return [dataclasses.replace(c, last_transition_time=written[(c.object_uid, c.type)]) for c in many]
 
     async def get(self, object_uid: str, type_: str) -> Condition | None:
         """One condition, or None."""
-        return await self._get(object_uid, type_, for_update=False)
+        return await self._get(object_uid, type_)
 
     async def list_for(self, object_uid: str) -> list[Condition]:
         """All conditions of an object, by type."""
@@ -96,17 +78,10 @@ class SqlAlchemyConditionRepository:
         )
         return [_to_condition(row) for row in rows]
 
-    async def _get(self, object_uid: str, type_: str, *, for_update: bool) -> Condition | None:
+    async def _get(self, object_uid: str, type_: str) -> Condition | None:
         query = select(conditions).where(conditions.c.object_uid == object_uid, conditions.c.type == type_)
-        if for_update:
-            query = query.with_for_update()
         row = (await self._session.execute(query)).first()
         return _to_condition(row) if row else None
-
-    def _transition_time(self, current: Condition | None, new: Condition) -> datetime:
-        if current is not None and current.status == new.status and current.last_transition_time:
-            return current.last_transition_time
-        return new.last_transition_time or self._clock()
 
 
 def _to_condition(row: Row[Any]) -> Condition:
