@@ -137,6 +137,7 @@ class Processes:
     env: dict[str, str]
     tmp: Path
     running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    nats_pid: int | None = None
 
     def start(self, name: str, module: str, data_dir: Path, **extra: str) -> subprocess.Popen[bytes]:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -147,11 +148,20 @@ class Processes:
         return proc
 
     def cpu_seconds(self) -> dict[str, float]:
-        """CPU time used so far by each running service (where the pods' cost goes, on a shared host)."""
+        """CPU time used so far by each running service, by the benchmark's own process (it publishes the
+        applies and decodes every event it watches) and by the host as a whole: where the pods' cost goes,
+        and how much of the host was left."""
         used: dict[str, float] = {}
         for name, proc in self.running.items():
             with contextlib.suppress(psutil.Error):
                 used[name] = cpu_seconds(psutil.Process(proc.pid))
+        used["bench"] = cpu_seconds(psutil.Process())
+        if self.nats_pid is not None:
+            with contextlib.suppress(psutil.Error):
+                used["nats_server"] = cpu_seconds(psutil.Process(self.nats_pid))
+        used["postgres"] = _postgres_cpu_seconds()
+        host = psutil.cpu_times()
+        used["host_busy"] = float(sum(host) - host.idle - getattr(host, "iowait", 0.0))
         return used
 
     def wait_healthy(self, name: str, beacon: Path, timeout_s: float = 120.0) -> None:
@@ -171,6 +181,16 @@ class Processes:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def _postgres_cpu_seconds() -> float:
+    """CPU time of the PostgreSQL server's processes (a local server: the benchmark's pools are its clients)."""
+    used = 0.0
+    for process in psutil.process_iter(["name"]):
+        if process.info["name"] == "postgres":
+            with contextlib.suppress(psutil.Error):
+                used += cpu_seconds(process)
+    return used
 
 
 def beacon_detail(path: Path) -> dict[str, Any]:
@@ -354,7 +374,7 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "PODWAY_LEASE_SECONDS": str(args.lease_seconds),
         "PODWAY_METRICS_PORT": "0",
     }
-    procs = Processes(env, tmp)
+    procs = Processes(env, tmp, nats_pid=nats.process.pid if nats.process else None)
     nodes = args.blocks * args.racks_per_block * args.nodes_per_rack
     metrics: dict[str, Any] = _Progress()
     try:
@@ -405,7 +425,7 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             rate = args.latency_rate or throughput / 2
             # The fleet must keep room for the takeover phase's gangs (pods run until the end).
             room = nodes * args.gpus_per_node // args.gpus_per_pod // args.gang_size - len(backlog)
-            cpu_before = procs.cpu_seconds()
+            cpu_before, window_started = procs.cpu_seconds(), time.monotonic()
             run_s = args.latency_run_seconds
             if run_s:  # pods finish: the room bounds how many run at once, not how many are admitted
                 running_at_once = int(rate * (run_s + 2) / args.gang_size)
@@ -419,7 +439,9 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             )
             expected = backlog_pods + len(gangs) * args.gang_size
             await wait_bound(watch, expected, timeout_s=120)
-            cpu_after = procs.cpu_seconds()
+            cpu_after, window = procs.cpu_seconds(), time.monotonic() - window_started
+            host_busy = cpu_after.pop("host_busy") - cpu_before.pop("host_busy")
+            metrics["latency_host_busy_cores"] = round(host_busy / window, 2)
             for name, seconds in cpu_after.items():
                 spent = seconds - cpu_before.get(name, 0.0)
                 metrics[f"latency_cpu_ms_per_pod_{name.replace('-', '_')}"] = round(

@@ -2,46 +2,72 @@
 
 from __future__ import annotations
 
-import json
+import time
 from typing import Any
 
-import orjson
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
+from libs.db.types import json_text
+
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+PING_AFTER_IDLE_S = 1.0
+"""A PostgreSQL connection idle this long is pinged before it is used again."""
+_IDLE_SINCE = "podway_idle_since"
 
 
-def _json_dumps(value: Any) -> str:
-    # Sorted keys: equal documents serialise to equal text, which SQLite compares. orjson is ~5x faster than
-    # json here, which matters when admission writes thousands of objects a second.
-    try:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-    except TypeError:  # what orjson refuses (e.g. non-string keys) the standard library still writes
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def create_engine(url: str | URL, *, echo: bool = False) -> AsyncEngine:
+def create_engine(
+    url: str | URL, *, echo: bool = False, ping_after_idle_s: float = PING_AFTER_IDLE_S
+) -> AsyncEngine:
     """An async engine for `url` with the settings Podway relies on.
 
     SQLite: WAL journal, foreign keys on, a busy timeout, and `BEGIN IMMEDIATE` transactions (writers queue on
     the database lock at BEGIN instead of failing with SQLITE_BUSY when a read turns into a write).
-    PostgreSQL: a bounded pool with pre-ping, so a restarted server does not hand out dead connections.
+    PostgreSQL: a bounded pool, last in first out, that pings a connection before handing it out once it has
+    been idle for `ping_after_idle_s`, so a restarted server does not hand out dead connections.
     """
     url = make_url(url)
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url, echo=echo)
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         echo=echo,
-        json_serializer=_json_dumps,
+        json_serializer=json_text,
         pool_size=5,
         max_overflow=10,
-        pool_pre_ping=True,
+        pool_use_lifo=True,
         pool_recycle=1800,
     )
+    _ping_when_idle(engine, ping_after_idle_s)
+    return engine
+
+
+def _ping_when_idle(engine: AsyncEngine, idle_s: float) -> None:
+    """Ping a pooled connection on checkout only when it sat idle for `idle_s`.
+
+    `pool_pre_ping` pings on every checkout, and asyncpg's ping is three round trips (BEGIN, `;`, ROLLBACK):
+    more than a short transaction's own work. A connection used moments ago is alive as far as a ping could
+    tell, and with a LIFO pool the busy connections are the ones reused. A dead one found here is replaced,
+    and every connection older than it is too.
+    """
+    dialect = engine.dialect
+
+    @event.listens_for(engine.sync_engine.pool, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine.sync_engine.pool, "checkout")
+    def _checked_out(dbapi_connection: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is None or time.monotonic() - since < idle_s:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            raise InvalidatePoolError(f"connection lost while idle: {error}") from error
 
 
 def create_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
@@ -55,7 +81,7 @@ def _sqlite_engine(url: URL, *, echo: bool) -> AsyncEngine:
     engine = create_async_engine(
         url,
         echo=echo,
-        json_serializer=_json_dumps,
+        json_serializer=json_text,
         connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
         **extra,
     )

@@ -17,21 +17,24 @@ from libs.db.repositories._sql import insert_ignoring_duplicates, rowcount
 from libs.db.schema import events, inbox, outbox
 from libs.events.envelope import AggregateRef, Envelope
 
-# Any constant shared by every Podway process; names the PostgreSQL advisory lock that orders outbox appends.
+# Any constant shared by every Podway process; names the PostgreSQL advisory lock that settles the log for
+# its readers: appends hold it shared, readers take it exclusively.
 OUTBOX_APPEND_LOCK = 0x504F44574159  # "PODWAY"
 
 
 async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: datetime) -> list[OutboxMessage]:
     """Write envelopes to the outbox and the audit log in the caller's transaction; returns the outbox rows.
 
-    On PostgreSQL a transaction-scoped advisory lock serialises appends until commit, so `seq` order is commit
-    order: a relay or a watcher reading "after seq N" can never miss a row that commits later with a smaller
-    seq. SQLite already serialises writers. Call it last in a transaction to hold the lock briefly.
+    On PostgreSQL the append holds an advisory lock shared until commit. Appends never wait for each other
+    (an exclusive lock here would put every emitting transaction of every service in one line, each waiting
+    for the one before to flush its commit); a reader of the log takes the lock exclusively (`_settle`), so it
+    reads only once every append in flight has ended, and a reader going "after seq N" never misses a row
+    that commits later with a smaller seq. SQLite already serialises writers.
     """
     if not envelopes:
         return []
     if session.get_bind().dialect.name == "postgresql":
-        await session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": OUTBOX_APPEND_LOCK})
+        await session.execute(_APPEND_SHARED, {"key": OUTBOX_APPEND_LOCK})
     # Two statements for the whole batch: the outbox rows (seqs returned in parameter order), then the log rows.
     messages = [
         OutboxMessage(
@@ -63,6 +66,10 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
     return [dataclasses.replace(m, seq=seq) for m, seq in zip(messages, seqs, strict=True)]
 
 
+_APPEND_SHARED = text("SELECT pg_advisory_xact_lock_shared(:key)")
+_READ_SETTLED = text("SELECT pg_advisory_xact_lock(:key)")
+
+
 class SqlAlchemyEventLog:
     """Queries over the audit log, always in `seq` order."""
 
@@ -91,8 +98,16 @@ class SqlAlchemyEventLog:
         return rowcount(await self._session.execute(delete(events).where(events.c.occurred_at < cutoff)))
 
     async def _fetch(self, query: Select[Any]) -> list[StoredEvent]:
+        await self._settle()
         rows = await self._session.execute(query.order_by(events.c.seq))
         return [_to_stored_event(row) for row in rows]
+
+    async def _settle(self) -> None:
+        """Wait until every append in flight has committed or rolled back; later appends wait until this
+        transaction ends (a read is short). What this transaction reads after it is a settled prefix of `seq`s.
+        """
+        if self._session.get_bind().dialect.name == "postgresql":
+            await self._session.execute(_READ_SETTLED, {"key": OUTBOX_APPEND_LOCK})
 
 
 class SqlAlchemyOutbox:

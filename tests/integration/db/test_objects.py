@@ -121,7 +121,10 @@ async def test_statuses_of_many_objects_are_written_in_one_compare_and_set(
 
     async with uow_factory() as uow:
         written = await uow.objects.update_statuses(
-            [(first, {"placement": {"nodes": ["n-1"]}}), (second, {"phase": "Running", "n": [1, 2]})]
+            [
+                (first, {"placement": {"nodes": ["n-1"]}}),
+                (second, {"phase": "Running", "n": [1, 2], "note": 'naïve "x"', "r": 0.5}),
+            ]
         )
         await uow.commit()
     async with uow_factory() as uow:
@@ -130,7 +133,7 @@ async def test_statuses_of_many_objects_are_written_in_one_compare_and_set(
     assert stored == written
     assert [s.status for s in written] == [
         {"placement": {"nodes": ["n-1"]}},
-        {"phase": "Running", "n": [1, 2]},
+        {"phase": "Running", "n": [1, 2], "note": 'naïve "x"', "r": 0.5},
     ]
     assert [s.resource_version for s in written] == [2, 2]
     assert all(s.updated_at == fake_clock.now for s in written)
