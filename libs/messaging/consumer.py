@@ -30,6 +30,9 @@ from libs.messaging.delivery import Delivery, delivery_of
 
 log = logging.getLogger(__name__)
 
+DRAIN_TIMEOUT_S = 0.005
+"""How long a batch waits for messages beyond the one that started it (the pull request's expiry)."""
+
 
 class EventHandler(Protocol):
     """What a service does with one event, inside the consumer's unit of work. It must not commit: the
@@ -159,7 +162,7 @@ class EventConsumer:
         try:
             while True:
                 try:
-                    messages = await subscription.fetch(self.batch_size, timeout=self.fetch_timeout_s)
+                    messages = await self._next_batch(subscription)
                 except (TimeoutError, nats.errors.TimeoutError):
                     continue
                 try:
@@ -172,6 +175,18 @@ class EventConsumer:
         finally:
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
+
+    async def _next_batch(self, subscription: JetStreamContext.PullSubscription) -> list[Msg]:
+        """Wait for one message, then take what else is already there, up to the batch size.
+
+        A single `fetch(batch_size)` that starts on an empty stream keeps its pull open until the whole batch
+        has arrived or the fetch times out: events trickling in would wait for those that come after them.
+        """
+        first = await subscription.fetch(1, timeout=self.fetch_timeout_s)
+        try:
+            return first + await subscription.fetch(self.batch_size - 1, timeout=DRAIN_TIMEOUT_S)
+        except (TimeoutError, nats.errors.TimeoutError):
+            return first
 
     async def process_batch(self, messages: Sequence[Msg]) -> list[ConsumeOutcome]:
         """Handle fetched messages in stream order in ONE unit of work, then ack them all.

@@ -34,22 +34,7 @@ class SqlAlchemyConditionRepository:
         if not many:
             return []
         now = self._clock()
-        dialect: Any = postgresql if self._session.get_bind().dialect.name == "postgresql" else sqlite
-        upsert = dialect.insert(conditions)
-        statement = upsert.on_conflict_do_update(
-            index_elements=[conditions.c.object_uid, conditions.c.type],
-            set_={
-                "status": upsert.excluded.status,
-                "reason": upsert.excluded.reason,
-                "message": upsert.excluded.message,
-                "observed_generation": upsert.excluded.observed_generation,
-                "last_transition_time": case(
-                    (conditions.c.status == upsert.excluded.status, conditions.c.last_transition_time),
-                    else_=upsert.excluded.last_transition_time,
-                ),
-            },
-            where=conditions.c.owner == upsert.excluded.owner,
-        ).returning(conditions.c.object_uid, conditions.c.type, conditions.c.last_transition_time)
+        statement = _UPSERTS[self._session.get_bind().dialect.name]
         rows = [
             dataclasses.asdict(dataclasses.replace(c, last_transition_time=c.last_transition_time or now))
             for c in many
@@ -86,3 +71,26 @@ class SqlAlchemyConditionRepository:
 
 def _to_condition(row: Row[Any]) -> Condition:
     return Condition(**row._asdict())
+
+
+def _upsert(dialect: Any) -> Any:
+    """The upsert `set_many` runs, built once per dialect (building its `excluded` columns costs more than
+    compiling it from the cache)."""
+    upsert = dialect.insert(conditions)
+    return upsert.on_conflict_do_update(
+        index_elements=[conditions.c.object_uid, conditions.c.type],
+        set_={
+            "status": upsert.excluded.status,
+            "reason": upsert.excluded.reason,
+            "message": upsert.excluded.message,
+            "observed_generation": upsert.excluded.observed_generation,
+            "last_transition_time": case(
+                (conditions.c.status == upsert.excluded.status, conditions.c.last_transition_time),
+                else_=upsert.excluded.last_transition_time,
+            ),
+        },
+        where=conditions.c.owner == upsert.excluded.owner,
+    ).returning(conditions.c.object_uid, conditions.c.type, conditions.c.last_transition_time)
+
+
+_UPSERTS = {"postgresql": _upsert(postgresql), "sqlite": _upsert(sqlite)}

@@ -8,13 +8,27 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, delete, insert, select, text, update
+from sqlalchemy import (
+    BigInteger,
+    LargeBinary,
+    Row,
+    Select,
+    any_,
+    bindparam,
+    delete,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.ports import Clock
 from libs.db.records import OutboxMessage, StoredEvent
 from libs.db.repositories._sql import insert_ignoring_duplicates, rowcount
 from libs.db.schema import events, inbox, outbox
+from libs.db.types import UtcDateTime, json_text
 from libs.events.envelope import AggregateRef, Envelope
 
 # Any constant shared by every Podway process; names the PostgreSQL advisory lock that settles the log for
@@ -33,9 +47,6 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
     """
     if not envelopes:
         return []
-    if session.get_bind().dialect.name == "postgresql":
-        await session.execute(_APPEND_SHARED, {"key": OUTBOX_APPEND_LOCK})
-    # Two statements for the whole batch: the outbox rows (seqs returned in parameter order), then the log rows.
     messages = [
         OutboxMessage(
             seq=0,
@@ -46,6 +57,44 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
         )
         for envelope in envelopes
     ]
+    if session.get_bind().dialect.name == "postgresql":
+        seqs = await _append_pg(session, envelopes, messages, now)
+    else:
+        seqs = await _append_sqlite(session, envelopes, messages, now)
+    return [dataclasses.replace(m, seq=seq) for m, seq in zip(messages, seqs, strict=True)]
+
+
+async def _append_pg(
+    session: AsyncSession, envelopes: Sequence[Envelope], messages: Sequence[OutboxMessage], now: datetime
+) -> list[int]:
+    """One statement, one round trip: take the lock, queue the outbox rows (seqs in emit order), log."""
+    subjects = [envelope.subject for envelope in envelopes]
+    parameters = {
+        "lock": OUTBOX_APPEND_LOCK,
+        "now": now,
+        "event_id": [str(envelope.event_id) for envelope in envelopes],
+        "nats_subject": [m.subject for m in messages],
+        "data": [m.data for m in messages],
+        "type": [envelope.type for envelope in envelopes],
+        "schema_version": [envelope.schema_version for envelope in envelopes],
+        "occurred_at": [envelope.occurred_at for envelope in envelopes],
+        "producer": [envelope.producer for envelope in envelopes],
+        "correlation_id": [envelope.correlation_id for envelope in envelopes],
+        "causation_id": [envelope.causation_id for envelope in envelopes],
+        "subject_kind": [s.kind if s else None for s in subjects],
+        "subject_namespace": [s.namespace if s else None for s in subjects],
+        "subject_name": [s.name if s else None for s in subjects],
+        "subject_uid": [s.uid if s else None for s in subjects],
+        "payload": [json_text(envelope.payload) for envelope in envelopes],
+    }
+    seq_of = {row.event_id: int(row.seq) for row in await session.execute(_APPEND_PG, parameters)}
+    return [seq_of[str(envelope.event_id)] for envelope in envelopes]
+
+
+async def _append_sqlite(
+    session: AsyncSession, envelopes: Sequence[Envelope], messages: Sequence[OutboxMessage], now: datetime
+) -> list[int]:
+    # Two statements for the whole batch: the outbox rows (seqs returned in parameter order), then the log rows.
     outbox_rows = [
         {
             "event_id": m.event_id,
@@ -63,10 +112,53 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
     await session.execute(
         insert(events), [_event_row(envelope, seq) for envelope, seq in zip(envelopes, seqs, strict=True)]
     )
-    return [dataclasses.replace(m, seq=seq) for m, seq in zip(messages, seqs, strict=True)]
+    return seqs
 
 
-_APPEND_SHARED = text("SELECT pg_advisory_xact_lock_shared(:key)")
+_APPEND_PG = text(
+    """
+    WITH settled AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(:lock)),
+    given AS (
+        SELECT * FROM unnest(
+            CAST(:event_id AS uuid[]), CAST(:nats_subject AS varchar[]), CAST(:data AS bytea[]),
+            CAST(:type AS varchar[]), CAST(:schema_version AS integer[]), CAST(:occurred_at AS timestamptz[]),
+            CAST(:producer AS varchar[]), CAST(:correlation_id AS varchar[]), CAST(:causation_id AS varchar[]),
+            CAST(:subject_kind AS varchar[]), CAST(:subject_namespace AS varchar[]),
+            CAST(:subject_name AS varchar[]), CAST(:subject_uid AS varchar[]), CAST(:payload AS varchar[])
+        ) WITH ORDINALITY AS g(
+            event_id, nats_subject, data, type, schema_version, occurred_at, producer, correlation_id,
+            causation_id, subject_kind, subject_namespace, subject_name, subject_uid, payload, position
+        )
+    ),
+    queued AS (
+        INSERT INTO outbox (event_id, subject, data, created_at)
+        SELECT given.event_id, given.nats_subject, given.data, :now FROM given, settled ORDER BY given.position
+        RETURNING seq, event_id
+    )
+    INSERT INTO events (
+        event_id, seq, type, schema_version, occurred_at, producer, correlation_id, causation_id,
+        subject_kind, subject_namespace, subject_name, subject_uid, payload
+    )
+    SELECT given.event_id, queued.seq, given.type, given.schema_version, given.occurred_at, given.producer,
+        given.correlation_id, given.causation_id, given.subject_kind, given.subject_namespace,
+        given.subject_name, given.subject_uid, CAST(given.payload AS jsonb)
+    FROM given JOIN queued ON queued.event_id = given.event_id
+    RETURNING CAST(event_id AS varchar) AS event_id, seq
+    """
+).bindparams(
+    bindparam("now", type_=UtcDateTime()),
+    bindparam("occurred_at", type_=ARRAY(UtcDateTime())),
+    bindparam("data", type_=ARRAY(LargeBinary())),
+)
+"""`append` on PostgreSQL. The lock is taken before any row is queued (the outbox rows are produced from
+the join with `settled`), so no `seq` is drawn outside it."""
+
+
+_MARK_PUBLISHED_PG = (
+    update(outbox)
+    .where(outbox.c.seq == any_(bindparam("seqs", type_=ARRAY(BigInteger))))
+    .values(published_at=bindparam("at", type_=outbox.c.published_at.type))
+)
 _READ_SETTLED = text("SELECT pg_advisory_xact_lock(:key)")
 
 
@@ -127,7 +219,12 @@ class SqlAlchemyOutbox:
 
     async def mark_published(self, seqs: Sequence[int], at: datetime) -> None:
         """Record that JetStream acknowledged these messages."""
-        if seqs:
+        if not seqs:
+            return
+        if self._session.get_bind().dialect.name == "postgresql":
+            # One statement text for any number of rows: prepared once per connection.
+            await self._session.execute(_MARK_PUBLISHED_PG, {"seqs": list(seqs), "at": at})
+        else:
             await self._session.execute(update(outbox).where(outbox.c.seq.in_(seqs)).values(published_at=at))
 
     async def delete_published_before(self, cutoff: datetime) -> int:

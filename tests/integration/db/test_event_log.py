@@ -123,3 +123,24 @@ async def test_retention_deletes_only_what_is_older_and_counts_it(
     async with uow_factory() as uow:
         assert [e.envelope for e in await uow.events.since(0)] == [new]
         assert [m.event_id for m in await uow.outbox.unpublished(limit=10)] == [new.event_id]
+
+
+async def test_events_emitted_together_are_queued_and_logged_in_emit_order(uow_factory: UowFactory) -> None:
+    emitted = [
+        make_envelope(kind, correlation_id="pg-1")
+        for kind in (EventType.PODGROUP_CYCLE_STARTED, EventType.PODGROUP_CYCLE_PLACED, EventType.PODS_BOUND)
+    ]
+    handed: list[OutboxMessage] = []
+    async with uow_factory() as uow:
+        uow._after_commit = handed.extend
+        for envelope in emitted:
+            uow.emit(envelope)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        queued = await uow.outbox.unpublished(limit=10)
+        logged = await uow.events.by_correlation("pg-1")
+    assert [m.event_id for m in handed] == [e.event_id for e in emitted]
+    assert [m.seq for m in handed] == sorted(m.seq for m in handed)
+    assert queued == handed
+    assert [(e.seq, e.envelope) for e in logged] == [(m.seq, e) for m, e in zip(handed, emitted, strict=True)]
