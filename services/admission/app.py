@@ -30,7 +30,7 @@ from libs.events.rpc import (
     GetReply,
     GetRequest,
 )
-from libs.events.scheduling import PodGroupRestarted, PodsFailed, PodsRunning, PodsSucceeded
+from libs.events.scheduling import PodGroupRestarted, PodsFailed, PodsSucceeded
 from libs.messaging.broker import jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
@@ -118,8 +118,9 @@ class AdmissionService:
             ),
             EventConsumer(
                 name="admission-pod-lifecycle",
+                # Not `pods.running`: a pod going from Pending to Running changes no Job status field
+                # (`active` counts both), so those events would cost a transaction each for nothing.
                 subjects=[
-                    EventType.PODS_RUNNING.subject,
                     EventType.PODS_SUCCEEDED.subject,
                     EventType.PODS_FAILED.subject,
                     EventType.OBJECT_DELETED.subject,
@@ -225,10 +226,8 @@ class AdmissionService:
             decision = await jobs.recreate_restarted_gang(uow, payload.podgroup, context)
             await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
             return
-        if isinstance(payload, PodsRunning | PodsSucceeded | PodsFailed):
+        if isinstance(payload, PodsSucceeded | PodsFailed):
             await jobs.refresh_job_status(uow, payload.pods, now=self.clock())
-        if isinstance(payload, PodsRunning):
-            return
         marked = [known_from_stored(o) for o in await uow.objects.find("PodGroup", marked_for_deletion=True)]
         if not marked:
             return
