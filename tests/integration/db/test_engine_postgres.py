@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.db.engine import create_engine
-from tests.conftest import _throwaway_postgres_database
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def postgres_database_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    with _throwaway_postgres_database(request, request.getfixturevalue("migrated_postgres_template")) as url:
-        yield url
 
 
 async def _backend_pid(engine: AsyncEngine) -> int:

@@ -4,33 +4,18 @@ settled prefix: never a later `seq` while an earlier one is still in flight."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from libs.db.engine import create_engine, create_session_factory
 from libs.db.records import StoredEvent
 from libs.db.repositories.event_log import append
-from libs.db.uow import SqlAlchemyUnitOfWork, unit_of_work_factory
-from tests.conftest import FakeClock, _throwaway_postgres_database
+from libs.db.uow import SqlAlchemyUnitOfWork
 from tests.integration.db.builders import T0, make_envelope
 from tests.integration.db.test_fencing_postgres import _wait_until_a_backend_waits_on_a_lock
 
 pytestmark = pytest.mark.postgres
 UowFactory = Callable[[], SqlAlchemyUnitOfWork]
-
-
-@pytest.fixture
-def postgres_database_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    with _throwaway_postgres_database(request, request.getfixturevalue("migrated_postgres_template")) as url:
-        yield url
-
-
-@pytest.fixture
-async def pg_uow_factory(postgres_database_url: str, fake_clock: FakeClock) -> AsyncIterator[UowFactory]:
-    engine = create_engine(postgres_database_url)
-    yield unit_of_work_factory(create_session_factory(engine), clock=fake_clock)
-    await engine.dispose()
 
 
 async def _read_all(uow_factory: UowFactory) -> list[StoredEvent]:
