@@ -31,8 +31,10 @@ class RelayPass:
     failed: int = 0
 
 
-MARK_DELAY_S = 0.05
-"""How long the fast path lets published rows wait to be marked, so that one transaction marks many batches."""
+MARK_DELAY_S = 0.25
+"""How long the fast path lets published rows wait to be marked, so that one transaction marks many batches.
+Well inside the poll path's hand-off grace, so a row is never published twice for being marked late; a
+crash in between republishes it under the same Nats-Msg-Id, which JetStream drops as a duplicate."""
 
 
 class OutboxRelay:

@@ -173,3 +173,20 @@ async def test_find_can_keep_only_objects_marked_for_deletion(uow_factory: UowFa
 
     assert [o.name for o in marked] == ["train-1"]
     assert [o.name for o in every] == ["train-0", "train-1", "train-2"]
+
+
+async def test_objects_created_together_go_in_together_or_not_at_all(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        created = await uow.objects.create_many([make_draft("train-0"), make_draft("train-1")])
+        await uow.commit()
+    assert [o.name for o in created] == ["train-0", "train-1"]
+    assert all(o.resource_version == 1 for o in created)
+
+    async with uow_factory() as uow:
+        with pytest.raises(ConflictError, match="already exists"):
+            await uow.objects.create_many([make_draft("train-2"), make_draft("train-1")])
+        await uow.rollback()
+
+    async with uow_factory() as uow:
+        assert await uow.objects.get("PodGroup", "ml", "train-2") is None
+        assert [o.name for o in await uow.objects.get_many([("PodGroup", "ml", "train-1")])] == ["train-1"]
