@@ -10,8 +10,8 @@ active, one standby).
    half the measured throughput) for `--latency-seconds` (at most what the fleet's room holds, unless
    `--latency-run-seconds` lets the pods finish, which adds their completions to the load);
    `admitted_to_bound_ms_p99` runs, for each pod, from its PodGroup's `podgroup.admitted` (the commit
-   time of the apply that admitted the gang) to its `pods.bound` arriving on the bus. `latency_admitted_pods_per_second` is the rate admission
-   actually achieved.
+   time of the apply that admitted the gang) to its `pods.bound` arriving on the bus.
+   `latency_admitted_pods_per_second` is the rate admission actually achieved.
 3. Takeover: the active scheduler is killed (SIGKILL: no lease release) while gangs keep arriving;
    `lease_takeover_ms` runs from the kill to the standby's first `pods.bound` under the next epoch.
 """
@@ -39,7 +39,7 @@ import orjson
 import psutil
 
 from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
-from bench.measure import cpu_seconds
+from bench.measure import cpu_seconds, host_cpu_seconds, postgres_cpu_seconds
 from libs.api.annotations import RUN_SECONDS
 from libs.client.client import PodwayClient
 from libs.runtime.health import health_file, last_beat
@@ -149,9 +149,8 @@ class Processes:
 
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time used so far by each running service, by the benchmark's own process (it publishes the
-        applies and decodes every event it watches) and by the host as a whole: where the pods' cost goes,
-        and how much of the host was left. `host_steal` is the time the hypervisor gave to other machines:
-        a host losing much of it runs everything slower."""
+        applies and decodes every event it watches), by nats-server and by PostgreSQL: where the pods' cost
+        goes on a shared host."""
         used: dict[str, float] = {}
         for name, proc in self.running.items():
             with contextlib.suppress(psutil.Error):
@@ -160,11 +159,7 @@ class Processes:
         if self.nats_pid is not None:
             with contextlib.suppress(psutil.Error):
                 used["nats_server"] = cpu_seconds(psutil.Process(self.nats_pid))
-        used["postgres"] = _postgres_cpu_seconds()
-        host = psutil.cpu_times()
-        stolen = float(getattr(host, "steal", 0.0))
-        used["host_busy"] = float(sum(host) - host.idle - getattr(host, "iowait", 0.0)) - stolen
-        used["host_steal"] = stolen
+        used["postgres"] = postgres_cpu_seconds()
         return used
 
     def wait_healthy(self, name: str, beacon: Path, timeout_s: float = 120.0) -> None:
@@ -184,16 +179,6 @@ class Processes:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-
-
-def _postgres_cpu_seconds() -> float:
-    """CPU time of the PostgreSQL server's processes (a local server: the benchmark's pools are its clients)."""
-    used = 0.0
-    for process in psutil.process_iter(["name"]):
-        if process.info["name"] == "postgres":
-            with contextlib.suppress(psutil.Error):
-                used += cpu_seconds(process)
-    return used
 
 
 def beacon_detail(path: Path) -> dict[str, Any]:
@@ -441,7 +426,8 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             rate = args.latency_rate or throughput / 2
             # The fleet must keep room for the takeover phase's gangs (pods run until the end).
             room = nodes * args.gpus_per_node // args.gpus_per_pod // args.gang_size - len(backlog)
-            cpu_before, window_started = procs.cpu_seconds(), time.monotonic()
+            cpu_before, host_before = procs.cpu_seconds(), host_cpu_seconds()
+            window_started = time.monotonic()
             run_s = args.latency_run_seconds
             if run_s:  # pods finish: the room bounds how many run at once, not how many are admitted
                 running_at_once = int(rate * (run_s + 2) / args.gang_size)
@@ -455,10 +441,10 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             )
             expected = backlog_pods + len(gangs) * args.gang_size
             await wait_bound(watch, expected, timeout_s=120)
-            cpu_after, window = procs.cpu_seconds(), time.monotonic() - window_started
-            for reading in ("host_busy", "host_steal"):
-                spent = cpu_after.pop(reading) - cpu_before.pop(reading)
-                metrics[f"latency_{reading}_cores"] = round(spent / window, 2)
+            cpu_after, host_after = procs.cpu_seconds(), host_cpu_seconds()
+            window = time.monotonic() - window_started
+            for reading, start, end in zip(("busy", "steal"), host_before, host_after, strict=True):
+                metrics[f"latency_host_{reading}_cores"] = round((end - start) / window, 2)
             for name, seconds in cpu_after.items():
                 spent = seconds - cpu_before.get(name, 0.0)
                 metrics[f"latency_cpu_ms_per_pod_{name.replace('-', '_')}"] = round(

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from libs.db.errors import ConditionOwnershipError
 from libs.db.ports import Clock
 from libs.db.records import Condition
+from libs.db.repositories._sql import dialect_of
 from libs.db.schema import conditions
 
 
@@ -34,7 +35,7 @@ class SqlAlchemyConditionRepository:
         if not many:
             return []
         now = self._clock()
-        statement = _UPSERTS[self._session.get_bind().dialect.name]
+        statement = _UPSERTS[dialect_of(self._session)]
         rows = [
             dataclasses.asdict(dataclasses.replace(c, last_transition_time=c.last_transition_time or now))
             for c in many

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.ports import Clock
 from libs.db.records import OutboxMessage, StoredEvent
-from libs.db.repositories._sql import insert_ignoring_duplicates, rowcount
+from libs.db.repositories._sql import insert_ignoring_duplicates, on_postgres, rowcount
 from libs.db.schema import events, inbox, outbox
 from libs.db.types import UtcDateTime, json_text
 from libs.events.envelope import AggregateRef, Envelope
@@ -57,7 +57,7 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
         )
         for envelope in envelopes
     ]
-    if session.get_bind().dialect.name == "postgresql":
+    if on_postgres(session):
         seqs = await _append_pg(session, envelopes, messages, now)
     else:
         seqs = await _append_sqlite(session, envelopes, messages, now)
@@ -198,7 +198,7 @@ class SqlAlchemyEventLog:
         """Wait until every append in flight has committed or rolled back; later appends wait until this
         transaction ends (a read is short). What this transaction reads after it is a settled prefix of `seq`s.
         """
-        if self._session.get_bind().dialect.name == "postgresql":
+        if on_postgres(self._session):
             await self._session.execute(_READ_SETTLED, {"key": OUTBOX_APPEND_LOCK})
 
 
@@ -221,7 +221,7 @@ class SqlAlchemyOutbox:
         """Record that JetStream acknowledged these messages."""
         if not seqs:
             return
-        if self._session.get_bind().dialect.name == "postgresql":
+        if on_postgres(self._session):
             # One statement text for any number of rows: prepared once per connection.
             await self._session.execute(_MARK_PUBLISHED_PG, {"seqs": list(seqs), "at": at})
         else:

@@ -18,7 +18,6 @@ from sqlalchemy import (
     Update,
     bindparam,
     cast,
-    column,
     delete,
     func,
     insert,
@@ -26,14 +25,20 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.errors import ConflictError, NotFoundError
 from libs.db.ports import Clock
 from libs.db.records import JsonObject, ObjectDraft, StoredObject
-from libs.db.repositories._sql import insert_ignoring_duplicates, rowcount
+from libs.db.repositories._sql import (
+    dialect_of,
+    insert_ignoring_duplicates,
+    on_postgres,
+    rowcount,
+    unnest_rows,
+)
 from libs.db.schema import objects
 from libs.db.types import json_text
 
@@ -58,7 +63,7 @@ class SqlAlchemyObjectRepository:
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return []
-        if self._session.get_bind().dialect.name == "postgresql":
+        if on_postgres(self._session):
             kinds, namespaces, names = zip(*wanted, strict=True)
             parameters = {"given_kind": kinds, "given_namespace": namespaces, "given_name": names}
             rows = await self._session.execute(_BY_KEYS_PG, parameters)
@@ -151,7 +156,7 @@ class SqlAlchemyObjectRepository:
         if not changes:
             return []
         now = self._clock()
-        dialect = self._session.get_bind().dialect.name
+        dialect = dialect_of(self._session)
         rows = [(current.uid, current.resource_version, status) for current, status in changes]
         statement = _STATUS_UPDATES[dialect].values(updated_at=now)
         written = set((await self._session.execute(statement, _given_rows(dialect, rows))).scalars())
@@ -267,23 +272,7 @@ def _ref(draft: ObjectDraft) -> str:
     return f"{draft.kind} {draft.namespace}/{draft.name}"
 
 
-def _unnest(*columns: tuple[str, Any]) -> Any:
-    """`unnest(:given_a, :given_b, ...) AS given(a, b, ...)` over array parameters.
-
-    PostgreSQL plans this as a loop of index probes, whatever it knows of the table: it estimates an array
-    parameter at 10 rows. A `jsonb_to_recordset` or VALUES source is estimated at 100 rows, and on a table
-    not analysed yet (every fresh database, for its first minute) that tips the plan into a hash join over a
-    full scan, milliseconds per statement. The statement text is the same however many rows are given.
-    """
-    arrays = [bindparam(f"given_{name}", type_=ARRAY(type_)) for name, type_ in columns]
-    return (
-        func.unnest(*arrays)
-        .table_valued(*(column(name, type_) for name, type_ in columns))
-        .render_derived(name="given")
-    )
-
-
-_KEYS = _unnest(("kind", String), ("namespace", String), ("name", String))
+_KEYS = unnest_rows(("kind", String), ("namespace", String), ("name", String))
 _BY_KEYS_PG = select(objects).join(
     _KEYS,
     (objects.c.kind == _KEYS.c.kind)
@@ -297,7 +286,7 @@ def _status_updates(dialect: str) -> Update:
     compiled once and prepared once per connection, where a VALUES list would be compiled and prepared anew on
     every call. See `_given_rows` for how the rows are passed."""
     if dialect == "postgresql":
-        given = _unnest(("uid", String), ("expected", BigInteger), ("status", String))
+        given = unnest_rows(("uid", String), ("expected", BigInteger), ("status", String))
         uid: ColumnElement[Any] = given.c.uid
         expected: ColumnElement[Any] = given.c.expected
         status: ColumnElement[Any] = cast(given.c.status, JSONB)
