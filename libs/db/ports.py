@@ -13,6 +13,7 @@ from libs.db.records import (
     Fence,
     JsonObject,
     Lease,
+    Nomination,
     ObjectDraft,
     OutboxMessage,
     PodBinding,
@@ -85,6 +86,8 @@ class ConditionRepository(Protocol):
 
     async def list_for(self, object_uid: str) -> list[Condition]: ...
 
+    async def with_status(self, type_: str, status: str) -> list[Condition]: ...
+
 
 class BindingRepository(Protocol):
     """Pod to node bindings; the database refuses a second binding of a pod and a stale-epoch binding."""
@@ -100,6 +103,16 @@ class BindingRepository(Protocol):
     async def list_for_node(self, node_name: str) -> list[PodBinding]: ...
 
     async def unbind(self, pod_uid: str, *, fence: Fence) -> bool: ...
+
+
+class NominationRepository(Protocol):
+    """The preemptor's nominations, read by a scheduler that loads its world."""
+
+    async def put(self, nomination: Nomination) -> None: ...
+
+    async def active(self, now: datetime) -> list[Nomination]: ...
+
+    async def clear(self, podgroup_uid: str) -> bool: ...
 
 
 class LeaseRepository(Protocol):
@@ -169,6 +182,9 @@ class UnitOfWork(Protocol):
 
     @property
     def leases(self) -> LeaseRepository: ...
+
+    @property
+    def nominations(self) -> NominationRepository: ...
 
     @property
     def events(self) -> EventLog: ...

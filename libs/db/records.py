@@ -96,6 +96,16 @@ class PodBinding:
 
 
 @dataclass(frozen=True)
+class Nomination:
+    """Room the preemptor made for a PodGroup on these nodes, held for it until `expires_at`."""
+
+    podgroup_uid: str
+    nodes: tuple[str, ...]
+    expires_at: datetime
+    nominated_at: datetime
+
+
+@dataclass(frozen=True)
 class StoredEvent:
     """An envelope in the audit log with its position; `seq` is also its place in the outbox (publish order)."""
 

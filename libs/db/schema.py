@@ -90,6 +90,17 @@ pod_bindings = Table(
     Index(None, "podgroup_uid"),
 )
 
+# The preemptor's nominations: room it made for a PodGroup, held for it until `expires_at`. Written under the
+# preemptor's lease (its unit of work checks the epoch at commit); read by a scheduler that loads its world.
+nominations = Table(
+    "nominations",
+    metadata,
+    Column("podgroup_uid", String(36), primary_key=True),
+    Column("nodes", JsonDocument, nullable=False),
+    Column("expires_at", UtcDateTime, nullable=False),
+    Column("nominated_at", UtcDateTime, nullable=False),
+)
+
 outbox = Table(
     "outbox",
     metadata,

@@ -14,6 +14,7 @@ from libs.db.repositories.bindings import SqlAlchemyBindingRepository
 from libs.db.repositories.conditions import SqlAlchemyConditionRepository
 from libs.db.repositories.event_log import SqlAlchemyEventLog, SqlAlchemyInbox, SqlAlchemyOutbox, append
 from libs.db.repositories.leases import SqlAlchemyLeaseRepository, assert_epoch
+from libs.db.repositories.nominations import SqlAlchemyNominationRepository
 from libs.db.repositories.objects import SqlAlchemyObjectRepository
 from libs.events.envelope import Envelope
 
@@ -55,6 +56,7 @@ class SqlAlchemyUnitOfWork:
         self.conditions = SqlAlchemyConditionRepository(session, self._clock)
         self.bindings = SqlAlchemyBindingRepository(session)
         self.leases = SqlAlchemyLeaseRepository(session)
+        self.nominations = SqlAlchemyNominationRepository(session)
         self.events = SqlAlchemyEventLog(session)
         self.outbox = SqlAlchemyOutbox(session)
         self.inbox = SqlAlchemyInbox(session, self._clock)

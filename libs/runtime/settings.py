@@ -20,6 +20,9 @@ class PodwaySettings(BaseSettings):
     log_format: str = Field(default="json", description="json or text")
     metrics_port: int = Field(default=0, description="Prometheus port; 0 picks a free one, -1 disables")
     lease_seconds: float = Field(default=10.0, description="Leader lease length of leased services")
+    claims_timeout_seconds: float = Field(
+        default=30.0, description="Scheduler: how long a placement waits for its claims before it is released"
+    )
     time_compression: float = Field(default=1.0, description="Node agent: simulated seconds per second")
     router_policy: Path | None = Field(default=None, description="Router policy YAML")
     instance: str = Field(default="0", description="Replica name within a service")

@@ -1,8 +1,8 @@
 """The scheduler service: kube-scheduler with gang and topology-aware placement, one active replica.
 
-Wiring only. While this replica holds the fenced lease it consumes cluster events into a `GangScheduler`,
-runs scheduling passes, and writes each pass's outcomes in one fenced transaction; a standby only retries
-the lease.
+Wiring only. While this replica holds the fenced lease it maps consumed events onto the inputs of the
+core's `SchedulerStateMachine`, runs its passes, and writes each pass's outputs in one fenced transaction;
+a standby only retries the lease. No scheduling rule lives here.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from libs.core.scheduling import MachineSettings, SchedulerStateMachine
+from libs.core.scheduling.outputs import CycleRan, Output
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import StaleEpochError
 from libs.db.records import Fence, OutboxMessage
@@ -30,16 +32,14 @@ from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.streams import ensure_streams
 from libs.runtime.health import beat, health_file
+from libs.runtime.leadership import LeaseThread
 from libs.runtime.memory import freeze_long_lived
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
-from services.scheduler.handlers import SUBJECTS, apply_event
-from services.scheduler.lease import LeaseThread
+from services.scheduler.handlers import SUBJECTS, machine_input
 from services.scheduler.memory_inbox import MemoryInbox, MemoryUnitOfWork
 from services.scheduler.metrics import SchedulerMetrics
-from services.scheduler.outcomes import CycleRan, Outcome
-from services.scheduler.scheduler import GangScheduler
-from services.scheduler.store import load_world, write_outcomes
+from services.scheduler.store import load_world, write_outputs
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class _Term:
     inbox: MemoryInbox = field(default_factory=MemoryInbox)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     buffer: list[tuple[Envelope, EventPayload]] = field(default_factory=list)
-    scheduler: GangScheduler | None = None
+    scheduler: SchedulerStateMachine | None = None
     task: asyncio.Task[None] | None = None
     broker: Any = None
     consumer: EventConsumer | None = None
@@ -83,12 +83,16 @@ class SchedulerService:
         clock: Clock = utc_now,
         holder: str | None = None,
         tick_s: float = 0.05,
+        machine_settings: MachineSettings | None = None,
     ) -> None:
         if not settings.nats_url:
             raise ValueError("the scheduler needs PODWAY_NATS_URL")
         self.settings = settings
         self.clock = clock
         self.tick_s = tick_s
+        self.machine_settings = machine_settings or MachineSettings(
+            claims_timeout_s=settings.claims_timeout_seconds
+        )
         self.engine = create_engine(settings.resolved_database_url())
         self.sessions = create_session_factory(self.engine)
         self.broker = make_broker(settings.nats_url, f"scheduler-{settings.instance}")
@@ -144,7 +148,7 @@ class SchedulerService:
         return self._term is not None
 
     @property
-    def world(self) -> GangScheduler | None:
+    def world(self) -> SchedulerStateMachine | None:
         """The current term's world (for tests and diagnostics)."""
         return self._term.scheduler if self._term is not None else None
 
@@ -243,7 +247,7 @@ class SchedulerService:
         if term.scheduler is None:
             term.buffer.append((envelope, payload))
             return
-        apply_event(term.scheduler, envelope, payload)
+        self._apply(term.scheduler, envelope, payload)
         term.wake.set()
         # A batch is handled in one go; let a pass's write proceed between its events.
         await asyncio.sleep(0)
@@ -252,12 +256,12 @@ class SchedulerService:
         term.scheduler = None
         started = time.perf_counter()
         async with self.plain_uow() as uow:
-            world = await load_world(uow)
-        scheduler = GangScheduler(clock=self._seconds)
+            world = await load_world(uow, self.clock())
+        scheduler = SchedulerStateMachine(self.machine_settings, timer=time.perf_counter)
         # In a thread, so that lease renewals keep their pace while a large world is built.
-        await asyncio.to_thread(scheduler.load, world.objects, world.bindings)
+        await asyncio.to_thread(scheduler.load, world, now=self._seconds())
         for envelope, payload in term.buffer:
-            apply_event(scheduler, envelope, payload)
+            self._apply(scheduler, envelope, payload)
         term.buffer.clear()
         term.scheduler = scheduler
         freeze_long_lived()
@@ -285,20 +289,25 @@ class SchedulerService:
                 continue
             term.wake.clear()
             timeout = self.tick_s
-            wakeup = scheduler.queue.next_wakeup()
+            wakeup = scheduler.next_wakeup()
             if wakeup is not None:
                 timeout = max(0.0, min(timeout, wakeup - now))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(term.wake.wait(), timeout)
 
-    async def _write(self, term: _Term, outcomes: list[Outcome]) -> None:
+    def _apply(self, machine: SchedulerStateMachine, envelope: Envelope, payload: EventPayload) -> None:
+        event = machine_input(envelope, payload)
+        if event is not None:
+            machine.handle(event, now=self._seconds())
+
+    async def _write(self, term: _Term, outcomes: list[Output]) -> None:
         """One fenced transaction per pass, which also renews the lease: a write holds the lease row until
         it commits, so a renewal of its own would only wait for it."""
         sent = time.monotonic()
         try:
             async with self.uow() as uow:
                 now = self.clock()
-                bound = await write_outcomes(uow, outcomes, fence=term.fence, now=now)
+                bound = await write_outputs(uow, outcomes, fence=term.fence, now=now)
                 # Lapsed or taken, the term is over: taking the lease afresh would start a new epoch.
                 lease = await uow.leases.renew(term.fence, self.holder, now, self.elector.ttl)
                 if lease is None:

@@ -1,31 +1,23 @@
-"""Consumed events onto the scheduler's world: one short mapping per event type."""
+"""Consumed events as the scheduler state machine's inputs: one short mapping per event type."""
 
 from __future__ import annotations
 
 from libs.core.scheduling import PodPhase
-from libs.events.admission import (
-    NodeRegistered,
-    NodeUpdated,
-    ObjectAdmitted,
-    ObjectDeleted,
-    PodAdmitted,
-    PodGroupAdmitted,
-    ResourceSlicePublished,
-    WorkloadAdmitted,
-)
-from libs.events.catalogue import EventType
-from libs.events.envelope import Envelope, EventPayload
-from libs.events.scheduling import (
+from libs.core.scheduling.inputs import (
     ClaimsAllocated,
     ClaimsAllocationFailed,
-    PodGroupNominated,
-    PodGroupNominationCleared,
+    Input,
+    Nominated,
+    NominationCleared,
+    ObjectRemoved,
+    ObjectStored,
     PodsEvicted,
-    PodsFailed,
-    PodsSucceeded,
+    PodsFinished,
 )
-from services.scheduler.adapter import ApiObject
-from services.scheduler.scheduler import GangScheduler
+from libs.core.scheduling.objects import ApiObject
+from libs.events import admission, scheduling
+from libs.events.catalogue import EventType
+from libs.events.envelope import Envelope, EventPayload
 
 SUBJECTS = [
     event.subject
@@ -50,33 +42,38 @@ SUBJECTS = [
 """Everything that changes what the scheduler may place where."""
 
 _ADMITTED = (
-    NodeRegistered,
-    NodeUpdated,
-    ResourceSlicePublished,
-    ObjectAdmitted,
-    WorkloadAdmitted,
-    PodGroupAdmitted,
-    PodAdmitted,
+    admission.NodeRegistered,
+    admission.NodeUpdated,
+    admission.ResourceSlicePublished,
+    admission.ObjectAdmitted,
+    admission.WorkloadAdmitted,
+    admission.PodGroupAdmitted,
+    admission.PodAdmitted,
 )
 
 
-def apply_event(scheduler: GangScheduler, envelope: Envelope, payload: EventPayload) -> None:
+def machine_input(envelope: Envelope, payload: EventPayload) -> Input | None:
+    """The input an event is to the scheduler, or None when it is none of its business."""
     cause = str(envelope.event_id)
     if isinstance(payload, _ADMITTED):
-        scheduler.apply_object(ApiObject.from_manifest(payload.object, uid=payload.uid), cause=cause)
-    elif isinstance(payload, ObjectDeleted):
-        scheduler.delete_object(payload.kind, payload.namespace or "", payload.name, payload.uid, cause=cause)
-    elif isinstance(payload, PodsSucceeded):
-        scheduler.pods_finished([pod.uid for pod in payload.pods], PodPhase.SUCCEEDED, cause=cause)
-    elif isinstance(payload, PodsFailed):
-        scheduler.pods_finished([pod.uid for pod in payload.pods], PodPhase.FAILED, cause=cause)
-    elif isinstance(payload, PodsEvicted):
-        scheduler.pods_evicted(pod.uid for pod in payload.pods)
-    elif isinstance(payload, PodGroupNominated):
-        scheduler.nominate(payload.podgroup.uid, payload.nodes, payload.expires_at, cause=cause)
-    elif isinstance(payload, PodGroupNominationCleared):
-        scheduler.clear_nomination(payload.podgroup.uid)
-    elif isinstance(payload, ClaimsAllocated):
-        scheduler.claims_allocated(payload.podgroup.uid, cause=cause)
-    elif isinstance(payload, ClaimsAllocationFailed):
-        scheduler.claims_failed(payload.podgroup.uid, payload.reason, cause=cause)
+        obj = ApiObject.from_manifest(
+            payload.object, uid=payload.uid, resource_version=payload.resource_version
+        )
+        return ObjectStored(obj, cause)
+    if isinstance(payload, admission.ObjectDeleted):
+        return ObjectRemoved(payload.kind, payload.namespace or "", payload.name, payload.uid, cause)
+    if isinstance(payload, scheduling.PodsSucceeded):
+        return PodsFinished(tuple(pod.uid for pod in payload.pods), PodPhase.SUCCEEDED, cause)
+    if isinstance(payload, scheduling.PodsFailed):
+        return PodsFinished(tuple(pod.uid for pod in payload.pods), PodPhase.FAILED, cause)
+    if isinstance(payload, scheduling.PodsEvicted):
+        return PodsEvicted(tuple(pod.uid for pod in payload.pods), cause)
+    if isinstance(payload, scheduling.PodGroupNominated):
+        return Nominated(payload.podgroup.uid, tuple(payload.nodes), payload.expires_at, cause)
+    if isinstance(payload, scheduling.PodGroupNominationCleared):
+        return NominationCleared(payload.podgroup.uid, cause)
+    if isinstance(payload, scheduling.ClaimsAllocated):
+        return ClaimsAllocated(payload.podgroup.uid, cause)
+    if isinstance(payload, scheduling.ClaimsAllocationFailed):
+        return ClaimsAllocationFailed(payload.podgroup.uid, payload.reason, cause)
+    return None

@@ -3,7 +3,9 @@
 The scheduler's consumer keeps its snapshot current; that state is rebuilt from the database by every new
 leader, so recording processed events in the database inbox would cost a transaction per event and buy
 nothing. Duplicates are still dropped, by event id, within one leadership term; the handlers are idempotent
-besides.
+besides. As with the database inbox, an event counts as processed only once its unit of work commits, so an
+event whose handler failed is retried (and dead-lettered after the consumer's attempts), never acked as a
+duplicate.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from libs.db.ports import (
     ConditionRepository,
     EventLog,
     LeaseRepository,
+    NominationRepository,
     ObjectRepository,
     Outbox,
 )
@@ -32,13 +35,28 @@ class MemoryInbox:
         self._capacity = capacity
         self._seen: OrderedDict[tuple[str, uuid.UUID], None] = OrderedDict()
 
+    def processed(self, key: tuple[str, uuid.UUID]) -> bool:
+        return key in self._seen
+
+    def record(self, keys: list[tuple[str, uuid.UUID]]) -> None:
+        for key in keys:
+            self._seen[key] = None
+        while len(self._seen) > self._capacity:
+            self._seen.popitem(last=False)
+
+
+class _PendingInbox:
+    """One unit of work's view of the inbox: what it processes is recorded when it commits."""
+
+    def __init__(self, inbox: MemoryInbox) -> None:
+        self._inbox = inbox
+        self.pending: list[tuple[str, uuid.UUID]] = []
+
     async def seen(self, consumer: str, event_id: uuid.UUID) -> bool:
         key = (consumer, event_id)
-        if key in self._seen:
+        if self._inbox.processed(key) or key in self.pending:
             return True
-        self._seen[key] = None
-        if len(self._seen) > self._capacity:
-            self._seen.popitem(last=False)
+        self.pending.append(key)
         return False
 
     async def delete_older_than(self, cutoff: datetime) -> int:
@@ -49,10 +67,11 @@ class MemoryUnitOfWork:
     """Satisfies `UnitOfWork` for the consumer; any use of the database is a programming error."""
 
     def __init__(self, inbox: MemoryInbox) -> None:
-        self._inbox = inbox
+        self._store = inbox
+        self._inbox = _PendingInbox(inbox)
 
     @property
-    def inbox(self) -> MemoryInbox:
+    def inbox(self) -> _PendingInbox:
         return self._inbox
 
     @property
@@ -69,6 +88,10 @@ class MemoryUnitOfWork:
 
     @property
     def leases(self) -> LeaseRepository:
+        _no_database()
+
+    @property
+    def nominations(self) -> NominationRepository:
         _no_database()
 
     @property
@@ -91,10 +114,11 @@ class MemoryUnitOfWork:
         _no_database()
 
     async def commit(self) -> None:
-        return None
+        self._store.record(self._inbox.pending)
+        self._inbox.pending = []
 
     async def rollback(self) -> None:
-        return None
+        self._inbox.pending = []
 
 
 def _no_database() -> NoReturn:

@@ -1,4 +1,5 @@
-"""Between the scheduler and the database: loading the world at election, writing a pass's outcomes.
+"""Between the scheduler state machine and the database: the world a new leader loads, and a pass's
+outputs written in one transaction.
 
 Each PodGroup's events in one pass form a causal chain (`cycle.started` -> `cycle.placed` -> `pods.bound`
 -> `podgroup.scheduled`), correlated by the PodGroup uid.
@@ -7,11 +8,22 @@ Each PodGroup's events in one pass form a causal chain (`cycle.started` -> `cycl
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from libs.core import scheduling as core
 from libs.core.scheduling import ConditionReason, ConditionType, Placement
+from libs.core.scheduling.inputs import NominationRecord, World
+from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject, pod_group_name
+from libs.core.scheduling.outputs import (
+    AllocationFailed,
+    Binding,
+    CycleRan,
+    GroupRef,
+    Output,
+    PodKey,
+    Restart,
+    TimedOut,
+)
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition, Fence, JsonObject, PodBinding, StoredObject
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
@@ -32,51 +44,59 @@ from libs.events.scheduling import (
     PreemptionRequested,
     TopologyDomainRef,
 )
-from services.scheduler.adapter import STANDALONE_PREFIX, ApiObject, pod_group_name
-from services.scheduler.outcomes import (
-    AllocationFailed,
-    Binding,
-    CycleRan,
-    GroupRef,
-    Outcome,
-    PodKey,
-    Restart,
-    TimedOut,
-)
 
 PRODUCER = "scheduler"
 CONDITION_OWNER = "scheduler"
 POD_SCHEDULED = "PodScheduled"
 LOAD_ORDER = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate", "Workload", "PodGroup", "Pod")
 GANG_RESTART_REASON = "GangRestart"
+WAITING_FOR_CLAIMS_REASON = "WaitingForResourceClaims"
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
-@dataclass(frozen=True, slots=True)
-class World:
-    """What a new leader starts from: every object the scheduler reads, and pod uid -> node bindings."""
+def api_object(stored: StoredObject) -> ApiObject:
+    """A stored row as the state machine sees an object (a deletion request shows as `deletionTimestamp`)."""
+    metadata = stored.metadata
+    if stored.deletion_requested_at is not None:
+        metadata = {**metadata, "deletionTimestamp": stored.deletion_requested_at.isoformat()}
+    return ApiObject(
+        kind=stored.kind,
+        namespace=stored.namespace,
+        name=stored.name,
+        uid=stored.uid,
+        metadata=metadata,
+        spec=stored.spec,
+        status=stored.status,
+        created_at=stored.created_at.timestamp(),
+        resource_version=stored.resource_version,
+    )
 
-    objects: list[ApiObject]
-    bindings: dict[str, str]
 
-
-async def load_world(uow: UnitOfWork) -> World:
-    """Every object the scheduler reads, and where the pods that still hold capacity are bound.
+async def load_world(uow: UnitOfWork, now: datetime) -> World:
+    """Every object the scheduler reads, where the pods that still hold capacity are bound, the pods on
+    their way out, and the nominations in force.
 
     A PodGroup's `status.placement` is written in the transaction that binds its pods, so a pod it lists
-    (by name and uid) is bound there; the bindings table is read only for groups with other live pods (waiting, or placed
-    before a gang restart cleared the placement) and for pods without a group.
+    (by name and uid) is bound there; the bindings table is read only for groups with other live pods
+    (waiting, or placed before a gang restart cleared the placement) and for pods without a group. Pods on
+    their way out are those marked for deletion or `DisruptionTarget` (evicted, not yet ended).
     """
     objects: list[ApiObject] = []
+    leaving: set[str] = set()
     for kind in LOAD_ORDER:
-        objects.extend(ApiObject.from_stored(stored) for stored in await uow.objects.find(kind))
+        for stored in await uow.objects.find(kind):
+            objects.append(api_object(stored))
+            if kind == "Pod" and stored.deletion_requested_at is not None:
+                leaving.add(stored.uid)
     groups = {obj.key: obj for obj in objects if obj.kind == "PodGroup"}
     bindings: dict[str, str] = {}
     unsure_groups: set[str] = set()
     standalone: list[str] = []
+    live: set[str] = set()
     for obj in objects:
         if obj.kind != "Pod" or obj.status.get("phase") in FINISHED_PHASES:
             continue
+        live.add(obj.uid)
         group_name = pod_group_name(obj)
         group = groups.get(f"{obj.namespace}/{group_name}") if group_name else None
         if group_name is None:
@@ -94,18 +114,25 @@ async def load_world(uow: UnitOfWork) -> World:
         found = await uow.bindings.get(uid)
         if found is not None:
             bindings[uid] = found.node_name
-    return World(objects, bindings)
+    for condition in await uow.conditions.with_status(ConditionType.DISRUPTION_TARGET, "True"):
+        if condition.object_uid in live:
+            leaving.add(condition.object_uid)
+    nominations = tuple(
+        NominationRecord(n.podgroup_uid, n.nodes, n.expires_at.timestamp())
+        for n in await uow.nominations.active(now)
+    )
+    return World(objects, bindings, frozenset(leaving & live), nominations)
 
 
-async def write_outcomes(uow: UnitOfWork, outcomes: Iterable[Outcome], *, fence: Fence, now: datetime) -> int:
-    """Write every outcome of a pass in the caller's unit of work (the caller commits); returns how many
+async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, fence: Fence, now: datetime) -> int:
+    """Write every output of a pass in the caller's unit of work (the caller commits); returns how many
     pods were bound.
 
     Statuses and conditions are gathered over the pass and written in a few statements whatever the number
     of gangs. Bindings go in last: they lock the lease row (the fence) until commit, and lease renewals wait
     on that lock, so it is held only for the bindings and the events.
     """
-    outcomes = list(outcomes)
+    outcomes = list(outputs)
     writer = _Writer(uow, fence, now)
     await writer.prefetch(outcomes)
     bound = 0
@@ -164,7 +191,7 @@ class _Writer:
         self._statuses: dict[str, JsonObject] = {}
         self._conditions: dict[tuple[str, str], Condition] = {}
 
-    async def prefetch(self, outcomes: Sequence[Outcome]) -> None:
+    async def prefetch(self, outcomes: Sequence[Output]) -> None:
         """Read every PodGroup the outcomes write to, in one query."""
         keys = {
             ("PodGroup", outcome.group.namespace, outcome.group.name)
@@ -198,6 +225,10 @@ class _Writer:
             story.emit(
                 PlacementProposed(podgroup=ref, domain=domain, placements=placements, claims=list(ran.claims))
             )
+            await self._set_status(ran.group, proposal=dict(ran.proposal_status or {}))
+            if ran.condition_false:
+                message = f"waiting for ResourceClaims {', '.join(ran.claims)} to be allocated"
+                await self._group_condition(ran.group, False, WAITING_FOR_CLAIMS_REASON, message)
             return 0
         assert ran.bind is not None
         await self.bind(ran.bind, story)
@@ -241,7 +272,7 @@ class _Writer:
         if group.standalone:
             await self._pod_condition(group.uid, True, ConditionReason.SCHEDULED, "")
             return
-        generation = await self._set_placement(group, dict(binding.placement_status))
+        generation = await self._set_status(group, placement=dict(binding.placement_status))
         if binding.first and generation is not None:
             await self._set_condition(group.uid, True, ConditionReason.SCHEDULED, "", generation)
         story.emit(
@@ -252,6 +283,7 @@ class _Writer:
 
     async def allocation_failed(self, failed: AllocationFailed) -> None:
         story = _Story(self, failed.group, failed.cause)
+        await self._set_status(failed.group)
         story.emit(
             PodGroupUnschedulable(
                 podgroup=_podgroup_ref(failed.group),
@@ -266,6 +298,7 @@ class _Writer:
 
     async def timed_out(self, timed_out: TimedOut) -> None:
         story = _Story(self, timed_out.group, timed_out.cause)
+        await self._set_status(timed_out.group)
         story.emit(
             PodGroupTimedOut(
                 podgroup=_podgroup_ref(timed_out.group),
@@ -299,7 +332,16 @@ class _Writer:
         if evicted:
             story.emit(PodsEvicted(pods=evicted, reason=GANG_RESTART_REASON, podgroup=ref))
         story.emit(PodGroupRestarted(podgroup=ref, reason=restart.message, evicted=evicted))
-        await self._set_placement(restart.group, {"domain": None, "nodes": [], "pods": {}})
+        await self._set_status(restart.group, placement={"domain": None, "nodes": [], "pods": {}})
+        for pod in restart.evict:
+            self._conditions[(pod.uid, ConditionType.DISRUPTION_TARGET)] = Condition(
+                object_uid=pod.uid,
+                type=ConditionType.DISRUPTION_TARGET,
+                status="True",
+                owner=CONDITION_OWNER,
+                reason=GANG_RESTART_REASON,
+                message=restart.message,
+            )
 
     async def flush(self) -> None:
         """Write the statuses and conditions gathered over the pass."""
@@ -308,12 +350,27 @@ class _Writer:
         )
         await self.uow.conditions.set_many(list(self._conditions.values()))
 
-    async def _set_placement(self, group: GroupRef, placement: dict[str, object]) -> int | None:
-        """Set `status.placement` (written at flush); returns the PodGroup's generation, None when it is gone."""
+    async def _set_status(
+        self,
+        group: GroupRef,
+        *,
+        placement: dict[str, object] | None = None,
+        proposal: dict[str, object] | None = None,
+    ) -> int | None:
+        """Set `status.placement` (when given) and `status.proposal` (removed when not given), written at
+        flush; returns the PodGroup's generation, None when it is gone."""
         stored = self.podgroups.get(group.uid)
         if stored is None:
             return None
-        self._statuses[group.uid] = {**self._statuses.get(group.uid, stored.status), "placement": placement}
+        status = dict(self._statuses.get(group.uid, stored.status))
+        if placement is not None:
+            status["placement"] = placement
+        if proposal is not None:
+            status["proposal"] = proposal
+        else:
+            status.pop("proposal", None)
+        if status != stored.status or group.uid in self._statuses:
+            self._statuses[group.uid] = status
         return stored.generation
 
     async def _group_condition(self, group: GroupRef, status: bool, reason: str, message: str) -> None:

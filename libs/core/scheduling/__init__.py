@@ -1,4 +1,5 @@
-"""Pure scheduling core: cluster snapshot, PodGroup scheduling cycle, queue and PodGroup lifecycle.
+"""Pure scheduling core: the scheduler state machine, its cluster snapshot, PodGroup scheduling cycle,
+queue, queueing hints and PodGroup lifecycle.
 
 No I/O and no clock reads: time comes in as `now` (seconds), so the simulator replays it exactly.
 """
@@ -14,6 +15,7 @@ from .lifecycle import (
     decide_gang_restart,
     podgroup_phase,
 )
+from .machine import MachineSettings, SchedulerStateMachine
 from .model import (
     BLOCK_KEY,
     DEFAULT_SCHEDULER_NAME,
@@ -59,6 +61,7 @@ __all__ = [
     "GangReason",
     "GangRestart",
     "GangRestartPolicy",
+    "MachineSettings",
     "Node",
     "NodeAssignment",
     "NodeFilterReason",
@@ -72,6 +75,7 @@ __all__ = [
     "QueueReason",
     "QueueState",
     "ResourceTotals",
+    "SchedulerStateMachine",
     "SchedulingQueue",
     "Taint",
     "TaintEffect",

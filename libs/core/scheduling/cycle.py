@@ -289,5 +289,14 @@ def _failed(
     now: float,
 ) -> CycleDecision:
     requested = ResourceTotals(demand.pods, demand.cpu, demand.memory, demand.devices)
-    why = Unschedulable(message, MappingProxyType(dict(counts)), requested, required, group.topology_key)
+    floor = demand if required >= demand.pods else _demand(batches, required)
+    why = Unschedulable(
+        message,
+        MappingProxyType(dict(counts)),
+        requested,
+        required,
+        group.topology_key,
+        required_totals=ResourceTotals(floor.pods, floor.cpu, floor.memory, floor.devices),
+        shapes=tuple(batch.shape for batch in batches),
+    )
     return CycleDecision(group.key, (), (), None, _unplaced(batches), why, now)

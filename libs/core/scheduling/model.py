@@ -313,6 +313,10 @@ class Unschedulable:
     requested: ResourceTotals
     required_count: int
     topology_key: str | None
+    required_totals: ResourceTotals | None = None
+    """The least that `required_count` pods of the group ask for (cheapest pods per resource)."""
+    shapes: tuple[PodShape, ...] = ()
+    """The distinct shapes of the group's pods, for queueing hints."""
 
 
 @dataclass(frozen=True, slots=True)

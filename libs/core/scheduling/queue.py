@@ -1,17 +1,19 @@
-"""The scheduling queue of PodGroups: ordering, gang PreEnqueue, backoff, event-driven retry and timeouts.
+"""The scheduling queue of PodGroups: ordering, gang PreEnqueue, backoff, queueing hints and timeouts.
 
 Modelled on kube-scheduler's queue: PodGroups wait gated until they may be tried, wait active in priority
-order, run one cycle at a time (in flight), and after an unschedulable cycle wait parked until a cluster
-event may have made room, then back off before the next try. Time is always passed in.
+order, run one cycle at a time (in flight), wait for their claims when a placement needs devices allocated,
+and after an unschedulable cycle wait parked until a cluster event that could help them (a queueing hint
+says which), then back off before the next try. Time is always passed in.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from .model import CycleDecision, PodGroup
+from .model import CycleDecision, PodGroup, Unschedulable
 
 INITIAL_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 300.0
@@ -26,6 +28,7 @@ class ClusterEvent(StrEnum):
     NODE_UPDATED = "NodeUpdated"
     POD_FINISHED = "PodFinished"
     POD_EVICTED = "PodEvicted"
+    POD_DELETED = "PodDeleted"
     CAPACITY_FREED = "CapacityFreed"
 
 
@@ -33,6 +36,7 @@ class QueueState(StrEnum):
     GATED = "Gated"
     ACTIVE = "Active"
     IN_FLIGHT = "InFlight"
+    AWAITING_CLAIMS = "AwaitingClaims"
     PARKED = "Parked"
     BACKING_OFF = "BackingOff"
 
@@ -42,7 +46,12 @@ class QueueReason(StrEnum):
 
     WAITING_FOR_WORKLOAD = "waiting for Workload {workload}"
     WAITING_FOR_PODS = "waiting for pods: {present} of {count} exist"
-    TIMED_OUT = "gave up after {seconds:g} s unschedulable (podway.io/max-pending-seconds: {limit:g})"
+    TIMED_OUT = "gave up after {seconds:g} s pending (podway.io/max-pending-seconds: {limit:g})"
+
+
+MayHelp = Callable[[PodGroup, Unschedulable], bool]
+"""A queueing hint: whether what just changed in the cluster could let this parked group fit, given why
+its last cycle failed. It may say yes wrongly (a wasted cycle) but must never say no wrongly."""
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -59,11 +68,11 @@ def queue_order(group: PodGroup) -> tuple[int, float, str, str]:
 
 @dataclass(frozen=True, slots=True)
 class PodGroupTimedOut:
-    """A gang unschedulable for longer than its `podway.io/max-pending-seconds`: fail it and its pods."""
+    """A gang pending for longer than its `podway.io/max-pending-seconds`: fail it and its pods."""
 
     podgroup: str
     podgroup_uid: str
-    unschedulable_seconds: float
+    pending_seconds: float
     max_pending_seconds: float
     message: str
     decided_at: float
@@ -76,26 +85,33 @@ class _Entry:
     state: QueueState = QueueState.GATED
     attempts: int = 0
     backoff_until: float = 0.0
-    parked_at: float = 0.0
-    unschedulable_since: float | None = None
+    pending_since: float | None = None
     last_message: str = ""
+    need: Unschedulable | None = None
     event_in_flight: bool = False
     ticket: int = 0
+
+    @property
+    def busy(self) -> bool:
+        """In a cycle, or placed and waiting for its claims: the queue must not hand it out or regate it."""
+        return self.state in (QueueState.IN_FLIGHT, QueueState.AWAITING_CLAIMS)
 
 
 class SchedulingQueue:
     """PodGroups waiting for a scheduling cycle.
 
     `pop(now)` hands out the most important ready group; `done(decision, now)` takes the cycle's outcome
-    back. Placed groups leave the queue (or, with pods left over, wait for room to place them);
-    unschedulable ones park until `on_event` reports a relevant cluster change, then back off
-    (1 s doubling to 5 min per group) before they are active again. `expire(now)` times out groups
-    unschedulable for longer than their `max_pending_seconds`.
+    back (`await_claims` first when the placement waits for the DRA allocator). Placed groups leave the
+    queue (or, with pods left over, wait for room to place them); unschedulable ones park until `wake`
+    reports a cluster change that may help them, then back off (1 s doubling to 5 min per group) before
+    they are active again. `expire(now)` times out groups pending (tried and not yet bound, whether
+    unschedulable or waiting for claims) longer than their `max_pending_seconds`.
     """
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
         self._workloads: set[str] = set()
+        self._parked_keys: set[str] = set()
         self._active: list[tuple[tuple[int, float, str, str], int, str]] = []
         self._backoff: list[tuple[float, str, int]] = []
         self._parked: list[tuple[float, str, int]] = []
@@ -116,17 +132,26 @@ class SchedulingQueue:
         entry = self._entries.get(key)
         return None if entry is None else entry.group
 
+    @property
+    def parked(self) -> int:
+        """How many groups wait parked for a cluster event."""
+        return len(self._parked_keys)
+
     # -- what exists --------------------------------------------------------------------------------
 
     def add(self, group: PodGroup, *, pod_count: int, now: float) -> None:
-        """Add a PodGroup, or update its spec and pod count; it is gated until it may be tried."""
+        """Add a PodGroup, or update its spec and pod count; it is gated until it may be tried. A parked
+        group whose own pods arrived is tried again (the new pods may fit where the others did not)."""
         entry = self._entries.get(group.key)
         if entry is None:
             entry = self._entries[group.key] = _Entry(group, pod_count)
         else:
+            grew = pod_count > entry.pod_count
             entry.group, entry.pod_count = group, pod_count
             if entry.state == QueueState.ACTIVE:
                 self._activate(entry, now)
+            elif grew and entry.state == QueueState.PARKED:
+                self._back_off(entry, now)
         self._regate(entry, now)
 
     def set_pod_count(self, key: str, pod_count: int, *, now: float) -> None:
@@ -136,6 +161,7 @@ class SchedulingQueue:
 
     def remove(self, key: str) -> None:
         self._entries.pop(key, None)
+        self._parked_keys.discard(key)
 
     def add_workload(self, namespace: str, name: str, *, now: float) -> None:
         """A Workload appeared: its PodGroups may pass PreEnqueue now."""
@@ -170,7 +196,8 @@ class SchedulingQueue:
 
     def _regate(self, entry: _Entry, now: float) -> None:
         gated = self.gate_reason(entry.group.key) is not None
-        if gated and entry.state != QueueState.IN_FLIGHT:
+        if gated and not entry.busy:
+            self._leave_parking(entry)
             entry.state = QueueState.GATED
             entry.ticket = self._next_ticket()
         elif not gated and entry.state == QueueState.GATED:
@@ -187,8 +214,30 @@ class SchedulingQueue:
             if entry is not None and entry.ticket == ticket and entry.state == QueueState.ACTIVE:
                 entry.state = QueueState.IN_FLIGHT
                 entry.event_in_flight = False
+                if entry.pending_since is None:
+                    entry.pending_since = now
+                    self._push_deadline(entry)
                 return entry.group
         return None
+
+    def await_claims(self, key: str) -> None:
+        """The group's cycle placed it, and the placement waits for its claims to be allocated: it stays out
+        of the queue's hands until `done` (allocated, or refused: a failed decision), and its pending time
+        keeps counting towards `max_pending_seconds`."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.state == QueueState.IN_FLIGHT:
+            entry.state = QueueState.AWAITING_CLAIMS
+
+    def hold_for_claims(self, group: PodGroup, *, pod_count: int, pending_since: float) -> None:
+        """A group a previous leader placed, whose placement still waits for its claims."""
+        entry = self._entries.get(group.key)
+        if entry is None:
+            entry = self._entries[group.key] = _Entry(group, pod_count)
+        self._leave_parking(entry)
+        entry.state = QueueState.AWAITING_CLAIMS
+        entry.ticket = self._next_ticket()
+        entry.pending_since = pending_since
+        self._push_deadline(entry)
 
     def done(self, decision: CycleDecision, *, now: float) -> None:
         """Take back a PodGroup after its cycle: placed ones leave, unschedulable ones park and back off.
@@ -200,15 +249,15 @@ class SchedulingQueue:
             return
         if decision.placed:
             if not decision.unplaced:
-                del self._entries[decision.podgroup]
+                self.remove(decision.podgroup)
                 return
             entry.group = replace(entry.group, assigned_domain=decision.domain or entry.group.assigned_domain)
             entry.attempts = 0
+            entry.pending_since = None
+            entry.need = None
         else:
-            if entry.unschedulable_since is None:
-                entry.unschedulable_since = now
-                self._push_deadline(entry)
             entry.last_message = decision.message
+            entry.need = decision.unschedulable
         entry.attempts += 1
         entry.backoff_until = now + backoff_seconds(entry.attempts)
         if entry.event_in_flight:
@@ -216,23 +265,33 @@ class SchedulingQueue:
         else:
             self._park(entry, now)
 
-    def on_event(self, event: ClusterEvent, *, now: float) -> int:
-        """A cluster change that may make room: parked groups move on (to back-off, or active if it ended).
+    def wake(self, now: float, may_help: MayHelp | None = None) -> int:
+        """A cluster change: parked groups it may help move on (to back-off, or active if that ended);
+        without a hint, every parked group does. Returns how many groups moved.
 
-        Returns how many groups moved. A group in flight remembers the event, so that if its cycle fails
-        it backs off instead of parking (the event may have come too late for its snapshot).
+        A group in a cycle, or waiting for its claims, remembers the change, so that if it then fails it
+        backs off instead of parking (the change may have come too late for its snapshot).
         """
-        moved = 0
         for entry in self._entries.values():
-            if entry.state == QueueState.PARKED:
+            if entry.busy:
+                entry.event_in_flight = True
+        moved = 0
+        for key in list(self._parked_keys):
+            entry = self._entries[key]
+            if may_help is None or entry.need is None or may_help(entry.group, entry.need):
                 self._back_off(entry, now)
                 moved += 1
-            elif entry.state == QueueState.IN_FLIGHT:
-                entry.event_in_flight = True
         return moved
 
+    def on_event(self, event: ClusterEvent, *, now: float) -> int:
+        """A cluster change without a hint: every parked group may try again (see `wake`)."""
+        return self.wake(now)
+
     def expire(self, now: float) -> list[PodGroupTimedOut]:
-        """Remove and report the groups unschedulable for longer than their `max_pending_seconds`."""
+        """Remove and report the groups pending for longer than their `max_pending_seconds`.
+
+        A group in a cycle times out after it (the cycle may place it); one waiting for its claims times
+        out now, and the caller forgets its placement."""
         timed_out: list[PodGroupTimedOut] = []
         later: list[tuple[float, str]] = []
         while self._deadlines and self._deadlines[0][0] <= now:
@@ -244,7 +303,7 @@ class SchedulingQueue:
                 later.append((deadline, key))
                 continue
             timed_out.append(self._time_out(entry, now))
-            del self._entries[key]
+            self.remove(key)
         for item in later:
             heapq.heappush(self._deadlines, item)
         return timed_out
@@ -268,6 +327,7 @@ class SchedulingQueue:
         if entry.backoff_until > now:
             self._back_off(entry, now)
             return
+        self._leave_parking(entry)
         entry.state = QueueState.ACTIVE
         entry.ticket = self._next_ticket()
         heapq.heappush(self._active, (queue_order(entry.group), entry.ticket, entry.group.key))
@@ -276,16 +336,20 @@ class SchedulingQueue:
         if entry.backoff_until <= now:
             self._activate(entry, now)
             return
+        self._leave_parking(entry)
         entry.state = QueueState.BACKING_OFF
         entry.ticket = self._next_ticket()
         heapq.heappush(self._backoff, (entry.backoff_until, entry.group.key, entry.ticket))
 
     def _park(self, entry: _Entry, now: float) -> None:
         entry.state = QueueState.PARKED
-        entry.parked_at = now
         entry.ticket = self._next_ticket()
+        self._parked_keys.add(entry.group.key)
         wake = max(now + MAX_PARKED_SECONDS, entry.backoff_until)
         heapq.heappush(self._parked, (wake, entry.group.key, entry.ticket))
+
+    def _leave_parking(self, entry: _Entry) -> None:
+        self._parked_keys.discard(entry.group.key)
 
     def _push_deadline(self, entry: _Entry) -> None:
         deadline = _deadline(entry)
@@ -295,7 +359,7 @@ class SchedulingQueue:
     def _time_out(self, entry: _Entry, now: float) -> PodGroupTimedOut:
         group = entry.group
         limit = group.max_pending_seconds or 0.0
-        since = entry.unschedulable_since if entry.unschedulable_since is not None else now
+        since = entry.pending_since if entry.pending_since is not None else now
         message = QueueReason.TIMED_OUT.format(seconds=now - since, limit=limit)
         if entry.last_message:
             message += f": {entry.last_message}"
@@ -308,6 +372,6 @@ class SchedulingQueue:
 
 def _deadline(entry: _Entry) -> float | None:
     limit = entry.group.max_pending_seconds
-    if limit is None or entry.unschedulable_since is None:
+    if limit is None or entry.pending_since is None:
         return None
-    return entry.unschedulable_since + limit
+    return entry.pending_since + limit

@@ -64,6 +64,15 @@ class SqlAlchemyConditionRepository:
         )
         return [_to_condition(row) for row in rows]
 
+    async def with_status(self, type_: str, status: str) -> list[Condition]:
+        """Every condition of a type with this status (e.g. pods marked `DisruptionTarget=True`)."""
+        rows = await self._session.execute(
+            select(conditions)
+            .where(conditions.c.type == type_, conditions.c.status == status)
+            .order_by(conditions.c.object_uid)
+        )
+        return [_to_condition(row) for row in rows]
+
     async def _get(self, object_uid: str, type_: str) -> Condition | None:
         query = select(conditions).where(conditions.c.object_uid == object_uid, conditions.c.type == type_)
         row = (await self._session.execute(query)).first()

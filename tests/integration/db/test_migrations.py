@@ -15,7 +15,7 @@ from libs.db import migrate
 from libs.db.engine import create_engine
 from libs.db.schema import metadata
 
-TABLES = {"objects", "conditions", "leases", "pod_bindings", "outbox", "events", "inbox"}
+TABLES = {"nominations", "objects", "conditions", "leases", "pod_bindings", "outbox", "events", "inbox"}
 
 
 async def _tables(url: str) -> set[str]:

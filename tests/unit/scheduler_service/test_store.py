@@ -1,18 +1,19 @@
-"""A pass's outcomes written in one transaction: events in causal order, bindings, condition, placement."""
+"""A pass's outputs written in one transaction: events in causal order, bindings, condition, placement;
+and the world a new leader loads."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from libs.cluster.generator import ClusterShape
-from libs.core.scheduling import RACK_KEY
+from libs.core.scheduling import RACK_KEY, SchedulerStateMachine
+from libs.core.scheduling.inputs import World
+from libs.core.scheduling.objects import ApiObject
 from libs.db.errors import StaleEpochError
 from libs.db.records import ObjectDraft
 from libs.db.testing import in_memory_unit_of_work_factory
-from services.scheduler.adapter import ApiObject
-from services.scheduler.scheduler import GangScheduler
-from services.scheduler.store import load_world, write_outcomes
-from tests.unit.scheduler_service.builders import cluster, gang, podgroup, workload
+from services.scheduler.store import load_world, write_outputs
+from tests.unit.scheduling.manifests import cluster, gang, podgroup, workload
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SMALL = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)
@@ -52,14 +53,14 @@ async def lease(uow_factory, holder: str = "a"):
 
 async def write(uow_factory, outcomes, fence) -> int:
     async with uow_factory() as uow:
-        bound = await write_outcomes(uow, outcomes, fence=fence, now=NOW)
+        bound = await write_outputs(uow, outcomes, fence=fence, now=NOW)
         await uow.commit()
     return bound
 
 
-def scheduled_world(objects: list[ApiObject]) -> GangScheduler:
-    world = GangScheduler(clock=lambda: NOW.timestamp())
-    world.load(objects, {})
+def scheduled_world(objects: list[ApiObject]) -> SchedulerStateMachine:
+    world = SchedulerStateMachine()
+    world.load(World(objects, {}), now=NOW.timestamp())
     return world
 
 
@@ -130,9 +131,9 @@ async def test_a_new_leader_loads_the_world_with_its_bindings(uow_factory):
     await write(uow_factory, scheduled_world(objects).run_pass(NOW.timestamp()), fence)
 
     async with uow_factory() as uow:
-        world = await load_world(uow)
-    successor = GangScheduler(clock=lambda: NOW.timestamp())
-    successor.load(world.objects, world.bindings)
+        world = await load_world(uow, NOW)
+    successor = SchedulerStateMachine()
+    successor.load(world, now=NOW.timestamp())
 
     assert len(world.bindings) == 2
     assert successor.run_pass(NOW.timestamp()) == []
@@ -155,6 +156,6 @@ async def test_a_new_leader_reads_placed_pods_from_the_placement_and_asks_the_bi
     await write(uow_factory, scheduled_world(objects).run_pass(NOW.timestamp()), fence)
 
     async with uow_factory() as uow:
-        world = await load_world(uow)
+        world = await load_world(uow, NOW)
 
     assert set(world.bindings) == {pod.uid for pod in placed}

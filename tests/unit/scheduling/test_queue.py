@@ -210,7 +210,7 @@ def test_a_gang_unschedulable_longer_than_max_pending_seconds_times_out() -> Non
 
     assert [t.podgroup for t in timed_out] == ["ml/g"]
     assert timed_out[0].message == (
-        "gave up after 61 s unschedulable (podway.io/max-pending-seconds: 60): "
+        "gave up after 61 s pending (podway.io/max-pending-seconds: 60): "
         "0/5 nodes are available: 5 Insufficient nvidia.com/gpu."
     )
     assert "ml/g" not in queue

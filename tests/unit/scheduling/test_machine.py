@@ -1,14 +1,22 @@
-"""The scheduler's decision flow in memory: events in, outcomes out (the core decides, the flow follows)."""
+"""The scheduler state machine: inputs in, outputs out, on a clock the test moves."""
 
 from collections import Counter
 
 import pytest
 
 from libs.cluster.generator import ClusterShape
-from libs.core.scheduling import RACK_KEY, PodPhase, TopologyDomainRef
-from services.scheduler.outcomes import AllocationFailed, Binding, CycleRan, Restart, TimedOut
-from services.scheduler.scheduler import GangScheduler
-from tests.unit.scheduler_service.builders import cluster, gang, pod, podgroup, two_gpus_template, workload
+from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine, TopologyDomainRef
+from libs.core.scheduling.inputs import (
+    ClaimsAllocated,
+    ClaimsAllocationFailed,
+    Nominated,
+    ObjectRemoved,
+    ObjectStored,
+    PodsFinished,
+    World,
+)
+from libs.core.scheduling.outputs import AllocationFailed, Binding, CycleRan, Restart, TimedOut
+from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, two_gpus_template, workload
 
 SMALL = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)  # 4 nodes, 32 GPUs, 2 racks
 
@@ -26,11 +34,26 @@ def clock() -> Clock:
     return Clock()
 
 
+class Machine(SchedulerStateMachine):
+    """The state machine with the test's clock at hand, so that inputs read as what happened."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def admit(self, *objects) -> None:
+        for obj in objects:
+            self.handle(ObjectStored(obj, cause=f"admitted-{obj.name}"), now=self.clock.now)
+
+    def finish(self, uids, phase: PodPhase, cause: str | None = None) -> None:
+        self.handle(PodsFinished(tuple(uids), phase, cause), now=self.clock.now)
+
+
 @pytest.fixture
-def scheduler(clock: Clock) -> GangScheduler:
-    world = GangScheduler(clock=clock)
-    world.load(cluster(SMALL) + [workload()], {})
-    return world
+def scheduler(clock: Clock) -> Machine:
+    machine = Machine(clock)
+    machine.load(World(cluster(SMALL) + [workload()], {}), now=clock.now)
+    return machine
 
 
 def bound_gpus_per_node(outcomes) -> Counter:
@@ -43,9 +66,8 @@ def bound_gpus_per_node(outcomes) -> Counter:
     return used
 
 
-def admit(scheduler: GangScheduler, *objects) -> None:
-    for obj in objects:
-        scheduler.apply_object(obj, cause=f"admitted-{obj.name}")
+def admit(scheduler: Machine, *objects) -> None:
+    scheduler.admit(*objects)
 
 
 def test_a_gang_that_fits_is_placed_and_bound_in_one_cycle(scheduler, clock):
@@ -62,8 +84,8 @@ def test_a_gang_that_fits_is_placed_and_bound_in_one_cycle(scheduler, clock):
 
 
 def test_a_gang_is_not_tried_until_its_workload_and_min_count_pods_exist(clock):
-    scheduler = GangScheduler(clock=clock)
-    scheduler.load(cluster(SMALL), {})
+    scheduler = Machine(clock)
+    scheduler.load(World(cluster(SMALL), {}), now=clock.now)
     admit(scheduler, podgroup("g", min_count=4), *gang("g", 3))
     assert scheduler.run_pass(clock.now) == []
 
@@ -108,7 +130,7 @@ def test_a_gang_that_does_not_fit_waits_with_the_kube_scheduler_reason_and_fits_
     assert waiting.backoff_s == 1.0
     assert waiting.condition_false
 
-    scheduler.pods_finished([p.pod_uid for p in first.bind.placements], PodPhase.SUCCEEDED, cause="done")
+    scheduler.finish([p.pod_uid for p in first.bind.placements], PodPhase.SUCCEEDED, "done")
     assert scheduler.run_pass(clock.now) == []  # still backing off
     clock.now += 1.0
     (retried,) = scheduler.run_pass(clock.now)
@@ -151,7 +173,7 @@ def test_a_gang_with_claims_is_proposed_and_bound_only_after_its_claims_are_allo
     assert proposed.decision.placed
     assert proposed.bind is None
     assert proposed.claims == ("fabric",)
-    scheduler.claims_allocated(group.uid, cause="allocated")
+    scheduler.handle(ClaimsAllocated(group.uid, "allocated"), now=clock.now)
     (binding,) = scheduler.run_pass(clock.now)
     assert isinstance(binding, Binding)
     assert binding.cause == "allocated"
@@ -166,7 +188,7 @@ def test_a_refused_allocation_is_forgotten_and_the_gang_retries(scheduler, clock
     scheduler.run_pass(clock.now)
     assert sum(node.count("gpu.example.com") for node in scheduler.snapshot.node_states()) == 0
 
-    scheduler.claims_failed(group.uid, "no fabric device left", cause="refused")
+    scheduler.handle(ClaimsAllocationFailed(group.uid, "no fabric device left", "refused"), now=clock.now)
 
     (failed,) = scheduler.run_pass(clock.now)
     assert isinstance(failed, AllocationFailed)
@@ -188,7 +210,7 @@ def test_a_gang_past_its_max_pending_seconds_gives_up_and_its_pods_fail(schedule
     (gave_up,) = scheduler.run_pass(clock.now)
 
     assert isinstance(gave_up, TimedOut)
-    assert gave_up.message.startswith("gave up after 31 s unschedulable")
+    assert gave_up.message.startswith("gave up after 31 s pending")
     assert len(gave_up.pods) == 5
     assert all(scheduler.book.pods[p.uid].phase == PodPhase.FAILED for p in gave_up.pods)
     clock.now += 600
@@ -201,21 +223,21 @@ def test_a_running_gang_that_breaks_is_restarted_when_its_policy_says_always(sch
     (ran,) = scheduler.run_pass(clock.now)
     broken, *rest = ran.bind.placements
 
-    scheduler.pods_finished([broken.pod_uid], PodPhase.FAILED, cause="crash")
+    scheduler.finish([broken.pod_uid], PodPhase.FAILED, "crash")
 
     (restart,) = scheduler.run_pass(clock.now)
     assert isinstance(restart, Restart)
     assert sorted(p.uid for p in restart.evict) == sorted(p.pod_uid for p in rest)
     assert restart.cause == "crash"
     # The evicted pods failing is the restart going through, not another break.
-    scheduler.pods_finished([p.pod_uid for p in rest], PodPhase.FAILED, cause="evicted")
+    scheduler.finish([p.pod_uid for p in rest], PodPhase.FAILED, "evicted")
     assert scheduler.run_pass(clock.now) == []
 
 
 def test_a_gang_that_breaks_is_left_alone_when_its_policy_says_never(scheduler, clock):
     admit(scheduler, podgroup("g", min_count=3), *gang("g", 3))
     (ran,) = scheduler.run_pass(clock.now)
-    scheduler.pods_finished([ran.bind.placements[0].pod_uid], PodPhase.FAILED)
+    scheduler.finish([ran.bind.placements[0].pod_uid], PodPhase.FAILED)
     assert scheduler.run_pass(clock.now) == []
 
 
@@ -252,8 +274,8 @@ def test_room_nominated_for_a_preemptor_is_not_taken_by_another_group(scheduler,
     admit(scheduler, high, *gang("high", 1, gpus=8))
     scheduler.run_pass(clock.now)
 
-    scheduler.nominate(high.uid, [victim_node], expires_at=clock.now + 60)
-    scheduler.pods_finished([low.bind.placements[0].pod_uid], PodPhase.FAILED)
+    scheduler.handle(Nominated(high.uid, (victim_node,), clock.now + 60), now=clock.now)
+    scheduler.finish([low.bind.placements[0].pod_uid], PodPhase.FAILED)
     admit(scheduler, podgroup("thief", min_count=1, priority=500), *gang("thief", 1, gpus=8))
     clock.now += 5
     outcomes = {o.group.name: o for o in scheduler.run_pass(clock.now)}
@@ -279,12 +301,16 @@ def test_a_replayed_admission_changes_nothing(scheduler, clock):
 def test_a_new_leader_starts_from_the_stored_bindings(clock):
     group = podgroup("g", min_count=2, status={"placement": {"domain": None, "nodes": [], "pods": {}}})
     members = gang("g", 2, gpus=8)
-    scheduler = GangScheduler(clock=clock)
+    scheduler = Machine(clock)
     nodes = cluster(SMALL)
     node_names = [o.name for o in nodes if o.kind == "Node"]
 
     scheduler.load(
-        [*nodes, workload(), group, *members], {members[0].uid: node_names[0], members[1].uid: node_names[1]}
+        World(
+            [*nodes, workload(), group, *members],
+            {members[0].uid: node_names[0], members[1].uid: node_names[1]},
+        ),
+        now=clock.now,
     )
 
     assert scheduler.run_pass(clock.now) == []
@@ -304,7 +330,7 @@ def test_deleting_a_bound_pod_gives_its_room_back(scheduler, clock):
     (ran,) = scheduler.run_pass(clock.now)
     victim = scheduler.book.pods[ran.bind.placements[0].pod_uid].obj
 
-    scheduler.delete_object("Pod", victim.namespace, victim.name, victim.uid)
+    scheduler.handle(ObjectRemoved("Pod", victim.namespace, victim.name, victim.uid), now=clock.now)
 
     assert sum(node.count("gpu.example.com") for node in scheduler.snapshot.node_states()) == 8
 

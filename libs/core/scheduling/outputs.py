@@ -1,4 +1,5 @@
-"""What a scheduling pass decided, waiting to be written in one transaction (events, bindings, status)."""
+"""What the scheduler state machine decides, for its adapter to write in one transaction: events, bindings,
+statuses and conditions."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from libs.core.scheduling import CycleDecision, Placement, TopologyDomainRef
+from .model import CycleDecision, Placement, TopologyDomainRef
 
 
 class GroupRef(NamedTuple):
@@ -54,13 +55,17 @@ class CycleRan:
     backoff_s: float = 0.0
     bind: Binding | None = None
     claims: tuple[str, ...] = ()
+    proposal_status: Mapping[str, Any] | None = None
+    """With `claims`: the proposed placement, recorded (`status.proposal`) so that a new leader still waits
+    for its claims."""
     preemption_priority: int | None = None
     condition_false: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class AllocationFailed:
-    """The DRA allocator refused the proposed placement: it is forgotten and the gang retries."""
+    """The DRA allocator refused the proposed placement, or did not answer in time: it is forgotten (and
+    its record in `status.proposal` cleared) and the gang retries."""
 
     group: GroupRef
     reason: str
@@ -72,7 +77,8 @@ class AllocationFailed:
 
 @dataclass(frozen=True, slots=True)
 class TimedOut:
-    """A gang unschedulable past its `podway.io/max-pending-seconds`: it and its waiting pods fail."""
+    """A gang pending past its `podway.io/max-pending-seconds`: it and its waiting pods fail, and a placement
+    it proposed is forgotten."""
 
     group: GroupRef
     pending_s: float
@@ -84,7 +90,8 @@ class TimedOut:
 
 @dataclass(frozen=True, slots=True)
 class Restart:
-    """A running gang fell below minCount (`podway.io/gang-restart: Always`): evict the rest, requeue."""
+    """A running gang fell below minCount (`podway.io/gang-restart: Always`): evict the rest (each marked
+    `DisruptionTarget`, so a new leader knows they are leaving), requeue."""
 
     group: GroupRef
     message: str
@@ -92,4 +99,4 @@ class Restart:
     cause: str | None
 
 
-Outcome = CycleRan | Binding | AllocationFailed | TimedOut | Restart
+Output = CycleRan | Binding | AllocationFailed | TimedOut | Restart

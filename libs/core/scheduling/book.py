@@ -6,8 +6,9 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from libs.core.scheduling import CycleDecision, PodGroup, PodPhase, PodRequest, TopologyDomainRef
-from services.scheduler.adapter import (
+from .lifecycle import PodPhase
+from .model import CycleDecision, PodGroup, PodRequest, TopologyDomainRef
+from .objects import (
     STANDALONE_PREFIX,
     ApiObject,
     assigned_domain,
@@ -68,6 +69,8 @@ class GroupRecord:
     preemption_requested: bool = False
     timed_out: bool = False
     awaiting_claims: CycleDecision | None = None
+    claims_wait: int = 0
+    """Counts the group's waits for claims, so a deadline of an earlier wait is recognised as stale."""
     pending: set[str] = field(default_factory=set)
     placed: set[str] = field(default_factory=set)
 

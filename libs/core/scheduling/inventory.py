@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from libs.core.scheduling import ClusterSnapshot, Node
-from services.scheduler.adapter import ApiObject, DeviceCatalog, DeviceClassInfo, core_node
+from libs.core.dra.catalog import DeviceCatalog, DeviceClassInfo, SliceDevices
+
+from .model import Node
+from .objects import ApiObject, core_node
+from .snapshot import ClusterSnapshot
 
 
 class NodeInventory:
     """What each node publishes; every change is passed on to the snapshot as an added, updated or removed
-    node (with the pods on it kept). Returns whether capacity may have grown, so the caller can wake
-    unschedulable groups."""
+    node (with the pods on it kept). The `put_*` and `remove_*` methods return whether anything changed,
+    so the caller can wake unschedulable groups."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
@@ -24,8 +27,14 @@ class NodeInventory:
     def __len__(self) -> int:
         return len(self._nodes)
 
+    def node(self, name: str) -> ApiObject | None:
+        return self._nodes.get(name)
+
+    def slice(self, name: str) -> ApiObject | None:
+        return self._slices.get(name)
+
     def put_device_class(self, obj: ApiObject) -> bool:
-        if not self.catalog.put(DeviceClassInfo.of(obj)):
+        if not self.catalog.put(DeviceClassInfo.of(obj.name, obj.spec)):
             return False
         self._classes_changed()
         return True
@@ -69,13 +78,15 @@ class NodeInventory:
                 self._sync(node_name)
         return True
 
-    def remove_slice(self, name: str) -> None:
+    def remove_slice(self, name: str) -> bool:
         known = self._slices.pop(name, None)
-        if known is not None:
-            self._detach(known)
-            node_name = known.spec.get("nodeName")
-            if node_name in self._nodes:
-                self._sync(node_name)
+        if known is None:
+            return False
+        self._detach(known)
+        node_name = known.spec.get("nodeName")
+        if node_name in self._nodes:
+            self._sync(node_name)
+        return True
 
     def _detach(self, obj: ApiObject) -> None:
         node_name = obj.spec.get("nodeName")
@@ -83,7 +94,9 @@ class NodeInventory:
             self._slices_by_node.get(node_name, set()).discard(obj.name)
 
     def core_node(self, name: str) -> Node:
-        slices = [self._slices[slice_name] for slice_name in sorted(self._slices_by_node.get(name, ()))]
+        slices = [
+            _devices_of(self._slices[slice_name]) for slice_name in sorted(self._slices_by_node.get(name, ()))
+        ]
         return core_node(self._nodes[name], self.catalog.node_devices(slices))
 
     def defer(self) -> None:
@@ -112,3 +125,9 @@ class NodeInventory:
         self.snapshot.extended_resource_names.update(self.catalog.extended_resource_names())
         for name in self._nodes:
             self._sync(name)
+
+
+def _devices_of(slice_: ApiObject) -> SliceDevices:
+    return SliceDevices(
+        slice_.name, str(slice_.spec.get("driver") or ""), tuple(slice_.spec.get("devices") or ())
+    )

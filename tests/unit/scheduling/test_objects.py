@@ -1,5 +1,7 @@
 """API objects as the scheduling core sees them."""
 
+from libs.core.dra import DeviceCatalog, DeviceClassInfo, claim_devices
+from libs.core.dra.catalog import SliceDevices
 from libs.core.scheduling import (
     RACK_KEY,
     GangRestartPolicy,
@@ -9,17 +11,15 @@ from libs.core.scheduling import (
     TolerationOperator,
     TopologyDomainRef,
 )
-from services.scheduler.adapter import (
-    DeviceCatalog,
-    DeviceClassInfo,
-    claim_devices,
+from libs.core.scheduling.objects import (
+    ApiObject,
     core_node,
     core_podgroup,
     pod_phase,
     pod_request,
     standalone_podgroup,
 )
-from tests.unit.scheduler_service.builders import (
+from tests.unit.scheduling.manifests import (
     GPU_CLASS,
     cluster,
     pod,
@@ -34,8 +34,13 @@ GIB = 1024**3
 
 def catalog_with_gpu_class() -> DeviceCatalog:
     catalog = DeviceCatalog()
-    catalog.put(DeviceClassInfo.of(stored(GPU_CLASS)))
+    gpu_class = stored(GPU_CLASS)
+    catalog.put(DeviceClassInfo.of(gpu_class.name, gpu_class.spec))
     return catalog
+
+
+def devices_of(slices: list[ApiObject]) -> list[SliceDevices]:
+    return [SliceDevices(s.name, s.spec["driver"], tuple(s.spec["devices"])) for s in slices]
 
 
 def test_gpus_published_in_a_nodes_slice_are_devices_of_the_class_whose_selector_matches():
@@ -44,7 +49,7 @@ def test_gpus_published_in_a_nodes_slice_are_devices_of_the_class_whose_selector
     slices = [o for o in objects if o.kind == "ResourceSlice" and o.spec.get("nodeName") == node.name]
     fabric = [o for o in objects if o.kind == "ResourceSlice" and not o.spec.get("nodeName")]
 
-    devices = catalog_with_gpu_class().node_devices(slices + fabric)
+    devices = catalog_with_gpu_class().node_devices(devices_of(slices + fabric))
 
     assert devices == {"gpu.example.com": tuple(f"gpu-{i}" for i in range(8))}
 
@@ -52,7 +57,7 @@ def test_gpus_published_in_a_nodes_slice_are_devices_of_the_class_whose_selector
 def test_a_device_no_class_selects_is_not_counted():
     objects = cluster()
     slices = [o for o in objects if o.kind == "ResourceSlice" and o.spec.get("nodeName")]
-    assert DeviceCatalog().node_devices(slices[:1]) == {}
+    assert DeviceCatalog().node_devices(devices_of(slices[:1])) == {}
 
 
 def test_a_node_maps_its_allocatable_labels_taints_and_cordon():
@@ -166,22 +171,27 @@ FABRIC = stored(
         },
     }
 )
-TEMPLATES = {"ml/two-gpus": TWO_GPUS, "ml/rack-fabric": FABRIC}
+TEMPLATES = {"ml/two-gpus": TWO_GPUS.spec, "ml/rack-fabric": FABRIC.spec}
 NODE_CLASSES = {"gpu.example.com"}
+
+
+def claims_of(pod_obj: ApiObject, group: ApiObject | None = None) -> dict[str, int]:
+    group_claims = group.spec.get("resourceClaims") or [] if group else []
+    return claim_devices("ml", pod_obj.spec["resourceClaims"], group_claims, TEMPLATES, NODE_CLASSES)
 
 
 def test_a_pods_own_claim_from_a_template_asks_for_its_devices_on_the_node():
     claimed = pod("p", gpus=0, claims=[{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}])
-    assert claim_devices(claimed, None, TEMPLATES, NODE_CLASSES) == {"gpu.example.com": 2}
+    assert claims_of(claimed) == {"gpu.example.com": 2}
 
 
 def test_a_claim_shared_with_the_podgroup_is_not_counted_per_pod():
     claim = {"name": "gpus", "resourceClaimTemplateName": "two-gpus"}
     group = podgroup("g", claims=[claim])
     claimed = pod("p", gpus=0, group="g", claims=[claim])
-    assert claim_devices(claimed, group, TEMPLATES, NODE_CLASSES) == {}
+    assert claims_of(claimed, group) == {}
 
 
 def test_devices_that_are_not_on_nodes_are_left_to_the_dra_allocator():
     claimed = pod("p", gpus=0, claims=[{"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}])
-    assert claim_devices(claimed, None, TEMPLATES, NODE_CLASSES) == {}
+    assert claims_of(claimed) == {}

@@ -7,7 +7,7 @@ from typing import Any
 
 from libs.api.manifests import load_documents
 from libs.cluster.generator import ClusterShape, generate_cluster
-from services.scheduler.adapter import ApiObject
+from libs.core.scheduling.objects import ApiObject
 
 GPU_CLASS = {
     "apiVersion": "resource.k8s.io/v1",

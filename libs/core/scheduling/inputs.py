@@ -1,0 +1,114 @@
+"""What the scheduler state machine is told: objects stored and removed, pods finishing and being evicted,
+claims allocated or refused, nominations. The adapter maps each consumed event onto one of these; time
+comes with every call, never from a clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .lifecycle import PodPhase
+from .objects import ApiObject
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectStored:
+    """An object was created or changed (a Node, ResourceSlice, DeviceClass, ResourceClaimTemplate,
+    Workload, PodGroup or Pod); a version older than the one held, or of a removed uid, is ignored."""
+
+    obj: ApiObject
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRemoved:
+    """An object was deleted; its uid is remembered for a while so that a late event cannot bring it back."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodsFinished:
+    """Pods succeeded or failed: their room is free; a gang that broke may restart."""
+
+    uids: tuple[str, ...]
+    phase: PodPhase
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodsEvicted:
+    """Pods are being evicted (preemption, gang restart) or deleted: they hold their room until they end,
+    and their failure does not count as their gang breaking."""
+
+    uids: tuple[str, ...]
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimsAllocated:
+    """The DRA allocator committed the devices of a PodGroup's proposed placement."""
+
+    podgroup_uid: str
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimsAllocationFailed:
+    """The DRA allocator refused a PodGroup's proposed placement."""
+
+    podgroup_uid: str
+    reason: str
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Nominated:
+    """The preemptor made room for a PodGroup on these nodes: hold it for that group until it expires."""
+
+    podgroup_uid: str
+    nodes: tuple[str, ...]
+    expires_at: float
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NominationCleared:
+    podgroup_uid: str
+    cause: str | None = None
+
+
+Input = (
+    ObjectStored
+    | ObjectRemoved
+    | PodsFinished
+    | PodsEvicted
+    | ClaimsAllocated
+    | ClaimsAllocationFailed
+    | Nominated
+    | NominationCleared
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NominationRecord:
+    """A nomination as stored, for a new leader."""
+
+    podgroup_uid: str
+    nodes: tuple[str, ...]
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """What a new leader starts from: every object the scheduler reads (in dependency order), where the
+    pods that hold room are bound (pod uid -> node), the pods known to be leaving (evicted or deleted, not
+    yet ended), and the nominations in force."""
+
+    objects: list[ApiObject]
+    bindings: dict[str, str]
+    leaving: frozenset[str] = frozenset()
+    nominations: tuple[NominationRecord, ...] = ()

@@ -1,0 +1,763 @@
+"""The scheduler state machine: what the scheduler knows and every rule it follows, without I/O.
+
+Inputs (`inputs.py`: objects stored and removed, pods finished and evicted, claims allocated or refused,
+nominations) go in through `handle`, each with the time it happened; `run_pass(now)` runs the due
+time-outs and one cycle per ready PodGroup and returns the outputs (`outputs.py`) for the adapter to write
+in one transaction. The service runs it in real time, the simulator on a virtual clock; the same inputs at
+the same times give the same outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from libs.core.dra.requests import claim_devices
+
+from .book import TERMINAL, GroupRecord, PodBook, PodRecord
+from .cycle import schedule_podgroup
+from .hints import FreedCapacity, capacity_hint
+from .inputs import (
+    ClaimsAllocated,
+    ClaimsAllocationFailed,
+    Input,
+    Nominated,
+    NominationCleared,
+    ObjectRemoved,
+    ObjectStored,
+    PodsEvicted,
+    PodsFinished,
+    World,
+)
+from .inventory import NodeInventory
+from .lifecycle import PodPhase, decide_gang_restart
+from .model import (
+    CycleDecision,
+    NodeAssignment,
+    Placement,
+    PodRequest,
+    ResourceTotals,
+    TopologyDomainRef,
+    Unschedulable,
+)
+from .objects import ApiObject, parse_timestamp, pod_group_name, pod_request
+from .outputs import AllocationFailed, Binding, CycleRan, GroupRef, Output, PodKey, Restart, TimedOut
+from .queue import PodGroupTimedOut, QueueState, SchedulingQueue, backoff_seconds
+from .snapshot import ClusterSnapshot, PlacementConflict
+
+NOMINATED_PREFIX = "nominated/"
+"""Uid prefix of the stand-in pods that hold a nominated PodGroup's room in the snapshot."""
+CLAIMS_NOT_ALLOCATED = (
+    "ResourceClaims {claims} were not allocated within {seconds:g} s; the placement was released"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MachineSettings:
+    """Limits of one pass, and how long things are waited for or remembered."""
+
+    max_cycles_per_pass: int = 512
+    max_pods_per_pass: int = 128
+    """A pass stops placing once this many pods are placed, so that its write stays short."""
+    claims_timeout_s: float = 30.0
+    """A placement waiting for its claims is released after this long and the group retried."""
+    tombstone_ttl_s: float = 600.0
+    """How long a removed uid is remembered, so that a late event about it is ignored."""
+
+
+@dataclass(slots=True)
+class WakeStats:
+    """How selective the queueing hints were: releases of capacity, and parked groups each woke."""
+
+    capacity_releases: int = 0
+    wakeups: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Nomination:
+    nodes: tuple[str, ...]
+    expires_at: float
+
+
+class SchedulerStateMachine:
+    """Nodes, pods and PodGroups as the scheduler last heard of them, one snapshot and one queue.
+
+    `handle` is idempotent for replayed inputs. `timer`, when given, times each cycle for the `cycle_ms`
+    of its output (a measurement only: decisions never depend on it).
+    """
+
+    def __init__(
+        self, settings: MachineSettings | None = None, *, timer: Callable[[], float] | None = None
+    ) -> None:
+        self.settings = settings or MachineSettings()
+        self._timer = timer
+        self.snapshot = ClusterSnapshot()
+        self.inventory = NodeInventory(self.snapshot)
+        self.book = PodBook()
+        self.queue = SchedulingQueue()
+        self.stats = WakeStats()
+        self._now = 0.0
+        self._outputs: list[Output] = []
+        self._nominations: dict[str, _Nomination] = {}
+        self._reserved: dict[str, list[str]] = {}
+        self._capacity_cause: str | None = None
+        self._claim_templates: dict[str, ApiObject] = {}
+        self._loading = False
+        self._versions: dict[str, int] = {}
+        self._tombstones: OrderedDict[str, float] = OrderedDict()
+        self._freed = FreedCapacity()
+        self._wake_all = False
+        self._claims_deadlines: list[tuple[float, str, int]] = []
+
+    # -- loading ------------------------------------------------------------------------------------------
+
+    def load(self, world: World, *, now: float) -> None:
+        """Build the world a new leader starts from: objects, bindings, pods leaving, nominations, and
+        placements still waiting for their claims (recorded in `status.proposal`)."""
+        self._now = now
+        self._loading = True
+        self.inventory.defer()
+        try:
+            for obj in world.objects:
+                self._stored(obj, None)
+            self.inventory.flush()
+            if self._claim_templates:
+                self._recompute_requests(self._pods_with_claims())
+            for uid, node in world.bindings.items():
+                self._restore_binding(uid, node)
+            for uid in world.leaving:
+                self.book.mark_evicting(uid)
+            for nomination in world.nominations:
+                key = self.book.group_uids.get(nomination.podgroup_uid)
+                if key is not None and nomination.expires_at > now:
+                    self._nominations[key] = _Nomination(nomination.nodes, nomination.expires_at)
+        finally:
+            self._loading = False
+        for key in sorted(self.book.groups):
+            group = self.book.groups[key]
+            proposal = group.obj.status.get("proposal")
+            if isinstance(proposal, Mapping) and not group.standalone:
+                self._restore_proposal(group, proposal)
+            self._refresh(key)
+
+    def _restore_binding(self, uid: str, node: str) -> None:
+        pod = self.book.pods.get(uid)
+        if pod is None or pod.phase in TERMINAL or pod.node is not None:
+            return
+        group = self.book.groups.get(pod.group_key)
+        recorded = (group.placement.get(pod.obj.name) if group else None) or {}
+        same = recorded.get("node") == node and recorded.get("uid") == uid
+        devices = recorded.get("devices") if same else None
+        try:
+            placement = self.snapshot.bind(pod.request, node, devices)  # type: ignore[arg-type]
+        except (PlacementConflict, KeyError):
+            self.book.place(uid, node, {}, assumed=False)
+            return
+        self.book.place(uid, node, placement.devices, assumed=False)
+
+    def _restore_proposal(self, group: GroupRecord, proposal: Mapping[str, Any]) -> None:
+        """Assume again a placement that was waiting for its claims when the last leader stopped."""
+        placements: list[Placement] = []
+        for name, recorded in sorted((proposal.get("pods") or {}).items()):
+            pod = self.book.pods.get(str(recorded.get("uid")))
+            if pod is None or not pod.pending or pod.obj.name != name or pod.group_key != group.key:
+                continue
+            devices = {cls: tuple(names) for cls, names in (recorded.get("devices") or {}).items()}
+            request = pod.request
+            placements.append(
+                Placement(
+                    pod.uid, name, str(recorded.get("node")), request.cpu_milli, request.memory, devices
+                )
+            )
+        if not placements:
+            return
+        placements.sort(key=lambda placement: placement.node_name)
+        by_node: dict[str, list[Placement]] = {}
+        for placement in placements:
+            by_node.setdefault(placement.node_name, []).append(placement)
+        domain = proposal.get("domain") or None
+        proposed_at = parse_timestamp(proposal.get("proposedAt")) or self._now
+        placed = {placement.pod_uid for placement in placements}
+        decision = CycleDecision(
+            group.key,
+            tuple(placements),
+            tuple(NodeAssignment.of(on_node) for on_node in by_node.values()),
+            TopologyDomainRef(str(domain["key"]), str(domain.get("value") or "")) if domain else None,
+            tuple(sorted(uid for uid in group.pending if uid not in placed)),
+            None,
+            proposed_at,
+        )
+        try:
+            self.snapshot.apply(decision)
+        except PlacementConflict:
+            self._outputs.append(self._refused(group, decision, "the proposed placement no longer fits"))
+            return
+        for placement in placements:
+            self.book.place(placement.pod_uid, placement.node_name, placement.devices, assumed=True)
+        count = len(group.pending) + len(group.placed)
+        self.queue.hold_for_claims(self.book.core_group(group), pod_count=count, pending_since=proposed_at)
+        self._await_claims(group, decision, proposed_at)
+
+    # -- inputs -------------------------------------------------------------------------------------------
+
+    def handle(self, event: Input, *, now: float) -> None:
+        """Take in one input that happened at `now`."""
+        self._now = now
+        if isinstance(event, ObjectStored):
+            self._stored(event.obj, event.cause)
+        elif isinstance(event, ObjectRemoved):
+            self._removed(event)
+        elif isinstance(event, PodsFinished):
+            self._pods_finished(event.uids, event.phase, event.cause)
+        elif isinstance(event, PodsEvicted):
+            for uid in event.uids:
+                self.book.mark_evicting(uid)
+        elif isinstance(event, ClaimsAllocated):
+            self._claims_allocated(event.podgroup_uid, event.cause)
+        elif isinstance(event, ClaimsAllocationFailed):
+            self._claims_failed(event.podgroup_uid, event.reason, event.cause)
+        elif isinstance(event, Nominated):
+            self._nominate(event)
+        elif isinstance(event, NominationCleared):
+            self._clear_nomination(event.podgroup_uid)
+
+    def _stored(self, obj: ApiObject, cause: str | None) -> None:
+        if self._stale(obj):
+            return
+        kind = obj.kind
+        if kind == "Node":
+            if self.inventory.put_node(obj):
+                self._wake_everyone(cause)
+        elif kind == "ResourceSlice":
+            if self.inventory.put_slice(obj):
+                self._wake_everyone(cause)
+        elif kind == "DeviceClass":
+            if self.inventory.put_device_class(obj):
+                self._recompute_requests(self.book.pods.values())
+                self._wake_everyone(cause)
+        elif kind == "ResourceClaimTemplate":
+            self._claim_templates[obj.key] = obj
+            self._recompute_requests(self._pods_with_claims())
+        elif kind == "Workload":
+            keys = self.book.put_workload(obj)
+            self.queue.add_workload(obj.namespace, obj.name, now=self._now)
+            for key in keys:
+                self._refresh(key)
+        elif kind == "PodGroup":
+            group = self.book.put_group(obj)
+            group.cause = cause or group.cause
+            self._recompute_requests(self.book.members(group.key))
+            self._refresh(group.key)
+        elif kind == "Pod":
+            self._stored_pod(obj, cause)
+
+    def _stale(self, obj: ApiObject) -> bool:
+        """Whether the object was removed, or is older than the version held: events of one object may
+        arrive out of order (each process publishes its own commits)."""
+        if obj.uid in self._tombstones:
+            return True
+        held = self._versions.get(obj.uid)
+        if held is not None and obj.resource_version < held:
+            return True
+        if obj.uid:
+            self._versions[obj.uid] = obj.resource_version
+        return False
+
+    def _stored_pod(self, obj: ApiObject, cause: str | None) -> None:
+        pod = self.book.put_pod(obj, self._request(obj))
+        owner = self.book.groups.get(pod.group_key)
+        if owner is not None:
+            owner.cause = cause or owner.cause
+        if obj.metadata.get("deletionTimestamp") and pod.node is not None:
+            self.book.mark_evicting(pod.uid)
+        self._refresh(pod.group_key)
+
+    def _removed(self, event: ObjectRemoved) -> None:
+        kind, uid, cause = event.kind, event.uid, event.cause
+        self._versions.pop(uid, None)
+        self._tombstones[uid] = self._now
+        self._tombstones.move_to_end(uid)
+        key = f"{event.namespace}/{event.name}"
+        if kind == "Pod":
+            pod = self.book.pods.get(uid)
+            if pod is None:
+                return
+            holds_room = pod.node is not None and pod.phase not in TERMINAL
+            group = self.book.groups.get(pod.group_key)
+            if group is not None and group.awaiting_claims is not None and pod.uid in group.placed:
+                message = "a pod of the proposed placement was deleted"
+                self._outputs.append(self._release_claims_wait(group, message, cause))
+            self.book.remove_pod(uid)
+            if holds_room:
+                self._unbind(uid, cause)
+            self._refresh(pod.group_key)
+        elif kind == "PodGroup":
+            group = self.book.groups.get(key)
+            if group is None or group.uid != uid:
+                return
+            self._release(key)
+            self._nominations.pop(key, None)
+            if group.awaiting_claims is not None:
+                self._forget(group, group.awaiting_claims, cause)
+            self.book.remove_group(key)
+            self.queue.remove(key)
+        elif kind == "Workload":
+            self.book.workloads.pop(key, None)
+            self.queue.remove_workload(event.namespace, event.name)
+        elif kind == "Node":
+            self._lose_pods(self.inventory.remove_node(event.name), cause)
+        elif kind == "ResourceSlice":
+            if self.inventory.remove_slice(event.name):
+                self._wake_everyone(cause)
+        elif kind == "DeviceClass":
+            if self.inventory.remove_device_class(event.name):
+                self._recompute_requests(self.book.pods.values())
+                self._wake_everyone(cause)
+        elif kind == "ResourceClaimTemplate" and self._claim_templates.pop(key, None) is not None:
+            self._recompute_requests(self._pods_with_claims())
+
+    def _pods_finished(self, uids: Iterable[str], phase: PodPhase, cause: str | None) -> None:
+        broken: set[str] = set()
+        for uid in uids:
+            pod = self.book.pods.get(uid)
+            if pod is None:
+                continue
+            was_evicting = pod.evicting
+            if self.book.finish(uid, phase) is None:
+                continue
+            self._unbind(uid, cause)
+            if phase != PodPhase.SUCCEEDED and not was_evicting:
+                broken.add(pod.group_key)
+        for key in sorted(broken):
+            self._maybe_restart(key, cause)
+            self._refresh(key)
+
+    def _nominate(self, event: Nominated) -> None:
+        key = self.book.group_uids.get(event.podgroup_uid)
+        if key is None:
+            return
+        self._nominations[key] = _Nomination(tuple(event.nodes), event.expires_at)
+        self._wake_everyone(event.cause)
+
+    def _clear_nomination(self, group_uid: str) -> None:
+        key = self.book.group_uids.get(group_uid)
+        if key is not None and self._nominations.pop(key, None) is not None:
+            self._release(key)
+            self._wake_everyone(None)
+
+    def _claims_allocated(self, group_uid: str, cause: str | None) -> None:
+        group = self._group_by_uid(group_uid)
+        if group is None or group.awaiting_claims is None:
+            return
+        decision, group.awaiting_claims = group.awaiting_claims, None
+        self._outputs.append(self._bind(group, decision, cause))
+        self.queue.done(decision, now=self._now)
+
+    def _claims_failed(self, group_uid: str, reason: str, cause: str | None) -> None:
+        group = self._group_by_uid(group_uid)
+        if group is not None and group.awaiting_claims is not None:
+            message = f"claims could not be allocated: {reason}"
+            self._outputs.append(self._release_claims_wait(group, message, cause))
+
+    def _release_claims_wait(self, group: GroupRecord, message: str, cause: str | None) -> AllocationFailed:
+        """Forget a placement waiting for its claims: the gang backs off and retries."""
+        decision = group.awaiting_claims
+        assert decision is not None
+        group.awaiting_claims = None
+        self._forget(group, decision, cause)
+        return self._refused(group, decision, message, cause)
+
+    def _refused(
+        self, group: GroupRecord, decision: CycleDecision, message: str, cause: str | None = None
+    ) -> AllocationFailed:
+        refused = dataclasses.replace(
+            decision,
+            placements=(),
+            assignments=(),
+            domain=None,
+            unschedulable=Unschedulable(
+                message=message,
+                reason_counts={},
+                requested=ResourceTotals(),
+                required_count=len(decision.placements),
+                topology_key=decision.domain.key if decision.domain else None,
+            ),
+        )
+        self.queue.done(refused, now=self._now)
+        group.unschedulable_attempts += 1
+        return AllocationFailed(
+            group=self._ref(group),
+            reason=message,
+            min_count=group.min_count or 1,
+            backoff_s=backoff_seconds(group.unschedulable_attempts),
+            cause=cause,
+            condition_false=not group.scheduled,
+        )
+
+    # -- the pass -----------------------------------------------------------------------------------------
+
+    def run_pass(self, now: float) -> list[Output]:
+        """Everything decided since the last pass, then one cycle per ready PodGroup (at most
+        `max_cycles_per_pass`), most important first."""
+        self._now = now
+        outputs, self._outputs = self._outputs, []
+        # 1. Removed uids are forgotten once no late event about them can come any more.
+        self._forget_tombstones(now)
+        # 2. Placements waiting too long for their claims are released.
+        outputs += self._expire_claims_waits(now)
+        # 3. Gangs pending for longer than they may wait give up.
+        for timed_out in self.queue.expire(now):
+            gave_up = self._time_out(timed_out)
+            if gave_up is not None:
+                outputs.append(gave_up)
+        # 4. Parked groups that what changed could help are woken (queueing hints).
+        self._wake_parked(now)
+        # 5. Room nominated for a preemptor is held for it alone.
+        self._reserve(now)
+        # 6. One cycle per ready group on the one snapshot; placements are assumed at once.
+        placed = 0
+        for _ in range(self.settings.max_cycles_per_pass):
+            if placed >= self.settings.max_pods_per_pass:
+                break
+            popped = self.queue.pop(now)
+            if popped is None:
+                break
+            ran = self._cycle(popped.key, now)
+            if ran is not None:
+                outputs.append(ran)
+                placed += len(ran.decision.placements)
+        return outputs
+
+    def next_wakeup(self) -> float | None:
+        """When a pass next has something to do on time alone (a back-off, a deadline), if ever."""
+        times = [t for t in (self.queue.next_wakeup(), self._next_claims_deadline()) if t is not None]
+        return min(times) if times else None
+
+    def _cycle(self, key: str, now: float) -> CycleRan | None:
+        group = self.book.groups.get(key)
+        if group is None or group.timed_out or not group.pending:
+            self.queue.remove(key)
+            return None
+        self._release(key)
+        core = self.book.core_group(group)
+        cause = group.cause if group.attempts == 0 else (self._capacity_cause or group.cause)
+        pending = len(group.pending)
+        started = self._timer() if self._timer is not None else 0.0
+        decision = schedule_podgroup(
+            self.snapshot, core, self.book.pending_requests(group), now=now, bound_pods=len(group.placed)
+        )
+        cycle_ms = (self._timer() - started) * 1000 if self._timer is not None else 0.0
+        group.attempts += 1
+        ran = CycleRan(
+            group=self._ref(group),
+            attempt=group.attempts,
+            pods=pending,
+            min_count=group.min_count or 1,
+            decision=decision,
+            cycle_ms=cycle_ms,
+            cause=cause,
+        )
+        if decision.placed:
+            return self._placed(group, decision, ran, now)
+        self.queue.done(decision, now=now)
+        group.unschedulable_attempts += 1
+        return dataclasses.replace(
+            ran,
+            backoff_s=backoff_seconds(group.unschedulable_attempts),
+            preemption_priority=self._preemption_wanted(group, core.priority),
+            condition_false=not group.scheduled,
+        )
+
+    def _placed(self, group: GroupRecord, decision: CycleDecision, ran: CycleRan, now: float) -> CycleRan:
+        self.snapshot.apply(decision)
+        for placement in decision.placements:
+            self.book.place(placement.pod_uid, placement.node_name, placement.devices, assumed=True)
+        group.unschedulable_attempts = 0
+        group.preemption_requested = False
+        self._nominations.pop(group.key, None)
+        if group.has_claims:
+            self.queue.await_claims(group.key)
+            self._await_claims(group, decision, now)
+            return dataclasses.replace(
+                ran,
+                claims=self._claim_names(group),
+                proposal_status=_proposal_status(decision, now),
+                condition_false=not group.scheduled,
+            )
+        self.queue.done(decision, now=now)
+        return dataclasses.replace(ran, bind=self._bind(group, decision, None))
+
+    def _await_claims(self, group: GroupRecord, decision: CycleDecision, since: float) -> None:
+        group.awaiting_claims = decision
+        group.claims_wait += 1
+        deadline = since + self.settings.claims_timeout_s
+        heapq.heappush(self._claims_deadlines, (deadline, group.key, group.claims_wait))
+
+    def _expire_claims_waits(self, now: float) -> list[Output]:
+        expired: list[Output] = []
+        while self._claims_deadlines and self._claims_deadlines[0][0] <= now:
+            _, key, wait = heapq.heappop(self._claims_deadlines)
+            group = self.book.groups.get(key)
+            if group is None or group.awaiting_claims is None or group.claims_wait != wait:
+                continue
+            message = CLAIMS_NOT_ALLOCATED.format(
+                claims=", ".join(self._claim_names(group)), seconds=self.settings.claims_timeout_s
+            )
+            expired.append(self._release_claims_wait(group, message, None))
+        return expired
+
+    def _next_claims_deadline(self) -> float | None:
+        while self._claims_deadlines:
+            _, key, wait = self._claims_deadlines[0]
+            group = self.book.groups.get(key)
+            if group is not None and group.awaiting_claims is not None and group.claims_wait == wait:
+                return self._claims_deadlines[0][0]
+            heapq.heappop(self._claims_deadlines)
+        return None
+
+    def _bind(self, group: GroupRecord, decision: CycleDecision, cause: str | None) -> Binding:
+        for placement in decision.placements:
+            self.book.confirm(placement.pod_uid)
+            group.placement[placement.pod_name] = {
+                "uid": placement.pod_uid,
+                "node": placement.node_name,
+                "devices": {cls: list(names) for cls, names in placement.devices.items()},
+            }
+        self.snapshot.confirm(decision)
+        domain = decision.domain if decision.domain is not None and decision.domain.key else None
+        if group.domain is None:
+            group.domain = domain
+        first = not group.scheduled
+        group.scheduled = True
+        return Binding(
+            group=self._ref(group),
+            placements=decision.placements,
+            domain=group.domain,
+            placement_status=_placement_status(group.domain, group.placement),
+            first=first,
+            cause=cause,
+        )
+
+    def _forget(self, group: GroupRecord, decision: CycleDecision, cause: str | None) -> None:
+        for placement in decision.placements:
+            if self.snapshot.is_assumed(placement.pod_uid):
+                self._unbind(placement.pod_uid, cause)
+            self.book.unplace(placement.pod_uid)
+
+    def _preemption_wanted(self, group: GroupRecord, priority: int) -> int | None:
+        """Ask the preemptor once per unschedulable spell, when lower-priority pods hold capacity."""
+        if group.preemption_requested or group.key in self._nominations:
+            return None
+        lowest = self.book.lowest_running_priority()
+        if lowest is None or lowest >= priority:
+            return None
+        group.preemption_requested = True
+        return priority
+
+    def _time_out(self, timed_out: PodGroupTimedOut) -> TimedOut | None:
+        group = self.book.groups.get(timed_out.podgroup)
+        if group is None or group.uid != timed_out.podgroup_uid:
+            return None
+        group.timed_out = True
+        self._release(group.key)
+        self._nominations.pop(group.key, None)
+        if group.awaiting_claims is not None:
+            self._forget(group, group.awaiting_claims, None)
+            group.awaiting_claims = None
+        failed = [self.book.pods[uid] for uid in sorted(group.pending)]
+        for pod in failed:
+            self.book.finish(pod.uid, PodPhase.FAILED)
+        return TimedOut(
+            group=self._ref(group),
+            pending_s=timed_out.pending_seconds,
+            message=timed_out.message,
+            pods=tuple(_pod_key(pod) for pod in failed),
+            cause=group.cause,
+            condition_false=not group.scheduled,
+        )
+
+    def _maybe_restart(self, key: str, cause: str | None) -> None:
+        group = self.book.groups.get(key)
+        if group is None or group.standalone or not group.scheduled:
+            return
+        members = [pod for pod in self.book.members(key) if not pod.evicting]
+        restart = decide_gang_restart(self.book.core_group(group), {pod.uid: pod.phase for pod in members})
+        if restart is None:
+            return
+        evicted: list[PodKey] = []
+        for uid in restart.evict:
+            pod = self.book.pods[uid]
+            if pod.node is not None:
+                self.book.mark_evicting(uid)
+                evicted.append(_pod_key(pod))
+        group.domain = None
+        group.placement = {}
+        self._outputs.append(Restart(self._ref(group), restart.message, tuple(evicted), cause))
+
+    def _lose_pods(self, uids: Iterable[str], cause: str | None) -> None:
+        broken = set()
+        for uid in uids:
+            pod = self.book.finish(uid, PodPhase.UNKNOWN)
+            if pod is not None:
+                broken.add(pod.group_key)
+        self._wake_everyone(cause)
+        for key in sorted(broken):
+            self._maybe_restart(key, cause)
+            self._refresh(key)
+
+    # -- capacity and wake-ups ----------------------------------------------------------------------------
+
+    def _unbind(self, uid: str, cause: str | None) -> None:
+        placement = self.snapshot.unbind(uid)
+        if placement is None:
+            return
+        self._freed.add(placement)
+        if cause is not None:
+            self._capacity_cause = cause
+
+    def _wake_everyone(self, cause: str | None) -> None:
+        """A change that hints do not cover (nodes, devices, nominations): every parked group retries."""
+        if cause is not None:
+            self._capacity_cause = cause
+        self._wake_all = True
+
+    def _wake_parked(self, now: float) -> None:
+        if self._loading:
+            return
+        if self._wake_all:
+            self.stats.wakeups += self.queue.wake(now)
+        elif self._freed:
+            self.stats.capacity_releases += len(self._freed.by_node)
+            self.stats.wakeups += self.queue.wake(now, capacity_hint(self.snapshot, self._freed.by_node))
+        self._wake_all = False
+        self._freed.clear()
+
+    def _forget_tombstones(self, now: float) -> None:
+        horizon = now - self.settings.tombstone_ttl_s
+        while self._tombstones:
+            uid, removed_at = next(iter(self._tombstones.items()))
+            if removed_at > horizon:
+                break
+            del self._tombstones[uid]
+
+    # -- nominations --------------------------------------------------------------------------------------
+
+    def _reserve(self, now: float) -> None:
+        for key in list(self._nominations):
+            self._release(key)
+            nomination = self._nominations[key]
+            group = self.book.groups.get(key)
+            if nomination.expires_at <= now or group is None or not group.pending:
+                del self._nominations[key]
+                self.stats.wakeups += self.queue.wake(now)
+                continue
+            held: list[str] = []
+            for uid in sorted(group.pending):
+                stand_in = dataclasses.replace(self.book.pods[uid].request, uid=NOMINATED_PREFIX + uid)
+                for node in nomination.nodes:
+                    try:
+                        self.snapshot.bind(stand_in, node)
+                    except (PlacementConflict, KeyError):
+                        continue
+                    held.append(stand_in.uid)
+                    break
+            self._reserved[key] = held
+
+    def _release(self, key: str) -> None:
+        for uid in self._reserved.pop(key, ()):
+            self.snapshot.unbind(uid)
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    def _refresh(self, key: str) -> None:
+        """Put a group in the queue while it has pods waiting (the queue gates it until it may be tried)."""
+        if self._loading:
+            return
+        group = self.book.groups.get(key)
+        if group is None or group.timed_out or group.awaiting_claims is not None:
+            return
+        if not group.pending:
+            if self.queue.state(key) not in (None, QueueState.IN_FLIGHT):
+                self.queue.remove(key)
+            return
+        count = len(group.pending) + len(group.placed)
+        self.queue.add(self.book.core_group(group), pod_count=count, now=self._now)
+
+    def _request(self, pod: ApiObject) -> PodRequest:
+        devices: dict[str, int] = {}
+        if pod.spec.get("resourceClaims"):
+            name = pod_group_name(pod)
+            group = self.book.groups.get(f"{pod.namespace}/{name}") if name else None
+            devices = claim_devices(
+                pod.namespace,
+                pod.spec.get("resourceClaims") or [],
+                (group.obj.spec.get("resourceClaims") or []) if group else [],
+                {key: template.spec for key, template in self._claim_templates.items()},
+                self.inventory.node_classes,
+            )
+        return pod_request(pod, self.inventory.catalog.extended_resources, devices)
+
+    def _pods_with_claims(self) -> list[PodRecord]:
+        return [pod for pod in self.book.pods.values() if pod.obj.spec.get("resourceClaims")]
+
+    def _recompute_requests(self, pods: Iterable[PodRecord]) -> None:
+        """Requests of waiting pods again, after what they are computed from changed."""
+        for pod in pods:
+            if pod.pending:
+                pod.request = self._request(pod.obj)
+
+    def _group_by_uid(self, uid: str) -> GroupRecord | None:
+        key = self.book.group_uids.get(uid)
+        return self.book.groups.get(key) if key is not None else None
+
+    def _claim_names(self, group: GroupRecord) -> tuple[str, ...]:
+        names = {str(claim.get("name")) for claim in group.obj.spec.get("resourceClaims") or []}
+        for pod in self.book.members(group.key):
+            names.update(str(claim.get("name")) for claim in pod.obj.spec.get("resourceClaims") or [])
+        return tuple(sorted(names))
+
+    @staticmethod
+    def _ref(group: GroupRecord) -> GroupRef:
+        return GroupRef(group.namespace, group.name, group.uid, group.standalone)
+
+
+def _pod_key(pod: PodRecord) -> PodKey:
+    return PodKey(pod.obj.namespace, pod.obj.name, pod.uid, pod.node)
+
+
+def _placement_status(
+    domain: TopologyDomainRef | None, pods: Mapping[str, Mapping[str, object]]
+) -> dict[str, object]:
+    """`status.placement` of a PodGroup: its domain, its nodes, and each pod's node and devices."""
+    return {
+        "domain": {"key": domain.key, "value": domain.value} if domain is not None else None,
+        "nodes": sorted({str(pod["node"]) for pod in pods.values()}),
+        "pods": {name: dict(pod) for name, pod in sorted(pods.items())},
+    }
+
+
+def _proposal_status(decision: CycleDecision, now: float) -> dict[str, object]:
+    """`status.proposal` of a PodGroup: a placement waiting for its claims, and since when."""
+    domain = decision.domain if decision.domain is not None and decision.domain.key else None
+    pods = {
+        placement.pod_name: {
+            "uid": placement.pod_uid,
+            "node": placement.node_name,
+            "devices": {cls: list(names) for cls, names in placement.devices.items()},
+        }
+        for placement in decision.placements
+    }
+    return {
+        "proposedAt": _rfc3339(now),
+        "domain": {"key": domain.key, "value": domain.value} if domain is not None else None,
+        "pods": dict(sorted(pods.items())),
+    }
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
