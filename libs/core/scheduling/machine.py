@@ -466,6 +466,9 @@ class SchedulerStateMachine:
             return self._placed(group, decision, ran, now)
         self.queue.done(decision, now=now)
         group.unschedulable_attempts += 1
+        nomination = self._nominations.get(key)
+        if nomination is not None:
+            self._hold(group, nomination)
         return dataclasses.replace(
             ran,
             backoff_s=backoff_seconds(group.unschedulable_attempts),
@@ -656,17 +659,21 @@ class SchedulerStateMachine:
                 del self._nominations[key]
                 self.stats.wakeups += self.queue.wake(now)
                 continue
-            held: list[str] = []
-            for uid in sorted(group.pending):
-                stand_in = dataclasses.replace(self.book.pods[uid].request, uid=NOMINATED_PREFIX + uid)
-                for node in nomination.nodes:
-                    try:
-                        self.snapshot.bind(stand_in, node)
-                    except (PlacementConflict, KeyError):
-                        continue
-                    held.append(stand_in.uid)
-                    break
-            self._reserved[key] = held
+            self._hold(group, nomination)
+
+    def _hold(self, group: GroupRecord, nomination: _Nomination) -> None:
+        """Stand-ins of the group's waiting pods take the nominated room, so no other group takes it."""
+        held: list[str] = []
+        for uid in sorted(group.pending):
+            stand_in = dataclasses.replace(self.book.pods[uid].request, uid=NOMINATED_PREFIX + uid)
+            for node in nomination.nodes:
+                try:
+                    self.snapshot.bind(stand_in, node)
+                except (PlacementConflict, KeyError):
+                    continue
+                held.append(stand_in.uid)
+                break
+        self._reserved[group.key] = held
 
     def _release(self, key: str) -> None:
         for uid in self._reserved.pop(key, ()):

@@ -17,6 +17,7 @@ from services.node_agent.app import NodeAgentService
 from services.node_agent.settings import NodeAgentSettings
 from services.scheduler.app import SchedulerService
 from tests.conftest import FakeClock
+from tests.integration.messaging.conftest import js  # noqa: F401  (a fixture of these tests too)
 from tests.support import eventually
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"

@@ -6,11 +6,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from libs.cluster.generator import ClusterShape
-from libs.core.scheduling import RACK_KEY, SchedulerStateMachine
-from libs.core.scheduling.inputs import World
+from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine
+from libs.core.scheduling.inputs import ClaimsAllocationFailed, PodsFinished, World
 from libs.core.scheduling.objects import ApiObject
+from libs.core.scheduling.outputs import Restart
 from libs.db.errors import StaleEpochError
-from libs.db.records import ObjectDraft
+from libs.db.records import Nomination, ObjectDraft
 from libs.db.testing import in_memory_unit_of_work_factory
 from services.scheduler.store import load_world, write_outputs
 from tests.unit.scheduling.manifests import cluster, gang, podgroup, workload
@@ -159,3 +160,64 @@ async def test_a_new_leader_reads_placed_pods_from_the_placement_and_asks_the_bi
         world = await load_world(uow, NOW)
 
     assert set(world.bindings) == {pod.uid for pod in placed}
+
+
+async def test_a_restart_marks_the_evicted_pods_and_a_new_leader_knows_they_are_leaving(uow_factory):
+    group = podgroup("g", min_count=2, annotations={"podway.io/gang-restart": "Always"})
+    members = gang("g", 2, gpus=8)
+    objects = [*cluster(SMALL), workload(), group, *members]
+    await store(uow_factory, objects)
+    fence = await lease(uow_factory)
+    machine = scheduled_world(objects)
+    await write(uow_factory, machine.run_pass(NOW.timestamp()), fence)
+    machine.handle(PodsFinished((members[0].uid,), PodPhase.FAILED), now=NOW.timestamp())
+    (restart,) = machine.run_pass(NOW.timestamp())
+    assert isinstance(restart, Restart)
+
+    await write(uow_factory, [restart], fence)
+
+    async with uow_factory() as uow:
+        condition = await uow.conditions.get(members[1].uid, "DisruptionTarget")
+        world = await load_world(uow, NOW)
+    assert (condition.status, condition.reason) == ("True", "GangRestart")
+    assert members[1].uid in world.leaving
+
+
+async def test_a_new_leader_loads_the_nominations_in_force_and_the_pods_being_deleted(uow_factory):
+    members = gang("g", 2, gpus=8)
+    await store(uow_factory, [*cluster(SMALL), workload(), podgroup("g", min_count=2), *members])
+    async with uow_factory() as uow:
+        await uow.nominations.put(Nomination("group-uid", ("n1",), NOW + timedelta(seconds=60), NOW))
+        await uow.nominations.put(Nomination("expired", ("n2",), NOW - timedelta(seconds=1), NOW))
+        await uow.objects.request_deletion("Pod", "ml", members[0].name)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        world = await load_world(uow, NOW)
+
+    assert [n.podgroup_uid for n in world.nominations] == ["group-uid"]
+    assert world.nominations[0].nodes == ("n1",)
+    assert world.leaving == {members[0].uid}
+    deleting = next(o for o in world.objects if o.uid == members[0].uid)
+    assert deleting.metadata["deletionTimestamp"]
+
+
+async def test_a_proposal_is_recorded_with_its_placement_and_cleared_when_it_is_refused(uow_factory):
+    group = podgroup("g", min_count=2, claims=[{"name": "fabric", "resourceClaimTemplateName": "f"}])
+    objects = [*cluster(SMALL), workload(), group, *gang("g", 2, gpus=8)]
+    await store(uow_factory, objects)
+    fence = await lease(uow_factory)
+    machine = scheduled_world(objects)
+
+    await write(uow_factory, machine.run_pass(NOW.timestamp()), fence)
+    async with uow_factory() as uow:
+        proposed = await uow.objects.get("PodGroup", "ml", "g")
+        condition = await uow.conditions.get(group.uid, "PodGroupScheduled")
+    machine.handle(ClaimsAllocationFailed(group.uid, "no fabric"), now=NOW.timestamp())
+    await write(uow_factory, machine.run_pass(NOW.timestamp()), fence)
+    async with uow_factory() as uow:
+        refused = await uow.objects.get("PodGroup", "ml", "g")
+
+    assert set(proposed.status["proposal"]["pods"]) == {"g-0", "g-1"}
+    assert (condition.status, condition.reason) == ("False", "WaitingForResourceClaims")
+    assert "proposal" not in refused.status

@@ -2,58 +2,17 @@
 
 from collections import Counter
 
-import pytest
-
-from libs.cluster.generator import ClusterShape
-from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine, TopologyDomainRef
+from libs.core.scheduling import RACK_KEY, PodPhase, TopologyDomainRef
 from libs.core.scheduling.inputs import (
     ClaimsAllocated,
     ClaimsAllocationFailed,
     Nominated,
     ObjectRemoved,
-    ObjectStored,
-    PodsFinished,
     World,
 )
 from libs.core.scheduling.outputs import AllocationFailed, Binding, CycleRan, Restart, TimedOut
+from tests.unit.scheduling.conftest import SMALL, Machine
 from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, two_gpus_template, workload
-
-SMALL = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)  # 4 nodes, 32 GPUs, 2 racks
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-class Machine(SchedulerStateMachine):
-    """The state machine with the test's clock at hand, so that inputs read as what happened."""
-
-    def __init__(self, clock: Clock) -> None:
-        super().__init__()
-        self.clock = clock
-
-    def admit(self, *objects) -> None:
-        for obj in objects:
-            self.handle(ObjectStored(obj, cause=f"admitted-{obj.name}"), now=self.clock.now)
-
-    def finish(self, uids, phase: PodPhase, cause: str | None = None) -> None:
-        self.handle(PodsFinished(tuple(uids), phase, cause), now=self.clock.now)
-
-
-@pytest.fixture
-def scheduler(clock: Clock) -> Machine:
-    machine = Machine(clock)
-    machine.load(World(cluster(SMALL) + [workload()], {}), now=clock.now)
-    return machine
 
 
 def bound_gpus_per_node(outcomes) -> Counter:
