@@ -13,6 +13,7 @@ from typing import Any
 BENCHMARKS: dict[str, str] = {
     "admission": "bench.admission",
     "scheduler-core": "bench.scheduler_core",
+    "scheduler-queue": "bench.scheduler_queue",
     "scheduler-e2e": "bench.scheduler_e2e",
     "router": "bench.router",
     "router-vs-litellm": "bench.router_vs_litellm",
@@ -25,6 +26,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("api-validation", []),
     ("scheduler-core", []),
     ("scheduler-core", ["--mix", "hetero"]),
+    ("scheduler-queue", []),
     ("admission", []),
     ("scheduler-e2e", []),
     ("router", []),

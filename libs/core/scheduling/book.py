@@ -70,6 +70,8 @@ class GroupRecord:
     timed_out: bool = False
     awaiting_claims: CycleDecision | None = None
     claims_wait: int = 0
+    core: tuple[tuple[object, object, object], PodGroup] | None = None
+    """The core's view of the group, and the objects it was made from."""
     """Counts the group's waits for claims, so a deadline of an earlier wait is recognised as stale."""
     pending: set[str] = field(default_factory=set)
     placed: set[str] = field(default_factory=set)
@@ -206,9 +208,19 @@ class PodBook:
     # -- the core's view --------------------------------------------------------------------------------
 
     def core_group(self, group: GroupRecord) -> PodGroup:
+        """The group as the core's cycle and queue see it, built again only when what it is built from
+        (the PodGroup, its Workload, its assigned domain) changed."""
+        workload = None if group.standalone else self.workload_of(group)
+        made_from = (group.obj, workload, group.domain)
+        cached = group.core
+        if cached is not None and all(a is b for a, b in zip(cached[0], made_from, strict=True)):
+            return cached[1]
         if group.standalone:
-            return standalone_podgroup(group.obj)
-        return core_podgroup(group.obj, self.workload_of(group), domain=group.domain)
+            core = standalone_podgroup(group.obj)
+        else:
+            core = core_podgroup(group.obj, workload, domain=group.domain)
+        group.core = (made_from, core)
+        return core
 
     def pending_requests(self, group: GroupRecord) -> list[PodRequest]:
         return [self.pods[uid].request for uid in group.pending]

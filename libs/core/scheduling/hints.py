@@ -6,18 +6,25 @@ some nodes changes only the domains of those nodes, and only by what the freed r
 could help a group only if, on at least one freed node, (1) the node passes the group's node filters,
 (2) it now holds more pods of one of the group's shapes than it did before the release, and (3) the
 node's domain (at the group's hard key, its assigned domain, or the whole cluster) now has at least the
-room the group's required pods ask for in total. Each is a necessary condition for the group to fit, so
-a "no" is never wrong; a "yes" may still end in an unschedulable cycle.
+room the group's required pods ask for in total. Each is a necessary condition for the group to fit.
+
+Groups alike (same pod shape, constraint and demand) compete for the same room: for a group of one
+shape, the changed domains' nodes hold at most `sum(pods per node) // required` of them, so only that
+many of them are woken, most important first (the queue asks in its own order). A "no" is never wrong;
+a "yes" may still end in an unschedulable cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 
 from .filters import NodeUsage, admits, fit_count
-from .model import Placement, PodGroup, ResourceTotals, Unschedulable
-from .queue import MayHelp
+from .model import Placement, PodGroup, PodShape, ResourceTotals, Unschedulable
+from .queue import RoomFor
 from .snapshot import ClusterSnapshot
+from .topology import TopologyDomain
+
+UNBOUNDED = 1 << 30
 
 
 class FreedCapacity:
@@ -44,32 +51,29 @@ class FreedCapacity:
         self.by_node = {}
 
 
-def capacity_hint(snapshot: ClusterSnapshot, freed: Mapping[str, NodeUsage]) -> MayHelp:
-    """The hint for capacity freed on these nodes (see the module docstring). Groups alike (same shapes,
-    constraint and demand) share one answer."""
-    answers: dict[Hashable, bool] = {}
+def capacity_hint(snapshot: ClusterSnapshot, freed: Mapping[str, NodeUsage]) -> RoomFor:
+    """The hint for capacity freed on these nodes (see the module docstring): for one kind of parked group,
+    how many of them the changed domains could hold at most."""
 
-    def may_help(group: PodGroup, need: Unschedulable) -> bool:
-        if not need.shapes or need.required_totals is None:
-            return True
-        key = (group.topology_key, group.assigned_domain, need.shapes, _totals_key(need.required_totals))
-        answer = answers.get(key)
-        if answer is None:
-            answer = answers[key] = _could_fit(snapshot, freed, group, need, need.required_totals)
-        return answer
+    def room_for(group: PodGroup, need: Unschedulable) -> int:
+        if need.required_totals is None or not need.shapes:
+            return UNBOUNDED
+        return _room_for(snapshot, freed, group, need, need.required_totals)
 
-    return may_help
+    return room_for
 
 
-def _could_fit(
+def _room_for(
     snapshot: ClusterSnapshot,
     freed: Mapping[str, NodeUsage],
     group: PodGroup,
     need: Unschedulable,
     required: ResourceTotals,
-) -> bool:
+) -> int:
+    """How many groups like this one the changed domains could hold at most (0: none)."""
     nodes = snapshot.nodes_by_name
     assigned = group.assigned_domain if group.assigned_domain and group.assigned_domain.key else None
+    changed: dict[tuple[str, str], TopologyDomain] = {}
     for name, usage in freed.items():
         state = nodes.get(name)
         if state is None:
@@ -81,31 +85,43 @@ def _could_fit(
             for shape in need.shapes
         ):
             continue
-        if _covers(_domain_free(snapshot, group, state.labels), required):
-            return True
-    return False
+        domain = _domain(snapshot, group, state.labels)
+        if domain is not None and _covers(domain.free(), required):
+            changed[(domain.key, domain.value)] = domain
+    if len(need.shapes) > 1:
+        return UNBOUNDED if changed else 0
+    shape, count = need.shapes[0], max(1, need.required_count)
+    return sum(_pods_held(snapshot, domain, shape) // count for domain in changed.values())
 
 
-def _domain_free(
-    snapshot: ClusterSnapshot, group: PodGroup, labels: Mapping[str, str]
-) -> ResourceTotals | None:
+def _domain(snapshot: ClusterSnapshot, group: PodGroup, labels: Mapping[str, str]) -> TopologyDomain | None:
+    """The domain of a node the group would have to fit in: its assigned domain, the node's domain at its
+    hard key, or the whole cluster."""
     assigned = group.assigned_domain
     if assigned is not None and assigned.key:
-        return snapshot.domain_free(assigned.key, assigned.value)
+        return snapshot.level(assigned.key).domains.get(assigned.value)
     key = group.topology_key
     if key is None:
-        return snapshot.cluster.free()
+        return snapshot.cluster
     value = labels.get(key)
-    return None if value is None else snapshot.domain_free(key, value)
+    return None if value is None else snapshot.level(key).domains.get(value)
 
 
-def _covers(free: ResourceTotals | None, required: ResourceTotals) -> bool:
-    if free is None:
-        return False
+def _pods_held(snapshot: ClusterSnapshot, domain: TopologyDomain, shape: PodShape) -> int:
+    """How many pods of the shape the domain's nodes hold, each node counted on its own."""
+    index = snapshot.node_index(domain, shape.primary)
+    if index is None:
+        return 0
+    nodes = snapshot.nodes_by_name
+    held = 0
+    for name in index.at_least(max(1, shape.primary_request)):
+        state = nodes[name]
+        if admits(shape, state):
+            held += fit_count(shape, state)
+    return held
+
+
+def _covers(free: ResourceTotals, required: ResourceTotals) -> bool:
     if free.pods < required.pods or free.cpu_milli < required.cpu_milli or free.memory < required.memory:
         return False
     return all(free.devices.get(cls, 0) >= count for cls, count in required.devices.items())
-
-
-def _totals_key(totals: ResourceTotals) -> tuple[int, int, int, tuple[tuple[str, int], ...]]:
-    return (totals.pods, totals.cpu_milli, totals.memory, tuple(sorted(totals.devices.items())))

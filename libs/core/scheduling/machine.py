@@ -68,6 +68,8 @@ class MachineSettings:
     """A placement waiting for its claims is released after this long and the group retried."""
     tombstone_ttl_s: float = 600.0
     """How long a removed uid is remembered, so that a late event about it is ignored."""
+    queueing_hints: bool = True
+    """Wake only the parked groups a release of capacity could help (off: every parked group)."""
 
 
 @dataclass(slots=True)
@@ -636,7 +638,8 @@ class SchedulerStateMachine:
             self.stats.wakeups += self.queue.wake(now)
         elif self._freed:
             self.stats.capacity_releases += len(self._freed.by_node)
-            self.stats.wakeups += self.queue.wake(now, capacity_hint(self.snapshot, self._freed.by_node))
+            hint = capacity_hint(self.snapshot, self._freed.by_node) if self.settings.queueing_hints else None
+            self.stats.wakeups += self.queue.wake(now, hint)
         self._wake_all = False
         self._freed.clear()
 

@@ -49,9 +49,23 @@ class QueueReason(StrEnum):
     TIMED_OUT = "gave up after {seconds:g} s pending (podway.io/max-pending-seconds: {limit:g})"
 
 
-MayHelp = Callable[[PodGroup, Unschedulable], bool]
-"""A queueing hint: whether what just changed in the cluster could let this parked group fit, given why
-its last cycle failed. It may say yes wrongly (a wasted cycle) but must never say no wrongly."""
+RoomFor = Callable[[PodGroup, Unschedulable], int]
+"""A queueing hint: how many parked groups of one kind (see `need_kind`) what just changed in the cluster
+could let fit at most, given why their last cycle failed. It may say too many (wasted cycles) but never
+too few."""
+
+NeedKind = tuple[object, ...]
+
+
+def need_kind(group: PodGroup, need: Unschedulable) -> NeedKind | None:
+    """Groups of one kind compete for the same room: same hard constraint, assigned domain, pod shapes and
+    demand. None for a need too vague to compare (every hint wakes such a group)."""
+    totals = need.required_totals
+    if not need.shapes or totals is None:
+        return None
+    devices = tuple(sorted(totals.devices.items()))
+    return (group.topology_key, group.assigned_domain, need.shapes, totals.pods, totals.cpu_milli,
+            totals.memory, devices)  # fmt: skip
 
 
 def backoff_seconds(attempts: int) -> float:
@@ -88,6 +102,7 @@ class _Entry:
     pending_since: float | None = None
     last_message: str = ""
     need: Unschedulable | None = None
+    kind: NeedKind | None = None
     event_in_flight: bool = False
     ticket: int = 0
 
@@ -112,6 +127,8 @@ class SchedulingQueue:
         self._entries: dict[str, _Entry] = {}
         self._workloads: set[str] = set()
         self._parked_keys: set[str] = set()
+        self._parked_by_kind: dict[NeedKind | None, set[str]] = {}
+        self._busy: set[str] = set()
         self._active: list[tuple[tuple[int, float, str, str], int, str]] = []
         self._backoff: list[tuple[float, str, int]] = []
         self._parked: list[tuple[float, str, int]] = []
@@ -160,8 +177,10 @@ class SchedulingQueue:
         self._regate(entry, now)
 
     def remove(self, key: str) -> None:
-        self._entries.pop(key, None)
-        self._parked_keys.discard(key)
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._leave_parking(entry)
+            self._busy.discard(key)
 
     def add_workload(self, namespace: str, name: str, *, now: float) -> None:
         """A Workload appeared: its PodGroups may pass PreEnqueue now."""
@@ -213,6 +232,7 @@ class SchedulingQueue:
             entry = self._entries.get(key)
             if entry is not None and entry.ticket == ticket and entry.state == QueueState.ACTIVE:
                 entry.state = QueueState.IN_FLIGHT
+                self._busy.add(key)
                 entry.event_in_flight = False
                 if entry.pending_since is None:
                     entry.pending_since = now
@@ -235,6 +255,7 @@ class SchedulingQueue:
             entry = self._entries[group.key] = _Entry(group, pod_count)
         self._leave_parking(entry)
         entry.state = QueueState.AWAITING_CLAIMS
+        self._busy.add(group.key)
         entry.ticket = self._next_ticket()
         entry.pending_since = pending_since
         self._push_deadline(entry)
@@ -247,6 +268,7 @@ class SchedulingQueue:
         entry = self._entries.get(decision.podgroup)
         if entry is None:
             return
+        self._busy.discard(decision.podgroup)
         if decision.placed:
             if not decision.unplaced:
                 self.remove(decision.podgroup)
@@ -254,10 +276,11 @@ class SchedulingQueue:
             entry.group = replace(entry.group, assigned_domain=decision.domain or entry.group.assigned_domain)
             entry.attempts = 0
             entry.pending_since = None
-            entry.need = None
+            entry.need = entry.kind = None
         else:
             entry.last_message = decision.message
             entry.need = decision.unschedulable
+            entry.kind = need_kind(entry.group, entry.need) if entry.need is not None else None
         entry.attempts += 1
         entry.backoff_until = now + backoff_seconds(entry.attempts)
         if entry.event_in_flight:
@@ -265,23 +288,33 @@ class SchedulingQueue:
         else:
             self._park(entry, now)
 
-    def wake(self, now: float, may_help: MayHelp | None = None) -> int:
+    def wake(self, now: float, room_for: RoomFor | None = None) -> int:
         """A cluster change: parked groups it may help move on (to back-off, or active if that ended);
         without a hint, every parked group does. Returns how many groups moved.
 
-        A group in a cycle, or waiting for its claims, remembers the change, so that if it then fails it
-        backs off instead of parking (the change may have come too late for its snapshot).
+        With a hint, each kind of parked group is asked once, and at most as many of that kind as the hint
+        allows move, most important first. A group in a cycle, or waiting for its claims, remembers the
+        change, so that if it then fails it backs off instead of parking (the change may have come too late
+        for its snapshot).
         """
-        for entry in self._entries.values():
-            if entry.busy:
-                entry.event_in_flight = True
-        moved = 0
-        for key in list(self._parked_keys):
-            entry = self._entries[key]
-            if may_help is None or entry.need is None or may_help(entry.group, entry.need):
-                self._back_off(entry, now)
-                moved += 1
-        return moved
+        for key in self._busy:
+            self._entries[key].event_in_flight = True
+        moved: list[_Entry] = []
+        for kind, keys in self._parked_by_kind.items():
+            entries = [self._entries[key] for key in keys]
+            if room_for is None or kind is None:
+                moved += entries
+                continue
+            representative = entries[0]
+            assert representative.need is not None
+            allowed = room_for(representative.group, representative.need)
+            if allowed >= len(entries):
+                moved += entries
+            elif allowed > 0:
+                moved += heapq.nsmallest(allowed, entries, key=lambda entry: queue_order(entry.group))
+        for entry in moved:
+            self._back_off(entry, now)
+        return len(moved)
 
     def on_event(self, event: ClusterEvent, *, now: float) -> int:
         """A cluster change without a hint: every parked group may try again (see `wake`)."""
@@ -345,11 +378,19 @@ class SchedulingQueue:
         entry.state = QueueState.PARKED
         entry.ticket = self._next_ticket()
         self._parked_keys.add(entry.group.key)
+        self._parked_by_kind.setdefault(entry.kind, set()).add(entry.group.key)
         wake = max(now + MAX_PARKED_SECONDS, entry.backoff_until)
         heapq.heappush(self._parked, (wake, entry.group.key, entry.ticket))
 
     def _leave_parking(self, entry: _Entry) -> None:
-        self._parked_keys.discard(entry.group.key)
+        key = entry.group.key
+        if key not in self._parked_keys:
+            return
+        self._parked_keys.discard(key)
+        kind = self._parked_by_kind[entry.kind]
+        kind.discard(key)
+        if not kind:
+            del self._parked_by_kind[entry.kind]
 
     def _push_deadline(self, entry: _Entry) -> None:
         deadline = _deadline(entry)

@@ -12,6 +12,7 @@ from libs.core.scheduling import (
     NodeAssignment,
     Placement,
     PodGroup,
+    PodRequest,
     QueueState,
     ResourceTotals,
     SchedulingQueue,
@@ -253,3 +254,56 @@ def test_a_group_added_after_its_workload_was_deleted_waits_again() -> None:
 
     assert queue.pop(0.0) is None
     assert queue.state("ml/g") == QueueState.GATED
+
+
+SHAPE = PodRequest("u", "p", 8000, 0, {"gpu": 8}).shape
+
+
+def fail_needing(queue: SchedulingQueue, name: str, now: float, shapes=(SHAPE,)) -> None:
+    group = queue.pop(now)
+    assert group is not None
+    assert group.name == name
+    need = Unschedulable(
+        "no room", {}, ResourceTotals(), 4, None, ResourceTotals(4, 0, 0, {"gpu": 32}), shapes
+    )
+    queue.done(CycleDecision(group.key, (), (), None, (), need, now), now=now)
+
+
+def test_a_hint_moves_only_as_many_parked_groups_alike_as_it_allows_most_important_first() -> None:
+    queue = queue_with(make_group("low"), make_group("high", priority=10), make_group("mid", priority=5))
+    for name in ("high", "mid", "low"):
+        fail_needing(queue, name, 0.0)
+    asked: list[str] = []
+
+    def room_for(group: PodGroup, need: Unschedulable) -> int:
+        asked.append(group.name)
+        return 2
+
+    assert queue.wake(5.0, room_for) == 2
+
+    assert len(asked) == 1  # one question for the three groups alike
+    assert queue.state("ml/low") == QueueState.PARKED
+    assert drain(queue, 5.0) == ["high", "mid"]
+
+
+def test_a_hint_that_allows_none_leaves_every_group_parked_and_no_hint_moves_them_all() -> None:
+    queue = queue_with(make_group("a"), make_group("b"))
+    fail_needing(queue, "a", 0.0)
+    fail(queue, "b", 0.0)  # an unschedulable reason without shapes: any hint moves it
+
+    assert queue.wake(5.0, lambda group, need: 0) == 1
+    assert queue.state("ml/a") == QueueState.PARKED
+    assert queue.wake(5.0) == 1
+    assert drain(queue, 5.0) == ["a", "b"]
+
+
+def test_groups_with_different_needs_are_asked_apart() -> None:
+    other = PodRequest("u", "p", 4000, 0, {"gpu": 2}).shape
+    queue = queue_with(make_group("big"), make_group("small"))
+    fail_needing(queue, "big", 0.0)
+    fail_needing(queue, "small", 0.0, shapes=(other,))
+
+    moved = queue.wake(5.0, lambda group, need: 1 if need.shapes == (other,) else 0)
+
+    assert moved == 1
+    assert drain(queue, 5.0) == ["small"]
