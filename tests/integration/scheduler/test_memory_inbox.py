@@ -15,7 +15,7 @@ from libs.events.envelope import Envelope, EventPayload
 from libs.messaging.broker import make_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.dead_letters import ATTEMPTS_HEADER, REASON_HEADER
-from services.scheduler.memory_inbox import MemoryInbox, MemoryUnitOfWork
+from libs.runtime.memory_inbox import MemoryInbox, MemoryUnitOfWork
 from tests.integration.db.builders import T0
 from tests.integration.messaging.conftest import eventually, running, stream_messages
 

@@ -1,6 +1,6 @@
-"""A unit of work for event handlers that only change the scheduler's memory.
+"""A unit of work for event handlers that only change a leased service's in-memory world.
 
-The scheduler's consumer keeps its snapshot current; that state is rebuilt from the database by every new
+A leased service's consumer keeps its world current; that world is rebuilt from the database by every new
 leader, so recording processed events in the database inbox would cost a transaction per event and buy
 nothing. Duplicates are still dropped, by event id, within one leadership term; the handlers are idempotent
 besides. As with the database inbox, an event counts as processed only once its unit of work commits, so an
@@ -122,4 +122,4 @@ class MemoryUnitOfWork:
 
 
 def _no_database() -> NoReturn:
-    raise RuntimeError("the scheduler's event handlers change memory only; write through a pass")
+    raise RuntimeError("these event handlers change memory only; write through a pass")
