@@ -19,6 +19,7 @@ import psutil
 
 from bench.measure import cpu_seconds
 from libs.client.client import PodwayClient
+from libs.messaging.broker import provision_streams
 from libs.runtime.health import health_file, last_beat
 from libs.runtime.nats_server import EmbeddedNatsServer
 
@@ -169,6 +170,7 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         database_url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
     await upgrade(database_url)
     nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
+    await provision_streams(nats.url)
     proc = _start_admission(nats.url, database_url, tmp)
     try:
         service = psutil.Process(proc.pid)

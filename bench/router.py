@@ -46,6 +46,7 @@ from libs.client.commands.router import RouterClient
 from libs.core.routing import RoutingPolicy, parse_policy
 from libs.db.migrate import upgrade
 from libs.events.routing import ChatMessage, InferenceCall
+from libs.messaging.broker import provision_streams
 from libs.messaging.rpc import RpcError
 from libs.providers import Message, Provider, close_providers, open_providers
 from libs.routing_engine import EventBuffer, InferRequest, InferResult, Router, RoutingError, new_request_id
@@ -223,6 +224,7 @@ def _router_service(urls: dict[str, str], tmp: Path) -> Iterator[tuple[str, psut
     """The router service in a child process on its own nats-server and SQLite file; yields the NATS URL and
     the process."""
     nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
+    asyncio.run(provision_streams(nats.url))
     database_url = f"sqlite+aiosqlite:///{tmp / 'podway.db'}"
     asyncio.run(upgrade(database_url))
     policy = tmp / "policy.yaml"

@@ -42,6 +42,7 @@ from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
 from bench.measure import cpu_seconds, host_cpu_seconds, postgres_cpu_seconds
 from libs.api.annotations import RUN_SECONDS
 from libs.client.client import PodwayClient
+from libs.messaging.broker import provision_streams
 from libs.runtime.health import health_file, last_beat
 from libs.runtime.nats_server import EmbeddedNatsServer
 
@@ -367,6 +368,7 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     database_url, dropped = await _fresh_postgres(args.database_url)
     await upgrade(database_url)
     nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
+    await provision_streams(nats.url)
     env = {
         **os.environ,
         "PODWAY_NATS_URL": nats.url,

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from libs.db import migrate
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.uow import SqlAlchemyUnitOfWork, unit_of_work_factory
+from libs.messaging.broker import provision_streams
 from libs.runtime.nats_server import EmbeddedNatsServer
 
 T = TypeVar("T")
@@ -39,6 +40,9 @@ def nats_server(tmp_path: Path) -> Iterator[EmbeddedNatsServer]:
 
 @pytest.fixture
 def nats_url(nats_server: EmbeddedNatsServer) -> str:
+    """The fresh server's URL, its streams provisioned as `podway migrate` and `podway up` do before any
+    service starts."""
+    _run_blocking(provision_streams(nats_server.url))
     return nats_server.url
 
 

@@ -15,7 +15,12 @@ Handler = Callable[[argparse.Namespace], int]
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=None, help="stack data dir (default .podway)")
-    parser.add_argument("--nats-url", default=None, help="NATS URL (default: the running stack's)")
+    parser.add_argument(
+        "--nats-url",
+        default=None,
+        help="NATS URL, nats://USER:PASSWORD@HOST:PORT for a NATS user (or PODWAY_NATS_USER and "
+        "PODWAY_NATS_PASSWORD); default: the running stack's",
+    )
     parser.add_argument("--database-url", default=None, help="database URL (default: the running stack's)")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Protocol, Self
@@ -149,7 +149,7 @@ class Outbox(Protocol):
     """Events committed but not yet published, in `seq` order."""
 
     async def unpublished(
-        self, limit: int, *, created_before: datetime | None = None
+        self, limit: int, *, created_before: datetime | None = None, subjects: Collection[str] | None = None
     ) -> list[OutboxMessage]: ...
 
     async def mark_published(self, seqs: Sequence[int], at: datetime) -> None: ...

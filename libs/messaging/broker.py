@@ -3,29 +3,109 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import re
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from faststream.nats import NatsBroker
+from faststream.nats.security import NatsUserPassword
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.protocol.parser import PERMISSIONS_ERR
 
+from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM
 from libs.messaging.consumer import EventConsumer
+from libs.messaging.permissions import INBOX_PREFIX
 from libs.messaging.rpc import start_rpc
-from libs.messaging.streams import ensure_streams
+from libs.messaging.streams import ensure_streams, require_streams
+
+log = logging.getLogger(__name__)
 
 # A stuck drain must never hold a service's shutdown for nats-py's default 30 s.
 DRAIN_TIMEOUT_S = 5
+_SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True)
+class NatsEndpoint:
+    """A NATS URL split into the address and the user that connects to it."""
+
+    url: str
+    user: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> NatsEndpoint:
+        """`nats://user:password@host:4222` (user and password percent-encoded) -> address and credentials.
+        A URL with a user and no password (a token) or none at all is kept as it is."""
+        parts = urlsplit(url)
+        if parts.username is None or parts.password is None:
+            return cls(url)
+        netloc = parts.netloc.rpartition("@")[2]
+        return cls(
+            urlunsplit(parts._replace(netloc=netloc)), unquote(parts.username), unquote(parts.password)
+        )
+
+    @property
+    def inbox_prefix(self) -> str:
+        """`_INBOX.<user>`: the server lets each user subscribe to its own replies only (see permissions.py).
+        Still under `_INBOX.>`, so a server that grants `_INBOX.>` to everyone works too."""
+        if self.user is None or not _SUBJECT_TOKEN.fullmatch(self.user):
+            return INBOX_PREFIX
+        return f"{INBOX_PREFIX}.{self.user}"
+
+
+_ENDPOINTS: weakref.WeakKeyDictionary[NatsBroker, NatsEndpoint] = weakref.WeakKeyDictionary()
 
 
 def make_broker(url: str, name: str, *, message_log_level: int = logging.DEBUG) -> NatsBroker:
-    """A broker for service `name` (shown in NATS monitoring); per-message logs at DEBUG, not INFO."""
-    return NatsBroker(
-        url,
+    """A broker for service `name` (shown in NATS monitoring); per-message logs at DEBUG, not INFO.
+
+    Credentials in `url` connect as that NATS user (see `NatsEndpoint`); the URL's address is all the broker
+    keeps, so they never reach its AsyncAPI description."""
+    endpoint = NatsEndpoint.parse(url)
+    security = None
+    if endpoint.user is not None and endpoint.password is not None:
+        security = NatsUserPassword(endpoint.user, endpoint.password)
+    broker = NatsBroker(
+        endpoint.url,
         name=name,
+        security=security,
+        inbox_prefix=endpoint.inbox_prefix,
+        error_cb=_report_refusals(name, endpoint.user),
         drain_timeout=DRAIN_TIMEOUT_S,
         graceful_timeout=DRAIN_TIMEOUT_S,
         log_level=message_log_level,
     )
+    _ENDPOINTS[broker] = endpoint
+    return broker
+
+
+def _report_refusals(name: str, user: str | None) -> Callable[[Exception], Awaitable[None]]:
+    """nats-server answers a publish or subscription outside the user's permissions with an error on the
+    connection, not on the call: say which connection and user it was, so the config can be fixed."""
+
+    async def on_error(error: Exception) -> None:
+        if PERMISSIONS_ERR in str(error).lower():
+            log.error(
+                "nats-server refused %s (NATS user %s): %s",
+                name,
+                user or "-",
+                error,
+                extra={"nats_client": name, "nats_user": user},
+            )
+
+    return on_error
+
+
+class UserJetStream(JetStreamContext):
+    """A JetStream context that knows which NATS user its connection authenticated as (None: no user)."""
+
+    def __init__(self, client: Client, user: str | None) -> None:
+        super().__init__(client)
+        self.user = user
 
 
 def connection(broker: NatsBroker) -> Client:
@@ -33,20 +113,33 @@ def connection(broker: NatsBroker) -> Client:
     return broker.connection
 
 
-def jetstream(broker: NatsBroker) -> JetStreamContext:
+def jetstream(broker: NatsBroker) -> UserJetStream:
     """A JetStream context on the broker's connection."""
-    return broker.connection.jetstream()
+    endpoint = _ENDPOINTS.get(broker)
+    return UserJetStream(broker.connection, endpoint.user if endpoint is not None else None)
 
 
 async def start_broker(broker: NatsBroker, consumers: Sequence[EventConsumer] = ()) -> None:
-    """Connect, provision the streams and the durable consumers (creating or updating them), then start the
-    subscribers. The one start-up sequence of every service."""
+    """Connect, check the streams exist (events, and the consumers' streams and dead letters), provision the
+    durable consumers (creating or updating them), then start the subscribers. The one start-up sequence of
+    every service."""
     await broker.connect()
     js = jetstream(broker)
-    await ensure_streams(js)
+    dead_letters = [DLQ_STREAM] if consumers else []
+    await require_streams(js, [EVENTS_STREAM, *(consumer.stream for consumer in consumers), *dead_letters])
     for consumer in consumers:
         await consumer.ensure(js)
     await broker.start()
     await start_rpc(broker)
     for consumer in consumers:
         await consumer.start()
+
+
+async def provision_streams(url: str) -> None:
+    """Create or update the streams on the server at `url`: the admin step before any service starts."""
+    broker = make_broker(url, "podway-streams")
+    await broker.connect()
+    try:
+        await ensure_streams(jetstream(broker))
+    finally:
+        await broker.stop()

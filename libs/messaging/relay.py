@@ -17,6 +17,8 @@ from nats.js.api import PubAck
 from libs.db.ports import Clock, UnitOfWorkFactory, utc_now
 from libs.db.records import OutboxMessage
 from libs.events.catalogue import EVENTS_STREAM
+from libs.messaging.broker import UserJetStream
+from libs.messaging.permissions import emitted_subjects
 from libs.messaging.publisher import MSG_ID_HEADER
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,10 @@ class OutboxRelay:
     that a crashed or failing process left behind, leaving alone rows younger than `handoff_grace_s`: those
     are their own process's to publish, and taking them would lock rows that process is about to mark and
     publish them twice.
+
+    The outbox is shared by every service, but a service's NATS user may publish its own events only: polling
+    passes take only rows on the subjects of the events the NATS user of `js` emits (`permissions.USERS`), or
+    every row when it connected as no user (the embedded server).
     """
 
     def __init__(
@@ -73,6 +79,7 @@ class OutboxRelay:
     ) -> None:
         self._uow_factory = uow_factory
         self._js = js
+        self._subjects = emitted_subjects(js.user if isinstance(js, UserJetStream) else None)
         self._batch = batch
         self._poll_interval_s = poll_interval_s
         self._ack_timeout_s = ack_timeout_s
@@ -127,7 +134,9 @@ class OutboxRelay:
         """One pass: publish up to `batch` unpublished events (created before `created_before`, if given) and
         mark those JetStream acknowledged."""
         async with self._uow_factory() as uow:
-            messages = await uow.outbox.unpublished(self._batch, created_before=created_before)
+            messages = await uow.outbox.unpublished(
+                self._batch, created_before=created_before, subjects=self._subjects
+            )
             if not messages:
                 return RelayPass(published=0, duplicates=0)
             acks = await self._publish(messages)

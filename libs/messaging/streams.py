@@ -1,10 +1,18 @@
-"""The three JetStream streams Podway uses, provisioned idempotently."""
+"""The three JetStream streams Podway uses.
+
+Streams are provisioned by an admin step, not by services: `podway migrate` (with a NATS URL) and `podway up`
+call `ensure_streams`, and in a deployment only the `migrate` NATS user may create or update a stream (see
+`libs/messaging/permissions.py`). Services call `require_streams`, which only reads the streams' info, as
+`ensure_streams` does when the streams are already as configured.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import BadRequestError
+from nats.js.errors import NotFoundError
 
 from libs.events.catalogue import (
     DLQ_PREFIX,
@@ -17,7 +25,10 @@ from libs.events.catalogue import (
 
 #: Long enough for a relay that crashed after publishing to restart and re-publish into the same window.
 DUPLICATE_WINDOW_S = 120.0
-STREAM_EXISTS_WITH_OTHER_CONFIG = 10058
+
+
+class StreamMissing(RuntimeError):
+    """A stream a service needs has not been provisioned."""
 
 
 def stream_configs(
@@ -51,11 +62,32 @@ def stream_configs(
 
 
 async def ensure_streams(js: JetStreamContext, configs: list[StreamConfig] | None = None) -> None:
-    """Create the streams, or update them when their configuration changed. Safe to call any number of times."""
+    """Create the streams, or update those whose configuration differs. Safe to call any number of times;
+    when every stream is already as configured it only reads their info, so it needs no right to change them."""
     for config in configs if configs is not None else stream_configs():
+        assert config.name is not None
         try:
+            current = (await js.stream_info(config.name)).config
+        except NotFoundError:
             await js.add_stream(config)
-        except BadRequestError as exc:
-            if exc.err_code != STREAM_EXISTS_WITH_OTHER_CONFIG:
-                raise
+            continue
+        if _differs(current, config):
             await js.update_stream(config)
+
+
+async def require_streams(js: JetStreamContext, names: Iterable[str]) -> None:
+    """Check that the named streams exist (a service's start-up); raises StreamMissing naming the admin step."""
+    for name in sorted(set(names)):
+        try:
+            await js.stream_info(name)
+        except NotFoundError as exc:
+            raise StreamMissing(
+                f"JetStream stream {name} does not exist: provision the streams first (`podway migrate` with "
+                "PODWAY_NATS_URL set, or `podway up`)"
+            ) from exc
+
+
+def _differs(current: StreamConfig, wanted: StreamConfig) -> bool:
+    """Whether a field `wanted` sets has another value on the server (fields left unset keep the server's)."""
+    server = current.as_dict()
+    return any(server.get(key) != value for key, value in wanted.as_dict().items())

@@ -24,12 +24,13 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
 from libs.db.ports import UnitOfWorkFactory
-from libs.events.catalogue import WORK_STREAM
+from libs.events.catalogue import DLQ_STREAM, WORK_STREAM
 from libs.events.envelope import Envelope
 from libs.messaging.consumer import ConsumeOutcome, exponential_backoff
 from libs.messaging.dead_letters import DeadLetterReason, dead_letter
 from libs.messaging.delivery import delivery_of
 from libs.messaging.publisher import MSG_ID_HEADER
+from libs.messaging.streams import require_streams
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +128,11 @@ class WorkQueueConsumer:
         )
 
     async def start(self, broker: NatsBroker) -> None:
-        """Provision the durable consumer and start pulling (the broker must be connected)."""
+        """Check the work and dead-letter streams exist, provision the durable consumer and start pulling (the
+        broker must be connected)."""
         self._broker = broker
         js = broker.connection.jetstream()
+        await require_streams(js, [self.stream, DLQ_STREAM])
         await self.ensure(js)
         subscription = await js.pull_subscribe_bind(durable=self.name, stream=self.stream)
         self._pull_task = asyncio.create_task(self._pull_loop(subscription), name=f"work-{self.name}")

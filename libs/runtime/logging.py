@@ -8,11 +8,14 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from libs.runtime.settings import redact_credentials
+
 _RESERVED = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
 class JsonFormatter(logging.Formatter):
-    """Renders a record as one JSON object; `extra=` fields become top-level keys."""
+    """Renders a record as one JSON object; `extra=` fields become top-level keys. Passwords in URLs (a NATS or
+    database URL with `user:password@`) are masked."""
 
     def __init__(self, service: str) -> None:
         super().__init__()
@@ -29,7 +32,14 @@ class JsonFormatter(logging.Formatter):
         entry.update({k: v for k, v in record.__dict__.items() if k not in _RESERVED})
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        return redact_credentials(json.dumps(entry, default=str))
+
+
+class TextFormatter(logging.Formatter):
+    """One line per record, passwords in URLs masked."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_credentials(super().format(record))
 
 
 def configure_logging(service: str, level: str = "INFO", fmt: str = "json") -> None:
@@ -38,7 +48,7 @@ def configure_logging(service: str, level: str = "INFO", fmt: str = "json") -> N
     if fmt == "json":
         handler.setFormatter(JsonFormatter(service))
     else:
-        handler.setFormatter(logging.Formatter(f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter(f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

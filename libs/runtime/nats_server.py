@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,10 +41,15 @@ def _answers(port: int) -> bool:
 
 @dataclass
 class EmbeddedNatsServer:
-    """A nats-server process with JetStream storing in `data_dir`."""
+    """A nats-server process with JetStream storing in `data_dir`; or, with `config_file`, run with that file
+    (which enables JetStream and names its store), `env` giving the variables it reads (e.g. passwords).
+    Either way it listens on 127.0.0.1 and `port`; a config file's monitoring moves to `monitor_port`."""
 
     data_dir: Path
     port: int = 0
+    monitor_port: int = 0
+    config_file: Path | None = None
+    env: Mapping[str, str] | None = field(default=None, repr=False)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -55,23 +61,22 @@ class EmbeddedNatsServer:
         if not self.port:
             self.port = free_port()
         log_file = self.data_dir / "nats-server.log"
-        cmd = [
-            nats_server_binary(),
-            "-a",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-            "-js",
-            "-sd",
-            str(self.data_dir / "jetstream"),
-            "-l",
-            str(log_file),
-        ]
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cmd = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(self.port), "-l", str(log_file)]
+        if self.config_file is None:
+            cmd += ["-js", "-sd", str(self.data_dir / "jetstream")]
+        else:
+            self.monitor_port = self.monitor_port or free_port()
+            cmd += ["-c", str(self.config_file), "-m", str(self.monitor_port)]
+        env = {**os.environ, **self.env} if self.env is not None else None
+        errors = self.data_dir / "nats-server.stderr"  # where a config error goes
+        with errors.open("wb") as stderr:
+            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise NatsServerError(f"nats-server exited with {self.process.returncode}; see {log_file}")
+                raise NatsServerError(
+                    f"nats-server exited with {self.process.returncode}; see {log_file} and {errors}"
+                )
             if _answers(self.port):
                 return self
             time.sleep(0.01)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Self
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from pydantic import Field
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s\"]*:)[^@/\s\"]*@")
 
 
 class PodwaySettings(BaseSettings):
@@ -15,7 +20,14 @@ class PodwaySettings(BaseSettings):
 
     data_dir: Path = Field(default=Path(".podway"), description="Embedded NATS, SQLite and run files")
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; default SQLite in data_dir")
-    nats_url: str | None = Field(default=None, description="NATS URL; default an embedded nats-server")
+    nats_url: str | None = Field(
+        default=None,
+        description="NATS URL, with `user:password@` to connect as a NATS user; default an embedded nats-server",
+    )
+    nats_user: str | None = Field(
+        default=None, description="NATS user (with nats_password), put into nats_url"
+    )
+    nats_password: SecretStr | None = Field(default=None, description="Password of nats_user")
     log_level: str = Field(default="INFO")
     log_format: str = Field(default="json", description="json or text")
     metrics_port: int = Field(default=0, description="Prometheus port; 0 picks a free one, -1 disables")
@@ -27,6 +39,20 @@ class PodwaySettings(BaseSettings):
     router_policy: Path | None = Field(default=None, description="Router policy YAML")
     instance: str = Field(default="0", description="Replica name within a service")
 
+    @model_validator(mode="after")
+    def _nats_credentials_in_url(self) -> Self:
+        """Every process hands `nats_url` to its brokers and clients, so credentials given as fields travel in
+        it, percent-encoded."""
+        if self.nats_user is None and self.nats_password is None:
+            return self
+        if self.nats_user is None or self.nats_password is None:
+            raise ValueError("PODWAY_NATS_USER and PODWAY_NATS_PASSWORD go together")
+        if self.nats_url:
+            self.nats_url = url_with_credentials(
+                self.nats_url, self.nats_user, self.nats_password.get_secret_value()
+            )
+        return self
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
@@ -35,3 +61,21 @@ class PodwaySettings(BaseSettings):
     @property
     def run_dir(self) -> Path:
         return self.data_dir / "run"
+
+
+def url_with_credentials(url: str, user: str, password: str) -> str:
+    """`url` with `user:password@` (percent-encoded); an equal pair already there is kept, another is an error."""
+    parts = urlsplit(url)
+    if parts.username is not None:
+        if (unquote(parts.username), unquote(parts.password or "")) != (user, password):
+            raise ValueError(
+                "the NATS URL carries other credentials than PODWAY_NATS_USER / PODWAY_NATS_PASSWORD"
+            )
+        return url
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{parts.netloc}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def redact_credentials(text: str) -> str:
+    """`text` with the password of every `scheme://user:password@` in it replaced by `***`: for logs and output."""
+    return _URL_PASSWORD.sub(r"\1***@", text) if "@" in text else text

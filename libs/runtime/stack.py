@@ -41,6 +41,7 @@ class StackInfo:
         run_dir.mkdir(parents=True, exist_ok=True)
         tmp = run_dir / (STACK_FILE + ".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.chmod(0o600)  # the URLs may carry credentials
         os.replace(tmp, run_dir / STACK_FILE)
 
     @classmethod

@@ -17,6 +17,7 @@ import pytest
 from libs.api.manifests import load_documents
 from libs.client.client import PodwayClient
 from libs.db import migrate
+from libs.messaging.broker import provision_streams
 from libs.runtime.health import health_file, last_beat
 from libs.runtime.nats_server import EmbeddedNatsServer
 from tests.support import eventually
@@ -69,6 +70,7 @@ def pod(index: int) -> dict:
 def stack(tmp_path: Path) -> Iterator[str]:
     """The three services as their console entry points would run them; yields the NATS URL."""
     nats = EmbeddedNatsServer(data_dir=tmp_path / "nats").start()
+    asyncio.run(provision_streams(nats.url))
     database_url = f"sqlite+aiosqlite:///{tmp_path / 'podway.db'}"
     asyncio.run(migrate.upgrade(database_url))
     env = {

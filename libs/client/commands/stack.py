@@ -12,7 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from libs.runtime.settings import PodwaySettings
+from libs.runtime.settings import PodwaySettings, redact_credentials
 from libs.runtime.stack import DEFAULT_SERVICES, Stack, running_stack, stop_running_stack
 
 
@@ -30,17 +30,11 @@ def prepare_stack(database_url: str, nats_url: str) -> None:
     import asyncio
 
     from libs.db.migrate import upgrade
-    from libs.messaging.broker import jetstream, make_broker
-    from libs.messaging.streams import ensure_streams
+    from libs.messaging.broker import provision_streams
 
     async def run() -> None:
         await upgrade(database_url)
-        broker = make_broker(nats_url, "podway-up")
-        await broker.connect()
-        try:
-            await ensure_streams(jetstream(broker))
-        finally:
-            await broker.stop()
+        await provision_streams(nats_url)
 
     asyncio.run(run())
 
@@ -72,7 +66,11 @@ def cmd_up(args: argparse.Namespace) -> int:
     info = stack.start()
     if not stack.wait_ready():
         print(f"services did not become healthy; see {settings.data_dir / 'logs'}", file=sys.stderr)
-    print(f"podway up: nats {info.nats_url}, database {info.database_url}, services {list(info.services)}")
+    print(
+        redact_credentials(
+            f"podway up: nats {info.nats_url}, database {info.database_url}, services {list(info.services)}"
+        )
+    )
     try:
         stack.supervise(lambda: stopping["now"])
     finally:
@@ -104,7 +102,11 @@ def wait_for_stack(
     while time.monotonic() < deadline:
         info = running_stack(settings)
         if info is not None and info.ready:
-            print(f"podway up: nats {info.nats_url}, database {info.database_url}, pid {info.pid}")
+            print(
+                redact_credentials(
+                    f"podway up: nats {info.nats_url}, database {info.database_url}, pid {info.pid}"
+                )
+            )
             return True
         if exited() is not None:
             print(f"podway up failed; see {settings.data_dir / 'podway-up.log'}", file=sys.stderr)
@@ -123,9 +125,12 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    """Upgrade (or downgrade) the database; with a NATS URL, also create or update the JetStream streams, which
+    no service may do in a deployment."""
     import asyncio
 
     from libs.db import migrate
+    from libs.messaging.broker import provision_streams
 
     settings = settings_from(args)
     if args.revision:
@@ -138,6 +143,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     else:
         asyncio.run(migrate.upgrade(url))
     print(f"database at revision {asyncio.run(migrate.current(url))}")
+    if settings.nats_url and not args.downgrade:
+        asyncio.run(provision_streams(settings.nats_url))
+        print(redact_credentials(f"streams provisioned on {settings.nats_url}"))
     return 0
 
 
@@ -210,7 +218,10 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     common(gc)
     gc.add_argument("--older-than", required=True, help="e.g. 30d, 12h")
     gc.set_defaults(handler=cmd_gc)
-    mig = sub.add_parser("migrate", help="upgrade the database (or --downgrade REV, --revision MSG)")
+    mig = sub.add_parser(
+        "migrate",
+        help="upgrade the database and provision the NATS streams (or --downgrade REV, --revision MSG)",
+    )
     common(mig)
     mig.add_argument("--downgrade", default=None)
     mig.add_argument("--revision", default=None)

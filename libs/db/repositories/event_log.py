@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -208,12 +208,16 @@ class SqlAlchemyOutbox:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
 
-    async def unpublished(self, limit: int, *, created_before: datetime | None = None) -> list[OutboxMessage]:
-        """The oldest unpublished messages (only those created before `created_before`, if given), locked
-        (PostgreSQL) so concurrent relays take turns in order."""
+    async def unpublished(
+        self, limit: int, *, created_before: datetime | None = None, subjects: Collection[str] | None = None
+    ) -> list[OutboxMessage]:
+        """The oldest unpublished messages (only those created before `created_before`, and only on
+        `subjects`, if given), locked (PostgreSQL) so concurrent relays take turns in order."""
         query = select(outbox).where(outbox.c.published_at.is_(None))
         if created_before is not None:
             query = query.where(outbox.c.created_at < created_before)
+        if subjects is not None:
+            query = query.where(outbox.c.subject.in_(sorted(subjects)))
         query = query.order_by(outbox.c.seq).limit(limit).with_for_update()
         return [OutboxMessage(**row._asdict()) for row in await self._session.execute(query)]
 

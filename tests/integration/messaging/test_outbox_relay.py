@@ -15,7 +15,9 @@ from libs.db.repositories.event_log import SqlAlchemyOutbox
 from libs.db.uow import SqlAlchemyUnitOfWork, unit_of_work_factory
 from libs.events.catalogue import EVENTS_STREAM, EventType
 from libs.events.envelope import Envelope
+from libs.messaging.broker import connection, jetstream, make_broker
 from libs.messaging.relay import OutboxRelay
+from libs.runtime.settings import url_with_credentials
 from tests.conftest import SQLITE_ONLY, FakeClock
 from tests.integration.db.builders import make_draft, make_envelope
 from tests.integration.messaging.conftest import eventually, stream_messages
@@ -53,6 +55,25 @@ async def test_relay_publishes_committed_events_in_commit_order_with_their_ids(
     assert [m.headers["Nats-Msg-Id"] for m in stored] == [str(e.event_id) for e in emitted]
     async with uow_factory() as uow:
         assert await uow.outbox.unpublished(limit=10) == []
+
+
+async def test_a_polling_pass_takes_only_the_events_its_nats_user_may_publish(
+    uow_factory: UowFactory, js: JetStreamContext, nats_url: str, fake_clock: FakeClock
+) -> None:
+    """The outbox is shared by every service; the node agent's relay leaves the scheduler's rows alone."""
+    schedulers, agents = make_envelope(EventType.PODS_BOUND), make_envelope(EventType.PODS_RUNNING)
+    await commit_events(uow_factory, [schedulers, agents])
+    agent = make_broker(url_with_credentials(nats_url, "node_agent", "pw"), "node-agent-0")
+    await agent.connect()
+    try:
+        done = await OutboxRelay(uow_factory, jetstream(agent), clock=fake_clock).publish_pending()
+    finally:
+        await connection(agent).close()
+
+    assert (done.published, done.failed) == (1, 0)
+    assert [m.subject for m in await stream_messages(js, EVENTS_STREAM)] == [agents.nats_subject]
+    async with uow_factory() as uow:
+        assert [m.event_id for m in await uow.outbox.unpublished(limit=10)] == [schedulers.event_id]
 
 
 async def test_relay_killed_after_publishing_republishes_and_the_stream_holds_each_event_once(

@@ -1,6 +1,7 @@
 """docker-compose.yml cannot run here (no Docker engine): check it statically against the project."""
 
 import importlib.util
+import re
 import tomllib
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 import yaml
 
 from libs.client.commands.stack import parse_age
+from libs.messaging.permissions import user
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -52,6 +54,30 @@ def test_every_service_module_in_the_repository_is_deployed():
     for service_dir in sorted((ROOT / "services").iterdir()):
         if (service_dir / "main.py").exists() and (service_dir / "app.py").exists():
             assert f"podway-{service_dir.name.replace('_', '-')}" in deployed, service_dir.name
+
+
+def test_nats_runs_the_deployed_config_with_every_password_it_reads():
+    nats = compose()["services"]["nats"]
+    config_in_container = nats["command"][nats["command"].index("-c") + 1]
+    assert f"./deploy/nats/nats-server.conf:{config_in_container}:ro" in nats["volumes"]
+    variables = set(re.findall(r"\$(NATS_\w+_PASSWORD)", (ROOT / "deploy/nats/nats-server.conf").read_text()))
+    assert variables
+    assert set(nats["environment"]) == variables
+
+
+def test_every_podway_service_connects_as_its_own_nats_user_with_that_users_password():
+    services = compose()["services"]
+    nats_env = services["nats"]["environment"]
+    for name, service in services.items():
+        if name in ("nats", "postgres"):
+            continue
+        command = service["command"]
+        expected = (
+            command[1] if command[0] == "podway" else command[0].removeprefix("podway-").replace("-", "_")
+        )
+        env = service["environment"]
+        assert env["PODWAY_NATS_USER"] == expected, name
+        assert env["PODWAY_NATS_PASSWORD"] == nats_env[user(expected).password_variable], name
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("30d", 30 * 86400), ("12h", 43200), ("45m", 2700), ("9s", 9)])
