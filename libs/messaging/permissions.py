@@ -149,8 +149,7 @@ USERS: tuple[NatsUser, ...] = (
             EventType.PODGROUP_RESTARTED,
         ),
         durables=(Durable(EVENTS_STREAM, "scheduler"),),
-        # Its start-up still calls ensure_streams, which reads all three (and changes none once provisioned).
-        checks=(EVENTS_STREAM, WORK_STREAM, DLQ_STREAM),
+        checks=(EVENTS_STREAM, DLQ_STREAM),
     ),
     NatsUser(
         name="preemptor",

@@ -34,7 +34,6 @@ from libs.events.envelope import Envelope, EventPayload
 from libs.messaging.broker import jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
-from libs.messaging.streams import ensure_streams
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat, health_file
 from libs.runtime.leadership import LeaseThread
@@ -149,11 +148,8 @@ class LeasedService(ABC, Generic[World, Output]):
     # -- life cycle -----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.broker.connect()
-        js = jetstream(self.broker)
-        await ensure_streams(js)
-        self.relay = OutboxRelay(self.plain_uow, js, clock=self.clock)
-        await self.broker.start()
+        await start_broker(self.broker)
+        self.relay = OutboxRelay(self.plain_uow, jetstream(self.broker), clock=self.clock)
         self._tasks = [asyncio.create_task(self.relay.run(), name="outbox-relay")]
         await self.elector.start()
         if self.settings.data_dir:

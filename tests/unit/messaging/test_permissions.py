@@ -9,7 +9,7 @@ from services.admission.app import AdmissionService
 from services.llm_router.app import WORK_CONSUMER
 from services.node_agent.app import NodeAgentService
 from services.node_agent.settings import NodeAgentSettings
-from services.scheduler.app import CONSUMER_NAME
+from services.scheduler.app import SchedulerService
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = ROOT / "deploy" / "nats" / "nats-server.conf"
@@ -50,7 +50,7 @@ def test_each_service_user_owns_the_durables_its_service_creates(tmp_path: Path)
 
     assert {c.name for c in admission.consumers} == durables("admission")
     assert {agent.consumer.name} == durables("node_agent")
-    assert {CONSUMER_NAME} == durables("scheduler")
+    assert {SchedulerService.name} == durables("scheduler")
     assert {WORK_CONSUMER} == durables("llm_router")
 
 
