@@ -342,8 +342,8 @@ class Router:
             health.tracker.mark_exhausted(now)
         traits = REASON_TRAITS[error.reason]
         if traits.counts_against_breaker and judged:
+            # Only ill health counts against the deployment and the model: not PT capacity, quota or the caller.
             self._transition(health.breaker.record_failure(now))
-        if error.reason is not FailureReason.CLIENT_ERROR:
             self.scoreboard.record_failure(call.request.feature, candidate.model)
         call.attempts.append(_attempt(call, dispatch, error, sent, failed_at, None))
         call.failed_at = failed_at
@@ -494,7 +494,7 @@ class Router:
             dispatch.reservation.cancel(now)
         if REASON_TRAITS[error.reason].counts_against_breaker:
             self._transition(health.breaker.record_failure(now))
-        self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
+            self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
         call.attempts.append(_attempt(call, dispatch, error, sent, time.perf_counter(), None))
         message = (
             f"stream from {dispatch.candidate.name} broke after the first byte: {error.reason.value}: {error}"
