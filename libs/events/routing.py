@@ -43,7 +43,9 @@ class _Move(EventPayload):
     feature: str = Field(description="Product feature the request belongs to")
     from_deployment: str = Field(description="Deployment the request leaves")
     to_deployment: str = Field(description="Deployment the request is dispatched to next")
-    reason: str = Field(description="Normalised reason, e.g. pt_capacity, pt_exhausted, unavailable, timeout")
+    reason: str = Field(
+        description="Normalised reason, e.g. pt_capacity, breaker_open, pt_exhausted, unavailable, timeout"
+    )
     code: str | None = Field(default=None, description="Provider error code of the failed attempt, if any")
     status: int | None = Field(default=None, description="HTTP status of the failed attempt, if any")
     elapsed_ms: float = Field(description="Time since the request began")
@@ -62,10 +64,11 @@ class RouterSpillover(_Move):
 
 @event_model
 class RouterFailover(_Move):
-    """An attempt failed and the request moved to the next candidate, possibly on the other cloud."""
+    """The request moved to another deployment in any way but a spillover: after a failed attempt, or past a
+    deployment its breaker or capacity refused, to another PT deployment, another model or the other cloud."""
 
     TYPE = EventType.ROUTER_FAILOVER
-    breaker_state: str = Field(description="State of the failed deployment's breaker after the failure")
+    breaker_state: str = Field(description="State of the breaker of the deployment the request left")
 
 
 class _BreakerTransition(EventPayload):

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from libs.core.routing import BreakerSnapshot, BreakerState
+from libs.core.routing import BreakerSnapshot, BreakerState, SkipReason
 from libs.events.catalogue import EventType
 from libs.routing_engine import RouterEvent
 
@@ -21,6 +21,8 @@ ADDED_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 BREAKER_STATE_VALUE = {BreakerState.CLOSED: 0.0, BreakerState.HALF_OPEN: 1.0, BreakerState.OPEN: 2.0}
 # Spillover reasons that follow a failed PT attempt (the others skip PT without calling it).
 SPILLS_AFTER_A_FAILED_ATTEMPT = {"pt_exhausted", "not_ready", "quota"}
+# Failover reasons that passed a deployment over without calling it (its breaker or its capacity refused).
+MOVES_WITHOUT_AN_ATTEMPT = {reason.value for reason in SkipReason}
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -92,7 +94,7 @@ class RouterMetrics:
         )
         self.failovers = Counter(
             "podway_router_failovers",
-            "Moves to the next candidate after a failed attempt",
+            "Moves to another deployment that are not spillovers (after a failed attempt, or past refusals)",
             ["feature", "from_deployment", "to_deployment", "reason"],
             registry=self.registry,
         )
@@ -161,7 +163,8 @@ class RouterMetrics:
                 self.attempt_failures.labels(p["feature"], p["from_deployment"], p["reason"]).inc()
         elif event.type is EventType.ROUTER_FAILOVER:
             self.failovers.labels(p["feature"], p["from_deployment"], p["to_deployment"], p["reason"]).inc()
-            self.attempt_failures.labels(p["feature"], p["from_deployment"], p["reason"]).inc()
+            if p["reason"] not in MOVES_WITHOUT_AN_ATTEMPT:
+                self.attempt_failures.labels(p["feature"], p["from_deployment"], p["reason"]).inc()
         elif event.type in (
             EventType.ROUTER_BREAKER_OPENED,
             EventType.ROUTER_BREAKER_HALF_OPENED,
