@@ -107,6 +107,9 @@ class RouterService:
         if self.relay is not None:
             self.relay.kick(committed)
 
+    def _audit_dropped(self) -> dict[str, int]:
+        return {"buffer_full": self.buffer.dropped, "backlog_full": self.flusher.dropped}
+
     def _observe(self, event: RouterEvent) -> None:
         self.metrics.observe(event)
         self.recent.observe(event)
@@ -121,7 +124,9 @@ class RouterService:
         else:
             self.providers = await open_providers(policy.providers)
         router = self.router = Router(policy, self.providers, clock=self.clock, event_sink=self.sink)
-        self.metrics.watch(router.breakers, lambda: self.cap.in_flight, lambda: len(self.buffer))
+        self.metrics.watch(
+            router.breakers, lambda: self.cap.in_flight, lambda: len(self.buffer), self._audit_dropped
+        )
         if self.settings.router_policy is not None:
             self.watcher = PolicyFileWatcher(router, self.settings.router_policy, on_error=_log_policy_error)
 

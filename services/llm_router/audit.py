@@ -128,7 +128,9 @@ class AuditFlusher:
     """Group commit of the buffered events: one unit of work per `interval_s` at most.
 
     A failed commit keeps its envelopes and retries them first next time (up to `max_pending`; beyond that the
-    oldest are dropped and counted, so a database outage cannot exhaust memory or stall routing).
+    oldest are dropped and counted, so a database outage cannot exhaust memory or stall routing). A commit can
+    fail after the database made it durable (the answer was lost); the retry writes nothing twice because
+    appends skip event ids already in the log.
     """
 
     def __init__(

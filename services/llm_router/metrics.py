@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from libs.core.routing import BreakerSnapshot, BreakerState, SkipReason
@@ -27,17 +27,20 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class _LiveState(Collector):
-    """Breaker state, ramp fraction and load, read at scrape time so they are never stale."""
+    """Breaker state, ramp fraction, load and audit drops, read at scrape time so they are never stale and
+    the request path never updates a metric for them."""
 
     def __init__(
         self,
         breakers: Callable[[], Mapping[str, BreakerSnapshot]],
         in_flight: Callable[[], int],
         buffered: Callable[[], int],
+        dropped: Callable[[], Mapping[str, int]],
     ) -> None:
         self._breakers = breakers
         self._in_flight = in_flight
         self._buffered = buffered
+        self._dropped = dropped
 
     def collect(self) -> Iterator[Metric]:
         state = GaugeMetricFamily(
@@ -61,6 +64,15 @@ class _LiveState(Collector):
             "Audit events waiting for the group commit",
             value=self._buffered(),
         )
+        dropped = CounterMetricFamily(
+            "podway_router_audit_dropped",
+            "Audit events never written: buffer_full (the buffer was full), backlog_full (the database kept "
+            "failing and the oldest events waiting for a retry were given up)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(self._dropped().items()):
+            dropped.add_metric([reason], count)
+        yield dropped
 
 
 class RouterMetrics:
@@ -140,9 +152,10 @@ class RouterMetrics:
         breakers: Callable[[], Mapping[str, BreakerSnapshot]],
         in_flight: Callable[[], int],
         buffered: Callable[[], int],
+        dropped: Callable[[], Mapping[str, int]],
     ) -> None:
-        """Also report these live values at every scrape."""
-        self.registry.register(_LiveState(breakers, in_flight, buffered))
+        """Also report these live values at every scrape; `dropped` counts audit events by reason."""
+        self.registry.register(_LiveState(breakers, in_flight, buffered, dropped))
 
     def observe(self, event: RouterEvent) -> None:
         """Count one router event."""

@@ -1,0 +1,56 @@
+"""The audit group commit on a real database: a flush retried after its commit's acknowledgement was lost
+writes each event once and goes on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from libs.db.uow import SqlAlchemyUnitOfWork
+from libs.routing_engine import EventBuffer
+from services.llm_router.audit import AuditFlusher
+from tests.unit.router_service.test_audit import completed, failover
+
+
+class AcknowledgementLost:
+    """Units of work whose next commit reaches the database, but whose caller hears only a lost connection
+    (the server committed, then the connection dropped before its answer arrived)."""
+
+    def __init__(self, real: Callable[[], SqlAlchemyUnitOfWork]) -> None:
+        self._real = real
+        self.lose_next = True
+
+    def __call__(self) -> SqlAlchemyUnitOfWork:
+        uow = self._real()
+        commit = uow.commit
+
+        async def commit_then_lose_the_answer() -> None:
+            await commit()
+            if self.lose_next:
+                self.lose_next = False
+                raise ConnectionResetError("connection lost before the commit was acknowledged")
+
+        uow.commit = commit_then_lose_the_answer  # type: ignore[method-assign]
+        return uow
+
+
+async def test_a_flush_retried_after_a_lost_commit_acknowledgement_writes_each_event_once(
+    uow_factory: Callable[[], SqlAlchemyUnitOfWork],
+):
+    buffer = EventBuffer()
+    flusher = AuditFlusher(buffer, AcknowledgementLost(uow_factory))
+    buffer(failover("req-1"))
+    buffer(completed("req-1"))
+    with pytest.raises(ConnectionResetError):
+        await flusher.flush()
+
+    buffer(completed("req-2"))
+    assert await flusher.flush() == 3, "the retry carries the batch in doubt and what came after it"
+    assert await flusher.flush() == 0
+    async with uow_factory() as uow:
+        first = await uow.events.by_correlation("req-1")
+        second = await uow.events.by_correlation("req-2")
+    assert [e.envelope.type for e in first] == ["router.failover", "inference.completed"]
+    assert [e.envelope.type for e in second] == ["inference.completed"]
+    assert flusher.dropped == 0
