@@ -29,6 +29,8 @@ FRAME_ERROR = "error"
 
 # Producer name of the router's events.
 ROUTER_PRODUCER = "llm_router"
+# A request id is the correlation id of the request's events, which the audit log holds in 128 characters.
+MAX_REQUEST_ID_LENGTH = 128
 
 
 class _Part(BaseModel):
@@ -182,7 +184,12 @@ class ChatMessage(_Part):
 class InferenceCall(_Part):
     """A request to the router (sync on `podway.rpc.router.infer`, or inside an InferenceWork)."""
 
-    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex, description="Correlation id")
+    request_id: str = Field(
+        default_factory=lambda: uuid.uuid4().hex,
+        min_length=1,
+        max_length=MAX_REQUEST_ID_LENGTH,
+        description="Correlation id",
+    )
     feature: str = Field(min_length=1, description="Product feature; selects the models")
     messages: list[ChatMessage] = Field(min_length=1, description="The conversation")
     max_tokens: int = Field(default=256, ge=1, description="Most answer tokens")

@@ -61,6 +61,16 @@ async def test_a_streamed_completion_arrives_as_chunks_with_usage(make_stack: St
     assert chunks[-1].usage.completion_tokens == 8
 
 
+async def test_a_request_id_longer_than_the_audit_log_holds_is_refused(make_stack: StackFactory):
+    stack = await make_stack()
+    async with openai_client(stack) as client:
+        with pytest.raises(openai.BadRequestError, match="X-Request-Id"):
+            await client.chat.completions.create(
+                model="feature:search-answer", messages=MESSAGES, extra_headers={"X-Request-Id": "r" * 129}
+            )
+    assert len(stack.service.buffer) == 0, "no event of the request waits for the audit log"
+
+
 async def read_into(received: list[str], stream) -> None:
     async for chunk in stream:
         received.append(chunk.choices[0].delta.content or "")

@@ -116,6 +116,17 @@ async def test_a_malformed_request_is_refused_with_an_error_frame(make_stack: St
     assert (refusal.reason, refusal.http_status) == ("bad_request", 400)
 
 
+async def test_a_request_id_longer_than_the_audit_log_holds_is_refused_before_routing(
+    make_stack: StackFactory,
+):
+    stack = await make_stack()
+    replies = await frames(stack, ask(request_id="r" * 129))
+    assert kinds(replies) == ["error"]
+    refusal = InferenceRefusal.model_validate_json(replies[0].data)
+    assert (refusal.reason, refusal.http_status) == ("bad_request", 400)
+    assert len(stack.service.buffer) == 0, "no event of the request waits for the audit log"
+
+
 async def test_the_typed_client_streams_text_then_the_answer(make_stack: StackFactory):
     stack = await make_stack()
     items = [item async for item in stack.router.stream(ask())]
