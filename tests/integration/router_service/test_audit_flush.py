@@ -10,29 +10,8 @@ import pytest
 from libs.db.uow import SqlAlchemyUnitOfWork
 from libs.routing_engine import EventBuffer
 from services.llm_router.audit import AuditFlusher
+from tests.support import AcknowledgementLost
 from tests.unit.router_service.test_audit import completed, failover
-
-
-class AcknowledgementLost:
-    """Units of work whose next commit reaches the database, but whose caller hears only a lost connection
-    (the server committed, then the connection dropped before its answer arrived)."""
-
-    def __init__(self, real: Callable[[], SqlAlchemyUnitOfWork]) -> None:
-        self._real = real
-        self.lose_next = True
-
-    def __call__(self) -> SqlAlchemyUnitOfWork:
-        uow = self._real()
-        commit = uow.commit
-
-        async def commit_then_lose_the_answer() -> None:
-            await commit()
-            if self.lose_next:
-                self.lose_next = False
-                raise ConnectionResetError("connection lost before the commit was acknowledged")
-
-        uow.commit = commit_then_lose_the_answer  # type: ignore[method-assign]
-        return uow
 
 
 async def test_a_flush_retried_after_a_lost_commit_acknowledgement_writes_each_event_once(
