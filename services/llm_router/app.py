@@ -40,7 +40,6 @@ from services.llm_router.http_front import create_metrics_app, create_openai_app
 from services.llm_router.metrics import RouterMetrics
 from services.llm_router.nats_front import Feedback, RecentAnswers, Scoreboard, SyncInference
 from services.llm_router.overload import EventLoopLag, InFlightCap, default_max_in_flight
-from services.llm_router.policy_file import resolve_provider_placeholders
 from services.llm_router.settings import RouterSettings
 from services.llm_router.work import AsyncInference
 
@@ -118,7 +117,6 @@ class RouterService:
 
     async def start(self) -> None:
         policy = self._policy or read_policy_file(self._policy_path())
-        policy = resolve_provider_placeholders(policy)
         if self._injected_providers is not None:
             self.providers = self._injected_providers
         else:

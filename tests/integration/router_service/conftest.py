@@ -95,11 +95,11 @@ async def make_stack(
         *,
         providers: dict[str, Provider] | None = None,
         feature: dict[str, Any] | None = None,
+        document: dict[str, Any] | None = None,
         **settings: Any,
     ) -> RouterStack:
-        path = write_policy(
-            tmp_path / "policy.yaml", policy_document(emulators, models or GEMINI_FIRST, **(feature or {}))
-        )
+        document = document or policy_document(emulators, models or GEMINI_FIRST, **(feature or {}))
+        path = write_policy(tmp_path / "policy.yaml", document)
         clock = ManualClock(wall_start=time.time())  # decisions on a hand-moved clock; wall starts now
         service = RouterService(
             RouterSettings(

@@ -1,4 +1,4 @@
-"""Provider endpoints in the policy file come from the environment; the shipped policy is ROUTER.md's."""
+"""Provider endpoints in the policy file come from the environment, at start and on every reload alike."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ import yaml
 from libs.core.routing import PolicyError
 from libs.routing_engine import read_policy_file
 from libs.routing_engine.example_policy import example_policy_document
-from services.llm_router.policy_file import resolve_provider_placeholders
 
 DEPLOYED = Path(__file__).resolve().parents[3] / "deploy" / "router" / "policy.yaml"
 ENV = {"PODWAY_BEDROCK_ENDPOINT": "http://127.0.0.1:4001", "PODWAY_VERTEX_ENDPOINT": "http://127.0.0.1:4002"}
 
 
 def test_the_deployed_policy_is_the_router_md_example_on_the_emulators():
-    policy = resolve_provider_placeholders(read_policy_file(DEPLOYED), ENV)
+    policy = read_policy_file(DEPLOYED, ENV)
     assert policy.providers["bedrock"].endpoint_url == "http://127.0.0.1:4001"
     assert policy.providers["vertex"].api_endpoint == "http://127.0.0.1:4002"
     expected = example_policy_document("${PODWAY_BEDROCK_ENDPOINT}", "${PODWAY_VERTEX_ENDPOINT}")
@@ -25,7 +24,7 @@ def test_the_deployed_policy_is_the_router_md_example_on_the_emulators():
 
 
 def test_an_empty_variable_means_the_real_cloud():
-    policy = resolve_provider_placeholders(read_policy_file(DEPLOYED), ENV | {"PODWAY_VERTEX_ENDPOINT": ""})
+    policy = read_policy_file(DEPLOYED, ENV | {"PODWAY_VERTEX_ENDPOINT": ""})
     assert policy.providers["vertex"].api_endpoint is None
 
 
@@ -34,13 +33,13 @@ def test_a_default_applies_when_the_variable_is_unset(tmp_path: Path):
     document["providers"]["bedrock"]["region"] = "${BEDROCK_REGION:-eu-west-1}"
     path = tmp_path / "policy.yaml"
     path.write_text(yaml.safe_dump(document))
-    policy = resolve_provider_placeholders(read_policy_file(path), ENV)
+    policy = read_policy_file(path, ENV)
     assert policy.providers["bedrock"].region == "eu-west-1"
 
 
 def test_an_unset_variable_without_default_is_an_error_at_its_field():
     with pytest.raises(PolicyError) as caught:
-        resolve_provider_placeholders(read_policy_file(DEPLOYED), {"PODWAY_VERTEX_ENDPOINT": ""})
+        read_policy_file(DEPLOYED, {"PODWAY_VERTEX_ENDPOINT": ""})
     assert str(caught.value) == (
-        "providers.bedrock.endpoint_url: environment variable PODWAY_BEDROCK_ENDPOINT is not set"
+        f"{DEPLOYED}: providers.bedrock.endpoint_url: environment variable PODWAY_BEDROCK_ENDPOINT is not set"
     )
