@@ -1,4 +1,4 @@
-"""The LLM router service: the in-process router (libs.routing_engine) behind NATS, a work queue and an
+"""The LLM router service: the in-process router (libs.router_runtime) behind NATS, a work queue and an
 OpenAI-compatible HTTP front. Wiring only: every routing decision is made by libs.core.routing through the
 router; this module connects its interfaces, its audit trail, its metrics and its in-flight cap."""
 
@@ -24,7 +24,7 @@ from libs.messaging.relay import OutboxRelay
 from libs.messaging.streaming_rpc import RequestServer, serve_requests
 from libs.messaging.work_queue import WorkQueueConsumer
 from libs.providers import Provider, close_providers, open_providers
-from libs.routing_engine import (
+from libs.router_runtime import (
     Clock,
     EventBuffer,
     PolicyFileWatcher,

@@ -23,7 +23,7 @@ from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope
 from libs.events.registry import PAYLOAD_MODELS
 from libs.events.routing import ROUTER_PRODUCER
-from libs.routing_engine import EventBuffer, RouterEvent
+from libs.router_runtime import EventBuffer, RouterEvent
 
 log = logging.getLogger(__name__)
 

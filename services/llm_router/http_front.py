@@ -24,7 +24,7 @@ from aiohttp import web
 
 from libs.events.routing import MAX_REQUEST_ID_LENGTH
 from libs.providers import Message
-from libs.routing_engine import (
+from libs.router_runtime import (
     BudgetExceeded,
     InferRequest,
     InferResult,

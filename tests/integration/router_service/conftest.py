@@ -19,8 +19,8 @@ from libs.db.uow import unit_of_work_factory
 from libs.emulators import RunningEmulators, serve
 from libs.events.routing import InferenceCall
 from libs.providers import Provider
-from libs.routing_engine import ManualClock
-from libs.routing_engine.example_policy import example_policy_document
+from libs.router_runtime import ManualClock
+from libs.router_runtime.example_policy import example_policy_document
 from services.llm_router.app import RouterService
 from services.llm_router.settings import RouterSettings
 from tests.support import eventually

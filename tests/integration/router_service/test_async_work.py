@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from libs.events.catalogue import WorkSubject
 from libs.events.routing import InferenceCall, InferenceWork
 from libs.messaging.work_queue import enqueue
-from libs.routing_engine.example_policy import CLAUDE_HAIKU_OD
+from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD
 from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
 from tests.support import eventually
 

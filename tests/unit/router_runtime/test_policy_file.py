@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from libs.core.routing import PolicyError
-from libs.routing_engine import read_policy_file
-from libs.routing_engine.example_policy import example_policy_document
+from libs.router_runtime import read_policy_file
+from libs.router_runtime.example_policy import example_policy_document
 
 DEPLOYED = Path(__file__).resolve().parents[3] / "deploy" / "router" / "policy.yaml"
 ENV = {"PODWAY_BEDROCK_ENDPOINT": "http://127.0.0.1:4001", "PODWAY_VERTEX_ENDPOINT": "http://127.0.0.1:4002"}

@@ -34,8 +34,8 @@ from libs.core.routing import (
 )
 from libs.events.catalogue import EventType
 from libs.providers import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest
-from libs.routing_engine.clock import Clock, SystemClock
-from libs.routing_engine.contracts import (
+from libs.router_runtime.clock import Clock, SystemClock
+from libs.router_runtime.contracts import (
     Attempt,
     InferRequest,
     InferResult,
@@ -43,7 +43,7 @@ from libs.routing_engine.contracts import (
     StreamEvent,
     TextDelta,
 )
-from libs.routing_engine.errors import (
+from libs.router_runtime.errors import (
     BudgetExceeded,
     DeadlineExceeded,
     MidStreamFailure,
@@ -52,7 +52,7 @@ from libs.routing_engine.errors import (
     RoutingError,
     UnknownFeature,
 )
-from libs.routing_engine.events import EventBuffer, EventSink, RouterEvent, breaker_event
+from libs.router_runtime.events import EventBuffer, EventSink, RouterEvent, breaker_event
 
 PROBE_MESSAGES = (Message("user", "ping"),)
 DEFAULT_PROBE_TIMEOUT_S = 5.0
