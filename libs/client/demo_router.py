@@ -10,10 +10,10 @@ How the demo wires it (libs/client/demo.py):
     endpoints = await plan.endpoints(settings.run_dir)      # waits for the emulators and the router's HTTP front
     await router_steps(demo, nats_url=info.nats_url, emulator_control=endpoints)
 
-The demo policy is `deploy/router/policy.yaml` with the emulators' URLs filled in, two features whose model
-order is fixed (`demo-gemini-first`, `demo-claude-first`) and short breaker timings, so that a breaker opens,
-probes, ramps and closes in about two seconds. The router service runs as a supervised process of the stack,
-like every other service: this module (a library) never imports a service.
+The demo policy is the example policy (`deploy/router/policy.yaml`) with the emulators' URLs filled in, two
+features whose model order is fixed (`demo-gemini-first`, `demo-claude-first`) and short breaker timings, so
+that a breaker opens, probes, ramps and closes in about two seconds. The router service runs as a supervised
+process of the stack, like every other service: this module (a library) never imports a service.
 """
 
 from __future__ import annotations
@@ -35,10 +35,9 @@ from libs.client.commands.router import RouterClient, user_call
 from libs.client.demo import Demo, check
 from libs.client.describe import event_line
 from libs.events.routing import FeedbackReport, InferenceAnswer
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH, example_policy_document
 from libs.runtime.supervisor import ServiceSpec
 
-DEPLOYED_POLICY = Path(__file__).resolve().parents[2] / "deploy" / "router" / "policy.yaml"
 API_KEY = "team-search"
 DEMO_CONSECUTIVE_FAILURES = 3
 DEMO_BREAKER: dict[str, Any] = {
@@ -62,10 +61,8 @@ class RouterEndpoints:
 
 
 def demo_policy_document(bedrock_url: str, vertex_url: str) -> dict[str, Any]:
-    """The deployed policy on these emulators, with the demo's fixed-order features and quick breakers."""
-    document: dict[str, Any] = yaml.safe_load(DEPLOYED_POLICY.read_text())
-    document["providers"]["bedrock"]["endpoint_url"] = bedrock_url
-    document["providers"]["vertex"]["api_endpoint"] = vertex_url
+    """The example policy on these emulators, with the demo's fixed-order features and quick breakers."""
+    document = example_policy_document(bedrock_url, vertex_url)
     for name, models in (
         ("demo-gemini-first", ["gemini-flash", "claude-haiku"]),
         ("demo-claude-first", ["claude-haiku", "gemini-flash"]),

@@ -9,18 +9,15 @@ import yaml
 
 from libs.core.routing import PolicyError
 from libs.router_runtime import read_policy_file
-from libs.router_runtime.example_policy import example_policy_document
+from libs.router_runtime.example_policy import EXAMPLE_POLICY_PATH as DEPLOYED
 
-DEPLOYED = Path(__file__).resolve().parents[3] / "deploy" / "router" / "policy.yaml"
 ENV = {"PODWAY_BEDROCK_ENDPOINT": "http://127.0.0.1:4001", "PODWAY_VERTEX_ENDPOINT": "http://127.0.0.1:4002"}
 
 
-def test_the_deployed_policy_is_the_router_md_example_on_the_emulators():
+def test_the_deployed_policy_takes_the_emulators_endpoints_from_the_environment():
     policy = read_policy_file(DEPLOYED, ENV)
     assert policy.providers["bedrock"].endpoint_url == "http://127.0.0.1:4001"
     assert policy.providers["vertex"].api_endpoint == "http://127.0.0.1:4002"
-    expected = example_policy_document("${PODWAY_BEDROCK_ENDPOINT}", "${PODWAY_VERTEX_ENDPOINT}")
-    assert yaml.safe_load(DEPLOYED.read_text()) == yaml.safe_load(yaml.safe_dump(expected))
 
 
 def test_an_empty_variable_means_the_real_cloud():
