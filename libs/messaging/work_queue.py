@@ -74,8 +74,8 @@ class WorkQueueConsumer:
 
     Per item: identify it (malformed → DLQ), ack it at once if the inbox says its outcome is written, else
     perform it while telling JetStream it is in progress, then in one unit of work mark the inbox and emit the
-    outcome, commit, ack. A Deferral naks with its delay; an exception
-    naks with backoff, and on attempt `max_deliver` the item goes to the DLQ.
+    outcome, commit, ack. A Deferral naks with its delay; an exception naks with backoff, and on attempt
+    `max_deliver` the item goes to the DLQ.
     """
 
     def __init__(

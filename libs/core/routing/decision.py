@@ -76,9 +76,8 @@ class SpilloverDecision:
 
 @dataclass(frozen=True, slots=True)
 class FailoverDecision:
-    """Any other move: the request left `from_deployment` (an attempt there failed, or its breaker or capacity
-    refused it) for `to_deployment`, which is not the same model's on-demand deployment after a PT capacity
-    reason (that is a spillover)."""
+    """A move that is not a spillover: the request left `from_deployment` (an attempt there failed, or its
+    breaker or capacity refused it) for `to_deployment`."""
 
     from_deployment: str
     to_deployment: str
