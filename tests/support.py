@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from libs.db.uow import SqlAlchemyUnitOfWork
+
 T = TypeVar("T")
 
 
@@ -24,3 +26,25 @@ async def eventually(
         await asyncio.sleep(interval_s)
         value = await probe()
     return value
+
+
+class AcknowledgementLost:
+    """Units of work whose next commit reaches the database while its caller hears only a lost connection
+    (the server committed, then the connection dropped before the answer arrived)."""
+
+    def __init__(self, real: Callable[[], SqlAlchemyUnitOfWork]) -> None:
+        self._real = real
+        self.lose_next = True
+
+    def __call__(self) -> SqlAlchemyUnitOfWork:
+        uow = self._real()
+        commit = uow.commit
+
+        async def commit_then_lose_the_answer() -> None:
+            await commit()
+            if self.lose_next:
+                self.lose_next = False
+                raise ConnectionResetError("connection lost before the commit was acknowledged")
+
+        uow.commit = commit_then_lose_the_answer  # type: ignore[method-assign]
+        return uow

@@ -10,21 +10,20 @@ How the demo wires it (libs/client/demo.py):
     endpoints = await plan.endpoints(settings.run_dir)      # waits for the emulators and the router's HTTP front
     await router_steps(demo, nats_url=info.nats_url, emulator_control=endpoints)
 
-The demo policy is `deploy/router/policy.yaml` with the emulators' URLs filled in, two features whose model
-order is fixed (`demo-gemini-first`, `demo-claude-first`) and short breaker timings, so that a breaker opens,
-probes, ramps and closes in about two seconds. For tests, `running_router_demo` runs the emulators and the
-router service in the caller's process instead.
+The demo policy is the example policy (`deploy/router/policy.yaml`) with the emulators' URLs filled in, two
+features whose model order is fixed (`demo-gemini-first`, `demo-claude-first`) and short breaker timings, so
+that a breaker opens, probes, ramps and closes in about two seconds. The router service runs as a supervised
+process of the stack, like every other service: this module (a library) never imports a service.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -36,10 +35,9 @@ from libs.client.commands.router import RouterClient, user_call
 from libs.client.demo import Demo, check
 from libs.client.describe import event_line
 from libs.events.routing import FeedbackReport, InferenceAnswer
-from libs.routing_engine.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH, example_policy_document
 from libs.runtime.supervisor import ServiceSpec
 
-DEPLOYED_POLICY = Path(__file__).resolve().parents[2] / "deploy" / "router" / "policy.yaml"
 API_KEY = "team-search"
 DEMO_CONSECUTIVE_FAILURES = 3
 DEMO_BREAKER: dict[str, Any] = {
@@ -63,10 +61,8 @@ class RouterEndpoints:
 
 
 def demo_policy_document(bedrock_url: str, vertex_url: str) -> dict[str, Any]:
-    """The deployed policy on these emulators, with the demo's fixed-order features and quick breakers."""
-    document: dict[str, Any] = yaml.safe_load(DEPLOYED_POLICY.read_text())
-    document["providers"]["bedrock"]["endpoint_url"] = bedrock_url
-    document["providers"]["vertex"]["api_endpoint"] = vertex_url
+    """The example policy on these emulators, with the demo's fixed-order features and quick breakers."""
+    document = example_policy_document(bedrock_url, vertex_url)
     for name, models in (
         ("demo-gemini-first", ["gemini-flash", "claude-haiku"]),
         ("demo-claude-first", ["claude-haiku", "gemini-flash"]),
@@ -135,35 +131,6 @@ def prepare_router_demo(data_dir: Path, *, bedrock_port: int = 0, vertex_port: i
     return RouterDemoPlan(
         policy_path, bedrock_url, vertex_url, ServiceSpec(name="emulators", argv=argv, beats=False)
     )
-
-
-@contextlib.asynccontextmanager
-async def running_router_demo(
-    *, nats_url: str, database_url: str, data_dir: Path
-) -> AsyncIterator[RouterEndpoints]:
-    """The emulators and the router service in this process, on the demo policy (tests, or a demo without
-    supervised processes)."""
-    from libs.emulators import serve
-    from services.llm_router.app import RouterService
-    from services.llm_router.settings import RouterSettings
-
-    emulators = await serve()
-    policy_path = write_demo_policy(data_dir, emulators.bedrock_url, emulators.vertex_url)
-    settings = RouterSettings(
-        nats_url=nats_url,
-        database_url=database_url,
-        data_dir=data_dir,
-        router_policy=policy_path,
-        metrics_port=-1,
-    )
-    service = RouterService(settings)
-    try:
-        await service.start()
-        assert service.http_url is not None
-        yield RouterEndpoints(emulators.bedrock_url, emulators.vertex_url, service.http_url)
-    finally:
-        await service.stop()
-        await emulators.close()
 
 
 async def router_steps(demo: Demo, *, nats_url: str, emulator_control: RouterEndpoints) -> None:

@@ -29,6 +29,8 @@ FRAME_ERROR = "error"
 
 # Producer name of the router's events.
 ROUTER_PRODUCER = "llm_router"
+# A request id is the correlation id of the request's events, which the audit log holds in 128 characters.
+MAX_REQUEST_ID_LENGTH = 128
 
 
 class _Part(BaseModel):
@@ -43,7 +45,9 @@ class _Move(EventPayload):
     feature: str = Field(description="Product feature the request belongs to")
     from_deployment: str = Field(description="Deployment the request leaves")
     to_deployment: str = Field(description="Deployment the request is dispatched to next")
-    reason: str = Field(description="Normalised reason, e.g. pt_capacity, pt_exhausted, unavailable, timeout")
+    reason: str = Field(
+        description="Normalised reason, e.g. pt_capacity, breaker_open, pt_exhausted, unavailable, timeout"
+    )
     code: str | None = Field(default=None, description="Provider error code of the failed attempt, if any")
     status: int | None = Field(default=None, description="HTTP status of the failed attempt, if any")
     elapsed_ms: float = Field(description="Time since the request began")
@@ -62,10 +66,11 @@ class RouterSpillover(_Move):
 
 @event_model
 class RouterFailover(_Move):
-    """An attempt failed and the request moved to the next candidate, possibly on the other cloud."""
+    """The request moved to another deployment in any way but a spillover: after a failed attempt, or past a
+    deployment its breaker or capacity refused, to another PT deployment, another model or the other cloud."""
 
     TYPE = EventType.ROUTER_FAILOVER
-    breaker_state: str = Field(description="State of the failed deployment's breaker after the failure")
+    breaker_state: str = Field(description="State of the breaker of the deployment the request left")
 
 
 class _BreakerTransition(EventPayload):
@@ -179,7 +184,12 @@ class ChatMessage(_Part):
 class InferenceCall(_Part):
     """A request to the router (sync on `podway.rpc.router.infer`, or inside an InferenceWork)."""
 
-    request_id: str = Field(default_factory=lambda: uuid.uuid4().hex, description="Correlation id")
+    request_id: str = Field(
+        default_factory=lambda: uuid.uuid4().hex,
+        min_length=1,
+        max_length=MAX_REQUEST_ID_LENGTH,
+        description="Correlation id",
+    )
     feature: str = Field(min_length=1, description="Product feature; selects the models")
     messages: list[ChatMessage] = Field(min_length=1, description="The conversation")
     max_tokens: int = Field(default=256, ge=1, description="Most answer tokens")

@@ -4,7 +4,9 @@ Unlike `EventConsumer` (events in stream order, the handler inside the transacti
 concurrently and their slow part runs outside any transaction: holding a transaction (on SQLite, the database
 write lock) across an LLM call would stall every other writer. Only the outcome is written, in one transaction
 with the inbox mark, and then the message is acked. An item redelivered after its outcome was committed (the
-process died between commit and ack) is recognised by the inbox and acked without a second outcome.
+process died between commit and ack, or the commit's answer was lost), or sent again under another message id,
+is recognised by the inbox before it is performed, and acked without being done again: no second provider
+call, no second outcome.
 """
 
 from __future__ import annotations
@@ -71,9 +73,10 @@ async def enqueue(
 class WorkQueueConsumer:
     """A durable pull consumer on the work stream that handles up to `concurrency` items at once.
 
-    Per item: identify it (malformed → DLQ), perform it while telling JetStream it is in progress, then in one
-    unit of work mark the inbox and emit the outcome, commit, ack. A Deferral naks with its delay; an exception
-    naks with backoff, and on attempt `max_deliver` the item goes to the DLQ.
+    Per item: identify it (malformed → DLQ), ack it at once if the inbox says its outcome is written, else
+    perform it while telling JetStream it is in progress, then in one unit of work mark the inbox and emit the
+    outcome, commit, ack. A Deferral naks with its delay; an exception naks with backoff, and on attempt
+    `max_deliver` the item goes to the DLQ.
     """
 
     def __init__(
@@ -193,6 +196,9 @@ class WorkQueueConsumer:
             await self._dead_letter(msg, DeadLetterReason.INVALID_PAYLOAD, str(exc))
             return ConsumeOutcome.DEAD_LETTERED
         try:
+            if await self._recorded(work_id):
+                await msg.ack()
+                return ConsumeOutcome.DUPLICATE
             async with self._in_progress(msg):
                 outcome = await self._handler.perform(msg.data)
             if isinstance(outcome, Deferral):
@@ -211,6 +217,12 @@ class WorkQueueConsumer:
             return ConsumeOutcome.RETRYING
         await msg.ack()
         return ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
+
+    async def _recorded(self, work_id: uuid.UUID) -> bool:
+        """Whether the outcome of `work_id` is written already. Asked by marking the inbox in a transaction that
+        is rolled back, so the mark is only ever committed with the outcome."""
+        async with self._uow_factory() as uow:
+            return await uow.inbox.seen(self.name, work_id)
 
     async def _record(self, work_id: uuid.UUID, envelopes: Sequence[Envelope]) -> bool:
         """Mark the inbox and write the outcome in one transaction; True if it was already recorded."""

@@ -1,4 +1,4 @@
-"""The LLM router service: the in-process router (libs.routing_engine) behind NATS, a work queue and an
+"""The LLM router service: the in-process router (libs.router_runtime) behind NATS, a work queue and an
 OpenAI-compatible HTTP front. Wiring only: every routing decision is made by libs.core.routing through the
 router; this module connects its interfaces, its audit trail, its metrics and its in-flight cap."""
 
@@ -24,7 +24,7 @@ from libs.messaging.relay import OutboxRelay
 from libs.messaging.streaming_rpc import RequestServer, serve_requests
 from libs.messaging.work_queue import WorkQueueConsumer
 from libs.providers import Provider, close_providers, open_providers
-from libs.routing_engine import (
+from libs.router_runtime import (
     Clock,
     EventBuffer,
     PolicyFileWatcher,
@@ -40,7 +40,6 @@ from services.llm_router.http_front import create_metrics_app, create_openai_app
 from services.llm_router.metrics import RouterMetrics
 from services.llm_router.nats_front import Feedback, RecentAnswers, Scoreboard, SyncInference
 from services.llm_router.overload import EventLoopLag, InFlightCap, default_max_in_flight
-from services.llm_router.policy_file import resolve_provider_placeholders
 from services.llm_router.settings import RouterSettings
 from services.llm_router.work import AsyncInference
 
@@ -107,6 +106,9 @@ class RouterService:
         if self.relay is not None:
             self.relay.kick(committed)
 
+    def _audit_dropped(self) -> dict[str, int]:
+        return {"buffer_full": self.buffer.dropped, "backlog_full": self.flusher.dropped}
+
     def _observe(self, event: RouterEvent) -> None:
         self.metrics.observe(event)
         self.recent.observe(event)
@@ -115,13 +117,14 @@ class RouterService:
 
     async def start(self) -> None:
         policy = self._policy or read_policy_file(self._policy_path())
-        policy = resolve_provider_placeholders(policy)
         if self._injected_providers is not None:
             self.providers = self._injected_providers
         else:
             self.providers = await open_providers(policy.providers)
         router = self.router = Router(policy, self.providers, clock=self.clock, event_sink=self.sink)
-        self.metrics.watch(router.breakers, lambda: self.cap.in_flight, lambda: len(self.buffer))
+        self.metrics.watch(
+            router.breakers, lambda: self.cap.in_flight, lambda: len(self.buffer), self._audit_dropped
+        )
         if self.settings.router_policy is not None:
             self.watcher = PolicyFileWatcher(router, self.settings.router_policy, on_error=_log_policy_error)
 

@@ -23,7 +23,7 @@ from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope
 from libs.events.registry import PAYLOAD_MODELS
 from libs.events.routing import ROUTER_PRODUCER
-from libs.routing_engine import EventBuffer, RouterEvent
+from libs.router_runtime import EventBuffer, RouterEvent
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,9 @@ class AuditFlusher:
     """Group commit of the buffered events: one unit of work per `interval_s` at most.
 
     A failed commit keeps its envelopes and retries them first next time (up to `max_pending`; beyond that the
-    oldest are dropped and counted, so a database outage cannot exhaust memory or stall routing).
+    oldest are dropped and counted, so a database outage cannot exhaust memory or stall routing). A commit can
+    fail after the database made it durable (the answer was lost); the retry writes nothing twice because
+    appends skip event ids already in the log.
     """
 
     def __init__(

@@ -22,8 +22,9 @@ from typing import Any
 
 from aiohttp import web
 
+from libs.events.routing import MAX_REQUEST_ID_LENGTH
 from libs.providers import Message
-from libs.routing_engine import (
+from libs.router_runtime import (
     BudgetExceeded,
     InferRequest,
     InferResult,
@@ -41,6 +42,7 @@ from services.llm_router.wire import ROUTER_REPORTED
 log = logging.getLogger(__name__)
 
 FEATURE_HEADER = "X-Podway-Feature"
+REQUEST_ID_HEADER = "X-Request-Id"
 FEATURE_MODEL_PREFIX = "feature:"
 DEFAULT_MAX_TOKENS = 256
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -155,7 +157,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         if not isinstance(exc, ROUTER_REPORTED):
             metrics.refused(feature, exc.reason, router.policy.features)
         raise _api_error(exc) from exc
-    return web.json_response(_completion(result), headers={"X-Request-Id": result.request_id})
+    return web.json_response(_completion(result), headers={REQUEST_ID_HEADER: result.request_id})
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
@@ -193,12 +195,15 @@ def _infer_request(request: web.Request, body: dict[str, Any], feature: str) -> 
         raise _invalid("max_tokens: must be a positive integer")
     if temperature is not None and not isinstance(temperature, int | float):
         raise _invalid("temperature: must be a number")
+    request_id = request.headers.get(REQUEST_ID_HEADER) or new_request_id()
+    if len(request_id) > MAX_REQUEST_ID_LENGTH:
+        raise _invalid(f"{REQUEST_ID_HEADER}: must be at most {MAX_REQUEST_ID_LENGTH} characters")
     return InferRequest(
         feature=feature,
         messages=messages,
         max_tokens=max_tokens,
         stream=bool(body.get("stream")),
-        request_id=request.headers.get("X-Request-Id") or new_request_id(),
+        request_id=request_id,
         temperature=float(temperature) if temperature is not None else None,
     )
 
@@ -287,7 +292,7 @@ async def _stream(
             headers={
                 "Content-Type": "text/event-stream",
                 "Cache-Control": "no-cache",
-                "X-Request-Id": infer.request_id,
+                REQUEST_ID_HEADER: infer.request_id,
             }
         )
         await response.prepare(request)

@@ -9,33 +9,38 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from libs.core.routing import BreakerSnapshot, BreakerState
+from libs.core.routing import BreakerSnapshot, BreakerState, SkipReason
 from libs.events.catalogue import EventType
-from libs.routing_engine import RouterEvent
+from libs.router_runtime import RouterEvent
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0, 60.0)
 ADDED_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
 BREAKER_STATE_VALUE = {BreakerState.CLOSED: 0.0, BreakerState.HALF_OPEN: 1.0, BreakerState.OPEN: 2.0}
 # Spillover reasons that follow a failed PT attempt (the others skip PT without calling it).
 SPILLS_AFTER_A_FAILED_ATTEMPT = {"pt_exhausted", "not_ready", "quota"}
+# Failover reasons that passed a deployment over without calling it (its breaker or its capacity refused).
+MOVES_WITHOUT_AN_ATTEMPT = {reason.value for reason in SkipReason}
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class _LiveState(Collector):
-    """Breaker state, ramp fraction and load, read at scrape time so they are never stale."""
+    """Breaker state, ramp fraction, load and audit drops, read at scrape time so they are never stale and
+    the request path never updates a metric for them."""
 
     def __init__(
         self,
         breakers: Callable[[], Mapping[str, BreakerSnapshot]],
         in_flight: Callable[[], int],
         buffered: Callable[[], int],
+        dropped: Callable[[], Mapping[str, int]],
     ) -> None:
         self._breakers = breakers
         self._in_flight = in_flight
         self._buffered = buffered
+        self._dropped = dropped
 
     def collect(self) -> Iterator[Metric]:
         state = GaugeMetricFamily(
@@ -59,6 +64,15 @@ class _LiveState(Collector):
             "Audit events waiting for the group commit",
             value=self._buffered(),
         )
+        dropped = CounterMetricFamily(
+            "podway_router_audit_dropped",
+            "Audit events never written: buffer_full (the buffer was full), backlog_full (the database kept "
+            "failing and the oldest events waiting for a retry were given up)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(self._dropped().items()):
+            dropped.add_metric([reason], count)
+        yield dropped
 
 
 class RouterMetrics:
@@ -92,7 +106,7 @@ class RouterMetrics:
         )
         self.failovers = Counter(
             "podway_router_failovers",
-            "Moves to the next candidate after a failed attempt",
+            "Moves to another deployment that are not spillovers (after a failed attempt, or past refusals)",
             ["feature", "from_deployment", "to_deployment", "reason"],
             registry=self.registry,
         )
@@ -138,9 +152,10 @@ class RouterMetrics:
         breakers: Callable[[], Mapping[str, BreakerSnapshot]],
         in_flight: Callable[[], int],
         buffered: Callable[[], int],
+        dropped: Callable[[], Mapping[str, int]],
     ) -> None:
-        """Also report these live values at every scrape."""
-        self.registry.register(_LiveState(breakers, in_flight, buffered))
+        """Also report these live values at every scrape; `dropped` counts audit events by reason."""
+        self.registry.register(_LiveState(breakers, in_flight, buffered, dropped))
 
     def observe(self, event: RouterEvent) -> None:
         """Count one router event."""
@@ -161,7 +176,8 @@ class RouterMetrics:
                 self.attempt_failures.labels(p["feature"], p["from_deployment"], p["reason"]).inc()
         elif event.type is EventType.ROUTER_FAILOVER:
             self.failovers.labels(p["feature"], p["from_deployment"], p["to_deployment"], p["reason"]).inc()
-            self.attempt_failures.labels(p["feature"], p["from_deployment"], p["reason"]).inc()
+            if p["reason"] not in MOVES_WITHOUT_AN_ATTEMPT:
+                self.attempt_failures.labels(p["feature"], p["from_deployment"], p["reason"]).inc()
         elif event.type in (
             EventType.ROUTER_BREAKER_OPENED,
             EventType.ROUTER_BREAKER_HALF_OPENED,

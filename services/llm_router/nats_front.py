@@ -30,7 +30,7 @@ from libs.events.routing import (
 )
 from libs.messaging.rpc import ERROR_HEADER
 from libs.messaging.streaming_rpc import IncomingRequest
-from libs.routing_engine import Clock, Router, RouterEvent, RoutingError, StreamCompleted, TextDelta
+from libs.router_runtime import Clock, Router, RouterEvent, RoutingError, StreamCompleted, TextDelta
 from services.llm_router.metrics import RouterMetrics
 from services.llm_router.overload import InFlightCap, Overloaded
 from services.llm_router.wire import ROUTER_REPORTED, answer, infer_request, refusal

@@ -6,7 +6,7 @@ from pydantic import ValidationError
 
 from libs.events.routing import AttemptReport, InferenceAnswer, InferenceCall, InferenceRefusal, TokenUsage
 from libs.providers import Message
-from libs.routing_engine import (
+from libs.router_runtime import (
     Attempt,
     BudgetExceeded,
     DeadlineExceeded,

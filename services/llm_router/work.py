@@ -17,7 +17,7 @@ from libs.events.catalogue import EventType
 from libs.events.envelope import Envelope
 from libs.events.routing import InferenceWork
 from libs.messaging.work_queue import Deferral, MalformedWork
-from libs.routing_engine import BudgetExceeded, Clock, Router, RouterEvent, RoutingError
+from libs.router_runtime import BudgetExceeded, Clock, Router, RouterEvent, RoutingError
 from services.llm_router.audit import OUTCOME_TYPES, AuditSink, CausalChain
 from services.llm_router.overload import InFlightCap
 from services.llm_router.wire import infer_request, refusal

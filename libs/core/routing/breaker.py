@@ -1,5 +1,8 @@
 """The circuit breaker of one deployment: CLOSED -> OPEN -> (probe) -> HALF_OPEN ramp -> CLOSED.
 
+HALF_OPEN reopens on any failure, so a step that lasts `ramp_step_s` and `ramp_min_requests` attempts has an
+error rate of zero, under any threshold (ROUTER.md asks for one strictly under `error_rate`, which is > 0).
+
 Time is a float of seconds passed in by the caller. Every method is O(1): the sliding window is a fixed ring
 of buckets, and the p90 test counts slow successes instead of sorting latencies (p90 > T exactly when more
 than n - ceil(0.9 n) of the n successes are slower than T).
@@ -128,7 +131,6 @@ class CircuitBreaker:
         self._step = 0
         self._step_started = now
         self._step_attempts = 0
-        self._step_failures = 0
         self._offered = 0
         self._admitted = 0
 
@@ -174,7 +176,8 @@ class CircuitBreaker:
         return None
 
     def record_failure(self, now: float) -> BreakerTransition | None:
-        """A real attempt failed in a way that counts against health (see REASON_TRAITS)."""
+        """A real attempt failed in a way that counts against health (see REASON_TRAITS). In HALF_OPEN any
+        failure reopens, for twice the previous open time (up to `open_s_max`)."""
         self._consecutive += 1
         if self.state is BreakerState.CLOSED:
             self._window.record(now, failed=True, slow=False)
@@ -187,10 +190,7 @@ class CircuitBreaker:
                 return self._open(now, TripReason.ERROR_RATE)
             return None
         if self.state is BreakerState.HALF_OPEN:
-            self._step_attempts += 1
-            self._step_failures += 1
-            if self._step_failures / self._step_attempts > self.settings.error_rate:
-                return self._reopen(now, TripReason.RAMP_FAILED)
+            return self._reopen(now, TripReason.RAMP_FAILED)
         return None
 
     def record_probe(self, succeeded: bool, now: float) -> BreakerTransition | None:
@@ -227,13 +227,12 @@ class CircuitBreaker:
     # Transitions -----------------------------------------------------------------------------------------
 
     def _maybe_step_up(self, now: float) -> BreakerTransition | None:
+        """Called on a success; the step has had no failure (one would have reopened the breaker)."""
         settings = self.settings
         if (
             now - self._step_started < settings.ramp_step_s
             or self._step_attempts < settings.ramp_min_requests
         ):
-            return None
-        if self._step_failures / max(self._step_attempts, 1) > settings.error_rate:
             return None
         next_step = self._step + 1
         if next_step >= len(settings.ramp) - 1:
@@ -245,7 +244,6 @@ class CircuitBreaker:
         self._step = step
         self._step_started = now
         self._step_attempts = 0
-        self._step_failures = 0
         self._offered = 0
         self._admitted = 0
 

@@ -76,11 +76,12 @@ class SpilloverDecision:
 
 @dataclass(frozen=True, slots=True)
 class FailoverDecision:
-    """After a failed attempt at `from_deployment`, the next dispatch went to `to_deployment`."""
+    """A move that is not a spillover: the request left `from_deployment` (an attempt there failed, or its
+    breaker or capacity refused it) for `to_deployment`."""
 
     from_deployment: str
     to_deployment: str
-    reason: FailureReason
+    reason: FailureReason | SkipReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,27 +170,24 @@ def candidate_chain(policy: RoutingPolicy, feature: Feature, route_index: int) -
 
 
 class RouteWalk:
-    """Walks a plan's candidates for one request: skips what breakers or capacity refuse, and says whether
-    each dispatch is a spillover or a failover. Each step is O(chain length), a small constant."""
+    """Walks a plan's candidates for one request: skips what breakers or capacity refuse, and labels each
+    dispatch after the first. Each step is O(chain length), a small constant.
 
-    __slots__ = (
-        "_estimate",
-        "_failed",
-        "_health",
-        "_pending_spill",
-        "_plan",
-        "_position",
-        "probes_due",
-        "skips",
-    )
+    A move is labelled from the candidate the request last left: the one whose attempt failed, or, before any
+    attempt, the last one skipped. It is a spillover only from a PT deployment to the same model's on-demand
+    one for a capacity reason (local capacity, an open PT breaker, or a failure whose traits say spill);
+    every other move (another PT, another model, another cloud, a failure that is not about capacity) is a
+    failover.
+    """
+
+    __slots__ = ("_estimate", "_health", "_left", "_plan", "_position", "probes_due", "skips")
 
     def __init__(self, plan: RoutePlan, health: Mapping[str, DeploymentHealth], estimate: int) -> None:
         self._plan = plan
         self._health = health
         self._estimate = estimate
         self._position = 0
-        self._pending_spill: tuple[Candidate, SpilloverReason] | None = None
-        self._failed: tuple[Candidate, FailureReason] | None = None
+        self._left: tuple[Candidate, FailureReason | SkipReason] | None = None
         self.skips: list[Skip] = []
         self.probes_due: list[str] = []
 
@@ -216,32 +214,37 @@ class RouteWalk:
 
     def failed(self, candidate: Candidate, reason: FailureReason) -> None:
         """Tell the walk that the attempt at `candidate` failed, so the next dispatch is labelled."""
-        self._failed = (candidate, reason)
-        if candidate.provisioned and REASON_TRAITS[reason].spill and self._pending_spill is None:
-            self._pending_spill = (candidate, SpilloverReason(reason.value))
+        self._left = (candidate, reason)
 
     def _skip(self, candidate: Candidate, reason: SkipReason) -> None:
         self.skips.append(Skip(candidate.name, reason))
-        if candidate.provisioned and self._pending_spill is None and self._failed is None:
-            spill = (
-                SpilloverReason.PT_CAPACITY
-                if reason is SkipReason.PT_CAPACITY
-                else SpilloverReason.PT_BREAKER_OPEN
-            )
-            self._pending_spill = (candidate, spill)
+        if self._left is None or isinstance(self._left[1], SkipReason):
+            self._left = (candidate, reason)  # a failed attempt, if any, keeps naming the move
 
     def _dispatch(self, candidate: Candidate, reservation: Reservation | None) -> Dispatch:
-        spillover = None
-        failover = None
-        pending, failed = self._pending_spill, self._failed
-        if pending is not None and (failed is None or _same_model_on_demand(pending[0], candidate)):
-            spillover = SpilloverDecision(pending[0].model, pending[0].name, candidate.name, pending[1])
-        elif failed is not None:
-            failover = FailoverDecision(failed[0].name, candidate.name, failed[1])
-        self._pending_spill = None
-        self._failed = None
-        return Dispatch(candidate, reservation, spillover, failover)
+        left, self._left = self._left, None
+        if left is None:
+            return Dispatch(candidate, reservation, None, None)
+        source, reason = left
+        spill = _spill_reason(source, reason, candidate)
+        if spill is not None:
+            spillover = SpilloverDecision(source.model, source.name, candidate.name, spill)
+            return Dispatch(candidate, reservation, spillover, None)
+        return Dispatch(candidate, reservation, None, FailoverDecision(source.name, candidate.name, reason))
 
 
-def _same_model_on_demand(source: Candidate, target: Candidate) -> bool:
-    return source.model == target.model and not target.provisioned
+_SKIP_SPILLS = {
+    SkipReason.PT_CAPACITY: SpilloverReason.PT_CAPACITY,
+    SkipReason.BREAKER_OPEN: SpilloverReason.PT_BREAKER_OPEN,
+}
+
+
+def _spill_reason(
+    source: Candidate, reason: FailureReason | SkipReason, target: Candidate
+) -> SpilloverReason | None:
+    """Why leaving `source` for `target` is a spillover, or None when it is not one."""
+    if not source.provisioned or target.provisioned or source.model != target.model:
+        return None
+    if isinstance(reason, SkipReason):
+        return _SKIP_SPILLS[reason]
+    return SpilloverReason(reason.value) if REASON_TRAITS[reason].spill else None

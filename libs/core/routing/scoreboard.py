@@ -91,7 +91,8 @@ class Scoreboard:
         row.cost += cost
 
     def record_failure(self, feature: str, model: str) -> None:
-        """A failed attempt on this model."""
+        """An attempt on this model that failed for ill health (a reason that counts against its breaker): PT
+        capacity, quota and the caller's own errors are not the model's failures."""
         row = self._row(feature, model)
         row.requests += 1
         row.failures += 1

@@ -21,6 +21,7 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -38,6 +39,9 @@ OUTBOX_APPEND_LOCK = 0x504F44574159  # "PODWAY"
 
 async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: datetime) -> list[OutboxMessage]:
     """Write envelopes to the outbox and the audit log in the caller's transaction; returns the outbox rows.
+
+    Idempotent by `event_id`: an envelope already appended (a retry of a transaction whose commit went through
+    although its caller never heard so) is skipped, and only the rows this call added are returned.
 
     On PostgreSQL the append holds an advisory lock shared until commit. Appends never wait for each other
     (an exclusive lock here would put every emitting transaction of every service in one line, each waiting
@@ -58,16 +62,17 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
         for envelope in envelopes
     ]
     if on_postgres(session):
-        seqs = await _append_pg(session, envelopes, messages, now)
+        seq_of = await _append_pg(session, envelopes, messages, now)
     else:
-        seqs = await _append_sqlite(session, envelopes, messages, now)
-    return [dataclasses.replace(m, seq=seq) for m, seq in zip(messages, seqs, strict=True)]
+        seq_of = await _append_sqlite(session, envelopes, messages, now)
+    return [dataclasses.replace(m, seq=seq_of[m.event_id]) for m in messages if m.event_id in seq_of]
 
 
 async def _append_pg(
     session: AsyncSession, envelopes: Sequence[Envelope], messages: Sequence[OutboxMessage], now: datetime
-) -> list[int]:
-    """One statement, one round trip: take the lock, queue the outbox rows (seqs in emit order), log."""
+) -> dict[uuid.UUID, int]:
+    """One statement, one round trip: take the lock, queue the new outbox rows (seqs in emit order), log them.
+    Returns the seq of each envelope appended now."""
     subjects = [envelope.subject for envelope in envelopes]
     parameters = {
         "lock": OUTBOX_APPEND_LOCK,
@@ -87,14 +92,13 @@ async def _append_pg(
         "subject_uid": [s.uid if s else None for s in subjects],
         "payload": [json_text(envelope.payload) for envelope in envelopes],
     }
-    seq_of = {row.event_id: int(row.seq) for row in await session.execute(_APPEND_PG, parameters)}
-    return [seq_of[str(envelope.event_id)] for envelope in envelopes]
+    return {uuid.UUID(row.event_id): int(row.seq) for row in await session.execute(_APPEND_PG, parameters)}
 
 
 async def _append_sqlite(
     session: AsyncSession, envelopes: Sequence[Envelope], messages: Sequence[OutboxMessage], now: datetime
-) -> list[int]:
-    # Two statements for the whole batch: the outbox rows (seqs returned in parameter order), then the log rows.
+) -> dict[uuid.UUID, int]:
+    # Two statements for the whole batch: the new outbox rows (seqs in parameter order), then their log rows.
     outbox_rows = [
         {
             "event_id": m.event_id,
@@ -106,13 +110,17 @@ async def _append_sqlite(
         for m in messages
     ]
     returned = await session.execute(
-        insert(outbox).returning(outbox.c.seq, sort_by_parameter_order=True), outbox_rows
+        sqlite.insert(outbox).on_conflict_do_nothing().returning(outbox.c.event_id, outbox.c.seq), outbox_rows
     )
-    seqs = [int(seq) for seq in returned.scalars()]
-    await session.execute(
-        insert(events), [_event_row(envelope, seq) for envelope, seq in zip(envelopes, seqs, strict=True)]
-    )
-    return seqs
+    seq_of = {row.event_id: int(row.seq) for row in returned}
+    appended = [
+        _event_row(envelope, seq_of[envelope.event_id])
+        for envelope in envelopes
+        if envelope.event_id in seq_of
+    ]
+    if appended:
+        await session.execute(insert(events), appended)
+    return seq_of
 
 
 _APPEND_PG = text(
@@ -133,6 +141,7 @@ _APPEND_PG = text(
     queued AS (
         INSERT INTO outbox (event_id, subject, data, created_at)
         SELECT given.event_id, given.nats_subject, given.data, :now FROM given, settled ORDER BY given.position
+        ON CONFLICT (event_id) DO NOTHING
         RETURNING seq, event_id
     )
     INSERT INTO events (
@@ -151,7 +160,8 @@ _APPEND_PG = text(
     bindparam("data", type_=ARRAY(LargeBinary())),
 )
 """`append` on PostgreSQL. The lock is taken before any row is queued (the outbox rows are produced from
-the join with `settled`), so no `seq` is drawn outside it."""
+the join with `settled`), so no `seq` is drawn outside it. An event already in the outbox is not queued, so
+it is not logged again either."""
 
 
 _MARK_PUBLISHED_PG = (

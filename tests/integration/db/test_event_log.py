@@ -144,3 +144,26 @@ async def test_events_emitted_together_are_queued_and_logged_in_emit_order(uow_f
     assert [m.seq for m in handed] == sorted(m.seq for m in handed)
     assert queued == handed
     assert [(e.seq, e.envelope) for e in logged] == [(m.seq, e) for m, e in zip(handed, emitted, strict=True)]
+
+
+async def test_an_event_appended_again_is_skipped_and_the_new_ones_are_written(
+    uow_factory: UowFactory,
+) -> None:
+    already, new = make_envelope(correlation_id="pg-1"), make_envelope(correlation_id="pg-1")
+    async with uow_factory() as uow:
+        uow.emit(already)
+        await uow.commit()
+
+    handed: list[OutboxMessage] = []
+    async with uow_factory() as uow:
+        uow._after_commit = handed.extend
+        uow.emit(already)  # a retry of a transaction whose commit went through unacknowledged
+        uow.emit(new)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        logged = await uow.events.by_correlation("pg-1")
+        queued = await uow.outbox.unpublished(limit=10)
+    assert [e.envelope for e in logged] == [already, new]
+    assert [m.event_id for m in queued] == [already.event_id, new.event_id]
+    assert [m.event_id for m in handed] == [new.event_id], "only what this commit added goes to the relay"

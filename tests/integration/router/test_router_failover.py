@@ -7,14 +7,14 @@ import pytest
 from libs.core.routing import FailureReason
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
-from libs.routing_engine import (
+from libs.router_runtime import (
     BudgetExceeded,
     EventBuffer,
     NoDeploymentAvailable,
     RequestRejected,
     UnknownFeature,
 )
-from libs.routing_engine.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
 from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterFactory, ask
 
 
@@ -136,3 +136,33 @@ async def test_unknown_feature_is_refused(make_router: RouterFactory) -> None:
     router = make_router()
     with pytest.raises(UnknownFeature):
         await router.infer(ask(feature="nope"))
+
+
+async def test_a_move_to_another_model_past_refused_deployments_is_a_failover_not_a_spillover(
+    make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
+) -> None:
+    router = make_router(
+        GEMINI_FIRST, deployments={"gemini-flash-pt": {"capacity": {"tokens_per_minute": 100}}}
+    )
+    emulators.vertex.start_outage()
+    for _ in range(
+        5
+    ):  # PT has no room, so each spills to gemini-flash-od, which fails until its breaker opens
+        await router.infer(ask(max_tokens=256))
+    assert router.breakers()["gemini-flash-od"].state == "open"
+    events.drain()
+    result = await router.infer(ask(max_tokens=256, request_id="req-moved"))
+    assert result.deployment == "claude-haiku-pt"
+    assert [(s.deployment, s.reason) for s in result.skips] == [
+        ("gemini-flash-pt", "pt_capacity"),
+        ("gemini-flash-od", "breaker_open"),
+    ]
+    assert result.spillovers == ()
+    assert events.of_type(EventType.ROUTER_SPILLOVER) == []
+    [failover] = events.of_type(EventType.ROUTER_FAILOVER)
+    assert (
+        failover.payload["from_deployment"],
+        failover.payload["to_deployment"],
+        failover.payload["reason"],
+        failover.payload.get("code"),
+    ) == ("gemini-flash-od", "claude-haiku-pt", "breaker_open", None)

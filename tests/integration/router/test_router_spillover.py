@@ -5,8 +5,8 @@ from __future__ import annotations
 from libs.core.routing import SkipReason, SpilloverReason, Tier
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
-from libs.routing_engine import EventBuffer
-from libs.routing_engine.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router_runtime import EventBuffer
+from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
 from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterFactory, ask
 
 
@@ -100,3 +100,16 @@ async def test_async_feature_goes_to_on_demand_directly(
     assert (result.deployment, result.served_tier) == ("claude-haiku-od", "on_demand")
     assert result.cost > 0
     assert events.of_type(EventType.ROUTER_SPILLOVER) == []
+
+
+async def test_pt_capacity_is_not_a_failure_of_the_model_on_the_scoreboard(
+    make_router: RouterFactory, emulators: RunningEmulators
+) -> None:
+    emulators.vertex.set_capacity(GEMINI_FLASH, "provisioned", tokens_per_minute=1)
+    router = make_router(GEMINI_FIRST)
+    first = await router.infer(ask())  # PT says it is exhausted: spilled to on-demand
+    second = await router.infer(ask())  # the tracker now knows: PT skipped without a call
+    assert [a.reason for a in first.attempts] == ["pt_exhausted", None]
+    assert [s.reason for s in second.skips] == [SkipReason.PT_CAPACITY]
+    [row] = router.scoreboard.snapshot()
+    assert (row.model, row.requests, row.failures, row.error_rate) == ("gemini-flash", 2, 0, 0.0)

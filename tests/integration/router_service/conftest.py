@@ -19,8 +19,8 @@ from libs.db.uow import unit_of_work_factory
 from libs.emulators import RunningEmulators, serve
 from libs.events.routing import InferenceCall
 from libs.providers import Provider
-from libs.routing_engine import ManualClock
-from libs.routing_engine.example_policy import example_policy_document
+from libs.router_runtime import ManualClock
+from libs.router_runtime.example_policy import example_policy_document
 from services.llm_router.app import RouterService
 from services.llm_router.settings import RouterSettings
 from tests.support import eventually
@@ -95,11 +95,11 @@ async def make_stack(
         *,
         providers: dict[str, Provider] | None = None,
         feature: dict[str, Any] | None = None,
+        document: dict[str, Any] | None = None,
         **settings: Any,
     ) -> RouterStack:
-        path = write_policy(
-            tmp_path / "policy.yaml", policy_document(emulators, models or GEMINI_FIRST, **(feature or {}))
-        )
+        document = document or policy_document(emulators, models or GEMINI_FIRST, **(feature or {}))
+        path = write_policy(tmp_path / "policy.yaml", document)
         clock = ManualClock(wall_start=time.time())  # decisions on a hand-moved clock; wall starts now
         service = RouterService(
             RouterSettings(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from libs.events.catalogue import WorkSubject
 from libs.events.routing import InferenceCall, InferenceWork
 from libs.messaging.work_queue import enqueue
+from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD
 from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
 from tests.support import eventually
 
@@ -43,6 +44,7 @@ async def test_the_same_item_delivered_twice_has_one_outcome(make_stack: StackFa
     await eventually(lambda: js.stream_info("PODWAY_WORK"), lambda info: info.state.messages == 0)
     story = await stack.story(work.request_id)
     assert [e.envelope.type for e in story] == ["inference.completed"]
+    assert stack.emulators.bedrock.counters()["models"][CLAUDE_HAIKU_OD]["requests"] == 1, "one provider call"
 
 
 async def test_a_failed_request_records_why_with_its_attempts(make_stack: StackFactory):

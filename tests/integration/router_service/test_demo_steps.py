@@ -2,15 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from libs.client.client import PodwayClient
 from libs.client.demo import Demo
-from libs.client.demo_router import prepare_router_demo, router_steps, running_router_demo
-from libs.routing_engine import read_policy_file
+from libs.client.demo_router import RouterEndpoints, prepare_router_demo, router_steps, write_demo_policy
+from libs.emulators import serve
+from libs.router_runtime import read_policy_file
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
+from services.llm_router.app import RouterService
+from services.llm_router.settings import RouterSettings
 from tests.conftest import SQLITE_ONLY
+
+
+@contextlib.asynccontextmanager
+async def running_router_demo(
+    *, nats_url: str, database_url: str, data_dir: Path
+) -> AsyncIterator[RouterEndpoints]:
+    """The emulators and the router service in this process, on the demo policy (the demo itself supervises
+    them as processes)."""
+    emulators = await serve()
+    policy_path = write_demo_policy(data_dir, emulators.bedrock_url, emulators.vertex_url)
+    settings = RouterSettings(
+        nats_url=nats_url,
+        database_url=database_url,
+        data_dir=data_dir,
+        router_policy=policy_path,
+        metrics_port=-1,
+    )
+    service = RouterService(settings)
+    try:
+        await service.start()
+        assert service.http_url is not None
+        yield RouterEndpoints(emulators.bedrock_url, emulators.vertex_url, service.http_url)
+    finally:
+        await service.stop()
+        await emulators.close()
 
 
 @SQLITE_ONLY

@@ -7,7 +7,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from libs.routing_engine.example_policy import GEMINI_FLASH
+from libs.router_runtime.example_policy import GEMINI_FLASH
 from tests.conftest import SQLITE_ONLY
 from tests.integration.router_service.conftest import RouterStack, StackFactory
 
@@ -59,6 +59,16 @@ async def test_a_streamed_completion_arrives_as_chunks_with_usage(make_stack: St
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].usage is not None
     assert chunks[-1].usage.completion_tokens == 8
+
+
+async def test_a_request_id_longer_than_the_audit_log_holds_is_refused(make_stack: StackFactory):
+    stack = await make_stack()
+    async with openai_client(stack) as client:
+        with pytest.raises(openai.BadRequestError, match="X-Request-Id"):
+            await client.chat.completions.create(
+                model="feature:search-answer", messages=MESSAGES, extra_headers={"X-Request-Id": "r" * 129}
+            )
+    assert len(stack.service.buffer) == 0, "no event of the request waits for the audit log"
 
 
 async def read_into(received: list[str], stream) -> None:

@@ -8,13 +8,20 @@ from typing import Any
 import pytest
 import yaml
 
+from libs.emulators import RunningEmulators
 from libs.events.catalogue import RpcSubject
 from libs.events.routing import FRAME_END, FRAME_ERROR, STREAM_HEADER, FeedbackReport, InferenceRefusal
 from libs.messaging.streaming_rpc import stream_request
 from libs.providers import Completion, Provider, ProviderRequest, open_providers
-from libs.routing_engine.example_policy import example_policy
+from libs.router_runtime.example_policy import example_policy
 from tests.conftest import SQLITE_ONLY
-from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
+from tests.integration.router_service.conftest import (
+    CLAUDE_FIRST,
+    GEMINI_FIRST,
+    StackFactory,
+    ask,
+    policy_document,
+)
 
 pytestmark = SQLITE_ONLY
 
@@ -36,6 +43,32 @@ async def test_an_edited_policy_file_is_reloaded_and_audited(make_stack: StackFa
         "gemini-flash-od",
         "gemini-flash-pt",
     ]
+
+
+async def test_a_reloaded_policy_file_resolves_provider_placeholders_as_the_first_load_did(
+    make_stack: StackFactory, emulators: RunningEmulators, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("PODWAY_BEDROCK_ENDPOINT", emulators.bedrock_url)
+    monkeypatch.setenv("PODWAY_VERTEX_ENDPOINT", emulators.vertex_url)
+    document = policy_document(emulators, GEMINI_FIRST)
+    document["providers"]["bedrock"]["endpoint_url"] = "${PODWAY_BEDROCK_ENDPOINT}"
+    document["providers"]["vertex"]["api_endpoint"] = "${PODWAY_VERTEX_ENDPOINT}"
+    stack = await make_stack(document=document)
+    router = stack.service.router
+    assert router is not None
+    first = router.policy.providers
+    assert first["bedrock"].endpoint_url == emulators.bedrock_url
+
+    document["features"]["search-answer"]["routes"] = [{"weight": 1, "models": CLAUDE_FIRST}]
+    stack.policy_path.write_text(yaml.safe_dump(document) + "\n")
+    assert stack.service.check_policy() is True
+    assert router.policy.providers == first
+    assert (await stack.router.infer(ask())).deployment == "claude-haiku-pt"
+
+    monkeypatch.delenv("PODWAY_VERTEX_ENDPOINT")
+    stack.policy_path.write_text(yaml.safe_dump(document) + "\n\n")
+    assert stack.service.check_policy() is False, "refused on reload as it would be at start"
+    assert router.policy.providers == first
 
 
 async def test_an_invalid_policy_edit_keeps_the_policy_in_force(make_stack: StackFactory):

@@ -11,7 +11,7 @@ from libs.events.catalogue import RpcSubject
 from libs.events.routing import FRAME_END, FRAME_ERROR, STREAM_HEADER, InferenceAnswer, InferenceRefusal
 from libs.messaging.rpc import ERROR_HEADER, RpcError, request
 from libs.messaging.streaming_rpc import Reply, stream_request
-from libs.routing_engine.example_policy import CLAUDE_HAIKU_PT_ARN
+from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN
 from tests.conftest import SQLITE_ONLY
 from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
 
@@ -114,6 +114,17 @@ async def test_a_malformed_request_is_refused_with_an_error_frame(make_stack: St
     assert kinds(replies) == ["error"]
     refusal = InferenceRefusal.model_validate_json(replies[0].data)
     assert (refusal.reason, refusal.http_status) == ("bad_request", 400)
+
+
+async def test_a_request_id_longer_than_the_audit_log_holds_is_refused_before_routing(
+    make_stack: StackFactory,
+):
+    stack = await make_stack()
+    replies = await frames(stack, ask(request_id="r" * 129))
+    assert kinds(replies) == ["error"]
+    refusal = InferenceRefusal.model_validate_json(replies[0].data)
+    assert (refusal.reason, refusal.http_status) == ("bad_request", 400)
+    assert len(stack.service.buffer) == 0, "no event of the request waits for the audit log"
 
 
 async def test_the_typed_client_streams_text_then_the_answer(make_stack: StackFactory):

@@ -12,8 +12,8 @@ from libs.core.routing import parse_policy
 from libs.events.routing import ChatMessage, InferenceWork
 from libs.messaging.work_queue import Deferral, MalformedWork
 from libs.providers import Chunk, Completion, ProviderRequest, Usage
-from libs.routing_engine import EventBuffer, ManualClock, Router
-from libs.routing_engine.example_policy import example_policy_document
+from libs.router_runtime import EventBuffer, ManualClock, Router
+from libs.router_runtime.example_policy import example_policy_document
 from services.llm_router.audit import AuditSink
 from services.llm_router.overload import InFlightCap
 from services.llm_router.work import AsyncInference

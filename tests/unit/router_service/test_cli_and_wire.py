@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from libs.client.cli import build_parser
 from libs.events.routing import InferenceCall
-from libs.routing_engine import BudgetExceeded, UnknownFeature
+from libs.router_runtime import BudgetExceeded, UnknownFeature
 from services.llm_router.overload import Overloaded
 from services.llm_router.wire import refusal
 

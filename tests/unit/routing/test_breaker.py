@@ -184,6 +184,46 @@ def test_failure_while_half_open_reopens_with_doubled_open_time() -> None:
     assert breaker.probe_due(16.0)
 
 
+def test_a_failure_after_successes_in_half_open_reopens_with_doubled_open_time() -> None:
+    breaker = half_open_breaker()
+    assert breaker.record_success(FAST, 5.5) is None
+    transition = breaker.record_failure(6.0)
+    assert transition is not None
+    assert (transition.from_state, transition.to_state, transition.reason, transition.open_for_s) == (
+        BreakerState.HALF_OPEN,
+        BreakerState.OPEN,
+        TripReason.RAMP_FAILED,
+        10,
+    )
+    assert not breaker.allows(6.0)
+    assert breaker.snapshot(6.0).reopens_at == 16.0
+
+
+def test_every_reopen_from_half_open_doubles_the_open_time_up_to_the_maximum() -> None:
+    breaker = half_open_breaker(open_s=5, open_s_max=15)
+    now, open_times = 5.0, []
+    for _ in range(3):
+        breaker.record_success(FAST, now)
+        transition = breaker.record_failure(now)
+        assert transition is not None
+        open_times.append(transition.open_for_s)
+        now += transition.open_for_s or 0.0
+        assert breaker.probe_due(now)
+        breaker.record_probe(True, now)
+    assert open_times == [10, 15, 15]
+
+
+def test_a_step_whose_error_rate_reaches_the_threshold_does_not_step_up() -> None:
+    breaker = half_open_breaker(error_rate=0.5, ramp_step_s=2, ramp_min_requests=20)
+    for i in range(10):
+        breaker.record_success(FAST, 5.0 + 0.1 * i)
+        breaker.record_failure(5.05 + 0.1 * i)
+    # 10 failures in 20 attempts is exactly the threshold, not under it: the step time passing changes nothing.
+    breaker.record_success(FAST, 7.5)
+    assert breaker.state is BreakerState.OPEN
+    assert breaker.ramp_fraction == 0.0
+
+
 def test_closing_resets_the_open_time() -> None:
     breaker = half_open_breaker(ramp=[1.0], ramp_step_s=0, ramp_min_requests=1)
     assert breaker.record_success(FAST, 5.0) is not None

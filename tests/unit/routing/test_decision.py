@@ -163,3 +163,105 @@ def test_reload_keeps_state_of_unchanged_deployments_only() -> None:
     reloaded = build_health(parse_policy(document), health, now=1.0)
     assert reloaded["claude-haiku-pt"] is health["claude-haiku-pt"]
     assert reloaded["gemini-flash-pt"] is not health["gemini-flash-pt"]
+
+
+def open_breaker_of(health: dict[str, DeploymentHealth], name: str) -> None:
+    for _ in range(health[name].breaker.settings.consecutive_failures):
+        health[name].breaker.record_failure(0.0)
+
+
+def test_a_move_past_a_full_pt_and_an_open_od_to_another_model_is_a_failover() -> None:
+    walk, health = walk_for(estimate=400_000)  # more than gemini-flash-pt's 300,000 tokens a minute
+    open_breaker_of(health, "gemini-flash-od")
+    dispatch = walk.next(0.0)
+    assert dispatch is not None
+    assert dispatch.candidate.name == "claude-haiku-pt"
+    assert dispatch.spillover is None
+    assert dispatch.failover is not None
+    assert (dispatch.failover.from_deployment, dispatch.failover.reason) == (
+        "gemini-flash-od",
+        SkipReason.BREAKER_OPEN,
+    )
+
+
+def test_a_full_pt_of_a_model_without_on_demand_fails_over_to_the_next_model() -> None:
+    document = example_document()
+    document["models"]["gemini-flash"] = ["gemini-flash-pt"]
+    document["features"]["search-answer"]["routes"] = [
+        {"weight": 1, "models": ["gemini-flash", "claude-haiku"]}
+    ]
+    policy = parse_policy(document)
+    walk = RouteWalk(RoutingTable(policy).plan("search-answer", "r"), build_health(policy, {}, 0.0), 350_000)
+    dispatch = walk.next(0.0)
+    assert dispatch is not None
+    assert dispatch.candidate.name == "claude-haiku-pt"
+    assert dispatch.spillover is None
+    assert dispatch.failover is not None
+    assert (dispatch.failover.from_deployment, dispatch.failover.reason) == (
+        "gemini-flash-pt",
+        SkipReason.PT_CAPACITY,
+    )
+
+
+def test_a_move_from_one_pt_to_another_pt_of_the_same_model_is_a_failover() -> None:
+    document = example_document()
+    document["deployments"]["gemini-flash-pt-2"] = dict(document["deployments"]["gemini-flash-pt"])
+    document["deployments"]["gemini-flash-pt-2"]["capacity"] = {"tokens_per_minute": 1_000_000}
+    document["models"]["gemini-flash"] = ["gemini-flash-pt", "gemini-flash-pt-2", "gemini-flash-od"]
+    document["features"]["search-answer"]["routes"] = [{"weight": 1, "models": ["gemini-flash"]}]
+    policy = parse_policy(document)
+    walk = RouteWalk(RoutingTable(policy).plan("search-answer", "r"), build_health(policy, {}, 0.0), 350_000)
+    dispatch = walk.next(0.0)
+    assert dispatch is not None
+    assert dispatch.candidate.name == "gemini-flash-pt-2"
+    assert dispatch.spillover is None
+    assert dispatch.failover is not None
+    assert dispatch.failover.reason is SkipReason.PT_CAPACITY
+
+
+def test_an_on_demand_deployment_behind_an_open_breaker_fails_over_to_the_next_model() -> None:
+    policy = make_policy()
+    health = build_health(policy, {}, 0.0)
+    open_breaker_of(health, "claude-haiku-od")
+    walk = RouteWalk(RoutingTable(policy).plan("channel-recap", "r"), health, 100)
+    dispatch = walk.next(0.0)
+    assert dispatch is not None
+    assert dispatch.candidate.name == "gemini-flash-od"
+    assert dispatch.failover is not None
+    assert (dispatch.failover.from_deployment, dispatch.failover.reason) == (
+        "claude-haiku-od",
+        SkipReason.BREAKER_OPEN,
+    )
+
+
+def test_an_error_on_pt_that_is_not_about_capacity_fails_over_to_the_same_models_od() -> None:
+    walk, _ = walk_for()
+    first = walk.next(0.0)
+    assert first is not None
+    walk.failed(first.candidate, FailureReason.UNAVAILABLE)
+    second = walk.next(0.0)
+    assert second is not None
+    assert second.candidate.name == "gemini-flash-od"
+    assert second.spillover is None
+    assert second.failover is not None
+    assert (second.failover.from_deployment, second.failover.reason) == (
+        "gemini-flash-pt",
+        FailureReason.UNAVAILABLE,
+    )
+
+
+def test_a_failure_names_the_move_even_when_deployments_after_it_are_skipped() -> None:
+    walk, health = walk_for()
+    first = walk.next(0.0)
+    assert first is not None
+    walk.failed(first.candidate, FailureReason.PT_EXHAUSTED)
+    open_breaker_of(health, "gemini-flash-od")
+    second = walk.next(0.0)
+    assert second is not None
+    assert second.candidate.name == "claude-haiku-pt"
+    assert second.spillover is None
+    assert second.failover is not None
+    assert (second.failover.from_deployment, second.failover.reason) == (
+        "gemini-flash-pt",
+        FailureReason.PT_EXHAUSTED,
+    )

@@ -1,4 +1,4 @@
-"""The policy loader: the ROUTER.md example loads, and every error names its field path."""
+"""The policy loader: the example policy (ROUTER.md's) loads, and every error names its field path."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from libs.core.routing import LatencyClass, PolicyError, Tier, load_policy, parse_policy, policy_json_schema
-from tests.unit.routing.policies import ROUTER_MD_EXAMPLE, example_document
+from tests.unit.routing.policies import EXAMPLE_POLICY_TEXT, example_document
 
 
 def messages(document: object) -> list[str]:
@@ -16,8 +16,8 @@ def messages(document: object) -> list[str]:
     return [str(issue) for issue in caught.value.issues]
 
 
-def test_router_md_example_loads() -> None:
-    policy = load_policy(ROUTER_MD_EXAMPLE)
+def test_the_example_policy_loads() -> None:
+    policy = load_policy(EXAMPLE_POLICY_TEXT)
     assert policy.deployments["claude-haiku-pt"].tier is Tier.PROVISIONED
     assert policy.deployments["claude-haiku-od"].model == "anthropic.claude-3-haiku-20240307-v1:0"
     assert policy.features["channel-recap"].latency is LatencyClass.ASYNC
@@ -25,8 +25,8 @@ def test_router_md_example_loads() -> None:
     assert policy.breaker.ramp == (0.01, 0.05, 0.25, 1.0)
 
 
-def test_router_md_example_validates_against_the_json_schema() -> None:
-    jsonschema.validate(yaml.safe_load(ROUTER_MD_EXAMPLE), policy_json_schema())
+def test_the_example_policy_validates_against_the_json_schema() -> None:
+    jsonschema.validate(yaml.safe_load(EXAMPLE_POLICY_TEXT), policy_json_schema())
 
 
 def test_non_positive_route_weight_is_reported_at_its_path() -> None:

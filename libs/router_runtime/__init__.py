@@ -1,7 +1,12 @@
-"""The async in-process LLM router: policy decisions from libs.core.routing, calls through libs.providers."""
+"""The router's application layer: the async in-process router that applies the pure decisions of
+libs.core.routing, calls providers through libs.providers and fails over within a request's deadline; its
+requests and results, errors, events, injected clock, and the policy file it reads and hot-reloads.
 
-from libs.routing_engine.clock import Clock, ManualClock, SystemClock
-from libs.routing_engine.contracts import (
+The llm_router service puts it behind NATS and HTTP; the benchmarks and the demo use it too.
+"""
+
+from libs.router_runtime.clock import Clock, ManualClock, SystemClock
+from libs.router_runtime.contracts import (
     Attempt,
     InferRequest,
     InferResult,
@@ -10,7 +15,7 @@ from libs.routing_engine.contracts import (
     TextDelta,
     new_request_id,
 )
-from libs.routing_engine.errors import (
+from libs.router_runtime.errors import (
     BudgetExceeded,
     DeadlineExceeded,
     MidStreamFailure,
@@ -19,9 +24,9 @@ from libs.routing_engine.errors import (
     RoutingError,
     UnknownFeature,
 )
-from libs.routing_engine.events import EventBuffer, EventSink, RouterEvent
-from libs.routing_engine.policy_source import PolicyFileWatcher, read_policy_file
-from libs.routing_engine.router import Router
+from libs.router_runtime.events import EventBuffer, EventSink, RouterEvent
+from libs.router_runtime.policy_file import PolicyFileWatcher, read_policy_file
+from libs.router_runtime.router import Router
 
 __all__ = [
     "Attempt",

@@ -34,8 +34,8 @@ from libs.core.routing import (
 )
 from libs.events.catalogue import EventType
 from libs.providers import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest
-from libs.routing_engine.clock import Clock, SystemClock
-from libs.routing_engine.contracts import (
+from libs.router_runtime.clock import Clock, SystemClock
+from libs.router_runtime.contracts import (
     Attempt,
     InferRequest,
     InferResult,
@@ -43,7 +43,7 @@ from libs.routing_engine.contracts import (
     StreamEvent,
     TextDelta,
 )
-from libs.routing_engine.errors import (
+from libs.router_runtime.errors import (
     BudgetExceeded,
     DeadlineExceeded,
     MidStreamFailure,
@@ -52,7 +52,7 @@ from libs.routing_engine.errors import (
     RoutingError,
     UnknownFeature,
 )
-from libs.routing_engine.events import EventBuffer, EventSink, RouterEvent, breaker_event
+from libs.router_runtime.events import EventBuffer, EventSink, RouterEvent, breaker_event
 
 PROBE_MESSAGES = (Message("user", "ping"),)
 DEFAULT_PROBE_TIMEOUT_S = 5.0
@@ -342,8 +342,8 @@ class Router:
             health.tracker.mark_exhausted(now)
         traits = REASON_TRAITS[error.reason]
         if traits.counts_against_breaker and judged:
+            # Only ill health counts against the deployment and the model: not PT capacity, quota or the caller.
             self._transition(health.breaker.record_failure(now))
-        if error.reason is not FailureReason.CLIENT_ERROR:
             self.scoreboard.record_failure(call.request.feature, candidate.model)
         call.attempts.append(_attempt(call, dispatch, error, sent, failed_at, None))
         call.failed_at = failed_at
@@ -494,7 +494,7 @@ class Router:
             dispatch.reservation.cancel(now)
         if REASON_TRAITS[error.reason].counts_against_breaker:
             self._transition(health.breaker.record_failure(now))
-        self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
+            self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
         call.attempts.append(_attempt(call, dispatch, error, sent, time.perf_counter(), None))
         message = (
             f"stream from {dispatch.candidate.name} broke after the first byte: {error.reason.value}: {error}"
