@@ -23,7 +23,8 @@ install: $(VENV)/.installed ## create the virtual environment from the lock file
 demo: install ## run the whole stack on embedded defaults and show every capability, each step checked
 	$(PODWAY) demo
 
-test: install ## run the test suite (PostgreSQL tests use PODWAY_TEST_DATABASE_URL or 127.0.0.1:5432/test)
+test: install ## the import rules, then the test suite (PostgreSQL tests use PODWAY_TEST_DATABASE_URL or 127.0.0.1:5432/test)
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q -p no:cacheprovider
 
 lint: install ## ruff and the import rules

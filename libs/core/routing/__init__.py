@@ -1,5 +1,19 @@
-"""Pure routing core: policy, decision, capacity tracking, circuit breakers, error normalisation, scoreboard."""
+"""Pure routing core: decision, capacity tracking, circuit breakers, error normalisation, scoreboard (the policy
+document itself is in libs/api/routing)."""
 
+from libs.api.routing.loader import PolicyError, PolicyIssue, load_policy, parse_policy, policy_json_schema
+from libs.api.routing.policy import (
+    BreakerSettings,
+    Capacity,
+    Cost,
+    Deployment,
+    Feature,
+    LatencyClass,
+    ProviderKind,
+    ProviderSpec,
+    RoutingPolicy,
+    Tier,
+)
 from libs.core.routing.breaker import (
     BreakerSnapshot,
     BreakerState,
@@ -29,19 +43,6 @@ from libs.core.routing.decision import (
     SpilloverReason,
     build_health,
     candidate_chain,
-)
-from libs.core.routing.loader import PolicyError, PolicyIssue, load_policy, parse_policy, policy_json_schema
-from libs.core.routing.policy import (
-    BreakerSettings,
-    Capacity,
-    Cost,
-    Deployment,
-    Feature,
-    LatencyClass,
-    ProviderKind,
-    ProviderSpec,
-    RoutingPolicy,
-    Tier,
 )
 from libs.core.routing.reasons import (
     REASON_TRAITS,
