@@ -155,9 +155,15 @@ def write_runs(decisions: list[BatchDecision]) -> list[BatchDecision]:
 
 
 def admit_document(
-    doc: Mapping[str, Any], view: AdmissionView, decision: BatchDecision, ctx: ApplyContext
+    doc: Mapping[str, Any],
+    view: AdmissionView,
+    decision: BatchDecision,
+    ctx: ApplyContext,
+    *,
+    generated_uid: str | None = None,
 ) -> ObjectResult:
-    """Decide one document, appending its write and events to `decision`."""
+    """Decide one document, appending its write and events to `decision`. The server assigns the uid of a
+    new object (a uid in the document is ignored), except that a controller's `generated_uid` is kept."""
     key = raw_key(doc)
     existing = view.get(key) if key else None
     result = validate_document(
@@ -178,7 +184,7 @@ def admit_document(
             warnings=list(result.warnings),
         )
     obj, warnings = _with_workload(result.obj, view, list(result.warnings))
-    return store_object(obj, existing, view, decision, ctx, warnings)
+    return store_object(obj, existing, view, decision, ctx, warnings, generated_uid=generated_uid)
 
 
 def _with_workload(obj: ApiObject, view: AdmissionView, warnings: list[str]) -> tuple[ApiObject, list[str]]:
@@ -202,11 +208,13 @@ def store_object(
     decision: BatchDecision,
     ctx: ApplyContext,
     warnings: list[str],
+    *,
+    generated_uid: str | None = None,
 ) -> ObjectResult:
     """Write `obj` unless it equals what is stored; emit its admission event; expand new Jobs."""
     kind, namespace, name = obj.KIND, obj.namespace or "", obj.name
     manifest = obj.to_wire()
-    metadata = _metadata(manifest, existing, ctx)
+    metadata = _metadata(manifest, existing, ctx, generated_uid)
     status = _status(kind, manifest, existing)
     spec = stored_spec(kind, manifest)
     if existing is not None and _unchanged(existing, spec, metadata, status):
@@ -244,14 +252,16 @@ def store_object(
     )
 
 
-def _metadata(manifest: Manifest, existing: KnownObject | None, ctx: ApplyContext) -> Manifest:
+def _metadata(
+    manifest: Manifest, existing: KnownObject | None, ctx: ApplyContext, generated_uid: str | None
+) -> Manifest:
     metadata = {k: v for k, v in (manifest.get("metadata") or {}).items() if k not in STORE_OWNED_METADATA}
     if existing is not None:
         old = existing.manifest.get("metadata") or {}
         metadata["uid"] = existing.uid
         metadata["creationTimestamp"] = old.get("creationTimestamp")
     else:
-        metadata["uid"] = (manifest.get("metadata") or {}).get("uid") or ctx.new_uid()
+        metadata["uid"] = generated_uid or ctx.new_uid()
         metadata["creationTimestamp"] = ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return metadata
 
@@ -308,5 +318,5 @@ def _expand(
     expansion = expand_job(stored_job)
     generated: list[ApiObject] = [o for o in (expansion.workload, expansion.podgroup) if o is not None]
     for obj in [*generated, *expansion.pods]:
-        admit_document(obj.to_wire(), view, decision, ctx)
+        admit_document(obj.to_wire(), view, decision, ctx, generated_uid=obj.metadata.uid)
     decision.events.append(expanded_event(stored_job, known, expansion, ctx.request_id))

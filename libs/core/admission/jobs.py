@@ -104,7 +104,6 @@ def recreate_gang_pods(
         )
         decision.events.append(deleted_event(pod, ctx.request_id, group.uid))
         view.drop(pod.key)
-        replacement = fresh[pod.name].to_wire()
-        replacement["metadata"].pop("uid", None)  # a new incarnation: never the old pod's identity
-        admit_document(replacement, view, decision, ctx)
+        # Without a generated uid the server assigns a fresh one: a new incarnation, never the old identity.
+        admit_document(fresh[pod.name].to_wire(), view, decision, ctx)
     return decision
