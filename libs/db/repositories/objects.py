@@ -21,6 +21,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal_column,
     select,
     tuple_,
     update,
@@ -29,6 +30,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from libs.api.annotations import WORKLOAD_REF_NAME
 from libs.db.errors import ConflictError, NotFoundError
 from libs.db.ports import Clock
 from libs.db.records import JsonObject, ObjectDraft, StoredObject
@@ -39,7 +41,7 @@ from libs.db.repositories._sql import (
     rowcount,
     unnest_rows,
 )
-from libs.db.schema import objects
+from libs.db.schema import AWAITING_WORKLOAD_PG, objects
 from libs.db.types import json_text
 
 MUST_NOT_EXIST = 0
@@ -115,6 +117,18 @@ class SqlAlchemyObjectRepository:
             query = query.where(objects.c.metadata[("labels", key)].as_string() == value)
         rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))
         return [_to_object(row) for row in rows]
+
+    async def find_awaiting_workload(self, namespace: str, workload: str) -> list[StoredObject]:
+        """Pods admitted before the v1.35 Workload their `workloadRef` names (annotation
+        `podway.io/workload-ref-name`), ordered by name; an index probe on PostgreSQL."""
+        if on_postgres(self._session):
+            awaited: ColumnElement[Any] = literal_column(AWAITING_WORKLOAD_PG)
+        else:
+            awaited = objects.c.metadata[("annotations", WORKLOAD_REF_NAME)].as_string()
+        query = select(objects).where(
+            objects.c.kind == "Pod", objects.c.namespace == namespace, awaited == workload
+        )
+        return [_to_object(row) for row in await self._session.execute(query.order_by(objects.c.name))]
 
     async def upsert(
         self, draft: ObjectDraft, *, expected_resource_version: int | None = None
