@@ -211,16 +211,17 @@ class AdmissionService:
         key = (request.kind, request.namespace or "", request.name)
         async with self.uow() as uow:
             view = await load_view(uow, [key])
-            namespace_objects = [known_from_stored(o) for o in await queries.namespace_objects(uow, key)]
-            pods = [o for o in namespace_objects if o.kind == "Pod"]
-            decision = decide_delete(key, view, pods, request.request_id, namespace_objects)
+            scope = [known_from_stored(o) for o in await queries.namespace_objects(uow, key[1])]
+            pods = [o.uid for o in scope if o.kind == "Pod"]
+            bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
+            decision = decide_delete(key, view, scope, bound, request.request_id)
             await write_decision(uow, decision, now=self.clock())
             await uow.commit()
         return ApplyReply(request_id=request.request_id, results=decision.results)
 
     async def on_pod_lifecycle(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
-        """Pods changing phase keep their Jobs' status current and may release PodGroups waiting to be
-        deleted."""
+        """Pods changing phase keep their Jobs' status current; pods finishing or going may let PodGroups and
+        Jobs marked for deletion go."""
         if isinstance(payload, PodGroupRestarted):
             context = self._context(str(envelope.event_id))
             decision = await jobs.recreate_restarted_gang(uow, payload.podgroup, context)
@@ -228,15 +229,19 @@ class AdmissionService:
             return
         if isinstance(payload, PodsSucceeded | PodsFailed):
             await jobs.refresh_job_status(uow, payload.pods, now=self.clock())
-        marked = [known_from_stored(o) for o in await uow.objects.find("PodGroup", marked_for_deletion=True)]
+        marked = [
+            known_from_stored(o)
+            for kind in ("PodGroup", "Job")
+            for o in await uow.objects.find(kind, marked_for_deletion=True)
+        ]
         if not marked:
             return
-        pods = [
+        scope = [
             known_from_stored(o)
-            for namespace in sorted({group.namespace for group in marked})
-            for o in await uow.objects.find("Pod", namespace)
+            for namespace in sorted({obj.namespace for obj in marked})
+            for o in await queries.namespace_objects(uow, namespace)
         ]
-        decision = finish_pending_deletions(marked, pods, request_id=str(envelope.event_id))
+        decision = finish_pending_deletions(marked, scope, request_id=str(envelope.event_id))
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
 
     # --- reads -------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.core.admission.model import ObjectKey
 from libs.core.scheduling.lifecycle import Condition, PodPhase, podgroup_phase
 from libs.db.ports import UnitOfWork
 from libs.db.records import StoredObject
@@ -12,9 +11,8 @@ from libs.events.rpc import EventsReply, EventsRequest, GetRequest
 from services.admission.store import known_from_stored
 
 
-async def namespace_objects(uow: UnitOfWork, key: ObjectKey) -> list[StoredObject]:
+async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObject]:
     """Objects a deletion may cascade to or be held by: the namespace's Workloads, PodGroups and Pods."""
-    _, namespace, _ = key
     found: list[StoredObject] = []
     for kind in ("Workload", "PodGroup", "Pod"):
         found += await uow.objects.find(kind, namespace)
@@ -22,8 +20,9 @@ async def namespace_objects(uow: UnitOfWork, key: ObjectKey) -> list[StoredObjec
 
 
 async def get_objects(uow: UnitOfWork, request: GetRequest) -> list[dict[str, Any]]:
-    """Full manifests as a reader expects them: conditions from their own rows folded into status, a bound
-    pod's node in `spec.nodeName`, a PodGroup's derived phase, placed count and domain in `status.podway`."""
+    """Full manifests as a reader expects them: conditions from their own rows folded into status, a pod's
+    node in `spec.nodeName`, a PodGroup's derived phase, placed count (its pods bound now) and domain in
+    `status.podway`."""
     if request.name is not None:
         stored = await uow.objects.get(request.kind, request.namespace or "", request.name)
         objects = [stored] if stored else []
@@ -32,17 +31,22 @@ async def get_objects(uow: UnitOfWork, request: GetRequest) -> list[dict[str, An
         objects = await uow.objects.find(request.kind, namespace)
     manifests = [await _with_conditions(uow, obj) for obj in objects]
     if request.kind == "Pod":
-        for manifest in manifests:
-            await _with_node(uow, manifest)
+        await _with_nodes(uow, manifests)
     if request.kind == "PodGroup":
         await _with_podgroup_summary(uow, manifests)
     return manifests
 
 
-async def _with_node(uow: UnitOfWork, pod: dict[str, Any]) -> None:
-    binding = await uow.bindings.get(pod["metadata"]["uid"])
-    if binding is not None and not (pod.get("spec") or {}).get("nodeName"):
-        pod.setdefault("spec", {})["nodeName"] = binding.node_name
+async def _with_nodes(uow: UnitOfWork, pods: list[dict[str, Any]]) -> None:
+    """`spec.nodeName`: the node a pod is bound to, or, once it ended and released its binding, the node its
+    agent recorded when it started it."""
+    bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(p["metadata"]["uid"] for p in pods)}
+    for pod in pods:
+        spec = pod.setdefault("spec", {})
+        ran_on = ((pod.get("status") or {}).get("podway") or {}).get("nodeName")
+        node = spec.get("nodeName") or bound.get(pod["metadata"]["uid"]) or ran_on
+        if node:
+            spec["nodeName"] = node
 
 
 async def _with_podgroup_summary(uow: UnitOfWork, groups: list[dict[str, Any]]) -> None:

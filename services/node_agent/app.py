@@ -1,8 +1,10 @@
 """The node agent: a simulated kubelet (like KWOK) for a whole cluster of nodes.
 
 It registers its Nodes and ResourceSlices through admission, like any API client; runs the pods bound to
-its nodes (phase Running, then Succeeded after `podway.io/run-seconds` divided by the time compression);
-and stops evicted pods (phase Failed, reason DisruptionTarget). Pod status is the node agent's to write.
+its nodes (phase Running, with the node recorded in the status, then Succeeded after `podway.io/run-seconds`
+divided by the time compression); stops evicted pods (phase Failed, reason DisruptionTarget); and terminates
+pods deleted while they run (eviction reason Deleted): it stops them and deletes them. Pod status is the node
+agent's to write, and a pod that ends releases its binding in the same transaction.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from libs.db.engine import create_engine, create_session_factory
 from libs.db.ports import UnitOfWork
 from libs.db.records import JsonObject, OutboxMessage, StoredObject
 from libs.db.uow import unit_of_work_factory
+from libs.events.admission import ObjectDeleted
 from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.scheduling import PodRef, PodsBound, PodsEvicted, PodsFailed, PodsRunning, PodsSucceeded
@@ -39,6 +42,8 @@ SERVICE = "node_agent"
 
 PRODUCER = "node-agent"
 DISRUPTION_TARGET = "DisruptionTarget"
+DELETED = "Deleted"
+"""The eviction reason of a pod deleted while it runs: the agent stops it and deletes it."""
 REGISTER_CHUNK = 256
 CONSUMER_BATCH = 64
 REGISTER_PATIENCE_S = 60.0
@@ -197,7 +202,13 @@ class NodeAgentService:
                 continue
             if pod is None or pod.status.get("phase", "Pending") != "Pending":
                 continue
-            started.append((pod, {**pod.status, "phase": "Running", "startTime": iso(now)}))
+            status = {
+                **pod.status,
+                "phase": "Running",
+                "startTime": iso(now),
+                "podway": {"nodeName": placement.node},
+            }
+            started.append((pod, status))
             running.append(self._running(pod, placement.node, podgroup, now.timestamp()))
         await uow.objects.update_statuses(started)
         if running:
@@ -209,6 +220,9 @@ class NodeAgentService:
     async def _evict(self, envelope: Envelope, evicted: PodsEvicted, uow: UnitOfWork) -> None:
         mine = [ref for ref in evicted.pods if ref.node in self.nodes or ref.uid in self.runtime]
         if not mine:
+            return
+        if evicted.reason == DELETED:
+            await self._terminate(envelope, evicted, mine, uow)
             return
         now = self.clock()
         stopped: list[tuple[StoredObject, str]] = []
@@ -229,6 +243,7 @@ class NodeAgentService:
                 "Pod", pod.namespace, pod.name, status, expected_resource_version=pod.resource_version
             )
             stopped.append((pod, ref.node or ""))
+        await uow.bindings.release_many(pod.uid for pod, _ in stopped)
         if stopped:
             group = evicted.podgroup
             podgroup = (group.namespace, group.name, group.uid) if group is not None else None
@@ -239,6 +254,40 @@ class NodeAgentService:
             uow.emit(
                 self._envelope(
                     PodsFailed(pods=refs, reason=DISRUPTION_TARGET), podgroup, first, now, envelope
+                )
+            )
+
+    async def _terminate(
+        self, envelope: Envelope, evicted: PodsEvicted, mine: list[PodRef], uow: UnitOfWork
+    ) -> None:
+        """Pods deleted while they run here: stop them, and delete each (its binding goes with it) with an
+        `object.deleted` saying where it was terminated."""
+        now = self.clock()
+        for ref in mine:
+            self.runtime.stop(ref.uid)
+            pod = await uow.objects.get_by_uid(ref.uid)
+            if pod is None:
+                continue
+            await uow.objects.delete(
+                "Pod", pod.namespace, pod.name, expected_resource_version=pod.resource_version
+            )
+            deleted = ObjectDeleted(
+                kind="Pod",
+                namespace=pod.namespace,
+                name=pod.name,
+                uid=pod.uid,
+                reason=f"terminated on node {ref.node or _node_of(pod)}",
+            )
+            subject = AggregateRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
+            group = evicted.podgroup
+            uow.emit(
+                Envelope.wrap(
+                    deleted,
+                    producer=PRODUCER,
+                    correlation_id=group.uid if group is not None else pod.uid,
+                    occurred_at=now,
+                    causation_id=str(envelope.event_id),
+                    subject=subject,
                 )
             )
 
@@ -286,6 +335,7 @@ class NodeAgentService:
                     )
                     done.append(pod)
                 await uow.objects.update_statuses(succeeded)
+                await uow.bindings.release_many(pod.uid for pod in done)
                 if done:
                     refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in done]
                     uow.emit(self._envelope(PodsSucceeded(pods=refs), podgroup, done[0], now, None))
@@ -322,6 +372,10 @@ class NodeAgentService:
             causation_id=str(cause.event_id) if cause is not None else None,
             subject=subject,
         )
+
+
+def _node_of(pod: StoredObject) -> str:
+    return str((pod.status.get("podway") or {}).get("nodeName") or "")
 
 
 def _group_name(pod: StoredObject) -> str | None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from libs.api.conversion import convert_documents
+from libs.api.errors import already_exists_status, being_deleted_message
 from libs.api.jobs import expand_job
 from libs.api.kinds import is_namespaced, kind_rank
 from libs.api.manifests import ManifestError, parse_object, validate_document
@@ -15,7 +16,13 @@ from libs.api.models.batch import Job
 from libs.api.models.meta import ApiObject
 from libs.api.models.scheduling import PodGroup, PriorityClass, Workload
 from libs.api.podgroups import complete_from_workload, workload_missing_warning
-from libs.core.admission.events import admitted_event, correlation_of, expanded_event, rejected_event
+from libs.core.admission.events import (
+    admitted_event,
+    correlation_of,
+    expanded_event,
+    refused_event,
+    rejected_event,
+)
 from libs.core.admission.manifests import stored_spec
 from libs.core.admission.model import (
     AdmissionView,
@@ -60,6 +67,8 @@ class PreparedBatch:
     """Every stored object the batch may read (what it writes included)."""
     writes: frozenset[ObjectKey] = frozenset()
     """The objects the batch may write: its documents and what its Jobs expand to."""
+    generated: Mapping[ObjectKey, frozenset[ObjectKey]] = field(default_factory=dict)
+    """What each Job of the batch expands to, by the Job's key."""
 
     @property
     def reads_everything(self) -> bool:
@@ -71,31 +80,30 @@ class PreparedBatch:
 def prepare_batch(docs: list[dict[str, Any]]) -> PreparedBatch:
     """Convert once; name every stored object the batch may read and write."""
     converted, warnings = convert_documents(docs)
-    reads, writes = footprint(converted)
-    return PreparedBatch(converted, list(dict.fromkeys(warnings)), reads, frozenset(writes))
+    reads, writes, generated = footprint(converted)
+    return PreparedBatch(converted, list(dict.fromkeys(warnings)), reads, frozenset(writes), generated)
 
 
-def keys_touched(converted: list[dict[str, Any]]) -> set[ObjectKey]:
-    """Every stored object a converted batch may read: the objects themselves, PodGroups' Workloads, Pods'
-    PodGroups, and the objects a Job expands to."""
-    return footprint(converted)[0]
-
-
-def footprint(converted: list[dict[str, Any]]) -> tuple[set[ObjectKey], set[ObjectKey]]:
-    """What a converted batch may read (see keys_touched) and, of that, what it may write."""
+def footprint(
+    converted: list[dict[str, Any]],
+) -> tuple[set[ObjectKey], set[ObjectKey], dict[ObjectKey, frozenset[ObjectKey]]]:
+    """What a converted batch may read (the objects themselves, PodGroups' Workloads, Pods' PodGroups, and
+    the objects a Job expands to), what of that it may write, and what each Job expands to."""
     reads: set[ObjectKey] = set()
     writes: set[ObjectKey] = set()
+    generated: dict[ObjectKey, frozenset[ObjectKey]] = {}
     for doc in converted:
         key = raw_key(doc)
         if key is None:
             continue
         writes.add(key)
         if key[0] == "Job":
-            writes.update(_job_keys(doc))
+            generated[key] = frozenset(_job_keys(doc))
+            writes.update(generated[key])
         else:
             reads.update(_referenced_keys(key, doc))
     reads |= writes
-    return reads, writes
+    return reads, writes, generated
 
 
 def _referenced_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
@@ -126,16 +134,57 @@ def _job_keys(doc: Mapping[str, Any]) -> set[ObjectKey]:
 def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) -> BatchDecision:
     """Decide every manifest of one prepared apply request (see prepare_batch).
 
-    1. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
-    2. Validate each against its stored version; store what changed; answer each in request order.
+    1. Refuse the whole request when it would create an object whose name an object being deleted holds.
+    2. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
+    3. Validate each against its stored version; store what changed; answer each in request order.
     """
     decision = BatchDecision()
     converted = batch.documents
     decision.warnings.extend(batch.warnings)
+    held = name_held_by_deletion(batch, view)
+    if held is not None:
+        return _refused_whole(batch, held, decision, ctx)
     results: list[ObjectResult | None] = [None] * len(converted)
     for index in sorted(range(len(converted)), key=lambda i: kind_rank(str(converted[i].get("kind")))):
         results[index] = admit_document(converted[index], view, decision, ctx)
     decision.results = [r for r in results if r is not None]
+    return decision
+
+
+def name_held_by_deletion(batch: PreparedBatch, view: AdmissionView) -> KnownObject | None:
+    """An object being deleted whose name the batch would create again: one of its documents, or what a new
+    Job of it expands to."""
+    for doc in batch.documents:
+        key = raw_key(doc)
+        existing = view.get(key) if key else None
+        if existing is not None and existing.deletion_requested:
+            return existing
+        if key is not None and existing is None:
+            for generated in sorted(batch.generated.get(key, ())):
+                child = view.get(generated)
+                if child is not None and child.deletion_requested:
+                    return child
+    return None
+
+
+def _refused_whole(
+    batch: PreparedBatch, held: KnownObject, decision: BatchDecision, ctx: ApplyContext
+) -> BatchDecision:
+    """Every manifest of the request rejected, as the API server answers the create that hit `held`."""
+    message = being_deleted_message(held.kind, held.name)
+    for doc in batch.documents:
+        kind, namespace, name = raw_key(doc) or (str(doc.get("kind") or ""), "", "")
+        status = already_exists_status(held.kind, held.name, message)
+        result = ObjectResult(
+            kind=kind or None,
+            namespace=namespace or None,
+            name=name or None,
+            outcome="rejected",
+            message=message,
+            status=status,
+        )
+        decision.results.append(result)
+        decision.events.append(refused_event(result, ctx.request_id))
     return decision
 
 

@@ -89,9 +89,10 @@ def recreate_gang_pods(
     job: KnownObject, group: KnownObject, pods: list[KnownObject], view: AdmissionView, ctx: ApplyContext
 ) -> BatchDecision:
     """Job controller: a gang of this Job was restarted (or preempted), so its pods are replaced by fresh ones
-    (new uids, no status) and the whole gang is queued again. A Job past its backoff limit is left failed."""
+    (new uids, no status) and the whole gang is queued again. A Job past its backoff limit is left failed,
+    and nothing is recreated for a Job or PodGroup being deleted."""
     decision = BatchDecision()
-    if job_failed(job):
+    if job_failed(job) or job.deletion_requested or group.deletion_requested:
         return decision
     parsed = parse_object(job.manifest)
     assert isinstance(parsed, Job)

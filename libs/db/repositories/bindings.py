@@ -84,21 +84,19 @@ class SqlAlchemyBindingRepository:
     async def release_many(self, pod_uids: Iterable[str]) -> int:
         """Remove the bindings of pods that ended (they hold nothing any more); returns how many there were.
         Not fenced: the node agent that ran the pod releases it, whoever leads the scheduler."""
-        uids = list(dict.fromkeys(pod_uids))
-        if not uids:
-            return 0
-        result = await self._session.execute(delete(pod_bindings).where(pod_bindings.c.pod_uid.in_(uids)))
-        return rowcount(result)
+        released = 0
+        for chunk in _chunks(pod_uids):
+            statement = delete(pod_bindings).where(pod_bindings.c.pod_uid.in_(chunk))
+            released += rowcount(await self._session.execute(statement))
+        return released
 
     async def get_many(self, pod_uids: Iterable[str]) -> list[PodBinding]:
-        """The bindings of these pods that exist, in one query."""
-        uids = list(dict.fromkeys(pod_uids))
-        if not uids:
-            return []
-        query = select(pod_bindings).where(pod_bindings.c.pod_uid.in_(uids))
-        return [
-            _to_binding(row) for row in await self._session.execute(query.order_by(pod_bindings.c.pod_uid))
-        ]
+        """The bindings of these pods that exist, ordered by pod uid."""
+        found: list[PodBinding] = []
+        for chunk in _chunks(pod_uids):
+            query = select(pod_bindings).where(pod_bindings.c.pod_uid.in_(chunk))
+            found += [_to_binding(row) for row in await self._session.execute(query)]
+        return sorted(found, key=lambda binding: binding.pod_uid)
 
     async def get(self, pod_uid: str) -> PodBinding | None:
         """The binding of a pod, or None."""
@@ -126,6 +124,12 @@ class SqlAlchemyBindingRepository:
         await assert_epoch(self._session, fence.lease, fence.epoch)
         result = await self._session.execute(delete(pod_bindings).where(pod_bindings.c.pod_uid == pod_uid))
         return rowcount(result) > 0
+
+
+def _chunks(uids: Iterable[str], size: int = 500) -> list[list[str]]:
+    """Distinct uids in lists short enough for one IN list on either database."""
+    distinct = list(dict.fromkeys(uids))
+    return [distinct[start : start + size] for start in range(0, len(distinct), size)]
 
 
 def _row(binding: PodBinding, fence: Fence) -> dict[str, Any]:
