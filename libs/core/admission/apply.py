@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from libs.api.conversion import convert_documents
-from libs.api.errors import already_exists_status, being_deleted_message
+from libs.api.conversion import convert_documents, legacy_pod_group_name, workload_ref_of
+from libs.api.errors import FieldError, already_exists_status, being_deleted_message
 from libs.api.jobs import expand_job
 from libs.api.kinds import is_namespaced, kind_rank
 from libs.api.manifests import ManifestError, parse_object, validate_document
 from libs.api.models.batch import Job
+from libs.api.models.core import Pod
 from libs.api.models.meta import ApiObject
 from libs.api.models.scheduling import PodGroup, PriorityClass, Workload
-from libs.api.podgroups import complete_from_workload, workload_missing_warning
+from libs.api.podgroups import complete_from_workload
 from libs.core.admission.events import (
     admitted_event,
     correlation_of,
@@ -31,6 +33,12 @@ from libs.core.admission.model import (
     Manifest,
     ObjectKey,
     ObjectWrite,
+)
+from libs.core.admission.references import (
+    created_warning,
+    implied_podgroup,
+    podgroup_with_template,
+    podgroups_awaiting,
 )
 from libs.events.rpc import ObjectResult
 
@@ -102,6 +110,7 @@ def footprint(
             writes.update(generated[key])
         else:
             reads.update(_referenced_keys(key, doc))
+            writes.update(_implied_keys(key, doc))
     reads |= writes
     return reads, writes, generated
 
@@ -115,7 +124,26 @@ def _referenced_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
         return {("Workload", namespace, ref)} if isinstance(ref, str) else set()
     if kind == "Pod":
         group = (spec.get("schedulingGroup") or {}).get("podGroupName")
+        ref = workload_ref_of((doc.get("metadata") or {}).get("annotations") or {})
+        keys = {("PodGroup", namespace, group)} if isinstance(group, str) else set()
+        return keys | ({("Workload", namespace, ref[0])} if ref else set())
+    return set()
+
+
+def _implied_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
+    """The PodGroups a v1.35 pod, or a Workload v1.35 pods wait for, may make admission create (those with a
+    replica key are not known before the pods are read)."""
+    kind, namespace, name = key
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    if kind == "Pod" and workload_ref_of((doc.get("metadata") or {}).get("annotations") or {}):
+        group = (spec.get("schedulingGroup") or {}).get("podGroupName")
         return {("PodGroup", namespace, group)} if isinstance(group, str) else set()
+    if kind == "Workload" and isinstance(spec.get("podGroupTemplates"), list):
+        templates = [t.get("name") for t in spec["podGroupTemplates"] if isinstance(t, dict)]
+        return {
+            ("PodGroup", namespace, legacy_pod_group_name(name, t)) for t in templates if isinstance(t, str)
+        }
     return set()
 
 
@@ -215,12 +243,20 @@ def admit_document(
     new object (a uid in the document is ignored), except that a controller's `generated_uid` is kept."""
     key = raw_key(doc)
     existing = view.get(key) if key else None
+    workload: Workload | None = None
+    reference_errors: list[FieldError] = []
+    if key is not None and key[0] == "PodGroup":
+        doc, workload, reference_errors = podgroup_with_template(key, doc, view)
+        if existing is not None:
+            reference_errors = []  # a reference is checked when the PodGroup is created, as upstream
     result = validate_document(
         doc,
         old=existing.manifest if existing else None,
         priority_classes=view.priority_classes,
         converted=True,
     )
+    if reference_errors and result.problem is None:
+        result = dataclasses.replace(result, obj=None, errors=(*result.errors, *reference_errors))
     if result.obj is None:
         decision.events.append(rejected_event(result, ctx.request_id))
         return ObjectResult(
@@ -232,22 +268,21 @@ def admit_document(
             status=result.status(),
             warnings=list(result.warnings),
         )
-    obj, warnings = _with_workload(result.obj, view, list(result.warnings))
+    obj, warnings = result.obj, list(result.warnings)
+    if isinstance(obj, PodGroup) and workload is not None:
+        obj = complete_from_workload(obj, workload)
+    if isinstance(obj, Pod):
+        warnings += _implied_podgroup(obj, view, decision, ctx)
     return store_object(obj, existing, view, decision, ctx, warnings, generated_uid=generated_uid)
 
 
-def _with_workload(obj: ApiObject, view: AdmissionView, warnings: list[str]) -> tuple[ApiObject, list[str]]:
-    """A PodGroup takes its policy from its Workload when that exists; otherwise it waits, with a warning."""
-    if not isinstance(obj, PodGroup):
-        return obj, warnings
-    workload_name = obj.spec.workload_name
-    stored = view.get(("Workload", obj.namespace or "", workload_name)) if workload_name else None
-    if stored is None:
-        warning = workload_missing_warning(obj)
-        return obj, warnings + ([warning] if warning else [])
-    workload = parse_object(stored.manifest)
-    assert isinstance(workload, Workload)
-    return complete_from_workload(obj, workload), warnings
+def _implied_podgroup(pod: Pod, view: AdmissionView, decision: BatchDecision, ctx: ApplyContext) -> list[str]:
+    """A v1.35 pod's implied PodGroup, created from its stored Workload, or the warning the pod waits with."""
+    group, waiting = implied_podgroup(pod, view)
+    if group is None:
+        return [waiting] if waiting else []
+    created = admit_document(group.to_wire(), view, decision, ctx)
+    return [created_warning(group)] if created.outcome == "created" else []
 
 
 def store_object(
@@ -296,6 +331,9 @@ def store_object(
     decision.events.append(admitted_event(known, outcome, warnings, ctx.request_id, correlation))
     if isinstance(obj, Job) and existing is None:
         _expand(obj, known, view, decision, ctx)
+    if isinstance(obj, Workload) and existing is None:
+        for group in podgroups_awaiting(obj, view):
+            admit_document(group.to_wire(), view, decision, ctx)
     return ObjectResult(
         kind=kind, namespace=namespace or None, name=name, uid=known.uid, outcome=outcome, warnings=warnings
     )

@@ -149,7 +149,9 @@ async def test_pods_waiting_for_a_v135_workload_are_found_by_its_name(uow_factor
         await uow.commit()
 
     async with uow_factory() as uow:
-        assert [p.name for p in await uow.objects.find_awaiting_workload("ml", "train")] == ["a"]
+        assert [p.name for p in await uow.objects.find_awaiting_workloads([("ml", "train")])] == ["a"]
+        both = await uow.objects.find_awaiting_workloads([("ml", "train"), ("dev", "train"), ("ml", "none")])
+        assert [(p.namespace, p.name) for p in both] == [("dev", "c"), ("ml", "a")]
 
 
 async def test_the_migration_releases_bindings_that_hold_nothing(empty_database_url: str) -> None:

@@ -87,15 +87,6 @@ def test_changing_a_podgroup_spec_is_rejected_as_immutable_and_writes_nothing():
     assert [e.payload.TYPE.value for e in decision.events] == ["object.rejected"]
 
 
-def test_a_podgroup_whose_workload_does_not_exist_is_admitted_with_a_warning():
-    view = AdmissionView()
-    docs = [d for d in example("03-gang-workload.yaml") if d["kind"] == "PodGroup"]
-    decision = applied(view, example("01-priorityclasses.yaml") + docs)
-    group_result = decision.results[-1]
-    assert group_result.outcome == "created"
-    assert any("llm-train" in w for w in group_result.warnings)
-
-
 def test_an_invalid_manifest_is_rejected_with_every_error_and_others_in_the_batch_still_land():
     view = AdmissionView()
     docs = example("invalid/bad-workload.yaml") + example("01-priorityclasses.yaml")
