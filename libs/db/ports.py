@@ -87,6 +87,8 @@ class ConditionRepository(Protocol):
 
     async def list_for(self, object_uid: str) -> list[Condition]: ...
 
+    async def list_for_many(self, object_uids: Iterable[str]) -> dict[str, list[Condition]]: ...
+
 
 class BindingRepository(Protocol):
     """Pod to node bindings, the nodes pods hold now: the database refuses a second binding of a pod and a

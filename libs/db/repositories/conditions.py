@@ -4,7 +4,7 @@ condition is part of its object: writing a changed one moves the object's resour
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, Row, String, and_, bindparam, case, exists, func, select, update
@@ -67,6 +67,18 @@ class SqlAlchemyConditionRepository:
             select(conditions).where(conditions.c.object_uid == object_uid).order_by(conditions.c.type)
         )
         return [_to_condition(row) for row in rows]
+
+    async def list_for_many(self, object_uids: Iterable[str]) -> dict[str, list[Condition]]:
+        """The conditions of many objects, by object uid and then type (objects without any are left out)."""
+        found: dict[str, list[Condition]] = {}
+        distinct = list(dict.fromkeys(object_uids))
+        for start in range(0, len(distinct), 500):
+            query = select(conditions).where(conditions.c.object_uid.in_(distinct[start : start + 500]))
+            for row in await self._session.execute(
+                query.order_by(conditions.c.object_uid, conditions.c.type)
+            ):
+                found.setdefault(row.object_uid, []).append(_to_condition(row))
+        return found
 
     async def _get(self, object_uid: str, type_: str) -> Condition | None:
         query = select(conditions).where(conditions.c.object_uid == object_uid, conditions.c.type == type_)
