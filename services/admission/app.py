@@ -159,7 +159,8 @@ class AdmissionService:
     async def on_apply(self, body: bytes) -> ApplyReply:
         request = ApplyRequest.model_validate_json(body)
         # Converted here, as requests arrive, so that it overlaps the group commit in progress.
-        prepared = PreparedApply(request.request_id, prepare_batch(request.manifests))
+        batch = prepare_batch(request.manifests, create_only=request.create_only)
+        prepared = PreparedApply(request.request_id, batch)
         if request.dry_run:
             return await self._dry_run(prepared)
         return await self.batcher.submit(prepared)

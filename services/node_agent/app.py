@@ -1,6 +1,7 @@
 """The node agent: a simulated kubelet (like KWOK) for a whole cluster of nodes.
 
-It registers its Nodes and ResourceSlices through admission, like any API client; runs the pods bound to
+It registers its Nodes and ResourceSlices through admission, like any API client, after the DeviceClasses
+of their drivers (created when absent, never changed: a DRA driver installs its class); runs the pods bound to
 its nodes (phase Running, with the node recorded in the status, then Succeeded after `podway.io/run-seconds`
 divided by the time compression); stops evicted pods (phase Failed, reason DisruptionTarget); and terminates
 pods deleted while they run (eviction reason Deleted): it stops them and deletes them. Pod status is the node
@@ -19,6 +20,7 @@ from typing import Any
 
 from libs.api.annotations import run_seconds
 from libs.client.client import PodwayClient
+from libs.cluster.device_classes import device_classes_of
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.ports import UnitOfWork
 from libs.db.records import JsonObject, OutboxMessage, StoredObject
@@ -26,6 +28,7 @@ from libs.db.uow import unit_of_work_factory
 from libs.events.admission import ObjectDeleted
 from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
+from libs.events.rpc import ApplyReply
 from libs.events.scheduling import PodRef, PodsBound, PodsEvicted, PodsFailed, PodsRunning, PodsSucceeded
 from libs.messaging.broker import jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
@@ -128,22 +131,31 @@ class NodeAgentService:
     # -- registration -----------------------------------------------------------------------------------
 
     async def register(self) -> None:
-        """Apply the cluster's Nodes and ResourceSlices through admission (waiting for it to answer)."""
+        """Apply the cluster's Nodes and ResourceSlices through admission (waiting for it to answer), after
+        the DeviceClasses of their drivers, which are created when absent and never changed."""
         assert self.settings.nats_url is not None
         async with PodwayClient(self.settings.nats_url, timeout_s=60, name="node-agent") as client:
+            classes = await self._apply_when_admission_answers(
+                client, device_classes_of(self.manifests), create_only=True
+            )
+            self._log_rejections(classes)
             for start in range(0, len(self.manifests), REGISTER_CHUNK):
                 chunk = self.manifests[start : start + REGISTER_CHUNK]
-                reply = await self._apply_when_admission_answers(client, chunk)
-                for result in reply.results:
-                    if result.outcome == "rejected":
-                        log.error("registration rejected: %s", result.message)
+                self._log_rejections(await self._apply_when_admission_answers(client, chunk))
 
-    async def _apply_when_admission_answers(self, client: PodwayClient, chunk: list[dict[str, Any]]) -> Any:
+    def _log_rejections(self, reply: ApplyReply) -> None:
+        for result in reply.results:
+            if result.outcome == "rejected":
+                log.error("registration rejected: %s", result.message)
+
+    async def _apply_when_admission_answers(
+        self, client: PodwayClient, chunk: list[dict[str, Any]], *, create_only: bool = False
+    ) -> ApplyReply:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + REGISTER_PATIENCE_S
         while True:
             try:
-                return await client.apply(chunk)
+                return await client.apply(chunk, create_only=create_only)
             except (RpcUnavailable, RpcTimeout):
                 if loop.time() > deadline:
                     raise

@@ -77,6 +77,8 @@ class PreparedBatch:
     """The objects the batch may write: its documents and what its Jobs expand to."""
     generated: Mapping[ObjectKey, frozenset[ObjectKey]] = field(default_factory=dict)
     """What each Job of the batch expands to, by the Job's key."""
+    create_only: bool = False
+    """Objects that exist are left as they are (`kubectl create`, without the error)."""
 
     @property
     def reads_everything(self) -> bool:
@@ -85,11 +87,12 @@ class PreparedBatch:
         return any(kind == "PriorityClass" for kind, _, _ in self.writes)
 
 
-def prepare_batch(docs: list[dict[str, Any]]) -> PreparedBatch:
+def prepare_batch(docs: list[dict[str, Any]], *, create_only: bool = False) -> PreparedBatch:
     """Convert once; name every stored object the batch may read and write."""
     converted, warnings = convert_documents(docs)
     reads, writes, generated = footprint(converted)
-    return PreparedBatch(converted, list(dict.fromkeys(warnings)), reads, frozenset(writes), generated)
+    unique_warnings = list(dict.fromkeys(warnings))
+    return PreparedBatch(converted, unique_warnings, reads, frozenset(writes), generated, create_only)
 
 
 def footprint(
@@ -174,9 +177,26 @@ def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) ->
         return _refused_whole(batch, held, decision, ctx)
     results: list[ObjectResult | None] = [None] * len(converted)
     for index in sorted(range(len(converted)), key=lambda i: kind_rank(str(converted[i].get("kind")))):
-        results[index] = admit_document(converted[index], view, decision, ctx)
+        doc = converted[index]
+        key = raw_key(doc)
+        existing = view.get(key) if key is not None and batch.create_only else None
+        if existing is not None:
+            results[index] = _left_as_it_is(existing)
+        else:
+            results[index] = admit_document(doc, view, decision, ctx)
     decision.results = [r for r in results if r is not None]
     return decision
+
+
+def _left_as_it_is(existing: KnownObject) -> ObjectResult:
+    return ObjectResult(
+        kind=existing.kind,
+        namespace=existing.namespace or None,
+        name=existing.name,
+        uid=existing.uid,
+        outcome="unchanged",
+        message="already exists",
+    )
 
 
 def name_held_by_deletion(batch: PreparedBatch, view: AdmissionView) -> KnownObject | None:
