@@ -11,7 +11,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from libs.core.admission.apply import ApplyContext, PreparedBatch, admit_batch, prepare_batch, write_runs
+from libs.api.errors import internal_error_status
+from libs.core.admission.apply import (
+    ApplyContext,
+    PreparedBatch,
+    admit_batch,
+    prepare_batch,
+    raw_key,
+    write_runs,
+)
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import ConflictError
@@ -29,6 +37,7 @@ from libs.events.rpc import (
     EventsRequest,
     GetReply,
     GetRequest,
+    ObjectResult,
 )
 from libs.events.scheduling import PodGroupRestarted, PodsFailed, PodsSucceeded
 from libs.messaging.broker import jetstream, make_broker, start_broker
@@ -173,14 +182,24 @@ class AdmissionService:
         return ApplyReply(request_id=request_id, results=decision.results, warnings=decision.warnings)
 
     async def _apply_group(self, requests: list[PreparedApply]) -> list[ApplyReply]:
-        """Decide and write a group of applies in one transaction; a conflict re-reads and decides again."""
-        for attempt in range(CONFLICT_RETRIES):
+        """Decide and write a group of applies in one transaction; a conflict re-reads and decides again. A
+        group that still fails, for any reason, is split and its requests applied one by one, so that only
+        a request that fails alone is answered with the error."""
+        try:
+            return await self._apply_retrying_conflicts(requests)
+        except Exception as error:
+            if len(requests) == 1:
+                log.exception("apply %s failed", requests[0].request_id)
+                return [_failed_reply(requests[0], error)]
+            log.warning("apply group of %d failed (%s); applying one by one", len(requests), error)
+        return [reply for r in requests for reply in await self._apply_group([r])]
+
+    async def _apply_retrying_conflicts(self, requests: list[PreparedApply]) -> list[ApplyReply]:
+        for attempt in range(CONFLICT_RETRIES - 1):
             try:
                 return await self._apply_once(requests)
             except ConflictError:
                 log.info("apply conflict; retrying", extra={"attempt": attempt + 1})
-        if len(requests) > 1:
-            return [reply for r in requests for reply in await self._apply_group([r])]
         return await self._apply_once(requests)
 
     async def _apply_once(self, requests: list[PreparedApply]) -> list[ApplyReply]:
@@ -257,6 +276,27 @@ class AdmissionService:
         request = EventsRequest.model_validate_json(body)
         async with self.uow() as uow:
             return await queries.events(uow, request)
+
+
+def _failed_reply(prepared: PreparedApply, error: Exception) -> ApplyReply:
+    """Every manifest of a request the server failed to write, answered as the API server answers an
+    internal error (nothing of it was written)."""
+    cause = str(getattr(error, "orig", None) or error).splitlines()[0][:300]
+    message = f"Internal error occurred: {type(error).__name__}: {cause}"
+    results = []
+    for doc in prepared.batch.documents:
+        kind, namespace, name = raw_key(doc) or (str(doc.get("kind") or "") or None, "", "")
+        results.append(
+            ObjectResult(
+                kind=kind or None,
+                namespace=namespace or None,
+                name=name or None,
+                outcome="rejected",
+                message=message,
+                status=internal_error_status(message),
+            )
+        )
+    return ApplyReply(request_id=prepared.request_id, results=results)
 
 
 def _footprint_of(prepared: PreparedApply) -> Footprint | None:
