@@ -210,7 +210,8 @@ class SqlAlchemyOutbox:
 
     async def unpublished(self, limit: int, *, created_before: datetime | None = None) -> list[OutboxMessage]:
         """The oldest unpublished messages (only those created before `created_before`, if given), locked
-        (PostgreSQL) so concurrent relays take turns in order."""
+        (PostgreSQL) so that two polling relays never publish the same rows at once. (Relays publishing their
+        own process's commits do not read here: the stream is not in global `seq` order.)"""
         query = select(outbox).where(outbox.c.published_at.is_(None))
         if created_before is not None:
             query = query.where(outbox.c.created_at < created_before)
