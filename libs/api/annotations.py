@@ -18,12 +18,28 @@ TOPOLOGY_PREFERRED: Final = "podway.io/topology-preferred"
 MAX_PENDING_SECONDS: Final = "podway.io/max-pending-seconds"
 GANG_RESTART: Final = "podway.io/gang-restart"
 RUN_SECONDS: Final = "podway.io/run-seconds"
+# A v1.35 pod's `spec.workloadRef` {name, podGroup, podGroupReplicaKey}, recorded when it is converted to
+# `spec.schedulingGroup`: the pod waits for that Workload, and its PodGroup is created when the Workload is.
+WORKLOAD_REF_NAME: Final = "podway.io/workload-ref-name"
+WORKLOAD_REF_POD_GROUP: Final = "podway.io/workload-ref-pod-group"
+WORKLOAD_REF_REPLICA_KEY: Final = "podway.io/workload-ref-replica-key"
 
 GANG_RESTART_ALWAYS: Final = "Always"
 GANG_RESTART_NEVER: Final = "Never"
 GANG_RESTART_VALUES: Final = (GANG_RESTART_ALWAYS, GANG_RESTART_NEVER)
 
-KNOWN: Final = frozenset({TOPOLOGY_KEY, TOPOLOGY_PREFERRED, MAX_PENDING_SECONDS, GANG_RESTART, RUN_SECONDS})
+KNOWN: Final = frozenset(
+    {
+        TOPOLOGY_KEY,
+        TOPOLOGY_PREFERRED,
+        MAX_PENDING_SECONDS,
+        GANG_RESTART,
+        RUN_SECONDS,
+        WORKLOAD_REF_NAME,
+        WORKLOAD_REF_POD_GROUP,
+        WORKLOAD_REF_REPLICA_KEY,
+    }
+)
 # Carried from a Job to the Workload and PodGroup it generates.
 GANG_ANNOTATIONS: Final = (TOPOLOGY_KEY, TOPOLOGY_PREFERRED, MAX_PENDING_SECONDS, GANG_RESTART)
 

@@ -3,10 +3,10 @@
 - `scheduling.k8s.io/v1alpha1` Workload `spec.podGroups[] {name, policy}` becomes v1alpha2
   `spec.podGroupTemplates[] {name, schedulingPolicy}`.
 - A Pod's `spec.workloadRef {name, podGroup, podGroupReplicaKey}` becomes `spec.schedulingGroup
-  {podGroupName}`, and one PodGroup is created per distinct (namespace, workload, podGroup, replicaKey),
-  named `W-G` or `W-G-K`. When the Workload is in the same batch the PodGroup gets its template's policy;
-  otherwise it is created with only its template reference and a warning, and the admission service
-  completes it with `podgroups.complete_from_workload` once it knows the stored Workload.
+  {podGroupName}` naming the PodGroup of that (namespace, workload, podGroup, replicaKey), `W-G` or `W-G-K`;
+  the reference is kept in the pod's `podway.io/workload-ref-*` annotations. When the Workload is in the
+  same batch, the PodGroup is created here from its template; otherwise admission creates it from the stored
+  Workload, at once or when that Workload is admitted (the pods wait for it until then).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from libs.api import annotations as podway
 from libs.api.kinds import CORE_V1, SCHEDULING_V1ALPHA1, SCHEDULING_V1ALPHA2
 from libs.api.models.scheduling import Workload
 from libs.api.podgroups import instantiate_pod_group
@@ -147,11 +148,31 @@ def _legacy_reference(doc: Mapping[str, Any]) -> _GroupKey | None:
 def _convert_pod(doc: Document) -> Document:
     spec = doc["spec"]
     reference = spec.pop("workloadRef")
-    name = legacy_pod_group_name(
-        reference["name"], reference["podGroup"], reference.get("podGroupReplicaKey")
-    )
+    replica_key = reference.get("podGroupReplicaKey") or None
+    name = legacy_pod_group_name(reference["name"], reference["podGroup"], replica_key)
     spec["schedulingGroup"] = {"podGroupName": name}
+    metadata = doc.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("annotations") or {}, dict):
+        # (anything else is reported by decoding)
+        recorded = {
+            podway.WORKLOAD_REF_NAME: reference["name"],
+            podway.WORKLOAD_REF_POD_GROUP: reference["podGroup"],
+        }
+        if replica_key:
+            recorded[podway.WORKLOAD_REF_REPLICA_KEY] = replica_key
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **recorded}
     return doc
+
+
+def workload_ref_of(annotations: Any) -> tuple[str, str] | None:
+    """The (Workload, template) a converted v1.35 pod's annotations record, if any."""
+    if not isinstance(annotations, Mapping):
+        return None
+    workload = annotations.get(podway.WORKLOAD_REF_NAME)
+    template = annotations.get(podway.WORKLOAD_REF_POD_GROUP)
+    if isinstance(workload, str) and isinstance(template, str):
+        return workload, template
+    return None
 
 
 def _implied_pod_group(key: _GroupKey, batch: list[Document]) -> tuple[Document | None, list[str]]:
@@ -164,12 +185,13 @@ def _implied_pod_group(key: _GroupKey, batch: list[Document]) -> tuple[Document 
     template = workload.spec.template(template_name) if workload is not None else None
     if workload is not None and template is not None:
         pod_group = instantiate_pod_group(workload, template, name)
-        return pod_group.to_wire(), [f"created PodGroup {where} for pods' spec.workloadRef"]
-    warning = (
-        f"created PodGroup {where} for pods' spec.workloadRef; its policy is copied from Workload "
-        f"{workload_name} template {template_name} when that is known (not in this batch)"
-    )
-    return _reference_only_pod_group(namespace, name, workload_name, template_name), [warning]
+        return pod_group.to_wire(), [implied_pod_group_warning(where)]
+    return None, []
+
+
+def implied_pod_group_warning(where: str) -> str:
+    """The warning a PodGroup created for pods' v1.35 `spec.workloadRef` is answered with."""
+    return f"created PodGroup {where} for pods' spec.workloadRef"
 
 
 def _find(batch: list[Document], kind: str, namespace: str | None, name: str) -> Document | None:
@@ -191,17 +213,3 @@ def _parse_workload(doc: Document | None) -> Workload | None:
         return Workload.model_validate(doc)
     except ValidationError:
         return None
-
-
-def _reference_only_pod_group(namespace: str | None, name: str, workload: str, template: str) -> Document:
-    metadata: dict[str, Any] = {"name": name}
-    if namespace:
-        metadata["namespace"] = namespace
-    return {
-        "apiVersion": SCHEDULING_V1ALPHA2,
-        "kind": "PodGroup",
-        "metadata": metadata,
-        "spec": {
-            "podGroupTemplateRef": {"workload": {"workloadName": workload, "podGroupTemplateName": template}}
-        },
-    }

@@ -239,6 +239,48 @@ def to_status(kind: str, name: str, errors: Sequence[FieldError]) -> dict[str, A
     }
 
 
+def resource_name(kind: str) -> str:
+    """How the API server names a kind's resource in its messages: `jobs`, `podgroups`."""
+    return f"{kind.lower()}s"
+
+
+def being_deleted_message(kind: str, name: str) -> str:
+    """The API server's answer to a create whose name is still held by an object being deleted."""
+    return f'object is being deleted: {resource_name(kind)} "{name}" already exists'
+
+
+def already_exists_status(kind: str, name: str, message: str) -> dict[str, Any]:
+    """A `Status` (reason AlreadyExists, code 409) for a create whose name is taken."""
+    details: dict[str, Any] = {"name": name}
+    group = group_of_kind(kind)
+    if group:
+        details["group"] = group
+    details["kind"] = resource_name(kind)
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": "AlreadyExists",
+        "details": details,
+        "code": 409,
+    }
+
+
+def internal_error_status(message: str) -> dict[str, Any]:
+    """A `Status` (reason InternalError, code 500) for a request the server failed to carry out."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": "InternalError",
+        "code": 500,
+    }
+
+
 def bad_request_status(message: str) -> dict[str, Any]:
     """A `Status` for a document that is not an object Podway can read at all (code 400)."""
     return {

@@ -1,7 +1,8 @@
 """Job controller phase 1: a batch/v1 Job becomes one gang (Workload + PodGroup + Pods) or plain pods.
 
 Names are deterministic: a gang Job `J` yields Workload `J`, PodGroup `J-worker-0` and Pods
-`J-worker-0-<index>`; other Jobs yield Pods `J-<index>`."""
+`J-worker-0-<index>`; other Jobs yield Pods `J-<index>`. Their uids derive from the Job's uid, kind and name,
+so each incarnation of a Job (each uid) generates new identities."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from libs.api import annotations as podway
 from libs.api.kinds import BATCH_V1
 from libs.api.models.batch import COMPLETION_MODE_INDEXED, Job, PodTemplateSpec, is_gang_job
 from libs.api.models.core import Pod, PodSchedulingGroup
-from libs.api.models.meta import ObjectMeta, OwnerReference, derive_uid
+from libs.api.models.meta import ObjectMeta, OwnerReference, derive_owned_uid, derive_uid
 from libs.api.models.scheduling import (
     GangSchedulingPolicy,
     PodGroup,
@@ -124,18 +125,19 @@ def _owned_metadata(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> ObjectMeta:
+    owner_uid = job_uid(job)
     owner = OwnerReference(
         api_version=BATCH_V1,
         kind="Job",
         name=job.name,
-        uid=job_uid(job),
+        uid=owner_uid,
         controller=True,
         block_owner_deletion=True,
     )
     return ObjectMeta(
         name=name,
         namespace=job.namespace,
-        uid=derive_uid(kind, job.namespace, name),
+        uid=derive_owned_uid(owner_uid, kind, name),
         labels=labels or {},
         annotations=annotations or {},
         owner_references=[owner],

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from libs.api.models.meta import ObjectMeta
 from libs.api.models.scheduling import (
     PodGroup,
@@ -41,8 +44,8 @@ def copy_template_policy(template: PodGroupTemplate, spec: PodGroupSpec) -> PodG
 
 
 def complete_from_workload(pod_group: PodGroup, workload: Workload) -> PodGroup:
-    """A PodGroup made from a v1.35 `workloadRef` before its Workload was known, with its policy now
-    copied from the referenced template. Unchanged when the template does not exist."""
+    """A PodGroup with every policy field copied from the Workload template it refers to (the template is
+    the policy). Unchanged when the template does not exist."""
     ref = pod_group.spec.pod_group_template_ref
     template_name = (
         ref.workload.pod_group_template_name if ref is not None and ref.workload is not None else None
@@ -53,11 +56,11 @@ def complete_from_workload(pod_group: PodGroup, workload: Workload) -> PodGroup:
     return pod_group.model_copy(update={"spec": copy_template_policy(template, pod_group.spec)}, deep=True)
 
 
-def workload_missing_warning(pod_group: PodGroup) -> str | None:
-    """The warning a PodGroup is admitted with when its Workload does not exist (yet); None when it names
-    no Workload. The scheduler does not try such a group until the Workload appears."""
-    workload_name = pod_group.spec.workload_name
-    if not workload_name:
-        return None
-    where = f"{pod_group.namespace}/{pod_group.name}" if pod_group.namespace else pod_group.name
-    return f'PodGroup {where} waits for Workload "{workload_name}", which does not exist yet'
+def with_template_policy(doc: Mapping[str, Any], template: PodGroupTemplate) -> dict[str, Any]:
+    """A PodGroup document (a copy) with the policy fields it leaves out taken from its template, so that it
+    is validated as it will be stored. The priority is left to be resolved from the priority class."""
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        return dict(doc)  # decoding reports it
+    policy = {key: value for key, value in template.to_wire().items() if key not in ("name", "priority")}
+    return {**doc, "spec": {**policy, **spec}}

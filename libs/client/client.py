@@ -57,11 +57,19 @@ class PodwayClient:
         await self.broker.stop()
 
     async def apply(
-        self, manifests: Iterable[dict[str, Any]], *, namespace: str | None = None, dry_run: bool = False
+        self,
+        manifests: Iterable[dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        create_only: bool = False,
     ) -> ApplyReply:
-        """Apply manifests in one request; each gets its own result (created, unchanged, updated, rejected)."""
+        """Apply manifests in one request; each gets its own result (created, unchanged, updated, rejected).
+        With `create_only`, objects that exist are left as they are."""
         docs = [with_namespace(m, namespace) for m in manifests]
-        body = ApplyRequest(request_id=str(uuid.uuid4()), manifests=docs, dry_run=dry_run)
+        body = ApplyRequest(
+            request_id=str(uuid.uuid4()), manifests=docs, dry_run=dry_run, create_only=create_only
+        )
         raw = await request(self.broker, RpcSubject.ADMISSION_APPLY, body, timeout_s=self.timeout_s)
         return ApplyReply.model_validate_json(raw)
 

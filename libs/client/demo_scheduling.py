@@ -1,12 +1,14 @@
-"""Demo steps for gang scheduling: the node agent's cluster, gangs placed whole in one rack, a gang that
-cannot fit and is not bound at all, and a gang that waits for capacity and fits when others finish."""
+"""Demo steps for gang scheduling: the node agent's cluster, gangs placed whole in one rack, a Job deleted and
+run again, a gang that cannot fit and is not bound at all, and a gang that waits for capacity and fits when
+others finish."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from libs.client.client import PodwayClient
-from libs.client.demo import Demo, check, wait_for
+from libs.client.demo import Demo, check, example, wait_for
 from libs.client.describe import event_line
 from libs.client.output import render
 
@@ -138,9 +140,43 @@ async def scheduling_steps(demo: Demo) -> None:
             f"   waiter bound after the filler succeeded, in rack {sorted({n.rsplit('-', 1)[0] for n in nodes})}"
         )
 
+    async def delete_the_job() -> None:
+        (group,) = await client.get("PodGroup", "finetune-worker-0", "ml")
+        reply = await client.delete("Job", "finetune", "ml")
+        out(f"   job/finetune: {reply.results[0].outcome} {reply.results[0].message}".rstrip())
+        for kind, name in (("Job", "finetune"), ("PodGroup", "finetune-worker-0"), ("Workload", "finetune")):
+            left = await wait_for(partial(client.get, kind, name, "ml"), lambda items: items == [])
+            check(left == [], f"{kind} {name} must be gone once the Job is deleted")
+        pods = await client.get("Pod", namespace="ml")
+        check(
+            not any(p["metadata"]["name"].startswith("finetune-") for p in pods),
+            "the Job's pods must be gone",
+        )
+        story = (await client.events(correlation_id=group["metadata"]["uid"])).events
+        deleted = [e for e in story if e["type"] == "object.deleted" and e["payload"]["kind"] == "Pod"]
+        terminated = [e for e in deleted if e["payload"]["reason"].startswith("terminated on node")]
+        out(
+            f"   8 pods gone: {len(terminated)} terminated on their nodes, {len(deleted) - len(terminated)} had ended"
+        )
+        check(len(deleted) == 8, "every pod of the Job must be deleted, with an event each")
+
+    async def rerun_the_job() -> None:
+        reply = await client.apply(example("05-indexed-job.yaml"))
+        check([r.outcome for r in reply.results] == ["created"], "the Job applied again must be created anew")
+        group = "ml/finetune-worker-0"
+        types = await wait_for(lambda: story_types(client, group), lambda t: "pods.running" in t)
+        check("pods.bound" in types and "pods.running" in types, "the new incarnation must be bound and run")
+        nodes = await bound_nodes(client, "ml", "finetune-worker-0-")
+        check(len(nodes) == 8 and all(nodes), "all 8 pods of the new incarnation must be bound")
+        out(f"   the new incarnation runs on {len(set(nodes))} node(s): {', '.join(sorted(set(nodes)))}")
+
     await demo.step("The node agent registers a 64-node GPU cluster through admission", cluster_registered)
     await demo.step("A rack-constrained gang is placed whole, in one rack, in one cycle", gang_in_one_rack)
     await demo.step("The Indexed Job's gang is bound and runs", job_gang_runs)
+    await demo.step(
+        "Delete the Job: its pods, PodGroup and Workload go with it, the Job last", delete_the_job
+    )
+    await demo.step("Apply the same Job again: a new incarnation is bound and runs", rerun_the_job)
     await demo.step(
         "A gang that cannot fit is never half-bound; the reason is kube-scheduler's",
         too_big_is_never_half_bound,

@@ -108,17 +108,35 @@ COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
 }
 
 
+def waiting(obj: dict[str, Any]) -> str:
+    """Why a pending pod or PodGroup waits (`Reason: message` of its PodScheduled / PodGroupScheduled
+    condition when False), or `-`."""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") in WAITING_CONDITIONS and condition.get("status") == "False":
+            return f"{condition.get('reason')}: {condition.get('message')}"
+    return "-"
+
+
+WAITING_CONDITIONS = ("PodScheduled", "PodGroupScheduled")
+WIDE_COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
+    "PodGroup": (["WAITING"], lambda obj: [waiting(obj)]),
+    "Pod": (["WAITING"], lambda obj: [waiting(obj)]),
+}
+
+
 def table(kind: str, items: Sequence[dict[str, Any]], *, wide: bool, all_namespaces: bool) -> str:
-    """A kubectl-like table; `wide` adds uid and labels."""
+    """A kubectl-like table; `wide` adds why pending pods and PodGroups wait, and the uid."""
     now = datetime.now(UTC)
     header, row_of = COLUMNS.get(kind, ([], lambda _o: []))
-    head = (["NAMESPACE"] if all_namespaces else []) + ["NAME", *header, "AGE"] + (["UID"] if wide else [])
+    wide_header, wide_of = WIDE_COLUMNS.get(kind, ([], lambda _o: []))
+    head = (["NAMESPACE"] if all_namespaces else []) + ["NAME", *header, "AGE"]
+    head += [*wide_header, "UID"] if wide else []
     rows = [head]
     for obj in items:
         meta = _meta(obj)
         row = ([meta.get("namespace") or ""] if all_namespaces else []) + [meta.get("name", "")]
         row += row_of(obj) + [age(meta.get("creationTimestamp"), now)]
-        rows.append(row + ([meta.get("uid", "")] if wide else []))
+        rows.append(row + ([*wide_of(obj), meta.get("uid", "")] if wide else []))
     if len(rows) == 1:
         return "No resources found."
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]

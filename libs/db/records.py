@@ -107,7 +107,8 @@ class Nomination:
 
 @dataclass(frozen=True)
 class StoredEvent:
-    """An envelope in the audit log with its position; `seq` is also its place in the outbox (publish order)."""
+    """An envelope in the audit log with its position; `seq` is also its place in the outbox (commit order; the
+    stream keeps it only per process, see libs.messaging.relay)."""
 
     seq: int
     envelope: Envelope

@@ -1,4 +1,4 @@
-"""The tables (one schema for PostgreSQL and SQLite). Alembic's 0001_initial creates the same; never create_all()
+"""The tables (one schema for PostgreSQL and SQLite). The Alembic history creates the same; never create_all()
 outside tests."""
 
 from __future__ import annotations
@@ -49,7 +49,23 @@ objects = Table(
     Column("updated_at", UtcDateTime, nullable=False),
     Column("deletion_requested_at", UtcDateTime, nullable=True),
     UniqueConstraint("kind", "namespace", "name"),
+    # Few rows: what admission finishes deleting as pods go.
+    Index(
+        "ix_objects_marked",
+        "kind",
+        postgresql_where=text("deletion_requested_at IS NOT NULL"),
+        sqlite_where=text("deletion_requested_at IS NOT NULL"),
+    ),
 )
+
+#: Pods admitted before the v1.35 Workload their `workloadRef` names (the annotation records it).
+AWAITING_WORKLOAD_PG = "((metadata -> 'annotations'::text) ->> 'podway.io/workload-ref-name'::text)"
+Index(
+    "ix_objects_awaiting_workload",
+    objects.c.namespace,
+    text(AWAITING_WORKLOAD_PG),
+    postgresql_where=text(f"kind = 'Pod' AND {AWAITING_WORKLOAD_PG} IS NOT NULL"),
+).ddl_if(dialect="postgresql")
 
 conditions = Table(
     "conditions",
@@ -76,11 +92,12 @@ leases = Table(
 )
 
 # `lease_name` + `epoch` are checked against `leases` by a trigger (see migrations/versions/0001_initial.py):
-# the database itself refuses a binding written under a stale epoch.
+# the database itself refuses a binding written under a stale epoch. A binding is a current hold: it goes with
+# its pod, and the node agent releases it when the pod ends.
 pod_bindings = Table(
     "pod_bindings",
     metadata,
-    Column("pod_uid", String(36), primary_key=True),
+    Column("pod_uid", String(36), ForeignKey("objects.uid", ondelete="CASCADE"), primary_key=True),
     Column("node_name", String(253), nullable=False),
     Column("podgroup_uid", String(36), nullable=True),
     Column("lease_name", String(128), nullable=False),

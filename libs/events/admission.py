@@ -107,7 +107,8 @@ class ObjectRejected(EventPayload):
 
 @event_model
 class ObjectDeleted(EventPayload):
-    """An object was removed (a PodGroup only once its pods finished)."""
+    """An object was removed: by admission (a PodGroup once its pods finished or went, a Job once nothing it
+    owns remains), or a pod by the node agent that terminated it."""
 
     TYPE = EventType.OBJECT_DELETED
     kind: str = Field(description="Object kind")
@@ -115,6 +116,9 @@ class ObjectDeleted(EventPayload):
     name: str = Field(description="Object name")
     uid: str = Field(description="Object uid")
     request_id: str | None = Field(default=None, description="The delete that caused it")
+    reason: str = Field(
+        default="deleted", description="Why it went, e.g. terminated on node zone-0-b0-r0-n00"
+    )
 
 
 @event_model

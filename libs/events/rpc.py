@@ -19,6 +19,9 @@ class ApplyRequest(_Message):
     request_id: str = Field(description="Caller's id, used as correlation for rejections")
     manifests: list[dict[str, Any]] = Field(description="Kubernetes manifests, any supported kind")
     dry_run: bool = Field(default=False, description="Validate and decide, write nothing")
+    create_only: bool = Field(
+        default=False, description="As `kubectl create`: an object that exists is left as it is (unchanged)"
+    )
 
 
 class ObjectResult(_Message):

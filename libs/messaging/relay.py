@@ -1,4 +1,11 @@
-"""The outbox relay: publishes committed events to JetStream in order, exactly once in the stream."""
+"""The outbox relay: publishes committed events to JetStream, each exactly once in the stream.
+
+Order: each process's relay publishes the events its own process committed, in that process's commit order
+(and so, since one process emits an aggregate's events of one kind of work, in order per aggregate and
+producer). There is no global commit order in the stream: relays of different processes publish at once and
+their events interleave in the order they reach NATS, so a row with a smaller `seq` committed elsewhere may
+be in the stream after one with a larger `seq`. Across processes, only causality holds: an event caused by
+a consumed event is published after its cause, which was already in the stream."""
 
 from __future__ import annotations
 
@@ -40,25 +47,25 @@ crash in between republishes it under the same Nats-Msg-Id, which JetStream drop
 
 
 class OutboxRelay:
-    """Reads unpublished outbox rows in `seq` order, publishes each with `Nats-Msg-Id = event_id`, awaits the
-    PubAcks, and marks the acknowledged rows published.
-
-    One pass is one transaction: the rows are locked while they are published (PostgreSQL `FOR UPDATE`, the
-    SQLite write lock), so relays in several processes take turns and keep `seq` order. A relay that dies after
-    publishing and before marking leaves the rows unpublished; the next pass publishes them again and JetStream
-    drops the duplicates (same Msg-Id within the stream's duplicate window), so each event is in the stream once.
-    Publishes within a pass are pipelined: sent in order, acknowledgements awaited together. After a failed
-    publish the failed rows are retried on the next pass, possibly after later rows of the same pass.
+    """Publishes outbox rows with `Nats-Msg-Id = event_id`, awaits the PubAcks, and marks the acknowledged
+    rows published. The order it keeps is its own process's commit order, not a global one (see the module).
 
     Fast path: rows this process just committed are handed over by the unit of work (`kick(committed)`) and
-    published at once from memory, without a locking read, then marked in a short transaction; a relay
-    elsewhere that publishes them first (or again) is harmless for the same Msg-Id reason. Seq order is commit
-    order (see `append`), and each batch goes out in seq order, so one process's events keep theirs; events
-    of different processes were never ordered by more than causality, which publishing cannot break (an event
-    is caused by one already in the stream). Polling passes keep running every `poll_interval_s` for rows
-    that a crashed or failing process left behind, leaving alone rows younger than `handoff_grace_s`: those
-    are their own process's to publish, and taking them would lock rows that process is about to mark and
-    publish them twice.
+    published at once from memory, without a locking read, then marked in a short transaction. Each batch
+    goes out in `seq` order, and `seq` is commit order within the process (see `append`), so one process's
+    events keep their order; relays of other processes publish theirs at the same time, so the stream
+    interleaves processes in arrival order. Publishes within a batch are pipelined: sent in order,
+    acknowledgements awaited together. A row whose publish failed is retried by a later polling pass,
+    possibly after later rows: a failure is the one case where a process's own order is not kept.
+
+    Polling pass: one transaction that locks the oldest unpublished rows (PostgreSQL `FOR UPDATE`, the SQLite
+    write lock) while it publishes them, so polling relays never publish the same row at once. It runs every
+    `poll_interval_s` for rows that a crashed or failing process left behind, leaving alone rows younger than
+    `handoff_grace_s`: those are their own process's to publish, and taking them would lock rows that process
+    is about to mark and publish them twice. A relay that dies after publishing and before marking leaves the
+    rows unpublished; a pass publishes them again and JetStream drops the duplicates (same Msg-Id within the
+    stream's duplicate window), so each event is in the stream once; a relay elsewhere that publishes a row
+    first (or again) is harmless for the same reason.
 
     The outbox is shared by every service, but a service's NATS user may publish its own events only: polling
     passes take only rows on the subjects of the events the NATS user of `js` emits (`permissions.USERS`), or

@@ -11,7 +11,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from libs.core.admission.apply import ApplyContext, PreparedBatch, admit_batch, prepare_batch, write_runs
+from libs.api.errors import internal_error_status
+from libs.core.admission.apply import (
+    ApplyContext,
+    PreparedBatch,
+    admit_batch,
+    prepare_batch,
+    raw_key,
+    write_runs,
+)
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import ConflictError
@@ -29,6 +37,7 @@ from libs.events.rpc import (
     EventsRequest,
     GetReply,
     GetRequest,
+    ObjectResult,
 )
 from libs.events.scheduling import PodGroupRestarted, PodsFailed, PodsSucceeded
 from libs.messaging.broker import jetstream, make_broker, start_broker
@@ -159,7 +168,8 @@ class AdmissionService:
     async def on_apply(self, body: bytes) -> ApplyReply:
         request = ApplyRequest.model_validate_json(body)
         # Converted here, as requests arrive, so that it overlaps the group commit in progress.
-        prepared = PreparedApply(request.request_id, prepare_batch(request.manifests))
+        batch = prepare_batch(request.manifests, create_only=request.create_only)
+        prepared = PreparedApply(request.request_id, batch)
         if request.dry_run:
             return await self._dry_run(prepared)
         return await self.batcher.submit(prepared)
@@ -172,14 +182,24 @@ class AdmissionService:
         return ApplyReply(request_id=request_id, results=decision.results, warnings=decision.warnings)
 
     async def _apply_group(self, requests: list[PreparedApply]) -> list[ApplyReply]:
-        """Decide and write a group of applies in one transaction; a conflict re-reads and decides again."""
-        for attempt in range(CONFLICT_RETRIES):
+        """Decide and write a group of applies in one transaction; a conflict re-reads and decides again. A
+        group that still fails, for any reason, is split and its requests applied one by one, so that only
+        a request that fails alone is answered with the error."""
+        try:
+            return await self._apply_retrying_conflicts(requests)
+        except Exception as error:
+            if len(requests) == 1:
+                log.exception("apply %s failed", requests[0].request_id)
+                return [_failed_reply(requests[0], error)]
+            log.warning("apply group of %d failed (%s); applying one by one", len(requests), error)
+        return [reply for r in requests for reply in await self._apply_group([r])]
+
+    async def _apply_retrying_conflicts(self, requests: list[PreparedApply]) -> list[ApplyReply]:
+        for attempt in range(CONFLICT_RETRIES - 1):
             try:
                 return await self._apply_once(requests)
             except ConflictError:
                 log.info("apply conflict; retrying", extra={"attempt": attempt + 1})
-        if len(requests) > 1:
-            return [reply for r in requests for reply in await self._apply_group([r])]
         return await self._apply_once(requests)
 
     async def _apply_once(self, requests: list[PreparedApply]) -> list[ApplyReply]:
@@ -211,16 +231,17 @@ class AdmissionService:
         key = (request.kind, request.namespace or "", request.name)
         async with self.uow() as uow:
             view = await load_view(uow, [key])
-            namespace_objects = [known_from_stored(o) for o in await queries.namespace_objects(uow, key)]
-            pods = [o for o in namespace_objects if o.kind == "Pod"]
-            decision = decide_delete(key, view, pods, request.request_id, namespace_objects)
+            scope = [known_from_stored(o) for o in await queries.namespace_objects(uow, key[1])]
+            pods = [o.uid for o in scope if o.kind == "Pod"]
+            bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
+            decision = decide_delete(key, view, scope, bound, request.request_id)
             await write_decision(uow, decision, now=self.clock())
             await uow.commit()
         return ApplyReply(request_id=request.request_id, results=decision.results)
 
     async def on_pod_lifecycle(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
-        """Pods changing phase keep their Jobs' status current and may release PodGroups waiting to be
-        deleted."""
+        """Pods changing phase keep their Jobs' status current; pods finishing or going may let PodGroups and
+        Jobs marked for deletion go."""
         if isinstance(payload, PodGroupRestarted):
             context = self._context(str(envelope.event_id))
             decision = await jobs.recreate_restarted_gang(uow, payload.podgroup, context)
@@ -228,15 +249,19 @@ class AdmissionService:
             return
         if isinstance(payload, PodsSucceeded | PodsFailed):
             await jobs.refresh_job_status(uow, payload.pods, now=self.clock())
-        marked = [known_from_stored(o) for o in await uow.objects.find("PodGroup", marked_for_deletion=True)]
+        marked = [
+            known_from_stored(o)
+            for kind in ("PodGroup", "Job")
+            for o in await uow.objects.find(kind, marked_for_deletion=True)
+        ]
         if not marked:
             return
-        pods = [
+        scope = [
             known_from_stored(o)
-            for namespace in sorted({group.namespace for group in marked})
-            for o in await uow.objects.find("Pod", namespace)
+            for namespace in sorted({obj.namespace for obj in marked})
+            for o in await queries.namespace_objects(uow, namespace)
         ]
-        decision = finish_pending_deletions(marked, pods, request_id=str(envelope.event_id))
+        decision = finish_pending_deletions(marked, scope, request_id=str(envelope.event_id))
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
 
     # --- reads -------------------------------------------------------------------------------------
@@ -251,6 +276,27 @@ class AdmissionService:
         request = EventsRequest.model_validate_json(body)
         async with self.uow() as uow:
             return await queries.events(uow, request)
+
+
+def _failed_reply(prepared: PreparedApply, error: Exception) -> ApplyReply:
+    """Every manifest of a request the server failed to write, answered as the API server answers an
+    internal error (nothing of it was written)."""
+    cause = str(getattr(error, "orig", None) or error).splitlines()[0][:300]
+    message = f"Internal error occurred: {type(error).__name__}: {cause}"
+    results = []
+    for doc in prepared.batch.documents:
+        kind, namespace, name = raw_key(doc) or (str(doc.get("kind") or "") or None, "", "")
+        results.append(
+            ObjectResult(
+                kind=kind or None,
+                namespace=namespace or None,
+                name=name or None,
+                outcome="rejected",
+                message=message,
+                status=internal_error_status(message),
+            )
+        )
+    return ApplyReply(request_id=prepared.request_id, results=results)
 
 
 def _footprint_of(prepared: PreparedApply) -> Footprint | None:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.core.admission.model import ObjectKey
 from libs.core.scheduling.lifecycle import Condition, PodPhase, podgroup_phase
 from libs.db.ports import UnitOfWork
+from libs.db.records import Condition as StoredCondition
 from libs.db.records import StoredObject
 from libs.events.rpc import EventsReply, EventsRequest, GetRequest
+from services.admission import pending
 from services.admission.store import known_from_stored
 
 
-async def namespace_objects(uow: UnitOfWork, key: ObjectKey) -> list[StoredObject]:
+async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObject]:
     """Objects a deletion may cascade to or be held by: the namespace's Workloads, PodGroups and Pods."""
-    _, namespace, _ = key
     found: list[StoredObject] = []
     for kind in ("Workload", "PodGroup", "Pod"):
         found += await uow.objects.find(kind, namespace)
@@ -22,57 +22,90 @@ async def namespace_objects(uow: UnitOfWork, key: ObjectKey) -> list[StoredObjec
 
 
 async def get_objects(uow: UnitOfWork, request: GetRequest) -> list[dict[str, Any]]:
-    """Full manifests as a reader expects them: conditions from their own rows folded into status, a bound
-    pod's node in `spec.nodeName`, a PodGroup's derived phase, placed count and domain in `status.podway`."""
+    """Full manifests as a reader expects them: conditions from their own rows folded into status, a pod's
+    node in `spec.nodeName`, a PodGroup's derived phase, placed count (its pods bound now) and domain in
+    `status.podway`, and a pending pod's or PodGroup's waiting condition (see pending.py)."""
     if request.name is not None:
         stored = await uow.objects.get(request.kind, request.namespace or "", request.name)
         objects = [stored] if stored else []
     else:
         namespace = None if request.all_namespaces else request.namespace
         objects = await uow.objects.find(request.kind, namespace)
-    manifests = [await _with_conditions(uow, obj) for obj in objects]
+    manifests = await with_conditions(uow, objects)
+    if request.kind not in ("Pod", "PodGroup"):
+        return manifests
     if request.kind == "Pod":
-        for manifest in manifests:
-            await _with_node(uow, manifest)
-    if request.kind == "PodGroup":
-        await _with_podgroup_summary(uow, manifests)
+        await _with_nodes(uow, manifests)
+    for namespace in sorted({m["metadata"].get("namespace", "") for m in manifests}):
+        scope = await pending.load_scope(uow, namespace)
+        here = [m for m in manifests if m["metadata"].get("namespace", "") == namespace]
+        if request.kind == "PodGroup":
+            for group in here:
+                await _with_summary(uow, group, scope)
+        pending.with_waiting(request.kind, here, scope)
     return manifests
 
 
-async def _with_node(uow: UnitOfWork, pod: dict[str, Any]) -> None:
-    binding = await uow.bindings.get(pod["metadata"]["uid"])
-    if binding is not None and not (pod.get("spec") or {}).get("nodeName"):
-        pod.setdefault("spec", {})["nodeName"] = binding.node_name
+async def with_conditions(uow: UnitOfWork, objects: list[StoredObject]) -> list[dict[str, Any]]:
+    """The objects' manifests with the conditions of their own rows folded into `status.conditions` (in
+    place of any condition of the same type the status holds)."""
+    rows = await uow.conditions.list_for_many(obj.uid for obj in objects)
+    manifests = []
+    for obj in objects:
+        manifest = known_from_stored(obj).manifest
+        if obj.uid in rows:
+            status = dict(manifest.get("status") or {})
+            written = [_condition(c) for c in rows[obj.uid]]
+            types = {c["type"] for c in written}
+            kept = [c for c in status.get("conditions") or [] if c.get("type") not in types]
+            status["conditions"] = kept + written
+            manifest["status"] = status
+        manifests.append(manifest)
+    return manifests
 
 
-async def _with_podgroup_summary(uow: UnitOfWork, groups: list[dict[str, Any]]) -> None:
-    pods_by_group: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for namespace in {g["metadata"].get("namespace", "") for g in groups}:
-        for pod in await uow.objects.find("Pod", namespace):
-            group = ((pod.spec or {}).get("schedulingGroup") or {}).get("podGroupName")
-            if group:
-                pods_by_group.setdefault((namespace, group), []).append(
-                    {"uid": pod.uid, "status": pod.status}
-                )
-    for group in groups:
-        meta = group["metadata"]
-        pods = pods_by_group.get((meta.get("namespace", ""), meta["name"]), [])
-        group.setdefault("status", {})["podway"] = await _summary(uow, group, pods)
+def _condition(condition: StoredCondition) -> dict[str, Any]:
+    return {
+        "type": condition.type,
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
+        "observedGeneration": condition.observed_generation,
+    }
 
 
-async def _summary(uow: UnitOfWork, group: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
-    status = group.get("status") or {}
+async def _with_nodes(uow: UnitOfWork, pods: list[dict[str, Any]]) -> None:
+    """`spec.nodeName`: the node a pod is bound to, or, once it ended and released its binding, the node its
+    agent recorded when it started it."""
+    bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(p["metadata"]["uid"] for p in pods)}
+    for pod in pods:
+        spec = pod.setdefault("spec", {})
+        ran_on = ((pod.get("status") or {}).get("podway") or {}).get("nodeName")
+        node = spec.get("nodeName") or bound.get(pod["metadata"]["uid"]) or ran_on
+        if node:
+            spec["nodeName"] = node
+
+
+async def _with_summary(uow: UnitOfWork, group: dict[str, Any], scope: pending.Scope) -> None:
+    status = group.setdefault("status", {})
     gang = ((group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
     min_count = int(gang.get("minCount") or 1) if isinstance(gang, dict) else None
     conditions = [
         Condition(type=c["type"], status=c["status"] == "True", reason=c.get("reason") or "")
         for c in status.get("conditions") or []
     ]
-    phases = [_pod_phase(p["status"]) for p in pods]
+    pods = scope.pods_of(group["metadata"]["name"])
+    phases = [_pod_phase(p.status) for p in pods]
     bound = len(await uow.bindings.list_for_podgroup(group["metadata"]["uid"]))
     domain = ((status.get("placement") or {}).get("domain") or {}).get("value")
     phase = podgroup_phase(conditions, phases, gang_min_count=min_count)
-    return {"phase": phase.value, "placed": bound, "pods": len(pods), "minCount": min_count, "domain": domain}
+    status["podway"] = {
+        "phase": phase.value,
+        "placed": bound,
+        "pods": len(pods),
+        "minCount": min_count,
+        "domain": domain,
+    }
 
 
 def _pod_phase(status: dict[str, Any] | None) -> PodPhase:
@@ -80,25 +113,6 @@ def _pod_phase(status: dict[str, Any] | None) -> PodPhase:
         return PodPhase((status or {}).get("phase") or "Pending")
     except ValueError:
         return PodPhase.UNKNOWN
-
-
-async def _with_conditions(uow: UnitOfWork, obj: StoredObject) -> dict[str, Any]:
-    manifest = known_from_stored(obj).manifest
-    conditions = await uow.conditions.list_for(obj.uid)
-    if conditions:
-        status = dict(manifest.get("status") or {})
-        status["conditions"] = [
-            {
-                "type": c.type,
-                "status": c.status,
-                "reason": c.reason,
-                "message": c.message,
-                "observedGeneration": c.observed_generation,
-            }
-            for c in conditions
-        ]
-        manifest["status"] = status
-    return manifest
 
 
 async def events(uow: UnitOfWork, request: EventsRequest) -> EventsReply:

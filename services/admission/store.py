@@ -44,9 +44,21 @@ def known_from_stored(obj: StoredObject) -> KnownObject:
 
 
 async def load_view(uow: UnitOfWork, keys: Iterable[ObjectKey]) -> AdmissionView:
-    """The objects a batch touches and every PriorityClass."""
+    """The objects a batch touches, every PriorityClass, and the v1.35 pods that wait for a Workload the batch
+    may create (with the PodGroups they name)."""
     view = AdmissionView()
-    for stored in await uow.objects.get_many(sorted(keys)):
+    keys = sorted(keys)
+    for stored in await uow.objects.get_many(keys):
+        view.put(known_from_stored(stored))
+    new_workloads = [
+        (ns, name) for kind, ns, name in keys if kind == "Workload" and view.get((kind, ns, name)) is None
+    ]
+    awaiting = await uow.objects.find_awaiting_workloads(new_workloads)
+    groups = {
+        ("PodGroup", pod.namespace, str((pod.spec.get("schedulingGroup") or {}).get("podGroupName")))
+        for pod in awaiting
+    }
+    for stored in [*awaiting, *await uow.objects.get_many(sorted(groups))]:
         view.put(known_from_stored(stored))
     for stored in await uow.objects.find("PriorityClass"):
         known = known_from_stored(stored)

@@ -1,8 +1,11 @@
 """The node agent: a simulated kubelet (like KWOK) for a whole cluster of nodes.
 
-It registers its Nodes and ResourceSlices through admission, like any API client; runs the pods bound to
-its nodes (phase Running, then Succeeded after `podway.io/run-seconds` divided by the time compression);
-and stops evicted pods (phase Failed, reason DisruptionTarget). Pod status is the node agent's to write.
+It registers its Nodes and ResourceSlices through admission, like any API client, after the DeviceClasses
+of their drivers (created when absent, never changed: a DRA driver installs its class); runs the pods bound to
+its nodes (phase Running, with the node recorded in the status, then Succeeded after `podway.io/run-seconds`
+divided by the time compression); stops evicted pods (phase Failed, reason DisruptionTarget); and terminates
+pods deleted while they run (eviction reason Deleted): it stops them and deletes them. Pod status is the node
+agent's to write, and a pod that ends releases its binding in the same transaction.
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ from typing import Any
 
 from libs.api.annotations import run_seconds
 from libs.client.client import PodwayClient
+from libs.cluster.device_classes import device_classes_of
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.ports import UnitOfWork
 from libs.db.records import JsonObject, OutboxMessage, StoredObject
 from libs.db.uow import unit_of_work_factory
+from libs.events.admission import ObjectDeleted
 from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
+from libs.events.rpc import ApplyReply
 from libs.events.scheduling import PodRef, PodsBound, PodsEvicted, PodsFailed, PodsRunning, PodsSucceeded
 from libs.messaging.broker import jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
@@ -39,6 +45,8 @@ SERVICE = "node_agent"
 
 PRODUCER = "node-agent"
 DISRUPTION_TARGET = "DisruptionTarget"
+DELETED = "Deleted"
+"""The eviction reason of a pod deleted while it runs: the agent stops it and deletes it."""
 REGISTER_CHUNK = 256
 CONSUMER_BATCH = 64
 REGISTER_PATIENCE_S = 60.0
@@ -123,22 +131,31 @@ class NodeAgentService:
     # -- registration -----------------------------------------------------------------------------------
 
     async def register(self) -> None:
-        """Apply the cluster's Nodes and ResourceSlices through admission (waiting for it to answer)."""
+        """Apply the cluster's Nodes and ResourceSlices through admission (waiting for it to answer), after
+        the DeviceClasses of their drivers, which are created when absent and never changed."""
         assert self.settings.nats_url is not None
         async with PodwayClient(self.settings.nats_url, timeout_s=60, name="node-agent") as client:
+            classes = await self._apply_when_admission_answers(
+                client, device_classes_of(self.manifests), create_only=True
+            )
+            self._log_rejections(classes)
             for start in range(0, len(self.manifests), REGISTER_CHUNK):
                 chunk = self.manifests[start : start + REGISTER_CHUNK]
-                reply = await self._apply_when_admission_answers(client, chunk)
-                for result in reply.results:
-                    if result.outcome == "rejected":
-                        log.error("registration rejected: %s", result.message)
+                self._log_rejections(await self._apply_when_admission_answers(client, chunk))
 
-    async def _apply_when_admission_answers(self, client: PodwayClient, chunk: list[dict[str, Any]]) -> Any:
+    def _log_rejections(self, reply: ApplyReply) -> None:
+        for result in reply.results:
+            if result.outcome == "rejected":
+                log.error("registration rejected: %s", result.message)
+
+    async def _apply_when_admission_answers(
+        self, client: PodwayClient, chunk: list[dict[str, Any]], *, create_only: bool = False
+    ) -> ApplyReply:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + REGISTER_PATIENCE_S
         while True:
             try:
-                return await client.apply(chunk)
+                return await client.apply(chunk, create_only=create_only)
             except (RpcUnavailable, RpcTimeout):
                 if loop.time() > deadline:
                     raise
@@ -197,7 +214,13 @@ class NodeAgentService:
                 continue
             if pod is None or pod.status.get("phase", "Pending") != "Pending":
                 continue
-            started.append((pod, {**pod.status, "phase": "Running", "startTime": iso(now)}))
+            status = {
+                **pod.status,
+                "phase": "Running",
+                "startTime": iso(now),
+                "podway": {"nodeName": placement.node},
+            }
+            started.append((pod, status))
             running.append(self._running(pod, placement.node, podgroup, now.timestamp()))
         await uow.objects.update_statuses(started)
         if running:
@@ -209,6 +232,9 @@ class NodeAgentService:
     async def _evict(self, envelope: Envelope, evicted: PodsEvicted, uow: UnitOfWork) -> None:
         mine = [ref for ref in evicted.pods if ref.node in self.nodes or ref.uid in self.runtime]
         if not mine:
+            return
+        if evicted.reason == DELETED:
+            await self._terminate(envelope, evicted, mine, uow)
             return
         now = self.clock()
         stopped: list[tuple[StoredObject, str]] = []
@@ -229,6 +255,7 @@ class NodeAgentService:
                 "Pod", pod.namespace, pod.name, status, expected_resource_version=pod.resource_version
             )
             stopped.append((pod, ref.node or ""))
+        await uow.bindings.release_many(pod.uid for pod, _ in stopped)
         if stopped:
             group = evicted.podgroup
             podgroup = (group.namespace, group.name, group.uid) if group is not None else None
@@ -239,6 +266,40 @@ class NodeAgentService:
             uow.emit(
                 self._envelope(
                     PodsFailed(pods=refs, reason=DISRUPTION_TARGET), podgroup, first, now, envelope
+                )
+            )
+
+    async def _terminate(
+        self, envelope: Envelope, evicted: PodsEvicted, mine: list[PodRef], uow: UnitOfWork
+    ) -> None:
+        """Pods deleted while they run here: stop them, and delete each (its binding goes with it) with an
+        `object.deleted` saying where it was terminated."""
+        now = self.clock()
+        for ref in mine:
+            self.runtime.stop(ref.uid)
+            pod = await uow.objects.get_by_uid(ref.uid)
+            if pod is None:
+                continue
+            await uow.objects.delete(
+                "Pod", pod.namespace, pod.name, expected_resource_version=pod.resource_version
+            )
+            deleted = ObjectDeleted(
+                kind="Pod",
+                namespace=pod.namespace,
+                name=pod.name,
+                uid=pod.uid,
+                reason=f"terminated on node {ref.node or _node_of(pod)}",
+            )
+            subject = AggregateRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
+            group = evicted.podgroup
+            uow.emit(
+                Envelope.wrap(
+                    deleted,
+                    producer=PRODUCER,
+                    correlation_id=group.uid if group is not None else pod.uid,
+                    occurred_at=now,
+                    causation_id=str(envelope.event_id),
+                    subject=subject,
                 )
             )
 
@@ -286,6 +347,7 @@ class NodeAgentService:
                     )
                     done.append(pod)
                 await uow.objects.update_statuses(succeeded)
+                await uow.bindings.release_many(pod.uid for pod in done)
                 if done:
                     refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in done]
                     uow.emit(self._envelope(PodsSucceeded(pods=refs), podgroup, done[0], now, None))
@@ -322,6 +384,10 @@ class NodeAgentService:
             causation_id=str(cause.event_id) if cause is not None else None,
             subject=subject,
         )
+
+
+def _node_of(pod: StoredObject) -> str:
+    return str((pod.status.get("podway") or {}).get("nodeName") or "")
 
 
 def _group_name(pod: StoredObject) -> str | None:

@@ -19,7 +19,14 @@ from libs.api.models.core import (
     Toleration,
 )
 from libs.api.models.legacy import LegacyPodGroup, LegacyWorkload
-from libs.api.models.meta import ApiObject, Condition, ObjectMeta, OwnerReference, derive_uid
+from libs.api.models.meta import (
+    ApiObject,
+    Condition,
+    ObjectMeta,
+    OwnerReference,
+    derive_owned_uid,
+    derive_uid,
+)
 from libs.api.models.resource import (
     Device,
     DeviceAttribute,
@@ -100,5 +107,6 @@ __all__ = [
     "TopologyConstraint",
     "Workload",
     "WorkloadSpec",
+    "derive_owned_uid",
     "derive_uid",
 ]

@@ -17,6 +17,12 @@ def derive_uid(kind: str, namespace: str | None, name: str) -> str:
     return str(uuid.uuid5(_PODWAY_UID_NAMESPACE, f"{kind}/{namespace or ''}/{name}"))
 
 
+def derive_owned_uid(owner_uid: str, kind: str, name: str) -> str:
+    """The uid of an object a controller generates, derived from its owner's uid: a new incarnation of the
+    owner (a new uid) is a new identity for everything it generates."""
+    return str(uuid.uuid5(_PODWAY_UID_NAMESPACE, f"{owner_uid}/{kind}/{name}"))
+
+
 class OwnerReference(ApiModel):
     """`metav1.OwnerReference`: who owns this object; `controller: true` marks the managing controller."""
 

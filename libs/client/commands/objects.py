@@ -111,30 +111,47 @@ def cmd_apply(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
+    from libs.client.commands.stack import parse_age
+    from libs.client.deletion import Target, delete_all
+
     if args.filename:
         targets = [
-            (
+            Target(
                 str(d.get("kind")),
-                (d.get("metadata") or {}).get("name"),
-                (d.get("metadata") or {}).get("namespace"),
+                str((d.get("metadata") or {}).get("name")),
+                (d.get("metadata") or {}).get("namespace") or args.namespace,
             )
-            for d in read_manifests(Path(args.filename))
+            for d in reversed(read_manifests(Path(args.filename)))
         ]
     elif args.kind and args.name:
-        targets = [(resolve_kind(args.kind), args.name, args.namespace)]
+        targets = [Target(resolve_kind(args.kind), args.name, args.namespace)]
     else:
         raise CliError("error: give -f FILE or KIND NAME")
+    try:
+        timeout_s = parse_age(args.timeout).total_seconds()
+    except ValueError as exc:
+        raise CliError(f"error: invalid --timeout {args.timeout!r}: use e.g. 90s or 5m") from exc
 
     async def work(client: PodwayClient) -> int:
-        code = 0
-        for kind, name, namespace in reversed(targets):
-            reply = await client.delete(kind, str(name), namespace or args.namespace)
-            for result in reply.results:
-                print(describe_result(result))
-                code = 1 if result.outcome == "not_found" else code
-        return code
+        return await delete_all(
+            client,
+            targets,
+            wait=args.wait,
+            timeout_s=timeout_s,
+            out=print,
+            err=lambda line: print(line, file=sys.stderr),
+        )
 
     return with_client(args, work)
+
+
+def _flag(text: str) -> bool:
+    """`--wait=true|false`, as kubectl spells boolean flags."""
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value: {text!r}")
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -217,6 +234,17 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     delete.add_argument("name", nargs="?")
     delete.add_argument("-f", "--filename", default=None)
     delete.add_argument("-n", "--namespace", default=None)
+    delete.add_argument(
+        "--wait",
+        type=_flag,
+        nargs="?",
+        const=True,
+        default=True,
+        help="wait until the objects are gone (default true; --wait=false returns at once)",
+    )
+    delete.add_argument(
+        "--timeout", default="60s", help="how long --wait waits, e.g. 90s, 5m (0s: look once)"
+    )
     delete.set_defaults(handler=_guard(cmd_delete))
 
     get = sub.add_parser("get", help="list objects of a kind")

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from libs.api.conversion import convert_documents
+from libs.api.conversion import convert_documents, legacy_pod_group_name, workload_ref_of
+from libs.api.errors import FieldError, already_exists_status, being_deleted_message
 from libs.api.jobs import expand_job
 from libs.api.kinds import is_namespaced, kind_rank
 from libs.api.manifests import ManifestError, parse_object, validate_document
 from libs.api.models.batch import Job
+from libs.api.models.core import Pod
 from libs.api.models.meta import ApiObject
 from libs.api.models.scheduling import PodGroup, PriorityClass, Workload
-from libs.api.podgroups import complete_from_workload, workload_missing_warning
-from libs.core.admission.events import admitted_event, correlation_of, expanded_event, rejected_event
+from libs.api.podgroups import complete_from_workload
+from libs.core.admission.events import (
+    admitted_event,
+    correlation_of,
+    expanded_event,
+    refused_event,
+    rejected_event,
+)
 from libs.core.admission.manifests import stored_spec
 from libs.core.admission.model import (
     AdmissionView,
@@ -24,6 +33,12 @@ from libs.core.admission.model import (
     Manifest,
     ObjectKey,
     ObjectWrite,
+)
+from libs.core.admission.references import (
+    created_warning,
+    implied_podgroup,
+    podgroup_with_template,
+    podgroups_awaiting,
 )
 from libs.events.rpc import ObjectResult
 
@@ -60,6 +75,10 @@ class PreparedBatch:
     """Every stored object the batch may read (what it writes included)."""
     writes: frozenset[ObjectKey] = frozenset()
     """The objects the batch may write: its documents and what its Jobs expand to."""
+    generated: Mapping[ObjectKey, frozenset[ObjectKey]] = field(default_factory=dict)
+    """What each Job of the batch expands to, by the Job's key."""
+    create_only: bool = False
+    """Objects that exist are left as they are (`kubectl create`, without the error)."""
 
     @property
     def reads_everything(self) -> bool:
@@ -68,34 +87,35 @@ class PreparedBatch:
         return any(kind == "PriorityClass" for kind, _, _ in self.writes)
 
 
-def prepare_batch(docs: list[dict[str, Any]]) -> PreparedBatch:
+def prepare_batch(docs: list[dict[str, Any]], *, create_only: bool = False) -> PreparedBatch:
     """Convert once; name every stored object the batch may read and write."""
     converted, warnings = convert_documents(docs)
-    reads, writes = footprint(converted)
-    return PreparedBatch(converted, list(dict.fromkeys(warnings)), reads, frozenset(writes))
+    reads, writes, generated = footprint(converted)
+    unique_warnings = list(dict.fromkeys(warnings))
+    return PreparedBatch(converted, unique_warnings, reads, frozenset(writes), generated, create_only)
 
 
-def keys_touched(converted: list[dict[str, Any]]) -> set[ObjectKey]:
-    """Every stored object a converted batch may read: the objects themselves, PodGroups' Workloads, Pods'
-    PodGroups, and the objects a Job expands to."""
-    return footprint(converted)[0]
-
-
-def footprint(converted: list[dict[str, Any]]) -> tuple[set[ObjectKey], set[ObjectKey]]:
-    """What a converted batch may read (see keys_touched) and, of that, what it may write."""
+def footprint(
+    converted: list[dict[str, Any]],
+) -> tuple[set[ObjectKey], set[ObjectKey], dict[ObjectKey, frozenset[ObjectKey]]]:
+    """What a converted batch may read (the objects themselves, PodGroups' Workloads, Pods' PodGroups, and
+    the objects a Job expands to), what of that it may write, and what each Job expands to."""
     reads: set[ObjectKey] = set()
     writes: set[ObjectKey] = set()
+    generated: dict[ObjectKey, frozenset[ObjectKey]] = {}
     for doc in converted:
         key = raw_key(doc)
         if key is None:
             continue
         writes.add(key)
         if key[0] == "Job":
-            writes.update(_job_keys(doc))
+            generated[key] = frozenset(_job_keys(doc))
+            writes.update(generated[key])
         else:
             reads.update(_referenced_keys(key, doc))
+            writes.update(_implied_keys(key, doc))
     reads |= writes
-    return reads, writes
+    return reads, writes, generated
 
 
 def _referenced_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
@@ -107,7 +127,26 @@ def _referenced_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
         return {("Workload", namespace, ref)} if isinstance(ref, str) else set()
     if kind == "Pod":
         group = (spec.get("schedulingGroup") or {}).get("podGroupName")
+        ref = workload_ref_of((doc.get("metadata") or {}).get("annotations") or {})
+        keys = {("PodGroup", namespace, group)} if isinstance(group, str) else set()
+        return keys | ({("Workload", namespace, ref[0])} if ref else set())
+    return set()
+
+
+def _implied_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
+    """The PodGroups a v1.35 pod, or a Workload v1.35 pods wait for, may make admission create (those with a
+    replica key are not known before the pods are read)."""
+    kind, namespace, name = key
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    assert isinstance(spec, dict)
+    if kind == "Pod" and workload_ref_of((doc.get("metadata") or {}).get("annotations") or {}):
+        group = (spec.get("schedulingGroup") or {}).get("podGroupName")
         return {("PodGroup", namespace, group)} if isinstance(group, str) else set()
+    if kind == "Workload" and isinstance(spec.get("podGroupTemplates"), list):
+        templates = [t.get("name") for t in spec["podGroupTemplates"] if isinstance(t, dict)]
+        return {
+            ("PodGroup", namespace, legacy_pod_group_name(name, t)) for t in templates if isinstance(t, str)
+        }
     return set()
 
 
@@ -126,16 +165,74 @@ def _job_keys(doc: Mapping[str, Any]) -> set[ObjectKey]:
 def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) -> BatchDecision:
     """Decide every manifest of one prepared apply request (see prepare_batch).
 
-    1. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
-    2. Validate each against its stored version; store what changed; answer each in request order.
+    1. Refuse the whole request when it would create an object whose name an object being deleted holds.
+    2. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
+    3. Validate each against its stored version; store what changed; answer each in request order.
     """
     decision = BatchDecision()
     converted = batch.documents
     decision.warnings.extend(batch.warnings)
+    held = name_held_by_deletion(batch, view)
+    if held is not None:
+        return _refused_whole(batch, held, decision, ctx)
     results: list[ObjectResult | None] = [None] * len(converted)
     for index in sorted(range(len(converted)), key=lambda i: kind_rank(str(converted[i].get("kind")))):
-        results[index] = admit_document(converted[index], view, decision, ctx)
+        doc = converted[index]
+        key = raw_key(doc)
+        existing = view.get(key) if key is not None and batch.create_only else None
+        if existing is not None:
+            results[index] = _left_as_it_is(existing)
+        else:
+            results[index] = admit_document(doc, view, decision, ctx)
     decision.results = [r for r in results if r is not None]
+    return decision
+
+
+def _left_as_it_is(existing: KnownObject) -> ObjectResult:
+    return ObjectResult(
+        kind=existing.kind,
+        namespace=existing.namespace or None,
+        name=existing.name,
+        uid=existing.uid,
+        outcome="unchanged",
+        message="already exists",
+    )
+
+
+def name_held_by_deletion(batch: PreparedBatch, view: AdmissionView) -> KnownObject | None:
+    """An object being deleted whose name the batch would create again: one of its documents, or what a new
+    Job of it expands to."""
+    for doc in batch.documents:
+        key = raw_key(doc)
+        existing = view.get(key) if key else None
+        if existing is not None and existing.deletion_requested:
+            return existing
+        if key is not None and existing is None:
+            for generated in sorted(batch.generated.get(key, ())):
+                child = view.get(generated)
+                if child is not None and child.deletion_requested:
+                    return child
+    return None
+
+
+def _refused_whole(
+    batch: PreparedBatch, held: KnownObject, decision: BatchDecision, ctx: ApplyContext
+) -> BatchDecision:
+    """Every manifest of the request rejected, as the API server answers the create that hit `held`."""
+    message = being_deleted_message(held.kind, held.name)
+    for doc in batch.documents:
+        kind, namespace, name = raw_key(doc) or (str(doc.get("kind") or ""), "", "")
+        status = already_exists_status(held.kind, held.name, message)
+        result = ObjectResult(
+            kind=kind or None,
+            namespace=namespace or None,
+            name=name or None,
+            outcome="rejected",
+            message=message,
+            status=status,
+        )
+        decision.results.append(result)
+        decision.events.append(refused_event(result, ctx.request_id))
     return decision
 
 
@@ -155,17 +252,31 @@ def write_runs(decisions: list[BatchDecision]) -> list[BatchDecision]:
 
 
 def admit_document(
-    doc: Mapping[str, Any], view: AdmissionView, decision: BatchDecision, ctx: ApplyContext
+    doc: Mapping[str, Any],
+    view: AdmissionView,
+    decision: BatchDecision,
+    ctx: ApplyContext,
+    *,
+    generated_uid: str | None = None,
 ) -> ObjectResult:
-    """Decide one document, appending its write and events to `decision`."""
+    """Decide one document, appending its write and events to `decision`. The server assigns the uid of a
+    new object (a uid in the document is ignored), except that a controller's `generated_uid` is kept."""
     key = raw_key(doc)
     existing = view.get(key) if key else None
+    workload: Workload | None = None
+    reference_errors: list[FieldError] = []
+    if key is not None and key[0] == "PodGroup":
+        doc, workload, reference_errors = podgroup_with_template(key, doc, view)
+        if existing is not None:
+            reference_errors = []  # a reference is checked when the PodGroup is created, as upstream
     result = validate_document(
         doc,
         old=existing.manifest if existing else None,
         priority_classes=view.priority_classes,
         converted=True,
     )
+    if reference_errors and result.problem is None:
+        result = dataclasses.replace(result, obj=None, errors=(*result.errors, *reference_errors))
     if result.obj is None:
         decision.events.append(rejected_event(result, ctx.request_id))
         return ObjectResult(
@@ -177,22 +288,21 @@ def admit_document(
             status=result.status(),
             warnings=list(result.warnings),
         )
-    obj, warnings = _with_workload(result.obj, view, list(result.warnings))
-    return store_object(obj, existing, view, decision, ctx, warnings)
+    obj, warnings = result.obj, list(result.warnings)
+    if isinstance(obj, PodGroup) and workload is not None:
+        obj = complete_from_workload(obj, workload)
+    if isinstance(obj, Pod):
+        warnings += _implied_podgroup(obj, view, decision, ctx)
+    return store_object(obj, existing, view, decision, ctx, warnings, generated_uid=generated_uid)
 
 
-def _with_workload(obj: ApiObject, view: AdmissionView, warnings: list[str]) -> tuple[ApiObject, list[str]]:
-    """A PodGroup takes its policy from its Workload when that exists; otherwise it waits, with a warning."""
-    if not isinstance(obj, PodGroup):
-        return obj, warnings
-    workload_name = obj.spec.workload_name
-    stored = view.get(("Workload", obj.namespace or "", workload_name)) if workload_name else None
-    if stored is None:
-        warning = workload_missing_warning(obj)
-        return obj, warnings + ([warning] if warning else [])
-    workload = parse_object(stored.manifest)
-    assert isinstance(workload, Workload)
-    return complete_from_workload(obj, workload), warnings
+def _implied_podgroup(pod: Pod, view: AdmissionView, decision: BatchDecision, ctx: ApplyContext) -> list[str]:
+    """A v1.35 pod's implied PodGroup, created from its stored Workload, or the warning the pod waits with."""
+    group, waiting = implied_podgroup(pod, view)
+    if group is None:
+        return [waiting] if waiting else []
+    created = admit_document(group.to_wire(), view, decision, ctx)
+    return [created_warning(group)] if created.outcome == "created" else []
 
 
 def store_object(
@@ -202,11 +312,13 @@ def store_object(
     decision: BatchDecision,
     ctx: ApplyContext,
     warnings: list[str],
+    *,
+    generated_uid: str | None = None,
 ) -> ObjectResult:
     """Write `obj` unless it equals what is stored; emit its admission event; expand new Jobs."""
     kind, namespace, name = obj.KIND, obj.namespace or "", obj.name
     manifest = obj.to_wire()
-    metadata = _metadata(manifest, existing, ctx)
+    metadata = _metadata(manifest, existing, ctx, generated_uid)
     status = _status(kind, manifest, existing)
     spec = stored_spec(kind, manifest)
     if existing is not None and _unchanged(existing, spec, metadata, status):
@@ -239,19 +351,24 @@ def store_object(
     decision.events.append(admitted_event(known, outcome, warnings, ctx.request_id, correlation))
     if isinstance(obj, Job) and existing is None:
         _expand(obj, known, view, decision, ctx)
+    if isinstance(obj, Workload) and existing is None:
+        for group in podgroups_awaiting(obj, view):
+            admit_document(group.to_wire(), view, decision, ctx)
     return ObjectResult(
         kind=kind, namespace=namespace or None, name=name, uid=known.uid, outcome=outcome, warnings=warnings
     )
 
 
-def _metadata(manifest: Manifest, existing: KnownObject | None, ctx: ApplyContext) -> Manifest:
+def _metadata(
+    manifest: Manifest, existing: KnownObject | None, ctx: ApplyContext, generated_uid: str | None
+) -> Manifest:
     metadata = {k: v for k, v in (manifest.get("metadata") or {}).items() if k not in STORE_OWNED_METADATA}
     if existing is not None:
         old = existing.manifest.get("metadata") or {}
         metadata["uid"] = existing.uid
         metadata["creationTimestamp"] = old.get("creationTimestamp")
     else:
-        metadata["uid"] = (manifest.get("metadata") or {}).get("uid") or ctx.new_uid()
+        metadata["uid"] = generated_uid or ctx.new_uid()
         metadata["creationTimestamp"] = ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return metadata
 
@@ -308,5 +425,5 @@ def _expand(
     expansion = expand_job(stored_job)
     generated: list[ApiObject] = [o for o in (expansion.workload, expansion.podgroup) if o is not None]
     for obj in [*generated, *expansion.pods]:
-        admit_document(obj.to_wire(), view, decision, ctx)
+        admit_document(obj.to_wire(), view, decision, ctx, generated_uid=obj.metadata.uid)
     decision.events.append(expanded_event(stored_job, known, expansion, ctx.request_id))

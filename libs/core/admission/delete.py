@@ -1,18 +1,39 @@
-"""Delete: remove an object; a PodGroup only once its pods have finished; a Job with what it generated."""
+"""Delete, as the API server does with foreground propagation.
+
+A pod that holds no node (not bound, or finished) is deleted at once; a bound pod that still runs is marked
+and evicted (`pods.evicted`, reason Deleted): its node agent stops it and deletes it. A PodGroup is deleted
+once none of its pods is left that has not finished. A Job takes what it controls (by uid) with it, and is
+deleted itself once nothing it owns remains. Everything else is deleted at once.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from libs.core.admission.events import deleted_event
-from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, ObjectKey, ObjectRemoval
-from libs.events.rpc import ObjectResult
+from libs.core.admission.events import deleted_event, evicted_event
+from libs.core.admission.model import (
+    AdmissionView,
+    BatchDecision,
+    KnownObject,
+    ObjectKey,
+    ObjectRemoval,
+)
+from libs.events.rpc import ObjectResult, Outcome
+from libs.events.scheduling import PodRef
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+DELETED_REASON = "Deleted"
+"""The `pods.evicted` reason of a pod deleted while it runs on its node."""
 
 
 def pod_finished(pod: KnownObject) -> bool:
     return (pod.manifest.get("status") or {}).get("phase") in FINISHED_PHASES
+
+
+def group_name_of(pod: KnownObject) -> str | None:
+    """The PodGroup a pod names in `spec.schedulingGroup`, if any."""
+    name = ((pod.manifest.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    return name if isinstance(name, str) else None
 
 
 def pods_of_group(group: KnownObject, pods: Iterable[KnownObject]) -> list[KnownObject]:
@@ -20,36 +41,35 @@ def pods_of_group(group: KnownObject, pods: Iterable[KnownObject]) -> list[Known
     return [
         pod
         for pod in pods
-        if pod.namespace == group.namespace
-        and ((pod.manifest.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") == group.name
+        if pod.kind == "Pod" and pod.namespace == group.namespace and group_name_of(pod) == group.name
     ]
 
 
 def owned_by(owner: KnownObject, candidates: Iterable[KnownObject]) -> list[KnownObject]:
-    """Objects whose controller reference points at `owner` (by uid, or by kind and name without one)."""
-    owned = []
-    for obj in candidates:
-        for ref in (obj.manifest.get("metadata") or {}).get("ownerReferences") or []:
-            same_uid = ref.get("uid") == owner.uid
-            same_name = not ref.get("uid") and ref.get("kind") == owner.kind and ref.get("name") == owner.name
-            if ref.get("controller") and (same_uid or same_name):
-                owned.append(obj)
-    return owned
+    """Objects whose controller reference points at `owner`, by uid."""
+    return [
+        obj
+        for obj in candidates
+        if any(
+            ref.get("controller") and ref.get("uid") == owner.uid
+            for ref in (obj.manifest.get("metadata") or {}).get("ownerReferences") or []
+        )
+    ]
 
 
 def decide_delete(
     key: ObjectKey,
     view: AdmissionView,
-    pods: list[KnownObject],
+    scope: list[KnownObject],
+    bound: Mapping[str, str],
     request_id: str,
-    dependents: list[KnownObject],
 ) -> BatchDecision:
-    """Delete one object. `pods` are the pods of its namespace (for PodGroup protection), `dependents` the
-    objects that may be owned by it (for a Job's cascade)."""
-    decision = BatchDecision()
+    """Delete one object. `scope` holds the objects of its namespace that it may own or that may hold it
+    (Workloads, PodGroups, Pods); `bound` maps the uid of every bound pod among them to its node."""
     target = view.get(key)
     if target is None:
         kind, namespace, name = key
+        decision = BatchDecision()
         decision.results.append(
             ObjectResult(
                 kind=kind,
@@ -60,34 +80,116 @@ def decide_delete(
             )
         )
         return decision
-    removed = {d.key for d in owned_by(target, dependents) if d.kind == "Pod"}
-    for dependent in owned_by(target, dependents):
-        remaining = [p for p in pods if p.key not in removed]
-        _remove(dependent, remaining, decision, request_id)
-    remaining_pods = [p for p in pods if p.key not in removed]
-    decision.results.insert(0, _remove(target, remaining_pods, decision, request_id))
-    return decision
+    deletion = _Deletion(scope, bound, request_id)
+    result = deletion.delete(target)
+    return deletion.finish(result)
 
 
-def _remove(
-    obj: KnownObject, pods: list[KnownObject], decision: BatchDecision, request_id: str
-) -> ObjectResult:
-    if obj.kind == "PodGroup":
-        running = [p for p in pods_of_group(obj, pods) if not pod_finished(p)]
-        if running:
-            decision.removals.append(_removal(obj, mark_only=True))
-            return ObjectResult(
-                kind=obj.kind,
-                namespace=obj.namespace or None,
-                name=obj.name,
-                uid=obj.uid,
-                outcome="pending",
-                message=f"deletion waits for {len(running)} pod(s) of the group to finish",
-            )
-    decision.removals.append(_removal(obj, mark_only=False))
-    decision.events.append(deleted_event(obj, request_id, obj.uid))
+def finish_pending_deletions(
+    marked: list[KnownObject], scope: list[KnownObject], request_id: str
+) -> BatchDecision:
+    """Objects marked for deletion that nothing holds any more are deleted now: a PodGroup whose pods have
+    all finished (or are gone), then a Job that owns nothing any more. `scope` holds the Workloads,
+    PodGroups and Pods of their namespaces."""
+    deletion = _Deletion(scope, {}, request_id)
+    for group in (obj for obj in marked if obj.kind == "PodGroup"):
+        if all(pod_finished(pod) for pod in deletion.pods_of(group)):
+            deletion.decision.results.append(deletion.remove(group))
+    for job in (obj for obj in marked if obj.kind == "Job"):
+        if not deletion.owned_by(job):
+            deletion.decision.results.append(deletion.remove(job))
+    return deletion.decision
+
+
+class _Deletion:
+    """One deletion's bookkeeping: what goes now, what is marked, which pods are evicted."""
+
+    def __init__(self, scope: list[KnownObject], bound: Mapping[str, str], request_id: str) -> None:
+        self.objects = {obj.key: obj for obj in scope}
+        self.bound = bound
+        self.request_id = request_id
+        self.decision = BatchDecision()
+        # Evicted pods by PodGroup name, or by uid for pods without one: one `pods.evicted` each.
+        self._evicted: dict[tuple[str, str], list[PodRef]] = {}
+
+    def delete(self, obj: KnownObject) -> ObjectResult:
+        if obj.kind == "Pod":
+            return self._pod(obj)
+        if obj.kind == "PodGroup":
+            return self._podgroup(obj)
+        if obj.kind == "Job":
+            return self._job(obj)
+        return self.remove(obj)
+
+    def finish(self, result: ObjectResult) -> BatchDecision:
+        for (kind, name), pods in self._evicted.items():
+            group = self.objects.get(("PodGroup", pods[0].namespace, name)) if kind == "PodGroup" else None
+            self.decision.events.append(evicted_event(pods, DELETED_REASON, group, self.request_id))
+        self.decision.results.insert(0, result)
+        return self.decision
+
+    def pods_of(self, group: KnownObject) -> list[KnownObject]:
+        return pods_of_group(group, self.objects.values())
+
+    def owned_by(self, owner: KnownObject) -> list[KnownObject]:
+        return owned_by(owner, self.objects.values())
+
+    def remove(self, obj: KnownObject) -> ObjectResult:
+        self.objects.pop(obj.key, None)
+        self.decision.removals.append(_removal(obj, mark_only=False))
+        self.decision.events.append(deleted_event(obj, self.request_id, self._correlation(obj)))
+        return _result(obj, "deleted")
+
+    def _mark(self, obj: KnownObject, message: str) -> ObjectResult:
+        self.decision.removals.append(_removal(obj, mark_only=True))
+        return _result(obj, "pending", message)
+
+    def _pod(self, pod: KnownObject) -> ObjectResult:
+        node = self.bound.get(pod.uid)
+        if node is None or pod_finished(pod):
+            return self.remove(pod)
+        if not pod.deletion_requested:
+            ref = PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid, node=node)
+            group_name = group_name_of(pod)
+            story = ("PodGroup", group_name) if group_name else ("Pod", pod.uid)
+            self._evicted.setdefault(story, []).append(ref)
+        return self._mark(pod, f"terminating on node {node}")
+
+    def _podgroup(self, group: KnownObject) -> ObjectResult:
+        running = [pod for pod in self.pods_of(group) if not pod_finished(pod)]
+        if not running:
+            return self.remove(group)
+        return self._mark(group, f"deletion waits for {len(running)} pod(s) of the group to finish")
+
+    def _job(self, job: KnownObject) -> ObjectResult:
+        owned = self.owned_by(job)
+        for obj in sorted(owned, key=_dependents_first):
+            self.delete(obj)
+        left = self.owned_by(job)
+        if not left:
+            return self.remove(job)
+        return self._mark(job, f"deletion waits for {len(left)} object(s) it owns")
+
+    def _correlation(self, obj: KnownObject) -> str:
+        """A pod's deletion belongs to its PodGroup's story when the group exists."""
+        group_name = group_name_of(obj) if obj.kind == "Pod" else None
+        group = self.objects.get(("PodGroup", obj.namespace, group_name)) if group_name else None
+        return group.uid if group is not None else obj.uid
+
+
+def _dependents_first(obj: KnownObject) -> int:
+    # Pods first: whether their PodGroup may go at once depends on which of them went.
+    return {"Pod": 0, "PodGroup": 1}.get(obj.kind, 2)
+
+
+def _result(obj: KnownObject, outcome: Outcome, message: str = "") -> ObjectResult:
     return ObjectResult(
-        kind=obj.kind, namespace=obj.namespace or None, name=obj.name, uid=obj.uid, outcome="deleted"
+        kind=obj.kind,
+        namespace=obj.namespace or None,
+        name=obj.name,
+        uid=obj.uid,
+        outcome=outcome,
+        message=message,
     )
 
 
@@ -100,14 +202,3 @@ def _removal(obj: KnownObject, *, mark_only: bool) -> ObjectRemoval:
         expected_resource_version=obj.resource_version,
         mark_only=mark_only,
     )
-
-
-def finish_pending_deletions(
-    marked_groups: list[KnownObject], pods: list[KnownObject], request_id: str
-) -> BatchDecision:
-    """PodGroups marked for deletion whose pods have all finished (or are gone) are deleted now."""
-    decision = BatchDecision()
-    for group in marked_groups:
-        if all(pod_finished(p) for p in pods_of_group(group, pods)):
-            decision.results.append(_remove(group, [], decision, request_id))
-    return decision

@@ -23,6 +23,8 @@ from libs.events.admission import (
     WorkloadAdmitted,
 )
 from libs.events.envelope import AggregateRef
+from libs.events.rpc import ObjectResult
+from libs.events.scheduling import PodGroupRef, PodRef, PodsEvicted
 
 _ADMITTED = {
     "Workload": WorkloadAdmitted,
@@ -87,6 +89,19 @@ def rejected_event(result: ValidationResult, request_id: str) -> EmittedEvent:
     return EmittedEvent(payload=payload, correlation_id=request_id, subject=subject)
 
 
+def refused_event(result: ObjectResult, request_id: str) -> EmittedEvent:
+    """`object.rejected` for a manifest refused as a whole (no field errors), e.g. a name being deleted."""
+    payload = ObjectRejected(
+        kind=result.kind,
+        namespace=result.namespace,
+        name=result.name,
+        message=result.message,
+        request_id=request_id,
+    )
+    subject = AggregateRef(kind=result.kind or "Unknown", namespace=result.namespace, name=result.name or "")
+    return EmittedEvent(payload=payload, correlation_id=request_id, subject=subject)
+
+
 def expanded_event(job: Job, known: KnownObject, expansion: JobExpansion, request_id: str) -> EmittedEvent:
     payload = JobExpanded(
         namespace=known.namespace,
@@ -109,3 +124,18 @@ def deleted_event(known: KnownObject, request_id: str, correlation_id: str) -> E
         request_id=request_id,
     )
     return EmittedEvent(payload=payload, correlation_id=correlation_id, subject=aggregate(known))
+
+
+def evicted_event(
+    pods: list[PodRef], reason: str, group: KnownObject | None, request_id: str
+) -> EmittedEvent:
+    """`pods.evicted` for pods of one PodGroup (`group`), or for one pod without a group."""
+    if group is not None:
+        ref = PodGroupRef(namespace=group.namespace, name=group.name, uid=group.uid)
+        payload = PodsEvicted(pods=pods, reason=reason, podgroup=ref)
+        return EmittedEvent(payload=payload, correlation_id=group.uid, subject=aggregate(group))
+    pod = pods[0]
+    subject = AggregateRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
+    return EmittedEvent(
+        payload=PodsEvicted(pods=pods, reason=reason), correlation_id=pod.uid, subject=subject
+    )

@@ -89,9 +89,10 @@ def recreate_gang_pods(
     job: KnownObject, group: KnownObject, pods: list[KnownObject], view: AdmissionView, ctx: ApplyContext
 ) -> BatchDecision:
     """Job controller: a gang of this Job was restarted (or preempted), so its pods are replaced by fresh ones
-    (new uids, no status) and the whole gang is queued again. A Job past its backoff limit is left failed."""
+    (new uids, no status) and the whole gang is queued again. A Job past its backoff limit is left failed,
+    and nothing is recreated for a Job or PodGroup being deleted."""
     decision = BatchDecision()
-    if job_failed(job):
+    if job_failed(job) or job.deletion_requested or group.deletion_requested:
         return decision
     parsed = parse_object(job.manifest)
     assert isinstance(parsed, Job)
@@ -104,7 +105,6 @@ def recreate_gang_pods(
         )
         decision.events.append(deleted_event(pod, ctx.request_id, group.uid))
         view.drop(pod.key)
-        replacement = fresh[pod.name].to_wire()
-        replacement["metadata"].pop("uid", None)  # a new incarnation: never the old pod's identity
-        admit_document(replacement, view, decision, ctx)
+        # Without a generated uid the server assigns a fresh one: a new incarnation, never the old identity.
+        admit_document(fresh[pod.name].to_wire(), view, decision, ctx)
     return decision

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from libs.api.annotations import WORKLOAD_REF_NAME
 from libs.api.models.scheduling import PriorityClass
 from libs.events.envelope import AggregateRef, EventPayload
 from libs.events.rpc import ObjectResult
@@ -75,20 +76,40 @@ class EmittedEvent:
 
 @dataclass
 class AdmissionView:
-    """What admission knows of the store for one batch: the objects it touches, and every PriorityClass.
-    Decisions update it as they go, so a later manifest of the batch sees an earlier one."""
+    """What admission knows of the store for one batch: the objects it touches, every PriorityClass, and the
+    v1.35 pods that wait for a Workload the batch creates. Decisions update it as they go, so a later
+    manifest of the batch sees an earlier one."""
 
     objects: dict[ObjectKey, KnownObject] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    _awaiting: dict[tuple[str, str], dict[ObjectKey, KnownObject]] = field(default_factory=dict)
 
     def get(self, key: ObjectKey) -> KnownObject | None:
         return self.objects.get(key)
 
     def put(self, known: KnownObject) -> None:
         self.objects[known.key] = known
+        workload = _awaited_workload(known)
+        if workload is not None:
+            self._awaiting.setdefault((known.namespace, workload), {})[known.key] = known
 
     def drop(self, key: ObjectKey) -> None:
-        self.objects.pop(key, None)
+        known = self.objects.pop(key, None)
+        workload = _awaited_workload(known) if known is not None else None
+        if workload is not None:
+            self._awaiting.get((key[1], workload), {}).pop(key, None)
+
+    def awaiting(self, namespace: str, workload: str) -> list[KnownObject]:
+        """The v1.35 pods whose `workloadRef` names this Workload (see podway.io/workload-ref-name)."""
+        return sorted(self._awaiting.get((namespace, workload), {}).values(), key=lambda pod: pod.name)
+
+
+def _awaited_workload(known: KnownObject) -> str | None:
+    if known.kind != "Pod":
+        return None
+    annotations = (known.manifest.get("metadata") or {}).get("annotations")
+    workload = annotations.get(WORKLOAD_REF_NAME) if annotations else None
+    return workload if isinstance(workload, str) else None
 
 
 @dataclass

@@ -1,20 +1,28 @@
-"""Pod bindings. The primary key refuses a second binding of a pod; a trigger refuses a binding written under
-a stale lease epoch (the check runs in the database, in the inserting transaction)."""
+"""Pod bindings: current holds of a node, not history. The primary key refuses a second binding of a pod; a
+trigger refuses a binding written under a stale lease epoch (the check runs in the database, in the inserting
+transaction); a binding goes with its pod (foreign key, ON DELETE CASCADE) and is released when the pod ends."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Row, delete, select
+from sqlalchemy import Row, String, bindparam, delete, func, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.errors import AlreadyBoundError, StaleEpochError
 from libs.db.records import Fence, PodBinding
-from libs.db.repositories._sql import insert_ignoring_duplicates, is_stale_epoch, rowcount
+from libs.db.repositories._sql import (
+    dialect_of,
+    insert_ignoring_duplicates,
+    is_stale_epoch,
+    rowcount,
+    unnest_rows,
+)
 from libs.db.repositories.leases import assert_epoch
-from libs.db.schema import pod_bindings
+from libs.db.schema import objects, pod_bindings
+from libs.db.types import json_text
 
 
 class SqlAlchemyBindingRepository:
@@ -41,23 +49,54 @@ class SqlAlchemyBindingRepository:
         if rowcount(result) != 1:
             raise AlreadyBoundError(f"pod {binding.pod_uid} is already bound")
 
-    async def bind_many(self, bindings: Sequence[PodBinding], *, fence: Fence) -> None:
-        """Bind many pods in one statement, all or none: AlreadyBoundError or StaleEpochError as `bind` (the
-        fence trigger runs for every row)."""
+    async def bind_many(self, bindings: Sequence[PodBinding], *, fence: Fence) -> list[str]:
+        """Bind many pods in a few statements, whatever their number, all or none: AlreadyBoundError or
+        StaleEpochError as `bind` (the fence trigger runs for every row; roll back on either).
+
+        A pod that no longer exists (deleted while it was being scheduled) is skipped, not an error: returns the
+        uids skipped. The pods bound are locked until commit, so none is deleted in between, and their
+        resource version moves on (their node is part of them)."""
         if not bindings:
-            return
-        statement = insert_ignoring_duplicates(self._session, pod_bindings, {}).returning(
-            pod_bindings.c.pod_uid
+            return []
+        uids = [binding.pod_uid for binding in bindings]
+        present = set(
+            (
+                await self._session.execute(
+                    _BOUND_PODS[dialect_of(self._session)], _uids(self._session, uids)
+                )
+            ).scalars()
         )
-        rows = [_row(binding, fence) for binding in bindings]
-        try:
-            inserted = len((await self._session.execute(statement, rows)).all())
-        except DBAPIError as exc:
-            if is_stale_epoch(exc):
-                raise StaleEpochError(f"binding {len(rows)} pods: {fence} is stale") from exc
-            raise
-        if inserted != len(rows):
-            raise AlreadyBoundError(f"{len(rows) - inserted} of {len(rows)} pods are already bound")
+        rows = [_row(binding, fence) for binding in bindings if binding.pod_uid in present]
+        if rows:
+            statement = insert_ignoring_duplicates(self._session, pod_bindings, {}).returning(
+                pod_bindings.c.pod_uid
+            )
+            try:
+                inserted = len((await self._session.execute(statement, rows)).all())
+            except DBAPIError as exc:
+                if is_stale_epoch(exc):
+                    raise StaleEpochError(f"binding {len(rows)} pods: {fence} is stale") from exc
+                raise
+            if inserted != len(rows):
+                raise AlreadyBoundError(f"{len(rows) - inserted} of {len(rows)} pods are already bound")
+        return [uid for uid in uids if uid not in present]
+
+    async def release_many(self, pod_uids: Iterable[str]) -> int:
+        """Remove the bindings of pods that ended (they hold nothing any more); returns how many there were.
+        Not fenced: the node agent that ran the pod releases it, whoever leads the scheduler."""
+        released = 0
+        for chunk in _chunks(pod_uids):
+            statement = delete(pod_bindings).where(pod_bindings.c.pod_uid.in_(chunk))
+            released += rowcount(await self._session.execute(statement))
+        return released
+
+    async def get_many(self, pod_uids: Iterable[str]) -> list[PodBinding]:
+        """The bindings of these pods that exist, ordered by pod uid."""
+        found: list[PodBinding] = []
+        for chunk in _chunks(pod_uids):
+            query = select(pod_bindings).where(pod_bindings.c.pod_uid.in_(chunk))
+            found += [_to_binding(row) for row in await self._session.execute(query)]
+        return sorted(found, key=lambda binding: binding.pod_uid)
 
     async def get(self, pod_uid: str) -> PodBinding | None:
         """The binding of a pod, or None."""
@@ -87,6 +126,12 @@ class SqlAlchemyBindingRepository:
         return rowcount(result) > 0
 
 
+def _chunks(uids: Iterable[str], size: int = 500) -> list[list[str]]:
+    """Distinct uids in lists short enough for one IN list on either database."""
+    distinct = list(dict.fromkeys(uids))
+    return [distinct[start : start + size] for start in range(0, len(distinct), size)]
+
+
 def _row(binding: PodBinding, fence: Fence) -> dict[str, Any]:
     return {
         "pod_uid": binding.pod_uid,
@@ -102,3 +147,29 @@ def _to_binding(row: Row[Any]) -> PodBinding:
     return PodBinding(
         pod_uid=row.pod_uid, node_name=row.node_name, podgroup_uid=row.podgroup_uid, bound_at=row.bound_at
     )
+
+
+def _bound_pods(dialect: str) -> Any:
+    """`UPDATE objects SET resource_version = resource_version + 1 ... RETURNING uid` for the given pod uids:
+    which of them exist, locked until commit. The text does not depend on how many uids are given."""
+    if dialect == "postgresql":
+        given: Any = unnest_rows(("uid", String))
+        uid = given.c.uid
+    else:
+        given = func.json_each(bindparam("uids", type_=String)).table_valued("value").alias("given")
+        uid = given.c.value
+    return (
+        update(objects)
+        .where(objects.c.kind == "Pod", objects.c.uid == uid)
+        .values(resource_version=objects.c.resource_version + 1)
+        .returning(objects.c.uid)
+    )
+
+
+def _uids(session: AsyncSession, uids: Sequence[str]) -> dict[str, Any]:
+    if dialect_of(session) == "postgresql":
+        return {"given_uid": list(uids)}
+    return {"uids": json_text(list(uids))}
+
+
+_BOUND_PODS = {dialect: _bound_pods(dialect) for dialect in ("postgresql", "sqlite")}

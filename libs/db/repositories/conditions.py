@@ -1,20 +1,22 @@
-"""Conditions in their own rows, one owner per condition type, Kubernetes transition-time semantics."""
+"""Conditions in their own rows, one owner per condition type, Kubernetes transition-time semantics. A
+condition is part of its object: writing a changed one moves the object's resource version on."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Row, case, select
+from sqlalchemy import BigInteger, Row, String, and_, bindparam, case, exists, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.errors import ConditionOwnershipError
 from libs.db.ports import Clock
 from libs.db.records import Condition
-from libs.db.repositories._sql import dialect_of
-from libs.db.schema import conditions
+from libs.db.repositories._sql import dialect_of, unnest_rows
+from libs.db.schema import conditions, objects
+from libs.db.types import json_text
 
 
 class SqlAlchemyConditionRepository:
@@ -35,7 +37,9 @@ class SqlAlchemyConditionRepository:
         if not many:
             return []
         now = self._clock()
-        statement = _UPSERTS[dialect_of(self._session)]
+        dialect = dialect_of(self._session)
+        await self._session.execute(_BUMPS[dialect].values(updated_at=now), _given(dialect, many))
+        statement = _UPSERTS[dialect]
         rows = [
             dataclasses.asdict(dataclasses.replace(c, last_transition_time=c.last_transition_time or now))
             for c in many
@@ -73,6 +77,18 @@ class SqlAlchemyConditionRepository:
         )
         return [_to_condition(row) for row in rows]
 
+    async def list_for_many(self, object_uids: Iterable[str]) -> dict[str, list[Condition]]:
+        """The conditions of many objects, by object uid and then type (objects without any are left out)."""
+        found: dict[str, list[Condition]] = {}
+        distinct = list(dict.fromkeys(object_uids))
+        for start in range(0, len(distinct), 500):
+            query = select(conditions).where(conditions.c.object_uid.in_(distinct[start : start + 500]))
+            for row in await self._session.execute(
+                query.order_by(conditions.c.object_uid, conditions.c.type)
+            ):
+                found.setdefault(row.object_uid, []).append(_to_condition(row))
+        return found
+
     async def _get(self, object_uid: str, type_: str) -> Condition | None:
         query = select(conditions).where(conditions.c.object_uid == object_uid, conditions.c.type == type_)
         row = (await self._session.execute(query)).first()
@@ -104,3 +120,43 @@ def _upsert(dialect: Any) -> Any:
 
 
 _UPSERTS = {"postgresql": _upsert(postgresql), "sqlite": _upsert(sqlite)}
+
+_COMPARED = (("uid", String), ("type", String), ("status", String), ("reason", String), ("message", String))
+
+
+def _bump(dialect: str) -> Any:
+    """`UPDATE objects SET resource_version = resource_version + 1` for the objects whose given conditions
+    differ from the stored ones (run before the upsert). The text does not depend on how many are given."""
+    if dialect == "postgresql":
+        given: Any = unnest_rows(*_COMPARED, ("generation", BigInteger))
+        column = {name: given.c[name] for name, _ in (*_COMPARED, ("generation", None))}
+    else:
+        each = func.json_each(bindparam("rows", type_=String)).table_valued("value").alias("given")
+        names = [name for name, _ in _COMPARED] + ["generation"]
+        column = {name: func.json_extract(each.c.value, f"$[{i}]") for i, name in enumerate(names)}
+    unchanged = exists().where(
+        and_(
+            conditions.c.object_uid == column["uid"],
+            conditions.c.type == column["type"],
+            conditions.c.status == column["status"],
+            conditions.c.reason == column["reason"],
+            conditions.c.message == column["message"],
+            conditions.c.observed_generation.is_not_distinct_from(column["generation"]),
+        )
+    )
+    return (
+        update(objects)
+        .where(objects.c.uid == column["uid"], ~unchanged)
+        .values(resource_version=objects.c.resource_version + 1)
+    )
+
+
+def _given(dialect: str, many: Sequence[Condition]) -> dict[str, Any]:
+    values = [(c.object_uid, c.type, c.status, c.reason, c.message, c.observed_generation) for c in many]
+    if dialect == "postgresql":
+        names = [name for name, _ in _COMPARED] + ["generation"]
+        return {f"given_{name}": [row[i] for row in values] for i, name in enumerate(names)}
+    return {"rows": json_text([list(row) for row in values])}
+
+
+_BUMPS = {dialect: _bump(dialect) for dialect in ("postgresql", "sqlite")}

@@ -222,7 +222,9 @@ class SqlAlchemyOutbox:
         self, limit: int, *, created_before: datetime | None = None, subjects: Collection[str] | None = None
     ) -> list[OutboxMessage]:
         """The oldest unpublished messages (only those created before `created_before`, and only on
-        `subjects`, if given), locked (PostgreSQL) so concurrent relays take turns in order."""
+        `subjects`, if given), locked (PostgreSQL) so that two polling relays never publish the same rows at
+        once. (Relays publishing their own process's commits do not read here: the stream is not in global
+        `seq` order.)"""
         query = select(outbox).where(outbox.c.published_at.is_(None))
         if created_before is not None:
             query = query.where(outbox.c.created_at < created_before)

@@ -21,6 +21,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal_column,
     select,
     tuple_,
     update,
@@ -29,6 +30,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from libs.api.annotations import WORKLOAD_REF_NAME
 from libs.db.errors import ConflictError, NotFoundError
 from libs.db.ports import Clock
 from libs.db.records import JsonObject, ObjectDraft, StoredObject
@@ -39,7 +41,7 @@ from libs.db.repositories._sql import (
     rowcount,
     unnest_rows,
 )
-from libs.db.schema import objects
+from libs.db.schema import AWAITING_WORKLOAD_PG, objects
 from libs.db.types import json_text
 
 MUST_NOT_EXIST = 0
@@ -115,6 +117,26 @@ class SqlAlchemyObjectRepository:
             query = query.where(objects.c.metadata[("labels", key)].as_string() == value)
         rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))
         return [_to_object(row) for row in rows]
+
+    async def find_awaiting_workloads(self, workloads: Iterable[tuple[str, str]]) -> list[StoredObject]:
+        """Pods admitted before the v1.35 Workload their `workloadRef` names (annotation
+        `podway.io/workload-ref-name`), for these (namespace, Workload name) pairs, ordered by namespace and
+        name; one statement of index probes on PostgreSQL."""
+        wanted = sorted(set(workloads))
+        if not wanted:
+            return []
+        if on_postgres(self._session):
+            namespaces, names = zip(*wanted, strict=True)
+            parameters = {"given_namespace": namespaces, "given_workload": names}
+            return [_to_object(row) for row in await self._session.execute(_AWAITING_PG, parameters)]
+        awaited = objects.c.metadata[("annotations", WORKLOAD_REF_NAME)].as_string()
+        found: list[StoredObject] = []
+        for namespace, name in wanted:
+            query = select(objects).where(
+                objects.c.kind == "Pod", objects.c.namespace == namespace, awaited == name
+            )
+            found += [_to_object(row) for row in await self._session.execute(query.order_by(objects.c.name))]
+        return found
 
     async def upsert(
         self, draft: ObjectDraft, *, expected_resource_version: int | None = None
@@ -278,6 +300,17 @@ _BY_KEYS_PG = select(objects).join(
     (objects.c.kind == _KEYS.c.kind)
     & (objects.c.namespace == _KEYS.c.namespace)
     & (objects.c.name == _KEYS.c.name),
+)
+
+
+_AWAITED = unnest_rows(("namespace", String), ("workload", String))
+_AWAITED_BY: ColumnElement[Any] = literal_column(AWAITING_WORKLOAD_PG)
+# Written with the literals of the partial index's predicate, so that even a generic plan may use it.
+_AWAITING_PG = (
+    select(objects)
+    .join(_AWAITED, (objects.c.namespace == _AWAITED.c.namespace) & (_AWAITED.c.workload == _AWAITED_BY))
+    .where(literal_column("objects.kind = 'Pod'"), _AWAITED_BY.is_not(None))
+    .order_by(objects.c.namespace, objects.c.name)
 )
 
 

@@ -41,6 +41,7 @@ def make_draft(
     namespace: str = "ml",
     spec: dict[str, Any] | None = None,
     labels: dict[str, str] | None = None,
+    uid: str | None = None,
 ) -> ObjectDraft:
     return ObjectDraft(
         kind=kind,
@@ -49,4 +50,12 @@ def make_draft(
         name=name,
         spec=spec or {"minCount": 2},
         metadata={"labels": labels or {}},
+        uid=uid,
+    )
+
+
+def make_pod(uid: str, *, status: dict[str, Any] | None = None) -> ObjectDraft:
+    """A pod named after its uid (bindings refer to pods by uid)."""
+    return ObjectDraft(
+        kind="Pod", api_version="v1", namespace="ml", name=uid, spec={}, status=status or {}, uid=uid
     )

@@ -13,7 +13,7 @@ from libs.db.errors import StaleEpochError
 from libs.db.records import Fence, PodBinding
 from libs.db.uow import SqlAlchemyUnitOfWork
 from tests.conftest import FakeClock
-from tests.integration.db.builders import T0
+from tests.integration.db.builders import T0, make_pod
 
 pytestmark = pytest.mark.postgres
 TTL = timedelta(seconds=15)
@@ -67,6 +67,7 @@ async def test_takeover_waits_for_the_old_leaders_binding_to_commit(
 ) -> None:
     async with pg_uow_factory() as uow:
         old = await _acquire(uow, "scheduler-a", fake_clock)
+        await uow.objects.create_many([make_pod("pod-1")])
         await uow.commit()
     fake_clock.advance(TTL * 2)
 

@@ -15,7 +15,7 @@ from libs.db.records import Fence, PodBinding
 from libs.db.schema import pod_bindings
 from libs.db.uow import SqlAlchemyUnitOfWork
 from tests.conftest import FakeClock
-from tests.integration.db.builders import T0, make_draft
+from tests.integration.db.builders import T0, make_draft, make_pod
 
 UowFactory = Callable[[], SqlAlchemyUnitOfWork]
 TTL = timedelta(seconds=15)
@@ -23,6 +23,13 @@ TTL = timedelta(seconds=15)
 
 def binding(pod_uid: str, node: str = "node-a") -> PodBinding:
     return PodBinding(pod_uid=pod_uid, node_name=node, podgroup_uid="pg-1", bound_at=T0)
+
+
+async def create_pods(uow_factory: UowFactory, *uids: str) -> None:
+    """Bindings refer to pods that exist."""
+    async with uow_factory() as uow:
+        await uow.objects.create_many([make_pod(uid) for uid in uids])
+        await uow.commit()
 
 
 async def acquire(uow_factory: UowFactory, holder: str, clock: FakeClock) -> Fence | None:
@@ -60,6 +67,7 @@ async def test_released_lease_is_taken_over_at_once(uow_factory: UowFactory, fak
 
 
 async def test_deposed_leader_cannot_bind_a_pod(uow_factory: UowFactory, fake_clock: FakeClock) -> None:
+    await create_pods(uow_factory, "pod-1")
     old = await acquire(uow_factory, "scheduler-a", fake_clock)
     fake_clock.advance(TTL * 2)
     new = await acquire(uow_factory, "scheduler-b", fake_clock)
@@ -94,6 +102,7 @@ async def test_the_database_itself_refuses_a_stale_epoch_row(
 
 
 async def test_a_pod_is_never_bound_twice(uow_factory: UowFactory, fake_clock: FakeClock) -> None:
+    await create_pods(uow_factory, "pod-1", "pod-2")
     fence = await acquire(uow_factory, "scheduler-a", fake_clock)
     assert fence is not None
     async with uow_factory() as uow:
@@ -126,6 +135,7 @@ async def test_fenced_unit_of_work_refuses_to_commit_after_a_takeover(
 
 
 async def test_unbind_needs_the_current_epoch(uow_factory: UowFactory, fake_clock: FakeClock) -> None:
+    await create_pods(uow_factory, "pod-1")
     old = await acquire(uow_factory, "scheduler-a", fake_clock)
     assert old is not None
     async with uow_factory() as uow:
@@ -146,6 +156,7 @@ async def test_unbind_needs_the_current_epoch(uow_factory: UowFactory, fake_cloc
 async def test_a_gang_is_bound_in_one_statement_and_refused_whole_when_one_pod_is_bound(
     uow_factory: UowFactory, fake_clock: FakeClock
 ) -> None:
+    await create_pods(uow_factory, "pod-1", "pod-2", "pod-3")
     fence = await acquire(uow_factory, "scheduler-a", fake_clock)
     assert fence is not None
     async with uow_factory() as uow:
@@ -163,6 +174,7 @@ async def test_a_gang_is_bound_in_one_statement_and_refused_whole_when_one_pod_i
 
 
 async def test_a_deposed_leader_cannot_bind_a_gang(uow_factory: UowFactory, fake_clock: FakeClock) -> None:
+    await create_pods(uow_factory, "pod-1", "pod-2")
     old = await acquire(uow_factory, "scheduler-a", fake_clock)
     fake_clock.advance(TTL * 2)
     assert await acquire(uow_factory, "scheduler-b", fake_clock) is not None

@@ -2,11 +2,8 @@ import itertools
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-
 from libs.api.manifests import load_documents
 from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
-from libs.core.admission.delete import decide_delete, finish_pending_deletions
 from libs.core.admission.jobs import compress_indexes, job_status, recreate_gang_pods
 from libs.core.admission.model import AdmissionView, KnownObject
 
@@ -90,15 +87,6 @@ def test_changing_a_podgroup_spec_is_rejected_as_immutable_and_writes_nothing():
     assert [e.payload.TYPE.value for e in decision.events] == ["object.rejected"]
 
 
-def test_a_podgroup_whose_workload_does_not_exist_is_admitted_with_a_warning():
-    view = AdmissionView()
-    docs = [d for d in example("03-gang-workload.yaml") if d["kind"] == "PodGroup"]
-    decision = applied(view, example("01-priorityclasses.yaml") + docs)
-    group_result = decision.results[-1]
-    assert group_result.outcome == "created"
-    assert any("llm-train" in w for w in group_result.warnings)
-
-
 def test_an_invalid_manifest_is_rejected_with_every_error_and_others_in_the_batch_still_land():
     view = AdmissionView()
     docs = example("invalid/bad-workload.yaml") + example("01-priorityclasses.yaml")
@@ -151,48 +139,6 @@ def _with_phase(pod: KnownObject, phase: str) -> KnownObject:
         pod.resource_version,
         {**pod.manifest, "status": {"phase": phase}},
     )
-
-
-@pytest.fixture
-def gang_view() -> AdmissionView:
-    view = AdmissionView()
-    applied(view, example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
-    return view
-
-
-def test_deleting_a_podgroup_waits_while_its_pods_run(gang_view):
-    pods = [o for o in gang_view.objects.values() if o.kind == "Pod"]
-    decision = decide_delete(("PodGroup", "ml", "llm-train-worker-0"), gang_view, pods, "req", [])
-    assert decision.results[0].outcome == "pending"
-    assert decision.removals[0].mark_only
-    assert decision.events == []
-
-
-def test_a_marked_podgroup_is_deleted_once_every_pod_finished(gang_view):
-    group = gang_view.get(("PodGroup", "ml", "llm-train-worker-0"))
-    pods = [o for o in gang_view.objects.values() if o.kind == "Pod"]
-    assert finish_pending_deletions([group], pods, "r").removals == []
-    finished = [_with_phase(p, "Succeeded") for p in pods[:3]] + [_with_phase(pods[3], "Failed")]
-    decision = finish_pending_deletions([group], finished, "r")
-    assert [r.outcome for r in decision.results] == ["deleted"]
-    assert decision.events[0].payload.TYPE.value == "object.deleted"
-
-
-def test_deleting_a_job_removes_what_it_generated():
-    view = AdmissionView()
-    applied(view, example("01-priorityclasses.yaml") + example("05-indexed-job.yaml"))
-    everything = list(view.objects.values())
-    decision = decide_delete(("Job", "ml", "finetune"), view, [], "req", everything)
-    removed = {(r.kind, r.name) for r in decision.removals if not r.mark_only}
-    assert ("Job", "finetune") in removed
-    assert ("PodGroup", "finetune-worker-0") in removed
-    assert ("Pod", "finetune-worker-0-3") in removed
-    assert decision.results[0].outcome == "deleted"
-
-
-def test_deleting_something_missing_answers_not_found():
-    decision = decide_delete(("Pod", "ml", "ghost"), AdmissionView(), [], "req", [])
-    assert decision.results[0].outcome == "not_found"
 
 
 def _job_view() -> tuple[AdmissionView, KnownObject, list[KnownObject]]:

@@ -12,7 +12,7 @@ from libs.api.conversion import (
     legacy_pod_group_name,
 )
 from libs.api.manifests import parse_object, validate_document
-from libs.api.podgroups import complete_from_workload, workload_missing_warning
+from libs.api.podgroups import complete_from_workload
 from tests.unit.api.builders import make_pod, make_pod_group, make_workload
 
 
@@ -131,21 +131,27 @@ def test_pod_groups_already_in_the_batch_are_not_duplicated():
     assert [doc["metadata"]["name"] for doc in converted if doc["kind"] == "PodGroup"] == ["train-worker"]
 
 
-def test_a_pod_group_whose_workload_is_not_in_the_batch_waits_for_its_policy():
-    converted, warnings = convert_documents([legacy_pod("p0", workload="elsewhere")])
+def test_pods_whose_workload_is_not_in_the_batch_record_their_reference_and_imply_no_pod_group_here():
+    converted, warnings = convert_documents([legacy_pod("p0", workload="elsewhere", replica_key="3")])
 
-    pod_group = converted[-1]
-    assert pod_group["spec"] == {
-        "podGroupTemplateRef": {"workload": {"workloadName": "elsewhere", "podGroupTemplateName": "worker"}}
+    assert [doc["kind"] for doc in converted] == ["Pod"]
+    pod = converted[0]
+    assert pod["spec"]["schedulingGroup"] == {"podGroupName": "elsewhere-worker-3"}
+    assert pod["metadata"]["annotations"] == {
+        "podway.io/workload-ref-name": "elsewhere",
+        "podway.io/workload-ref-pod-group": "worker",
+        "podway.io/workload-ref-replica-key": "3",
     }
-    assert warnings[-1] == (
-        "created PodGroup ml/elsewhere-worker for pods' spec.workloadRef; its policy is copied from Workload "
-        "elsewhere template worker when that is known (not in this batch)"
-    )
-    stored = parse_object(convert_document(legacy_workload("elsewhere"))[0])
-    completed = complete_from_workload(parse_object(pod_group), stored)
+    assert warnings == [WORKLOAD_REF_CONVERTED]
+    assert validate_document(pod).warnings == ()
+
+
+def test_a_pod_group_takes_its_policy_from_the_template_it_refers_to():
+    stored = parse_object(convert_document(legacy_workload("llm-train"))[0])
+
+    completed = complete_from_workload(parse_object(make_pod_group()), stored)
+
     assert completed.spec.scheduling_policy.gang_min_count == 4
-    assert validate_document(completed.to_wire()).ok
 
 
 def test_a_pod_with_both_workload_ref_and_scheduling_group_is_not_converted():
@@ -154,12 +160,3 @@ def test_a_pod_with_both_workload_ref_and_scheduling_group_is_not_converted():
     converted, warnings = convert_documents([copy.deepcopy(doc)])
     assert converted == [doc]
     assert warnings == []
-
-
-def test_a_pod_group_waiting_for_its_workload_gets_a_warning():
-    assert workload_missing_warning(parse_object(make_pod_group())) == (
-        'PodGroup ml/llm-train-worker-0 waits for Workload "llm-train", which does not exist yet'
-    )
-    standalone = make_pod_group()
-    del standalone["spec"]["podGroupTemplateRef"]
-    assert workload_missing_warning(parse_object(standalone)) is None

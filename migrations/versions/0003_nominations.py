@@ -1,7 +1,7 @@
 """Nominations: room the preemptor made for a PodGroup, held until it expires.
 
-Revision ID: 0002_nominations
-Revises: 0001_initial
+Revision ID: 0003_nominations
+Revises: 0002_bindings_follow_pods
 Create Date: 2026-12-01
 """
 
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0002_nominations"
-down_revision: str | None = "0001_initial"
+revision: str = "0003_nominations"
+down_revision: str | None = "0002_bindings_follow_pods"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

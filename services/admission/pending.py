@@ -1,0 +1,129 @@
+"""Why pending pods and PodGroups wait, as `podway get` and `describe` show it: the facts read from the store,
+the reasons from libs.core.scheduling.waiting, added as the condition the object lacks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from libs.api.annotations import WORKLOAD_REF_NAME
+from libs.core.scheduling.lifecycle import Condition, ConditionType
+from libs.core.scheduling.waiting import POD_SCHEDULED, PodFacts, PodGroupFacts, pod_waiting, podgroup_waiting
+from libs.db.ports import UnitOfWork
+from libs.db.records import Condition as StoredCondition
+from libs.db.records import StoredObject
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one namespace holds that bears on why its objects wait."""
+
+    namespace: str
+    pods: list[StoredObject]
+    groups: dict[str, StoredObject]
+    group_conditions: dict[str, list[StoredCondition]]
+    workloads: frozenset[str]
+    """Workloads that exist and are not being deleted."""
+
+    def pods_of(self, group: str) -> list[StoredObject]:
+        return [pod for pod in self.pods if _group_name(pod.spec) == group]
+
+
+async def load_scope(uow: UnitOfWork, namespace: str) -> Scope:
+    pods = await uow.objects.find("Pod", namespace)
+    groups = {group.name: group for group in await uow.objects.find("PodGroup", namespace)}
+    workloads = await uow.objects.find("Workload", namespace)
+    return Scope(
+        namespace=namespace,
+        pods=pods,
+        groups=groups,
+        group_conditions=await uow.conditions.list_for_many(group.uid for group in groups.values()),
+        workloads=frozenset(w.name for w in workloads if w.deletion_requested_at is None),
+    )
+
+
+def with_waiting(kind: str, manifests: list[dict[str, Any]], scope: Scope) -> None:
+    """Give each pending pod or PodGroup of `scope`'s namespace the condition saying why it waits, unless it
+    has one of that type already."""
+    for manifest in manifests:
+        status = manifest.setdefault("status", {})
+        conditions = status.get("conditions") or []
+        if kind == "PodGroup" and (status.get("podway") or {}).get("phase") == "Pending":
+            name = manifest["metadata"]["name"]
+            facts = _group_facts(name, manifest.get("spec") or {}, _conditions(conditions), scope)
+            waiting = podgroup_waiting(facts)
+            if waiting is not None:
+                _add(status, waiting.condition(ConditionType.POD_GROUP_SCHEDULED))
+        elif kind == "Pod" and _pending(manifest):
+            _add(status, pod_waiting(_pod_facts(manifest, scope)).condition(POD_SCHEDULED))
+
+
+def _pending(pod: Mapping[str, Any]) -> bool:
+    phase = (pod.get("status") or {}).get("phase") or "Pending"
+    no_node = not (pod.get("spec") or {}).get("nodeName")
+    return phase == "Pending" and no_node and "deletionTimestamp" not in pod["metadata"]
+
+
+def _add(status: dict[str, Any], condition: dict[str, str]) -> None:
+    conditions = status.get("conditions") or []
+    if all(c.get("type") != condition["type"] for c in conditions):
+        status["conditions"] = [*conditions, condition]
+
+
+def _pod_facts(pod: Mapping[str, Any], scope: Scope) -> PodFacts:
+    group_name = _group_name(pod.get("spec") or {})
+    stored = scope.groups.get(group_name) if group_name else None
+    group = None
+    if stored is not None:
+        rows = scope.group_conditions.get(stored.uid, [])
+        group = _group_facts(stored.name, stored.spec, [_condition(row) for row in rows], scope)
+    awaited = (pod["metadata"].get("annotations") or {}).get(WORKLOAD_REF_NAME)
+    return PodFacts(
+        namespace=scope.namespace,
+        podgroup=group_name,
+        group=group,
+        awaited_workload=awaited if isinstance(awaited, str) else None,
+        scheduled=_of_type(_conditions((pod.get("status") or {}).get("conditions") or []), POD_SCHEDULED),
+    )
+
+
+def _group_facts(
+    name: str, spec: Mapping[str, Any], conditions: list[Condition], scope: Scope
+) -> PodGroupFacts:
+    ref = (spec.get("podGroupTemplateRef") or {}).get("workload") or {}
+    workload = ref.get("workloadName")
+    gang = (spec.get("schedulingPolicy") or {}).get("gang")
+    return PodGroupFacts(
+        namespace=scope.namespace,
+        workload=workload if isinstance(workload, str) else None,
+        workload_exists=workload in scope.workloads,
+        pods=len(scope.pods_of(name)),
+        min_count=int(gang.get("minCount") or 1) if isinstance(gang, dict) else None,
+        scheduled=_of_type(conditions, ConditionType.POD_GROUP_SCHEDULED),
+    )
+
+
+def _group_name(spec: Mapping[str, Any]) -> str | None:
+    name = (spec.get("schedulingGroup") or {}).get("podGroupName")
+    return name if isinstance(name, str) else None
+
+
+def _conditions(conditions: list[dict[str, Any]]) -> list[Condition]:
+    return [
+        Condition(
+            type=str(c.get("type")),
+            status=c.get("status") == "True",
+            reason=c.get("reason") or "",
+            message=c.get("message") or "",
+        )
+        for c in conditions
+    ]
+
+
+def _condition(row: StoredCondition) -> Condition:
+    return Condition(type=row.type, status=row.status == "True", reason=row.reason, message=row.message)
+
+
+def _of_type(conditions: list[Condition], type_: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type_), None)

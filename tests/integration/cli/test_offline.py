@@ -1,0 +1,87 @@
+"""`podway validate` and `podway convert`, offline, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.cli.conftest import EXAMPLES, podway
+
+INVALID = {
+    "bad-workload.yaml": [
+        'The Workload "BAD_NAME" is invalid:',
+        '* metadata.name: Invalid value: "BAD_NAME": a lowercase RFC 1123 subdomain must consist of lower case '
+        "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+        "* spec.podGroupTemplates[0].schedulingPolicy.gang.minCount: Required value",
+        '* spec.podGroupTemplates[0].disruptionMode: Unsupported value: "Everything": supported values: "Pod", '
+        '"PodGroup"',
+        "* spec.podGroupTemplates[1].schedulingPolicy.gang.minCount: Invalid value: -3: must be greater than or "
+        "equal to 1",
+        '* spec.podGroupTemplates[1].name: Duplicate value: "a"',
+    ],
+    "bad-pod.yaml": [
+        'The Pod "Trainer_0" is invalid:',
+        '* metadata.annotations[podway.io/run-seconds]: Invalid value: "-5": must be a non-negative number',
+        "* spec.containers[0].image: Required value",
+        '* spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0',
+        "* spec.schedulingGroup.podGroupName: Required value",
+    ],
+    "bad-job.yaml": [
+        'The Job "finetune" is invalid:',
+        '* metadata.annotations[podway.io/gang-restart]: Unsupported value: "Sometimes": supported values: '
+        '"Always", "Never"',
+        "* spec.parallelism: Invalid value: -1: must be greater than or equal to 0",
+        '* spec.completionMode: Unsupported value: "Sequential": supported values: "NonIndexed", "Indexed"',
+        '* spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: "OnFailure", "Never"',
+    ],
+}
+
+
+def test_every_invalid_example_is_listed_here():
+    assert sorted(p.name for p in (EXAMPLES / "invalid").glob("*.yaml")) == sorted(INVALID)
+
+
+@pytest.mark.parametrize("name", sorted(INVALID))
+def test_validate_prints_every_error_of_an_invalid_manifest_in_the_api_servers_words_and_exits_1(name: str):
+    run = podway("validate", "-f", str(EXAMPLES / "invalid" / name))
+
+    assert run.code == 1
+    lines = run.out.splitlines()
+    assert lines[0] == INVALID[name][0]
+    for line in INVALID[name][1:]:
+        assert line in lines
+
+
+def test_validate_answers_a_kubernetes_status_with_o_json():
+    run = podway("validate", "-f", str(EXAMPLES / "invalid" / "bad-job.yaml"), "-o", "json")
+
+    assert run.code == 1
+    status = json.loads(run.out)
+    assert (status["kind"], status["reason"], status["code"]) == ("Status", "Invalid", 422)
+    assert {c["field"] for c in status["details"]["causes"]} >= {"spec.parallelism", "spec.completionMode"}
+
+
+def test_validate_accepts_a_directory_of_valid_manifests():
+    run = podway("validate", "-f", str(EXAMPLES / "05-indexed-job.yaml"))
+
+    assert (run.code, run.out.strip()) == (0, "job/finetune valid")
+
+
+def test_validate_of_a_missing_file_says_so_and_exits_1():
+    run = podway("validate", "-f", str(EXAMPLES / "nowhere.yaml"))
+
+    assert run.code == 1
+    assert "does not exist" in run.err
+
+
+def test_convert_prints_v135_manifests_as_v1alpha2_with_warnings():
+    run = podway("convert", "-f", str(EXAMPLES / "04-v135-workload.yaml"))
+
+    assert run.code == 0
+    assert "scheduling.k8s.io/v1alpha2" in run.out
+    assert "workloadRef" not in run.out
+    assert "schedulingGroup:\n    podGroupName: legacy-train-workers" in run.out
+    assert "podway.io/workload-ref-name: legacy-train" in run.out
+    assert "kind: PodGroup" in run.out
+    assert "Warning: scheduling.k8s.io/v1alpha1 Workload is deprecated" in run.err

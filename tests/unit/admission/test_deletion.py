@@ -1,0 +1,187 @@
+"""Deletion as the API server does it with foreground propagation: pods that hold no node go at once, bound
+pods that run are evicted for their node agent to terminate, a PodGroup goes when its pods have, a Job last;
+and a name held by an object being deleted cannot be created again until it is gone."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from datetime import UTC, datetime
+from pathlib import Path
+
+from libs.api.manifests import load_documents
+from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
+from libs.core.admission.delete import decide_delete, finish_pending_deletions
+from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+JOB = ("Job", "ml", "finetune")
+GROUP = ("PodGroup", "ml", "finetune-worker-0")
+
+
+def example(name: str) -> list[dict]:
+    return load_documents((EXAMPLES / name).read_text())
+
+
+def ctx() -> ApplyContext:
+    counter = itertools.count(1)
+    return ApplyContext(now=NOW, new_uid=lambda: f"uid-{next(counter)}", request_id="req")
+
+
+def job_view() -> AdmissionView:
+    view = AdmissionView()
+    admit_batch(
+        prepare_batch(example("01-priorityclasses.yaml") + example("05-indexed-job.yaml")), view, ctx()
+    )
+    return view
+
+
+def scope(view: AdmissionView) -> list[KnownObject]:
+    return [o for o in view.objects.values() if o.kind in ("Workload", "PodGroup", "Pod")]
+
+
+def pods(view: AdmissionView) -> list[KnownObject]:
+    return sorted((o for o in view.objects.values() if o.kind == "Pod"), key=lambda p: p.name)
+
+
+def with_phase(obj: KnownObject, phase: str) -> KnownObject:
+    return dataclasses.replace(obj, manifest={**obj.manifest, "status": {"phase": phase}})
+
+
+def marked(obj: KnownObject) -> KnownObject:
+    return dataclasses.replace(obj, deletion_requested=True)
+
+
+def gone(decision: BatchDecision) -> set[tuple[str, str]]:
+    return {(r.kind, r.name) for r in decision.removals if not r.mark_only}
+
+
+def held(decision: BatchDecision) -> set[tuple[str, str]]:
+    return {(r.kind, r.name) for r in decision.removals if r.mark_only}
+
+
+def events(decision: BatchDecision, type_: str) -> list:
+    return [e for e in decision.events if e.payload.TYPE.value == type_]
+
+
+def test_deleting_a_job_whose_pods_hold_no_node_deletes_everything_at_once():
+    view = job_view()
+
+    decision = decide_delete(JOB, view, scope(view), {}, "req")
+
+    assert decision.results[0].outcome == "deleted"
+    assert gone(decision) == {(o.kind, o.name) for o in scope(view)} | {("Job", "finetune")}
+    assert held(decision) == set()
+    assert len(events(decision, "object.deleted")) == 11
+    assert events(decision, "pods.evicted") == []
+
+
+def test_deleting_a_running_job_evicts_its_bound_pods_and_holds_the_podgroup_and_the_job():
+    view = job_view()
+    running = [with_phase(p, "Running") for p in pods(view)[:6]]
+    done = [with_phase(p, "Succeeded") for p in pods(view)[6:]]
+    for pod in running + done:
+        view.put(pod)
+    bound = {p.uid: f"node-{i}" for i, p in enumerate(running + done)}
+
+    decision = decide_delete(JOB, view, scope(view), bound, "req")
+
+    assert decision.results[0].outcome == "pending"
+    assert held(decision) == {("Job", "finetune"), ("PodGroup", "finetune-worker-0")} | {
+        ("Pod", p.name) for p in running
+    }
+    assert gone(decision) == {("Workload", "finetune")} | {("Pod", p.name) for p in done}
+    (evicted,) = events(decision, "pods.evicted")
+    assert evicted.payload.reason == "Deleted"
+    assert evicted.correlation_id == view.get(GROUP).uid
+    assert {(ref.name, ref.node) for ref in evicted.payload.pods} == {(p.name, bound[p.uid]) for p in running}
+    assert evicted.payload.podgroup.name == "finetune-worker-0"
+
+
+def test_a_pod_already_being_deleted_is_not_evicted_twice():
+    view = job_view()
+    pod = marked(with_phase(pods(view)[0], "Running"))
+    view.put(pod)
+
+    decision = decide_delete(pod.key, view, scope(view), {pod.uid: "node-a"}, "req")
+
+    assert decision.results[0].outcome == "pending"
+    assert events(decision, "pods.evicted") == []
+
+
+def test_a_pending_pod_without_a_binding_is_deleted_at_once():
+    view = job_view()
+    pod = pods(view)[0]
+
+    decision = decide_delete(pod.key, view, scope(view), {}, "req")
+
+    assert decision.results[0].outcome == "deleted"
+    assert gone(decision) == {("Pod", pod.name)}
+    (deleted,) = events(decision, "object.deleted")
+    assert deleted.correlation_id == view.get(GROUP).uid
+
+
+def test_deleting_a_podgroup_waits_while_its_pods_have_not_finished():
+    view = job_view()
+
+    decision = decide_delete(GROUP, view, scope(view), {}, "req")
+
+    assert decision.results[0].outcome == "pending"
+    assert held(decision) == {("PodGroup", "finetune-worker-0")}
+    assert decision.events == []
+
+
+def test_marked_podgroups_and_jobs_go_once_nothing_holds_them():
+    view = job_view()
+    job, group = marked(view.get(JOB)), marked(view.get(GROUP))
+    others = [o for o in scope(view) if o.kind != "Pod" and o.key != GROUP]
+    every_pod = pods(view)
+
+    waiting = finish_pending_deletions([group, job], [group, *others, *every_pod], "r")
+    assert waiting.removals == []
+
+    finished = [with_phase(p, "Succeeded") for p in every_pod[:4]]
+    group_only = finish_pending_deletions([group, job], [group, *finished], "r")
+    assert gone(group_only) == {("PodGroup", "finetune-worker-0")}, "the Job still owns its finished pods"
+
+    nothing_left = finish_pending_deletions([group, job], [group], "r")
+    assert gone(nothing_left) == {("PodGroup", "finetune-worker-0"), ("Job", "finetune")}
+    assert [r.outcome for r in nothing_left.results] == ["deleted", "deleted"]
+
+
+def test_deleting_something_missing_answers_not_found():
+    decision = decide_delete(("Pod", "ml", "ghost"), AdmissionView(), [], {}, "req")
+    assert decision.results[0].outcome == "not_found"
+    assert decision.results[0].message == 'pods "ghost" not found'
+
+
+def test_a_job_whose_name_is_held_by_one_being_deleted_is_refused_whole_in_the_api_servers_words():
+    view = job_view()
+    view.put(marked(view.get(JOB)))
+    docs = example("05-indexed-job.yaml") + example("03-gang-workload.yaml")
+
+    decision = admit_batch(prepare_batch(docs), view, ctx())
+
+    assert {r.outcome for r in decision.results} == {"rejected"}
+    assert len(decision.results) == len(docs)
+    assert decision.writes == []
+    message = 'object is being deleted: jobs "finetune" already exists'
+    assert {r.message for r in decision.results} == {message}
+    status = decision.results[0].status
+    assert (status["reason"], status["code"], status["details"]["kind"]) == ("AlreadyExists", 409, "jobs")
+    assert {e.payload.TYPE.value for e in decision.events} == {"object.rejected"}
+
+
+def test_a_new_job_is_refused_while_a_pod_it_would_create_is_still_being_deleted():
+    view = job_view()
+    leftover = marked(with_phase(pods(view)[3], "Running"))
+    for key in [o.key for o in view.objects.values() if o.kind != "PriorityClass"]:
+        view.drop(key)
+    view.put(leftover)
+
+    decision = admit_batch(prepare_batch(example("05-indexed-job.yaml")), view, ctx())
+
+    assert decision.results[0].outcome == "rejected"
+    assert decision.results[0].message == 'object is being deleted: pods "finetune-worker-0-3" already exists'
+    assert decision.writes == []
