@@ -19,7 +19,7 @@ from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM, WORK_STREAM, EventT
 from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT
 from libs.messaging.broker import connection, jetstream, make_broker
 from libs.messaging.permissions import USERS, NatsUser, user
-from libs.messaging.streams import ensure_streams, stream_configs
+from libs.messaging.streams import ensure_streams, require_streams, stream_configs
 from libs.runtime.settings import url_with_credentials
 from tests.integration.nats_permissions.conftest import Refusal, SecuredNats, refusals, settle
 
@@ -219,11 +219,13 @@ async def test_only_the_migrate_user_changes_a_stream(connect, refusal_log):
     assert (await jetstream(scheduler).stream_info(EVENTS_STREAM)).config.duplicate_window == 300
 
 
-async def test_ensuring_provisioned_streams_needs_no_right_to_change_them(connect, refusal_log):
-    """The scheduler's start-up still calls ensure_streams: on provisioned streams it only reads them."""
+async def test_a_leased_service_starts_on_provisioned_streams_without_any_right_to_change_them(
+    connect, refusal_log
+):
+    """The scheduler's start-up only checks that its streams exist."""
     scheduler = await connect("scheduler")
 
-    await ensure_streams(jetstream(scheduler))
+    await require_streams(jetstream(scheduler), [EVENTS_STREAM, DLQ_STREAM])
     await settle(connection(scheduler))
 
     assert refusals(refusal_log) == set()
