@@ -55,7 +55,7 @@ class Supervisor:
         *,
         log_dir: Path | None = None,
         health_timeout_s: float = 15.0,
-        startup_grace_s: float = 20.0,
+        startup_grace_s: float = 45.0,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.run_dir = run_dir
