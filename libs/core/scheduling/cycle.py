@@ -65,9 +65,11 @@ def schedule_podgroup(
     # 2. Try each scope, tightest first; the first that holds the required pods wins.
     scopes = _scopes(snapshot, group)
     floor = demand if required == demand.pods else _demand(batches, required)
+    # How close a failed gang came is only told when it had no topology constraint.
+    all_or_none = scopes[-1].key is not None
     most = 0
     for scope in scopes:
-        found = search(snapshot, scope, batches, demand, floor, required)
+        found = search(snapshot, scope, batches, demand, floor, required, all_or_none=all_or_none)
         if found is not None:
             if found.placed >= required:
                 return _placed(group, found, batches, demand.pods, now)

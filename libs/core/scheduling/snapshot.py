@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from .buckets import BucketIndex
 from .capacity import (
     NodeState,
+    NodeTally,
     build_level,
     charge_existing,
     fill_domain,
@@ -65,6 +66,7 @@ class ClusterSnapshot:
         self._pods: dict[str, Placement] = {}
         self._bound: set[str] = set()
         self._ranks: dict[tuple[str, ...], dict[str, int]] = {}
+        self._tally: NodeTally | None = None
         self.version = 0
         self._memo: dict[Hashable, Any] = {}
         self._memo_version = 0
@@ -126,8 +128,14 @@ class ClusterSnapshot:
         index = level.index.get(dimension)
         if index is None:
             entries = ((value, domain.count(dimension)) for value, domain in level.domains.items())
-            index = level.index[dimension] = BucketIndex.build(entries)
+            index = level.index[dimension] = BucketIndex.build(entries, level)
         return index
+
+    def node_tally(self) -> NodeTally:
+        """Every node counted by free amount per resource (see `NodeTally`), kept from its first use on."""
+        if self._tally is None:
+            self._tally = NodeTally(self._nodes.values())
+        return self._tally
 
     def _index_nodes(self, level: TopologyLevel, dimension: str) -> None:
         level.node_dimensions.add(dimension)
@@ -137,7 +145,9 @@ class ClusterSnapshot:
                 if domain.level is level:
                     members[domain.value].append(state)
         for value, states in members.items():
-            level.domains[value].node_index[dimension] = BucketIndex.build(node_counts(states, dimension))
+            domain = level.domains[value]
+            domain.node_index[dimension] = BucketIndex.build(node_counts(states, dimension), domain)
+            domain.tracked = True
 
     def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
         """A value derived from the snapshot as it is now, computed once until the snapshot changes."""
@@ -187,6 +197,8 @@ class ClusterSnapshot:
         """Remove a node; the placements of the pods that were on it are returned (those pods are lost)."""
         self.version += 1
         state = self._nodes.pop(name)
+        if self._tally is not None:
+            self._tally.remove(state)
         for domain in list(state.domains):
             self._leave(state, domain)
         self._bound.difference_update(state.pod_uids)
@@ -196,6 +208,8 @@ class ClusterSnapshot:
         """Replace a node's labels, taints, allocatable resources or devices, keeping its pods on it."""
         self.version += 1
         old = self._nodes.pop(node.name)
+        if self._tally is not None:
+            self._tally.remove(old)
         for domain in list(old.domains):
             self._leave(old, domain)
         state = self._nodes[node.name] = NodeState(node, self._ranks)
@@ -204,6 +218,8 @@ class ClusterSnapshot:
         self._join_all(state)
 
     def _join_all(self, state: NodeState) -> None:
+        if self._tally is not None:
+            self._tally.add(state)
         self._join(state, self._cluster)
         for key, level in self._levels.items():
             value = state.labels.get(key)
@@ -211,10 +227,9 @@ class ClusterSnapshot:
                 domain = level.domains.get(value)
                 if domain is None:
                     domain = level.domains[value] = TopologyDomain(key, value, level)
-                    for index in level.index.values():
-                        index.add(value, 0)
                     for dimension in level.node_dimensions:
-                        domain.node_index[dimension] = BucketIndex()
+                        domain.node_index[dimension] = BucketIndex(domain)
+                        domain.tracked = True
                 self._join(state, domain)
 
     def _join(self, state: NodeState, domain: TopologyDomain) -> None:
@@ -222,18 +237,19 @@ class ClusterSnapshot:
         state.domains.append(domain)
         for dimension, index in domain.node_index.items():
             if dimension == CPU_DIMENSION or dimension in state.free_devices:
-                index.add(state.name, state.count(dimension))
+                index.place(state.name, state.count(dimension))
 
     def _leave(self, state: NodeState, domain: TopologyDomain) -> None:
-        for dimension, index in domain.node_index.items():
-            if dimension == CPU_DIMENSION or dimension in state.free_devices:
-                index.remove(state.name, state.count(dimension))
+        for index in domain.node_index.values():
+            index.discard(state.name)
+        domain.dirty.discard(state)
         state.domains.remove(domain)
         move_domain(domain, state, -1)
         level = domain.level
         if domain.node_count == 0 and domain is not self._cluster:
-            for dimension, index in level.index.items():
-                index.remove(domain.value, domain.count(dimension))
+            for index in level.index.values():
+                index.discard(domain.value)
+            level.dirty.discard(domain)
             del level.domains[domain.value]
 
     # -- pods ---------------------------------------------------------------------------------------
@@ -308,6 +324,9 @@ class ClusterSnapshot:
         # 3. Change the nodes, and each run of nodes sharing their domains at once.
         self.version += 1
         take(states, assignments)
+        if self._tally is not None:
+            for state in states:
+                self._tally.update(state)
         if len(states) == 1:
             states[0].pod_uids.update(uids)
         elif merged:
@@ -355,6 +374,8 @@ class ClusterSnapshot:
         self.version += 1
         state.pod_uids.discard(placement.pod_uid)
         give_back(state, placement)
+        if self._tally is not None:
+            self._tally.update(state)
 
 
 def _merged_by_node(assignments: Sequence[NodeAssignment]) -> list[NodeAssignment]:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .buckets import BucketIndex
 from .model import CPU_DIMENSION, ResourceTotals, TopologyDomainRef
+
+if TYPE_CHECKING:
+    from .capacity import NodeState
 
 
 class TopologyDomain:
@@ -14,9 +19,14 @@ class TopologyDomain:
     buckets the domain's nodes by free count per dimension (device class, or free CPU cores) so the tightest
     node is found without a scan; it holds the dimensions its level indexes nodes by. The cluster as a
     whole is the one domain of the level with an empty key.
+
+    The node indexes are brought up to date when they are read: a node whose capacity changes is only
+    noted in `dirty` (when the domain is `tracked`, i.e. has indexes), and `settle` places the noted nodes
+    again, each once however often it changed.
     """
 
     __slots__ = (
+        "dirty",
         "free_cpu",
         "free_devices",
         "free_memory",
@@ -26,6 +36,7 @@ class TopologyDomain:
         "node_count",
         "node_index",
         "ref",
+        "tracked",
         "value",
     )
 
@@ -40,6 +51,26 @@ class TopologyDomain:
         self.free_devices: dict[str, int] = {}
         self.node_index: dict[str, BucketIndex] = {}
         self.ref = TopologyDomainRef(key, value) if key else None
+        self.tracked = False
+        self.dirty: set[NodeState] = set()
+
+    def settle(self) -> None:
+        """Place every node noted as changed at its current counts in the node indexes."""
+        dirty = self.dirty
+        if not dirty:
+            return
+        for dimension, index in self.node_index.items():
+            if dimension == CPU_DIMENSION:
+                index.place_all([(node.name, node.free_cpu // 1000) for node in dirty])
+            else:
+                index.place_all(
+                    [
+                        (node.name, len(free))
+                        for node in dirty
+                        if (free := node.free_devices.get(dimension)) is not None
+                    ]
+                )
+        dirty.clear()
 
     def count(self, dimension: str) -> int:
         """Free amount in an index dimension: devices of a class, or whole CPU cores."""
@@ -60,13 +91,27 @@ class TopologyLevel:
     `index[dimension].at_least(n)` yields the domains that could still hold `n` of that dimension, the one
     with the least free first: the bin-packing order, found in O(log domains). Indexes exist for the
     dimensions a cycle has asked about (`index` for domains, `node_dimensions` for the nodes inside each
-    domain) and are kept current from then on; levels nobody packs by cost no index upkeep.
+    domain) and are kept current from then on; levels nobody packs by cost no index upkeep. Like a domain's
+    node indexes, the level's are settled when read: domains whose aggregates changed wait in `dirty`.
     """
 
-    __slots__ = ("domains", "index", "key", "node_dimensions")
+    __slots__ = ("dirty", "domains", "index", "key", "node_dimensions")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.domains: dict[str, TopologyDomain] = {}
         self.index: dict[str, BucketIndex] = {}
         self.node_dimensions: set[str] = set()
+        self.dirty: set[TopologyDomain] = set()
+
+    def settle(self) -> None:
+        """Place every domain noted as changed at its current counts in the level's indexes."""
+        dirty = self.dirty
+        if not dirty:
+            return
+        for dimension, index in self.index.items():
+            if dimension == CPU_DIMENSION:
+                index.place_all([(domain.value, domain.free_cpu // 1000) for domain in dirty])
+            else:
+                index.place_all([(domain.value, domain.free_devices.get(dimension, 0)) for domain in dirty])
+        dirty.clear()
