@@ -5,13 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from itertools import chain
-from typing import Protocol
-
-
-class Keeper(Protocol):
-    """What owns an index and brings it up to date before it is read (see `BucketIndex`)."""
-
-    def settle(self) -> None: ...
+from typing import Any, Self
 
 
 class BucketIndex:
@@ -21,24 +15,24 @@ class BucketIndex:
     name is the tightest fit. Placing and removing a name cost a bisection over the non-empty counts plus
     one over its bucket; nothing scans all names.
 
-    An index may have a keeper: the owner that knows which names changed since it last placed them, and
-    places them again (`settle`) before every read. The snapshot's domains are such keepers, so a node
-    whose capacity changes ten times between two reads moves in the index once, and an index nobody reads
-    costs nothing per change.
+    An index may be settled when read: whoever changes what it indexes only notes the changed item in
+    `stale`, and a subclass's `settle` places the noted items again before every read. The snapshot's
+    indexes work so: a node whose capacity changes ten times between two reads moves in an index once,
+    and an index nobody reads costs one set insertion per change.
     """
 
-    __slots__ = ("_buckets", "_counts", "_keeper", "_where")
+    __slots__ = ("_buckets", "_counts", "_where", "stale")
 
-    def __init__(self, keeper: Keeper | None = None) -> None:
+    def __init__(self) -> None:
         self._buckets: dict[int, list[str]] = {}
         self._counts: list[int] = []
         self._where: dict[str, int] = {}
-        self._keeper = keeper
+        self.stale: set[Any] = set()
 
     @classmethod
-    def build(cls, entries: Iterable[tuple[str, int]], keeper: Keeper | None = None) -> BucketIndex:
+    def build(cls, entries: Iterable[tuple[str, int]]) -> Self:
         """An index of `(name, count)` entries, sorted once rather than inserted one by one."""
-        index = cls(keeper)
+        index = cls()
         buckets = index._buckets
         where = index._where
         for name, count in entries:
@@ -57,8 +51,12 @@ class BucketIndex:
         """Put a name in the bucket of `count`, adding it or moving it from where it was."""
         self.place_all(((name, count),))
 
+    def settle(self) -> None:
+        """Place the items noted in `stale` again (indexes whose items are noted override this)."""
+        self.stale.clear()
+
     def place_all(self, entries: Iterable[tuple[str, int]]) -> None:
-        """`place` for each `(name, count)`: one loop, as a keeper settles many names at once."""
+        """`place` for each `(name, count)`: one loop, as `settle` places many names at once."""
         where = self._where
         buckets = self._buckets
         counts = self._counts
@@ -109,8 +107,8 @@ class BucketIndex:
         Built from C iterators rather than a generator: a cycle usually stops after the first names, and
         dropping a half-consumed generator costs more than the walk itself.
         """
-        if self._keeper is not None:
-            self._keeper.settle()
+        if self.stale:
+            self.settle()
         counts = self._counts
         return chain.from_iterable(map(self._buckets.__getitem__, counts[bisect_left(counts, count) :]))
 
@@ -118,8 +116,8 @@ class BucketIndex:
         """How many items of `size` the names hold together, each holding `count // size` of them; the sum
         stops growing once it reaches `enough`. An upper bound a domain is pruned on before its nodes are
         walked."""
-        if self._keeper is not None:
-            self._keeper.settle()
+        if self.stale:
+            self.settle()
         counts = self._counts
         buckets = self._buckets
         total = 0
@@ -133,8 +131,8 @@ class BucketIndex:
 
     def count_of(self, name: str) -> int | None:
         """The bucket holding `name`, None if it is not indexed."""
-        if self._keeper is not None:
-            self._keeper.settle()
+        if self.stale:
+            self.settle()
         return self._where.get(name)
 
     def __bool__(self) -> bool:

@@ -89,8 +89,8 @@ def take(states: Sequence[NodeState], assignments: Sequence[NodeAssignment]) -> 
         state.free_pods -= count
         domains = state.domains
         for domain in domains:
-            if domain.tracked:
-                domain.dirty.add(state)
+            for stale in domain.stale:
+                stale.add(state)
         if domains != run:
             if run is not None:
                 _shift_domains(run, cpu_total, memory_total, pods_total, taken)
@@ -138,8 +138,8 @@ def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> l
 
 def shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int]]) -> None:
     """Take (negative: give back) capacity on one node and every domain it is in; `changes` counts the
-    devices taken per class. The domains that index their nodes note the node, and the levels that index
-    their domains note the domain, to be placed again when next read."""
+    devices taken per class. The node goes into the stale sets of its domains' node indexes, and each
+    domain into those of its level's domain indexes, to be placed again when next read."""
     state.free_cpu -= cpu
     state.free_memory -= memory
     state.free_pods -= pods
@@ -151,17 +151,16 @@ def shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tupl
             free_devices = domain.free_devices
             for cls, taken in changes:
                 free_devices[cls] -= taken
-        if domain.tracked:
-            domain.dirty.add(state)
-        level = domain.level
-        if level.index:
-            level.dirty.add(domain)
+        for stale in domain.stale:
+            stale.add(state)
+        for domains_stale in domain.level.stale:
+            domains_stale.add(domain)
 
 
 def _shift_domains(
     domains: Sequence[TopologyDomain], cpu: int, memory: int, pods: int, devices: Mapping[str, int]
 ) -> None:
-    """Take (negative: give back) capacity from domains' aggregates; indexed levels note the domain."""
+    """Take (negative: give back) capacity from domains' aggregates; each goes into its level's stale sets."""
     for domain in domains:
         domain.free_cpu -= cpu
         domain.free_memory -= memory
@@ -169,9 +168,8 @@ def _shift_domains(
         free_devices = domain.free_devices
         for cls, count in devices.items():
             free_devices[cls] -= count
-        level = domain.level
-        if level.index:
-            level.dirty.add(domain)
+        for stale in domain.level.stale:
+            stale.add(domain)
 
 
 def build_level(key: str, states: Iterable[NodeState]) -> TopologyLevel:
@@ -211,9 +209,8 @@ def move_domain(domain: TopologyDomain, state: NodeState, sign: int) -> None:
     domain.free_pods += sign * state.free_pods
     for cls, names in state.free_devices.items():
         domain.free_devices[cls] = domain.free_devices.get(cls, 0) + sign * len(names)
-    level = domain.level
-    if level.index:
-        level.dirty.add(domain)
+    for stale in domain.level.stale:
+        stale.add(domain)
 
 
 def charge_existing(state: NodeState, placement: Placement) -> None:
@@ -289,34 +286,20 @@ class NodeTally:
         record = state.tallied
         if record is None:
             return
-        value = state.free_cpu
-        if value != record[1]:
-            _move(self.cpu, record[1], value)
-            record[1] = value
-        value = state.free_memory
-        if value != record[2]:
-            _move(self.memory, record[2], value)
-            record[2] = value
-        value = state.free_pods
-        if value != record[0]:
-            _move(self.pods, record[0], value)
-            record[0] = value
-        position = 3
-        for cls, free in state.free_devices.items():
-            value = len(free)
-            if value != record[position]:
-                _move(self.devices[cls], record[position], value)
-                record[position] = value
-            position += 1
-
-
-def _move(counts: dict[int, int], old: int, new: int) -> None:
-    left = counts[old] - 1
-    if left:
-        counts[old] = left
-    else:
-        del counts[old]
-    counts[new] = counts.get(new, 0) + 1
+        columns = [(self.pods, state.free_pods), (self.cpu, state.free_cpu), (self.memory, state.free_memory)]
+        devices = self.devices
+        columns += [(devices[cls], len(free)) for cls, free in state.free_devices.items()]
+        # Inline rather than `_bump` twice: this runs for every node a decision or a finished pod changes.
+        for position, (counts, new) in enumerate(columns):
+            old = record[position]
+            if new != old:
+                left = counts[old] - 1
+                if left:
+                    counts[old] = left
+                else:
+                    del counts[old]
+                counts[new] = counts.get(new, 0) + 1
+                record[position] = new
 
 
 def _bump(counts: dict[int, int], value: int, delta: int) -> None:

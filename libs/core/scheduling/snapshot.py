@@ -6,7 +6,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from .buckets import BucketIndex
 from .capacity import (
     NodeState,
     NodeTally,
@@ -28,7 +27,7 @@ from .model import (
     PodRequest,
     ResourceTotals,
 )
-from .topology import TopologyDomain, TopologyLevel
+from .topology import DomainIndex, NodeIndex, TopologyDomain, TopologyLevel
 
 _T = TypeVar("_T")
 _uid_of = itemgetter(0)
@@ -115,7 +114,7 @@ class ClusterSnapshot:
             level = self._levels[key] = build_level(key, self._nodes.values())
         return level
 
-    def node_index(self, domain: TopologyDomain, dimension: str) -> BucketIndex | None:
+    def node_index(self, domain: TopologyDomain, dimension: str) -> NodeIndex | None:
         """The domain's nodes bucketed by free count of a dimension, indexed for its whole level on first use."""
         index = domain.node_index.get(dimension)
         if index is None and dimension not in domain.level.node_dimensions:
@@ -123,12 +122,14 @@ class ClusterSnapshot:
             index = domain.node_index.get(dimension)
         return index
 
-    def domain_index(self, level: TopologyLevel, dimension: str) -> BucketIndex:
+    def domain_index(self, level: TopologyLevel, dimension: str) -> DomainIndex:
         """A level's domains bucketed by free count of a dimension, indexed on first use."""
         index = level.index.get(dimension)
         if index is None:
             entries = ((value, domain.count(dimension)) for value, domain in level.domains.items())
-            index = level.index[dimension] = BucketIndex.build(entries, level)
+            index = DomainIndex.build(entries)
+            index.dimension = dimension
+            level.index_domains(index)
         return index
 
     def node_tally(self) -> NodeTally:
@@ -145,9 +146,9 @@ class ClusterSnapshot:
                 if domain.level is level:
                     members[domain.value].append(state)
         for value, states in members.items():
-            domain = level.domains[value]
-            domain.node_index[dimension] = BucketIndex.build(node_counts(states, dimension), domain)
-            domain.tracked = True
+            index = NodeIndex.build(node_counts(states, dimension))
+            index.dimension = dimension
+            level.domains[value].index_nodes(index)
 
     def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
         """A value derived from the snapshot as it is now, computed once until the snapshot changes."""
@@ -228,8 +229,7 @@ class ClusterSnapshot:
                 if domain is None:
                     domain = level.domains[value] = TopologyDomain(key, value, level)
                     for dimension in level.node_dimensions:
-                        domain.node_index[dimension] = BucketIndex(domain)
-                        domain.tracked = True
+                        domain.index_nodes(NodeIndex(dimension))
                 self._join(state, domain)
 
     def _join(self, state: NodeState, domain: TopologyDomain) -> None:
@@ -242,14 +242,14 @@ class ClusterSnapshot:
     def _leave(self, state: NodeState, domain: TopologyDomain) -> None:
         for index in domain.node_index.values():
             index.discard(state.name)
-        domain.dirty.discard(state)
+            index.stale.discard(state)
         state.domains.remove(domain)
         move_domain(domain, state, -1)
         level = domain.level
         if domain.node_count == 0 and domain is not self._cluster:
-            for index in level.index.values():
-                index.discard(domain.value)
-            level.dirty.discard(domain)
+            for domain_index in level.index.values():
+                domain_index.discard(domain.value)
+                domain_index.stale.discard(domain)
             del level.domains[domain.value]
 
     # -- pods ---------------------------------------------------------------------------------------
