@@ -32,6 +32,7 @@ class NodeState:
         "name",
         "node",
         "pod_uids",
+        "stale",
         "tallied",
         "unschedulable",
     )
@@ -49,9 +50,16 @@ class NodeState:
         self.device_rank = {cls: _rank(names, ranks) for cls, names in node.devices.items()}
         self.domains: list[TopologyDomain] = []
         self.pod_uids: set[str] = set()
+        self.stale: list[set[NodeState]] = []
+        """The stale sets of every node index of the node's domains (see `note_stale`)."""
         self.tallied: list[int] | None = None
         """What the node contributes to the snapshot's `NodeTally`: free pods, cpu, memory, then devices
         per class in the node's order; None when the node is not counted there."""
+
+    def note_stale(self) -> None:
+        """Gather the stale sets of the node indexes of the node's domains, into which every change of
+        its capacity puts it; called when its domains or their indexes change."""
+        self.stale = [stale for domain in self.domains for stale in domain.stale]
 
     def count(self, dimension: str) -> int:
         if dimension == CPU_DIMENSION:
@@ -87,10 +95,9 @@ def take(states: Sequence[NodeState], assignments: Sequence[NodeAssignment]) -> 
         state.free_cpu -= cpu
         state.free_memory -= memory
         state.free_pods -= count
+        for stale in state.stale:
+            stale.add(state)
         domains = state.domains
-        for domain in domains:
-            for stale in domain.stale:
-                stale.add(state)
         if domains != run:
             if run is not None:
                 _shift_domains(run, cpu_total, memory_total, pods_total, taken)
@@ -143,6 +150,8 @@ def shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tupl
     state.free_cpu -= cpu
     state.free_memory -= memory
     state.free_pods -= pods
+    for stale in state.stale:
+        stale.add(state)
     for domain in state.domains:
         domain.free_cpu -= cpu
         domain.free_memory -= memory
@@ -151,8 +160,6 @@ def shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tupl
             free_devices = domain.free_devices
             for cls, taken in changes:
                 free_devices[cls] -= taken
-        for stale in domain.stale:
-            stale.add(state)
         for domains_stale in domain.level.stale:
             domains_stale.add(domain)
 
@@ -286,20 +293,50 @@ class NodeTally:
         record = state.tallied
         if record is None:
             return
-        columns = [(self.pods, state.free_pods), (self.cpu, state.free_cpu), (self.memory, state.free_memory)]
-        devices = self.devices
-        columns += [(devices[cls], len(free)) for cls, free in state.free_devices.items()]
-        # Inline rather than `_bump` twice: this runs for every node a decision or a finished pod changes.
-        for position, (counts, new) in enumerate(columns):
-            old = record[position]
+        # Unrolled, without a call per column: this runs for every node a decision or a finished pod changes.
+        old, new = record[0], state.free_pods
+        if new != old:
+            record[0] = new
+            counts = self.pods
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+            counts[new] = counts.get(new, 0) + 1
+        old, new = record[1], state.free_cpu
+        if new != old:
+            record[1] = new
+            counts = self.cpu
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+            counts[new] = counts.get(new, 0) + 1
+        old, new = record[2], state.free_memory
+        if new != old:
+            record[2] = new
+            counts = self.memory
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+            counts[new] = counts.get(new, 0) + 1
+        position = 3
+        for cls, free in state.free_devices.items():
+            old, new = record[position], len(free)
             if new != old:
+                record[position] = new
+                counts = self.devices[cls]
                 left = counts[old] - 1
                 if left:
                     counts[old] = left
                 else:
                     del counts[old]
                 counts[new] = counts.get(new, 0) + 1
-                record[position] = new
+            position += 1
 
 
 def _bump(counts: dict[int, int], value: int, delta: int) -> None:

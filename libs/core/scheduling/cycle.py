@@ -213,9 +213,11 @@ def _assign(take: Take, placements: list[Placement]) -> NodeAssignment:
                 for pod, device in zip(pods, names, strict=True)
             ]
         else:
+            # Consecutive runs of `per_pod` names, grouped in C by zipping one iterator with itself.
+            runs = zip(*[iter(names)] * per_pod, strict=True)
             placements += [
-                _new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, {cls: names[at : at + per_pod]}))
-                for pod, at in zip(pods, range(0, size * per_pod, per_pod), strict=True)
+                _new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, {cls: devices}))
+                for pod, devices in zip(pods, runs, strict=True)
             ]
         return _new_tuple(NodeAssignment, (name, size, size * cpu, size * memory, {cls: names}))
     taken = {

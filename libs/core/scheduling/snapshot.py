@@ -149,6 +149,9 @@ class ClusterSnapshot:
             index = NodeIndex.build(node_counts(states, dimension))
             index.dimension = dimension
             level.domains[value].index_nodes(index)
+        for states in members.values():
+            for state in states:
+                state.note_stale()
 
     def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
         """A value derived from the snapshot as it is now, computed once until the snapshot changes."""
@@ -231,6 +234,7 @@ class ClusterSnapshot:
                     for dimension in level.node_dimensions:
                         domain.index_nodes(NodeIndex(dimension))
                 self._join(state, domain)
+        state.note_stale()
 
     def _join(self, state: NodeState, domain: TopologyDomain) -> None:
         move_domain(domain, state, +1)
