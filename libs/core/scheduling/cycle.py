@@ -200,13 +200,19 @@ def _assign(take: Take, placements: list[Placement]) -> NodeAssignment:
     """
     node, batch, first, size, offsets = take
     shape = batch.shape
-    pods = batch.pods[first : first + size]
     batch.placed += size
     name, cpu, memory = node.name, shape.cpu_milli, shape.memory
     free = node.free_devices
     if len(shape.devices) == 1:
         ((cls, per_pod),) = shape.devices
-        names = tuple(free[cls][offsets[0] : offsets[0] + size * per_pod])
+        start = offsets[0]
+        names = tuple(free[cls][start : start + size * per_pod])
+        if size == 1:  # one pod on the node (most pods of several devices): it and the node share a table
+            pod = batch.pods[first]
+            taken = {cls: names}
+            placements.append(_new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, taken)))
+            return _new_tuple(NodeAssignment, (name, 1, cpu, memory, taken))
+        pods = batch.pods[first : first + size]
         if per_pod == 1:
             placements += [
                 _new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, {cls: (device,)}))
@@ -220,11 +226,17 @@ def _assign(take: Take, placements: list[Placement]) -> NodeAssignment:
                 for pod, devices in zip(pods, runs, strict=True)
             ]
         return _new_tuple(NodeAssignment, (name, size, size * cpu, size * memory, {cls: names}))
+    if not shape.devices:
+        placements += [
+            _new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, {}))
+            for pod in batch.pods[first : first + size]
+        ]
+        return _new_tuple(NodeAssignment, (name, size, size * cpu, size * memory, {}))
     taken = {
         cls: tuple(free[cls][offset : offset + size * per_pod])
         for (cls, per_pod), offset in zip(shape.devices, offsets, strict=True)
     }
-    for position, pod in enumerate(pods):
+    for position, pod in enumerate(batch.pods[first : first + size]):
         devices = {cls: taken[cls][position * count : (position + 1) * count] for cls, count in shape.devices}
         placements.append(_new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, devices)))
     return _new_tuple(NodeAssignment, (name, size, size * cpu, size * memory, taken))
