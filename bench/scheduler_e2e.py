@@ -17,7 +17,8 @@ none) and `--run-seconds` override either case.
    `--apply-gangs` gangs as fast as admission takes them (16 applies in flight), and
    `apply_to_bound_pods_per_second` is their pods over the time from the first apply sent to the last
    `pods.bound` seen; `apply_to_bound_ms_p50`/`p99` run, for each pod, from the moment its gang's apply
-   was sent to its `pods.bound`. With pods finishing, the fleet holds at most its room per `--run-seconds`
+   was sent to its `pods.bound`; `apply_cpu_ms_per_pod_*` is the CPU each process spent per pod meanwhile.
+   With pods finishing, the fleet holds at most its room per `--run-seconds`
    (`params.fleet_pods_per_second_ceiling`); phases 1 and 2 each start on an empty fleet.
 3. Latency: gangs are admitted at `--latency-rate` pods/s (default 500: half the 1,000 pods/s target; 0 =
    half the measured throughput) for `--latency-seconds` (at most what the fleet's room holds, unless
@@ -559,9 +560,12 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 spent = apply_to_bound(watch, measured)
                 metrics["apply_to_bound_ms_p50"] = round(statistics.median(spent), 1)
                 metrics["apply_to_bound_ms_p99"] = round(percentile(spent, 0.99), 1)
-                metrics["apply_cpu_ms_per_pod"] = round(
-                    sum(cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after) * 1000 / max(pods, 1), 3
-                )
+                spent_by = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
+                metrics["apply_cpu_ms_per_pod"] = round(sum(spent_by.values()) * 1000 / max(pods, 1), 3)
+                for name, seconds in spent_by.items():
+                    metrics[f"apply_cpu_ms_per_pod_{name.replace('-', '_')}"] = round(
+                        seconds * 1000 / max(pods, 1), 3
+                    )
                 if args.run_seconds:
                     await wait_empty(watch, watch.bound_pods, timeout_s=300)
                 else:
