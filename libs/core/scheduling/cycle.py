@@ -41,7 +41,8 @@ def schedule_podgroup(
     `gang_min_count - bound_pods` of them placed together (at least one), a basic group one; with fewer,
     nothing is placed and the decision says why, with per-node reason counts. The cycle's assumptions live
     in a cycle-local table, so a failed cycle has nothing to roll back; apply a placed decision with
-    `snapshot.apply(decision)`.
+    `snapshot.apply(decision)` (the snapshot notes the decision, so that applying it before anything else
+    changes does not check its nodes again).
 
     Scopes are tried in order: the preferred levels (`podway.io/topology-preferred`, tightest first; only
     those narrower than the hard key, each tried inside one hard domain), then the hard key, else the
@@ -72,7 +73,9 @@ def schedule_podgroup(
         found = search(snapshot, scope, batches, demand, floor, required, all_or_none=all_or_none)
         if found is not None:
             if found.placed >= required:
-                return _placed(group, found, batches, demand.pods, now)
+                decision = _placed(group, found, batches, demand.pods, now)
+                snapshot.decided(decision)
+                return decision
             most = max(most, found.placed)
     # 3. Nothing holds enough: explain it the way kube-scheduler does.
     return _unschedulable(snapshot, group, batches, demand, required, scopes, most, now)

@@ -66,6 +66,7 @@ class ClusterSnapshot:
         self._bound: set[str] = set()
         self._ranks: dict[tuple[str, ...], dict[str, int]] = {}
         self._tally: NodeTally | None = None
+        self._decided: tuple[CycleDecision, int] | None = None
         self.version = 0
         self._memo: dict[Hashable, Any] = {}
         self._memo_version = 0
@@ -260,7 +261,14 @@ class ClusterSnapshot:
 
     def apply(self, decision: CycleDecision) -> None:
         """Assume every placement of a cycle's decision; all or nothing (PlacementConflict if stale)."""
-        self._commit(decision.placements, decision.assignments, assumed=True)
+        decided = self._decided
+        fresh = decided is not None and decided[0] is decision and decided[1] == self.version
+        self._commit(decision.placements, decision.assignments, assumed=True, fits=fresh)
+
+    def decided(self, decision: CycleDecision) -> None:
+        """Note a placed decision a cycle has just computed on the snapshot as it is: applied before the
+        snapshot changes, its nodes are known to hold it and are not checked again (its pods still are)."""
+        self._decided = (decision, self.version)
 
     def assume(self, placement: Placement) -> None:
         """Assume one placement (capacity is taken until it is bound, forgotten or unbound)."""
@@ -314,15 +322,26 @@ class ClusterSnapshot:
         return placement
 
     def _commit(
-        self, placements: Sequence[Placement], assignments: Sequence[NodeAssignment], *, assumed: bool
+        self,
+        placements: Sequence[Placement],
+        assignments: Sequence[NodeAssignment],
+        *,
+        assumed: bool,
+        fits: bool = False,
     ) -> None:
-        """Take capacity for placements; a conflict raises PlacementConflict before anything changed."""
+        """Take capacity for placements; a conflict raises PlacementConflict before anything changed.
+
+        `fits` says the assignments were just computed against these nodes (see `decided`)."""
         # 1. Check, changing nothing: each node can hold what it is assigned, and its devices are free.
         merged = len(assignments) > 1 and len({a.node_name for a in assignments}) < len(assignments)
         if merged:
             assignments = _merged_by_node(assignments)
-        states = list(map(self._room_for, assignments))
-        _check_coverage(placements, assignments, merged)
+        if fits:
+            nodes = self._nodes
+            states = [nodes[assignment.node_name] for assignment in assignments]
+        else:
+            states = list(map(self._room_for, assignments))
+            _check_coverage(placements, assignments, merged)
         # 2. Record the pods: a pod placed already, or twice, is a conflict.
         uids = self._record(placements)
         # 3. Change the nodes, and each run of nodes sharing their domains at once.
