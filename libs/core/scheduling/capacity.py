@@ -1,8 +1,8 @@
 """Capacity bookkeeping: what is free on each node and in each topology domain, and the indexes over them.
 
 Every change of a node's free capacity moves its domains' aggregates at once and notes the node (and its
-domains) for the indexes and tallies that are settled when next read; these functions do that without
-looking at any other node.
+domains) for the indexes, which are settled when next read; these functions do that without looking at
+any other node. `NodeTally` counts nodes by free amount for the diagnosis of failed cycles.
 """
 
 from __future__ import annotations

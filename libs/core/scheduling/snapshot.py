@@ -47,6 +47,10 @@ class ClusterSnapshot:
     `topology_keys` (broadest first) and for any other key a PodGroup asks for, from its first use on.
     `extended_resource_names` maps a DeviceClass to its `extendedResourceName` for messages
     (`Insufficient nvidia.com/gpu`). `version` counts changes, so derived values can be memoized.
+
+    The node and domain indexes are settled when read (a change only notes what moved), and from the first
+    unschedulable cycle on a `NodeTally` counts the nodes by free amount, so that its diagnosis does not
+    walk the nodes.
     """
 
     def __init__(
