@@ -7,6 +7,7 @@ Timed: each cycle (`schedule_podgroup`, which builds the decision) plus `snapsho
 timed: the one-off snapshot build (reported as `snapshot_build_ms`) and creating the pod requests. After
 the build the heap is frozen (`gc.freeze()`), as a long-running scheduler does once it has loaded its
 snapshot, so that collections do not keep walking the nodes; `--no-gc-freeze` measures without it.
+`--mix churn` holds the same fleet at 90-95 % while gangs finish and arrive (see `bench.scheduler_churn`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench import scheduler_churn
 from libs.core.scheduling import (
     BLOCK_KEY,
     HOSTNAME_KEY,
@@ -51,10 +53,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--racks-per-block", type=int, default=10)
     parser.add_argument("--nodes-per-rack", type=int, default=50)
     parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--mix", choices=("uniform", "hetero"), default="uniform")
+    parser.add_argument("--mix", choices=("uniform", "hetero", "churn"), default="uniform")
     parser.add_argument("--fill", type=float, default=None, help="GPU fill target (default 0.9, hetero 0.85)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false")
+    scheduler_churn.add_arguments(parser)
 
 
 def build_nodes(args: argparse.Namespace) -> list[Node]:
@@ -144,19 +147,35 @@ def _fill(snapshot: ClusterSnapshot, args: argparse.Namespace, target_gpus: floa
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Build the fleet, fill it gang by gang, and report throughput and cycle latency.
+    """Build the fleet, fill it gang by gang (or churn it), and report throughput and cycle latency.
 
     `pods_per_second` (or `hetero_pods_per_second`) is wall-clock; `cpu_pods_per_second` divides by the
     process CPU time spent in the same cycles, which a busy machine disturbs less.
     """
-    fill = args.fill if args.fill is not None else (0.85 if args.mix == "hetero" else 0.9)
     nodes = build_nodes(args)
     started = time.perf_counter()
     snapshot = ClusterSnapshot(nodes, extended_resource_names={GPU_CLASS: GPU_RESOURCE})
     build_ms = (time.perf_counter() - started) * 1000
+    total_gpus = len(nodes) * args.gpus_per_node
+    params: dict[str, Any] = {
+        "nodes": len(nodes),
+        "blocks": args.blocks,
+        "racks_per_block": args.racks_per_block,
+        "nodes_per_rack": args.nodes_per_rack,
+        "gpus_per_node": args.gpus_per_node,
+        "mix": args.mix,
+        "seed": args.seed,
+        "gc_freeze": args.gc_freeze,
+    }
+    if args.mix == "churn":
+        metrics = scheduler_churn.run_churn(args, snapshot, total_gpus)
+        metrics["snapshot_build_ms"] = round(build_ms, 2)
+        params |= scheduler_churn.churn_params(args)
+        params["cpus"] = os.cpu_count()
+        return {"name": "scheduler-core", "params": params, "metrics": metrics}
     if args.gc_freeze:
         gc.freeze()
-    total_gpus = len(nodes) * args.gpus_per_node
+    fill = args.fill if args.fill is not None else (0.85 if args.mix == "hetero" else 0.9)
     result = _fill(snapshot, args, fill * total_gpus)
     elapsed = sum(result.cycle_seconds)
     ordered = sorted(result.cycle_seconds)
@@ -176,16 +195,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "unschedulable_cycles": result.unschedulable,
         "gpu_fill_ratio": round(result.used_gpus / total_gpus, 4),
     }
-    params = {
-        "nodes": len(nodes),
-        "blocks": args.blocks,
-        "racks_per_block": args.racks_per_block,
-        "nodes_per_rack": args.nodes_per_rack,
-        "gpus_per_node": args.gpus_per_node,
-        "mix": args.mix,
+    params |= {
         "fill_target": fill,
-        "seed": args.seed,
-        "gc_freeze": args.gc_freeze,
         "topology_key": RACK_KEY,
         "python": sys.version.split()[0],
         "load_average_1m": round(os.getloadavg()[0], 2),

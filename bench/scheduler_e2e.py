@@ -2,17 +2,32 @@
 own process: NATS, PostgreSQL (a fresh database), admission, the node agent, and two schedulers (one
 active, one standby).
 
+By default (`--case rack`) each gang spans several nodes inside one rack: 16 pods of 2 GPUs with a hard
+rack constraint (four nodes of a 20-node rack), and its pods run `--run-seconds` (2 s) before they
+succeed, so the fleet churns: bound pods finish and give their room back while new gangs arrive.
+`--case single-node` is the earlier case: gangs of 8 pods of 1 GPU (one node each), no topology
+constraint, pods running until the end. `--gang-size`, `--gpus-per-pod`, `--topology-key` (`none` for
+none) and `--run-seconds` override either case.
+
 1. Throughput: `--throughput-gangs` gangs are admitted while their Workload does not exist, so they wait in
    the scheduler's queue (PreEnqueue); once the scheduler has queued them all, the Workload is applied and
    every gang is ready at once. `pods_per_second` is bound pods over the time from the first to the last
    `pods.bound` seen on the bus (sustained: the scheduler is caught up with the event stream beforehand).
-2. Latency: gangs are admitted at `--latency-rate` pods/s (default 500: half the 1,000 pods/s target; 0 =
+2. Apply to bound (the headline, admission included): once the fleet is empty again, the client applies
+   `--apply-gangs` gangs as fast as admission takes them (16 applies in flight), and
+   `apply_to_bound_pods_per_second` is their pods over the time from the first apply sent to the last
+   `pods.bound` seen; `apply_to_bound_ms_p50`/`p99` run, for each pod, from the moment its gang's apply
+   was sent to its `pods.bound`; `apply_cpu_ms_per_pod_*` is the CPU each process spent per pod meanwhile.
+   With pods finishing, the fleet holds at most its room per `--run-seconds`
+   (`params.fleet_pods_per_second_ceiling`); phases 1 and 2 each start on an empty fleet.
+3. Latency: gangs are admitted at `--latency-rate` pods/s (default 500: half the 1,000 pods/s target; 0 =
    half the measured throughput) for `--latency-seconds` (at most what the fleet's room holds, unless
    `--latency-run-seconds` lets the pods finish, which adds their completions to the load);
    `admitted_to_bound_ms_p99` runs, for each pod, from its PodGroup's `podgroup.admitted` (the commit
-   time of the apply that admitted the gang) to its `pods.bound` arriving on the bus.
+   time of the apply that admitted the gang) to its `pods.bound` arriving on the bus;
+   `latency_apply_to_bound_ms_p99` from the apply sent instead.
    `latency_admitted_pods_per_second` is the rate admission actually achieved.
-3. Takeover: the active scheduler is killed (SIGKILL: no lease release) while gangs keep arriving;
+4. Takeover: the active scheduler is killed (SIGKILL: no lease release) while gangs keep arriving;
    `lease_takeover_ms` runs from the kill to the standby's first `pods.bound` under the next epoch.
 """
 
@@ -42,6 +57,7 @@ from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
 from bench.measure import cpu_seconds, host_cpu_seconds, postgres_cpu_seconds
 from libs.api.annotations import RUN_SECONDS
 from libs.client.client import PodwayClient
+from libs.cluster.generator import RACK_KEY
 from libs.messaging.broker import provision_streams
 from libs.runtime.health import health_file, last_beat
 from libs.runtime.nats_server import EmbeddedNatsServer
@@ -58,14 +74,39 @@ GPU_CLASS = {
 }
 
 
+CASES: dict[str, dict[str, Any]] = {
+    "rack": {"gang_size": 16, "gpus_per_pod": 2, "topology_key": RACK_KEY, "run_seconds": 2.0},
+    "single-node": {"gang_size": 8, "gpus_per_pod": 1, "topology_key": None, "run_seconds": 0.0},
+}
+"""What each `--case` sets, unless an option says otherwise."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--case", choices=tuple(CASES), default="rack")
     parser.add_argument("--blocks", type=int, default=5)
     parser.add_argument("--racks-per-block", type=int, default=10)
     parser.add_argument("--nodes-per-rack", type=int, default=20, help="default fleet: 1,000 nodes")
     parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--gang-size", type=int, default=8)
-    parser.add_argument("--gpus-per-pod", type=int, default=1)
-    parser.add_argument("--throughput-gangs", type=int, default=500, help="backlog bound in phase 1")
+    parser.add_argument("--gang-size", type=int, default=None, help="pods per gang (case: 16 or 8)")
+    parser.add_argument("--gpus-per-pod", type=int, default=None, help="case: 2 or 1")
+    parser.add_argument(
+        "--topology-key", default=None, help=f"hard topology key of every gang, or none (case: {RACK_KEY})"
+    )
+    parser.add_argument(
+        "--run-seconds", type=float, default=None, help="how long pods run, 0: until the end (case: 2 or 0)"
+    )
+    parser.add_argument(
+        "--throughput-gangs",
+        type=int,
+        default=None,
+        help="backlog bound in phase 1 (default: 80 %% of the room)",
+    )
+    parser.add_argument(
+        "--apply-gangs",
+        type=int,
+        default=None,
+        help="gangs applied in phase 2 (default: the room; 0: skip)",
+    )
     parser.add_argument(
         "--latency-rate", type=float, default=500.0, help="pods/s (half the target); 0 = half the throughput"
     )
@@ -73,11 +114,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--latency-run-seconds",
         type=float,
-        default=0.0,
-        help="how long latency-phase pods run (0: until the end); with pods finishing, a longer phase fits",
+        default=None,
+        help="how long latency-phase pods run (0: until the end; default --run-seconds); with pods "
+        "finishing, a longer phase fits",
     )
     parser.add_argument("--lease-seconds", type=float, default=2.0)
     parser.add_argument("--database-url", default=os.environ.get("PODWAY_BENCH_DATABASE_URL", DEFAULT_PG))
+
+
+def resolve_case(args: argparse.Namespace) -> None:
+    """Fill the options left unset from `--case`, and the phase sizes from the fleet's room."""
+    for name, value in CASES[args.case].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.topology_key in ("", "none"):
+        args.topology_key = None
+    if args.latency_run_seconds is None:
+        args.latency_run_seconds = args.run_seconds
+    room = gang_room(args)
+    if args.throughput_gangs is None:
+        args.throughput_gangs = max(1, room * 4 // 5)
+    if args.apply_gangs is None:
+        args.apply_gangs = room if args.run_seconds else 0
+
+
+def gang_room(args: argparse.Namespace) -> int:
+    """How many gangs the empty fleet holds at once (per rack when gangs are rack-constrained)."""
+    per_node: int = args.gpus_per_node // args.gpus_per_pod
+    size: int = args.gang_size
+    racks: int = args.blocks * args.racks_per_block
+    nodes_per_rack: int = args.nodes_per_rack
+    if args.topology_key == RACK_KEY:
+        return racks * (nodes_per_rack * per_node // size)
+    return racks * nodes_per_rack * per_node // size
 
 
 # -- manifests ---------------------------------------------------------------------------------------------
@@ -91,29 +160,41 @@ TAKEOVER_GANGS = 8
 """Gangs admitted while the standby takes over (four a second for two seconds)."""
 
 
-def workload_manifest(name: str, size: int) -> dict[str, Any]:
+def workload_manifest(name: str, size: int, topology_key: str | None = None) -> dict[str, Any]:
+    template: dict[str, Any] = {"name": "worker", "schedulingPolicy": {"gang": {"minCount": size}}}
+    if topology_key:
+        template["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
     return {
         "apiVersion": "scheduling.k8s.io/v1alpha2",
         "kind": "Workload",
         "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"podGroupTemplates": [{"name": "worker", "schedulingPolicy": {"gang": {"minCount": size}}}]},
+        "spec": {"podGroupTemplates": [template]},
     }
 
 
 def gang_manifests(
-    name: str, size: int, gpus: int, workload: str = SHARED, run_seconds: float = 0.0
+    name: str,
+    size: int,
+    gpus: int,
+    workload: str = SHARED,
+    run_seconds: float = 0.0,
+    topology_key: str | None = None,
 ) -> list[dict[str, Any]]:
     """One PodGroup run of `workload` and its pods, which run `run_seconds` (0: until the end)."""
     annotations = {RUN_SECONDS: f"{run_seconds:g}"} if run_seconds else {}
-    template = {"name": "worker", "schedulingPolicy": {"gang": {"minCount": size}}}
-    ref = {"workload": {"workloadName": workload, "podGroupTemplateName": "worker"}}
+    spec: dict[str, Any] = {
+        "podGroupTemplateRef": {"workload": {"workloadName": workload, "podGroupTemplateName": "worker"}},
+        "schedulingPolicy": {"gang": {"minCount": size}},
+    }
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
     requests = {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": str(gpus)}
     return [
         {
             "apiVersion": "scheduling.k8s.io/v1alpha2",
             "kind": "PodGroup",
             "metadata": {"name": name, "namespace": NAMESPACE},
-            "spec": {"podGroupTemplateRef": ref, "schedulingPolicy": template["schedulingPolicy"]},
+            "spec": spec,
         },
         *(
             {
@@ -128,6 +209,13 @@ def gang_manifests(
             for i in range(size)
         ),
     ]
+
+
+def gang_of(
+    args: argparse.Namespace, name: str, workload: str = SHARED, run_seconds: float = 0.0
+) -> list[dict[str, Any]]:
+    """A gang of the benchmark's shape."""
+    return gang_manifests(name, args.gang_size, args.gpus_per_pod, workload, run_seconds, args.topology_key)
 
 
 # -- processes ---------------------------------------------------------------------------------------------
@@ -232,6 +320,9 @@ class BusWatch:
     bound_pods: int = 0
     bound_times: list[tuple[float, int, int]] = field(default_factory=list)
     running: int = 0
+    succeeded: int = 0
+    applied_at: dict[str, float] = field(default_factory=dict)
+    """When the client sent each gang's apply, by PodGroup name (recorded by the phases, not the bus)."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def until(self, done: Callable[[], bool], timeout_s: float) -> bool:
@@ -248,6 +339,7 @@ class BusWatch:
         await nc.subscribe("podway.events.podgroup.admitted", cb=self._on_admitted)
         await nc.subscribe("podway.events.pods.bound", cb=self._on_bound)
         await nc.subscribe("podway.events.pods.running", cb=self._on_running)
+        await nc.subscribe("podway.events.pods.succeeded", cb=self._on_succeeded)
 
     def gangs(self, prefix: str) -> list[str]:
         """Uids of the admitted PodGroups whose names start with `prefix`."""
@@ -255,6 +347,10 @@ class BusWatch:
 
     async def _on_running(self, msg: Any) -> None:
         self.running += len(orjson.loads(msg.data)["payload"]["pods"])
+        self.changed.set()
+
+    async def _on_succeeded(self, msg: Any) -> None:
+        self.succeeded += len(orjson.loads(msg.data)["payload"]["pods"])
         self.changed.set()
 
     async def _on_admitted(self, msg: Any) -> None:
@@ -312,13 +408,23 @@ def names(prefix: str, count: int) -> Iterator[str]:
 
 
 async def admit(
-    client: PodwayClient, gangs: list[str], args: argparse.Namespace, *, workload: str, in_flight: int = 16
+    client: PodwayClient,
+    watch: BusWatch,
+    gangs: list[str],
+    args: argparse.Namespace,
+    *,
+    workload: str,
+    run_seconds: float = 0.0,
+    in_flight: int = 16,
 ) -> None:
+    """Apply the gangs as fast as admission takes them, `in_flight` applies at a time."""
     semaphore = asyncio.Semaphore(in_flight)
 
     async def one(name: str) -> None:
         async with semaphore:
-            await client.apply(gang_manifests(name, args.gang_size, args.gpus_per_pod, workload))
+            manifests = gang_of(args, name, workload, run_seconds)
+            watch.applied_at[name] = time.time()
+            await client.apply(manifests)
 
     await asyncio.gather(*(one(name) for name in gangs))
 
@@ -328,8 +434,15 @@ async def wait_bound(watch: BusWatch, expected: int, timeout_s: float) -> None:
         raise RuntimeError(f"only {watch.bound_pods} of {expected} pods were bound in {timeout_s:.0f} s")
 
 
+async def wait_empty(watch: BusWatch, bound: int, timeout_s: float) -> None:
+    """Until every bound pod has succeeded (the fleet is empty again)."""
+    if not await watch.until(lambda: watch.succeeded >= bound, timeout_s):
+        raise RuntimeError(f"only {watch.succeeded} of {bound} pods succeeded in {timeout_s:.0f} s")
+
+
 async def paced(
     client: PodwayClient,
+    watch: BusWatch,
     args: argparse.Namespace,
     prefix: str,
     rate: float,
@@ -348,13 +461,15 @@ async def paced(
         delay = started + index * interval - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(
-            asyncio.create_task(
-                client.apply(gang_manifests(name, args.gang_size, args.gpus_per_pod, run_seconds=run_seconds))
-            )
-        )
+        watch.applied_at[name] = time.time()
+        tasks.append(asyncio.create_task(client.apply(gang_of(args, name, run_seconds=run_seconds))))
     await asyncio.gather(*tasks)
     return gangs
+
+
+def apply_to_bound(watch: BusWatch, gangs: list[str]) -> list[float]:
+    """For each bound pod of the gangs (uids), milliseconds from its gang's apply sent to its `pods.bound`."""
+    return per_pod(watch, gangs, lambda uid: watch.bound_at[uid] - watch.applied_at[watch.name_of[uid]])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -407,27 +522,63 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             await until_leader(beacon_a)
             backlog = list(names("tput", args.throughput_gangs))
             started = time.monotonic()
-            await admit(client, backlog, args, workload=HELD)
+            await admit(client, watch, backlog, args, workload=HELD, run_seconds=args.run_seconds)
             metrics["backlog_admitted_s"] = round(time.monotonic() - started, 2)
             await until_queued(beacon_a, len(backlog))
             backlog_pods = len(backlog) * args.gang_size
             released = time.time()
-            await client.apply([workload_manifest(HELD, args.gang_size)])
+            await client.apply([workload_manifest(HELD, args.gang_size, args.topology_key)])
             await wait_bound(watch, backlog_pods, timeout_s=300)
             first, last = watch.bound_times[0][0], watch.bound_times[-1][0]
             throughput = (backlog_pods - watch.bound_times[0][1]) / max(last - first, 1e-6)
             metrics["pods_per_second"] = round(throughput, 1)
             metrics["throughput_pods"] = backlog_pods
             metrics["release_to_all_bound_s"] = round(last - released, 2)
+            await client.apply([workload_manifest(SHARED, args.gang_size, args.topology_key)])
+            # Gangs whose pods run until the end keep their room.
+            held = 0 if args.run_seconds else len(backlog)
+            if args.run_seconds:
+                await wait_empty(watch, watch.bound_pods, timeout_s=300)
+            else:
+                await watch.until(lambda: watch.running >= backlog_pods, timeout_s=300)
 
-            # 2. Latency at half that rate, once the node agent runs the backlog, with a standby waiting.
-            await watch.until(lambda: watch.running >= backlog_pods, timeout_s=300)
+            # 2. Apply to bound: the client applies gangs as fast as admission takes them; their pods run and
+            #    finish while later gangs arrive.
+            if args.apply_gangs:
+                if not args.run_seconds and held + args.apply_gangs > gang_room(args) - TAKEOVER_GANGS:
+                    raise SystemExit("--apply-gangs with pods that never finish needs more than the fleet")
+                applied = list(names("apply", args.apply_gangs))
+                expected = watch.bound_pods + len(applied) * args.gang_size
+                cpu_before = procs.cpu_seconds()
+                await admit(client, watch, applied, args, workload=SHARED, run_seconds=args.run_seconds)
+                await wait_bound(watch, expected, timeout_s=300)
+                cpu_after = procs.cpu_seconds()
+                measured = watch.gangs("apply-")
+                sent = min(watch.applied_at[name] for name in applied)
+                done = max(watch.bound_at[uid] for uid in measured)
+                pods = sum(watch.pods_of.get(uid, 0) for uid in measured)
+                metrics["apply_to_bound_pods_per_second"] = round(pods / max(done - sent, 1e-6), 1)
+                metrics["apply_to_bound_pods"] = pods
+                spent = apply_to_bound(watch, measured)
+                metrics["apply_to_bound_ms_p50"] = round(statistics.median(spent), 1)
+                metrics["apply_to_bound_ms_p99"] = round(percentile(spent, 0.99), 1)
+                spent_by = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
+                metrics["apply_cpu_ms_per_pod"] = round(sum(spent_by.values()) * 1000 / max(pods, 1), 3)
+                for name, seconds in spent_by.items():
+                    metrics[f"apply_cpu_ms_per_pod_{name.replace('-', '_')}"] = round(
+                        seconds * 1000 / max(pods, 1), 3
+                    )
+                if args.run_seconds:
+                    await wait_empty(watch, watch.bound_pods, timeout_s=300)
+                else:
+                    held += len(applied)
+
+            # 3. Latency at half the target rate, with a standby waiting.
             procs.start("scheduler-b", "services.scheduler.main", tmp / "scheduler-b", PODWAY_INSTANCE="b")
             procs.wait_healthy("scheduler-b", health_file(tmp / "scheduler-b" / "run", "scheduler"))
-            await client.apply([workload_manifest(SHARED, args.gang_size)])
             rate = args.latency_rate or throughput / 2
             # The fleet must keep room for the takeover phase's gangs (pods run until the end).
-            room = nodes * args.gpus_per_node // args.gpus_per_pod // args.gang_size - len(backlog)
+            room = gang_room(args) - held
             cpu_before, host_before = procs.cpu_seconds(), host_cpu_seconds()
             window_started = time.monotonic()
             run_s = args.latency_run_seconds
@@ -438,19 +589,26 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                         f"--latency-run-seconds {run_s} at {rate} pods/s needs more than the fleet"
                     )
                 room = 1_000_000
+            bound_before = watch.bound_pods
             gangs = await paced(
-                client, args, "lat", rate, args.latency_seconds, room - TAKEOVER_GANGS, run_seconds=run_s
+                client,
+                watch,
+                args,
+                "lat",
+                rate,
+                args.latency_seconds,
+                room - TAKEOVER_GANGS,
+                run_seconds=run_s,
             )
-            expected = backlog_pods + len(gangs) * args.gang_size
-            await wait_bound(watch, expected, timeout_s=120)
+            await wait_bound(watch, bound_before + len(gangs) * args.gang_size, timeout_s=120)
             cpu_after, host_after = procs.cpu_seconds(), host_cpu_seconds()
             window = time.monotonic() - window_started
             for reading, start, end in zip(("busy", "steal"), host_before, host_after, strict=True):
                 metrics[f"latency_host_{reading}_cores"] = round((end - start) / window, 2)
             for name, seconds in cpu_after.items():
-                spent = seconds - cpu_before.get(name, 0.0)
+                spent_s = seconds - cpu_before.get(name, 0.0)
                 metrics[f"latency_cpu_ms_per_pod_{name.replace('-', '_')}"] = round(
-                    spent * 1000 / max(len(gangs) * args.gang_size, 1), 3
+                    spent_s * 1000 / max(len(gangs) * args.gang_size, 1), 3
                 )
             measured = watch.gangs("lat-")
             admitted = [watch.admitted_at[uid] for uid in measured]
@@ -463,14 +621,17 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             metrics["admitted_to_bound_ms_p50"] = round(statistics.median(recent), 1)
             metrics["admitted_to_bound_ms_p99"] = round(percentile(recent, 0.99), 1)
             metrics["admitted_to_bound_ms_max"] = round(max(recent), 1)
+            from_apply = apply_to_bound(watch, measured)
+            metrics["latency_apply_to_bound_ms_p50"] = round(statistics.median(from_apply), 1)
+            metrics["latency_apply_to_bound_ms_p99"] = round(percentile(from_apply, 0.99), 1)
             metrics |= latency_stages(watch, measured)
 
-            # 3. Takeover: kill the active scheduler; gangs keep arriving.
+            # 4. Takeover: kill the active scheduler; gangs keep arriving.
             epoch = int(beacon_detail(beacon_a).get("epoch") or 1)
             killed_at = time.time()
             procs.running["scheduler-a"].send_signal(signal.SIGKILL)
             after = asyncio.create_task(
-                paced(client, args, "takeover", args.gang_size * 4, 2.0, TAKEOVER_GANGS)
+                paced(client, watch, args, "takeover", args.gang_size * 4, 2.0, TAKEOVER_GANGS)
             )
             await watch.until(
                 lambda: any(e > epoch for _, _, e in watch.bound_times), args.lease_seconds * 10 + 30
@@ -497,6 +658,7 @@ class _Progress(dict[str, Any]):
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    resolve_case(args)
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="podway-bench-sched-") as tmp:
         metrics = asyncio.run(_run(args, Path(tmp)))
@@ -504,10 +666,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     params = {
         "nodes": args.blocks * args.racks_per_block * args.nodes_per_rack,
         "gpus_per_node": args.gpus_per_node,
+        "case": args.case,
         "gang_size": args.gang_size,
         "gpus_per_pod": args.gpus_per_pod,
+        "topology_key": args.topology_key,
+        "run_seconds": args.run_seconds,
+        "fleet_room_gangs": gang_room(args),
+        "fleet_pods_per_second_ceiling": (
+            round(gang_room(args) * args.gang_size / args.run_seconds, 1) if args.run_seconds else None
+        ),
         "throughput_gangs": args.throughput_gangs,
+        "apply_gangs": args.apply_gangs,
+        "latency_rate": args.latency_rate,
         "latency_seconds": args.latency_seconds,
+        "latency_run_seconds": args.latency_run_seconds,
         "lease_seconds": args.lease_seconds,
         "database": "postgres",
         # Other processes on the host take CPU from the five processes measured here.

@@ -21,11 +21,12 @@ BENCHMARKS: dict[str, str] = {
     "api-validation": "bench.api_validation",
 }
 
-# `make bench` runs these, hetero as its own line so both figures appear.
+# `make bench` runs these, hetero and churn as lines of their own so every figure appears.
 ALL_RUNS: list[tuple[str, list[str]]] = [
     ("api-validation", []),
     ("scheduler-core", []),
     ("scheduler-core", ["--mix", "hetero"]),
+    ("scheduler-core", ["--mix", "churn"]),
     ("scheduler-queue", []),
     ("admission", []),
     ("scheduler-e2e", []),

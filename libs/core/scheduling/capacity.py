@@ -1,7 +1,8 @@
 """Capacity bookkeeping: what is free on each node and in each topology domain, and the indexes over them.
 
-Every change of a node's free capacity moves its domains' aggregates and, where an index exists, the node
-and the domains between index buckets; these functions do that without looking at any other node.
+Every change of a node's free capacity moves its domains' aggregates at once and notes the node (and its
+domains) for the indexes, which are settled when next read; these functions do that without looking at
+any other node. `NodeTally` counts nodes by free amount for the diagnosis of failed cycles.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class NodeState:
         "name",
         "node",
         "pod_uids",
+        "stale",
+        "tallied",
         "unschedulable",
     )
 
@@ -47,6 +50,16 @@ class NodeState:
         self.device_rank = {cls: _rank(names, ranks) for cls, names in node.devices.items()}
         self.domains: list[TopologyDomain] = []
         self.pod_uids: set[str] = set()
+        self.stale: list[set[NodeState]] = []
+        """The stale sets of every node index of the node's domains (see `note_stale`)."""
+        self.tallied: list[int] | None = None
+        """What the node contributes to the snapshot's `NodeTally`: free pods, cpu, memory, then devices
+        per class in the node's order; None when the node is not counted there."""
+
+    def note_stale(self) -> None:
+        """Gather the stale sets of the node indexes of the node's domains, into which every change of
+        its capacity puts it; called when its domains or their indexes change."""
+        self.stale = [stale for domain in self.domains for stale in domain.stale]
 
     def count(self, dimension: str) -> int:
         if dimension == CPU_DIMENSION:
@@ -69,7 +82,7 @@ def _rank(names: tuple[str, ...], ranks: dict[tuple[str, ...], dict[str, int]]) 
 
 def take(states: Sequence[NodeState], assignments: Sequence[NodeAssignment]) -> None:
     """Take checked assignments from their nodes; nodes in a row that share their domains (a gang in one
-    rack) update those domains once, together."""
+    rack) update those domains' aggregates once, together."""
     if len(states) == 1:
         _, count, cpu, memory, devices = assignments[0]
         shift(states[0], cpu, memory, count, _remove_devices(states[0], devices))
@@ -79,23 +92,28 @@ def take(states: Sequence[NodeState], assignments: Sequence[NodeAssignment]) -> 
     taken: dict[str, int] = {}
     for state, (_, count, cpu, memory, devices) in zip(states, assignments, strict=True):
         changes = _remove_devices(state, devices)
-        _shift_node(state, cpu, memory, count, changes)
-        if state.domains != run:
+        state.free_cpu -= cpu
+        state.free_memory -= memory
+        state.free_pods -= count
+        for stale in state.stale:
+            stale.add(state)
+        domains = state.domains
+        if domains != run:
             if run is not None:
                 _shift_domains(run, cpu_total, memory_total, pods_total, taken)
-            run, cpu_total, memory_total, pods_total, taken = state.domains, 0, 0, 0, {}
+            run, cpu_total, memory_total, pods_total, taken = domains, 0, 0, 0, {}
         cpu_total += cpu
         memory_total += memory
         pods_total += count
-        for cls, old, new in changes:
-            taken[cls] = taken.get(cls, 0) + old - new
+        for cls, removed in changes:
+            taken[cls] = taken.get(cls, 0) + removed
     if run is not None:
         _shift_domains(run, cpu_total, memory_total, pods_total, taken)
 
 
 def give_back(state: NodeState, placement: Placement) -> None:
     """Return a placement's capacity to its node and the node's domains; its devices go back in order."""
-    changes: list[tuple[str, int, int]] = []
+    changes: list[tuple[str, int]] = []
     for cls, names in placement.devices.items():
         free = state.free_devices.get(cls)
         if free is None or not names:
@@ -104,13 +122,13 @@ def give_back(state: NodeState, placement: Placement) -> None:
         rank = state.device_rank[cls]
         free.extend(name for name in names if name in rank)
         free.sort(key=rank.__getitem__)
-        changes.append((cls, old, len(free)))
+        changes.append((cls, old - len(free)))
     shift(state, -placement.cpu_milli, -placement.memory, -1, changes)
 
 
-def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> list[tuple[str, int, int]]:
-    """Remove checked device names from the node's free lists: `(class, free before, free after)`."""
-    changes: list[tuple[str, int, int]] = []
+def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> list[tuple[str, int]]:
+    """Remove checked device names from the node's free lists: `(class, how many were removed)`."""
+    changes: list[tuple[str, int]] = []
     for cls, names in devices.items():
         if not names:
             continue
@@ -121,99 +139,44 @@ def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> l
         else:
             gone = set(names)
             free[:] = [name for name in free if name not in gone]
-        changes.append((cls, old, len(free)))
+        changes.append((cls, old - len(free)))
     return changes
 
 
-def shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int, int]]) -> None:
-    """Take (negative: give back) capacity on one node and every domain it is in, moving the node and the
-    domains in their indexes (what `_shift_node` and `_shift_domains` do for a run, in one pass)."""
-    old_cores = state.free_cpu // 1000
+def shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int]]) -> None:
+    """Take (negative: give back) capacity on one node and every domain it is in; `changes` counts the
+    devices taken per class. The node goes into the stale sets of its domains' node indexes, and each
+    domain into those of its level's domain indexes, to be placed again when next read."""
     state.free_cpu -= cpu
     state.free_memory -= memory
     state.free_pods -= pods
+    for stale in state.stale:
+        stale.add(state)
     for domain in state.domains:
-        indexed = domain.node_index or domain.level.index
-        old_domain_cores = domain.free_cpu // 1000 if indexed else 0
         domain.free_cpu -= cpu
         domain.free_memory -= memory
         domain.free_pods -= pods
-        free_devices = domain.free_devices
-        for cls, old, new in changes:
-            free_devices[cls] += new - old
-        if indexed:
-            _reindex(domain, state, changes, old_cores, old_domain_cores)
-
-
-def _reindex(
-    domain: TopologyDomain,
-    state: NodeState,
-    changes: list[tuple[str, int, int]],
-    old_cores: int,
-    old_domain_cores: int,
-) -> None:
-    """Move a node within its domain's node indexes, and the domain within its level's indexes."""
-    node_index = domain.node_index
-    level_index = domain.level.index
-    for cls, old, new in changes:
-        index = node_index.get(cls)
-        if index is not None:
-            index.move(state.name, old, new)
-        index = level_index.get(cls)
-        if index is not None:
-            domain_new = domain.free_devices[cls]
-            index.move(domain.value, domain_new - new + old, domain_new)
-    index = node_index.get(CPU_DIMENSION)
-    if index is not None:
-        index.move(state.name, old_cores, state.free_cpu // 1000)
-    index = level_index.get(CPU_DIMENSION)
-    if index is not None:
-        index.move(domain.value, old_domain_cores, domain.free_cpu // 1000)
-
-
-def _shift_node(
-    state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int, int]]
-) -> None:
-    """Take (negative: give back) capacity on a node, and move it in the node indexes of its domains."""
-    old_cores = state.free_cpu // 1000
-    state.free_cpu -= cpu
-    state.free_memory -= memory
-    state.free_pods -= pods
-    name = state.name
-    for domain in state.domains:
-        node_index = domain.node_index
-        if node_index:
-            for cls, old, new in changes:
-                index = node_index.get(cls)
-                if index is not None:
-                    index.move(name, old, new)
-            index = node_index.get(CPU_DIMENSION)
-            if index is not None:
-                index.move(name, old_cores, state.free_cpu // 1000)
+        if changes:
+            free_devices = domain.free_devices
+            for cls, taken in changes:
+                free_devices[cls] -= taken
+        for domains_stale in domain.level.stale:
+            domains_stale.add(domain)
 
 
 def _shift_domains(
     domains: Sequence[TopologyDomain], cpu: int, memory: int, pods: int, devices: Mapping[str, int]
 ) -> None:
-    """Take (negative: give back) capacity from domains' aggregates, and move them in their level index."""
+    """Take (negative: give back) capacity from domains' aggregates; each goes into its level's stale sets."""
     for domain in domains:
-        old_cores = domain.free_cpu // 1000
         domain.free_cpu -= cpu
         domain.free_memory -= memory
         domain.free_pods -= pods
         free_devices = domain.free_devices
-        level_index = domain.level.index
         for cls, count in devices.items():
-            old = free_devices[cls]
-            free_devices[cls] = old - count
-            if level_index:
-                index = level_index.get(cls)
-                if index is not None:
-                    index.move(domain.value, old, old - count)
-        if level_index:
-            index = level_index.get(CPU_DIMENSION)
-            if index is not None:
-                index.move(domain.value, old_cores, domain.free_cpu // 1000)
+            free_devices[cls] -= count
+        for stale in domain.level.stale:
+            stale.add(domain)
 
 
 def build_level(key: str, states: Iterable[NodeState]) -> TopologyLevel:
@@ -246,17 +209,15 @@ def fill_domain(domain: TopologyDomain, states: list[NodeState]) -> None:
 
 
 def move_domain(domain: TopologyDomain, state: NodeState, sign: int) -> None:
-    """Add (sign +1) or take away (-1) a node's free capacity from a domain's aggregates and level index."""
-    level_index = domain.level.index
-    old_counts = {dimension: domain.count(dimension) for dimension in level_index}
+    """Add (sign +1) or take away (-1) a node's free capacity from a domain's aggregates."""
     domain.node_count += sign
     domain.free_cpu += sign * state.free_cpu
     domain.free_memory += sign * state.free_memory
     domain.free_pods += sign * state.free_pods
     for cls, names in state.free_devices.items():
         domain.free_devices[cls] = domain.free_devices.get(cls, 0) + sign * len(names)
-    for dimension, old in old_counts.items():
-        level_index[dimension].move(domain.value, old, domain.count(dimension))
+    for stale in domain.level.stale:
+        stale.add(domain)
 
 
 def charge_existing(state: NodeState, placement: Placement) -> None:
@@ -276,3 +237,116 @@ def node_counts(states: Iterable[NodeState], dimension: str) -> Iterator[tuple[s
     for state in states:
         if dimension == CPU_DIMENSION or dimension in state.free_devices:
             yield state.name, state.count(dimension)
+
+
+class NodeTally:
+    """The nodes counted by free amount of each resource: how many nodes have exactly `n` free pod slots,
+    milli-CPU, memory bytes or devices of a class. A failed cycle reads from it how many nodes are short
+    of what without visiting them; the snapshot moves each node whose capacity changed as it changes.
+
+    Only nodes that every pod may use are counted (not cordoned, no NoSchedule or NoExecute taint); the
+    others wait in `screened`, to be judged one by one against each pod's tolerations. Each counted node
+    remembers what it contributes (`NodeState.tallied`), so that it moves from its old counts to its new.
+    """
+
+    __slots__ = ("counted", "cpu", "devices", "memory", "pods", "screened")
+
+    def __init__(self, states: Iterable[NodeState]) -> None:
+        self.pods: dict[int, int] = {}
+        self.cpu: dict[int, int] = {}
+        self.memory: dict[int, int] = {}
+        self.devices: dict[str, dict[int, int]] = {}
+        self.screened: dict[str, NodeState] = {}
+        self.counted = 0
+        """How many nodes are counted (the rest are screened)."""
+        for state in states:
+            self.add(state)
+
+    def add(self, state: NodeState) -> None:
+        if state.unschedulable or state.blocking_taints:
+            self.screened[state.name] = state
+            return
+        record = state.tallied = [state.free_pods, state.free_cpu, state.free_memory]
+        self.counted += 1
+        _bump(self.pods, state.free_pods, 1)
+        _bump(self.cpu, state.free_cpu, 1)
+        _bump(self.memory, state.free_memory, 1)
+        for cls, free in state.free_devices.items():
+            record.append(len(free))
+            _bump(self.devices.setdefault(cls, {}), len(free), 1)
+
+    def remove(self, state: NodeState) -> None:
+        record = state.tallied
+        if record is None:
+            self.screened.pop(state.name, None)
+            return
+        state.tallied = None
+        self.counted -= 1
+        _bump(self.pods, record[0], -1)
+        _bump(self.cpu, record[1], -1)
+        _bump(self.memory, record[2], -1)
+        for cls, free in zip(state.free_devices, record[3:], strict=True):
+            _bump(self.devices[cls], free, -1)
+
+    def update(self, state: NodeState) -> None:
+        """Move a counted node from what it contributed to what it has free now."""
+        record = state.tallied
+        if record is None:
+            return
+        # Unrolled, without a call per column: this runs for every node a decision or a finished pod changes.
+        old, new = record[0], state.free_pods
+        if new != old:
+            record[0] = new
+            counts = self.pods
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+            counts[new] = counts.get(new, 0) + 1
+        old, new = record[1], state.free_cpu
+        if new != old:
+            record[1] = new
+            counts = self.cpu
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+            counts[new] = counts.get(new, 0) + 1
+        old, new = record[2], state.free_memory
+        if new != old:
+            record[2] = new
+            counts = self.memory
+            left = counts[old] - 1
+            if left:
+                counts[old] = left
+            else:
+                del counts[old]
+            counts[new] = counts.get(new, 0) + 1
+        position = 3
+        for cls, free in state.free_devices.items():
+            old, new = record[position], len(free)
+            if new != old:
+                record[position] = new
+                counts = self.devices[cls]
+                left = counts[old] - 1
+                if left:
+                    counts[old] = left
+                else:
+                    del counts[old]
+                counts[new] = counts.get(new, 0) + 1
+            position += 1
+
+
+def _bump(counts: dict[int, int], value: int, delta: int) -> None:
+    total = counts.get(value, 0) + delta
+    if total:
+        counts[value] = total
+    else:
+        del counts[value]
+
+
+def fewer_than(counts: Mapping[int, int], amount: int) -> int:
+    """How many nodes a tally's counts hold with less than `amount` free."""
+    return sum([number for value, number in counts.items() if value < amount])

@@ -41,7 +41,8 @@ def schedule_podgroup(
     `gang_min_count - bound_pods` of them placed together (at least one), a basic group one; with fewer,
     nothing is placed and the decision says why, with per-node reason counts. The cycle's assumptions live
     in a cycle-local table, so a failed cycle has nothing to roll back; apply a placed decision with
-    `snapshot.apply(decision)`.
+    `snapshot.apply(decision)` (the snapshot notes the decision, so that applying it before anything else
+    changes does not check its nodes again).
 
     Scopes are tried in order: the preferred levels (`podway.io/topology-preferred`, tightest first; only
     those narrower than the hard key, each tried inside one hard domain), then the hard key, else the
@@ -65,12 +66,16 @@ def schedule_podgroup(
     # 2. Try each scope, tightest first; the first that holds the required pods wins.
     scopes = _scopes(snapshot, group)
     floor = demand if required == demand.pods else _demand(batches, required)
+    # How close a failed gang came is only told when it had no topology constraint.
+    all_or_none = scopes[-1].key is not None
     most = 0
     for scope in scopes:
-        found = search(snapshot, scope, batches, demand, floor, required)
+        found = search(snapshot, scope, batches, demand, floor, required, all_or_none=all_or_none)
         if found is not None:
             if found.placed >= required:
-                return _placed(group, found, batches, demand.pods, now)
+                decision = _placed(group, found, batches, demand.pods, now)
+                snapshot.decided(decision)
+                return decision
             most = max(most, found.placed)
     # 3. Nothing holds enough: explain it the way kube-scheduler does.
     return _unschedulable(snapshot, group, batches, demand, required, scopes, most, now)
@@ -198,29 +203,43 @@ def _assign(take: Take, placements: list[Placement]) -> NodeAssignment:
     """
     node, batch, first, size, offsets = take
     shape = batch.shape
-    pods = batch.pods[first : first + size]
     batch.placed += size
     name, cpu, memory = node.name, shape.cpu_milli, shape.memory
     free = node.free_devices
     if len(shape.devices) == 1:
         ((cls, per_pod),) = shape.devices
-        names = tuple(free[cls][offsets[0] : offsets[0] + size * per_pod])
+        start = offsets[0]
+        names = tuple(free[cls][start : start + size * per_pod])
+        if size == 1:  # one pod on the node (most pods of several devices): it and the node share a table
+            pod = batch.pods[first]
+            taken = {cls: names}
+            placements.append(_new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, taken)))
+            return _new_tuple(NodeAssignment, (name, 1, cpu, memory, taken))
+        pods = batch.pods[first : first + size]
         if per_pod == 1:
             placements += [
                 _new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, {cls: (device,)}))
                 for pod, device in zip(pods, names, strict=True)
             ]
         else:
+            # Consecutive runs of `per_pod` names, grouped in C by zipping one iterator with itself.
+            runs = zip(*[iter(names)] * per_pod, strict=True)
             placements += [
-                _new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, {cls: names[at : at + per_pod]}))
-                for pod, at in zip(pods, range(0, size * per_pod, per_pod), strict=True)
+                _new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, {cls: devices}))
+                for pod, devices in zip(pods, runs, strict=True)
             ]
         return _new_tuple(NodeAssignment, (name, size, size * cpu, size * memory, {cls: names}))
+    if not shape.devices:
+        placements += [
+            _new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, {}))
+            for pod in batch.pods[first : first + size]
+        ]
+        return _new_tuple(NodeAssignment, (name, size, size * cpu, size * memory, {}))
     taken = {
         cls: tuple(free[cls][offset : offset + size * per_pod])
         for (cls, per_pod), offset in zip(shape.devices, offsets, strict=True)
     }
-    for position, pod in enumerate(pods):
+    for position, pod in enumerate(batch.pods[first : first + size]):
         devices = {cls: taken[cls][position * count : (position + 1) * count] for cls, count in shape.devices}
         placements.append(_new_tuple(Placement, (pod.uid, pod.name, name, cpu, memory, devices)))
     return _new_tuple(NodeAssignment, (name, size, size * cpu, size * memory, taken))

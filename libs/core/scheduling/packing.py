@@ -91,18 +91,27 @@ def search(
     demand: Demand,
     floor: Demand,
     required: int,
+    *,
+    all_or_none: bool = False,
 ) -> Found | None:
     """The tightest domain of the scope whose nodes fit every pod, else the one fitting the most.
 
     Domains come least free first (the bin-packing score, see `schedule_podgroup`); each is pruned on its
     aggregates before its nodes are planned. The answer may fit fewer than `required` pods (the caller
     then knows how close it came); None when no domain passed the aggregate check.
+
+    `all_or_none` says the caller only wants a domain fitting every pod (how close the others came does
+    not matter to it): a domain whose nodes cannot hold every pod by their free count of the primary
+    dimension is then passed over without planning its nodes, so a partial answer may not be the closest.
     """
     total = demand.pods
     best: Found | None = None
+    prune = _pruning(batches) if all_or_none and required == total else None
     # 1. Domains that could hold every pod, tightest first: the first that does wins.
     for domain in _candidates(snapshot, scope, batches, demand):
         if _holds(domain, demand):
+            if prune is not None and _too_few_slots(snapshot, domain, prune, total):
+                continue
             takes, placed = plan(snapshot, domain, batches)
             if scope.within_key is not None and not _within(scope.within_key, takes):
                 continue
@@ -121,6 +130,25 @@ def search(
             ):
                 best = Found(domain, takes, placed)
     return best
+
+
+def _pruning(batches: Sequence[Batch]) -> PodShape | None:
+    """The shape whose node index bounds how many pods a domain holds: one shape asking some of its primary
+    dimension (a pod asking less than one whole core cannot be bounded by whole cores)."""
+    if len(batches) != 1 or batches[0].shape.primary_request <= 0:
+        return None
+    return batches[0].shape
+
+
+def _too_few_slots(snapshot: ClusterSnapshot, domain: TopologyDomain, shape: PodShape, count: int) -> bool:
+    """Whether the domain's nodes cannot hold `count` pods of the shape even by their free primary count
+    alone (each node holding `free // request`; whole cores bound milli-CPU from above just as well)."""
+    index = domain.node_index.get(shape.primary)
+    if index is None:
+        index = snapshot.node_index(domain, shape.primary)
+        if index is None:
+            return True
+    return index.units(shape.primary_request, count) < count
 
 
 def _candidates(

@@ -6,9 +6,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from .buckets import BucketIndex
 from .capacity import (
     NodeState,
+    NodeTally,
     build_level,
     charge_existing,
     fill_domain,
@@ -27,7 +27,7 @@ from .model import (
     PodRequest,
     ResourceTotals,
 )
-from .topology import TopologyDomain, TopologyLevel
+from .topology import DomainIndex, NodeIndex, TopologyDomain, TopologyLevel
 
 _T = TypeVar("_T")
 _uid_of = itemgetter(0)
@@ -47,6 +47,10 @@ class ClusterSnapshot:
     `topology_keys` (broadest first) and for any other key a PodGroup asks for, from its first use on.
     `extended_resource_names` maps a DeviceClass to its `extendedResourceName` for messages
     (`Insufficient nvidia.com/gpu`). `version` counts changes, so derived values can be memoized.
+
+    The node and domain indexes are settled when read (a change only notes what moved), and from the first
+    unschedulable cycle on a `NodeTally` counts the nodes by free amount, so that its diagnosis does not
+    walk the nodes.
     """
 
     def __init__(
@@ -65,6 +69,8 @@ class ClusterSnapshot:
         self._pods: dict[str, Placement] = {}
         self._bound: set[str] = set()
         self._ranks: dict[tuple[str, ...], dict[str, int]] = {}
+        self._tally: NodeTally | None = None
+        self._decided: tuple[CycleDecision, int] | None = None
         self.version = 0
         self._memo: dict[Hashable, Any] = {}
         self._memo_version = 0
@@ -113,7 +119,7 @@ class ClusterSnapshot:
             level = self._levels[key] = build_level(key, self._nodes.values())
         return level
 
-    def node_index(self, domain: TopologyDomain, dimension: str) -> BucketIndex | None:
+    def node_index(self, domain: TopologyDomain, dimension: str) -> NodeIndex | None:
         """The domain's nodes bucketed by free count of a dimension, indexed for its whole level on first use."""
         index = domain.node_index.get(dimension)
         if index is None and dimension not in domain.level.node_dimensions:
@@ -121,13 +127,21 @@ class ClusterSnapshot:
             index = domain.node_index.get(dimension)
         return index
 
-    def domain_index(self, level: TopologyLevel, dimension: str) -> BucketIndex:
+    def domain_index(self, level: TopologyLevel, dimension: str) -> DomainIndex:
         """A level's domains bucketed by free count of a dimension, indexed on first use."""
         index = level.index.get(dimension)
         if index is None:
             entries = ((value, domain.count(dimension)) for value, domain in level.domains.items())
-            index = level.index[dimension] = BucketIndex.build(entries)
+            index = DomainIndex.build(entries)
+            index.dimension = dimension
+            level.index_domains(index)
         return index
+
+    def node_tally(self) -> NodeTally:
+        """Every node counted by free amount per resource (see `NodeTally`), kept from its first use on."""
+        if self._tally is None:
+            self._tally = NodeTally(self._nodes.values())
+        return self._tally
 
     def _index_nodes(self, level: TopologyLevel, dimension: str) -> None:
         level.node_dimensions.add(dimension)
@@ -137,7 +151,12 @@ class ClusterSnapshot:
                 if domain.level is level:
                     members[domain.value].append(state)
         for value, states in members.items():
-            level.domains[value].node_index[dimension] = BucketIndex.build(node_counts(states, dimension))
+            index = NodeIndex.build(node_counts(states, dimension))
+            index.dimension = dimension
+            level.domains[value].index_nodes(index)
+        for states in members.values():
+            for state in states:
+                state.note_stale()
 
     def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
         """A value derived from the snapshot as it is now, computed once until the snapshot changes."""
@@ -187,6 +206,8 @@ class ClusterSnapshot:
         """Remove a node; the placements of the pods that were on it are returned (those pods are lost)."""
         self.version += 1
         state = self._nodes.pop(name)
+        if self._tally is not None:
+            self._tally.remove(state)
         for domain in list(state.domains):
             self._leave(state, domain)
         self._bound.difference_update(state.pod_uids)
@@ -196,6 +217,8 @@ class ClusterSnapshot:
         """Replace a node's labels, taints, allocatable resources or devices, keeping its pods on it."""
         self.version += 1
         old = self._nodes.pop(node.name)
+        if self._tally is not None:
+            self._tally.remove(old)
         for domain in list(old.domains):
             self._leave(old, domain)
         state = self._nodes[node.name] = NodeState(node, self._ranks)
@@ -204,6 +227,8 @@ class ClusterSnapshot:
         self._join_all(state)
 
     def _join_all(self, state: NodeState) -> None:
+        if self._tally is not None:
+            self._tally.add(state)
         self._join(state, self._cluster)
         for key, level in self._levels.items():
             value = state.labels.get(key)
@@ -211,36 +236,43 @@ class ClusterSnapshot:
                 domain = level.domains.get(value)
                 if domain is None:
                     domain = level.domains[value] = TopologyDomain(key, value, level)
-                    for index in level.index.values():
-                        index.add(value, 0)
                     for dimension in level.node_dimensions:
-                        domain.node_index[dimension] = BucketIndex()
+                        domain.index_nodes(NodeIndex(dimension))
                 self._join(state, domain)
+        state.note_stale()
 
     def _join(self, state: NodeState, domain: TopologyDomain) -> None:
         move_domain(domain, state, +1)
         state.domains.append(domain)
         for dimension, index in domain.node_index.items():
             if dimension == CPU_DIMENSION or dimension in state.free_devices:
-                index.add(state.name, state.count(dimension))
+                index.place(state.name, state.count(dimension))
 
     def _leave(self, state: NodeState, domain: TopologyDomain) -> None:
-        for dimension, index in domain.node_index.items():
-            if dimension == CPU_DIMENSION or dimension in state.free_devices:
-                index.remove(state.name, state.count(dimension))
+        for index in domain.node_index.values():
+            index.discard(state.name)
+            index.stale.discard(state)
         state.domains.remove(domain)
         move_domain(domain, state, -1)
         level = domain.level
         if domain.node_count == 0 and domain is not self._cluster:
-            for dimension, index in level.index.items():
-                index.remove(domain.value, domain.count(dimension))
+            for domain_index in level.index.values():
+                domain_index.discard(domain.value)
+                domain_index.stale.discard(domain)
             del level.domains[domain.value]
 
     # -- pods ---------------------------------------------------------------------------------------
 
     def apply(self, decision: CycleDecision) -> None:
         """Assume every placement of a cycle's decision; all or nothing (PlacementConflict if stale)."""
-        self._commit(decision.placements, decision.assignments, assumed=True)
+        decided = self._decided
+        fresh = decided is not None and decided[0] is decision and decided[1] == self.version
+        self._commit(decision.placements, decision.assignments, assumed=True, fits=fresh)
+
+    def decided(self, decision: CycleDecision) -> None:
+        """Note a placed decision a cycle has just computed on the snapshot as it is: applied before the
+        snapshot changes, its nodes are known to hold it and are not checked again (its pods still are)."""
+        self._decided = (decision, self.version)
 
     def assume(self, placement: Placement) -> None:
         """Assume one placement (capacity is taken until it is bound, forgotten or unbound)."""
@@ -294,20 +326,34 @@ class ClusterSnapshot:
         return placement
 
     def _commit(
-        self, placements: Sequence[Placement], assignments: Sequence[NodeAssignment], *, assumed: bool
+        self,
+        placements: Sequence[Placement],
+        assignments: Sequence[NodeAssignment],
+        *,
+        assumed: bool,
+        fits: bool = False,
     ) -> None:
-        """Take capacity for placements; a conflict raises PlacementConflict before anything changed."""
+        """Take capacity for placements; a conflict raises PlacementConflict before anything changed.
+
+        `fits` says the assignments were just computed against these nodes (see `decided`)."""
         # 1. Check, changing nothing: each node can hold what it is assigned, and its devices are free.
         merged = len(assignments) > 1 and len({a.node_name for a in assignments}) < len(assignments)
         if merged:
             assignments = _merged_by_node(assignments)
-        states = list(map(self._room_for, assignments))
-        _check_coverage(placements, assignments, merged)
+        if fits:
+            nodes = self._nodes
+            states = [nodes[assignment.node_name] for assignment in assignments]
+        else:
+            states = list(map(self._room_for, assignments))
+            _check_coverage(placements, assignments, merged)
         # 2. Record the pods: a pod placed already, or twice, is a conflict.
         uids = self._record(placements)
         # 3. Change the nodes, and each run of nodes sharing their domains at once.
         self.version += 1
         take(states, assignments)
+        if self._tally is not None:
+            for state in states:
+                self._tally.update(state)
         if len(states) == 1:
             states[0].pod_uids.update(uids)
         elif merged:
@@ -355,6 +401,8 @@ class ClusterSnapshot:
         self.version += 1
         state.pod_uids.discard(placement.pod_uid)
         give_back(state, placement)
+        if self._tally is not None:
+            self._tally.update(state)
 
 
 def _merged_by_node(assignments: Sequence[NodeAssignment]) -> list[NodeAssignment]:

@@ -2,8 +2,59 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .buckets import BucketIndex
 from .model import CPU_DIMENSION, ResourceTotals, TopologyDomainRef
+
+if TYPE_CHECKING:
+    from .capacity import NodeState
+
+
+class NodeIndex(BucketIndex):
+    """A domain's nodes bucketed by free count of one dimension (device class, or whole CPU cores); nodes
+    whose capacity changed wait in `stale` until the index is next read."""
+
+    __slots__ = ("dimension",)
+
+    def __init__(self, dimension: str = "") -> None:
+        super().__init__()
+        self.dimension = dimension
+
+    def settle(self) -> None:
+        stale: set[NodeState] = self.stale
+        dimension = self.dimension
+        if dimension == CPU_DIMENSION:
+            self.place_all([(node.name, node.free_cpu // 1000) for node in stale])
+        else:
+            self.place_all(
+                [
+                    (node.name, len(free))
+                    for node in stale
+                    if (free := node.free_devices.get(dimension)) is not None
+                ]
+            )
+        stale.clear()
+
+
+class DomainIndex(BucketIndex):
+    """A level's domains bucketed by free count of one dimension; domains whose aggregates changed wait in
+    `stale` until the index is next read."""
+
+    __slots__ = ("dimension",)
+
+    def __init__(self, dimension: str = "") -> None:
+        super().__init__()
+        self.dimension = dimension
+
+    def settle(self) -> None:
+        stale: set[TopologyDomain] = self.stale
+        dimension = self.dimension
+        if dimension == CPU_DIMENSION:
+            self.place_all([(domain.value, domain.free_cpu // 1000) for domain in stale])
+        else:
+            self.place_all([(domain.value, domain.free_devices.get(dimension, 0)) for domain in stale])
+        stale.clear()
 
 
 class TopologyDomain:
@@ -14,6 +65,9 @@ class TopologyDomain:
     buckets the domain's nodes by free count per dimension (device class, or free CPU cores) so the tightest
     node is found without a scan; it holds the dimensions its level indexes nodes by. The cluster as a
     whole is the one domain of the level with an empty key.
+
+    Node indexes are brought up to date when they are read: a node whose capacity changes is only added
+    to each index's stale set (`stale` lists them, so that the change costs a set insertion per index).
     """
 
     __slots__ = (
@@ -26,6 +80,7 @@ class TopologyDomain:
         "node_count",
         "node_index",
         "ref",
+        "stale",
         "value",
     )
 
@@ -38,8 +93,14 @@ class TopologyDomain:
         self.free_memory = 0
         self.free_pods = 0
         self.free_devices: dict[str, int] = {}
-        self.node_index: dict[str, BucketIndex] = {}
+        self.node_index: dict[str, NodeIndex] = {}
         self.ref = TopologyDomainRef(key, value) if key else None
+        self.stale: list[set[NodeState]] = []
+
+    def index_nodes(self, index: NodeIndex) -> None:
+        """Keep `index` as the domain's node index of its dimension."""
+        self.node_index[index.dimension] = index
+        self.stale.append(index.stale)
 
     def count(self, dimension: str) -> int:
         """Free amount in an index dimension: devices of a class, or whole CPU cores."""
@@ -60,13 +121,20 @@ class TopologyLevel:
     `index[dimension].at_least(n)` yields the domains that could still hold `n` of that dimension, the one
     with the least free first: the bin-packing order, found in O(log domains). Indexes exist for the
     dimensions a cycle has asked about (`index` for domains, `node_dimensions` for the nodes inside each
-    domain) and are kept current from then on; levels nobody packs by cost no index upkeep.
+    domain) and are kept current from then on; levels nobody packs by cost no index upkeep. Like the node
+    indexes, the level's are settled when read: `stale` lists their stale sets.
     """
 
-    __slots__ = ("domains", "index", "key", "node_dimensions")
+    __slots__ = ("domains", "index", "key", "node_dimensions", "stale")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.domains: dict[str, TopologyDomain] = {}
-        self.index: dict[str, BucketIndex] = {}
+        self.index: dict[str, DomainIndex] = {}
         self.node_dimensions: set[str] = set()
+        self.stale: list[set[TopologyDomain]] = []
+
+    def index_domains(self, index: DomainIndex) -> None:
+        """Keep `index` as the level's domain index of its dimension."""
+        self.index[index.dimension] = index
+        self.stale.append(index.stale)

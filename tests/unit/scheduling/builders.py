@@ -18,6 +18,7 @@ from libs.core.scheduling import (
     Taint,
     Toleration,
 )
+from libs.core.scheduling.capacity import NodeTally
 from libs.core.scheduling.model import CPU_DIMENSION
 
 GPU = "gpu.example.com"
@@ -122,7 +123,16 @@ def make_snapshot(nodes: Sequence[Node]) -> ClusterSnapshot:
 
 
 def assert_consistent(snapshot: ClusterSnapshot) -> None:
-    """Every domain aggregate and every index entry equals what recomputing from the nodes gives."""
+    """Every domain aggregate, index entry and tally count equals what recomputing from the nodes gives."""
+    tally, recounted = snapshot.node_tally(), NodeTally(snapshot.node_states())
+    assert (tally.counted, tally.pods, tally.cpu, tally.memory) == (
+        recounted.counted,
+        recounted.pods,
+        recounted.cpu,
+        recounted.memory,
+    )
+    assert {cls: counts for cls, counts in tally.devices.items() if counts} == recounted.devices
+    assert tally.screened.keys() == recounted.screened.keys()
     levels = [snapshot.cluster.level, *(snapshot.level(key) for key in snapshot.topology_keys)]
     for level in levels:
         for value, domain in level.domains.items():

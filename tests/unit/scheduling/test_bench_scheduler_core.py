@@ -29,3 +29,36 @@ def test_the_benchmark_reports_its_parameters_and_flat_metrics(mix: str, rate: s
     assert metrics["gpu_fill_ratio"] >= (0.85 if mix == "hetero" else 0.9)
     assert {"cycle_ms_p50", "cycle_ms_p99", "peak_rss_mb", "snapshot_build_ms"} <= metrics.keys()
     assert all(isinstance(value, int | float) for value in metrics.values())
+
+
+def test_the_churn_mix_holds_the_fleet_in_its_band_and_reports_placed_and_failed_cycles() -> None:
+    report = scheduler_core.run(
+        _args("--mix", "churn", "--churn-warmup", "50", "--churn-cycles", "300", "--churn-period", "100")
+    )
+
+    metrics = report["metrics"]
+    assert report["params"]["mix"] == "churn"
+    assert report["params"]["fill_band"] == [0.9, 0.95]
+    assert metrics["churn_pods_per_second"] > 0
+    assert metrics["placed_cycles"] + metrics["failed_cycles"] == 300
+    assert metrics["completed_gangs"] > 0
+    assert 0.8 <= metrics["gpu_fill_ratio_mean"] <= 0.95
+    assert {
+        "placed_cycle_ms_p50",
+        "placed_cycle_ms_p99",
+        "failed_cycle_ms_p50",
+        "failed_cycle_ms_p99",
+        "unbind_us_per_pod",
+        "peak_rss_mb",
+    } <= metrics.keys()
+    assert all(isinstance(value, int | float) for value in metrics.values())
+
+
+def test_the_churn_mix_is_deterministic() -> None:
+    def decided() -> tuple[int, int, int]:
+        metrics = scheduler_core.run(_args("--mix", "churn", "--churn-warmup", "0", "--churn-cycles", "200"))[
+            "metrics"
+        ]
+        return metrics["placed_pods"], metrics["failed_cycles"], metrics["completed_gangs"]
+
+    assert decided() == decided()

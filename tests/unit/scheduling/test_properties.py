@@ -2,11 +2,13 @@
 
 No node is ever over-committed (cpu, memory, pod slots, devices), no device is allocated twice, no gang is
 ever bound below its minCount, a failed cycle leaves the snapshot as it was, a hard topology constraint
-always holds, the incremental aggregates always equal a recomputation, and a cycle is deterministic.
+always holds, the incremental aggregates, indexes and tallies always equal a recomputation, a failed
+cycle's reasons are those of a node-by-node judgement, and a cycle is deterministic.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -25,6 +27,7 @@ from libs.core.scheduling import (
     TolerationOperator,
     schedule_podgroup,
 )
+from libs.core.scheduling.filters import rejection_reasons
 
 from .builders import GIB, GPU, assert_consistent, make_node, make_snapshot
 
@@ -106,6 +109,13 @@ class SchedulingMachine(RuleBasedStateMachine):
         assert schedule_podgroup(self.snapshot, group, pods, now=float(self.gang_count)) == decision
         if not decision.placed:
             assert decision.placements == ()
+            first = min(pods, key=lambda pod: pod.name)
+            node_by_node = Counter(
+                reason
+                for node in self.snapshot.node_states()
+                for reason in rejection_reasons(first.shape, node, self.snapshot.extended_resource_name)
+            )
+            assert dict(decision.reason_counts) == dict(node_by_node)
             return
         assert len(decision.placements) >= (group.gang_min_count or 1)
         if group.topology_key is not None:

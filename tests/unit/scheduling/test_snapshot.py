@@ -199,3 +199,14 @@ def test_a_gang_of_two_shapes_sharing_a_node_is_applied_and_released_whole() -> 
     snapshot.forget(decision)
     assert snapshot.node_free("n1").devices[GPU] == 4
     assert_consistent(snapshot)
+
+
+def test_a_fresh_decision_applied_after_the_snapshot_changed_is_checked_again() -> None:
+    snapshot = make_snapshot([make_node("n1", gpus=2)])
+    group, pods = make_gang("g", 2, gpus=1)
+    decision = schedule_podgroup(snapshot, group, pods, now=0.0)
+    snapshot.bind(make_pod("other", gpus=1), "n1")
+
+    with pytest.raises(PlacementConflict):
+        snapshot.apply(decision)
+    assert_consistent(snapshot)
