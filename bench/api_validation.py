@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from bench.admission import gang_manifests
+from bench.measure import percentile
 from libs.api.manifests import validate_document
 from libs.api.models.meta import ObjectMeta
 from libs.api.models.scheduling import PriorityClass
@@ -34,10 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pods-per-group", type=int, default=8)
     parser.add_argument("--passes", type=int, default=3, help="timed passes over all gangs")
     parser.add_argument("--warmup", type=int, default=50, help="gangs validated before timing")
-
-
-def _percentile(sorted_values: list[float], fraction: float) -> float:
-    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -66,9 +63,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     objects = len(pod_us) + len(group_us)
     metrics = {
         "pod_validate_us_p50": round(statistics.median(pod_us), 1),
-        "pod_validate_us_p99": round(_percentile(pod_us, 0.99), 1),
+        "pod_validate_us_p99": round(percentile(pod_us, 0.99), 1),
         "podgroup_validate_us_p50": round(statistics.median(group_us), 1),
-        "podgroup_validate_us_p99": round(_percentile(group_us, 0.99), 1),
+        "podgroup_validate_us_p99": round(percentile(group_us, 0.99), 1),
         "objects_per_second": round(objects / busy_s, 1),
     }
     params = {

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import math
+from collections.abc import Iterable
 
 import psutil
 
@@ -30,3 +32,17 @@ def host_cpu_seconds() -> tuple[float, float]:
     stolen = float(getattr(host, "steal", 0.0))
     busy = float(sum(host) - host.idle - getattr(host, "iowait", 0.0)) - stolen
     return busy, stolen
+
+
+def percentile(values: Iterable[float], fraction: float) -> float:
+    """The nearest-rank percentile of `values` (`fraction` 0.99 for p99), in any order; 0.0 for none."""
+    found = percentile_or_none(values, fraction)
+    return 0.0 if found is None else found
+
+
+def percentile_or_none(values: Iterable[float], fraction: float) -> float | None:
+    """`percentile`, None when there are no values (a figure that was not measured)."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]

@@ -40,7 +40,7 @@ import aiohttp
 import psutil
 import yaml
 
-from bench.measure import cpu_seconds
+from bench.measure import cpu_seconds, percentile_or_none
 from libs.client.client import PodwayClient
 from libs.client.commands.router import RouterClient
 from libs.core.routing import RoutingPolicy, parse_policy
@@ -158,15 +158,15 @@ async def _phases(
         "failed_requests": failures,
         "requests_per_second": round(len(results) / elapsed, 1),
         "router_cpu_ms_per_request": round(cpu * 1000 / max(len(results) + failures, 1), 3),
-        "added_ms_p50": _round(_percentile(added, 50)),
-        "added_ms_p99": _round(_percentile(added, 99)),
+        "added_ms_p50": _round(percentile_or_none(added, 0.50)),
+        "added_ms_p99": _round(percentile_or_none(added, 0.99)),
         "added_ms_max": _round(added[-1] if added else None),
-        "added_ms_p50_one_in_flight": _round(_percentile(added_serial, 50)),
-        "added_ms_p99_one_in_flight": _round(_percentile(added_serial, 99)),
-        "latency_ms_p50": _round(_percentile(latency, 50)),
-        "latency_ms_p99": _round(_percentile(latency, 99)),
-        "failover_dispatch_ms_p50": _round(_percentile(gaps, 50)),
-        "failover_dispatch_ms_p99": _round(_percentile(gaps, 99)),
+        "added_ms_p50_one_in_flight": _round(percentile_or_none(added_serial, 0.50)),
+        "added_ms_p99_one_in_flight": _round(percentile_or_none(added_serial, 0.99)),
+        "latency_ms_p50": _round(percentile_or_none(latency, 0.50)),
+        "latency_ms_p99": _round(percentile_or_none(latency, 0.99)),
+        "failover_dispatch_ms_p50": _round(percentile_or_none(gaps, 0.50)),
+        "failover_dispatch_ms_p99": _round(percentile_or_none(gaps, 0.99)),
         "failovers_measured": len(gaps),
         "failed_sync_requests_during_outage": failover_failures + outage_failures,
         "bedrock_attempts_during_outage_with_breaker": bedrock_attempts,
@@ -196,8 +196,8 @@ async def _nats_phase(args: argparse.Namespace, nats_url: str, service: psutil.P
     added.sort()
     per_request_ms = 1000.0 / max(len(added), 1)
     return {
-        "nats_added_ms_p50": _round(_percentile(added, 50)),
-        "nats_added_ms_p99": _round(_percentile(added, 99)),
+        "nats_added_ms_p50": _round(percentile_or_none(added, 0.50)),
+        "nats_added_ms_p99": _round(percentile_or_none(added, 0.99)),
         "nats_requests_measured": len(added),
         # Where the time goes on a shared host: CPU of the service (SDK calls and the audit trail included)
         # and of the caller, per request.
@@ -327,13 +327,6 @@ def _emulators() -> Iterator[dict[str, str]]:
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    index = min(len(values) - 1, max(0, round(q / 100 * len(values)) - 1))
-    return values[index]
 
 
 def _round(value: float | None) -> float | None:

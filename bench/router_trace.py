@@ -32,7 +32,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench.router import _control, _emulators, _percentile, _round
+from bench.measure import percentile_or_none
+from bench.router import _control, _emulators, _round
 from libs.core.routing import RoutingPolicy, parse_policy
 from libs.events.catalogue import EventType
 from libs.providers import Message, close_providers, open_providers
@@ -195,11 +196,11 @@ async def _replay(
         "replay_s": round(duration, 1),
         "mean_rate_rps": round(len(arrivals) / duration, 1) if duration else None,
         "peak_rate_rps_1s": _peak_rate(arrivals),
-        "latency_ms_p50": _round(_percentile(latency, 50)),
-        "latency_ms_p99": _round(_percentile(latency, 99)),
-        "added_ms_p50": _round(_percentile(added, 50)),
-        "added_ms_p99": _round(_percentile(added, 99)),
-        "dispatch_lateness_ms_p99": _round(_percentile(sorted(lateness), 99)),
+        "latency_ms_p50": _round(percentile_or_none(latency, 0.50)),
+        "latency_ms_p99": _round(percentile_or_none(latency, 0.99)),
+        "added_ms_p50": _round(percentile_or_none(added, 0.50)),
+        "added_ms_p99": _round(percentile_or_none(added, 0.99)),
+        "dispatch_lateness_ms_p99": _round(percentile_or_none(sorted(lateness), 0.99)),
         "breaker_transitions": sum(
             len(events.of_type(t))
             for t in (

@@ -46,7 +46,8 @@ from typing import Any
 
 import aiohttp
 
-from bench.router import _emulators, _percentile, _round
+from bench.measure import percentile_or_none
+from bench.router import _emulators, _round
 from libs.core.routing import RoutingPolicy, parse_policy
 from libs.providers import (
     Chunk,
@@ -99,13 +100,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     podway, litellm = sides["podway"], sides["litellm"]
     metrics: dict[str, Any] = {}
     for key, reading in (("", "added_ms"), ("_over_raw_http", "over_raw_ms")):
-        podway_p50 = _percentile(sorted(podway[reading]), 50)
-        litellm_p50 = _percentile(sorted(litellm[reading]), 50)
+        podway_p50 = percentile_or_none(sorted(podway[reading]), 0.50)
+        litellm_p50 = percentile_or_none(sorted(litellm[reading]), 0.50)
         metrics |= {
             f"podway_added{key}_ms_p50": _round(podway_p50),
-            f"podway_added{key}_ms_p99": _round(_percentile(sorted(podway[reading]), 99)),
+            f"podway_added{key}_ms_p99": _round(percentile_or_none(sorted(podway[reading]), 0.99)),
             f"litellm_added{key}_ms_p50": _round(litellm_p50),
-            f"litellm_added{key}_ms_p99": _round(_percentile(sorted(litellm[reading]), 99)),
+            f"litellm_added{key}_ms_p99": _round(percentile_or_none(sorted(litellm[reading]), 0.99)),
             f"overhead_ratio{key}": round(litellm_p50 / podway_p50, 2)
             if podway_p50 and litellm_p50
             else None,
@@ -113,17 +114,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     metrics |= {
         "podway_cpu_ms_per_request": round(podway["cpu_ms_per_request"], 3),
         "litellm_cpu_ms_per_request": round(litellm["cpu_ms_per_request"], 3),
-        "podway_router_reported_added_ms_p50": _round(_percentile(sorted(podway["reported_added_ms"]), 50)),
+        "podway_router_reported_added_ms_p50": _round(
+            percentile_or_none(sorted(podway["reported_added_ms"]), 0.50)
+        ),
         "requests_per_side": len(podway["added_ms"]),
         "failed_requests": podway["failed"] + litellm["failed"],
     }
     for cloud in CLOUDS:
         for side, figures in (("podway", podway), ("litellm", litellm)):
             metrics[f"{side}_added_ms_p50_{cloud}"] = _round(
-                _percentile(sorted(figures["by_cloud"][cloud]), 50)
+                percentile_or_none(sorted(figures["by_cloud"][cloud]), 0.50)
             )
             metrics[f"{side}_provider_call_ms_p50_{cloud}"] = _round(
-                _percentile(sorted(figures["provider_ms"][cloud]), 50)
+                percentile_or_none(sorted(figures["provider_ms"][cloud]), 0.50)
             )
         metrics[f"raw_http_ms_p50_{cloud}"] = _round(podway["baseline_ms"][cloud])
     params = {
@@ -264,7 +267,7 @@ class _Tally:
         self.failed = 0
 
     def summary(self) -> dict[str, Any]:
-        baseline = {cloud: _percentile(sorted(v), 50) or 0.0 for cloud, v in self.baseline.items()}
+        baseline = {cloud: percentile_or_none(sorted(v), 0.50) or 0.0 for cloud, v in self.baseline.items()}
         by_cloud = {
             cloud: [e - p for e, p in zip(self.e2e[cloud], self.provider[cloud], strict=True)]
             for cloud in CLOUDS

@@ -43,6 +43,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.measure import percentile
 from libs.core.scheduling import BLOCK_KEY, RACK_KEY, ClusterSnapshot, PodGroup, PodRequest, schedule_podgroup
 
 GIB = 1024**3
@@ -234,13 +235,6 @@ def _target(cycle: int, period: int, low: float, high: float) -> float:
     return low + (high - low) * (1 - abs(2 * phase - 1))
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
 def run_churn(args: argparse.Namespace, snapshot: ClusterSnapshot, total_gpus: int) -> dict[str, Any]:
     """Fill the fleet to the band, churn it unmeasured, then measure the steady state; returns the metrics."""
     fleet = _Fleet(snapshot, total_gpus, args)
@@ -260,11 +254,11 @@ def run_churn(args: argparse.Namespace, snapshot: ClusterSnapshot, total_gpus: i
         "churn_cpu_pods_per_second": round(
             result.placed_pods / result.cpu_seconds if result.cpu_seconds else 0.0, 1
         ),
-        "placed_cycle_ms_p50": round(_percentile(placed, 0.50) * 1000, 4),
-        "placed_cycle_ms_p99": round(_percentile(placed, 0.99) * 1000, 4),
+        "placed_cycle_ms_p50": round(percentile(placed, 0.50) * 1000, 4),
+        "placed_cycle_ms_p99": round(percentile(placed, 0.99) * 1000, 4),
         "placed_cycle_ms_max": round(max(placed, default=0.0) * 1000, 4),
-        "failed_cycle_ms_p50": round(_percentile(failed, 0.50) * 1000, 4),
-        "failed_cycle_ms_p99": round(_percentile(failed, 0.99) * 1000, 4),
+        "failed_cycle_ms_p50": round(percentile(failed, 0.50) * 1000, 4),
+        "failed_cycle_ms_p99": round(percentile(failed, 0.99) * 1000, 4),
         "failed_cycle_ms_max": round(max(failed, default=0.0) * 1000, 4),
         "placed_cycles": len(placed),
         "failed_cycles": len(failed),

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import scheduler_churn
+from bench.measure import percentile
 from libs.core.scheduling import (
     BLOCK_KEY,
     HOSTNAME_KEY,
@@ -105,12 +106,6 @@ def _specs(mix: str, rng: random.Random) -> Any:
             yield _GangSpec(8, 1)
 
 
-def _percentile(sorted_values: list[float], fraction: float) -> float:
-    if not sorted_values:
-        return 0.0
-    return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))]
-
-
 @dataclass(slots=True)
 class _Fill:
     cycle_seconds: list[float] = field(default_factory=list)
@@ -185,8 +180,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_pods_per_second": round(
             result.placed_pods / result.cpu_seconds if result.cpu_seconds else 0.0, 1
         ),
-        "cycle_ms_p50": round(_percentile(ordered, 0.50) * 1000, 4),
-        "cycle_ms_p99": round(_percentile(ordered, 0.99) * 1000, 4),
+        "cycle_ms_p50": round(percentile(ordered, 0.50) * 1000, 4),
+        "cycle_ms_p99": round(percentile(ordered, 0.99) * 1000, 4),
         "cycle_ms_max": round(ordered[-1] * 1000 if ordered else 0.0, 4),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "snapshot_build_ms": round(build_ms, 2),

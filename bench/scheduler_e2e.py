@@ -54,7 +54,7 @@ import orjson
 import psutil
 
 from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
-from bench.measure import cpu_seconds, host_cpu_seconds, postgres_cpu_seconds
+from bench.measure import cpu_seconds, host_cpu_seconds, percentile, postgres_cpu_seconds
 from libs.api.annotations import RUN_SECONDS
 from libs.client.client import PodwayClient
 from libs.cluster.generator import RACK_KEY
@@ -470,11 +470,6 @@ async def paced(
 def apply_to_bound(watch: BusWatch, gangs: list[str]) -> list[float]:
     """For each bound pod of the gangs (uids), milliseconds from its gang's apply sent to its `pods.bound`."""
     return per_pod(watch, gangs, lambda uid: watch.bound_at[uid] - watch.applied_at[watch.name_of[uid]])
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "router-vs-litellm": "bench.router_vs_litellm",
     "router-trace": "bench.router_trace",
     "api-validation": "bench.api_validation",
+    "bus-sync": "bench.bus_sync",
 }
 
 # `make bench` runs these, hetero and churn as lines of their own so every figure appears.
@@ -33,6 +34,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("router", []),
     ("router-trace", []),
     ("router-vs-litellm", []),
+    ("bus-sync", []),
 ]
 
 

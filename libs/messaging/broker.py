@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 # A stuck drain must never hold a service's shutdown for nats-py's default 30 s.
 DRAIN_TIMEOUT_S = 5
+# A restarted nats-server is found again however long it was away: a connection that gave up would leave a
+# service beating on, deaf. Retried every half second once the server is gone.
+RECONNECT_WAIT_S = 0.5
 _SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -75,12 +78,26 @@ def make_broker(url: str, name: str, *, message_log_level: int = logging.DEBUG) 
         security=security,
         inbox_prefix=endpoint.inbox_prefix,
         error_cb=_report_refusals(name, endpoint.user),
+        allow_reconnect=True,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=RECONNECT_WAIT_S,  # type: ignore[arg-type]  # nats-py takes seconds as a float
         drain_timeout=DRAIN_TIMEOUT_S,
         graceful_timeout=DRAIN_TIMEOUT_S,
         log_level=message_log_level,
     )
     _ENDPOINTS[broker] = endpoint
     return broker
+
+
+def bus_state(broker: NatsBroker) -> str:
+    """`connected`, `reconnecting` (the server went away; the client keeps trying) or `closed` (gone for
+    good, or never connected)."""
+    client: Client | None = getattr(broker, "_connection", None)
+    if client is None or client.is_closed:
+        return "closed"
+    if client.is_connected:
+        return "connected"
+    return "reconnecting"
 
 
 def _report_refusals(name: str, user: str | None) -> Callable[[Exception], Awaitable[None]]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 from typing import Protocol
 
@@ -18,6 +19,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy as JsAckPolicy
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from libs.db.ports import UnitOfWork, UnitOfWorkFactory
@@ -30,6 +32,10 @@ from libs.messaging.delivery import Delivery, delivery_of
 
 log = logging.getLogger(__name__)
 
+CONSUMER_CHECK_S = 5.0
+"""How long a pull loop may stay idle before it checks that its durable consumer still exists."""
+RECOVER_WAIT_S = 0.5
+"""The pause between attempts while the bus, the consumer or its stream is away."""
 DRAIN_TIMEOUT_S = 0.001
 """How long a batch waits for messages beyond the one that started it (the pull request's expiry). Short: a
 gang's events arrive together, and what misses a batch is delivered into the next one, not lost."""
@@ -71,6 +77,11 @@ class EventConsumer:
     work; if `inbox.seen(name, event_id)` already, ack without effect; else run the handler, commit, ack. When
     the handler raises, nak with `retry_delay(attempt)`; on attempt `max_deliver` publish to the DLQ and ack.
     The server-side consumer has no delivery limit: the limit is enforced here, where the DLQ is.
+
+    The batched pull loop outlives the bus: while nats-server is away it waits and pulls again once the
+    connection is back; if the durable consumer is gone (the stream was deleted or the server lost its
+    store) it creates it again and calls `on_reset`, since the events published meanwhile are lost and the
+    service must re-derive its pending work from the database (PostgreSQL is the truth, JetStream transport).
     """
 
     def __init__(
@@ -87,6 +98,7 @@ class EventConsumer:
         fetch_timeout_s: float = 1.0,
         payload_parser: Callable[[Envelope], EventPayload] = parse_payload,
         batch_size: int = 1,
+        on_reset: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         if not subjects:
             raise ValueError("a consumer needs at least one subject")
@@ -102,6 +114,7 @@ class EventConsumer:
         self._payload_parser = payload_parser
         self._broker: NatsBroker | None = None
         self.batch_size = batch_size
+        self._on_reset = on_reset
         self._pull_task: asyncio.Task[None] | None = None
 
     async def ensure(self, js: JetStreamContext) -> None:
@@ -160,12 +173,21 @@ class EventConsumer:
         self._pull_task = None
 
     async def _pull_loop(self, subscription: JetStreamContext.PullSubscription) -> None:
+        idle_since = time.monotonic()
         try:
             while True:
                 try:
                     messages = await self._next_batch(subscription)
                 except (TimeoutError, nats.errors.TimeoutError):
+                    # An idle pull cannot tell a quiet stream from a consumer that vanished: look now and then.
+                    if time.monotonic() - idle_since > CONSUMER_CHECK_S:
+                        idle_since = time.monotonic()
+                        subscription = await self._recover(subscription, None)
                     continue
+                except Exception as exc:  # the bus went away, or the consumer or its stream did
+                    subscription = await self._recover(subscription, exc)
+                    continue
+                idle_since = time.monotonic()
                 try:
                     await self.process_batch(messages)
                 except Exception:
@@ -176,6 +198,45 @@ class EventConsumer:
         finally:
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
+
+    async def _recover(
+        self, subscription: JetStreamContext.PullSubscription, error: Exception | None
+    ) -> JetStreamContext.PullSubscription:
+        """The subscription to pull from next: the same one while the bus is away or all is well; a new one on
+        a durable consumer created again when it was gone (then `on_reset`)."""
+        assert self._broker is not None
+        client = self._broker.connection
+        if not client.is_connected:
+            await asyncio.sleep(RECOVER_WAIT_S)
+            return subscription
+        js = client.jetstream()
+        try:
+            await js.consumer_info(self.stream, self.name)
+            if error is not None:
+                log.warning("%s: pulling failed (%r); pulling again", self.name, error)
+                await asyncio.sleep(RECOVER_WAIT_S)
+            return subscription
+        except NotFoundError:
+            pass
+        except Exception as exc:
+            log.warning("%s: the consumer cannot be checked yet (%r)", self.name, exc)
+            await asyncio.sleep(RECOVER_WAIT_S)
+            return subscription
+        try:
+            await self.ensure(js)
+            renewed = await js.pull_subscribe_bind(durable=self.name, stream=self.stream)
+        except Exception as exc:
+            log.warning("%s: the consumer cannot be created again yet (%r)", self.name, exc)
+            await asyncio.sleep(RECOVER_WAIT_S)
+            return subscription
+        log.warning(
+            "%s: the durable consumer was gone and is created again; re-deriving pending work", self.name
+        )
+        with contextlib.suppress(Exception):
+            await subscription.unsubscribe()
+        if self._on_reset is not None:
+            await self._on_reset()
+        return renewed
 
     async def _next_batch(self, subscription: JetStreamContext.PullSubscription) -> list[Msg]:
         """Wait for one message, then take what else is already there, up to the batch size.

@@ -252,6 +252,9 @@ http_port: 8222
 jetstream {
   store_dir: /data/jetstream
   max_file_store: 20GB
+  # fsync every write before acknowledging it: an acknowledged event survives a crash of the server or the
+  # host (the default syncs every 2 minutes, and loses acknowledged messages on a crash).
+  sync_interval: always
 }
 """
 

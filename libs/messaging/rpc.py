@@ -35,7 +35,7 @@ class RpcTimeout(RpcError):
 
 
 class RpcUnavailable(RpcError):
-    """No server listens on the subject."""
+    """No server listens on the subject, or the bus is down: retry later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +117,10 @@ async def request(
     Takes a nats-py client (the CLI) or a faststream broker (services).
     """
     data = _encode(payload)
+    connection = client._connection if isinstance(client, NatsBroker) else client
+    if connection is None or not connection.is_connected:
+        # nats-py would hold the request in its buffer until the server is back or the time-out passes.
+        raise RpcUnavailable("BusUnavailable", f"the NATS connection is down (reconnecting); retry {subject}")
     try:
         if isinstance(client, NatsBroker):
             reply = await client.request(data, subject, timeout=timeout_s)
@@ -126,6 +130,10 @@ async def request(
             body, headers = msg.data, msg.headers or {}
     except nats.errors.NoRespondersError as exc:
         raise RpcUnavailable("NoResponders", f"nobody serves {subject}") from exc
+    except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError) as exc:
+        raise RpcUnavailable(
+            "BusUnavailable", f"the NATS connection went down during {subject}; retry"
+        ) from exc
     except (nats.errors.TimeoutError, TimeoutError) as exc:
         raise RpcTimeout("Timeout", f"no reply on {subject} within {timeout_s}s") from exc
     if error_type := headers.get(ERROR_HEADER):

@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -32,9 +33,18 @@ def last_beat(path: Path) -> float | None:
         return None
 
 
-async def beat_forever(path: Path, interval_s: float = 1.0) -> None:
-    """Beat every `interval_s` until cancelled; run it as a task beside the service."""
+async def beat_forever(
+    path: Path,
+    interval_s: float = 1.0,
+    *,
+    alive: Callable[[], bool] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """Beat every `interval_s` until cancelled, while `alive()` says the service can still do its work (its
+    connections are up or coming back); run it as a task beside the service. A service that stops beating
+    is restarted by its supervisor."""
     with suppress(asyncio.CancelledError):
         while True:
-            beat(path)
-            await asyncio.sleep(interval_s)
+            if alive is None or alive():
+                beat(path)
+            await sleep(interval_s)

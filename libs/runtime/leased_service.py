@@ -31,7 +31,7 @@ from libs.db.ports import UnitOfWork
 from libs.db.records import Fence, OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.envelope import Envelope, EventPayload
-from libs.messaging.broker import jetstream, make_broker, start_broker
+from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.runtime.clock import Clock, utc_now
@@ -64,6 +64,8 @@ class _Term(Generic[World]):
     task: asyncio.Task[None] | None = None
     broker: Any = None
     consumer: EventConsumer | None = None
+    reset: bool = False
+    """Its consumer lost events (created again): the world is loaded again from the database."""
 
 
 class LeasedService(ABC, Generic[World, Output]):
@@ -188,13 +190,18 @@ class LeasedService(ABC, Generic[World, Output]):
         if self.relay is not None:
             self.relay.kick(committed)
 
+    def connected(self) -> bool:
+        """Whether the service's NATS connection is up or coming back (not closed for good)."""
+        return bus_state(self.broker) != "closed"
+
     async def _beat(self) -> None:
         path = health_file(Path(self.settings.run_dir), self.name)
         while True:
-            detail: dict[str, object] = {"leader": self.leading, **self.health()}
-            if self._term is not None:
-                detail["epoch"] = self._term.fence.epoch
-            beat(path, detail=detail)
+            if self.connected():
+                detail: dict[str, object] = {"leader": self.leading, **self.health()}
+                if self._term is not None:
+                    detail["epoch"] = self._term.fence.epoch
+                beat(path, detail=detail)
             await asyncio.sleep(1.0)
 
     # -- leadership -----------------------------------------------------------------------------------------
@@ -247,10 +254,15 @@ class LeasedService(ABC, Generic[World, Output]):
             ack_wait_s=max(5.0, self.settings.lease_seconds),
             batch_size=self.consumer_batch,
             fetch_timeout_s=0.5,
+            on_reset=lambda: self._reset(term),
         )
         consumer.subscribe(broker)
         term.broker, term.consumer = broker, consumer
         await start_broker(broker, [consumer])
+
+    async def _reset(self, term: _Term[World]) -> None:
+        term.reset = True
+        term.wake.set()
 
     async def _stop_consumer(self, term: _Term[World]) -> None:
         broker, consumer = term.broker, term.consumer
@@ -295,6 +307,10 @@ class LeasedService(ABC, Generic[World, Output]):
         world = term.world
         assert world is not None
         while True:
+            if term.reset:
+                term.reset = False
+                log.warning("%s: events were lost with the stream; loading the world again", self.name)
+                raise _Reload()
             now = self.seconds()
             outputs = self.run_pass(world, now)
             if outputs:

@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 
 STACK_FILE = "stack.json"
 DEFAULT_SERVICES = ("admission", "scheduler", "node_agent")
+STREAMS_CHECK_S = 5.0
+"""How often the supervisor makes sure the streams exist (a deleted or lost stream is created again)."""
 
 
 @dataclass
@@ -36,6 +38,8 @@ class StackInfo:
     services: dict[str, int | None] = field(default_factory=dict)
     emulators: dict[str, str] = field(default_factory=dict)
     ready: bool = False
+    nats_pid: int | None = None
+    """The embedded nats-server's process (None for an external server)."""
 
     def write(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -88,11 +92,14 @@ class Stack:
         *,
         services: tuple[str, ...] = DEFAULT_SERVICES,
         prepare: Callable[[str, str], None] | None = None,
+        provision: Callable[[str], None] | None = None,
         extra_specs: list[ServiceSpec] | None = None,
     ) -> None:
         self.settings = settings
         self.services = services
         self.prepare = prepare
+        self.provision = provision
+        self._streams_checked_at = 0.0
         self.extra_specs = extra_specs or []
         self.nats: EmbeddedNatsServer | None = None
         self.supervisor: Supervisor | None = None
@@ -127,6 +134,7 @@ class Stack:
             data_dir=str(data_dir),
             started_at=time.time(),
             services=self.supervisor.pids(),
+            nats_pid=self._nats_pid(),
         )
         self.info.write(self.settings.run_dir)
         return self.info
@@ -157,19 +165,49 @@ class Stack:
             time.sleep(0.05)
         return False
 
+    def _nats_pid(self) -> int | None:
+        return self.nats.process.pid if self.nats is not None and self.nats.process is not None else None
+
     def _start_nats(self, data_dir: Path) -> str:
         self.nats = EmbeddedNatsServer(data_dir=data_dir / "nats").start()
         return self.nats.url
 
     def supervise(self, should_stop: Callable[[], bool], interval_s: float = 0.5) -> None:
-        """Supervise until `should_stop()` says so (the signal handlers set it)."""
+        """Supervise until `should_stop()` says so (the signal handlers set it): the services, the embedded
+        nats-server, and the streams."""
         assert self.supervisor is not None
         assert self.info is not None
         while not should_stop():
+            self.keep_bus(time.monotonic())
             if self.supervisor.poll(time.monotonic()):
                 self.info.services = self.supervisor.pids()
                 self.info.write(self.settings.run_dir)
             time.sleep(interval_s)
+
+    def keep_bus(self, now: float) -> None:
+        """Start the embedded nats-server again if it exited (same port, same JetStream store: the services
+        reconnect on their own), and create the streams again if they are gone."""
+        nats = self.nats
+        restarted = False
+        if nats is not None and nats.process is not None and nats.process.poll() is not None:
+            log.warning("nats-server exited with %s; starting it again", nats.process.returncode)
+            try:
+                nats.start()
+                restarted = True
+            except Exception:
+                log.exception("nats-server did not start again; trying on the next round")
+                return
+            if self.info is not None:
+                self.info.nats_pid = self._nats_pid()
+                self.info.write(self.settings.run_dir)
+        if self.provision is None or self.info is None:
+            return
+        if restarted or now - self._streams_checked_at >= STREAMS_CHECK_S:
+            self._streams_checked_at = now
+            try:
+                self.provision(self.info.nats_url)
+            except Exception as exc:
+                log.warning("could not check the streams: %r", exc)
 
     def stop(self) -> None:
         if self.supervisor is not None:

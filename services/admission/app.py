@@ -40,7 +40,7 @@ from libs.events.rpc import (
     ObjectResult,
 )
 from libs.events.scheduling import PodGroupRestarted, PodsFailed, PodsSucceeded
-from libs.messaging.broker import jetstream, make_broker, start_broker
+from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
@@ -138,6 +138,7 @@ class AdmissionService:
                 handler=self.on_pod_lifecycle,
                 uow_factory=self.uow,
                 batch_size=64,
+                on_reset=self.reconcile,
             ),
         ]
         for consumer in self.consumers:
@@ -152,7 +153,7 @@ class AdmissionService:
         ]
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
-            self._tasks.append(asyncio.create_task(beat_forever(beacon), name="health"))
+            self._tasks.append(asyncio.create_task(beat_forever(beacon, alive=self.connected), name="health"))
         log.info("admission ready", extra={"nats": self.settings.nats_url})
 
     async def stop(self) -> None:
@@ -162,6 +163,10 @@ class AdmissionService:
             await bounded(consumer.stop(), "stopping a consumer", service=SERVICE)
         await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)
         await bounded(self.engine.dispose(), "closing the database pool", service=SERVICE)
+
+    def connected(self) -> bool:
+        """Whether the service's NATS connection is up or coming back (not closed for good)."""
+        return bus_state(self.broker) != "closed"
 
     # --- apply -------------------------------------------------------------------------------------
 
@@ -249,6 +254,9 @@ class AdmissionService:
             return
         if isinstance(payload, PodsSucceeded | PodsFailed):
             await jobs.refresh_job_status(uow, payload.pods, now=self.clock())
+        await self._finish_deletions(uow, str(envelope.event_id))
+
+    async def _finish_deletions(self, uow: UnitOfWork, cause: str | None) -> None:
         marked = [
             known_from_stored(o)
             for kind in ("PodGroup", "Job")
@@ -261,8 +269,16 @@ class AdmissionService:
             for namespace in sorted({obj.namespace for obj in marked})
             for o in await queries.namespace_objects(uow, namespace)
         ]
-        decision = finish_pending_deletions(marked, scope, request_id=str(envelope.event_id))
-        await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
+        decision = finish_pending_deletions(marked, scope, request_id=cause or "reconcile")
+        await write_decision(uow, decision, now=self.clock(), causation_id=cause)
+
+    async def reconcile(self) -> None:
+        """Re-derive from the database what lost pod events would have done: Job statuses, and objects
+        marked for deletion whose dependents are gone."""
+        async with self.uow() as uow:
+            await jobs.refresh_every_job_status(uow, now=self.clock())
+            await self._finish_deletions(uow, None)
+            await uow.commit()
 
     # --- reads -------------------------------------------------------------------------------------
 

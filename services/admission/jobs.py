@@ -22,6 +22,15 @@ async def refresh_job_status(uow: UnitOfWork, pods: Iterable[PodRef], *, now: da
         for ref in pod.metadata.get("ownerReferences") or []:
             if ref.get("kind") == "Job" and ref.get("controller"):
                 owners.add((pod.namespace, str(ref.get("name"))))
+    await _refresh(uow, owners, now=now)
+
+
+async def refresh_every_job_status(uow: UnitOfWork, *, now: datetime) -> None:
+    """Recompute the status of every Job (when the events that would have said what changed were lost)."""
+    await _refresh(uow, {(job.namespace, job.name) for job in await uow.objects.find("Job")}, now=now)
+
+
+async def _refresh(uow: UnitOfWork, owners: set[tuple[str, str]], *, now: datetime) -> None:
     for namespace, name in sorted(owners):
         stored = await uow.objects.get("Job", namespace, name)
         if stored is None:

@@ -19,7 +19,7 @@ from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
 from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT
-from libs.messaging.broker import jetstream, make_broker, start_broker
+from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.streaming_rpc import RequestServer, serve_requests
 from libs.messaging.work_queue import WorkQueueConsumer
@@ -167,7 +167,12 @@ class RouterService:
             run_dir = Path(self.settings.run_dir)
             self._write_run_file(run_dir)
             self._tasks.append(
-                asyncio.create_task(beat_forever(health_file(run_dir, SERVICE)), name="health")
+                asyncio.create_task(
+                    beat_forever(
+                        health_file(run_dir, SERVICE), alive=lambda: bus_state(self.broker) != "closed"
+                    ),
+                    name="health",
+                )
             )
         log.info(
             "router ready",

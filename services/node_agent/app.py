@@ -30,7 +30,7 @@ from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.rpc import ApplyReply
 from libs.events.scheduling import PodRef, PodsBound, PodsEvicted, PodsFailed, PodsRunning, PodsSucceeded
-from libs.messaging.broker import jetstream, make_broker, start_broker
+from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import RpcTimeout, RpcUnavailable
@@ -92,6 +92,7 @@ class NodeAgentService:
             uow_factory=self.uow,
             batch_size=CONSUMER_BATCH,
             fetch_timeout_s=0.5,
+            on_reset=self.reconcile,
         )
         self.consumer.subscribe(self.broker)
         self.relay: OutboxRelay | None = None
@@ -114,7 +115,7 @@ class NodeAgentService:
         ]
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
-            self._tasks.append(asyncio.create_task(beat_forever(beacon), name="health"))
+            self._tasks.append(asyncio.create_task(beat_forever(beacon, alive=self.connected), name="health"))
         log.info("node agent ready", extra={"nodes": len(self.nodes), "running": len(self.runtime)})
 
     async def stop(self) -> None:
@@ -123,6 +124,10 @@ class NodeAgentService:
         await bounded(self.consumer.stop(), "stopping the consumer", service=SERVICE)
         await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)
         await bounded(self.engine.dispose(), "closing the database pool", service=SERVICE)
+
+    def connected(self) -> bool:
+        """Whether the service's NATS connection is up or coming back (not closed for good)."""
+        return bus_state(self.broker) != "closed"
 
     def wake(self) -> None:
         """Check the pod timers now (e.g. after a test moved the clock)."""
@@ -203,29 +208,38 @@ class NodeAgentService:
                 pod = await uow.objects.get_by_uid(placement.pod_uid)
                 if binding is not None and pod is not None:
                     bindings[placement.pod_uid], stored[placement.pod_uid] = binding.node_name, pod
-        now = self.clock()
         podgroup = (group.namespace, group.name, group.uid) if group is not None else None
-        running: list[RunningPod] = []
-        started: list[tuple[StoredObject, JsonObject]] = []
+        placed: list[tuple[StoredObject, str]] = []
         for placement in mine:
             pod = stored.get(placement.pod_uid)
             if bindings.get(placement.pod_uid) != placement.node:
                 log.warning("pod %s has no binding to %s; not running it", placement.pod, placement.node)
                 continue
-            if pod is None or pod.status.get("phase", "Pending") != "Pending":
+            if pod is not None:
+                placed.append((pod, placement.node))
+        await self._run_pods(uow, placed, podgroup, str(envelope.event_id))
+
+    async def _run_pods(
+        self,
+        uow: UnitOfWork,
+        placed: list[tuple[StoredObject, str]],
+        podgroup: PodGroupKey | None,
+        cause: str | None,
+    ) -> None:
+        """Start bound pods that are still Pending: phase Running, one `pods.running`."""
+        now = self.clock()
+        running: list[RunningPod] = []
+        started: list[tuple[StoredObject, JsonObject]] = []
+        for pod, node in placed:
+            if pod.status.get("phase", "Pending") != "Pending" or pod.deletion_requested_at is not None:
                 continue
-            status = {
-                **pod.status,
-                "phase": "Running",
-                "startTime": iso(now),
-                "podway": {"nodeName": placement.node},
-            }
+            status = {**pod.status, "phase": "Running", "startTime": iso(now), "podway": {"nodeName": node}}
             started.append((pod, status))
-            running.append(self._running(pod, placement.node, podgroup, now.timestamp()))
+            running.append(self._running(pod, node, podgroup, now.timestamp()))
         await uow.objects.update_statuses(started)
         if running:
             refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in running]
-            uow.emit(self._envelope(PodsRunning(pods=refs), podgroup, running[0], now, envelope))
+            uow.emit(self._envelope(PodsRunning(pods=refs), podgroup, running[0], now, cause))
             self.runtime.run(running)
             self._wake.set()
 
@@ -233,9 +247,22 @@ class NodeAgentService:
         mine = [ref for ref in evicted.pods if ref.node in self.nodes or ref.uid in self.runtime]
         if not mine:
             return
+        group = evicted.podgroup
+        podgroup = (group.namespace, group.name, group.uid) if group is not None else None
         if evicted.reason == DELETED:
-            await self._terminate(envelope, evicted, mine, uow)
-            return
+            await self._terminate(uow, mine, podgroup, str(envelope.event_id))
+        else:
+            await self._stop(uow, mine, podgroup, evicted.reason, str(envelope.event_id))
+
+    async def _stop(
+        self,
+        uow: UnitOfWork,
+        mine: list[PodRef],
+        podgroup: PodGroupKey | None,
+        reason: str,
+        cause: str | None,
+    ) -> None:
+        """Evicted pods: phase Failed with DisruptionTarget, their node released, one `pods.failed`."""
         now = self.clock()
         stopped: list[tuple[StoredObject, str]] = []
         for ref in mine:
@@ -243,12 +270,12 @@ class NodeAgentService:
             pod = await uow.objects.get_by_uid(ref.uid)
             if pod is None or pod.status.get("phase") in ("Succeeded", "Failed"):
                 continue
-            condition = {"type": DISRUPTION_TARGET, "status": "True", "reason": evicted.reason}
+            condition = {"type": DISRUPTION_TARGET, "status": "True", "reason": reason}
             status = {
                 **pod.status,
                 "phase": "Failed",
                 "reason": DISRUPTION_TARGET,
-                "message": f"evicted: {evicted.reason}",
+                "message": f"evicted: {reason}",
                 "conditions": [*pod.status.get("conditions", []), condition],
             }
             await uow.objects.update_status(
@@ -257,20 +284,16 @@ class NodeAgentService:
             stopped.append((pod, ref.node or ""))
         await uow.bindings.release_many(pod.uid for pod, _ in stopped)
         if stopped:
-            group = evicted.podgroup
-            podgroup = (group.namespace, group.name, group.uid) if group is not None else None
             refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=node) for p, node in stopped]
             first = RunningPod(
                 refs[0].uid, refs[0].namespace, refs[0].name, refs[0].node or "", podgroup, None
             )
             uow.emit(
-                self._envelope(
-                    PodsFailed(pods=refs, reason=DISRUPTION_TARGET), podgroup, first, now, envelope
-                )
+                self._envelope(PodsFailed(pods=refs, reason=DISRUPTION_TARGET), podgroup, first, now, cause)
             )
 
     async def _terminate(
-        self, envelope: Envelope, evicted: PodsEvicted, mine: list[PodRef], uow: UnitOfWork
+        self, uow: UnitOfWork, mine: list[PodRef], podgroup: PodGroupKey | None, cause: str | None
     ) -> None:
         """Pods deleted while they run here: stop them, and delete each (its binding goes with it) with an
         `object.deleted` saying where it was terminated."""
@@ -291,17 +314,61 @@ class NodeAgentService:
                 reason=f"terminated on node {ref.node or _node_of(pod)}",
             )
             subject = AggregateRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
-            group = evicted.podgroup
             uow.emit(
                 Envelope.wrap(
                     deleted,
                     producer=PRODUCER,
-                    correlation_id=group.uid if group is not None else pod.uid,
+                    correlation_id=podgroup[2] if podgroup is not None else pod.uid,
                     occurred_at=now,
-                    causation_id=str(envelope.event_id),
+                    causation_id=cause,
                     subject=subject,
                 )
             )
+
+    # -- reconciling ----------------------------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        """Re-derive from the database what lost events would have told this agent: pods bound to its nodes
+        that are not running yet start, pods marked for deletion are terminated, pods marked
+        `DisruptionTarget` stop."""
+        async with self.uow() as uow:
+            bindings = await uow.bindings.list_for_nodes(self.nodes)
+            pods = {pod.uid: pod for pod in await uow.objects.find("Pod")}
+            evicted = {c.object_uid for c in await uow.conditions.with_status(DISRUPTION_TARGET, "True")}
+            to_run: dict[PodGroupKey | None, list[tuple[StoredObject, str]]] = {}
+            to_terminate: list[PodRef] = []
+            to_stop: list[PodRef] = []
+            for binding in bindings:
+                pod = pods.get(binding.pod_uid)
+                if pod is None or pod.status.get("phase") in ("Succeeded", "Failed"):
+                    continue
+                ref = PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid, node=binding.node_name)
+                if pod.deletion_requested_at is not None:
+                    to_terminate.append(ref)
+                elif pod.uid in evicted:
+                    to_stop.append(ref)
+                elif pod.status.get("phase", "Pending") == "Pending":
+                    to_run.setdefault(self._podgroup_of(pod, binding.podgroup_uid), []).append(
+                        (pod, binding.node_name)
+                    )
+            for podgroup, placed in to_run.items():
+                await self._run_pods(uow, placed, podgroup, None)
+            await self._terminate(uow, to_terminate, None, None)
+            await self._stop(uow, to_stop, None, "reconciled", None)
+            await uow.commit()
+        log.info(
+            "node agent reconciled",
+            extra={
+                "started": sum(map(len, to_run.values())),
+                "terminated": len(to_terminate),
+                "stopped": len(to_stop),
+            },
+        )
+
+    @staticmethod
+    def _podgroup_of(pod: StoredObject, podgroup_uid: str | None) -> PodGroupKey | None:
+        group = _group_name(pod)
+        return (pod.namespace, group, podgroup_uid) if group and podgroup_uid else None
 
     # -- finishing --------------------------------------------------------------------------------------
 
@@ -369,7 +436,7 @@ class NodeAgentService:
         podgroup: PodGroupKey | None,
         pod: RunningPod,
         now: datetime,
-        cause: Envelope | None,
+        cause: str | None,
     ) -> Envelope:
         if podgroup is not None:
             namespace, name, uid = podgroup
@@ -381,7 +448,7 @@ class NodeAgentService:
             producer=PRODUCER,
             correlation_id=subject.uid or pod.uid,
             occurred_at=now,
-            causation_id=str(cause.event_id) if cause is not None else None,
+            causation_id=cause,
             subject=subject,
         )
 

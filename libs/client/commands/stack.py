@@ -39,6 +39,15 @@ def prepare_stack(database_url: str, nats_url: str) -> None:
     asyncio.run(run())
 
 
+def provision_streams_now(nats_url: str) -> None:
+    """Create the streams that are missing (the supervisor's periodic check)."""
+    import asyncio
+
+    from libs.messaging.broker import provision_streams
+
+    asyncio.run(provision_streams(nats_url))
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if running_stack(settings):
@@ -55,7 +64,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         plan = prepare_router_demo(settings.data_dir.resolve())
         settings = settings.model_copy(update={"router_policy": plan.policy_path})
         extra.append(plan.emulators_spec)
-    stack = Stack(settings, services=services, prepare=prepare_stack, extra_specs=extra)
+    stack = Stack(
+        settings, services=services, prepare=prepare_stack, provision=provision_streams_now, extra_specs=extra
+    )
     stopping = {"now": False}
 
     def request_stop(*_: object) -> None:

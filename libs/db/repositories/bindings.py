@@ -119,6 +119,18 @@ class SqlAlchemyBindingRepository:
             _to_binding(row) for row in await self._session.execute(query.order_by(pod_bindings.c.pod_uid))
         ]
 
+    async def list_for_nodes(self, node_names: Iterable[str]) -> list[PodBinding]:
+        """Bindings on any of these nodes (a node agent's), ordered by node then pod."""
+        names = sorted(set(node_names))
+        found: list[PodBinding] = []
+        for start in range(0, len(names), 500):
+            query = select(pod_bindings).where(pod_bindings.c.node_name.in_(names[start : start + 500]))
+            rows = await self._session.execute(
+                query.order_by(pod_bindings.c.node_name, pod_bindings.c.pod_uid)
+            )
+            found += [_to_binding(row) for row in rows]
+        return found
+
     async def unbind(self, pod_uid: str, *, fence: Fence) -> bool:
         """Remove a binding under the lease; False when the pod was not bound."""
         await assert_epoch(self._session, fence.lease, fence.epoch)

@@ -1,0 +1,82 @@
+"""A PostgreSQL cluster of a test's own, on another port, that the test may stop, kill and start again.
+
+`initdb` and the server run as the `postgres` user (PostgreSQL refuses to run as root); the cluster lives in
+a directory that user owns and is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from libs.runtime.nats_server import free_port
+
+
+def postgres_bin() -> Path | None:
+    """The newest installed PostgreSQL's bin directory, if any."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+@dataclass
+class PrivatePostgres:
+    bin_dir: Path
+    data_dir: Path
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/postgres"
+
+    @classmethod
+    def create(cls) -> PrivatePostgres:
+        bin_dir = postgres_bin()
+        if bin_dir is None:
+            raise RuntimeError("no PostgreSQL binaries under /usr/lib/postgresql")
+        root = Path(tempfile.mkdtemp(prefix="podway-pg-"))
+        data_dir = root / "data"
+        owner = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
+        if owner is not None:
+            os.chown(root, owner.pw_uid, owner.pw_gid)
+        cluster = cls(bin_dir, data_dir, free_port())
+        cluster._run("initdb", "-D", str(data_dir), "-A", "trust", "-U", "postgres", "--no-sync")
+        cluster.start()
+        return cluster
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        log = str(self.data_dir.parent / "server.log")
+        self._run("pg_ctl", "-D", str(self.data_dir), "-l", log, "-o", options, "-w", "-t", "60", "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop", check=False)
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster, as a crash would (its children go with it)."""
+        pid = int((self.data_dir / "postmaster.pid").read_text().splitlines()[0])
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+
+    def _run(self, tool: str, *args: str, check: bool = True) -> None:
+        command = [str(self.bin_dir / tool), *args]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, check=check, capture_output=True, timeout=120)
