@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -21,13 +21,9 @@ from libs.db.records import (
     StoredObject,
 )
 from libs.events.envelope import Envelope
+from libs.runtime.clock import Clock, utc_now
 
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    """The production clock: aware UTC now."""
-    return datetime.now(UTC)
+__all__ = ["Clock", "utc_now"]  # the clock ports take, as every service uses it
 
 
 class ObjectRepository(Protocol):

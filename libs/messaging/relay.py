@@ -21,12 +21,13 @@ from datetime import datetime, timedelta
 from nats.js import JetStreamContext
 from nats.js.api import PubAck
 
-from libs.db.ports import Clock, UnitOfWorkFactory, utc_now
+from libs.db.ports import UnitOfWorkFactory
 from libs.db.records import OutboxMessage
 from libs.events.catalogue import EVENTS_STREAM
 from libs.messaging.broker import UserJetStream
 from libs.messaging.permissions import emitted_subjects
 from libs.messaging.publisher import MSG_ID_HEADER
+from libs.runtime.clock import Clock, utc_now
 
 log = logging.getLogger(__name__)
 

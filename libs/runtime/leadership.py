@@ -11,9 +11,10 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from libs.db.engine import create_engine, create_session_factory
-from libs.db.ports import Clock, UnitOfWorkFactory
+from libs.db.ports import UnitOfWorkFactory
 from libs.db.records import Fence, Lease
 from libs.db.uow import unit_of_work_factory
+from libs.runtime.clock import Clock
 from libs.runtime.shutdown import STOP_STEP_TIMEOUT_S, bounded
 
 log = logging.getLogger(__name__)

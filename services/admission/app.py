@@ -7,7 +7,6 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -44,6 +43,7 @@ from libs.messaging.broker import bus_state, jetstream, make_broker, start_broke
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
+from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
@@ -59,11 +59,6 @@ CONFLICT_RETRIES = 5
 APPLY_IN_FLIGHT = 256
 #: Group commits in flight at once on PostgreSQL (SQLite has one writer: there a second would only queue).
 APPLY_PIPELINE_DEPTH = 2
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class PreparedApply(NamedTuple):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from libs.messaging.broker import bus_state, jetstream, make_broker, start_broke
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import RpcTimeout, RpcUnavailable
+from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.node_agent.runtime import PodRuntime, RunningPod
@@ -50,12 +51,7 @@ DELETED = "Deleted"
 REGISTER_CHUNK = 256
 CONSUMER_BATCH = 64
 REGISTER_PATIENCE_S = 60.0
-Clock = Callable[[], datetime]
 PodGroupKey = tuple[str, str, str]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def iso(moment: datetime) -> str:
