@@ -1,0 +1,194 @@
+"""The promises Podway keeps, checked over what it wrote: the stored objects, the bindings and the audit log.
+`podway check` and the chaos tests run this after any run; an empty list means every promise held.
+
+Pure: the caller reads the rows (in the audit log's commit order) and passes them in."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from libs.core.scheduling.lifecycle import PodPhase
+from libs.core.scheduling.objects import (
+    ApiObject,
+    core_node,
+    pod_group_name,
+    pod_phase,
+    pod_request,
+    podgroup_min_count,
+)
+from libs.events.catalogue import EventType
+
+ENDED = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
+OUTCOMES = frozenset({EventType.INFERENCE_COMPLETED.value, EventType.INFERENCE_FAILED.value})
+# After one of these, a pod may be bound again (a restarted gang's pods are placed anew).
+POD_ENDINGS = frozenset(
+    {EventType.PODS_EVICTED.value, EventType.PODS_FAILED.value, EventType.PODGROUP_RESTARTED.value}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedEvent:
+    """One row of the audit log."""
+
+    type: str
+    correlation_id: str
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class BindingRow:
+    pod_uid: str
+    node_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A broken promise: which, about what, and what was found."""
+
+    invariant: str
+    subject: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Records:
+    """What a run left behind."""
+
+    objects: Sequence[ApiObject]
+    bindings: Sequence[BindingRow]
+    events: Sequence[RecordedEvent]
+    expected_requests: frozenset[str] = field(default_factory=frozenset)
+    """Inference request ids a harness knows it submitted: each must have exactly one outcome."""
+
+
+def check(records: Records) -> list[Violation]:
+    """Every violated invariant, in a stable order."""
+    by_kind: dict[str, list[ApiObject]] = defaultdict(list)
+    for obj in records.objects:
+        by_kind[obj.kind].append(obj)
+    pods = by_kind["Pod"]
+    holds = {binding.pod_uid: binding.node_name for binding in records.bindings}
+    return [
+        *holds_end_with_their_pods(pods, holds),
+        *nodes_not_overcommitted(by_kind["Node"], pods, holds),
+        *gangs_not_below_min_count(by_kind["PodGroup"], pods, holds),
+        *pods_bound_once(records.events),
+        *state_has_its_event(pods, holds, records.events),
+        *one_outcome_per_request(records.events, records.expected_requests),
+    ]
+
+
+def node_of(pod: ApiObject, holds: Mapping[str, str]) -> str | None:
+    """The node a pod holds (its binding) or, once it ended and let go, the node it ran on."""
+    ran_on = (pod.status.get("podway") or {}).get("nodeName")
+    return holds.get(pod.uid) or pod.spec.get("nodeName") or ran_on or None
+
+
+def holds_end_with_their_pods(pods: Iterable[ApiObject], holds: Mapping[str, str]) -> list[Violation]:
+    """A binding is a current hold: an ended pod keeps none."""
+    return [
+        Violation("hold-ends-with-pod", pod.key, f"{pod_phase(pod)} and still holding {holds[pod.uid]}")
+        for pod in pods
+        if pod.uid in holds and pod_phase(pod) in ENDED
+    ]
+
+
+def nodes_not_overcommitted(
+    nodes: Iterable[ApiObject], pods: Iterable[ApiObject], holds: Mapping[str, str]
+) -> list[Violation]:
+    """The pods holding a node fit its allocatable CPU, memory and pod count."""
+    used: dict[str, Counter[str]] = defaultdict(Counter)
+    for pod in pods:
+        held = holds.get(pod.uid)
+        if held is not None:
+            request = pod_request(pod, {})
+            used[held].update({"cpu_milli": request.cpu_milli, "memory": request.memory, "pods": 1})
+    found = []
+    for obj in nodes:
+        node = core_node(obj, {})
+        room = {"cpu_milli": node.cpu_milli, "memory": node.memory, "pods": node.pods}
+        for resource, amount in sorted(used.get(node.name, Counter()).items()):
+            if room[resource] and amount > room[resource]:
+                detail = f"{resource}: {amount} held, {room[resource]} allocatable"
+                found.append(Violation("node-not-overcommitted", node.name, detail))
+    return found
+
+
+def gangs_not_below_min_count(
+    groups: Iterable[ApiObject], pods: Iterable[ApiObject], holds: Mapping[str, str]
+) -> list[Violation]:
+    """A gang was bound whole or not at all: none, or at least minCount, of its pods were placed."""
+    placed: Counter[tuple[str, str]] = Counter()
+    for pod in pods:
+        name = pod_group_name(pod)
+        if name and node_of(pod, holds):
+            placed[(pod.namespace, name)] += 1
+    found = []
+    for group in groups:
+        min_count = podgroup_min_count(group)
+        count = placed[(group.namespace, group.name)]
+        if min_count is not None and 0 < count < min_count:
+            detail = f"{count} pods placed, minCount {min_count}"
+            found.append(Violation("gang-not-below-min-count", group.key, detail))
+    return found
+
+
+def pods_bound_once(events: Iterable[RecordedEvent]) -> list[Violation]:
+    """No pod is bound again unless it ended (evicted, failed, its gang restarted) in between."""
+    holding: set[str] = set()
+    found = []
+    for event in events:
+        if event.type == EventType.PODS_BOUND:
+            for placement in event.payload.get("pods") or []:
+                uid = str(placement.get("pod_uid"))
+                if uid in holding:
+                    found.append(Violation("pod-bound-once", uid, f"bound again to {placement.get('node')}"))
+                holding.add(uid)
+        elif event.type in POD_ENDINGS:
+            holding.difference_update(_pod_uids(event.payload))
+    return found
+
+
+def state_has_its_event(
+    pods: Iterable[ApiObject], holds: Mapping[str, str], events: Iterable[RecordedEvent]
+) -> list[Violation]:
+    """Every hold has its `pods.bound` and every running pod its `pods.running` in the audit log."""
+    bound: set[str] = set()
+    running: set[str] = set()
+    for event in events:
+        if event.type == EventType.PODS_BOUND:
+            bound.update(str(p.get("pod_uid")) for p in event.payload.get("pods") or [])
+        elif event.type == EventType.PODS_RUNNING:
+            running.update(_pod_uids(event.payload))
+    found = []
+    for pod in pods:
+        if pod.uid in holds and pod.uid not in bound:
+            found.append(Violation("binding-has-event", pod.key, f"holds {holds[pod.uid]}, no pods.bound"))
+        if pod_phase(pod) is PodPhase.RUNNING and pod.uid not in running:
+            found.append(Violation("running-has-event", pod.key, "Running, no pods.running"))
+    return found
+
+
+def one_outcome_per_request(events: Iterable[RecordedEvent], expected: frozenset[str]) -> list[Violation]:
+    """No inference request has two outcomes; each request a harness submitted has one."""
+    outcomes = Counter(event.correlation_id for event in events if event.type in OUTCOMES)
+    found = [
+        Violation("one-outcome-per-request", request, f"{count} outcomes")
+        for request, count in sorted(outcomes.items())
+        if count > 1
+    ]
+    found += [
+        Violation("one-outcome-per-request", request, "no outcome")
+        for request in sorted(expected)
+        if not outcomes[request]
+    ]
+    return found
+
+
+def _pod_uids(payload: Mapping[str, Any]) -> set[str]:
+    uids = {str(p.get("uid")) for p in payload.get("pods") or []}
+    uids.update(str(p.get("uid")) for p in payload.get("evicted") or [])
+    return uids

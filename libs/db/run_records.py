@@ -1,0 +1,49 @@
+"""What a run left behind, read for the invariant check (libs/core/invariants): every object, binding and
+audit event, in one transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from libs.core.invariants import BindingRow, RecordedEvent, Records
+from libs.core.scheduling.objects import ApiObject
+from libs.db.engine import create_engine
+from libs.db.schema import events, objects, pod_bindings
+
+
+async def load_records(database_url: str, expected_requests: frozenset[str] = frozenset()) -> Records:
+    """Every object, binding and audit event (in commit order), read in one transaction."""
+    engine = create_engine(database_url)
+    try:
+        async with engine.connect() as connection, connection.begin():
+            object_rows = (await connection.execute(sa.select(objects))).all()
+            binding_rows = (await connection.execute(sa.select(pod_bindings))).all()
+            event_rows = (
+                await connection.execute(
+                    sa.select(events.c.type, events.c.correlation_id, events.c.payload).order_by(events.c.seq)
+                )
+            ).all()
+    finally:
+        await engine.dispose()
+    return Records(
+        objects=[_api_object(row) for row in object_rows],
+        bindings=[BindingRow(row.pod_uid, row.node_name) for row in binding_rows],
+        events=[RecordedEvent(row.type, row.correlation_id, row.payload) for row in event_rows],
+        expected_requests=expected_requests,
+    )
+
+
+def _api_object(row: Any) -> ApiObject:
+    return ApiObject(
+        kind=row.kind,
+        namespace=row.namespace,
+        name=row.name,
+        uid=row.uid,
+        metadata=row.metadata,
+        spec=row.spec,
+        status=row.status,
+        created_at=row.created_at.timestamp(),
+        resource_version=row.resource_version,
+    )
