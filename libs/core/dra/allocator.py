@@ -9,8 +9,9 @@ bounds pathological searches (it is reported as a failure, never as a wrong answ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .capacity import add, consumption, fits, qualified, subtract
 from .claims import ClaimSpec, DeviceAsk
@@ -29,6 +30,7 @@ class DeviceResult:
     request: str
     device: DeviceInfo
     consumed: Mapping[str, int] | None = None
+    device_class: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,18 @@ class ClaimAllocation:
     claim: str
     results: tuple[DeviceResult, ...]
     nodes: frozenset[str] | None
+
+
+class Availability(Protocol):
+    """What a search asks of the allocations already made."""
+
+    def free(self, device: DeviceInfo) -> bool:
+        """Whether an exclusive device is neither held nor shared."""
+        ...
+
+    def room(self, device: DeviceInfo, amounts: Mapping[str, int]) -> bool:
+        """Whether a shareable device can still give `amounts`."""
+        ...
 
 
 class DeviceUsage:
@@ -121,7 +135,7 @@ class _Search:
         claims: Sequence[ClaimSpec],
         node: str | None,
         inventory: DeviceInventory,
-        usage: DeviceUsage,
+        usage: Availability,
         budget: int,
     ) -> None:
         self.claims = claims
@@ -201,7 +215,9 @@ class _Search:
         bound_changes = self.constrain(claim_index, ask, device)
         if bound_changes is None:
             return None
-        result = DeviceResult(ask.name, device, consumed if isinstance(consumed, dict) else None)
+        result = DeviceResult(
+            ask.name, device, consumed if isinstance(consumed, dict) else None, ask.device_class
+        )
         self.results[claim_index].append(result)
         if result.consumed is None:
             self.taken.add(device.id)
@@ -225,16 +241,16 @@ class _Search:
             return False
         requested = {qualified(name, device.driver): amount for name, amount in ask.capacity}
         if not device.shared:
-            if not self.usage.free(device) or device.id in self.sharing:
+            if device.id in self.sharing or not self.usage.free(device):
                 return False
             if requested and consumption(device.capacity, requested) is None:
                 return False
             return None
         amounts = consumption(device.capacity, requested, device.capacity_defaults)
-        if amounts is None or not self.usage.room(device, amounts):
+        if amounts is None:
             return False
         pending = self.sharing.get(device.id)
-        if pending and not fits(device.capacity, _sum(self.usage.consumed.get(device.id), pending), amounts):
+        if not self.usage.room(device, _sum(pending, amounts) if pending else amounts):
             return False
         return amounts
 
@@ -278,7 +294,7 @@ def allocate(
     claims: Sequence[ClaimSpec],
     node: str | None,
     inventory: DeviceInventory,
-    usage: DeviceUsage,
+    usage: Availability,
     *,
     budget: int = DEFAULT_BUDGET,
 ) -> tuple[ClaimAllocation, ...] | None:
@@ -301,9 +317,9 @@ def allocate(
 
 def allocate_for_group(
     claims: Sequence[ClaimSpec],
-    nodes: Sequence[str],
+    nodes: Iterable[str],
     inventory: DeviceInventory,
-    usage: DeviceUsage,
+    usage: Availability,
 ) -> Iterator[tuple[ClaimAllocation, ...]]:
     """Allocations of a PodGroup's own claims, one per distinct set of devices the nodes reach (a rack
     fabric: one per rack), in the nodes' order; each allocation's `nodes` is where the gang may go."""
