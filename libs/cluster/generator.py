@@ -64,7 +64,7 @@ def node_manifest(name: str, zone: str, block: str, rack: str, shape: ClusterSha
 
 def gpu_slice_manifest(node: str, shape: ClusterShape) -> dict[str, Any]:
     per_numa = max(1, shape.gpus_per_node // max(1, shape.numa_nodes))
-    devices = [
+    devices: list[dict[str, Any]] = [
         {
             "name": f"gpu-{i}",
             "attributes": {
