@@ -132,13 +132,14 @@ class ClaimLedger:
                         for claim in self.held.values()
                         if claim.group_uid == group_uid and claim.owner.kind == "PodGroup"
                     ]
-        self._release(released)
+        self.release(released)
 
     def group_deleted(self, uid: str) -> None:
         self._live_pods.pop(uid, None)
-        self._release([claim for claim in self.held.values() if claim.group_uid == uid])
+        self.release([claim for claim in self.held.values() if claim.group_uid == uid])
 
-    def _release(self, claims: Iterable[HeldClaim]) -> None:
+    def release(self, claims: Iterable[HeldClaim]) -> None:
+        """Release claims now (reported in the next pass)."""
         by_group: dict[tuple[str, str], list[HeldClaim]] = {}
         for claim in claims:
             if self.held.pop(claim.key, None) is None:
