@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import yaml
+
+from libs.api.models.core import NodeSelector
+from libs.api.quantity import parse_quantity
 
 
 def _summary(event: dict[str, Any]) -> str:
@@ -30,8 +34,9 @@ def event_line(event: dict[str, Any]) -> str:
     return f"{event.get('seq', ''):>6}  {when}  {event.get('type', ''):<28} {ref:<48} {_summary(event)}"
 
 
-def describe(obj: dict[str, Any], events: list[dict[str, Any]]) -> str:
-    """The object (metadata, spec, status) followed by its story."""
+def describe(obj: dict[str, Any], events: list[dict[str, Any]], extra: list[str] | None = None) -> str:
+    """The object (metadata, spec, status), what it holds (a claim's allocation and reservations; `extra`
+    lines such as a node's devices), then its story."""
     meta = obj.get("metadata") or {}
     lines = [f"Name:         {meta.get('name')}", f"Namespace:    {meta.get('namespace', '')}"]
     lines += [f"Kind:         {obj.get('kind')}", f"UID:          {meta.get('uid')}"]
@@ -48,6 +53,96 @@ def describe(obj: dict[str, Any], events: list[dict[str, Any]]) -> str:
         f"  {c.get('type'):<20} {c.get('status'):<6} {c.get('reason') or '':<24} {c.get('message') or ''}"
         for c in conditions
     ] or ["  <none>"]
+    if obj.get("kind") == "ResourceClaim":
+        lines += claim_lines(obj)
+    lines += extra or []
     lines.append("Events:")
     lines += ["  " + event_line(e) for e in events] or ["  <none>"]
     return "\n".join(lines)
+
+
+def claim_lines(claim: dict[str, Any]) -> list[str]:
+    """A ResourceClaim's allocation (each device, with the capacity a share consumes) and who reserves it."""
+    status = claim.get("status") or {}
+    allocation = status.get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    lines = ["Allocation:"]
+    if not results:
+        lines.append("  <none>")
+    for result in results:
+        consumed = result.get("consumedCapacity")
+        share = " (shared: " + ", ".join(f"{k}={v}" for k, v in consumed.items()) + ")" if consumed else ""
+        lines.append(
+            f"  {result.get('request'):<16} {result.get('driver')}/{result.get('pool')}/{result.get('device')}{share}"
+        )
+    if allocation.get("allocationTimestamp"):
+        lines.append(f"  allocated at {allocation['allocationTimestamp']}")
+    lines.append("Reserved For:")
+    reserved = status.get("reservedFor") or []
+    lines += [f"  {r.get('resource')}/{r.get('name')} ({r.get('uid')})" for r in reserved] or ["  <none>"]
+    return lines
+
+
+def node_device_lines(
+    node: dict[str, Any], slices: list[dict[str, Any]], claims: list[dict[str, Any]]
+) -> list[str]:
+    """A node's devices (its own slices, and those a node selector or all nodes reach), the claim holding
+    each, and how much of a shareable device's capacity its shares take, as `kubectl describe node` lists
+    allocated resources."""
+    name = (node.get("metadata") or {}).get("name")
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    holders: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+            "results"
+        ) or []
+        for result in results:
+            device = f"{result.get('driver')}/{result.get('pool')}/{result.get('device')}"
+            holders.setdefault(device, []).append(
+                (f"{meta.get('namespace')}/{meta.get('name')}", result.get("consumedCapacity") or {})
+            )
+    lines = ["Devices:"]
+    for slice_ in sorted(slices, key=lambda item: str((item.get("metadata") or {}).get("name"))):
+        spec = slice_.get("spec") or {}
+        if not _reaches(spec, str(name), labels):
+            continue
+        driver, pool = spec.get("driver"), (spec.get("pool") or {}).get("name")
+        for device in spec.get("devices") or []:
+            key = f"{driver}/{pool}/{device.get('name')}"
+            held = holders.get(key, [])
+            lines.append(f"  {key:<56} {_held(device, held)}")
+    if len(lines) == 1:
+        lines.append("  <none>")
+    return lines
+
+
+def _reaches(spec: dict[str, Any], node: str, labels: dict[str, str]) -> bool:
+    if spec.get("nodeName"):
+        return bool(spec["nodeName"] == node)
+    if spec.get("nodeSelector"):
+        return NodeSelector.model_validate(spec["nodeSelector"]).matches(node, labels)
+    return bool(spec.get("allNodes"))
+
+
+def _held(device: dict[str, Any], held: list[tuple[str, dict[str, Any]]]) -> str:
+    if not held:
+        return "free"
+    claims = ", ".join(claim for claim, _ in held)
+    if not device.get("allowMultipleAllocations"):
+        return claims
+    used: list[str] = []
+    for capacity, value in (device.get("capacity") or {}).items():
+        total = parse_quantity(str(value.get("value")))
+        taken = sum(
+            (
+                parse_quantity(str(amount))
+                for _, consumed in held
+                for name, amount in consumed.items()
+                if name.rpartition("/")[2] == capacity
+            ),
+            Decimal(0),
+        )
+        share = int(taken * 100 / total) if total else 0
+        used.append(f"{capacity} {taken.normalize():f}/{value.get('value')} ({share}%)")
+    return f"{claims} [{'; '.join(used)}]" if used else claims

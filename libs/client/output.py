@@ -99,7 +99,17 @@ def _node_row(obj: dict[str, Any]) -> list[str]:
     return [state, labels.get("topology.example.com/rack", "-")]
 
 
+def _claim_row(obj: dict[str, Any]) -> list[str]:
+    status = obj.get("status") or {}
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+    reserved = status.get("reservedFor") or []
+    state = "allocated,reserved" if results and reserved else "allocated" if results else "pending"
+    devices = ",".join(f"{r.get('pool')}/{r.get('device')}" for r in results) or "-"
+    return [state, devices, ",".join(str(r.get("name")) for r in reserved) or "-"]
+
+
 COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
+    "ResourceClaim": (["STATE", "DEVICES", "RESERVED FOR"], _claim_row),
     "PodGroup": (["PHASE", "POLICY", "PLACED", "PRIORITY", "DOMAIN"], _podgroup_row),
     "Pod": (["STATUS", "PODGROUP", "NODE"], _pod_row),
     "Workload": (["TEMPLATES"], _workload_row),

@@ -29,6 +29,9 @@ class ClusterShape:
     gpu_memory_gi: int = 141
     numa_nodes: int = 2
     rack_fabric: bool = True
+    shared_gpus_per_node: int = 0
+    """The last GPUs of each node are shareable: consumable `cores` (1) and `memory` (a share asking
+    none of it takes none), for fractional GPUs."""
 
     @property
     def node_count(self) -> int:
@@ -61,7 +64,7 @@ def node_manifest(name: str, zone: str, block: str, rack: str, shape: ClusterSha
 
 def gpu_slice_manifest(node: str, shape: ClusterShape) -> dict[str, Any]:
     per_numa = max(1, shape.gpus_per_node // max(1, shape.numa_nodes))
-    devices = [
+    devices: list[dict[str, Any]] = [
         {
             "name": f"gpu-{i}",
             "attributes": {
@@ -73,6 +76,12 @@ def gpu_slice_manifest(node: str, shape: ClusterShape) -> dict[str, Any]:
         }
         for i in range(shape.gpus_per_node)
     ]
+    for device in devices[shape.gpus_per_node - min(shape.shared_gpus_per_node, shape.gpus_per_node) :]:
+        device["allowMultipleAllocations"] = True
+        device["capacity"] = {
+            "cores": {"value": "1"},
+            "memory": {"value": f"{shape.gpu_memory_gi}Gi", "requestPolicy": {"default": "0"}},
+        }
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",

@@ -10,6 +10,8 @@ from typing import Protocol, Self
 
 from libs.db.records import (
     Condition,
+    DeviceHold,
+    DeviceShare,
     Fence,
     JsonObject,
     Lease,
@@ -122,6 +124,19 @@ class NominationRepository(Protocol):
     async def clear(self, podgroup_uid: str) -> bool: ...
 
 
+class DeviceAllocationRepository(Protocol):
+    """Devices held by ResourceClaims: the database refuses a second holder of an exclusive device and a share
+    beyond capacity."""
+
+    async def hold(self, claim: str, holds: Sequence[DeviceHold], shares: Sequence[DeviceShare]) -> None: ...
+
+    async def release(self, claim: str, shares: Sequence[DeviceShare]) -> None: ...
+
+    async def holders(self, device: str) -> list[str]: ...
+
+    async def consumed(self, device: str, name: str) -> int: ...
+
+
 class LeaseRepository(Protocol):
     """Leader election with fencing epochs."""
 
@@ -189,6 +204,9 @@ class UnitOfWork(Protocol):
 
     @property
     def leases(self) -> LeaseRepository: ...
+
+    @property
+    def device_allocations(self) -> DeviceAllocationRepository: ...
 
     @property
     def nominations(self) -> NominationRepository: ...

@@ -137,3 +137,22 @@ class RetentionReport:
     @property
     def total(self) -> int:
         return self.events + self.outbox + self.inbox
+
+
+@dataclass(frozen=True)
+class DeviceHold:
+    """A device a claim holds for one request; `exclusive` unless it is a share of a shareable device."""
+
+    device: str
+    request: str
+    exclusive: bool
+
+
+@dataclass(frozen=True)
+class DeviceShare:
+    """How much of one capacity of a shareable device a claim consumes, and the device's total (milli-units)."""
+
+    device: str
+    name: str
+    total: int
+    amount: int

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
+    CheckConstraint,
     Column,
     ForeignKey,
     Index,
@@ -116,6 +118,37 @@ nominations = Table(
     Column("nodes", JsonDocument, nullable=False),
     Column("expires_at", UtcDateTime, nullable=False),
     Column("nominated_at", UtcDateTime, nullable=False),
+)
+
+# Devices held by allocated ResourceClaims (`claim` is `namespace/name`), written by the DRA allocator under
+# its lease: an exclusive device has at most one holder (the partial unique index), and the shares of a
+# shareable device never consume more of a capacity than it has (the check, in milli-units).
+device_allocations = Table(
+    "device_allocations",
+    metadata,
+    Column("claim", String(507), nullable=False),
+    Column("device", String(512), nullable=False),
+    Column("request", String(253), nullable=False),
+    Column("exclusive", Boolean, nullable=False),
+    PrimaryKeyConstraint("claim", "device", "request"),
+    Index(
+        "uq_device_allocations_exclusive_device",
+        "device",
+        unique=True,
+        postgresql_where=text("exclusive"),
+        sqlite_where=text("exclusive"),
+    ),
+)
+
+device_capacity = Table(
+    "device_capacity",
+    metadata,
+    Column("device", String(512), nullable=False),
+    Column("name", String(317), nullable=False),
+    Column("total", BigInteger, nullable=False),
+    Column("consumed", BigInteger, nullable=False),
+    PrimaryKeyConstraint("device", "name"),
+    CheckConstraint("consumed >= 0 AND consumed <= total", name="within_total"),
 )
 
 outbox = Table(

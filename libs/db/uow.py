@@ -12,6 +12,7 @@ from libs.db.ports import Clock, utc_now
 from libs.db.records import Fence, OutboxMessage
 from libs.db.repositories.bindings import SqlAlchemyBindingRepository
 from libs.db.repositories.conditions import SqlAlchemyConditionRepository
+from libs.db.repositories.device_allocations import SqlAlchemyDeviceAllocationRepository
 from libs.db.repositories.event_log import SqlAlchemyEventLog, SqlAlchemyInbox, SqlAlchemyOutbox, append
 from libs.db.repositories.leases import SqlAlchemyLeaseRepository, assert_epoch
 from libs.db.repositories.nominations import SqlAlchemyNominationRepository
@@ -57,6 +58,7 @@ class SqlAlchemyUnitOfWork:
         self.bindings = SqlAlchemyBindingRepository(session)
         self.leases = SqlAlchemyLeaseRepository(session)
         self.nominations = SqlAlchemyNominationRepository(session)
+        self.device_allocations = SqlAlchemyDeviceAllocationRepository(session)
         self.events = SqlAlchemyEventLog(session)
         self.outbox = SqlAlchemyOutbox(session)
         self.inbox = SqlAlchemyInbox(session, self._clock)

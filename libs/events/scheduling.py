@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from libs.events.catalogue import EventType
@@ -43,9 +45,15 @@ class PodRef(_Part):
 
 
 class ClaimAllocation(_Part):
+    """The devices of one ResourceClaim made from a template, for one pod or for the whole PodGroup."""
+
     claim: str = Field(description="ResourceClaim name")
+    name: str = Field(default="", description="The claim's name in the pod's or PodGroup's resourceClaims")
     pod: str | None = Field(default=None, description="Pod for per-pod claims; None for PodGroup claims")
-    devices: list[dict[str, str]] = Field(description="[{driver, pool, device, request}]")
+    pod_uid: str | None = Field(default=None, description="Uid of that pod")
+    devices: list[dict[str, Any]] = Field(
+        description="[{request, driver, pool, device, consumedCapacity?}]; consumedCapacity for shares"
+    )
 
 
 @event_model
@@ -92,6 +100,9 @@ class PlacementProposed(EventPayload):
     domain: TopologyDomainRef | None = None
     placements: list[PodPlacement]
     claims: list[str] = Field(description="Claims that need devices")
+    allocations: list[ClaimAllocation] = Field(
+        default_factory=list, description="The exact devices proposed for each claim made from a template"
+    )
 
 
 @event_model

@@ -19,6 +19,7 @@ from typing import NoReturn, Self
 from libs.db.ports import (
     BindingRepository,
     ConditionRepository,
+    DeviceAllocationRepository,
     EventLog,
     LeaseRepository,
     NominationRepository,
@@ -92,6 +93,10 @@ class MemoryUnitOfWork:
 
     @property
     def nominations(self) -> NominationRepository:
+        _no_database()
+
+    @property
+    def device_allocations(self) -> DeviceAllocationRepository:
         _no_database()
 
     @property

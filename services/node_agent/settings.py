@@ -16,8 +16,9 @@ REGISTERED_KINDS = ("Node", "ResourceSlice")
 
 class NodeAgentSettings(PodwaySettings):
     """`PODWAY_CLUSTER_FILE` names a multi-document YAML of Node and ResourceSlice manifests; without it
-    the cluster is generated from `PODWAY_CLUSTER_ZONES`, `_BLOCKS`, `_RACKS_PER_BLOCK`, `_NODES_PER_RACK`
-    and `_GPUS_PER_NODE` (default: 64 nodes of 8 GPUs in 2 blocks of 4 racks)."""
+    the cluster is generated from `PODWAY_CLUSTER_ZONES`, `_BLOCKS`, `_RACKS_PER_BLOCK`, `_NODES_PER_RACK`,
+    `_GPUS_PER_NODE` and `_SHARED_GPUS_PER_NODE` (default: 64 nodes of 8 GPUs in 2 blocks of 4 racks, none
+    shareable)."""
 
     cluster_file: Path | None = Field(default=None, description="Node + ResourceSlice manifests to register")
     cluster_zones: int = 1
@@ -25,6 +26,7 @@ class NodeAgentSettings(PodwaySettings):
     cluster_racks_per_block: int = 4
     cluster_nodes_per_rack: int = 8
     cluster_gpus_per_node: int = 8
+    cluster_shared_gpus_per_node: int = 0
 
     def shape(self) -> ClusterShape:
         return ClusterShape(
@@ -33,6 +35,7 @@ class NodeAgentSettings(PodwaySettings):
             racks_per_block=self.cluster_racks_per_block,
             nodes_per_rack=self.cluster_nodes_per_rack,
             gpus_per_node=self.cluster_gpus_per_node,
+            shared_gpus_per_node=self.cluster_shared_gpus_per_node,
         )
 
     def cluster_manifests(self) -> list[dict[str, Any]]:

@@ -7,8 +7,9 @@ Each PodGroup's events in one pass form a causal chain (`cycle.started` -> `cycl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 from libs.core import scheduling as core
 from libs.core.scheduling import ConditionReason, ConditionType, Placement
@@ -28,6 +29,7 @@ from libs.db.ports import UnitOfWork
 from libs.db.records import Condition, Fence, JsonObject, PodBinding, StoredObject
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.scheduling import (
+    ClaimAllocation,
     PlacementProposed,
     PodGroupCyclePlaced,
     PodGroupCycleStarted,
@@ -223,7 +225,13 @@ class _Writer:
             )
         if ran.claims:
             story.emit(
-                PlacementProposed(podgroup=ref, domain=domain, placements=placements, claims=list(ran.claims))
+                PlacementProposed(
+                    podgroup=ref,
+                    domain=domain,
+                    placements=placements,
+                    claims=list(ran.claims),
+                    allocations=_proposed_allocations(ran.proposal_status or {}),
+                )
             )
             await self._set_status(ran.group, proposal=dict(ran.proposal_status or {}))
             if ran.condition_false:
@@ -425,6 +433,30 @@ def _placements(placements: Sequence[Placement]) -> list[PodPlacement]:
         )
         for placement in placements
     ]
+
+
+def _proposed_allocations(proposal: Mapping[str, Any]) -> list[ClaimAllocation]:
+    """The claims of a proposal (`status.proposal`): each pod's, then the PodGroup's."""
+    allocations = [
+        ClaimAllocation(
+            claim=str(record["resourceClaimName"]),
+            name=str(record.get("name") or ""),
+            pod=pod_name,
+            pod_uid=str(pod.get("uid") or ""),
+            devices=list(record.get("devices") or []),
+        )
+        for pod_name, pod in sorted((proposal.get("pods") or {}).items())
+        for record in pod.get("claims") or []
+    ]
+    allocations += [
+        ClaimAllocation(
+            claim=str(record["resourceClaimName"]),
+            name=str(record.get("name") or ""),
+            devices=list(record.get("devices") or []),
+        )
+        for record in proposal.get("claims") or []
+    ]
+    return allocations
 
 
 def _pod_refs(pods: Iterable[PodKey]) -> list[PodRef]:

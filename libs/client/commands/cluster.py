@@ -22,6 +22,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         memory_gi=args.memory_gi,
         gpu_model=args.gpu_model,
         rack_fabric=not args.no_fabric,
+        shared_gpus_per_node=args.shared_gpus_per_node,
     )
     header = (
         f"# podway cluster generate --zones {shape.zones} --blocks {shape.blocks} "
@@ -45,4 +46,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     gen.add_argument("--memory-gi", type=int, default=512)
     gen.add_argument("--gpu-model", default="H200")
     gen.add_argument("--no-fabric", action="store_true", help="no rack fabric devices")
+    gen.add_argument(
+        "--shared-gpus-per-node", type=int, default=0, help="last GPUs of each node shareable by capacity"
+    )
     gen.set_defaults(handler=cmd_generate)

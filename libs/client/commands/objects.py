@@ -168,7 +168,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from libs.client.describe import describe
+    from libs.client.describe import describe, node_device_lines
 
     kind = resolve_kind(args.kind)
 
@@ -177,7 +177,12 @@ def cmd_describe(args: argparse.Namespace) -> int:
         if not items:
             raise CliError(f'Error from server (NotFound): {args.kind} "{args.name}" not found')
         story = await client.events(correlation_id=items[0]["metadata"]["uid"])
-        print(describe(items[0], story.events))
+        extra = None
+        if kind == "Node":
+            slices = await client.get("ResourceSlice")
+            claims = await client.get("ResourceClaim", all_namespaces=True)
+            extra = node_device_lines(items[0], slices, claims)
+        print(describe(items[0], story.events, extra))
         return 0
 
     return with_client(args, work)

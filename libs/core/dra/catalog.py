@@ -82,12 +82,14 @@ class DeviceCatalog:
         }
 
     def node_devices(self, slices: Iterable[SliceDevices]) -> dict[str, tuple[str, ...]]:
-        """DeviceClass -> names of a node's devices in it, from the node's own (`nodeName`) slices."""
+        """DeviceClass -> names of a node's exclusive devices in it, from the node's own (`nodeName`)
+        slices. Shareable devices (`allowMultipleAllocations`) are left out: they are given by consumable
+        capacity to claims, never counted whole for extended resources."""
         found: dict[str, list[str]] = {}
         for slice_ in sorted(slices, key=lambda item: item.name):
             for raw in slice_.devices:
                 name = raw.get("name")
-                if not name:
+                if not name or raw.get("allowMultipleAllocations"):
                     continue
                 for class_name in self._classes_of(slice_.driver, raw):
                     found.setdefault(class_name, []).append(str(name))

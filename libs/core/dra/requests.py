@@ -6,6 +6,14 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
+from .claims import ClaimRequest, ClaimSpec, DeviceAsk, claim_spec
+
+EXTENDED_RESOURCES_CLAIM = "podway.io/extended-resources"
+"""The claim a pod's extended resources (`nvidia.com/gpu: 2`) become when the pod also has claims, so that
+one search chooses all its devices (upstream makes such a claim too); it is no ResourceClaim object."""
+MISSING_TEMPLATE_CLASS = ""
+"""The class a claim asks for when its template does not exist (yet): no device has it."""
+
 NATIVE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 
 
@@ -31,11 +39,11 @@ def claim_devices(
     templates: Mapping[str, Mapping[str, Any]],
     node_classes: Container[str],
 ) -> dict[str, int]:
-    """Whole devices per DeviceClass that a pod's own claims ask for, so that a node without them is not
-    chosen: claims made from a ResourceClaimTemplate (`templates` maps `namespace/name` to its spec) for this
-    pod alone (a claim equal in name, claim name and template name to a PodGroup claim is the group's,
-    shared), `ExactCount` requests of classes whose devices sit on nodes. Selectors and constraints are
-    the DRA allocator's to honour."""
+    """Whole devices per DeviceClass that a pod's own claims surely need, so that a node without them is
+    passed over before any search: claims made from a ResourceClaimTemplate (`templates` maps
+    `namespace/name` to its spec) for this pod alone (a claim equal in name, claim name and template name
+    to a PodGroup claim is the group's, shared), `ExactCount` requests of whole devices of classes whose
+    devices sit on nodes. Selectors, constraints and shares are the allocation search's to honour."""
     shared = {claim_identity(claim) for claim in group_claims}
     wanted: dict[str, int] = {}
     for claim in pod_claims:
@@ -51,6 +59,7 @@ def claim_devices(
                 isinstance(device_class, str)
                 and device_class in node_classes
                 and exactly.get("allocationMode", "ExactCount") == "ExactCount"
+                and not (exactly.get("capacity") or {}).get("requests")
             ):
                 wanted[device_class] = wanted.get(device_class, 0) + int(exactly.get("count") or 1)
     return wanted
@@ -60,3 +69,52 @@ def claim_identity(claim: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     """A claim reference's (name, resourceClaimName, resourceClaimTemplateName): equal for a pod and its
     PodGroup means the claim is the group's, shared."""
     return (claim.get("name"), claim.get("resourceClaimName"), claim.get("resourceClaimTemplateName"))
+
+
+def pod_claim_specs(
+    namespace: str,
+    pod_claims: Iterable[Mapping[str, Any]],
+    group_claims: Iterable[Mapping[str, Any]],
+    templates: Mapping[str, Mapping[str, Any]],
+) -> tuple[ClaimSpec, ...]:
+    """The pod's own claims made from templates, keyed by their name in the pod (`gpus`); claims shared
+    with its PodGroup and claims naming an existing ResourceClaim are not the pod's to allocate."""
+    shared = {claim_identity(claim) for claim in group_claims}
+    return tuple(
+        _template_claim(namespace, claim, templates)
+        for claim in pod_claims
+        if claim.get("resourceClaimTemplateName") and claim_identity(claim) not in shared
+    )
+
+
+def group_claim_specs(
+    namespace: str, group_claims: Iterable[Mapping[str, Any]], templates: Mapping[str, Mapping[str, Any]]
+) -> tuple[ClaimSpec, ...]:
+    """A PodGroup's own claims made from templates, keyed by their name in the PodGroup (`fabric`)."""
+    return tuple(
+        _template_claim(namespace, claim, templates)
+        for claim in group_claims
+        if claim.get("resourceClaimTemplateName")
+    )
+
+
+def extended_resources_claim(devices: Mapping[str, int]) -> ClaimSpec:
+    """Whole devices per class for extended resources, as one claim of one request per class."""
+    return ClaimSpec(
+        EXTENDED_RESOURCES_CLAIM,
+        tuple(
+            ClaimRequest(device_class, (DeviceAsk(device_class, device_class, count=count),))
+            for device_class, count in sorted(devices.items())
+        ),
+    )
+
+
+def _template_claim(
+    namespace: str, claim: Mapping[str, Any], templates: Mapping[str, Mapping[str, Any]]
+) -> ClaimSpec:
+    name = str(claim.get("name") or "")
+    template = templates.get(f"{namespace}/{claim.get('resourceClaimTemplateName')}")
+    if template is None:
+        missing = DeviceAsk("missing-template", MISSING_TEMPLATE_CLASS)
+        return ClaimSpec(name, (ClaimRequest("missing-template", (missing,)),))
+    return claim_spec(name, template.get("spec") or {})

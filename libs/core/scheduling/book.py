@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .lifecycle import PodPhase
 from .model import CycleDecision, PodGroup, PodRequest, TopologyDomainRef
@@ -62,6 +63,8 @@ class GroupRecord:
     has_claims: bool
     domain: TopologyDomainRef | None = None
     placement: dict[str, dict[str, object]] = field(default_factory=dict)
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    """The PodGroup's own claims as allocated (`status.placement.claims`)."""
     scheduled: bool = False
     attempts: int = 0
     unschedulable_attempts: int = 0
@@ -127,6 +130,7 @@ class PodBook:
                 has_claims=podgroup_has_claims(obj),
                 domain=assigned_domain(obj),
                 placement=dict((obj.status.get("placement") or {}).get("pods") or {}),
+                claims=list((obj.status.get("placement") or {}).get("claims") or []),
                 scheduled="placement" in obj.status,
             )
             self.groups[obj.key] = record

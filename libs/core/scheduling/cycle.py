@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter
 from types import MappingProxyType
 
+from libs.core.dra.allocator import ClaimAllocation
+
+from .claims import exclusive_devices
 from .diagnosis import node_reason_counts, unschedulable_message
 from .model import (
     DEFAULT_SCHEDULER_NAME,
     CycleDecision,
     GangReason,
     NodeAssignment,
+    NodeFilterReason,
     Placement,
     PodGroup,
     PodRequest,
@@ -19,7 +23,7 @@ from .model import (
     TopologyDomainRef,
     Unschedulable,
 )
-from .packing import Batch, Demand, Found, Scope, Take, plan, search
+from .packing import Batch, Demand, Found, Reach, Scope, Take, plan, search
 from .snapshot import ClusterSnapshot
 
 _name_of = attrgetter("name")
@@ -69,16 +73,41 @@ def schedule_podgroup(
     # How close a failed gang came is only told when it had no topology constraint.
     all_or_none = scopes[-1].key is not None
     most = 0
-    for scope in scopes:
-        found = search(snapshot, scope, batches, demand, floor, required, all_or_none=all_or_none)
-        if found is not None:
-            if found.placed >= required:
-                decision = _placed(group, found, batches, demand.pods, now)
-                snapshot.decided(decision)
-                return decision
-            most = max(most, found.placed)
+    if snapshot.claims is not None:
+        snapshot.claims.refused.clear()
+        snapshot.claims.group_refused = False
+    for reach in _reaches(snapshot, group):
+        for scope in scopes:
+            found = search(
+                snapshot, scope, batches, demand, floor, required, all_or_none=all_or_none, reach=reach
+            )
+            if found is not None:
+                if found.placed >= required:
+                    decision = _placed(group, found, batches, demand.pods, now, reach)
+                    snapshot.decided(decision)
+                    return decision
+                most = max(most, found.placed)
     # 3. Nothing holds enough: explain it the way kube-scheduler does.
     return _unschedulable(snapshot, group, batches, demand, required, scopes, most, now)
+
+
+def _reaches(snapshot: ClusterSnapshot, group: PodGroup) -> Iterator[Reach | None]:
+    """Where the gang may go for its PodGroup claims: one option per allocation of them (nothing when they
+    cannot be allocated), or anywhere (None) when it has none."""
+    view = snapshot.claims
+    if not group.claims or view is None:
+        yield None
+        return
+    offered = False
+    for allocations in view.group_options(group.claims, snapshot.node_states()):
+        offered = True
+        nodes: frozenset[str] | None = None
+        for allocation in allocations:
+            if allocation.nodes is not None:
+                nodes = allocation.nodes if nodes is None else nodes & allocation.nodes
+        yield Reach(allocations, nodes)
+    if not offered:
+        view.group_refused = True
 
 
 def _batches(pods: list[PodRequest], scheduler_name: str) -> tuple[list[Batch], int]:
@@ -181,9 +210,17 @@ def _joining_scopes(snapshot: ClusterSnapshot, assigned: TopologyDomainRef, hard
     return scopes
 
 
-def _placed(group: PodGroup, found: Found, batches: Sequence[Batch], total: int, now: float) -> CycleDecision:
+def _placed(
+    group: PodGroup, found: Found, batches: Sequence[Batch], total: int, now: float, reach: Reach | None
+) -> CycleDecision:
     placements: list[Placement] = []
-    assignments = [_assign(take, placements) for take in found.takes]
+    claims: dict[str, tuple[ClaimAllocation, ...]] | None = None
+    if reach is not None or any(take.claims is not None for take in found.takes):
+        claims = {"": reach.allocations} if reach is not None else {}
+    assignments = [
+        _assign(take, placements) if take.claims is None else _assign_claims(take, placements, claims)
+        for take in found.takes
+    ]
     return CycleDecision(
         group.key,
         tuple(placements),
@@ -192,7 +229,26 @@ def _placed(group: PodGroup, found: Found, batches: Sequence[Batch], total: int,
         () if found.placed == total else _unplaced(batches),
         None,
         now,
+        claims,
     )
+
+
+def _assign_claims(
+    take: Take, placements: list[Placement], claims: dict[str, tuple[ClaimAllocation, ...]] | None
+) -> NodeAssignment:
+    """The take's pods with claims as placements, each naming the exact devices its allocations hold."""
+    node, batch, first, size, _, allocations = take
+    assert allocations is not None
+    assert claims is not None
+    batch.placed += size
+    shape = batch.shape
+    added: list[Placement] = []
+    for pod, allocated in zip(batch.pods[first : first + size], allocations, strict=True):
+        devices = exclusive_devices(allocated, node)
+        added.append(Placement(pod.uid, pod.name, node.name, shape.cpu_milli, shape.memory, devices))
+        claims[pod.uid] = allocated
+    placements += added
+    return NodeAssignment.of(added)
 
 
 def _assign(take: Take, placements: list[Placement]) -> NodeAssignment:
@@ -201,7 +257,7 @@ def _assign(take: Take, placements: list[Placement]) -> NodeAssignment:
     This runs for every placed pod: placements are built with `tuple.__new__`, which skips the named
     tuple's Python-level constructor, and the common one-device-class shape has its own comprehension.
     """
-    node, batch, first, size, offsets = take
+    node, batch, first, size, offsets, _ = take
     shape = batch.shape
     batch.placed += size
     name, cpu, memory = node.name, shape.cpu_milli, shape.memory
@@ -263,11 +319,25 @@ def _unschedulable(
     counts = (
         snapshot.memoized(shape, lambda: node_reason_counts(snapshot, shape)) if shape is not None else {}
     )
-    if most == 0 and group.is_gang and scopes[-1].key is None:
+    if most == 0 and group.is_gang and scopes[-1].key is None and not group.claims:
         most = plan(snapshot, snapshot.cluster, batches)[1]
+    view = snapshot.claims
+    if view is not None and (view.group_refused or view.refused):
+        counts = _with_claims_reason(len(snapshot), counts, None if view.group_refused else len(view.refused))
     reason = _group_reason(group, scopes[-1], required, most)
     message = unschedulable_message(len(snapshot), counts, reason)
     return _failed(group, batches, demand, required, message, counts, now)
+
+
+def _with_claims_reason(total: int, counts: Mapping[str, int], refused: int | None) -> dict[str, int]:
+    """The nodes the allocation search turned away (`refused`; all the nodes no resource filter turned away
+    when the PodGroup's own claims found no devices) counted as `cannot allocate all claims`."""
+    counted = dict(counts)
+    if refused is None:
+        refused = total - sum(counts.values())
+    if refused > 0:
+        counted[NodeFilterReason.CLAIMS] = refused
+    return counted
 
 
 def _group_reason(group: PodGroup, widest: Scope, required: int, most: int) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from libs.core.dra.catalog import DeviceCatalog, DeviceClassInfo, SliceDevices
+from libs.core.dra.devices import DeviceInventory
 
 from .model import Node
 from .objects import ApiObject, core_node
@@ -17,6 +18,8 @@ class NodeInventory:
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
         self.catalog = DeviceCatalog()
+        self.devices = DeviceInventory()
+        """Every published device, for the allocation search of claims (node, selector and all-node reach)."""
         self._nodes: dict[str, ApiObject] = {}
         self._slices: dict[str, ApiObject] = {}
         self._slices_by_node: dict[str, set[str]] = {}
@@ -34,14 +37,17 @@ class NodeInventory:
         return self._slices.get(name)
 
     def put_device_class(self, obj: ApiObject) -> bool:
-        if not self.catalog.put(DeviceClassInfo.of(obj.name, obj.spec)):
+        info = DeviceClassInfo.of(obj.name, obj.spec)
+        if not self.catalog.put(info):
             return False
+        self.devices.put_class(info)
         self._classes_changed()
         return True
 
     def remove_device_class(self, name: str) -> bool:
         if not self.catalog.remove(name):
             return False
+        self.devices.remove_class(name)
         self._classes_changed()
         return True
 
@@ -54,12 +60,14 @@ class NodeInventory:
         ):
             return False
         self._nodes[obj.name] = obj
+        self.devices.put_node(obj.name, obj.labels)
         self._sync(obj.name)
         return True
 
     def remove_node(self, name: str) -> tuple[str, ...]:
         """Forget a node; the uids of the pods that were on it (they are lost) are returned."""
         self._nodes.pop(name, None)
+        self.devices.remove_node(name)
         if name not in self.snapshot:
             return ()
         return tuple(placement.pod_uid for placement in self.snapshot.remove_node(name))
@@ -72,6 +80,7 @@ class NodeInventory:
         if known is not None:
             self._detach(known)
         self._slices[obj.name] = obj
+        self.devices.put_slice(obj.name, obj.spec)
         if node_name:
             self._slices_by_node.setdefault(node_name, set()).add(obj.name)
             if node_name in self._nodes:
@@ -82,6 +91,7 @@ class NodeInventory:
         known = self._slices.pop(name, None)
         if known is None:
             return False
+        self.devices.remove_slice(name)
         self._detach(known)
         node_name = known.spec.get("nodeName")
         if node_name in self._nodes:

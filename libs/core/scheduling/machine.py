@@ -17,9 +17,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from libs.core.dra.requests import claim_devices
+from libs.core.dra.claims import ClaimSpec
+from libs.core.dra.records import allocation_from_record, allocation_record, resource_claim_name
+from libs.core.dra.requests import (
+    EXTENDED_RESOURCES_CLAIM,
+    claim_devices,
+    group_claim_specs,
+    pod_claim_specs,
+)
 
 from .book import TERMINAL, GroupRecord, PodBook, PodRecord
+from .claims import ClaimsView
 from .cycle import schedule_podgroup
 from .hints import FreedCapacity, capacity_hint
 from .inputs import (
@@ -100,6 +108,8 @@ class SchedulerStateMachine:
         self._timer = timer
         self.snapshot = ClusterSnapshot()
         self.inventory = NodeInventory(self.snapshot)
+        self.claims = ClaimsView(self.inventory.devices)
+        self.snapshot.claims = self.claims
         self.book = PodBook()
         self.queue = SchedulingQueue()
         self.stats = WakeStats()
@@ -161,6 +171,18 @@ class SchedulerStateMachine:
             self.book.place(uid, node, {}, assumed=False)
             return
         self.book.place(uid, node, placement.devices, assumed=False)
+        if same:
+            self._hold_recorded(uid, recorded.get("claims"))
+            if group is not None and not self.claims.holds(group.key):
+                placed = group.obj.status.get("placement")
+                self._hold_recorded(group.key, placed.get("claims") if isinstance(placed, Mapping) else None)
+
+    def _hold_recorded(self, owner: str, records: object) -> None:
+        """Hold again the shares and reached devices of allocations recorded in a status."""
+        if not isinstance(records, list) or not records:
+            return
+        allocations = [allocation_from_record(record, self.inventory.devices) for record in records]
+        self.claims.hold(owner, [allocation for allocation in allocations if allocation is not None])
 
     def _restore_proposal(self, group: GroupRecord, proposal: Mapping[str, Any]) -> None:
         """Assume again a placement that was waiting for its claims when the last leader stopped."""
@@ -201,6 +223,9 @@ class SchedulerStateMachine:
             return
         for placement in placements:
             self.book.place(placement.pod_uid, placement.node_name, placement.devices, assumed=True)
+            recorded = (proposal.get("pods") or {}).get(placement.pod_name) or {}
+            self._hold_recorded(placement.pod_uid, recorded.get("claims"))
+        self._hold_recorded(group.key, proposal.get("claims"))
         count = len(group.pending) + len(group.placed)
         self.queue.hold_for_claims(self.book.core_group(group), pod_count=count, pending_since=proposed_at)
         self._await_claims(group, decision, proposed_at)
@@ -297,6 +322,7 @@ class SchedulerStateMachine:
             self.book.remove_pod(uid)
             if holds_room:
                 self._unbind(uid, cause)
+            self._release_idle_group_claims(pod.group_key)
             self._refresh(pod.group_key)
         elif kind == "PodGroup":
             group = self.book.groups.get(key)
@@ -306,6 +332,7 @@ class SchedulerStateMachine:
             self._nominations.pop(key, None)
             if group.awaiting_claims is not None:
                 self._forget(group, group.awaiting_claims, cause)
+            self._release_group_claims(key)
             self.book.remove_group(key)
             self.queue.remove(key)
         elif kind == "Workload":
@@ -325,6 +352,7 @@ class SchedulerStateMachine:
 
     def _pods_finished(self, uids: Iterable[str], phase: PodPhase, cause: str | None) -> None:
         broken: set[str] = set()
+        touched: set[str] = set()
         for uid in uids:
             pod = self.book.pods.get(uid)
             if pod is None:
@@ -333,11 +361,14 @@ class SchedulerStateMachine:
             if self.book.finish(uid, phase) is None:
                 continue
             self._unbind(uid, cause)
+            touched.add(pod.group_key)
             if phase != PodPhase.SUCCEEDED and not was_evicting:
                 broken.add(pod.group_key)
         for key in sorted(broken):
             self._maybe_restart(key, cause)
             self._refresh(key)
+        for key in sorted(touched):
+            self._release_idle_group_claims(key)
 
     def _nominate(self, event: Nominated) -> None:
         key = self.book.group_uids.get(event.podgroup_uid)
@@ -447,6 +478,12 @@ class SchedulerStateMachine:
             return None
         self._release(key)
         core = self.book.core_group(group)
+        if group.has_claims and not group.standalone and not self.claims.holds(key):
+            claims = group_claim_specs(
+                group.namespace, group.obj.spec.get("resourceClaims") or [], self._templates()
+            )
+            if claims:
+                core = dataclasses.replace(core, claims=claims)
         cause = group.cause if group.attempts == 0 else (self._capacity_cause or group.cause)
         pending = len(group.pending)
         started = self._timer() if self._timer is not None else 0.0
@@ -482,6 +519,8 @@ class SchedulerStateMachine:
         self.snapshot.apply(decision)
         for placement in decision.placements:
             self.book.place(placement.pod_uid, placement.node_name, placement.devices, assumed=True)
+        for owner, allocations in (decision.claims or {}).items():
+            self.claims.hold(owner or group.key, allocations)
         group.unschedulable_attempts = 0
         group.preemption_requested = False
         self._nominations.pop(group.key, None)
@@ -491,7 +530,7 @@ class SchedulerStateMachine:
             return dataclasses.replace(
                 ran,
                 claims=self._claim_names(group),
-                proposal_status=_proposal_status(decision, now),
+                proposal_status=_proposal_status(decision, now, self._claim_records(group, decision)),
                 condition_false=not group.scheduled,
             )
         self.queue.done(decision, now=now)
@@ -526,6 +565,7 @@ class SchedulerStateMachine:
         return None
 
     def _bind(self, group: GroupRecord, decision: CycleDecision, cause: str | None) -> Binding:
+        records = self._claim_records(group, decision)
         for placement in decision.placements:
             self.book.confirm(placement.pod_uid)
             group.placement[placement.pod_name] = {
@@ -533,6 +573,10 @@ class SchedulerStateMachine:
                 "node": placement.node_name,
                 "devices": {cls: list(names) for cls, names in placement.devices.items()},
             }
+            if placement.pod_uid in records:
+                group.placement[placement.pod_name]["claims"] = records[placement.pod_uid]
+        if "" in records:
+            group.claims = records[""]
         self.snapshot.confirm(decision)
         domain = decision.domain if decision.domain is not None and decision.domain.key else None
         if group.domain is None:
@@ -543,7 +587,7 @@ class SchedulerStateMachine:
             group=self._ref(group),
             placements=decision.placements,
             domain=group.domain,
-            placement_status=_placement_status(group.domain, group.placement),
+            placement_status=_placement_status(group.domain, group.placement, group.claims),
             first=first,
             cause=cause,
         )
@@ -553,6 +597,8 @@ class SchedulerStateMachine:
             if self.snapshot.is_assumed(placement.pod_uid):
                 self._unbind(placement.pod_uid, cause)
             self.book.unplace(placement.pod_uid)
+        if "" in (decision.claims or {}):
+            self._release_group_claims(group.key)
 
     def _preemption_wanted(self, group: GroupRecord, priority: int) -> int | None:
         """Ask the preemptor once per unschedulable spell, when lower-priority pods hold capacity."""
@@ -614,11 +660,14 @@ class SchedulerStateMachine:
         for key in sorted(broken):
             self._maybe_restart(key, cause)
             self._refresh(key)
+            self._release_idle_group_claims(key)
 
     # -- capacity and wake-ups ----------------------------------------------------------------------------
 
     def _unbind(self, uid: str, cause: str | None) -> None:
         placement = self.snapshot.unbind(uid)
+        if self.claims.release(uid):
+            self._wake_all = True  # shares and reached devices are no capacity the hints know of
         if placement is None:
             return
         self._freed.add(placement)
@@ -700,17 +749,55 @@ class SchedulerStateMachine:
 
     def _request(self, pod: ApiObject) -> PodRequest:
         devices: dict[str, int] = {}
+        claims: tuple[ClaimSpec, ...] = ()
         if pod.spec.get("resourceClaims"):
             name = pod_group_name(pod)
             group = self.book.groups.get(f"{pod.namespace}/{name}") if name else None
+            group_claims = (group.obj.spec.get("resourceClaims") or []) if group else []
+            templates = self._templates()
             devices = claim_devices(
                 pod.namespace,
                 pod.spec.get("resourceClaims") or [],
-                (group.obj.spec.get("resourceClaims") or []) if group else [],
-                {key: template.spec for key, template in self._claim_templates.items()},
+                group_claims,
+                templates,
                 self.inventory.node_classes,
             )
-        return pod_request(pod, self.inventory.catalog.extended_resources, devices)
+            claims = pod_claim_specs(
+                pod.namespace, pod.spec.get("resourceClaims") or [], group_claims, templates
+            )
+        return pod_request(pod, self.inventory.catalog.extended_resources, devices, claims)
+
+    def _templates(self) -> dict[str, Mapping[str, Any]]:
+        return {key: template.spec for key, template in self._claim_templates.items()}
+
+    def _claim_records(self, group: GroupRecord, decision: CycleDecision) -> dict[str, list[dict[str, Any]]]:
+        """The decision's allocations as recorded in statuses and events, by pod uid (`""`: the group's)."""
+        records: dict[str, list[dict[str, Any]]] = {}
+        names = {placement.pod_uid: placement.pod_name for placement in decision.placements}
+        for owner, allocations in (decision.claims or {}).items():
+            owner_name = names.get(owner, "") if owner else group.obj.name
+            records[owner] = [
+                allocation_record(allocation, resource_claim_name(owner_name, allocation.claim))
+                for allocation in allocations
+                if allocation.claim != EXTENDED_RESOURCES_CLAIM
+            ]
+        return records
+
+    def _release_group_claims(self, key: str) -> None:
+        if self.claims.release(key):
+            self._wake_all = True
+
+    def _release_idle_group_claims(self, key: str) -> None:
+        """A PodGroup's claims are released once none of its pods holds room any more."""
+        if not self.claims.holds(key):
+            return
+        group = self.book.groups.get(key)
+        if group is not None and group.awaiting_claims is not None:
+            return
+        if all(pod.node is None or pod.phase in TERMINAL for pod in self.book.members(key)):
+            self._release_group_claims(key)
+            if group is not None:
+                group.claims = []
 
     def _pods_with_claims(self) -> list[PodRecord]:
         return [pod for pod in self.book.pods.values() if pod.obj.spec.get("resourceClaims")]
@@ -741,32 +828,45 @@ def _pod_key(pod: PodRecord) -> PodKey:
 
 
 def _placement_status(
-    domain: TopologyDomainRef | None, pods: Mapping[str, Mapping[str, object]]
+    domain: TopologyDomainRef | None,
+    pods: Mapping[str, Mapping[str, object]],
+    claims: list[dict[str, Any]] | None = None,
 ) -> dict[str, object]:
-    """`status.placement` of a PodGroup: its domain, its nodes, and each pod's node and devices."""
-    return {
+    """`status.placement` of a PodGroup: its domain, its nodes, each pod's node, devices and claims, and
+    the devices of the PodGroup's own claims."""
+    status: dict[str, object] = {
         "domain": {"key": domain.key, "value": domain.value} if domain is not None else None,
         "nodes": sorted({str(pod["node"]) for pod in pods.values()}),
         "pods": {name: dict(pod) for name, pod in sorted(pods.items())},
     }
+    if claims:
+        status["claims"] = claims
+    return status
 
 
-def _proposal_status(decision: CycleDecision, now: float) -> dict[str, object]:
-    """`status.proposal` of a PodGroup: a placement waiting for its claims, and since when."""
+def _proposal_status(
+    decision: CycleDecision, now: float, claims: Mapping[str, list[dict[str, Any]]]
+) -> dict[str, object]:
+    """`status.proposal` of a PodGroup: a placement waiting for its claims, and since when, with the exact
+    devices proposed for each pod's claims and for the PodGroup's."""
     domain = decision.domain if decision.domain is not None and decision.domain.key else None
-    pods = {
-        placement.pod_name: {
+    pods: dict[str, dict[str, object]] = {}
+    for placement in decision.placements:
+        pods[placement.pod_name] = {
             "uid": placement.pod_uid,
             "node": placement.node_name,
             "devices": {cls: list(names) for cls, names in placement.devices.items()},
         }
-        for placement in decision.placements
-    }
-    return {
+        if claims.get(placement.pod_uid):
+            pods[placement.pod_name]["claims"] = claims[placement.pod_uid]
+    status: dict[str, object] = {
         "proposedAt": _rfc3339(now),
         "domain": {"key": domain.key, "value": domain.value} if domain is not None else None,
         "pods": dict(sorted(pods.items())),
     }
+    if claims.get(""):
+        status["claims"] = claims[""]
+    return status
 
 
 def _rfc3339(seconds: float) -> str:

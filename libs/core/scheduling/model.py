@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from libs.core.dra.allocator import ClaimAllocation
+    from libs.core.dra.claims import ClaimSpec
 
 ZONE_KEY = "topology.kubernetes.io/zone"
 BLOCK_KEY = "topology.example.com/block"
@@ -60,6 +64,7 @@ class NodeFilterReason(StrEnum):
     SELECTOR_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
     INSUFFICIENT = "Insufficient {resource}"
     TOO_MANY_PODS = "Too many pods"
+    CLAIMS = "cannot allocate all claims"
 
 
 class GangReason(StrEnum):
@@ -124,7 +129,9 @@ class PodShape:
     and are placed in bulk.
 
     `primary` is the dimension nodes and domains are packed by: the device class the pod asks most of
-    (ties by name), or free CPU cores for a pod that asks for no device.
+    (ties by name), or free CPU cores for a pod that asks for no device. `claims` are the pod's own
+    ResourceClaims (from templates): `devices` then counts the whole devices they surely need (a screen),
+    and the DRA allocation search decides the exact devices.
     """
 
     cpu_milli: int
@@ -135,6 +142,7 @@ class PodShape:
     scheduler_name: str
     primary: str = field(compare=False)
     primary_request: int = field(compare=False)
+    claims: tuple[ClaimSpec, ...] = ()
 
     @classmethod
     def of(
@@ -145,6 +153,7 @@ class PodShape:
         node_selector: Mapping[str, str],
         tolerations: tuple[Toleration, ...],
         scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+        claims: tuple[ClaimSpec, ...] = (),
     ) -> PodShape:
         """The shape of a pod with these requests (zero device counts dropped, mappings sorted).
 
@@ -152,7 +161,7 @@ class PodShape:
         """
         wanted = tuple(sorted((name, count) for name, count in devices.items() if count > 0))
         selector = tuple(sorted(node_selector.items()))
-        return _interned_shape(cpu_milli, memory, wanted, selector, tolerations, scheduler_name)
+        return _interned_shape(cpu_milli, memory, wanted, selector, tolerations, scheduler_name, claims)
 
 
 @lru_cache(maxsize=4096)
@@ -163,13 +172,22 @@ def _interned_shape(
     node_selector: tuple[tuple[str, str], ...],
     tolerations: tuple[Toleration, ...],
     scheduler_name: str,
+    claims: tuple[ClaimSpec, ...] = (),
 ) -> PodShape:
     if devices:
         primary, primary_request = min(devices, key=lambda item: (-item[1], item[0]))
     else:
         primary, primary_request = CPU_DIMENSION, cpu_milli // 1000
     return PodShape(
-        cpu_milli, memory, devices, node_selector, tolerations, scheduler_name, primary, primary_request
+        cpu_milli,
+        memory,
+        devices,
+        node_selector,
+        tolerations,
+        scheduler_name,
+        primary,
+        primary_request,
+        claims,
     )
 
 
@@ -178,7 +196,7 @@ class PodRequest:
     """One pod to place: its requests, node selector, tolerations and scheduler name.
 
     `devices` counts whole devices per DeviceClass (`nvidia.com/gpu: 2` arrives as the class whose
-    `extendedResourceName` is `nvidia.com/gpu`).
+    `extendedResourceName` is `nvidia.com/gpu`); `claims` are its own ResourceClaims (see `PodShape`).
     """
 
     uid: str
@@ -189,6 +207,7 @@ class PodRequest:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    claims: tuple[ClaimSpec, ...] = ()
     shape: PodShape = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -199,6 +218,7 @@ class PodRequest:
             self.node_selector,
             self.tolerations,
             self.scheduler_name,
+            self.claims,
         )
         object.__setattr__(self, "shape", shape)
 
@@ -221,7 +241,8 @@ class PodGroup:
     `gang_min_count` is None for a `basic` group. `topology_key` is the hard constraint
     (`schedulingConstraints.topology[0].key`); `preferred_topology` the `podway.io/topology-preferred`
     levels, tightest first. `assigned_domain` is the domain chosen by the cycle that placed the gang: pods
-    added later join it.
+    added later join it. `claims` are the PodGroup's own ResourceClaims, shared by all its pods: their
+    devices must be reachable from every node of the gang (a rack fabric keeps it in the rack).
     """
 
     namespace: str
@@ -236,6 +257,7 @@ class PodGroup:
     max_pending_seconds: float | None = None
     gang_restart: GangRestartPolicy = GangRestartPolicy.NEVER
     assigned_domain: TopologyDomainRef | None = None
+    claims: tuple[ClaimSpec, ...] = ()
     key: str = field(init=False, repr=False, compare=False)
     """`namespace/name`."""
 
@@ -336,6 +358,8 @@ class CycleDecision:
     unplaced: tuple[str, ...]
     unschedulable: Unschedulable | None
     decided_at: float
+    claims: Mapping[str, tuple[ClaimAllocation, ...]] | None = None
+    """Exact devices of the claims, by pod uid for a pod's own claims and by `""` for the PodGroup's."""
 
     @property
     def result(self) -> CycleResult:

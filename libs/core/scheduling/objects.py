@@ -15,7 +15,8 @@ from typing import Any
 
 from libs.api.annotations import effective_annotations, gang_restart, max_pending_seconds, topology_preferred
 from libs.api.quantity import QuantityError, milli_value, value
-from libs.core.dra.requests import extended_resource_devices
+from libs.core.dra.claims import ClaimSpec
+from libs.core.dra.requests import extended_resource_devices, extended_resources_claim
 
 from .lifecycle import PodPhase
 from .model import (
@@ -170,15 +171,22 @@ def pod_priority(pod: ApiObject) -> int:
 
 
 def pod_request(
-    pod: ApiObject, extended_resources: Mapping[str, str], claim_devices: Mapping[str, int] | None = None
+    pod: ApiObject,
+    extended_resources: Mapping[str, str],
+    claim_devices: Mapping[str, int] | None = None,
+    claims: tuple[ClaimSpec, ...] = (),
 ) -> PodRequest:
     """What a pod asks for: the effective request of its containers (max of the init containers' and the
     containers' sum, plus overhead, as kube-scheduler computes it), its extended resources as devices of the
-    DeviceClasses serving them, and `claim_devices` (devices its own claims ask for)."""
+    DeviceClasses serving them, `claim_devices` (whole devices its own claims surely need) and its own
+    `claims`; with claims, its extended resources become one more claim, so one search picks every device."""
     totals = _effective_requests(pod.spec)
     devices = dict(claim_devices or {})
-    for device_class, count in extended_resource_devices(totals, extended_resources).items():
+    extended = extended_resource_devices(totals, extended_resources)
+    for device_class, count in extended.items():
         devices[device_class] = devices.get(device_class, 0) + count
+    if claims and extended:
+        claims = (*claims, extended_resources_claim(extended))
     return PodRequest(
         uid=pod.uid,
         name=pod.name,
@@ -188,6 +196,7 @@ def pod_request(
         node_selector=dict(pod.spec.get("nodeSelector") or {}),
         tolerations=tuple(_toleration(raw) for raw in pod.spec.get("tolerations") or []),
         scheduler_name=pod.spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME,
+        claims=claims,
     )
 
 

@@ -9,7 +9,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from libs.core.dra.allocator import ClaimAllocation
+
 from .capacity import NodeState
+from .claims import ClaimOverlay
 from .filters import NodeUsage, admits, fit_count
 from .model import CPU_DIMENSION, PodRequest, PodShape
 from .snapshot import ClusterSnapshot
@@ -68,7 +71,8 @@ class Scope(NamedTuple):
 class Take(NamedTuple):
     """`size` pods of a batch, from position `first` on, placed on one node.
 
-    `offsets[i]` is where the devices of the shape's i-th device class start in the node's free list.
+    `offsets[i]` is where the devices of the shape's i-th device class start in the node's free list;
+    for a shape with claims, `claims` holds each pod's allocations instead.
     """
 
     node: NodeState
@@ -76,6 +80,7 @@ class Take(NamedTuple):
     first: int
     size: int
     offsets: tuple[int, ...]
+    claims: list[tuple[ClaimAllocation, ...]] | None = None
 
 
 class Found(NamedTuple):
@@ -93,6 +98,7 @@ def search(
     required: int,
     *,
     all_or_none: bool = False,
+    reach: Reach | None = None,
 ) -> Found | None:
     """The tightest domain of the scope whose nodes fit every pod, else the one fitting the most.
 
@@ -103,6 +109,7 @@ def search(
     `all_or_none` says the caller only wants a domain fitting every pod (how close the others came does
     not matter to it): a domain whose nodes cannot hold every pod by their free count of the primary
     dimension is then passed over without planning its nodes, so a partial answer may not be the closest.
+    `reach` limits the nodes to those reaching the PodGroup's claim devices, taken before any pod's.
     """
     total = demand.pods
     best: Found | None = None
@@ -112,7 +119,7 @@ def search(
         if _holds(domain, demand):
             if prune is not None and _too_few_slots(snapshot, domain, prune, total):
                 continue
-            takes, placed = plan(snapshot, domain, batches)
+            takes, placed = plan(snapshot, domain, batches, reach)
             if scope.within_key is not None and not _within(scope.within_key, takes):
                 continue
             if placed == total:
@@ -124,7 +131,7 @@ def search(
     # 2. Otherwise the domain fitting the most pods, tightest first among equals.
     for domain in _candidates(snapshot, scope, batches, floor):
         if _holds(domain, floor):
-            takes, placed = plan(snapshot, domain, batches)
+            takes, placed = plan(snapshot, domain, batches, reach)
             if (scope.within_key is None or _within(scope.within_key, takes)) and (
                 best is None or placed > best.placed
             ):
@@ -199,19 +206,34 @@ def _within(key: str, takes: Sequence[Take]) -> bool:
     return len(values) == 1 and None not in values
 
 
+class Reach(NamedTuple):
+    """The PodGroup's claim allocations and the nodes that reach their devices (None: every node)."""
+
+    allocations: tuple[ClaimAllocation, ...]
+    nodes: frozenset[str] | None
+
+
 def plan(
-    snapshot: ClusterSnapshot, domain: TopologyDomain, batches: Sequence[Batch]
+    snapshot: ClusterSnapshot, domain: TopologyDomain, batches: Sequence[Batch], reach: Reach | None = None
 ) -> tuple[list[Take], int]:
     """Exact per-node fit inside a domain: each batch fills nodes tightest first, in bulk per node.
 
     Nodes come by ascending free count of the shape's primary dimension, then by name; each takes as many
     pods as fit (`fit_count`). Capacity taken by earlier batches is tracked in a cycle-local usage table;
-    with a single batch each node is visited once and no table is needed.
+    with a single batch each node is visited once and no table is needed. Pods with claims fit as many as
+    the allocation search finds devices for, one after the other, in an overlay of the plan's own.
     """
     nodes = snapshot.nodes_by_name
     usage: dict[str, NodeUsage] | None = {} if len(batches) > 1 else None
     takes: list[Take] = []
     placed = 0
+    view = snapshot.claims
+    overlay: ClaimOverlay | None = None
+    if view is not None and (reach is not None or any(batch.shape.claims for batch in batches)):
+        overlay = ClaimOverlay()
+        if reach is not None:
+            overlay.take(reach.allocations)
+    allowed = reach.nodes if reach is not None else None
     for batch in batches:
         shape = batch.shape
         index = domain.node_index.get(shape.primary)
@@ -223,7 +245,10 @@ def plan(
         first = 0
         filtered = bool(shape.node_selector)
         no_offsets = (0,) * len(shape.devices)
+        claims = shape.claims if view is not None else ()
         for name in index.at_least(shape.primary_request):
+            if allowed is not None and name not in allowed:
+                continue
             node = nodes[name]
             if (filtered or node.unschedulable or node.blocking_taints) and not admits(shape, node):
                 continue
@@ -235,7 +260,15 @@ def plan(
             offsets = (
                 no_offsets if used is None else tuple(used.devices.get(cls, 0) for cls, _ in shape.devices)
             )
-            takes.append(_new_tuple(Take, (node, batch, first, size, offsets)))
+            if claims:
+                assert view is not None
+                found = view.fit(claims, node, overlay, size)
+                if not found:
+                    continue
+                size = len(found)
+                takes.append(_new_tuple(Take, (node, batch, first, size, offsets, found)))
+            else:
+                takes.append(_new_tuple(Take, (node, batch, first, size, offsets, None)))
             if usage is not None:
                 _charge(usage, name, shape, size)
             first += size

@@ -17,6 +17,7 @@ from .capacity import (
     node_counts,
     take,
 )
+from .claims import ClaimsView
 from .model import (
     CPU_DIMENSION,
     DEFAULT_TOPOLOGY_KEYS,
@@ -72,6 +73,8 @@ class ClusterSnapshot:
         self._tally: NodeTally | None = None
         self._decided: tuple[CycleDecision, int] | None = None
         self.version = 0
+        self.claims: ClaimsView | None = None
+        """The DRA device inventory and allocations, when pods may have claims."""
         self._memo: dict[Hashable, Any] = {}
         self._memo_version = 0
         self._build(nodes)

@@ -15,7 +15,18 @@ from libs.db import migrate
 from libs.db.engine import create_engine
 from libs.db.schema import metadata
 
-TABLES = {"nominations", "objects", "conditions", "leases", "pod_bindings", "outbox", "events", "inbox"}
+TABLES = {
+    "device_allocations",
+    "device_capacity",
+    "nominations",
+    "objects",
+    "conditions",
+    "leases",
+    "pod_bindings",
+    "outbox",
+    "events",
+    "inbox",
+}
 
 
 async def _tables(url: str) -> set[str]:

@@ -6,6 +6,7 @@ from libs.events.catalogue import EventType, RpcSubject
 from libs.messaging.permissions import USERS, emitted_subjects, render, user
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
+from services.dra_allocator.app import DraAllocatorService
 from services.llm_router.app import WORK_CONSUMER
 from services.node_agent.app import NodeAgentService
 from services.node_agent.settings import NodeAgentSettings
@@ -51,6 +52,7 @@ def test_each_service_user_owns_the_durables_its_service_creates(tmp_path: Path)
     assert {c.name for c in admission.consumers} == durables("admission")
     assert {agent.consumer.name} == durables("node_agent")
     assert {SchedulerService.name} == durables("scheduler")
+    assert {DraAllocatorService.name} == durables("dra_allocator")
     assert {WORK_CONSUMER} == durables("llm_router")
 
 

@@ -203,7 +203,9 @@ async def test_a_new_leader_loads_the_nominations_in_force_and_the_pods_being_de
 
 
 async def test_a_proposal_is_recorded_with_its_placement_and_cleared_when_it_is_refused(uow_factory):
-    group = podgroup("g", min_count=2, claims=[{"name": "fabric", "resourceClaimTemplateName": "f"}])
+    group = podgroup(
+        "g", min_count=2, claims=[{"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}]
+    )
     objects = [*cluster(SMALL), workload(), group, *gang("g", 2, gpus=8)]
     await store(uow_factory, objects)
     fence = await lease(uow_factory)

@@ -20,6 +20,26 @@ GPU_CLASS = {
 }
 
 
+FABRIC_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "fabric.example.com"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "fabric.example.com"'}}]},
+}
+RACK_FABRIC_TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "rack-fabric", "namespace": "ml"},
+    "spec": {
+        "spec": {
+            "devices": {
+                "requests": [{"name": "fabric", "exactly": {"deviceClassName": "fabric.example.com"}}]
+            }
+        }
+    },
+}
+
+
 def stored(manifest: dict[str, Any], *, uid: str | None = None) -> ApiObject:
     """An object as admission would store it: with a uid and a creation time."""
     metadata = {"uid": uid or str(uuid.uuid4()), "creationTimestamp": "2026-11-30T12:00:00Z"}
@@ -28,10 +48,13 @@ def stored(manifest: dict[str, Any], *, uid: str | None = None) -> ApiObject:
 
 
 def cluster(shape: ClusterShape | None = None) -> list[ApiObject]:
-    """The GPU DeviceClass, then every Node and ResourceSlice of a generated cluster."""
+    """The GPU and fabric DeviceClasses, then every Node and ResourceSlice of a generated cluster (a
+    fabric device per rack), and the `rack-fabric` ResourceClaimTemplate of namespace `ml`."""
     docs = [
         GPU_CLASS,
+        FABRIC_CLASS,
         *generate_cluster(shape or ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)),
+        RACK_FABRIC_TEMPLATE,
     ]
     return [stored(doc) for doc in docs]
 

@@ -1,0 +1,300 @@
+"""Between the claim ledger and the database: the ledger a new leader loads, and a pass's outputs written in
+one transaction (device rows, ResourceClaims, owners' claim statuses, events).
+
+A committed claim is a ResourceClaim named after its owner (`<pod>-<claim>`, `<podgroup>-<claim>`), owned by
+it, with the template's spec, `status.allocation` and `status.reservedFor`; the owner's
+`status.resourceClaimStatuses` names it. A released claim keeps its object with an empty status (nothing
+allocated, nothing reserving it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from libs.core.dra.ledger import (
+    ClaimLedger,
+    ClaimOwner,
+    ClaimsCommitted,
+    ClaimsRefused,
+    ClaimsReleased,
+    HeldClaim,
+    LedgerOutput,
+    Proposal,
+    ProposedClaim,
+)
+from libs.core.dra.records import allocation_from_record
+from libs.core.scheduling.objects import STANDALONE_PREFIX
+from libs.db.ports import UnitOfWork
+from libs.db.records import DeviceHold, DeviceShare, JsonObject, ObjectDraft, StoredObject
+from libs.events.envelope import AggregateRef, Envelope, EventPayload
+from libs.events.scheduling import ClaimAllocation, ClaimsAllocated, ClaimsAllocationFailed, PodGroupRef
+from libs.events.scheduling import ClaimsReleased as ClaimsReleasedEvent
+
+PRODUCER = "dra-allocator"
+RESOURCE_API = "resource.k8s.io/v1"
+POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+"""Annotation of a claim made from a template: its name in the owner's `resourceClaims` (as upstream)."""
+GROUP_UID = "podway.io/podgroup-uid"
+"""Annotation of a claim: the PodGroup (or standalone pod) it was allocated with."""
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+# -- loading -----------------------------------------------------------------------------------------------
+
+
+async def load_ledger(uow: UnitOfWork) -> ClaimLedger:
+    """Devices, allocated claims (those whose reservations ended are released in the first pass), and the
+    placements still waiting for their claims (`status.proposal` of PodGroups)."""
+    ledger = ClaimLedger()
+    for stored in await uow.objects.find("ResourceSlice"):
+        ledger.inventory.put_slice(stored.name, stored.spec)
+    live_by_group: dict[str, set[str]] = {}
+    live: set[str] = set()
+    for pod in await uow.objects.find("Pod"):
+        if pod.status.get("phase") in FINISHED_PHASES or pod.deletion_requested_at is not None:
+            continue
+        live.add(pod.uid)
+        group = (pod.spec.get("schedulingGroup") or {}).get("podGroupName")
+        if group:
+            live_by_group.setdefault(f"{pod.namespace}/{group}", set()).add(pod.uid)
+    groups = await uow.objects.find("PodGroup")
+    group_keys = {group.uid: f"{group.namespace}/{group.name}" for group in groups}
+    ended: list[str] = []
+    orphans: list[HeldClaim] = []
+    for stored in await uow.objects.find("ResourceClaim"):
+        held = _held_claim(stored, ledger)
+        if held is None:
+            continue
+        if held.owner.kind == "Pod":
+            ledger.restore(held, [held.owner.uid] if held.owner.uid in live else [])
+            if held.owner.uid not in live:
+                ended.append(held.owner.uid)
+            continue
+        members = live_by_group.get(group_keys.get(held.group_uid, ""), set())
+        ledger.restore(held, members)
+        if not members:
+            orphans.append(held)
+    ledger.pods_ended(ended)
+    ledger.release(orphans)
+    for group in groups:
+        proposal = group.status.get("proposal")
+        if isinstance(proposal, Mapping):
+            ledger.propose(_proposal_of_status(group, proposal))
+    return ledger
+
+
+def _held_claim(stored: StoredObject, ledger: ClaimLedger) -> HeldClaim | None:
+    allocation = (stored.status.get("allocation") or {}).get("devices") or {}
+    results = allocation.get("results") or []
+    owners = stored.metadata.get("ownerReferences") or []
+    if not results or not owners:
+        return None
+    found = allocation_from_record(
+        {"devices": results}, ledger.inventory, key=f"{stored.namespace}/{stored.name}"
+    )
+    if found is None:
+        return None
+    owner = owners[0]
+    annotations = stored.metadata.get("annotations") or {}
+    return HeldClaim(
+        stored.namespace,
+        stored.name,
+        str(annotations.get(POD_CLAIM_NAME) or ""),
+        ClaimOwner(str(owner.get("kind")), str(owner.get("name")), str(owner.get("uid"))),
+        str(annotations.get(GROUP_UID) or owner.get("uid")),
+        found,
+        tuple(results),
+    )
+
+
+def _proposal_of_status(group: StoredObject, proposal: Mapping[str, Any]) -> Proposal:
+    claims: list[ProposedClaim] = []
+    pods = proposal.get("pods") or {}
+    for pod_name, pod in sorted(pods.items()):
+        owner = ClaimOwner("Pod", pod_name, str(pod.get("uid") or ""))
+        claims += [_proposed(record, owner) for record in pod.get("claims") or []]
+    owner = ClaimOwner("PodGroup", group.name, group.uid)
+    claims += [_proposed(record, owner) for record in proposal.get("claims") or []]
+    pod_uids = tuple(str(pod.get("uid") or "") for _, pod in sorted(pods.items()))
+    return Proposal(group.namespace, group.name, group.uid, pod_uids, tuple(claims))
+
+
+def _proposed(record: Mapping[str, Any], owner: ClaimOwner) -> ProposedClaim:
+    return ProposedClaim(
+        str(record.get("resourceClaimName") or ""),
+        str(record.get("name") or ""),
+        owner,
+        tuple(record.get("devices") or ()),
+    )
+
+
+# -- writing -----------------------------------------------------------------------------------------------
+
+
+async def write_outputs(uow: UnitOfWork, outputs: Iterable[LedgerOutput], *, now: datetime) -> None:
+    """Write a pass's outputs in the caller's unit of work (the caller commits). A device the database
+    refuses (held, or short of capacity) raises ConflictError: the pass is lost and the ledger reloaded."""
+    writer = _Writer(uow, now)
+    for output in outputs:
+        if isinstance(output, ClaimsReleased):
+            await writer.released(output)
+        elif isinstance(output, ClaimsCommitted):
+            await writer.committed(output)
+        elif isinstance(output, ClaimsRefused):
+            writer.emit(
+                output.proposal.group_uid,
+                _subject(output.proposal),
+                ClaimsAllocationFailed(podgroup=_group_ref(output.proposal), reason=output.reason),
+            )
+    await writer.flush()
+
+
+class _Writer:
+    def __init__(self, uow: UnitOfWork, now: datetime) -> None:
+        self.uow = uow
+        self.now = now
+        self._objects: dict[tuple[str, str, str], StoredObject | None] = {}
+        self._statuses: dict[str, tuple[StoredObject, JsonObject]] = {}
+
+    async def committed(self, committed: ClaimsCommitted) -> None:
+        proposal = committed.proposal
+        for claim in committed.claims:
+            holds, shares = _device_rows(claim)
+            await self.uow.device_allocations.hold(claim.key, holds, shares)
+            await self.uow.objects.upsert(await self._claim_object(claim))
+            await self._name_in_owner(claim)
+        allocations = [
+            ClaimAllocation(
+                claim=claim.name,
+                name=claim.ref,
+                pod=claim.owner.name if claim.owner.kind == "Pod" else None,
+                pod_uid=claim.owner.uid if claim.owner.kind == "Pod" else None,
+                devices=[dict(device) for device in claim.devices],
+            )
+            for claim in committed.claims
+        ]
+        self.emit(
+            proposal.group_uid,
+            _subject(proposal),
+            ClaimsAllocated(podgroup=_group_ref(proposal), allocations=allocations),
+        )
+
+    async def released(self, released: ClaimsReleased) -> None:
+        for claim in released.claims:
+            _, shares = _device_rows(claim)
+            await self.uow.device_allocations.release(claim.key, shares)
+            stored = await self._get("ResourceClaim", claim.namespace, claim.name)
+            if stored is not None and stored.status:
+                self._statuses[stored.uid] = (stored, {})
+        group = next((claim.owner for claim in released.claims if claim.owner.kind == "PodGroup"), None)
+        self.emit(
+            released.group_uid,
+            None,
+            ClaimsReleasedEvent(
+                claims=[claim.name for claim in released.claims],
+                podgroup=PodGroupRef(namespace=released.namespace, name=group.name, uid=group.uid)
+                if group is not None
+                else None,
+            ),
+        )
+
+    async def _claim_object(self, claim: HeldClaim) -> ObjectDraft:
+        owner = claim.owner
+        reserved = "podgroups" if owner.kind == "PodGroup" else "pods"
+        api_version = "scheduling.k8s.io/v1alpha2" if owner.kind == "PodGroup" else "v1"
+        return ObjectDraft(
+            kind="ResourceClaim",
+            api_version=RESOURCE_API,
+            namespace=claim.namespace,
+            name=claim.name,
+            spec=await self._template_spec(claim),
+            metadata={
+                "name": claim.name,
+                "namespace": claim.namespace,
+                "annotations": {POD_CLAIM_NAME: claim.ref, GROUP_UID: claim.group_uid},
+                "ownerReferences": [
+                    {
+                        "apiVersion": api_version,
+                        "kind": owner.kind,
+                        "name": owner.name,
+                        "uid": owner.uid,
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            status={
+                "allocation": {
+                    "devices": {"results": [dict(device) for device in claim.devices]},
+                    "allocationTimestamp": self.now.isoformat(),
+                },
+                "reservedFor": [{"resource": reserved, "name": owner.name, "uid": owner.uid}],
+            },
+        )
+
+    async def _template_spec(self, claim: HeldClaim) -> JsonObject:
+        """The spec of the template the owner names for this claim (empty when it is gone)."""
+        owner = await self._get(claim.owner.kind, claim.namespace, claim.owner.name)
+        if owner is None:
+            return {}
+        reference = next(
+            (ref for ref in owner.spec.get("resourceClaims") or [] if ref.get("name") == claim.ref), None
+        )
+        template_name = (reference or {}).get("resourceClaimTemplateName")
+        template = await self._get("ResourceClaimTemplate", claim.namespace, str(template_name))
+        return dict((template.spec.get("spec") or {}) if template is not None else {})
+
+    async def _name_in_owner(self, claim: HeldClaim) -> None:
+        """`status.resourceClaimStatuses` of the owner names the claim made for it."""
+        owner = await self._get(claim.owner.kind, claim.namespace, claim.owner.name)
+        if owner is None or owner.uid != claim.owner.uid:
+            return
+        current = self._statuses.get(owner.uid, (owner, owner.status))[1]
+        entries = [
+            entry for entry in current.get("resourceClaimStatuses") or [] if entry.get("name") != claim.ref
+        ]
+        entries.append({"name": claim.ref, "resourceClaimName": claim.name})
+        self._statuses[owner.uid] = (owner, {**current, "resourceClaimStatuses": entries})
+
+    async def _get(self, kind: str, namespace: str, name: str) -> StoredObject | None:
+        key = (kind, namespace, name)
+        if key not in self._objects:
+            self._objects[key] = await self.uow.objects.get(kind, namespace, name)
+        return self._objects[key]
+
+    def emit(self, correlation: str, subject: AggregateRef | None, payload: EventPayload) -> None:
+        self.uow.emit(
+            Envelope.wrap(
+                payload, producer=PRODUCER, correlation_id=correlation, occurred_at=self.now, subject=subject
+            )
+        )
+
+    async def flush(self) -> None:
+        await self.uow.objects.update_statuses(list(self._statuses.values()))
+
+
+def _device_rows(claim: HeldClaim) -> tuple[list[DeviceHold], list[DeviceShare]]:
+    holds: list[DeviceHold] = []
+    shares: list[DeviceShare] = []
+    for result in claim.allocation.results:
+        device = result.device
+        holds.append(DeviceHold(device.id, result.request, exclusive=result.consumed is None))
+        for name, amount in (result.consumed or {}).items():
+            if amount:
+                shares.append(DeviceShare(device.id, name, device.capacity.get(name, 0), amount))
+    return holds, shares
+
+
+def _group_ref(proposal: Proposal) -> PodGroupRef:
+    return PodGroupRef(namespace=proposal.namespace, name=proposal.group_name, uid=proposal.group_uid)
+
+
+def _subject(proposal: Proposal) -> AggregateRef:
+    if proposal.group_name.startswith(STANDALONE_PREFIX):
+        name = proposal.group_name.removeprefix(STANDALONE_PREFIX)
+        return AggregateRef(kind="Pod", namespace=proposal.namespace, name=name, uid=proposal.group_uid)
+    return AggregateRef(
+        kind="PodGroup", namespace=proposal.namespace, name=proposal.group_name, uid=proposal.group_uid
+    )

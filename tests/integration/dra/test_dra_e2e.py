@@ -1,0 +1,136 @@
+"""DRA end to end on a real nats-server and database: admission, node agent, scheduler and DRA allocator
+in-process. A NUMA gang with a rack fabric is placed in one rack, its claims allocated before its pods are
+bound, and released when they finish; two pods share one GPU by capacity."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from libs.db.engine import create_engine, create_session_factory
+from libs.db.uow import unit_of_work_factory
+from services.dra_allocator.app import DraAllocatorService
+from tests.integration.scheduler.conftest import Stack, example
+from tests.integration.scheduler.conftest import stack as scheduling_stack  # noqa: F401  (a fixture)
+from tests.support import eventually
+
+NAMESPACE = "ml"
+SHARED_SLICE = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceSlice",
+    "metadata": {"name": "zone-0-b0-r0-n00-shared-gpu.example.com"},
+    "spec": {
+        "driver": "gpu.example.com",
+        "pool": {"name": "zone-0-b0-r0-n00-shared", "generation": 1, "resourceSliceCount": 1},
+        "nodeName": "zone-0-b0-r0-n00",
+        "devices": [
+            {
+                "name": "gpu-shared-0",
+                "attributes": {"model": {"string": "H200"}, "numaNode": {"int": 0}},
+                "capacity": {
+                    "cores": {"value": "1"},
+                    "memory": {"value": "141Gi", "requestPolicy": {"default": "0"}},
+                },
+                "allowMultipleAllocations": True,
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture
+async def stack(scheduling_stack: Stack) -> AsyncIterator[Stack]:  # noqa: F811
+    """The scheduling stack with the DRA allocator leading too."""
+    allocator = DraAllocatorService(scheduling_stack.settings)
+    await allocator.start()
+    await eventually(lambda: _leading(allocator), bool, timeout_s=20)
+    try:
+        yield scheduling_stack
+    finally:
+        await allocator.stop()
+
+
+async def _leading(allocator: DraAllocatorService) -> bool:
+    return allocator.world is not None
+
+
+async def pods_named(stack: Stack, prefix: str) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in await stack.client.get("Pod", namespace=NAMESPACE)
+        if p["metadata"]["name"].startswith(prefix)
+    ]
+
+
+def phases(pods: list[dict[str, Any]]) -> set[str]:
+    return {p.get("status", {}).get("phase") for p in pods}
+
+
+async def claims(stack: Stack) -> dict[str, dict[str, Any]]:
+    return {c["metadata"]["name"]: c for c in await stack.client.get("ResourceClaim", namespace=NAMESPACE)}
+
+
+async def test_a_numa_gang_with_a_rack_fabric_is_allocated_bound_and_released(stack: Stack):
+    await stack.client.apply(example("06-dra-numa-gang.yaml"))
+
+    running = await eventually(
+        lambda: pods_named(stack, "numa-train-worker-0-"),
+        lambda pods: len(pods) == 4 and phases(pods) == {"Running"},
+        timeout_s=30,
+    )
+
+    assert len({p["spec"]["nodeName"].rsplit("-n", 1)[0] for p in running}) == 1
+    allocated = await claims(stack)
+    assert sorted(allocated) == [
+        "numa-train-worker-0-0-gpus",
+        "numa-train-worker-0-1-gpus",
+        "numa-train-worker-0-2-gpus",
+        "numa-train-worker-0-3-gpus",
+        "numa-train-worker-0-fabric",
+    ]
+    rack = running[0]["spec"]["nodeName"].rsplit("-n", 1)[0]
+    (fabric,) = allocated["numa-train-worker-0-fabric"]["status"]["allocation"]["devices"]["results"]
+    assert fabric["pool"] == rack
+    for pod in running:
+        results = allocated[f"{pod['metadata']['name']}-gpus"]["status"]["allocation"]["devices"]["results"]
+        assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
+        assert len(results) == 2
+    story = [
+        e["type"] for e in (await stack.client.events(podgroup=f"{NAMESPACE}/numa-train-worker-0")).events
+    ]
+    assert story.index("placement.proposed") < story.index("claims.allocated") < story.index("pods.bound")
+
+    stack.agent_clock.advance(timedelta(seconds=31))
+    stack.agent.wake()
+    await eventually(
+        lambda: claims(stack), lambda found: all(not c.get("status") for c in found.values()), timeout_s=30
+    )
+    engine = create_engine(stack.settings.resolved_database_url())
+    try:
+        async with unit_of_work_factory(create_session_factory(engine))() as uow:
+            assert await uow.device_allocations.holders(f"fabric.example.com/{rack}/fabric") == []
+    finally:
+        await engine.dispose()
+
+
+async def test_two_pods_share_one_gpu_by_capacity(stack: Stack):
+    await stack.client.apply([SHARED_SLICE])
+    await stack.client.apply(example("07-dra-shared-gpu.yaml"))
+
+    await eventually(
+        lambda: pods_named(stack, "infer-"),
+        lambda pods: len(pods) == 2 and phases(pods) == {"Running"},
+        timeout_s=30,
+    )
+
+    allocated = await claims(stack)
+    devices = {
+        result["device"]: result["consumedCapacity"]
+        for name in ("infer-a-gpu", "infer-b-gpu")
+        for result in allocated[name]["status"]["allocation"]["devices"]["results"]
+    }
+    assert list(devices) == ["gpu-shared-0"]
+    assert devices["gpu-shared-0"]["gpu.example.com/cores"] == "400m"

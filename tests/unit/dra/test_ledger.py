@@ -1,0 +1,148 @@
+"""The allocator's ledger: proposals committed whole or refused whole, claims released with their pods."""
+
+from __future__ import annotations
+
+from libs.core.dra import DeviceClassInfo
+from libs.core.dra.ledger import (
+    ClaimLedger,
+    ClaimOwner,
+    ClaimsCommitted,
+    ClaimsRefused,
+    ClaimsReleased,
+    Proposal,
+    ProposedClaim,
+)
+
+from .builders import fabric_slice, gpu, node_slice
+
+
+def ledger() -> ClaimLedger:
+    found = ClaimLedger()
+    found.inventory.put_class(DeviceClassInfo("gpu.example.com", (), None))
+    found.inventory.put_slice("a", node_slice("a", [gpu("gpu-0"), gpu("gpu-1"), gpu("gpu-7", shared=True)]))
+    found.inventory.put_slice("r1", fabric_slice("r1"))
+    return found
+
+
+def device(name: str, *, pool: str = "a", driver: str = "gpu.example.com", **extra):
+    return {"request": "gpus", "driver": driver, "pool": pool, "device": name, **extra}
+
+
+def proposal(group: str, pods: dict[str, list[dict]], group_devices: list[dict] | None = None) -> Proposal:
+    claims = [
+        ProposedClaim(f"{pod}-gpus", "gpus", ClaimOwner("Pod", pod, f"uid-{pod}"), tuple(devices))
+        for pod, devices in pods.items()
+    ]
+    if group_devices:
+        claims.append(
+            ProposedClaim(
+                f"{group}-fabric",
+                "fabric",
+                ClaimOwner("PodGroup", group, f"uid-{group}"),
+                tuple(group_devices),
+            )
+        )
+    return Proposal("ml", group, f"uid-{group}", tuple(f"uid-{pod}" for pod in pods), tuple(claims))
+
+
+def test_a_proposal_on_free_devices_is_committed():
+    book = ledger()
+    book.propose(proposal("g", {"p0": [device("gpu-0")], "p1": [device("gpu-1")]}))
+
+    (committed,) = book.run_pass()
+
+    assert isinstance(committed, ClaimsCommitted)
+    assert [claim.name for claim in committed.claims] == ["p0-gpus", "p1-gpus"]
+    assert book.usage.holders == {
+        "gpu.example.com/a/gpu-0": "ml/p0-gpus",
+        "gpu.example.com/a/gpu-1": "ml/p1-gpus",
+    }
+
+
+def test_a_proposal_naming_a_held_device_is_refused_whole():
+    book = ledger()
+    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+    book.propose(proposal("h", {"q0": [device("gpu-1")], "q1": [device("gpu-0")]}))
+
+    first, second = book.run_pass()
+
+    assert isinstance(first, ClaimsCommitted)
+    assert isinstance(second, ClaimsRefused)
+    assert second.reason == "device gpu.example.com/a/gpu-0 is already allocated to ml/p0-gpus"
+    assert "gpu.example.com/a/gpu-1" not in book.usage.holders
+
+
+def test_shares_beyond_a_devices_capacity_are_refused():
+    book = ledger()
+    share = {"consumedCapacity": {"gpu.example.com/cores": "600m", "gpu.example.com/memory": "0"}}
+    book.propose(proposal("g", {"p0": [device("gpu-7", **share)]}))
+    book.propose(proposal("h", {"q0": [device("gpu-7", **share)]}))
+
+    first, second = book.run_pass()
+
+    assert isinstance(first, ClaimsCommitted)
+    assert isinstance(second, ClaimsRefused)
+    assert second.reason == "device gpu.example.com/a/gpu-7 has not enough capacity left"
+
+
+def test_a_device_no_longer_published_is_refused():
+    book = ledger()
+    book.propose(proposal("g", {"p0": [device("gpu-9")]}))
+
+    (refused,) = book.run_pass()
+
+    assert isinstance(refused, ClaimsRefused)
+    assert "no longer published" in refused.reason
+
+
+def test_a_proposal_for_a_pod_that_ended_is_refused():
+    book = ledger()
+    book.pods_ended(["uid-p0"])
+    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+
+    (refused,) = book.run_pass()
+
+    assert isinstance(refused, ClaimsRefused)
+
+
+def test_a_pods_claim_is_released_when_it_ends_and_the_groups_when_all_have():
+    book = ledger()
+    fabric = [device("fabric", driver="fabric.example.com", pool="rack-r1", consumedCapacity={})]
+    book.propose(proposal("g", {"p0": [device("gpu-0")], "p1": [device("gpu-1")]}, fabric))
+    book.run_pass()
+
+    book.pods_ended(["uid-p0"])
+    (released,) = book.run_pass()
+    assert isinstance(released, ClaimsReleased)
+    assert [claim.name for claim in released.claims] == ["p0-gpus"]
+    assert set(book.held) == {"ml/p1-gpus", "ml/g-fabric"}
+
+    book.pods_ended(["uid-p1"])
+    (released,) = book.run_pass()
+    assert sorted(claim.name for claim in released.claims) == ["g-fabric", "p1-gpus"]
+    assert not book.held
+    assert not book.usage.holders
+    assert not book.usage.shares
+
+
+def test_a_deleted_podgroup_releases_every_claim_it_came_with():
+    book = ledger()
+    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+    book.run_pass()
+
+    book.group_deleted("uid-g")
+
+    (released,) = book.run_pass()
+    assert [claim.name for claim in released.claims] == ["p0-gpus"]
+
+
+def test_a_proposal_seen_twice_is_committed_once():
+    book = ledger()
+    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+
+    first, second = book.run_pass()
+
+    assert isinstance(first, ClaimsCommitted)
+    assert isinstance(second, ClaimsCommitted)
+    assert second.claims == ()

@@ -1,0 +1,181 @@
+"""The allocator's pass written in one transaction: ResourceClaims with their allocation, reservation and
+owner, device rows, owners' claim statuses and events; the ledger a new leader loads; release."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from libs.cluster.generator import ClusterShape
+from libs.core.dra.ledger import ClaimLedger, ClaimsRefused
+from libs.core.scheduling import SchedulerStateMachine
+from libs.core.scheduling.inputs import World
+from libs.db.records import ObjectDraft
+from libs.db.testing import in_memory_unit_of_work_factory
+from libs.events.registry import parse_payload
+from services.dra_allocator import handlers
+from services.dra_allocator.handlers import apply_event
+from services.dra_allocator.store import load_ledger, write_outputs
+from services.scheduler import store as scheduler_store
+from tests.unit.scheduling.manifests import cluster, gang, podgroup, stored, workload
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+SHAPE = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)
+NUMA = "gpu.example.com/numaNode"
+TWO_ON_ONE_NUMA = stored(
+    {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "two-numa", "namespace": "ml"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "gpus", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}
+                    ],
+                    "constraints": [{"requests": ["gpus"], "matchAttribute": NUMA}],
+                }
+            }
+        },
+    }
+)
+CLAIMS = [
+    {"name": "fabric", "resourceClaimTemplateName": "rack-fabric"},
+    {"name": "gpus", "resourceClaimTemplateName": "two-numa"},
+]
+
+
+@pytest.fixture
+async def uow_factory():
+    async with in_memory_unit_of_work_factory(clock=lambda: NOW) as factory:
+        yield factory
+
+
+async def store(uow_factory, objects) -> None:
+    async with uow_factory() as uow:
+        for obj in objects:
+            await uow.objects.upsert(
+                ObjectDraft(
+                    obj.kind,
+                    "v1",
+                    obj.namespace,
+                    obj.name,
+                    dict(obj.spec),
+                    dict(obj.metadata),
+                    dict(obj.status),
+                    obj.uid,
+                )
+            )
+        await uow.commit()
+
+
+async def proposed(uow_factory):
+    """A NUMA gang of 4 with a rack fabric, proposed by the scheduler and written as it writes it."""
+    group = podgroup("g", min_count=4, claims=CLAIMS[:1])
+    objects = [*cluster(SHAPE), workload(), TWO_ON_ONE_NUMA, group, *gang("g", 4, gpus=0, claims=CLAIMS)]
+    await store(uow_factory, objects)
+    machine = SchedulerStateMachine()
+    machine.load(World(objects, {}), now=NOW.timestamp())
+    async with uow_factory() as uow:
+        fence = await uow.leases.acquire_or_renew("scheduler", "a", NOW, timedelta(seconds=10))
+        await uow.commit()
+    async with uow_factory() as uow:
+        await scheduler_store.write_outputs(
+            uow, machine.run_pass(NOW.timestamp()), fence=fence.fence, now=NOW
+        )
+        await uow.commit()
+    async with uow_factory() as uow:
+        events = [e.envelope for e in await uow.events.by_correlation(group.uid)]
+    (proposal,) = [e for e in events if e.type == "placement.proposed"]
+    return group, objects, proposal
+
+
+async def allocate(uow_factory, ledger: ClaimLedger):
+    outputs = ledger.run_pass()
+    async with uow_factory() as uow:
+        await write_outputs(uow, outputs, now=NOW)
+        await uow.commit()
+    return outputs
+
+
+async def test_a_proposed_numa_gang_gets_its_claims_written_and_announced(uow_factory):
+    group, _objects, proposal = await proposed(uow_factory)
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)
+    ledger.run_pass()  # the proposal found in the PodGroup's status; the event brings the same again
+    ledger = ClaimLedger(inventory=ledger.inventory)
+    apply_event(ledger, proposal, parse_payload(proposal))
+
+    await allocate(uow_factory, ledger)
+
+    async with uow_factory() as uow:
+        claims = {claim.name: claim for claim in await uow.objects.find("ResourceClaim", "ml")}
+        pod = await uow.objects.get("Pod", "ml", "g-0")
+        stored_group = await uow.objects.get("PodGroup", "ml", "g")
+        events = [e.envelope for e in await uow.events.by_correlation(group.uid)]
+        fabric_holders = await uow.device_allocations.holders(
+            next(iter(claims["g-fabric"].status["allocation"]["devices"]["results"]))["driver"]
+            + "/"
+            + claims["g-fabric"].status["allocation"]["devices"]["results"][0]["pool"]
+            + "/fabric"
+        )
+    assert sorted(claims) == ["g-0-gpus", "g-1-gpus", "g-2-gpus", "g-3-gpus", "g-fabric"]
+    gpus = claims["g-0-gpus"]
+    assert gpus.spec["devices"]["constraints"] == [{"requests": ["gpus"], "matchAttribute": NUMA}]
+    assert gpus.metadata["ownerReferences"][0]["uid"] == pod.uid
+    assert gpus.status["reservedFor"] == [{"resource": "pods", "name": "g-0", "uid": pod.uid}]
+    assert len(gpus.status["allocation"]["devices"]["results"]) == 2
+    assert claims["g-fabric"].status["reservedFor"][0]["resource"] == "podgroups"
+    assert pod.status["resourceClaimStatuses"] == [{"name": "gpus", "resourceClaimName": "g-0-gpus"}]
+    assert stored_group.status["resourceClaimStatuses"] == [
+        {"name": "fabric", "resourceClaimName": "g-fabric"}
+    ]
+    assert fabric_holders == ["ml/g-fabric"]
+    (allocated,) = [e for e in events if e.type == "claims.allocated"]
+    assert len(parse_payload(allocated).allocations) == 5
+
+
+async def test_a_new_leader_holds_what_was_allocated_and_refuses_it_to_others(uow_factory):
+    _group, _, proposal = await proposed(uow_factory)
+    async with uow_factory() as uow:
+        first = await load_ledger(uow)
+    await allocate(uow_factory, first)
+
+    async with uow_factory() as uow:
+        again = await load_ledger(uow)
+    assert sorted(again.held) == sorted(first.held)
+    apply_event(again, proposal, parse_payload(proposal))
+    seen_again = again.run_pass()  # from the PodGroup's status, and from the event
+    assert [output.claims for output in seen_again] == [(), ()]
+    rival = dataclasses.replace(
+        handlers.proposal_of(parse_payload(proposal)), group_name="h", group_uid="other", pod_uids=("x",)
+    )
+    rival = dataclasses.replace(
+        rival, claims=tuple(dataclasses.replace(claim, name="h-" + claim.name) for claim in rival.claims)
+    )
+    again.propose(rival)
+    (refused,) = again.run_pass()
+    assert isinstance(refused, ClaimsRefused)
+    assert "is already allocated to ml/g-" in refused.reason
+
+
+async def test_claims_are_released_when_the_pods_finish(uow_factory):
+    _group, objects, _proposal = await proposed(uow_factory)
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)
+    await allocate(uow_factory, ledger)
+    pods = [obj.uid for obj in objects if obj.kind == "Pod"]
+
+    ledger.pods_ended(pods)
+    (released,) = await allocate(uow_factory, ledger)
+
+    assert len(released.claims) == 5
+    async with uow_factory() as uow:
+        claims = await uow.objects.find("ResourceClaim", "ml")
+        events = [e.envelope.type for e in await uow.events.by_type("claims.released")]
+        holders = await uow.device_allocations.holders(released.claims[0].allocation.results[0].device.id)
+    assert all(claim.status == {} for claim in claims)
+    assert events == ["claims.released"]
+    assert holders == []
