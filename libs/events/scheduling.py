@@ -159,6 +159,8 @@ class PreemptionVictimsSelected(EventPayload):
     victims: list[PodRef]
     victim_groups: list[PodGroupRef] = Field(default_factory=list)
     domain: TopologyDomainRef | None = None
+    nodes: list[str] = Field(default_factory=list, description="Nodes the preemptor is nominated to")
+    reason: str = Field(default="", description="Why these victims, or why none")
 
 
 @event_model
@@ -167,6 +169,7 @@ class PodsEvicted(EventPayload):
     pods: list[PodRef]
     reason: str = Field(description="PreemptionByScheduler, GangRestart, NodeLost, ...")
     podgroup: PodGroupRef | None = None
+    message: str = Field(default="", description="Why these pods, e.g. which preemptor they make room for")
 
 
 @event_model

@@ -39,7 +39,12 @@ from libs.events.rpc import (
     GetRequest,
     ObjectResult,
 )
-from libs.events.scheduling import PodGroupRestarted, PodsFailed, PodsSucceeded
+from libs.events.scheduling import (
+    PodGroupRestarted,
+    PodsFailed,
+    PodsSucceeded,
+    PreemptionVictimsSelected,
+)
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
@@ -130,6 +135,7 @@ class AdmissionService:
                     EventType.PODS_FAILED.subject,
                     EventType.OBJECT_DELETED.subject,
                     EventType.PODGROUP_RESTARTED.subject,
+                    EventType.PREEMPTION_VICTIMS_SELECTED.subject,
                 ],
                 handler=self.on_pod_lifecycle,
                 uow_factory=self.uow,
@@ -245,10 +251,13 @@ class AdmissionService:
     async def on_pod_lifecycle(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
         """Pods changing phase keep their Jobs' status current; pods finishing or going may let PodGroups and
         Jobs marked for deletion go."""
-        if isinstance(payload, PodGroupRestarted):
+        if isinstance(payload, PodGroupRestarted | PreemptionVictimsSelected):
+            # A restarted or preempted gang of a Job gets fresh pods and is queued again.
             context = self._context(str(envelope.event_id))
-            decision = await jobs.recreate_restarted_gang(uow, payload.podgroup, context)
-            await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
+            groups = [payload.podgroup] if isinstance(payload, PodGroupRestarted) else payload.victim_groups
+            for group in groups:
+                decision = await jobs.recreate_restarted_gang(uow, group, context)
+                await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
             return
         if isinstance(payload, PodsSucceeded | PodsFailed):
             await jobs.refresh_job_status(uow, payload.pods, now=self.clock())

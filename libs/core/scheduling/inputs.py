@@ -4,6 +4,7 @@ comes with every call, never from a clock."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .lifecycle import PodPhase
@@ -49,6 +50,15 @@ class PodsEvicted:
 
 
 @dataclass(frozen=True, slots=True)
+class PodsBound:
+    """Pods were bound (by the scheduler): what a process that only observes the cluster, the preemptor,
+    is told; each entry is a pod uid, its node and the devices it holds per class."""
+
+    placements: tuple[tuple[str, str, Mapping[str, tuple[str, ...]]], ...]
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimsAllocated:
     """The DRA allocator committed the devices of a PodGroup's proposed placement."""
 
@@ -86,6 +96,7 @@ Input = (
     | ObjectRemoved
     | PodsFinished
     | PodsEvicted
+    | PodsBound
     | ClaimsAllocated
     | ClaimsAllocationFailed
     | Nominated

@@ -38,6 +38,7 @@ from .inputs import (
     NominationCleared,
     ObjectRemoved,
     ObjectStored,
+    PodsBound,
     PodsEvicted,
     PodsFinished,
     World,
@@ -184,6 +185,22 @@ class SchedulerStateMachine:
         allocations = [allocation_from_record(record, self.inventory.devices) for record in records]
         self.claims.hold(owner, [allocation for allocation in allocations if allocation is not None])
 
+    def _bound_by_others(self, uid: str, node: str, devices: Mapping[str, tuple[str, ...]]) -> None:
+        pod = self.book.pods.get(uid)
+        if pod is None or pod.phase in TERMINAL or pod.node is not None:
+            return
+        try:
+            placement = self.snapshot.bind(pod.request, node, devices or None)
+        except (PlacementConflict, KeyError):
+            self.book.place(uid, node, {}, assumed=False)
+        else:
+            self.book.place(uid, node, placement.devices, assumed=False)
+        self._refresh(pod.group_key)
+
+    def drop_outputs(self) -> None:
+        """Forget what a pass would write: for an observer that never writes (the preemptor's world)."""
+        self._outputs.clear()
+
     def _restore_proposal(self, group: GroupRecord, proposal: Mapping[str, Any]) -> None:
         """Assume again a placement that was waiting for its claims when the last leader stopped."""
         placements: list[Placement] = []
@@ -244,6 +261,9 @@ class SchedulerStateMachine:
         elif isinstance(event, PodsEvicted):
             for uid in event.uids:
                 self.book.mark_evicting(uid)
+        elif isinstance(event, PodsBound):
+            for uid, node, devices in event.placements:
+                self._bound_by_others(uid, node, devices)
         elif isinstance(event, ClaimsAllocated):
             self._claims_allocated(event.podgroup_uid, event.cause)
         elif isinstance(event, ClaimsAllocationFailed):

@@ -317,6 +317,10 @@ class ClusterSnapshot:
         self._commit((placement,), (NodeAssignment.of((placement,)),), assumed=False)
         return placement
 
+    def restore(self, placement: Placement) -> None:
+        """Bind again a placement `unbind` returned (a preemptor's simulation puts its victims back)."""
+        self._commit((placement,), (NodeAssignment.of((placement,)),), assumed=False)
+
     def unbind(self, pod_uid: str) -> Placement | None:
         """Give back a pod's capacity (finished, evicted, or forgotten); None if the pod is unknown."""
         placement = self._pods.pop(pod_uid, None)

@@ -1,0 +1,141 @@
+"""What the victim search works on and what it decides: running units, the preemptor, the decision."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from libs.core.scheduling.model import Placement, PodGroup, PodRequest, TopologyDomainRef
+
+PREEMPT_NEVER = "Never"
+"""`preemptionPolicy` of a pod (from its PriorityClass) that may wait but never preempts."""
+
+
+class DisruptionMode(StrEnum):
+    """`PodGroup.spec.disruptionMode`: whether the group goes whole, or may lose single pods."""
+
+    POD_GROUP = "PodGroup"
+    POD = "Pod"
+
+
+class PreemptionReason(StrEnum):
+    """Why the search decided what it decided (templates take `str.format` arguments)."""
+
+    PREEMPTING = (
+        "preempting {pods} pod(s) of {groups} lower-priority unit(s) (priority at most {priority}) "
+        "frees room for the group in {domain}"
+    )
+    FITS = "the group fits without preempting anyone"
+    NEVER = "the group's preemptionPolicy is Never"
+    NOTHING_PENDING = "the group has no pods waiting"
+    NO_CANDIDATES = "no running pods have a priority lower than {priority}"
+    WOULD_NOT_FIT = "preempting every lower-priority pod in reach would not make room: {message}"
+
+
+class VictimReason(StrEnum):
+    """Why a unit was chosen, told in the victim's own story."""
+
+    CHOSEN = (
+        "preempted by {preemptor} (priority {preemptor_priority}) to make room in {domain}: priority "
+        "{priority} is lower, and no cheaper set of units frees that room"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunningPod:
+    """A pod holding room: where (its placement, devices included), its priority, since when."""
+
+    placement: Placement
+    namespace: str
+    group_key: str
+    priority: int
+    started_at: float
+
+    @property
+    def uid(self) -> str:
+        return self.placement.pod_uid
+
+    @property
+    def node(self) -> str:
+        return self.placement.node_name
+
+
+@dataclass(frozen=True, slots=True)
+class UnitOwner:
+    """The group a running pod belongs to: a PodGroup, or the one-pod group of a standalone pod."""
+
+    key: str
+    namespace: str
+    name: str
+    uid: str
+    priority: int
+    mode: DisruptionMode
+    min_count: int
+    """How many pods must keep running in `Pod` mode (0 for a basic group)."""
+    standalone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    """The group that does not fit: its scheduling view, its waiting pods, how many already run."""
+
+    group: PodGroup
+    pods: Sequence[PodRequest]
+    bound_pods: int = 0
+    never: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """What one owner loses: some of its pods (`Pod` mode above minCount) or all of them (`whole`)."""
+
+    owner: UnitOwner
+    pods: tuple[RunningPod, ...]
+    whole: bool
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Cost:
+    """What a victim set costs, compared in this order: the highest victim priority, pods evicted, seconds
+    of run time lost."""
+
+    priority: int
+    pods: int
+    run_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionDecision:
+    """The victims to evict (none unless the preemptor then fits), where the preemptor would go, and why.
+
+    `placements` is the placement the search found for the preemptor once the victims are gone: its nodes
+    are the ones to nominate."""
+
+    preemptor: str
+    victims: tuple[Victim, ...]
+    domain: TopologyDomainRef | None
+    placements: tuple[Placement, ...]
+    reason: str
+    cost: Cost | None = None
+    domains_evaluated: int = 0
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(sorted({placement.node_name for placement in self.placements}))
+
+    @property
+    def evicted_pods(self) -> int:
+        return sum(len(victim.pods) for victim in self.victims)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """How far the search looks.
+
+    `max_domains` bounds the domains searched in full, taken in order of a lower bound on their cost (as
+    kube-scheduler's DefaultPreemption bounds its candidate nodes); a domain whose bound is already worse
+    than the best set found is never searched.
+    """
+
+    max_domains: int = 16

@@ -1,0 +1,350 @@
+"""The preemptor's state machine: the cluster as the scheduler sees it, the candidates, the nominations in
+force, and the preemption requests waiting for an answer; no I/O, time passed in.
+
+The cluster is tracked by a `SchedulerStateMachine` that is never asked to run a pass: it is told what
+the scheduler bound (`PodsBound`) and everything the scheduler is told, so its snapshot and its pod book
+are the scheduler's. `run_pass(now)` answers the requests on that state (recomputed, never on what the
+request said) and ends the nominations that expired or can no longer be kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from libs.core.scheduling import SchedulerStateMachine
+from libs.core.scheduling.book import TERMINAL, GroupRecord, PodRecord
+from libs.core.scheduling.inputs import (
+    Input,
+    ObjectRemoved,
+    ObjectStored,
+    PodsBound,
+    PodsEvicted,
+    PodsFinished,
+    World,
+)
+from libs.core.scheduling.machine import NOMINATED_PREFIX
+from libs.core.scheduling.objects import STANDALONE_PREFIX
+from libs.core.scheduling.outputs import GroupRef
+from libs.core.scheduling.snapshot import PlacementConflict
+
+from .candidates import CandidateIndex
+from .model import (
+    PREEMPT_NEVER,
+    DisruptionMode,
+    PreemptionDecision,
+    Preemptor,
+    RunningPod,
+    SearchSettings,
+    UnitOwner,
+)
+from .search import find_victims
+
+
+class NominationEndReason:
+    EXPIRED = "Expired"
+    DELETED = "PodGroupDeleted"
+    INFEASIBLE = "Infeasible"
+    SCHEDULED = "Scheduled"
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptorSettings:
+    nomination_ttl_s: float = 60.0
+    """How long room made for a preemptor is held for it."""
+    search: SearchSettings = field(default_factory=SearchSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class Preempted:
+    """A request answered: the victims to evict (possibly none, then `decision.reason` says why) and,
+    with victims, the nomination that holds the freed room until `expires_at`."""
+
+    preemptor: GroupRef
+    priority: int
+    decision: PreemptionDecision
+    expires_at: float | None
+    cause: str | None
+    search_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NominationEnded:
+    """A nomination is over: expired or infeasible (announced with `podgroup.nomination_cleared`), or the
+    group was scheduled (its row is only removed)."""
+
+    group: GroupRef
+    reason: str
+    message: str
+    announce: bool
+    cause: str | None = None
+
+
+Output = Preempted | NominationEnded
+
+
+@dataclass(slots=True)
+class _Nomination:
+    group: GroupRef
+    nodes: tuple[str, ...]
+    expires_at: float
+
+
+class PreemptorStateMachine:
+    """Inputs through `handle` (the scheduler's inputs plus `PodsBound`), requests through `request`,
+    decisions from `run_pass`. `timer`, when given, times each search (a measurement only)."""
+
+    def __init__(
+        self, settings: PreemptorSettings | None = None, *, timer: Callable[[], float] | None = None
+    ) -> None:
+        self.settings = settings or PreemptorSettings()
+        self.cluster = SchedulerStateMachine()
+        self.candidates = CandidateIndex(self.cluster.snapshot.topology_keys)
+        self._timer = timer
+        self._requests: dict[str, str | None] = {}
+        self._nominations: dict[str, _Nomination] = {}
+        self._leaving: set[str] = set()
+        self._ended: list[NominationEnded] = []
+
+    # -- loading ------------------------------------------------------------------------------------------
+
+    def load(self, world: World, *, now: float) -> None:
+        """The cluster a new term starts from (the scheduler's world), and the nominations in force."""
+        self.cluster.load(world, now=now)
+        self.cluster.drop_outputs()
+        for state in self.cluster.snapshot.node_states():
+            self.candidates.put_node(state.name, state.labels)
+        for pod in self.cluster.book.pods.values():
+            if pod.evicting and pod.node is not None and pod.phase not in TERMINAL:
+                self._leaving.add(pod.uid)
+            else:
+                self._run(pod, pod.obj.created_at)
+        for record in world.nominations:
+            group = self._group_by_uid(record.podgroup_uid)
+            if group is not None and record.expires_at > now:
+                self._nominations[group.uid] = _Nomination(_ref(group), record.nodes, record.expires_at)
+
+    # -- inputs -------------------------------------------------------------------------------------------
+
+    def handle(self, event: Input, *, now: float) -> None:
+        self.cluster.handle(event, now=now)
+        self.cluster.drop_outputs()
+        if isinstance(event, PodsBound):
+            for uid, _, _ in event.placements:
+                pod = self.cluster.book.pods.get(uid)
+                if pod is not None:
+                    self._run(pod, now)
+                    self._scheduled(pod.group_key)
+        elif isinstance(event, PodsFinished):
+            for uid in event.uids:
+                self._gone(uid)
+            for key in {
+                self.cluster.book.pods[u].group_key for u in event.uids if u in self.cluster.book.pods
+            }:
+                self._sync_group(key)
+        elif isinstance(event, PodsEvicted):
+            self._sync(event.uids)
+        elif isinstance(event, ObjectStored):
+            self._stored(event)
+        elif isinstance(event, ObjectRemoved):
+            self._removed(event)
+
+    def request(self, podgroup_uid: str, cause: str | None) -> None:
+        """The scheduler asks for room for a group (answered by the next pass)."""
+        self._requests.setdefault(podgroup_uid, cause)
+
+    def _stored(self, event: ObjectStored) -> None:
+        obj = event.obj
+        if obj.kind == "Node":
+            state = self.cluster.snapshot.nodes_by_name.get(obj.name)
+            if state is not None:
+                self.candidates.put_node(state.name, state.labels)
+        elif obj.kind == "Pod":
+            self._sync((obj.uid,))
+
+    def _removed(self, event: ObjectRemoved) -> None:
+        if event.kind == "Pod":
+            self._gone(event.uid)
+        elif event.kind == "Node":
+            for pod in self.candidates.remove_node(event.name):
+                self._leaving.discard(pod.uid)
+        elif event.kind == "PodGroup":
+            nomination = self._nominations.get(event.uid)
+            if nomination is not None:
+                self._end(nomination, NominationEndReason.DELETED, "the PodGroup was deleted", True)
+            self._requests.pop(event.uid, None)
+
+    # -- the pass -----------------------------------------------------------------------------------------
+
+    def run_pass(self, now: float) -> list[Output]:
+        """Nominations that ended, then one decision per request, in the order they came."""
+        self._expire(now)
+        outputs: list[Output] = list(self._ended)
+        self._ended = []
+        requests, self._requests = self._requests, {}
+        for uid, cause in requests.items():
+            answered = self._answer(uid, cause, now)
+            if answered is not None:
+                outputs.append(answered)
+        return outputs
+
+    def next_wakeup(self) -> float | None:
+        return min((n.expires_at for n in self._nominations.values()), default=None)
+
+    @property
+    def nominations(self) -> dict[str, tuple[str, ...]]:
+        """Nominated nodes per PodGroup uid (for tests and diagnostics)."""
+        return {uid: nomination.nodes for uid, nomination in self._nominations.items()}
+
+    def _answer(self, uid: str, cause: str | None, now: float) -> Preempted | None:
+        group = self._group_by_uid(uid)
+        if group is None or group.standalone or uid in self._nominations:
+            return None
+        book = self.cluster.book
+        core = book.core_group(group)
+        pending = [book.pods[pod_uid] for pod_uid in sorted(group.pending)]
+        preemptor = Preemptor(
+            core,
+            [pod.request for pod in pending],
+            bound_pods=len(group.placed),
+            never=any(pod.obj.spec.get("preemptionPolicy") == PREEMPT_NEVER for pod in pending),
+        )
+        started = self._timer() if self._timer is not None else 0.0
+        decision = self._search(preemptor, now)
+        search_ms = (self._timer() - started) * 1000 if self._timer is not None else 0.0
+        expires_at = None
+        if decision.victims:
+            expires_at = now + self.settings.nomination_ttl_s
+            self._evict(decision)
+            self._nominations[uid] = _Nomination(_ref(group), decision.nodes, expires_at)
+        return Preempted(_ref(group), core.priority, decision, expires_at, cause, search_ms)
+
+    def _search(self, preemptor: Preemptor, now: float) -> PreemptionDecision:
+        """The search on the snapshot as it will be: pods on their way out gone, the room nominated for
+        other groups held for them."""
+        snapshot = self.cluster.snapshot
+        leaving = [p for uid in sorted(self._leaving) if (p := snapshot.unbind(uid)) is not None]
+        held = self._hold_nominated(preemptor.group.uid)
+        try:
+            return find_victims(snapshot, self.candidates, preemptor, now=now, settings=self.settings.search)
+        finally:
+            for uid in held:
+                snapshot.unbind(uid)
+            for placement in leaving:
+                snapshot.restore(placement)
+
+    def _hold_nominated(self, preemptor_uid: str) -> list[str]:
+        held: list[str] = []
+        for uid, nomination in self._nominations.items():
+            group = self._group_by_uid(uid)
+            if uid == preemptor_uid or group is None:
+                continue
+            for pod_uid in sorted(group.pending):
+                request = self.cluster.book.pods[pod_uid].request
+                stand_in = dataclasses.replace(request, uid=NOMINATED_PREFIX + pod_uid)
+                for node in nomination.nodes:
+                    try:
+                        self.cluster.snapshot.bind(stand_in, node)
+                    except (PlacementConflict, KeyError):
+                        continue
+                    held.append(stand_in.uid)
+                    break
+        return held
+
+    def _evict(self, decision: PreemptionDecision) -> None:
+        """Victims are leaving from now on: no later search counts them again."""
+        uids = tuple(pod.uid for victim in decision.victims for pod in victim.pods)
+        self.cluster.handle(PodsEvicted(uids), now=0.0)
+        for uid in uids:
+            self.candidates.remove(uid)
+            self._leaving.add(uid)
+
+    def _expire(self, now: float) -> None:
+        for nomination in list(self._nominations.values()):
+            if nomination.expires_at <= now:
+                message = f"the room held on {', '.join(nomination.nodes)} was not taken in time"
+                self._end(nomination, NominationEndReason.EXPIRED, message, True)
+            elif any(node not in self.cluster.snapshot for node in nomination.nodes):
+                lost = [node for node in nomination.nodes if node not in self.cluster.snapshot]
+                message = f"nominated node(s) {', '.join(lost)} left the cluster"
+                self._end(nomination, NominationEndReason.INFEASIBLE, message, True)
+
+    def _end(self, nomination: _Nomination, reason: str, message: str, announce: bool) -> None:
+        self._nominations.pop(nomination.group.uid, None)
+        self._ended.append(NominationEnded(nomination.group, reason, message, announce))
+
+    def _scheduled(self, group_key: str) -> None:
+        group = self.cluster.book.groups.get(group_key)
+        if group is None or group.pending:
+            return
+        nomination = self._nominations.get(group.uid)
+        if nomination is not None:
+            self._end(nomination, NominationEndReason.SCHEDULED, "the group was bound", False)
+
+    # -- candidates ---------------------------------------------------------------------------------------
+
+    def _run(self, pod: PodRecord, started_at: float) -> None:
+        """A pod holding room becomes a candidate (of its owner, which is filed with it)."""
+        if pod.node is None or pod.phase in TERMINAL or pod.evicting:
+            return
+        placement = self.cluster.snapshot.placement(pod.uid)
+        group = self.cluster.book.groups.get(pod.group_key)
+        if placement is None or group is None:
+            return
+        owner = _owner(group, pod)
+        self.candidates.put_owner(owner)
+        self.candidates.add(
+            RunningPod(placement, pod.obj.namespace, pod.group_key, owner.priority, started_at)
+        )
+
+    def _gone(self, uid: str) -> None:
+        self.candidates.remove(uid)
+        self._leaving.discard(uid)
+
+    def _sync(self, uids: Iterable[str]) -> None:
+        """Pods the cluster now knows to be leaving (evicted, deleted, restarted) are candidates no more."""
+        for uid in uids:
+            pod = self.cluster.book.pods.get(uid)
+            if pod is None or pod.phase in TERMINAL:
+                self._gone(uid)
+            elif pod.evicting:
+                self.candidates.remove(uid)
+                if pod.node is not None:
+                    self._leaving.add(uid)
+
+    def _sync_group(self, key: str) -> None:
+        self._sync([pod.uid for pod in self.cluster.book.members(key)])
+
+    def _group_by_uid(self, uid: str) -> GroupRecord | None:
+        key = self.cluster.book.group_uids.get(uid)
+        return self.cluster.book.groups.get(key) if key is not None else None
+
+
+def _owner(group: GroupRecord, pod: PodRecord) -> UnitOwner:
+    if group.standalone:
+        return UnitOwner(
+            group.key,
+            group.namespace,
+            group.name.removeprefix(STANDALONE_PREFIX),
+            group.uid,
+            pod.priority,
+            DisruptionMode.POD,
+            0,
+            standalone=True,
+        )
+    spec = group.obj.spec
+    mode = DisruptionMode.POD_GROUP if spec.get("disruptionMode") == "PodGroup" else DisruptionMode.POD
+    return UnitOwner(
+        group.key,
+        group.namespace,
+        group.name,
+        group.uid,
+        int(spec.get("priority") or 0),
+        mode,
+        group.min_count or 0,
+    )
+
+
+def _ref(group: GroupRecord) -> GroupRef:
+    return GroupRef(group.namespace, group.name, group.uid, group.standalone)

@@ -1,0 +1,176 @@
+"""Between the preemptor's state machine and the database: the world a new leader loads, and a pass's
+decisions written in one transaction.
+
+A preemption's story: `preemption.victims_selected` (in the preemptor's story, caused by its
+`preemption.requested`), then for each victim `pods.evicted` in the victim's own story saying why it was
+chosen, and `podgroup.nominated`; victims' pods and PodGroups are marked `DisruptionTarget=True, reason
+PreemptionByScheduler` and the nomination is stored with its expiry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from libs.core.preemption import NominationEnded, Output, Preempted, RunningPod, Victim, VictimReason
+from libs.core.scheduling import ConditionReason, ConditionType
+from libs.core.scheduling.inputs import NominationRecord, World
+from libs.core.scheduling.objects import ApiObject
+from libs.core.scheduling.outputs import GroupRef
+from libs.db.ports import UnitOfWork
+from libs.db.records import Condition, Nomination, StoredObject
+from libs.events.envelope import AggregateRef, Envelope, EventPayload
+from libs.events.scheduling import (
+    PodGroupNominated,
+    PodGroupNominationCleared,
+    PodGroupRef,
+    PodRef,
+    PodsEvicted,
+    PreemptionVictimsSelected,
+    TopologyDomainRef,
+)
+
+PRODUCER = "preemptor"
+LOAD_ORDER = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate", "Workload", "PodGroup", "Pod")
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def api_object(stored: StoredObject) -> ApiObject:
+    metadata = stored.metadata
+    if stored.deletion_requested_at is not None:
+        metadata = {**metadata, "deletionTimestamp": stored.deletion_requested_at.isoformat()}
+    return ApiObject(
+        kind=stored.kind,
+        namespace=stored.namespace,
+        name=stored.name,
+        uid=stored.uid,
+        metadata=metadata,
+        spec=stored.spec,
+        status=stored.status,
+        created_at=stored.created_at.timestamp(),
+        resource_version=stored.resource_version,
+    )
+
+
+async def load_world(uow: UnitOfWork, now: datetime) -> World:
+    """The objects the scheduler reads, where live pods are bound, the pods on their way out (marked for
+    deletion or `DisruptionTarget`), and the nominations in force."""
+    objects: list[ApiObject] = []
+    live: set[str] = set()
+    leaving: set[str] = set()
+    for kind in LOAD_ORDER:
+        for stored in await uow.objects.find(kind):
+            objects.append(api_object(stored))
+            if kind == "Pod" and stored.status.get("phase") not in FINISHED_PHASES:
+                live.add(stored.uid)
+                if stored.deletion_requested_at is not None:
+                    leaving.add(stored.uid)
+    bindings = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(sorted(live))}
+    for condition in await uow.conditions.with_status(ConditionType.DISRUPTION_TARGET, "True"):
+        if condition.object_uid in live:
+            leaving.add(condition.object_uid)
+    nominations = tuple(
+        NominationRecord(n.podgroup_uid, n.nodes, n.expires_at.timestamp())
+        for n in await uow.nominations.active(now)
+    )
+    return World(objects, bindings, frozenset(leaving), nominations)
+
+
+async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, now: datetime) -> None:
+    """Write a pass's decisions in the caller's unit of work (the caller commits)."""
+    conditions: list[Condition] = []
+    for output in outputs:
+        if isinstance(output, Preempted):
+            conditions += await _preempted(uow, output, now)
+        elif isinstance(output, NominationEnded):
+            await uow.nominations.clear(output.group.uid)
+            if output.announce:
+                cleared = PodGroupNominationCleared(
+                    podgroup=_ref(output.group), reason=f"{output.reason}: {output.message}"
+                )
+                _emit(uow, cleared, output.group, now, output.cause)
+    await uow.conditions.set_many(conditions)
+
+
+async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> list[Condition]:
+    decision = preempted.decision
+    preemptor = preempted.preemptor
+    domain = decision.domain
+    selected = PreemptionVictimsSelected(
+        preemptor=_ref(preemptor),
+        victims=[_pod_ref(pod) for victim in decision.victims for pod in victim.pods],
+        victim_groups=[_owner_ref(victim) for victim in decision.victims if not victim.owner.standalone],
+        domain=TopologyDomainRef(key=domain.key, value=domain.value) if domain else None,
+        nodes=list(decision.nodes) if decision.victims else [],
+        reason=decision.reason,
+    )
+    cause = _emit(uow, selected, preemptor, now, preempted.cause)
+    if not decision.victims:
+        return []
+    assert preempted.expires_at is not None
+    conditions: list[Condition] = []
+    where = str(domain) if domain else "the cluster"
+    for victim in decision.victims:
+        owner = victim.owner
+        message = VictimReason.CHOSEN.format(
+            preemptor=f"{preemptor.namespace}/{preemptor.name}",
+            preemptor_priority=preempted.priority,
+            domain=where,
+            priority=owner.priority,
+        )
+        evicted = PodsEvicted(
+            pods=[_pod_ref(pod) for pod in victim.pods],
+            reason=ConditionReason.PREEMPTION_BY_SCHEDULER,
+            podgroup=None if owner.standalone else _owner_ref(victim),
+            message=message,
+        )
+        group = GroupRef(owner.namespace, owner.name, owner.uid, owner.standalone)
+        _emit(uow, evicted, group, now, cause)
+        marked = [pod.uid for pod in victim.pods] + ([] if owner.standalone else [owner.uid])
+        conditions += [_disruption_target(uid, message) for uid in marked]
+    expires_at = datetime.fromtimestamp(preempted.expires_at, UTC)
+    await uow.nominations.put(Nomination(preemptor.uid, decision.nodes, expires_at, now))
+    nominated = PodGroupNominated(
+        podgroup=_ref(preemptor), nodes=list(decision.nodes), expires_at=preempted.expires_at
+    )
+    _emit(uow, nominated, preemptor, now, cause)
+    return conditions
+
+
+def _emit(uow: UnitOfWork, payload: EventPayload, group: GroupRef, now: datetime, cause: str | None) -> str:
+    kind = "Pod" if group.standalone else "PodGroup"
+    envelope = Envelope.wrap(
+        payload,
+        producer=PRODUCER,
+        correlation_id=group.uid,
+        occurred_at=now,
+        causation_id=cause,
+        subject=AggregateRef(kind=kind, namespace=group.namespace, name=group.name, uid=group.uid),
+    )
+    uow.emit(envelope)
+    return str(envelope.event_id)
+
+
+def _disruption_target(uid: str, message: str) -> Condition:
+    return Condition(
+        object_uid=uid,
+        type=ConditionType.DISRUPTION_TARGET,
+        status="True",
+        owner=PRODUCER,
+        reason=ConditionReason.PREEMPTION_BY_SCHEDULER,
+        message=message,
+    )
+
+
+def _ref(group: GroupRef) -> PodGroupRef:
+    return PodGroupRef(namespace=group.namespace, name=group.name, uid=group.uid)
+
+
+def _owner_ref(victim: Victim) -> PodGroupRef:
+    owner = victim.owner
+    return PodGroupRef(namespace=owner.namespace, name=owner.name, uid=owner.uid)
+
+
+def _pod_ref(pod: RunningPod) -> PodRef:
+    placement = pod.placement
+    return PodRef(namespace=pod.namespace, name=placement.pod_name, uid=pod.uid, node=placement.node_name)

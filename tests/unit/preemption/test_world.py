@@ -1,0 +1,147 @@
+"""The preemptor's state machine next to the scheduler's: it sees what the scheduler bound, answers
+requests on the current state, holds nominations until they are taken or expire."""
+
+from __future__ import annotations
+
+from libs.cluster.generator import ClusterShape
+from libs.core.preemption import NominationEnded, NominationEndReason, Preempted, PreemptorStateMachine
+from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine
+from libs.core.scheduling.inputs import (
+    Nominated,
+    ObjectStored,
+    PodsBound,
+    PodsEvicted,
+    PodsFinished,
+    World,
+)
+from libs.core.scheduling.outputs import Binding, CycleRan
+from tests.unit.scheduling.manifests import cluster, gang, podgroup, workload
+
+SHAPE = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)  # 2 racks of 2 nodes of 8 GPUs
+NOW = 1_000.0
+
+
+class Pair:
+    """A scheduler and a preemptor told the same things; the preemptor also hears the bindings."""
+
+    def __init__(self) -> None:
+        world = World(cluster(SHAPE) + [workload()], {})
+        self.scheduler = SchedulerStateMachine()
+        self.scheduler.load(world, now=NOW)
+        self.preemptor = PreemptorStateMachine()
+        self.preemptor.load(world, now=NOW)
+        self.now = NOW
+
+    def admit(self, *objects) -> None:
+        for obj in objects:
+            for machine in (self.scheduler, self.preemptor):
+                machine.handle(ObjectStored(obj), now=self.now)
+
+    def schedule(self) -> list[CycleRan]:
+        outputs = self.scheduler.run_pass(self.now)
+        for output in outputs:
+            binding = output.bind if isinstance(output, CycleRan) else output
+            if isinstance(binding, Binding):
+                placements = tuple((p.pod_uid, p.node_name, p.devices) for p in binding.placements)
+                self.preemptor.handle(PodsBound(placements), now=self.now)
+        return [output for output in outputs if isinstance(output, CycleRan)]
+
+    def preempt(self, group) -> Preempted:
+        self.preemptor.request(group.uid, cause="request")
+        (answer,) = [o for o in self.preemptor.run_pass(self.now) if isinstance(o, Preempted)]
+        return answer
+
+    def evict(self, answer: Preempted) -> None:
+        """What the services do next: the scheduler hears of the evictions and the nomination, the node
+        agent stops the pods."""
+        uids = tuple(p.uid for v in answer.decision.victims for p in v.pods)
+        self.scheduler.handle(PodsEvicted(uids), now=self.now)
+        self.scheduler.handle(
+            Nominated(answer.preemptor.uid, answer.decision.nodes, answer.expires_at), now=self.now
+        )
+        for machine in (self.scheduler, self.preemptor):
+            machine.handle(PodsFinished(uids, PodPhase.FAILED), now=self.now)
+
+
+def test_a_rack_gang_preempts_the_cheaper_rack_and_binds_there_after_the_evictions():
+    pair = Pair()
+    cheap, dear = podgroup("cheap", min_count=2, priority=10), podgroup("dear", min_count=2, priority=50)
+    pair.admit(cheap, *gang("cheap", 2, gpus=8), dear, *gang("dear", 2, gpus=8))
+    pair.schedule()
+    high = podgroup("high", min_count=2, priority=1000, topology_key=RACK_KEY)
+    pair.admit(high, *gang("high", 2, gpus=8))
+    (ran,) = pair.schedule()
+    assert ran.preemption_priority == 1000
+
+    answer = pair.preempt(high)
+
+    victims = {v.owner.name for v in answer.decision.victims}
+    assert victims == {"cheap"}
+    assert answer.expires_at == NOW + 60
+    assert pair.preemptor.nominations == {high.uid: answer.decision.nodes}
+    pair.evict(answer)
+    pair.now += 1
+    (retry,) = pair.schedule()
+    assert retry.decision.placed
+    assert {p.node_name for p in retry.decision.placements} == set(answer.decision.nodes)
+    # The preemptor saw the binding: the nomination is over, its row to be removed quietly.
+    (ended,) = pair.preemptor.run_pass(pair.now)
+    assert isinstance(ended, NominationEnded)
+    assert (ended.reason, ended.announce) == (NominationEndReason.SCHEDULED, False)
+
+
+def test_victims_already_chosen_are_never_chosen_again_and_nominated_room_is_held():
+    pair = Pair()
+    for name, priority in (("a", 10), ("b", 20)):
+        group = podgroup(name, min_count=2, priority=priority)
+        pair.admit(group, *gang(name, 2, gpus=8))
+    pair.schedule()
+    first = podgroup("first", min_count=2, priority=1000, topology_key=RACK_KEY)
+    second = podgroup("second", min_count=2, priority=1000, topology_key=RACK_KEY)
+    pair.admit(first, *gang("first", 2, gpus=8), second, *gang("second", 2, gpus=8))
+    pair.schedule()
+
+    one = pair.preempt(first)
+    two = pair.preempt(second)
+
+    assert {v.owner.name for v in one.decision.victims} == {"a"}
+    assert {v.owner.name for v in two.decision.victims} == {"b"}
+    assert set(one.decision.nodes).isdisjoint(two.decision.nodes)
+
+
+def test_a_nomination_not_taken_in_time_is_cleared_with_an_event():
+    pair = Pair()
+    low = podgroup("low", min_count=4, priority=1)
+    pair.admit(low, *gang("low", 4, gpus=8))
+    pair.schedule()
+    high = podgroup("high", min_count=1, priority=1000)
+    pair.admit(high, *gang("high", 1, gpus=8))
+    pair.schedule()
+    answer = pair.preempt(high)
+    assert answer.decision.victims
+
+    pair.now += 59.9
+    assert pair.preemptor.run_pass(pair.now) == []
+    pair.now += 0.1
+    (ended,) = pair.preemptor.run_pass(pair.now)
+
+    assert (ended.reason, ended.announce) == (NominationEndReason.EXPIRED, True)
+    assert pair.preemptor.nominations == {}
+
+
+def test_a_request_is_answered_on_the_current_state_not_on_what_it_said():
+    pair = Pair()
+    low = podgroup("low", min_count=4, priority=1)
+    pair.admit(low, *gang("low", 4, gpus=8))
+    pair.schedule()
+    high = podgroup("high", min_count=1, priority=1000)
+    pair.admit(high, *gang("high", 1, gpus=8))
+    pair.schedule()
+    # Before the request is answered, a node's pod finishes.
+    one = next(uid for uid, pod in pair.preemptor.cluster.book.pods.items() if pod.obj.name == "low-0")
+    pair.preemptor.handle(PodsFinished((one,), PodPhase.SUCCEEDED), now=pair.now)
+
+    answer = pair.preempt(high)
+
+    assert answer.decision.victims == ()
+    assert answer.expires_at is None
