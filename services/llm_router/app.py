@@ -33,7 +33,8 @@ from libs.router_runtime import (
     SystemClock,
     read_policy_file,
 )
-from libs.runtime.health import beat_forever, health_file
+from libs.runtime.health import beat_forever, health_file, process_name
+from libs.runtime.listener import inherited_listener, url_of
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.llm_router.audit import AuditFlusher, AuditSink
 from services.llm_router.http_front import create_metrics_app, create_openai_app
@@ -169,7 +170,8 @@ class RouterService:
             self._tasks.append(
                 asyncio.create_task(
                     beat_forever(
-                        health_file(run_dir, SERVICE), alive=lambda: bus_state(self.broker) != "closed"
+                        health_file(run_dir, process_name(SERVICE, self.settings.instance)),
+                        alive=lambda: bus_state(self.broker) != "closed",
                     ),
                     name="health",
                 )
@@ -237,25 +239,36 @@ class RouterService:
             self.check_policy()
 
     async def _serve_http(self, router: Router) -> None:
-        host = self.settings.router_http_host
-        if self.settings.router_http_port >= 0:
+        app = create_openai_app(router, self.cap, self.metrics)
+        if self.settings.router_http_fd is not None:
+            listener = inherited_listener(self.settings.router_http_fd)
+            runner = self._runner(app)
+            await runner.setup()
+            await web.SockSite(runner, listener).start()
+            self.http_url = url_of(listener)
+        elif self.settings.router_http_port >= 0:
             self.http_url = await self._listen(
-                create_openai_app(router, self.cap, self.metrics), host, self.settings.router_http_port
+                app, self.settings.router_http_host, self.settings.router_http_port
             )
         if self.settings.metrics_port >= 0:
+            metrics_app = create_metrics_app(self.metrics)
             self.metrics_url = (
-                await self._listen(create_metrics_app(self.metrics), host, self.settings.metrics_port)
+                await self._listen(metrics_app, self.settings.router_http_host, self.settings.metrics_port)
                 + "/metrics"
             )
 
-    async def _listen(self, app: web.Application, host: str, port: int) -> str:
+    def _runner(self, app: web.Application) -> web.AppRunner:
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        await site.start()
         self._runners.append(runner)
-        bound = runner.addresses[0][1]
-        return f"http://{host}:{bound}"
+        return runner
+
+    async def _listen(self, app: web.Application, host: str, port: int) -> str:
+        runner = self._runner(app)
+        await runner.setup()
+        # SO_REUSEPORT lets replicas started by hand share a port (podway up shares one socket instead).
+        site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=port != 0)
+        await site.start()
+        return f"http://{host}:{runner.addresses[0][1]}"
 
     def _write_run_file(self, run_dir: Path) -> None:
         """Where this replica's HTTP front and metrics listen, for the CLI and the demo."""
