@@ -18,7 +18,7 @@ from libs.db.engine import create_engine, create_session_factory
 from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
-from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT
+from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT, ROUTER_STATUS_SUBJECT
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.streaming_rpc import RequestServer, serve_requests
@@ -41,7 +41,9 @@ from services.llm_router.http_front import create_metrics_app, create_openai_app
 from services.llm_router.metrics import RouterMetrics
 from services.llm_router.nats_front import Feedback, RecentAnswers, Scoreboard, SyncInference
 from services.llm_router.overload import EventLoopLag, InFlightCap, default_max_in_flight
+from services.llm_router.peers import PeerOutcomes
 from services.llm_router.settings import RouterSettings
+from services.llm_router.status import RecentErrors, RouterStatus
 from services.llm_router.work import AsyncInference
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ class RouterService:
         self.async_concurrency = settings.router_async_concurrency or max(1, self.cap.limit // 8)
         self.metrics = RouterMetrics()
         self.recent = RecentAnswers()
+        self.recent_errors = RecentErrors()
+        self.peers: PeerOutcomes | None = None
         self.buffer = EventBuffer()
         self.sink = AuditSink(self.buffer, observe=self._observe)
         self.engine = create_engine(settings.resolved_database_url())
@@ -113,6 +117,7 @@ class RouterService:
     def _observe(self, event: RouterEvent) -> None:
         self.metrics.observe(event)
         self.recent.observe(event)
+        self.recent_errors.observe(event)
 
     # Lifecycle -------------------------------------------------------------------------------------------
 
@@ -130,11 +135,14 @@ class RouterService:
             self.watcher = PolicyFileWatcher(router, self.settings.router_policy, on_error=_log_policy_error)
 
         await start_broker(self.broker)
+        self.peers = PeerOutcomes(router, self.settings.instance)
+        await self.peers.start(self.broker)
         self.relay = OutboxRelay(self.uow, jetstream(self.broker))
         self._flusher_task = asyncio.create_task(self.flusher.run(), name="audit-flusher")
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.loop_lag.run(), name="loop-lag"),
+            asyncio.create_task(self.peers.run(), name="breaker-outcomes"),
         ]
         if self.watcher is not None:
             self._tasks.append(asyncio.create_task(self._watch_policy(), name="policy-watcher"))
@@ -152,6 +160,12 @@ class RouterService:
                 self.broker,
                 ROUTER_SCOREBOARD_SUBJECT,
                 Scoreboard(router, self.settings.instance),
+                queue=QUEUE_GROUP,
+            ),
+            await serve_requests(
+                self.broker,
+                ROUTER_STATUS_SUBJECT,
+                RouterStatus(router, self.recent_errors, self.settings.instance, self.clock),
                 queue=QUEUE_GROUP,
             ),
         ]
@@ -198,6 +212,8 @@ class RouterService:
             await _bounded(runner.cleanup(), "closing the HTTP front")
         if self.work is not None:
             await _bounded(self.work.stop(), "stopping the work queue")
+        if self.peers is not None:
+            await _bounded(self.peers.stop(), "leaving the breaker outcomes")
         await cancel_tasks(self._tasks, service=SERVICE)
         if self._flusher_task is not None:
             self.flusher.close()
