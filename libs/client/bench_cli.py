@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "router": "bench.router",
     "router-vs-litellm": "bench.router_vs_litellm",
     "router-trace": "bench.router_trace",
+    "router-http": "bench.router_http",
     "api-validation": "bench.api_validation",
     "bus-sync": "bench.bus_sync",
 }
@@ -34,6 +35,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("router", []),
     ("router-trace", []),
     ("router-vs-litellm", []),
+    ("router-http", []),
     ("bus-sync", []),
 ]
 

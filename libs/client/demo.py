@@ -165,7 +165,14 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
     # podway.io/run-seconds, so the demo takes seconds.
     plan = prepare_router_demo(data_dir)
     settings = PodwaySettings(
-        data_dir=data_dir, log_level="WARNING", time_compression=10.0, router_policy=plan.policy_path
+        data_dir=data_dir,
+        log_level="WARNING",
+        time_compression=10.0,
+        router_policy=plan.policy_path,
+        # A free port, so that the demo runs beside a stack; one router process, so that the breaker steps
+        # see every request.
+        router_http_address="127.0.0.1:0",
+        router_processes=1,
     )
     stack = Stack(
         settings,

@@ -19,7 +19,10 @@ from libs.events.registry import event_model
 
 # Subjects the router serves besides the catalogue's RpcSubject.ROUTER_INFER and WorkSubject.INFERENCE.
 ROUTER_SCOREBOARD_SUBJECT = "podway.rpc.router.scoreboard"
+ROUTER_STATUS_SUBJECT = "podway.rpc.router.status"
 INFERENCE_FEEDBACK_SUBJECT = "podway.inference.feedback"
+# Router processes tell each other what their breakers heard (core NATS, every process subscribes).
+ROUTER_OUTCOMES_SUBJECT = "podway.router.outcomes"
 
 # Streaming replies: every message to the caller's inbox names its frame in this header.
 STREAM_HEADER = "Podway-Stream"
@@ -308,3 +311,48 @@ class ScoreboardReply(_Part):
     instance: str = Field(description="Router replica that answered")
     rows: list[ScoreboardRow]
     breakers: list[BreakerRow]
+
+
+class AttemptOutcomes(_Part):
+    """`podway.router.outcomes`: the attempts one router process's breakers heard in its last interval, so
+    that every process's breakers see the whole traffic."""
+
+    instance: str = Field(description="Router process that made the attempts")
+    outcomes: list[tuple[str, float | None]] = Field(
+        description="(deployment, first-byte seconds of a success; null for a failure that counts against it)"
+    )
+
+
+class DeploymentStatus(_Part):
+    deployment: str
+    provider: str
+    tier: str
+    state: str = Field(description="Breaker state: closed, open or half_open")
+    ramp_fraction: float = Field(description="Share of its traffic the deployment admits")
+    ramp_step: int | None = Field(description="Index in the policy's ramp while half-open")
+    window_requests: int
+    window_error_rate: float
+    consecutive_failures: int
+    reopens_in_s: float | None = Field(description="Seconds until the probe, while open")
+    pt_tokens_per_minute: int | None = Field(default=None, description="Bought PT capacity")
+    pt_tokens_in_use: float | None = Field(default=None, description="PT tokens per minute taken now")
+    pt_in_flight: int | None = None
+    pt_concurrency: int | None = None
+
+
+class RecentError(_Part):
+    at: datetime
+    request_id: str
+    feature: str
+    deployment: str | None
+    reason: str
+    code: str | None = None
+    status: int | None = None
+
+
+class RouterStatusReply(_Part):
+    """`podway.rpc.router.status`: one router process's deployments and its latest errors."""
+
+    instance: str = Field(description="Router process that answered")
+    deployments: list[DeploymentStatus]
+    recent_errors: list[RecentError]

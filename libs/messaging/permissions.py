@@ -34,7 +34,12 @@ from libs.events.catalogue import (
     WorkSubject,
     dlq_subject,
 )
-from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT
+from libs.events.routing import (
+    INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_OUTCOMES_SUBJECT,
+    ROUTER_SCOREBOARD_SUBJECT,
+    ROUTER_STATUS_SUBJECT,
+)
 
 INBOX_PREFIX = "_INBOX"
 JS_API = "$JS.API"
@@ -203,6 +208,8 @@ USERS: tuple[NatsUser, ...] = (
             Served(INFERENCE_FEEDBACK_SUBJECT, "llm_router"),
         ),
         answers=("client",),
+        calls=(ROUTER_OUTCOMES_SUBJECT,),
+        watches=(ROUTER_OUTCOMES_SUBJECT,),
         durables=(Durable(WORK_STREAM, "llm-router-inference"),),
         checks=(EVENTS_STREAM, WORK_STREAM, DLQ_STREAM),
     ),
@@ -218,6 +225,7 @@ USERS: tuple[NatsUser, ...] = (
             RpcSubject.ADMISSION_EVENTS,
             RpcSubject.ROUTER_INFER,
             ROUTER_SCOREBOARD_SUBJECT,
+            ROUTER_STATUS_SUBJECT,
             INFERENCE_FEEDBACK_SUBJECT,
         ),
         watches=(f"{EVENTS_PREFIX}.>",),

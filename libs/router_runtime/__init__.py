@@ -26,10 +26,11 @@ from libs.router_runtime.errors import (
 )
 from libs.router_runtime.events import EventBuffer, EventSink, RouterEvent
 from libs.router_runtime.policy_file import PolicyFileWatcher, read_policy_file
-from libs.router_runtime.router import Router
+from libs.router_runtime.router import AttemptOutcome, Router
 
 __all__ = [
     "Attempt",
+    "AttemptOutcome",
     "BudgetExceeded",
     "Clock",
     "DeadlineExceeded",

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -55,6 +56,11 @@ from libs.router_runtime.errors import (
 from libs.router_runtime.events import EventBuffer, EventSink, RouterEvent, breaker_event
 
 PROBE_MESSAGES = (Message("user", "ping"),)
+
+MAX_UNSHARED_OUTCOMES = 10_000
+AttemptOutcome = tuple[str, float | None]
+"""One attempt as a breaker heard it: the deployment, and the first-byte seconds of a success (None: a failure
+that counts against it)."""
 DEFAULT_PROBE_TIMEOUT_S = 5.0
 
 
@@ -132,6 +138,8 @@ class Router:
         self._generation = _Generation(policy, dict(providers), None, self._clock.now())
         self._probes: set[asyncio.Task[None]] = set()
         self.scoreboard = Scoreboard()
+        # Bounded: a router nobody drains (a library user with one process) keeps only the latest.
+        self._outcomes: deque[AttemptOutcome] = deque(maxlen=MAX_UNSHARED_OUTCOMES)
 
     @property
     def policy(self) -> RoutingPolicy:
@@ -218,6 +226,27 @@ class Router:
     def record_feedback(self, feature: str, model: str, score: float) -> None:
         """A quality score for an answer (feeds the scoreboard)."""
         self.scoreboard.record_feedback(feature, model, score)
+
+    def drain_outcomes(self) -> list[AttemptOutcome]:
+        """The attempt outcomes this router's breakers heard since the last call, for its peers."""
+        outcomes = list(self._outcomes)
+        self._outcomes.clear()
+        return outcomes
+
+    def record_peer_outcomes(self, outcomes: Iterable[AttemptOutcome]) -> None:
+        """Feed the breakers with attempts another process of the same front made (its `drain_outcomes`), so
+        that every process sees the whole traffic's health. Deployments this policy does not have are
+        skipped."""
+        now = self._clock.now()
+        health = self._generation.health
+        for deployment, first_byte_s in outcomes:
+            entry = health.get(deployment)
+            if entry is None:
+                continue
+            if first_byte_s is None:
+                self._transition(entry.breaker.record_failure(now))
+            else:
+                self._transition(entry.breaker.record_success(first_byte_s, now))
 
     def breakers(self) -> dict[str, BreakerSnapshot]:
         """The breaker of every deployment."""
@@ -344,6 +373,7 @@ class Router:
         if traits.counts_against_breaker and judged:
             # Only ill health counts against the deployment and the model: not PT capacity, quota or the caller.
             self._transition(health.breaker.record_failure(now))
+            self._outcomes.append((candidate.name, None))
             self.scoreboard.record_failure(call.request.feature, candidate.model)
         call.attempts.append(_attempt(call, dispatch, error, sent, failed_at, None))
         call.failed_at = failed_at
@@ -365,6 +395,7 @@ class Router:
         if budget is not None:
             budget.correct(call.estimate, usage.total_tokens, now)
         self._transition(call.generation.health[candidate.name].breaker.record_success(first_byte_s, now))
+        self._outcomes.append((candidate.name, first_byte_s))
         call.attempts.append(_attempt(call, dispatch, None, sent, done, first_byte_s))
         latency_ms = (done - call.started) * 1000.0
         first_byte_ms = (sent - call.started + first_byte_s) * 1000.0
@@ -494,6 +525,7 @@ class Router:
             dispatch.reservation.cancel(now)
         if REASON_TRAITS[error.reason].counts_against_breaker:
             self._transition(health.breaker.record_failure(now))
+            self._outcomes.append((dispatch.candidate.name, None))
             self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
         call.attempts.append(_attempt(call, dispatch, error, sent, time.perf_counter(), None))
         message = (

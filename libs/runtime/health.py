@@ -11,6 +11,11 @@ from contextlib import suppress
 from pathlib import Path
 
 
+def process_name(service: str, instance: str) -> str:
+    """The name one replica of a service beats under: the service's own for instance 0, `service-N` else."""
+    return service if instance == "0" else f"{service}-{instance}"
+
+
 def health_file(run_dir: Path, service: str) -> Path:
     return run_dir / f"{service}.health"
 

@@ -37,6 +37,13 @@ class PodwaySettings(BaseSettings):
     )
     time_compression: float = Field(default=1.0, description="Node agent: simulated seconds per second")
     router_policy: Path | None = Field(default=None, description="Router policy YAML")
+    router_http_address: str = Field(
+        default="127.0.0.1:8400",
+        description="Where `podway up` serves the router's OpenAI-compatible front (HOST:PORT; port 0 picks one)",
+    )
+    router_processes: int = Field(
+        default=0, ge=0, description="Router processes `podway up` runs on that address; 0 = one per CPU"
+    )
     instance: str = Field(default="0", description="Replica name within a service")
 
     @model_validator(mode="after")

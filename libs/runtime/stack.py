@@ -7,13 +7,15 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from libs.runtime.health import health_file, last_beat
+from libs.runtime.health import health_file, last_beat, process_name
+from libs.runtime.listener import open_listener, parse_address, url_of
 from libs.runtime.nats_server import EmbeddedNatsServer
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.supervisor import ServiceSpec, Supervisor
@@ -22,6 +24,7 @@ log = logging.getLogger(__name__)
 
 STACK_FILE = "stack.json"
 DEFAULT_SERVICES = ("admission", "scheduler", "preemptor", "dra_allocator", "node_agent")
+ROUTER = "llm_router"
 STREAMS_CHECK_S = 5.0
 """How often the supervisor makes sure the streams exist (a deleted or lost stream is created again)."""
 
@@ -40,6 +43,8 @@ class StackInfo:
     ready: bool = False
     nats_pid: int | None = None
     """The embedded nats-server's process (None for an external server)."""
+    router_url: str | None = None
+    """The router's OpenAI-compatible front (None when the router does not run)."""
 
     def write(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -72,15 +77,38 @@ def running_stack(settings: PodwaySettings) -> StackInfo | None:
     return info if info and process_alive(info.pid) else None
 
 
-def service_specs(settings: PodwaySettings, env: dict[str, str], names: tuple[str, ...]) -> list[ServiceSpec]:
-    """One supervised process per service, each its own console script run by this interpreter."""
+def service_specs(
+    settings: PodwaySettings,
+    env: dict[str, str],
+    names: tuple[str, ...],
+    router_listener: socket.socket | None = None,
+) -> list[ServiceSpec]:
+    """One supervised process per service, each its own console script run by this interpreter; the router
+    runs `router_processes` of them (one per CPU by default), all serving `router_listener`."""
     specs = []
     for name in names:
-        module = f"services.{name}.main"
-        specs.append(
-            ServiceSpec(name=name, argv=[sys.executable, "-m", module], env={**env, "PODWAY_INSTANCE": "0"})
-        )
+        argv = [sys.executable, "-m", f"services.{name}.main"]
+        if name == ROUTER and router_listener is not None:
+            fd = router_listener.fileno()
+            for instance in range(router_process_count(settings)):
+                specs.append(
+                    ServiceSpec(
+                        name=process_name(name, str(instance)),
+                        argv=argv,
+                        env={**env, "PODWAY_INSTANCE": str(instance), "PODWAY_ROUTER_HTTP_FD": str(fd)},
+                        pass_fds=(fd,),
+                    )
+                )
+            continue
+        specs.append(ServiceSpec(name=name, argv=argv, env={**env, "PODWAY_INSTANCE": "0"}))
     return specs
+
+
+def router_process_count(settings: PodwaySettings) -> int:
+    """How many router processes serve the front: the setting, or one per CPU this process may use."""
+    if settings.router_processes:
+        return settings.router_processes
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class Stack:
@@ -104,6 +132,7 @@ class Stack:
         self.nats: EmbeddedNatsServer | None = None
         self.supervisor: Supervisor | None = None
         self.info: StackInfo | None = None
+        self.router_listener: socket.socket | None = None
 
     def start(self) -> StackInfo:
         data_dir = self.settings.data_dir.resolve()
@@ -122,9 +151,12 @@ class Stack:
         }
         if self.settings.router_policy:
             env["PODWAY_ROUTER_POLICY"] = str(self.settings.router_policy.resolve())
-        specs = service_specs(self.settings, env, self.services) + self.extra_specs
-        for name in self.services:
-            health_file(self.settings.run_dir.resolve(), name).unlink(missing_ok=True)
+        if ROUTER in self.services:
+            # Opened once and held here: the address stays up while router processes die and restart.
+            self.router_listener = open_listener(*parse_address(self.settings.router_http_address))
+        specs = service_specs(self.settings, env, self.services, self.router_listener) + self.extra_specs
+        for spec in specs:
+            health_file(self.settings.run_dir.resolve(), spec.name).unlink(missing_ok=True)
         self.supervisor = Supervisor(specs, self.settings.run_dir.resolve(), log_dir=data_dir / "logs")
         self.supervisor.start_all(time.monotonic())
         self.info = StackInfo(
@@ -135,6 +167,7 @@ class Stack:
             started_at=time.time(),
             services=self.supervisor.pids(),
             nats_pid=self._nats_pid(),
+            router_url=url_of(self.router_listener) if self.router_listener is not None else None,
         )
         self.info.write(self.settings.run_dir)
         return self.info
@@ -214,6 +247,8 @@ class Stack:
             self.supervisor.stop_all()
         if self.nats is not None:
             self.nats.stop()
+        if self.router_listener is not None:
+            self.router_listener.close()
         (self.settings.run_dir / STACK_FILE).unlink(missing_ok=True)
 
 

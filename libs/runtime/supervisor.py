@@ -27,6 +27,8 @@ class ServiceSpec:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     beats: bool = True
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the process inherits (a listening socket the supervisor keeps open across restarts)."""
 
 
 @dataclass
@@ -112,6 +114,7 @@ class Supervisor:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=child.spec.pass_fds,
         )
         out.close()
         child.started_at = now

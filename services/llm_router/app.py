@@ -18,7 +18,7 @@ from libs.db.engine import create_engine, create_session_factory
 from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
-from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT
+from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT, ROUTER_STATUS_SUBJECT
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.streaming_rpc import RequestServer, serve_requests
@@ -33,14 +33,17 @@ from libs.router_runtime import (
     SystemClock,
     read_policy_file,
 )
-from libs.runtime.health import beat_forever, health_file
+from libs.runtime.health import beat_forever, health_file, process_name
+from libs.runtime.listener import inherited_listener, url_of
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.llm_router.audit import AuditFlusher, AuditSink
 from services.llm_router.http_front import create_metrics_app, create_openai_app
 from services.llm_router.metrics import RouterMetrics
 from services.llm_router.nats_front import Feedback, RecentAnswers, Scoreboard, SyncInference
 from services.llm_router.overload import EventLoopLag, InFlightCap, default_max_in_flight
+from services.llm_router.peers import PeerOutcomes
 from services.llm_router.settings import RouterSettings
+from services.llm_router.status import RecentErrors, RouterStatus
 from services.llm_router.work import AsyncInference
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,8 @@ class RouterService:
         self.async_concurrency = settings.router_async_concurrency or max(1, self.cap.limit // 8)
         self.metrics = RouterMetrics()
         self.recent = RecentAnswers()
+        self.recent_errors = RecentErrors()
+        self.peers: PeerOutcomes | None = None
         self.buffer = EventBuffer()
         self.sink = AuditSink(self.buffer, observe=self._observe)
         self.engine = create_engine(settings.resolved_database_url())
@@ -112,6 +117,7 @@ class RouterService:
     def _observe(self, event: RouterEvent) -> None:
         self.metrics.observe(event)
         self.recent.observe(event)
+        self.recent_errors.observe(event)
 
     # Lifecycle -------------------------------------------------------------------------------------------
 
@@ -129,11 +135,14 @@ class RouterService:
             self.watcher = PolicyFileWatcher(router, self.settings.router_policy, on_error=_log_policy_error)
 
         await start_broker(self.broker)
+        self.peers = PeerOutcomes(router, self.settings.instance)
+        await self.peers.start(self.broker)
         self.relay = OutboxRelay(self.uow, jetstream(self.broker))
         self._flusher_task = asyncio.create_task(self.flusher.run(), name="audit-flusher")
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.loop_lag.run(), name="loop-lag"),
+            asyncio.create_task(self.peers.run(), name="breaker-outcomes"),
         ]
         if self.watcher is not None:
             self._tasks.append(asyncio.create_task(self._watch_policy(), name="policy-watcher"))
@@ -153,6 +162,12 @@ class RouterService:
                 Scoreboard(router, self.settings.instance),
                 queue=QUEUE_GROUP,
             ),
+            await serve_requests(
+                self.broker,
+                ROUTER_STATUS_SUBJECT,
+                RouterStatus(router, self.recent_errors, self.settings.instance, self.clock),
+                queue=QUEUE_GROUP,
+            ),
         ]
         self.work = WorkQueueConsumer(
             name=WORK_CONSUMER,
@@ -169,7 +184,8 @@ class RouterService:
             self._tasks.append(
                 asyncio.create_task(
                     beat_forever(
-                        health_file(run_dir, SERVICE), alive=lambda: bus_state(self.broker) != "closed"
+                        health_file(run_dir, process_name(SERVICE, self.settings.instance)),
+                        alive=lambda: bus_state(self.broker) != "closed",
                     ),
                     name="health",
                 )
@@ -196,6 +212,8 @@ class RouterService:
             await _bounded(runner.cleanup(), "closing the HTTP front")
         if self.work is not None:
             await _bounded(self.work.stop(), "stopping the work queue")
+        if self.peers is not None:
+            await _bounded(self.peers.stop(), "leaving the breaker outcomes")
         await cancel_tasks(self._tasks, service=SERVICE)
         if self._flusher_task is not None:
             self.flusher.close()
@@ -237,25 +255,36 @@ class RouterService:
             self.check_policy()
 
     async def _serve_http(self, router: Router) -> None:
-        host = self.settings.router_http_host
-        if self.settings.router_http_port >= 0:
+        app = create_openai_app(router, self.cap, self.metrics)
+        if self.settings.router_http_fd is not None:
+            listener = inherited_listener(self.settings.router_http_fd)
+            runner = self._runner(app)
+            await runner.setup()
+            await web.SockSite(runner, listener).start()
+            self.http_url = url_of(listener)
+        elif self.settings.router_http_port >= 0:
             self.http_url = await self._listen(
-                create_openai_app(router, self.cap, self.metrics), host, self.settings.router_http_port
+                app, self.settings.router_http_host, self.settings.router_http_port
             )
         if self.settings.metrics_port >= 0:
+            metrics_app = create_metrics_app(self.metrics)
             self.metrics_url = (
-                await self._listen(create_metrics_app(self.metrics), host, self.settings.metrics_port)
+                await self._listen(metrics_app, self.settings.router_http_host, self.settings.metrics_port)
                 + "/metrics"
             )
 
-    async def _listen(self, app: web.Application, host: str, port: int) -> str:
+    def _runner(self, app: web.Application) -> web.AppRunner:
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, backlog=1024)
-        await site.start()
         self._runners.append(runner)
-        bound = runner.addresses[0][1]
-        return f"http://{host}:{bound}"
+        return runner
+
+    async def _listen(self, app: web.Application, host: str, port: int) -> str:
+        runner = self._runner(app)
+        await runner.setup()
+        # SO_REUSEPORT lets replicas started by hand share a port (podway up shares one socket instead).
+        site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=port != 0)
+        await site.start()
+        return f"http://{host}:{runner.addresses[0][1]}"
 
     def _write_run_file(self, run_dir: Path) -> None:
         """Where this replica's HTTP front and metrics listen, for the CLI and the demo."""

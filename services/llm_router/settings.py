@@ -10,6 +10,11 @@ from libs.runtime.settings import PodwaySettings
 class RouterSettings(PodwaySettings):
     """`PODWAY_ROUTER_*` environment variables; `router_policy` and `metrics_port` come from PodwaySettings."""
 
+    router_http_fd: int | None = Field(
+        default=None,
+        description="A listening socket inherited from the supervisor (`podway up`) for the OpenAI-compatible "
+        "front; when set, router_http_host and router_http_port are not used",
+    )
     router_http_host: str = Field(default="127.0.0.1", description="Address of the OpenAI-compatible front")
     router_http_port: int = Field(
         default=0, description="Port of the OpenAI-compatible front; 0 picks a free one, -1 disables it"

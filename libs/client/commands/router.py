@@ -9,6 +9,7 @@ import json
 import sys
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -22,6 +23,7 @@ from libs.events.routing import (
     FRAME_ERROR,
     INFERENCE_FEEDBACK_SUBJECT,
     ROUTER_SCOREBOARD_SUBJECT,
+    ROUTER_STATUS_SUBJECT,
     STREAM_HEADER,
     ChatMessage,
     FeedbackRecorded,
@@ -30,6 +32,7 @@ from libs.events.routing import (
     InferenceCall,
     InferenceRefusal,
     InferenceWork,
+    RouterStatusReply,
     ScoreboardReply,
 )
 from libs.messaging.rpc import RpcError, request
@@ -125,6 +128,11 @@ class RouterClient:
         """Report an answer's quality; the router's scoreboard takes it and it becomes an event."""
         raw = await request(self._broker, INFERENCE_FEEDBACK_SUBJECT, report, timeout_s=self.timeout_s)
         return FeedbackRecorded.model_validate_json(raw)
+
+    async def status(self) -> RouterStatusReply:
+        """One router process's deployments (breaker, ramp step, PT capacity in use) and latest errors."""
+        raw = await request(self._broker, ROUTER_STATUS_SUBJECT, b"{}", timeout_s=self.timeout_s)
+        return RouterStatusReply.model_validate_json(raw)
 
     async def scoreboard(self) -> ScoreboardReply:
         """One router replica's scoreboard and breakers."""
@@ -236,6 +244,64 @@ def cmd_scoreboard(args: argparse.Namespace) -> int:
     return _run(args, work)
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    async def work(router: RouterClient) -> int:
+        status = await router.status()
+        if args.output == "json":
+            _print_json(status)
+            return 0
+        print(f"router process {status.instance}")
+        print(
+            f"{'DEPLOYMENT':<18} {'PROVIDER':<9} {'TIER':<12} {'BREAKER':<10} {'RAMP':<11} {'WINDOW':>6} "
+            f"{'ERR%':>6} {'CONSEC':>6}  PT IN USE"
+        )
+        for d in status.deployments:
+            ramp = f"{d.ramp_fraction:.2f}" + (f" step {d.ramp_step}" if d.ramp_step is not None else "")
+            if d.reopens_in_s is not None:
+                ramp = f"probe {d.reopens_in_s:.1f}s"
+            pt = "-"
+            if d.pt_tokens_per_minute is not None:
+                pt = f"{d.pt_tokens_in_use or 0:.0f}/{d.pt_tokens_per_minute} tok/min"
+                if d.pt_concurrency is not None:
+                    pt += f", {d.pt_in_flight}/{d.pt_concurrency} in flight"
+            print(
+                f"{d.deployment:<18} {d.provider:<9} {d.tier:<12} {d.state:<10} {ramp:<11} "
+                f"{d.window_requests:>6} {d.window_error_rate * 100:>5.1f}% {d.consecutive_failures:>6}  {pt}"
+            )
+        print("\nRECENT ERRORS" if status.recent_errors else "\nno recent errors")
+        for e in status.recent_errors:
+            code = f" {e.code}" if e.code else ""
+            code += f" ({e.status})" if e.status else ""
+            print(
+                f"{e.at:%H:%M:%S} {e.deployment or '-':<18} {e.reason:<14}{code}  {e.feature} {e.request_id}"
+            )
+        return 0
+
+    return _run(args, work)
+
+
+def cmd_audit_gaps(args: argparse.Namespace) -> int:
+    from libs.client.audit_gaps import audit_gaps
+    from libs.client.commands.stack import settings_from
+    from libs.runtime.stack import running_stack
+
+    text = sys.stdin.read() if str(args.answered) == "-" else args.answered.read_text()
+    ids = [line.strip() for line in text.splitlines() if line.strip()]
+    settings = settings_from(args)
+    info = running_stack(settings)
+    url = settings.database_url or (info.database_url if info else settings.resolved_database_url())
+    gaps = asyncio.run(audit_gaps(url, ids))
+    _print_json(
+        {
+            "answered": gaps.answered,
+            "audited": gaps.audited,
+            "missing": len(gaps.missing),
+            "missing_ids": gaps.missing,
+        }
+    )
+    return 0 if not gaps.missing else 3
+
+
 def cmd_feedback(args: argparse.Namespace) -> int:
     report = FeedbackReport(request_id=args.request_id, score=args.score, comment=args.comment)
 
@@ -288,13 +354,27 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     infer.add_argument("-o", "--output", choices=["text", "json"], default="text")
     infer.set_defaults(handler=_guard(cmd_infer))
 
-    router = sub.add_parser("router", help="the LLM router's scoreboard and feedback")
+    router = sub.add_parser("router", help="the LLM router's status, scoreboard and feedback")
     verbs = router.add_subparsers(dest="router_command", required=True, metavar="VERB")
     board = verbs.add_parser("scoreboard", help="per feature x model figures and the breakers")
     common(board)
     board.add_argument("-o", "--output", choices=["table", "json"], default="table")
     board.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
     board.set_defaults(handler=_guard(cmd_scoreboard))
+    status = verbs.add_parser(
+        "status", help="each deployment's breaker state, ramp step, PT capacity in use, and recent errors"
+    )
+    common(status)
+    status.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    status.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
+    status.set_defaults(handler=_guard(cmd_status))
+    gaps = verbs.add_parser(
+        "audit-gaps",
+        help="which answered request ids (one per line, from a file or - for stdin) have no audit row",
+    )
+    common(gaps)
+    gaps.add_argument("answered", type=Path, help="file of request ids, or - for stdin")
+    gaps.set_defaults(handler=_guard(cmd_audit_gaps))
     feedback = verbs.add_parser("feedback", help="report the quality of an answer (score in [0, 1])")
     common(feedback)
     feedback.add_argument("request_id")

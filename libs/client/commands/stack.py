@@ -13,12 +13,25 @@ from pathlib import Path
 from typing import Any
 
 from libs.runtime.settings import PodwaySettings, redact_credentials
-from libs.runtime.stack import DEFAULT_SERVICES, Stack, running_stack, stop_running_stack
+from libs.runtime.stack import (
+    DEFAULT_SERVICES,
+    Stack,
+    router_process_count,
+    running_stack,
+    stop_running_stack,
+)
 
 
 def settings_from(args: argparse.Namespace) -> PodwaySettings:
     overrides: dict[str, Any] = {}
-    for name in ("data_dir", "nats_url", "database_url", "router_policy"):
+    for name in (
+        "data_dir",
+        "nats_url",
+        "database_url",
+        "router_policy",
+        "router_http_address",
+        "router_processes",
+    ):
         value = getattr(args, name, None)
         if value is not None:
             overrides[name] = value
@@ -82,6 +95,11 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"podway up: nats {info.nats_url}, database {info.database_url}, services {list(info.services)}"
         )
     )
+    if info.router_url:
+        print(
+            f"router: OpenAI-compatible front at {info.router_url}/v1 ({router_process_count(settings)} processes)"
+        )
+    sys.stdout.flush()
     try:
         stack.supervise(lambda: stopping["now"])
     finally:
@@ -100,6 +118,10 @@ def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:
         argv += ["--services", args.services]
     if args.router_policy:
         argv += ["--router-policy", str(args.router_policy)]
+    if args.router_http_address:
+        argv += ["--router-address", args.router_http_address]
+    if args.router_processes is not None:
+        argv += ["--router-processes", str(args.router_processes)]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with (settings.data_dir / "podway-up.log").open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -118,6 +140,8 @@ def wait_for_stack(
                     f"podway up: nats {info.nats_url}, database {info.database_url}, pid {info.pid}"
                 )
             )
+            if info.router_url:
+                print(f"router: OpenAI-compatible front at {info.router_url}/v1")
             return True
         if exited() is not None:
             print(f"podway up failed; see {settings.data_dir / 'podway-up.log'}", file=sys.stderr)
@@ -215,6 +239,19 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     up.add_argument("--services", default=None, help="comma-separated services to run")
     up.add_argument(
         "--router-policy", type=Path, default=None, help="router policy (default: local emulators)"
+    )
+    up.add_argument(
+        "--router-address",
+        dest="router_http_address",
+        default=None,
+        help="HOST:PORT of the router's OpenAI-compatible front (default 127.0.0.1:8400, "
+        "or PODWAY_ROUTER_HTTP_ADDRESS)",
+    )
+    up.add_argument(
+        "--router-processes",
+        type=int,
+        default=None,
+        help="router processes sharing that address (default one per CPU, or PODWAY_ROUTER_PROCESSES)",
     )
     up.set_defaults(handler=cmd_up)
     down = sub.add_parser("down", help="stop the stack started in the data dir")

@@ -64,6 +64,8 @@ class BreakerSnapshot:
     window_error_rate: float
     consecutive_failures: int
     reopens_at: float | None
+    ramp_step: int | None = None
+    """Index in the ramp while half-open."""
 
 
 class _Window:
@@ -213,6 +215,7 @@ class CircuitBreaker:
             window_error_rate=self._window.error_rate(),
             consecutive_failures=self._consecutive,
             reopens_at=self._reopens_at if self.state is BreakerState.OPEN else None,
+            ramp_step=self._step if self.state is BreakerState.HALF_OPEN else None,
         )
 
     @property

@@ -186,6 +186,20 @@ class SqlAlchemyEventLog:
         """Events of one type, oldest first."""
         return await self._fetch(select(events).where(events.c.type == type_).limit(limit))
 
+    async def correlations_with(self, type_: str, correlation_ids: Sequence[str]) -> set[str]:
+        """Which of `correlation_ids` have at least one event of type `type_` (e.g. which answered requests
+        have their `inference.completed`)."""
+        found: set[str] = set()
+        for start in range(0, len(correlation_ids), 500):
+            chunk = list(correlation_ids[start : start + 500])
+            rows = await self._session.execute(
+                select(events.c.correlation_id)
+                .where(events.c.type == type_, events.c.correlation_id.in_(chunk))
+                .distinct()
+            )
+            found.update(row[0] for row in rows)
+        return found
+
     async def since(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:
         """Events after position `seq` (exclusive), for watching."""
         return await self._fetch(select(events).where(events.c.seq > seq).limit(limit))

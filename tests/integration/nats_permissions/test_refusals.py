@@ -16,7 +16,12 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM, WORK_STREAM, EventType, RpcSubject, WorkSubject
-from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT
+from libs.events.routing import (
+    INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_OUTCOMES_SUBJECT,
+    ROUTER_SCOREBOARD_SUBJECT,
+    ROUTER_STATUS_SUBJECT,
+)
 from libs.messaging.broker import connection, jetstream, make_broker
 from libs.messaging.permissions import USERS, NatsUser, user
 from libs.messaging.streams import ensure_streams, require_streams, stream_configs
@@ -24,7 +29,7 @@ from libs.runtime.settings import url_with_credentials
 from tests.integration.nats_permissions.conftest import Refusal, SecuredNats, refusals, settle
 
 STREAMS = (EVENTS_STREAM, WORK_STREAM, DLQ_STREAM)
-RPC_SUBJECTS = (*RpcSubject, ROUTER_SCOREBOARD_SUBJECT, INFERENCE_FEEDBACK_SUBJECT)
+RPC_SUBJECTS = (*RpcSubject, ROUTER_SCOREBOARD_SUBJECT, ROUTER_STATUS_SUBJECT, INFERENCE_FEEDBACK_SUBJECT)
 
 
 @dataclass(frozen=True)
@@ -44,8 +49,13 @@ class Probe:
 def probes_for(me: NatsUser) -> list[Probe]:
     """Everything Podway's subjects offer, each marked with whether `me`'s role allows it."""
     probes = [Probe("publish", event.subject, event in me.emits) for event in EventType]
-    probes += [Probe("subscription", event.subject, bool(me.watches)) for event in EventType]
-    probes += [Probe("subscription", "podway.events.>", bool(me.watches))]
+    watches_events = "podway.events.>" in me.watches
+    probes += [Probe("subscription", event.subject, watches_events) for event in EventType]
+    probes += [Probe("subscription", "podway.events.>", watches_events)]
+    probes += [
+        Probe("publish", ROUTER_OUTCOMES_SUBJECT, ROUTER_OUTCOMES_SUBJECT in me.calls),
+        Probe("subscription", ROUTER_OUTCOMES_SUBJECT, ROUTER_OUTCOMES_SUBJECT in me.watches),
+    ]
     probes += [Probe("publish", WorkSubject.INFERENCE, WorkSubject.INFERENCE in me.enqueues)]
     probes += [Probe("subscription", WorkSubject.INFERENCE, False)]
     probes += [Probe("publish", subject, subject in me.calls) for subject in RPC_SUBJECTS]

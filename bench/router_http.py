@@ -1,0 +1,368 @@
+"""The router as users reach it: open-loop load through the OpenAI-compatible HTTP front, against the raw
+emulator call measured the same way in the same run.
+
+Topology (what `podway up` runs): the emulators in a child process answering at once; the router service in
+`--processes` processes (default one per CPU) sharing one listening socket held by the stack, each on the
+embedded nats-server and the SQLite audit log, auditing and counting metrics as in production; this process
+is the client. All of them share the machine's cores.
+
+For each rate and each path (Bedrock through Claude Haiku on-demand, Vertex through Gemini Flash on-demand)
+the client offers `--duration` seconds of requests open-loop (a request is sent at its time whatever is
+outstanding; none is held back) first straight to the emulator (the request the SDK sends, as bare HTTP),
+then through the front (an OpenAI chat completion with a bearer key and `model: feature:<name>`). Latency is
+measured from the moment each request is sent to its whole answer. `added_ms_pXX` is the front's percentile
+minus the raw call's at the same rate and path. `router_cpu_ms_per_request` is the CPU the router processes
+used (all of it: HTTP, policy, SDK call, audit, metrics, NATS) over the requests they answered.
+`max_rate_added_p99_under_5ms` is the highest rate at which both paths added under 5 ms at p99 with no errors.
+SSE: one streamed request at a time, time to the first byte of the body, straight from the emulator and
+through the front.
+
+What it leaves out: network between hosts (everything is on 127.0.0.1), real provider latency (the emulators
+answer at zero latency, which is the hard case for overhead), PT capacity (on-demand deployments only, as in
+the LiteLLM comparison), and TLS.
+
+    python -m bench.router_http -o json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import psutil
+import yaml
+
+from bench.measure import cpu_seconds, percentile_or_none
+from bench.router import _emulators, _round
+from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH, example_policy_document
+from libs.runtime.settings import PodwaySettings
+from libs.runtime.stack import Stack
+
+PROMPT = "Summarise the incident timeline for the on-call channel in two sentences."
+PATHS = ("bedrock", "vertex")
+FEATURES = {"bedrock": "bench-bedrock", "vertex": "bench-vertex"}
+API_KEY = "bench-key"
+ADDED_P99_TARGET_MS = 5.0
+REQUEST_TIMEOUT_S = 10.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Benchmark options."""
+    parser.add_argument(
+        "--rates", default="100,300,500,1000", help="offered requests per second, comma-separated"
+    )
+    parser.add_argument("--duration", type=float, default=4.0, help="seconds of load per rate, path and side")
+    parser.add_argument("--processes", type=int, default=0, help="router processes; 0 = one per CPU")
+    parser.add_argument(
+        "--warmup", type=float, default=2.0, help="seconds of load at 100 req/s before measuring"
+    )
+    parser.add_argument("--sse-requests", type=int, default=200, help="streamed requests per path and side")
+    parser.add_argument("--max-tokens", type=int, default=64)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Start the emulators and the front, measure, stop; returns `{"name", "params", "metrics"}`."""
+    rates = [float(r) for r in args.rates.split(",")]
+    load_before = os.getloadavg()[0]
+    with (
+        _emulators() as urls,
+        tempfile.TemporaryDirectory(prefix="podway-bench-router-http-") as tmp,
+        router_front(urls, Path(tmp), args.processes) as front,
+    ):
+        metrics = asyncio.run(_measure(args, rates, urls, front))
+    params = {
+        "rates": rates,
+        "duration_s": args.duration,
+        "router_processes": front.processes,
+        "warmup_s": args.warmup,
+        "sse_requests": args.sse_requests,
+        "max_tokens": args.max_tokens,
+        "client": "aiohttp, open loop, one process, pooled keep-alive connections",
+        "paths": "bedrock: claude-haiku on-demand (Converse); vertex: gemini-flash on-demand (generateContent)",
+        "emulator_latency_ms": 0,
+        "audit": "embedded nats-server, SQLite audit log, group commit every 50 ms",
+        "host_cpus": os.cpu_count(),
+        "host_load_avg_1m_before": round(load_before, 2),
+    }
+    return {"name": "router-http", "params": params, "metrics": metrics}
+
+
+# --- the front -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Front:
+    """A running front: its URL and its router processes."""
+
+    url: str
+    processes: int
+    pids: list[int] = field(default_factory=list)
+
+    def cpu_seconds(self) -> float:
+        used = 0.0
+        for pid in self.pids:
+            with suppress(psutil.Error):
+                used += cpu_seconds(psutil.Process(pid))
+        return used
+
+
+def bench_policy_document(urls: dict[str, str]) -> dict[str, Any]:
+    """On-demand deployments only, one feature per cloud, one API key for both."""
+    document = example_policy_document(urls["bedrock"], urls["vertex"])
+    document["deployments"] = {
+        name: spec for name, spec in document["deployments"].items() if spec["tier"] == "on_demand"
+    }
+    document["models"] = {"claude-haiku": ["claude-haiku-od"], "gemini-flash": ["gemini-flash-od"]}
+    document["features"] = {
+        FEATURES[path]: {"latency": "sync", "deadline_ms": 8000, "routes": [{"weight": 1, "models": [model]}]}
+        for path, model in (("bedrock", "claude-haiku"), ("vertex", "gemini-flash"))
+    }
+    document["api_keys"] = {API_KEY: {"features": list(FEATURES.values())}}
+    return document
+
+
+@contextmanager
+def router_front(urls: dict[str, str], data_dir: Path, processes: int) -> Iterator[Front]:
+    """The router service as `podway up` runs it (shared socket, `processes` processes) on a fresh data dir."""
+    from libs.client.commands.stack import prepare_stack
+
+    policy = data_dir / "policy.yaml"
+    policy.write_text(yaml.safe_dump(bench_policy_document(urls), sort_keys=False))
+    settings = PodwaySettings(
+        data_dir=data_dir,
+        router_policy=policy,
+        router_http_address="127.0.0.1:0",
+        router_processes=processes,
+        log_level="WARNING",
+    )
+    stack = Stack(settings, services=("llm_router",), prepare=prepare_stack)
+    try:
+        info = stack.start()
+        if not stack.wait_ready():
+            raise RuntimeError(f"the router did not become healthy; see {data_dir / 'logs'}")
+        assert info.router_url is not None
+        pids = [pid for pid in info.services.values() if pid is not None]
+        yield Front(info.router_url, len(pids), pids)
+    finally:
+        stack.stop()
+
+
+# --- requests ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One kind of request: where it goes and what it carries."""
+
+    url: str
+    body: bytes
+    headers: dict[str, str]
+
+
+def raw_call(urls: dict[str, str], path: str, max_tokens: int, *, stream: bool = False) -> Call:
+    """The request the SDK sends to the emulator, as bare HTTP."""
+    json_type = {"Content-Type": "application/json"}
+    if path == "bedrock":
+        body = {
+            "messages": [{"role": "user", "content": [{"text": PROMPT}]}],
+            "inferenceConfig": {"maxTokens": max_tokens},
+            "requestMetadata": {"feature": FEATURES[path]},
+        }
+        operation = "converse-stream" if stream else "converse"
+        url = f"{urls['bedrock']}/model/{quote(CLAUDE_HAIKU_OD, safe='')}/{operation}"
+        return Call(url, json.dumps(body).encode(), json_type)
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": PROMPT}]}],
+        "generationConfig": {"maxOutputTokens": max_tokens},
+        "labels": {"feature": FEATURES[path]},
+    }
+    model = f"projects/acme-ai/locations/us-central1/publishers/google/models/{GEMINI_FLASH}"
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    url = f"{urls['vertex']}/v1/{model}:{method}"
+    return Call(url, json.dumps(body).encode(), json_type | {"X-Vertex-AI-LLM-Request-Type": "shared"})
+
+
+def front_call(front_url: str, path: str, max_tokens: int, *, stream: bool = False) -> Call:
+    """An OpenAI chat completion through the front."""
+    body = {
+        "model": f"feature:{FEATURES[path]}",
+        "messages": [{"role": "user", "content": PROMPT}],
+        "max_tokens": max_tokens,
+        "stream": stream,
+    }
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
+    return Call(f"{front_url}/v1/chat/completions", json.dumps(body).encode(), headers)
+
+
+@dataclass
+class Run:
+    """What one open-loop run measured."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+    elapsed_s: float = 0.0
+
+    def percentile(self, fraction: float) -> float | None:
+        return percentile_or_none(self.latencies_ms, fraction)
+
+
+async def open_loop(http: aiohttp.ClientSession, call: Call, rate: float, duration_s: float) -> Run:
+    """Offer `rate * duration_s` requests at `rate` per second, each sent at its time; wait for all."""
+    run = Run()
+    count = max(1, int(rate * duration_s))
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+
+    async def one() -> None:
+        sent = time.perf_counter()
+        try:
+            async with http.post(call.url, data=call.body, headers=call.headers, timeout=timeout) as response:
+                await response.read()
+                if response.status != 200:
+                    run.errors += 1
+                    return
+        except (aiohttp.ClientError, TimeoutError):
+            run.errors += 1
+            return
+        run.latencies_ms.append((time.perf_counter() - sent) * 1000.0)
+
+    tasks: set[asyncio.Task[None]] = set()
+    start = time.perf_counter()
+    for i in range(count):
+        delay = start + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        task = asyncio.create_task(one())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    while tasks:
+        await asyncio.gather(*list(tasks))
+    run.elapsed_s = time.perf_counter() - start
+    return run
+
+
+async def first_byte_ms(http: aiohttp.ClientSession, call: Call, count: int) -> list[float]:
+    """One streamed request at a time: milliseconds to the first byte of the body."""
+    timings: list[float] = []
+    for _ in range(count):
+        sent = time.perf_counter()
+        async with http.post(call.url, data=call.body, headers=call.headers) as response:
+            if response.status != 200:
+                raise RuntimeError(f"{call.url} answered {response.status}: {await response.text()}")
+            await response.content.readany()
+            timings.append((time.perf_counter() - sent) * 1000.0)
+            await response.read()
+    return timings
+
+
+# --- measuring -----------------------------------------------------------------------------------------------
+
+
+async def _measure(
+    args: argparse.Namespace, rates: list[float], urls: dict[str, str], front: Front
+) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        for path in PATHS:
+            await _answered(http, front_call(front.url, path, args.max_tokens))
+            await open_loop(http, raw_call(urls, path, args.max_tokens), 100, args.warmup)
+            await open_loop(http, front_call(front.url, path, args.max_tokens), 100, args.warmup)
+        under_target: list[float] = []
+        for rate in rates:
+            key = f"{int(rate)}rps"
+            ok = True
+            for path in PATHS:
+                raw = await open_loop(http, raw_call(urls, path, args.max_tokens), rate, args.duration)
+                cpu = front.cpu_seconds()
+                through = await open_loop(
+                    http, front_call(front.url, path, args.max_tokens), rate, args.duration
+                )
+                cpu = front.cpu_seconds() - cpu
+                figures = _figures(raw, through, cpu)
+                metrics |= {f"{path}_{key}_{name}": value for name, value in figures.items()}
+                added_p99 = figures["added_ms_p99"]
+                ok = ok and through.errors == 0 and added_p99 is not None and added_p99 < ADDED_P99_TARGET_MS
+            if ok:
+                under_target.append(rate)
+        metrics["max_rate_added_p99_under_5ms"] = max(under_target) if under_target else None
+        for path in PATHS:
+            raw_ttfb = sorted(
+                await first_byte_ms(
+                    http, raw_call(urls, path, args.max_tokens, stream=True), args.sse_requests
+                )
+            )
+            front_ttfb = sorted(
+                await first_byte_ms(
+                    http, front_call(front.url, path, args.max_tokens, stream=True), args.sse_requests
+                )
+            )
+            raw_p50, front_p50 = percentile_or_none(raw_ttfb, 0.5), percentile_or_none(front_ttfb, 0.5)
+            metrics |= {
+                f"{path}_sse_ttfb_ms_p50_raw": _round(raw_p50),
+                f"{path}_sse_ttfb_ms_p50_front": _round(front_p50),
+                f"{path}_sse_ttfb_ms_p99_raw": _round(percentile_or_none(raw_ttfb, 0.99)),
+                f"{path}_sse_ttfb_ms_p99_front": _round(percentile_or_none(front_ttfb, 0.99)),
+                f"{path}_sse_ttfb_added_ms_p50": _round(front_p50 - raw_p50)
+                if front_p50 is not None and raw_p50 is not None
+                else None,
+            }
+    return metrics
+
+
+def _figures(raw: Run, through: Run, cpu_s: float) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for name, fraction in (("p50", 0.50), ("p99", 0.99)):
+        raw_ms, front_ms = raw.percentile(fraction), through.percentile(fraction)
+        figures[f"raw_ms_{name}"] = _round(raw_ms)
+        figures[f"front_ms_{name}"] = _round(front_ms)
+        figures[f"added_ms_{name}"] = (
+            _round(front_ms - raw_ms) if raw_ms is not None and front_ms is not None else None
+        )
+    answered = len(through.latencies_ms)
+    figures["errors"] = through.errors
+    figures["raw_errors"] = raw.errors
+    figures["answered_per_s"] = round(answered / through.elapsed_s, 1) if through.elapsed_s else None
+    figures["router_cpu_ms_per_request"] = round(cpu_s * 1000.0 / answered, 3) if answered else None
+    return figures
+
+
+async def _answered(http: aiohttp.ClientSession, call: Call, timeout_s: float = 60.0) -> None:
+    """Wait until the front answers (the providers open lazily on a busy host)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            async with http.post(call.url, data=call.body, headers=call.headers) as response:
+                if response.status == 200:
+                    return
+                detail = await response.text()
+        except aiohttp.ClientError as exc:
+            detail = repr(exc)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the front never answered: {detail}")
+        await asyncio.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.router_http [options] [-o json|table]`, the same as `podway bench router-http`."""
+    import sys
+
+    from libs.client.bench_cli import main as bench_main
+
+    return bench_main(["router-http", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""`podway.rpc.router.status` (`podway router status`): each deployment's breaker state and ramp step, the PT
+capacity in use, and the latest failed attempts, as one router process sees them."""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import UTC, datetime
+
+from libs.events.catalogue import EventType
+from libs.events.routing import DeploymentStatus, RecentError, RouterStatusReply
+from libs.messaging.streaming_rpc import IncomingRequest
+from libs.router_runtime import Clock, Router, RouterEvent
+from services.llm_router.metrics import MOVES_WITHOUT_AN_ATTEMPT, SPILLS_AFTER_A_FAILED_ATTEMPT
+
+RECENT_ERRORS = 20
+
+
+class RecentErrors:
+    """The latest failed attempts, from the router's events (`observe` is called with each)."""
+
+    def __init__(self, keep: int = RECENT_ERRORS) -> None:
+        self._errors: deque[RecentError] = deque(maxlen=keep)
+
+    def observe(self, event: RouterEvent) -> None:
+        p = event.payload
+        if (event.type is EventType.ROUTER_FAILOVER and p["reason"] not in MOVES_WITHOUT_AN_ATTEMPT) or (
+            event.type is EventType.ROUTER_SPILLOVER and p["reason"] in SPILLS_AFTER_A_FAILED_ATTEMPT
+        ):
+            self._add(event, p["from_deployment"], p["reason"], p.get("code"), p.get("status"))
+        elif event.type is EventType.INFERENCE_FAILED:
+            last = p["attempts"][-1] if p["attempts"] else {}
+            self._add(event, last.get("deployment"), p["reason"], last.get("code"), last.get("status"))
+
+    def latest(self) -> list[RecentError]:
+        """Newest first."""
+        return list(reversed(self._errors))
+
+    def _add(
+        self, event: RouterEvent, deployment: str | None, reason: str, code: str | None, status: int | None
+    ) -> None:
+        self._errors.append(
+            RecentError(
+                at=datetime.fromtimestamp(event.occurred_at, UTC),
+                request_id=event.payload["request_id"],
+                feature=event.payload["feature"],
+                deployment=deployment,
+                reason=reason,
+                code=code,
+                status=status,
+            )
+        )
+
+
+class RouterStatus:
+    """Serves `podway.rpc.router.status`."""
+
+    def __init__(self, router: Router, errors: RecentErrors, instance: str, clock: Clock) -> None:
+        self._router = router
+        self._errors = errors
+        self._instance = instance
+        self._clock = clock
+
+    async def __call__(self, request: IncomingRequest) -> None:
+        await request.send(self.reply().model_dump_json().encode())
+
+    def reply(self) -> RouterStatusReply:
+        now = self._clock.now()
+        policy = self._router.policy
+        capacity = self._router.capacity()
+        rows = []
+        for name, breaker in sorted(self._router.breakers().items()):
+            deployment = policy.deployments[name]
+            held = capacity.get(name)
+            rows.append(
+                DeploymentStatus(
+                    deployment=name,
+                    provider=deployment.provider,
+                    tier=deployment.tier.value,
+                    state=breaker.state.value,
+                    ramp_fraction=breaker.ramp_fraction,
+                    ramp_step=breaker.ramp_step,
+                    window_requests=breaker.window_requests,
+                    window_error_rate=round(breaker.window_error_rate, 4),
+                    consecutive_failures=breaker.consecutive_failures,
+                    reopens_in_s=round(max(0.0, breaker.reopens_at - now), 3)
+                    if breaker.reopens_at is not None
+                    else None,
+                    pt_tokens_per_minute=held.tokens_per_minute if held else None,
+                    pt_tokens_in_use=round(max(0.0, held.tokens_per_minute - held.tokens_available), 1)
+                    if held
+                    else None,
+                    pt_in_flight=held.in_flight if held else None,
+                    pt_concurrency=held.concurrency if held else None,
+                )
+            )
+        return RouterStatusReply(
+            instance=self._instance, deployments=rows, recent_errors=self._errors.latest()
+        )
