@@ -123,10 +123,7 @@ class PodwayPacking:
         candidates = np.flatnonzero(fleet.feasible(pod))
         if not len(candidates):
             return None
-        if pod.gpus:
-            free = fleet.gpu_free[candidates].sum(axis=1)
-        else:
-            free = fleet.cpu_free[candidates] // 1000
+        free = fleet.gpu_free[candidates].sum(axis=1) if pod.gpus else fleet.cpu_free[candidates] // 1000
         node = int(candidates[np.lexsort((self._name_rank[candidates], free))[0]])
         return Choice(node, tightest_gpus(fleet, node, pod))
 

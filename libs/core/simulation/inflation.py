@@ -86,7 +86,7 @@ def run_inflation(
         arrived[position] = requested
         allocated[position] = fleet.allocated_gpu_milli
     capacity = fleet.total_gpus * MILLI
-    steps = tuple(range(int(round(ratio * 100)) + 1))
+    steps = tuple(range(round(ratio * 100) + 1))
     thresholds = np.array(steps, dtype=np.float64) * capacity / 100
     last = np.searchsorted(arrived, thresholds + 1e-6, side="right") - 1
     curve = np.where(last >= 0, allocated[np.maximum(last, 0)], 0) * 100 / capacity
