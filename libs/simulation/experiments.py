@@ -70,8 +70,12 @@ def inflation_metrics(
         curve = np.mean([run.gpu_alloc_pct for run in runs[name]], axis=0)
         metrics["policies"][name] = {
             "gpu_alloc_pct_at_100": round(float(np.mean([run.alloc_at(100) for run in runs[name]])), 2),
-            f"gpu_alloc_pct_at_{top}": round(float(np.mean([run.final_gpu_alloc_pct for run in runs[name]])), 2),
-            f"unallocated_gpus_at_{top}": round(float(np.mean([run.unallocated_gpus for run in runs[name]])), 1),
+            f"gpu_alloc_pct_at_{top}": round(
+                float(np.mean([run.final_gpu_alloc_pct for run in runs[name]])), 2
+            ),
+            f"unallocated_gpus_at_{top}": round(
+                float(np.mean([run.unallocated_gpus for run in runs[name]])), 1
+            ),
             "pods_per_run": round(float(np.mean([run.pods for run in runs[name]])), 1),
             "pods_placed_per_run": round(float(np.mean([run.placed for run in runs[name]])), 1),
             "seconds_per_experiment": round(float(np.mean(seconds)), 2),
@@ -82,7 +86,10 @@ def inflation_metrics(
                 }
                 for run in runs[name]
             },
-            "curve": {"arrived_pct": list(runs[name][0].steps), "gpu_alloc_pct": [round(v, 3) for v in curve]},
+            "curve": {
+                "arrived_pct": list(runs[name][0].steps),
+                "gpu_alloc_pct": [round(v, 3) for v in curve],
+            },
         }
     return metrics, runs
 
@@ -99,7 +106,9 @@ def summary_table(metrics: dict[str, Any]) -> str:
     lines = []
     if metrics["protocol"] == "inflation":
         top = round(metrics["ratio"] * 100)
-        lines.append(f"{'policy':<10} {'alloc@100%':>10} {f'alloc@{top}%':>10} {'unallocated GPUs':>17} {'s/run':>6}")
+        lines.append(
+            f"{'policy':<10} {'alloc@100%':>10} {f'alloc@{top}%':>10} {'unallocated GPUs':>17} {'s/run':>6}"
+        )
         for name, figures in metrics["policies"].items():
             lines.append(
                 f"{name:<10} {figures['gpu_alloc_pct_at_100']:>9.2f}% {figures[f'gpu_alloc_pct_at_{top}']:>9.2f}% "

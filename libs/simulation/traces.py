@@ -35,6 +35,7 @@ class TracePod:
 
     demand: PodDemand
     phase: str = ""
+    qos: str = ""
     creation_time: float | None = None
     deletion_time: float | None = None
 
@@ -114,6 +115,7 @@ def read_pods(path: Path) -> list[TracePod]:
             TracePod(
                 demand,
                 phase=row.get("pod_phase") or "",
+                qos=row.get("qos") or "",
                 creation_time=_time(row, "creation_time"),
                 deletion_time=_time(row, "deletion_time"),
             )

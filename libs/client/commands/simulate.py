@@ -48,8 +48,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from libs.simulation.replay import replay_metrics
 
         if not trace.timed:
-            print(f"error: {args.trace}: replay needs creation and deletion times; this trace has none",
-                  file=sys.stderr)
+            print(
+                f"error: {args.trace}: replay needs creation and deletion times; this trace has none",
+                file=sys.stderr,
+            )
             return 2
         metrics = replay_metrics(trace, policies, args.seeds, speedup=args.speedup, progress=progress)
         plot = plot_delay_cdf(metrics, out_dir / "queueing_delay_cdf.png")
@@ -69,11 +71,15 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     parser.add_argument("--nodes", default=None, help="node list CSV (default: the openb all-node list)")
     parser.add_argument("--protocol", choices=["inflation", "replay"], default="inflation")
     parser.add_argument(
-        "--policy", default="all", help="all, or a comma-separated list of random, first-fit, best-fit, podway, fgd"
+        "--policy",
+        default="all",
+        help="all, or a comma-separated list of random, first-fit, best-fit, podway, fgd",
     )
     parser.add_argument("--seeds", type=_seeds, default=list(range(42, 52)), help="42..51 (default) or 42,43")
     parser.add_argument("--ratio", type=float, default=1.3, help="inflation: GPU request over capacity")
-    parser.add_argument("--speedup", type=float, default=None, help="replay: virtual seconds per trace second")
+    parser.add_argument(
+        "--speedup", type=float, default=None, help="replay: virtual seconds per trace second"
+    )
     parser.add_argument("--out-dir", type=Path, default=Path("out"))
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     parser.set_defaults(handler=cmd_simulate)

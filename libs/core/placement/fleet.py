@@ -139,9 +139,6 @@ class GpuFleet:
         self.version[node] += 1
         self.allocated_gpu_milli -= pod.gpu_request
 
-    def gpu_free_total(self) -> IntArray:
-        return self.gpu_free.sum(axis=1)
-
 
 def tightest_gpus(fleet: GpuFleet, node: int, pod: PodDemand) -> tuple[int, ...]:
     """The GPUs a pod takes on a node it fits: a shared GPU with the least room that holds it (lowest
