@@ -26,7 +26,7 @@ def policies_named(names: str) -> list[str]:
     unknown = [name for name in chosen if name not in POLICY_NAMES]
     if unknown or not chosen:
         raise ValueError(
-            f"--policy: Unsupported value: {', '.join(unknown) or names!r}: "
+            f"--policy: Unsupported value: {', '.join(unknown) or repr(names)}: "
             f"supported values: all, {', '.join(POLICY_NAMES)}"
         )
     return chosen
