@@ -12,8 +12,10 @@ from libs.core.simulation.replay import (
     GangMix,
     ReplayResult,
     TimedPod,
+    cluster_manifests,
     delay_percentiles,
     replay,
+    stored,
     synthesise_jobs,
 )
 
@@ -55,12 +57,13 @@ def replay_metrics(
     speedup = speedup or DEFAULT_SPEEDUP
     pods = timed_pods(trace)
     mix = mix or GangMix()
+    cluster = [stored(manifest) for manifest in cluster_manifests(trace.nodes)]
     results: list[ReplayResult] = []
     seconds = []
     for seed in seeds:
         started = time.perf_counter()
         jobs = synthesise_jobs(pods, seed=seed, speedup=speedup, mix=mix)
-        result = replay(trace.nodes, jobs)
+        result = replay(cluster, jobs)
         seconds.append(time.perf_counter() - started)
         results.append(result)
         if progress is not None:

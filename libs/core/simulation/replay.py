@@ -21,6 +21,7 @@ were never placed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ from libs.core.scheduling.outputs import Binding, CycleRan
 from .engine import EventQueue
 
 GPU_CLASS = "gpu.example.com"
+WORKLOAD_API = "scheduling.k8s.io/v1alpha2"
+RUN_SECONDS = "podway.io/run-seconds"
 GPU_RESOURCE = "nvidia.com/gpu"
 NAMESPACE = "replay"
 IDLE_PASSES = 3
@@ -159,13 +162,14 @@ def _whole(demand: PodDemand) -> PodDemand:
     return demand
 
 
-def cluster_objects(
+def cluster_manifests(
     nodes: Sequence[NodeSpec], *, nodes_per_rack: int = 8, racks_per_block: int = 4
-) -> list[ApiObject]:
+) -> list[dict[str, Any]]:
     """The GPU DeviceClass, every Node (labelled with its synthesised zone, block and rack) and a
     ResourceSlice of whole GPUs per GPU node."""
-    objects = [
-        _object(
+    manifests: list[dict[str, Any]] = [
+        _manifest(
+            "resource.k8s.io/v1",
             "DeviceClass",
             "",
             GPU_CLASS,
@@ -184,7 +188,9 @@ def cluster_objects(
             HOSTNAME_KEY: node.name,
         }
         allocatable = {"cpu": f"{node.cpu_milli}m", "memory": f"{node.memory_mib}Mi", "pods": "256"}
-        objects.append(_object("Node", "", node.name, {}, labels=labels, status={"allocatable": allocatable}))
+        node_manifest = _manifest("v1", "Node", "", node.name, {}, labels=labels)
+        node_manifest["status"] = {"allocatable": allocatable, "capacity": dict(allocatable)}
+        manifests.append(node_manifest)
         if node.gpus:
             devices = [
                 {"name": f"gpu-{i}", "attributes": {"model": {"string": node.model}}}
@@ -196,65 +202,72 @@ def cluster_objects(
                 "nodeName": node.name,
                 "devices": devices,
             }
-            objects.append(_object("ResourceSlice", "", f"{node.name}-gpus", spec))
-    return objects
+            manifests.append(_manifest("resource.k8s.io/v1", "ResourceSlice", "", f"{node.name}-gpus", spec))
+    return manifests
 
 
-def job_objects(job: ReplayJob) -> list[ApiObject]:
-    """A single pod, or a Workload, its gang PodGroup and its pods, created at the job's arrival."""
-    created = job.arrival
+def job_manifests(job: ReplayJob, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """A single pod, or a Workload, its gang PodGroup and its pods, as a user would apply them."""
     if len(job.pods) == 1 and not job.name.startswith("gang-"):
-        return [_pod(job.pods[0], job, None, created)]
-    width = len(job.pods)
-    workload = {"podGroupTemplates": [{"name": "worker", "schedulingPolicy": {"gang": {"minCount": width}}}]}
-    group: dict[str, Any] = {
-        "schedulingPolicy": {"gang": {"minCount": width}},
-        "priority": job.priority,
-        "podGroupTemplateRef": {"workload": {"workloadName": job.name, "podGroupTemplateName": "worker"}},
-    }
+        return [_pod(job.pods[0], job, None, namespace)]
+    template: dict[str, Any] = {"name": "worker", "schedulingPolicy": {"gang": {"minCount": len(job.pods)}}}
     if job.topology_key:
-        group["schedulingConstraints"] = {"topology": [{"key": job.topology_key}]}
+        template["schedulingConstraints"] = {"topology": [{"key": job.topology_key}]}
+    group = {
+        "podGroupTemplateRef": {"workload": {"workloadName": job.name, "podGroupTemplateName": "worker"}},
+        "priority": job.priority,
+        **{key: value for key, value in template.items() if key != "name"},
+    }
     return [
-        _object("Workload", NAMESPACE, job.name, workload, created=created),
-        _object("PodGroup", NAMESPACE, job.name, group, created=created),
+        _manifest(WORKLOAD_API, "Workload", namespace, job.name, {"podGroupTemplates": [template]}),
+        _manifest(WORKLOAD_API, "PodGroup", namespace, job.name, group),
         *[
-            _pod(PodDemand(f"{job.name}-{i}", *pod.shape[:4], pod.models), job, job.name, created)
+            _pod(PodDemand(f"{job.name}-{i}", *pod.shape[:4], pod.models), job, job.name, namespace)
             for i, pod in enumerate(job.pods)
         ],
     ]
 
 
-def _pod(pod: PodDemand, job: ReplayJob, group: str | None, created: float) -> ApiObject:
+def stored(manifest: dict[str, Any], *, created: float = 0.0) -> ApiObject:
+    """The object a manifest describes, as admission would store it (a uid from its kind and name)."""
+    metadata = manifest["metadata"]
+    namespace = metadata.get("namespace") or ""
+    uid = f"{manifest['kind'].lower()}-{namespace}-{metadata['name']}"
+    return dataclasses.replace(
+        ApiObject.from_manifest(manifest, uid=uid, resource_version=1), created_at=created
+    )
+
+
+def _pod(pod: PodDemand, job: ReplayJob, group: str | None, namespace: str) -> dict[str, Any]:
     requests = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
     if pod.gpus:
         requests[GPU_RESOURCE] = str(pod.gpus)
     spec: dict[str, Any] = {
-        "schedulerName": "default-scheduler",
         "priority": job.priority,
         "containers": [{"name": "main", "image": "trace", "resources": {"requests": requests}}],
     }
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
-    return _object("Pod", NAMESPACE, pod.name, spec, status={"phase": "Pending"}, created=created)
+    manifest = _manifest("v1", "Pod", namespace, pod.name, spec)
+    manifest["metadata"]["annotations"] = {RUN_SECONDS: f"{job.run_seconds:g}"}
+    return manifest
 
 
-def _object(
+def _manifest(
+    api_version: str,
     kind: str,
     namespace: str,
     name: str,
     spec: dict[str, Any],
     *,
     labels: dict[str, str] | None = None,
-    status: dict[str, Any] | None = None,
-    created: float = 0.0,
-) -> ApiObject:
-    uid = f"{kind.lower()}-{namespace}-{name}"
-    metadata: dict[str, Any] = {"name": name, "uid": uid, "labels": labels or {}}
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
     if namespace:
         metadata["namespace"] = namespace
-    return ApiObject(
-        kind, namespace, name, uid, metadata, spec, status or {}, created_at=created, resource_version=1
-    )
+    if labels:
+        metadata["labels"] = labels
+    return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec}
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,16 +286,17 @@ class _Tick:
     pass
 
 
-def replay(
-    nodes: Sequence[NodeSpec], jobs: Sequence[ReplayJob], *, topology: tuple[int, int] = (8, 4)
-) -> ReplayResult:
-    """Run the jobs through a fresh scheduler state machine: arrivals, passes, binds and completions on
-    the virtual clock, until nothing is left to happen."""
+def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayResult:
+    """Run the jobs through a fresh scheduler state machine that starts from the cluster's objects:
+    arrivals, passes, binds and completions on the virtual clock, until nothing is left to happen."""
     machine = SchedulerStateMachine()
-    machine.load(World([], {}), now=0.0)
-    for obj in cluster_objects(nodes, nodes_per_rack=topology[0], racks_per_block=topology[1]):
-        machine.handle(ObjectStored(obj), now=0.0)
-    result = ReplayResult(total_gpus=sum(node.gpus for node in nodes), gangs=len(jobs))
+    machine.load(World(list(cluster), {}), now=0.0)
+    gpus = sum(
+        len(obj.spec.get("devices") or ())
+        for obj in cluster
+        if obj.kind == "ResourceSlice" and obj.spec.get("driver") == GPU_CLASS
+    )
+    result = ReplayResult(total_gpus=gpus, gangs=len(jobs))
     events: EventQueue[_Arrive | _Finish | _Tick] = EventQueue()
     arrivals: dict[str, float] = {}
     runs: dict[str, float] = {}
@@ -298,7 +312,7 @@ def replay(
         for event in due:
             if isinstance(event, _Arrive):
                 outstanding -= 1
-                for obj in job_objects(event.job):
+                for obj in (stored(manifest, created=now) for manifest in job_manifests(event.job)):
                     if obj.kind == "Pod":
                         arrivals[obj.uid] = now
                         runs[obj.uid] = event.job.run_seconds
@@ -350,6 +364,7 @@ def _passes(machine: SchedulerStateMachine, now: float, result: ReplayResult) ->
 
 
 def _gpus(pod: ApiObject) -> int:
+    """Whole GPUs the pod asks for."""
     requests = pod.spec["containers"][0]["resources"]["requests"]
     return int(requests.get(GPU_RESOURCE, 0))
 

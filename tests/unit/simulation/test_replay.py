@@ -4,11 +4,25 @@ from __future__ import annotations
 
 from libs.core.placement import NodeSpec, PodDemand
 from libs.core.scheduling import RACK_KEY
-from libs.core.simulation.replay import GangMix, ReplayJob, TimedPod, replay, synthesise_jobs
+from libs.core.scheduling.objects import ApiObject
+from libs.core.simulation.replay import (
+    GangMix,
+    ReplayJob,
+    TimedPod,
+    cluster_manifests,
+    replay,
+    stored,
+    synthesise_jobs,
+)
 
 NODES = [NodeSpec(f"node-{i}", 64_000, 262_144, 8, "G2") for i in range(4)] + [
     NodeSpec("cpu-0", 32_000, 131_072)
 ]
+
+
+def cluster(nodes_per_rack: int = 8, racks_per_block: int = 4) -> list[ApiObject]:
+    manifests = cluster_manifests(NODES, nodes_per_rack=nodes_per_rack, racks_per_block=racks_per_block)
+    return [stored(manifest) for manifest in manifests]
 
 
 def timed(
@@ -48,7 +62,7 @@ def test_pods_wait_for_room_and_run_their_time():
             RACK_KEY,
         ),
     ]
-    result = replay(NODES, jobs)
+    result = replay(cluster(), jobs)
     assert result.never_placed == 0
     assert sorted(result.delays) == [0.0] * 4 + [90.0, 90.0]
     assert max(allocated for _, allocated in result.allocation) == 32
@@ -57,7 +71,7 @@ def test_pods_wait_for_room_and_run_their_time():
 
 def test_a_gang_no_rack_can_hold_is_never_placed_and_the_replay_ends():
     wide = tuple(PodDemand(f"w{i}", 1_000, 1_024, 8, 1000) for i in range(5))
-    result = replay(NODES, [ReplayJob("gang-wide", 0.0, 10.0, wide, 0, RACK_KEY)], topology=(2, 2))
+    result = replay(cluster(2, 2), [ReplayJob("gang-wide", 0.0, 10.0, wide, 0, RACK_KEY)])
     assert result.never_placed == 5
     assert result.cycles >= 1
 
@@ -65,7 +79,7 @@ def test_a_gang_no_rack_can_hold_is_never_placed_and_the_replay_ends():
 def test_the_same_jobs_bind_the_same_pods_to_the_same_nodes():
     pods = [timed(f"p{i:02d}", i * 3, 40 + i, gpus=1 + i % 3) for i in range(40)]
     jobs = synthesise_jobs(pods, seed=3, speedup=2)
-    first, second = replay(NODES, jobs), replay(NODES, jobs)
+    first, second = replay(cluster(), jobs), replay(cluster(), jobs)
     assert first.bound == second.bound
     assert first.delays == second.delays
     assert len(first.bound) == 40
