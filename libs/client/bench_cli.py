@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "router-http": "bench.router_http",
     "api-validation": "bench.api_validation",
     "bus-sync": "bench.bus_sync",
+    "simulate": "bench.simulate",
 }
 
 # `make bench` runs these, hetero and churn as lines of their own so every figure appears.
@@ -37,6 +38,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("router-vs-litellm", []),
     ("router-http", []),
     ("bus-sync", []),
+    ("simulate", []),
 ]
 
 

@@ -1,0 +1,85 @@
+"""`podway simulate`: replay a trace through the scheduling core on a virtual clock, offline."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def _seeds(text: str) -> list[int]:
+    """`42..51` or `42,43`."""
+    try:
+        if ".." in text:
+            first, last = text.split("..", 1)
+            return list(range(int(first), int(last) + 1))
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seeds: Invalid value: {text!r}: 42..51 or 42,43") from None
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from libs.simulation.experiments import policies_named, summary_table, write_metrics
+    from libs.simulation.traces import TraceError, load_trace
+
+    try:
+        policies = policies_named(args.policy)
+        trace = load_trace(args.trace, args.nodes)
+    except (ValueError, TraceError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    def progress(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    out_dir: Path = args.out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if args.protocol == "inflation":
+        from libs.simulation.experiments import inflation_metrics
+        from libs.simulation.plots import plot_allocation
+
+        metrics, _ = inflation_metrics(trace, policies, args.seeds, ratio=args.ratio, progress=progress)
+        plot = plot_allocation(metrics, out_dir / "gpu_allocation.png")
+    else:
+        from libs.simulation.plots import plot_delay_cdf
+        from libs.simulation.replay import replay_metrics
+
+        if not trace.timed:
+            print(
+                f"error: {args.trace}: replay needs creation and deletion times; this trace has none",
+                file=sys.stderr,
+            )
+            return 2
+        metrics = replay_metrics(trace, policies, args.seeds, speedup=args.speedup, progress=progress)
+        plot = plot_delay_cdf(metrics, out_dir / "queueing_delay_cdf.png")
+    path = write_metrics(metrics, out_dir)
+    print(summary_table(metrics))
+    print(f"wrote {path} and {plot}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
+    parser = sub.add_parser("simulate", help="replay a trace through the scheduling core on a virtual clock")
+    parser.add_argument(
+        "--trace",
+        default="openb-default",
+        help="openb-default, openb-multigpu50, or the path of a CSV in the openb pod-list format",
+    )
+    parser.add_argument("--nodes", default=None, help="node list CSV (default: the openb all-node list)")
+    parser.add_argument("--protocol", choices=["inflation", "replay"], default="inflation")
+    parser.add_argument(
+        "--policy",
+        default="all",
+        help="all, or a comma-separated list of random, first-fit, best-fit, podway, fgd",
+    )
+    parser.add_argument("--seeds", type=_seeds, default=list(range(42, 52)), help="42..51 (default) or 42,43")
+    parser.add_argument("--ratio", type=float, default=1.3, help="inflation: GPU request over capacity")
+    parser.add_argument(
+        "--speedup", type=float, default=None, help="replay: virtual seconds per trace second"
+    )
+    parser.add_argument("--out-dir", type=Path, default=Path("out"))
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    parser.set_defaults(handler=cmd_simulate)
