@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "router-trace": "bench.router_trace",
     "api-validation": "bench.api_validation",
     "bus-sync": "bench.bus_sync",
+    "cli-start": "bench.cli_start",
 }
 
 # `make bench` runs these, hetero and churn as lines of their own so every figure appears.
@@ -35,6 +36,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("router-trace", []),
     ("router-vs-litellm", []),
     ("bus-sync", []),
+    ("cli-start", []),
 ]
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 
 def _summary(event: dict[str, Any]) -> str:
     payload = event.get("payload") or {}
@@ -32,6 +30,8 @@ def event_line(event: dict[str, Any]) -> str:
 
 def describe(obj: dict[str, Any], events: list[dict[str, Any]]) -> str:
     """The object (metadata, spec, status) followed by its story."""
+    import yaml
+
     meta = obj.get("metadata") or {}
     lines = [f"Name:         {meta.get('name')}", f"Namespace:    {meta.get('namespace', '')}"]
     lines += [f"Kind:         {obj.get('kind')}", f"UID:          {meta.get('uid')}"]

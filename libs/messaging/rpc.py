@@ -14,28 +14,15 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from pydantic import BaseModel
 
+from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
+
 log = logging.getLogger(__name__)
+
+__all__ = ["ERROR_HEADER", "RpcError", "RpcTimeout", "RpcUnavailable", "request", "serve_rpc", "start_rpc"]
 
 ERROR_HEADER = "Podway-Rpc-Error"
 
 RpcHandler = Callable[[bytes], Awaitable[bytes | BaseModel]]
-
-
-class RpcError(Exception):
-    """The server answered with an error instead of a reply."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(f"{error_type}: {message}")
-        self.error_type = error_type
-        self.message = message
-
-
-class RpcTimeout(RpcError):
-    """No reply before the deadline."""
-
-
-class RpcUnavailable(RpcError):
-    """No server listens on the subject, or the bus is down: retry later."""
 
 
 @dataclass(frozen=True, slots=True)
