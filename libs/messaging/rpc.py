@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from nats.aio.msg import Msg
 from pydantic import BaseModel
 
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
+from libs.runtime.metrics import RPC_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +86,15 @@ def _serve(client: Client, route: _Route) -> Callable[[Msg], Awaitable[None]]:
 
 
 async def _answer(client: Client, route: _Route, msg: Msg) -> None:
+    started = time.perf_counter()
     try:
         reply, headers = _encode(await route.handler(msg.data)), None
     except Exception as exc:
         log.exception("rpc %s failed", route.subject)
         reply, headers = str(exc).encode(), {ERROR_HEADER: type(exc).__name__}
+    RPC_SECONDS.labels(route.subject, "ok" if headers is None else "error").observe(
+        time.perf_counter() - started
+    )
     if msg.reply:
         try:
             await client.publish(msg.reply, reply, headers=headers)

@@ -31,6 +31,12 @@ class PodwaySettings(BaseSettings):
     log_level: str = Field(default="INFO")
     log_format: str = Field(default="json", description="json or text")
     metrics_port: int = Field(default=0, description="Prometheus port; 0 picks a free one, -1 disables")
+    metrics_host: str = Field(default="127.0.0.1", description="Address the Prometheus endpoint listens on")
+    otlp_endpoint: str | None = Field(
+        default=None,
+        description="OTLP/HTTP collector (e.g. http://otel-collector:4318); tracing is off without one "
+        "(OTEL_EXPORTER_OTLP_ENDPOINT works too)",
+    )
     lease_seconds: float = Field(default=10.0, description="Leader lease length of leased services")
     claims_timeout_seconds: float = Field(
         default=30.0, description="Scheduler: how long a placement waits for its claims before it is released"
