@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "api-validation": "bench.api_validation",
     "bus-sync": "bench.bus_sync",
     "simulate": "bench.simulate",
+    "cli-start": "bench.cli_start",
 }
 
 # `make bench` runs these, hetero and churn as lines of their own so every figure appears.
@@ -39,6 +40,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("router-http", []),
     ("bus-sync", []),
     ("simulate", []),
+    ("cli-start", []),
 ]
 
 

@@ -3,14 +3,41 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from libs.runtime.logging import configure_logging
-
 Handler = Callable[[argparse.Namespace], int]
+
+# Every verb, the module that registers it and its one-line help. A run imports only its verb's module (each
+# imports what its handlers need when they run), so `podway --help` and `podway get` start at once; a unit
+# test checks this table against what the modules register.
+VERBS: dict[str, tuple[str, str]] = {
+    "validate": ("objects", "validate manifests offline (exit 1 when invalid)"),
+    "convert": ("objects", "print the v1alpha2 form of v1alpha1 (v1.35) manifests"),
+    "apply": ("objects", "apply manifests from a file or a directory"),
+    "delete": ("objects", "delete objects: -f FILE or KIND NAME"),
+    "get": ("objects", "list objects of a kind (-w watches, -l selects by label)"),
+    "describe": ("objects", "show one object with its conditions and story"),
+    "events": ("objects", "print a story from the audit log (--follow keeps printing)"),
+    "top": ("observe", "GPU use by node and rack"),
+    "up": ("stack", "start the stack (embedded NATS and SQLite unless URLs are given)"),
+    "down": ("stack", "stop the stack started in the data dir"),
+    "demo": ("stack", "run the stack and show every capability end to end, each step checked"),
+    "gc": ("stack", "delete audit events older than an age (explicit retention)"),
+    "migrate": (
+        "stack",
+        "upgrade the database and provision the NATS streams (or --downgrade REV, --revision MSG)",
+    ),
+    "check": ("check", "check a run's invariants in its database (exit 1 on any violation)"),
+    "simulate": ("simulate", "replay a trace through the scheduling core on a virtual clock"),
+    "cluster": ("cluster", "synthetic clusters"),
+    "infer": ("router", "ask the LLM router (over NATS)"),
+    "router": ("router", "the LLM router's scoreboard and feedback"),
+    "emulators": ("router", "the local Bedrock and Vertex AI emulators"),
+}
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -24,13 +51,24 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", default=None, help="database URL (default: the running stack's)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from libs.client import commands
+def _verb_of(argv: list[str]) -> str | None:
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
+
+def build_parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The parser with `verb`'s module registered (every module when `verb` is None, none for "" or an unknown
+    verb); the other verbs are placeholders that carry their help, for `podway --help`."""
     parser = argparse.ArgumentParser(prog="podway", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in commands.REGISTRARS:
-        register(sub, _common)
+    if verb is None:
+        modules = {module for module, _ in VERBS.values()}
+    else:
+        modules = {VERBS[verb][0]} if verb in VERBS else set()
+    for module in sorted(modules):
+        importlib.import_module(f"libs.client.commands.{module}").register(sub, _common)
+    for name, (_, text) in VERBS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=text, add_help=False)
     return parser
 
 
@@ -40,8 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         from libs.client.bench_cli import main as bench_main
 
         return bench_main(argv[1:])
-    args = build_parser().parse_args(argv)
-    configure_logging("podway", getattr(args, "log_level", "WARNING"), fmt="text")
+    verb = _verb_of(argv)
+    args = build_parser(verb or "").parse_args(argv)
+    if not getattr(args, "reads_only", False):  # read verbs log nothing: they skip loading logging
+        from libs.runtime.logging import configure_logging
+
+        configure_logging("podway", getattr(args, "log_level", "WARNING"), fmt="text")
     handler: Handler = args.handler
     try:
         return handler(args)

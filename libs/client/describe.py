@@ -5,8 +5,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-import yaml
-
 from libs.api.models.core import NodeSelector
 from libs.api.quantity import parse_quantity
 
@@ -37,6 +35,8 @@ def event_line(event: dict[str, Any]) -> str:
 def describe(obj: dict[str, Any], events: list[dict[str, Any]], extra: list[str] | None = None) -> str:
     """The object (metadata, spec, status), what it holds (a claim's allocation and reservations; `extra`
     lines such as a node's devices), then its story."""
+    import yaml
+
     meta = obj.get("metadata") or {}
     lines = [f"Name:         {meta.get('name')}", f"Namespace:    {meta.get('namespace', '')}"]
     lines += [f"Kind:         {obj.get('kind')}", f"UID:          {meta.get('uid')}"]

@@ -7,8 +7,6 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
 KIND_ALIASES: dict[str, str] = {}
 for _kind, _names in {
     "PodGroup": ("podgroup", "podgroups", "pg"),
@@ -134,8 +132,10 @@ WIDE_COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]]
 }
 
 
-def table(kind: str, items: Sequence[dict[str, Any]], *, wide: bool, all_namespaces: bool) -> str:
-    """A kubectl-like table; `wide` adds why pending pods and PodGroups wait, and the uid."""
+def table_rows(
+    kind: str, items: Sequence[dict[str, Any]], *, wide: bool, all_namespaces: bool
+) -> list[list[str]]:
+    """The header, then one row per object."""
     now = datetime.now(UTC)
     header, row_of = COLUMNS.get(kind, ([], lambda _o: []))
     wide_header, wide_of = WIDE_COLUMNS.get(kind, ([], lambda _o: []))
@@ -147,10 +147,20 @@ def table(kind: str, items: Sequence[dict[str, Any]], *, wide: bool, all_namespa
         row = ([meta.get("namespace") or ""] if all_namespaces else []) + [meta.get("name", "")]
         row += row_of(obj) + [age(meta.get("creationTimestamp"), now)]
         rows.append(row + ([*wide_of(obj), meta.get("uid", "")] if wide else []))
+    return rows
+
+
+def aligned(rows: Sequence[Sequence[str]], widths: Sequence[int]) -> list[str]:
+    return ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def table(kind: str, items: Sequence[dict[str, Any]], *, wide: bool, all_namespaces: bool) -> str:
+    """A kubectl-like table; `wide` adds why pending pods and PodGroups wait, and the uid."""
+    rows = table_rows(kind, items, wide=wide, all_namespaces=all_namespaces)
     if len(rows) == 1:
         return "No resources found."
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(aligned(rows, widths))
 
 
 def as_list(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -162,5 +172,74 @@ def render(kind: str, items: Sequence[dict[str, Any]], output: str, *, all_names
     if output == "json":
         return json.dumps(as_list(items), indent=2)
     if output == "yaml":
+        import yaml
+
         return yaml.safe_dump(as_list(items), sort_keys=False)
     return table(kind, items, wide=output == "wide", all_namespaces=all_namespaces)
+
+
+def _version(obj: dict[str, Any]) -> str:
+    """What changes when an object does: its resourceVersion and status (conditions are folded into
+    status by the query, and pods' phases live there)."""
+    meta = _meta(obj)
+    return json.dumps([meta.get("resourceVersion"), obj.get("status")], sort_keys=True, default=str)
+
+
+class WatchPrinter:
+    """`get -w` output: the table (or documents) first, then each object again when it changed, kubectl's
+    way: rows aligned to the first table's columns, or one JSON / YAML document per change."""
+
+    def __init__(self, kind: str, output: str, *, all_namespaces: bool, out: Callable[[str], None] = print):
+        self.kind, self.output, self.all_namespaces, self.out = kind, output, all_namespaces, out
+        self.seen: dict[str, str] = {}
+        self.widths: list[int] = []
+
+    def first(self, items: Sequence[dict[str, Any]]) -> None:
+        rows = self._rows(items)
+        self.widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        if self.output in ("json", "yaml"):
+            self._documents(items)
+        else:
+            self._print(aligned(rows, self.widths))
+        self._remember(items)
+
+    def changed(self, items: Sequence[dict[str, Any]]) -> None:
+        fresh = [obj for obj in items if self.seen.get(self._key(obj)) != _version(obj)]
+        if not fresh:
+            return
+        if self.output in ("json", "yaml"):
+            self._documents(fresh)
+        else:
+            rows = self._rows(fresh)[1:]
+            self.widths = [max(w, *(len(r[i]) for r in rows)) for i, w in enumerate(self.widths)]
+            self._print(aligned(rows, self.widths))
+        self._remember(fresh)
+
+    def _rows(self, items: Sequence[dict[str, Any]]) -> list[list[str]]:
+        wide = self.output == "wide"
+        return table_rows(self.kind, items, wide=wide, all_namespaces=self.all_namespaces)
+
+    def _documents(self, items: Sequence[dict[str, Any]]) -> None:
+        for obj in items:
+            if self.output == "json":
+                self._print([json.dumps(obj, indent=2)])
+            else:
+                import yaml
+
+                self._print(["---", yaml.safe_dump(obj, sort_keys=False).rstrip()])
+
+    def _remember(self, items: Sequence[dict[str, Any]]) -> None:
+        for obj in items:
+            self.seen[self._key(obj)] = _version(obj)
+
+    @staticmethod
+    def _key(obj: dict[str, Any]) -> str:
+        meta = _meta(obj)
+        return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+
+    def _print(self, lines: list[str]) -> None:
+        for line in lines:
+            self.out(line)
+        import sys
+
+        sys.stdout.flush()

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from enum import StrEnum
 from typing import Protocol
 
@@ -23,12 +23,15 @@ from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from libs.db.ports import UnitOfWork, UnitOfWorkFactory
-from libs.events.catalogue import EVENTS_STREAM, EventType
+from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM, EventType
 from libs.events.envelope import Envelope, EventPayload
 from libs.events.registry import UnknownSchemaVersion, parse_payload
 from libs.messaging.codec import raw_body
 from libs.messaging.dead_letters import DeadLetterReason, dead_letter
 from libs.messaging.delivery import Delivery, delivery_of
+from libs.runtime.logging import correlated
+from libs.runtime.metrics import DLQ_DEPTH, EVENTS_CONSUMED, EVENTS_DEAD_LETTERED
+from libs.runtime.tracing import consuming
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,8 @@ CONSUMER_CHECK_S = 5.0
 """How long a pull loop may stay idle before it checks that its durable consumer still exists."""
 RECOVER_WAIT_S = 0.5
 """The pause between attempts while the bus, the consumer or its stream is away."""
+DLQ_CHECK_S = 15.0
+"""How often a consumer reads the dead-letter stream's depth for the `podway_dlq_depth` gauge."""
 DRAIN_TIMEOUT_S = 0.001
 """How long a batch waits for messages beyond the one that started it (the pull request's expiry). Short: a
 gang's events arrive together, and what misses a batch is delivered into the next one, not lost."""
@@ -116,6 +121,7 @@ class EventConsumer:
         self.batch_size = batch_size
         self._on_reset = on_reset
         self._pull_task: asyncio.Task[None] | None = None
+        self._dlq_task: asyncio.Task[None] | None = None
 
     async def ensure(self, js: JetStreamContext) -> None:
         """Create the durable consumer, or update it to this configuration (new subjects, ack wait).
@@ -153,7 +159,10 @@ class EventConsumer:
         )(on_message)
 
     async def start(self) -> None:
-        """Start the batched pull loop (batch_size > 1); a no-op for faststream-driven consumers."""
+        """Start the batched pull loop (batch_size > 1; faststream drives the others) and the reading of the
+        dead-letter stream's depth."""
+        if self._broker is not None and self._dlq_task is None:
+            self._dlq_task = asyncio.create_task(self._watch_dead_letters(), name=f"dlq-{self.name}")
         if self.batch_size <= 1 or self._pull_task is not None:
             return
         if self._broker is None:
@@ -165,12 +174,30 @@ class EventConsumer:
 
     async def stop(self) -> None:
         """Stop the batched pull loop; its subscription is closed first so a drain never hangs."""
+        if self._dlq_task is not None:
+            # Not awaited: a cancelled nats-py request may swallow the cancellation; the task ends at its next
+            # wake-up, when it sees it was cancelled.
+            self._dlq_task.cancel()
+            self._dlq_task = None
         if self._pull_task is None:
             return
         self._pull_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._pull_task
         self._pull_task = None
+
+    async def _watch_dead_letters(self) -> None:
+        broker = self._broker
+        assert broker is not None
+        delay = 1.0
+        while self._dlq_task is asyncio.current_task():
+            await asyncio.sleep(delay)
+            delay = DLQ_CHECK_S
+            if self._dlq_task is not asyncio.current_task() or not broker.connection.is_connected:
+                continue
+            with contextlib.suppress(Exception):
+                info = await broker.connection.jetstream(timeout=2.0).stream_info(DLQ_STREAM)
+                DLQ_DEPTH.set(info.state.messages)
 
     async def _pull_loop(self, subscription: JetStreamContext.PullSubscription) -> None:
         idle_since = time.monotonic()
@@ -268,25 +295,28 @@ class EventConsumer:
                 continue
             good.append((msg, envelope, payload))
         try:
-            duplicates = await self._handle_all([(e, p) for _, e, p in good])
+            duplicates = await self._handle_all([(e, p, m.headers) for m, e, p in good])
         except Exception:
             log.warning("%s: a batch of %d failed; handling its messages one by one", self.name, len(good))
             parsed = {id(m) for m, _, _ in good}  # Msg is unhashable: match by identity
             return [await self.process(msg) for msg in messages if id(msg) in parsed]
-        for (msg, _, _), duplicate in zip(good, duplicates, strict=True):
+        for (msg, envelope, _), duplicate in zip(good, duplicates, strict=True):
             await msg.ack()
-            outcomes[messages.index(msg)] = (
-                ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
-            )
+            outcome = ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
+            outcomes[messages.index(msg)] = outcome
+            EVENTS_CONSUMED.labels(self.name, envelope.type, outcome.value).inc()
         return [outcomes[i] for i in sorted(outcomes)]
 
-    async def _handle_all(self, events: Sequence[tuple[Envelope, EventPayload]]) -> list[bool]:
+    async def _handle_all(
+        self, events: Sequence[tuple[Envelope, EventPayload, dict[str, str] | None]]
+    ) -> list[bool]:
         duplicates = []
         async with self._uow_factory() as uow:
-            for envelope, payload in events:
+            for envelope, payload, headers in events:
                 seen = await uow.inbox.seen(self.name, envelope.event_id)
                 if not seen:
-                    await self._handler(envelope, payload, uow)
+                    with self._story(envelope, headers):
+                        await self._handler(envelope, payload, uow)
                 duplicates.append(seen)
             await uow.commit()
         return duplicates
@@ -301,11 +331,26 @@ class EventConsumer:
             await self._dead_letter(msg, delivery, exc.reason, str(exc))
             return ConsumeOutcome.DEAD_LETTERED
         try:
-            duplicate = await self._handle_once(envelope, payload)
+            with self._story(envelope, msg.headers):
+                duplicate = await self._handle_once(envelope, payload)
         except Exception as exc:
-            return await self._retry_or_dead_letter(msg, delivery, envelope, exc)
+            outcome = await self._retry_or_dead_letter(msg, delivery, envelope, exc)
+            EVENTS_CONSUMED.labels(self.name, envelope.type, outcome.value).inc()
+            return outcome
         await msg.ack()
-        return ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
+        outcome = ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
+        EVENTS_CONSUMED.labels(self.name, envelope.type, outcome.value).inc()
+        return outcome
+
+    @contextlib.contextmanager
+    def _story(self, envelope: Envelope, headers: dict[str, str] | None) -> Iterator[None]:
+        """Logs carry the event's correlation id, and its handling is a span of the story's trace."""
+        correlation = envelope.correlation_id
+        with (
+            correlated(correlation),
+            consuming(self.name, envelope.type, str(envelope.event_id), correlation, headers),
+        ):
+            yield
 
     async def _process_or_release(self, msg: Msg) -> None:
         """`process`, and if even settling failed (bus or DLQ down), release the message for a later retry."""
@@ -351,6 +396,7 @@ class EventConsumer:
         if self._broker is None:
             raise RuntimeError(f"consumer {self.name} is not subscribed to a broker")
         await dead_letter(self._broker, self.name, msg, delivery, reason, detail)
+        EVENTS_DEAD_LETTERED.labels(self.name, reason.value).inc()
         await msg.ack()
 
     def _consumer_config(self) -> ConsumerConfig:

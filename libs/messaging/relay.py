@@ -28,6 +28,8 @@ from libs.messaging.broker import UserJetStream
 from libs.messaging.permissions import emitted_subjects
 from libs.messaging.publisher import MSG_ID_HEADER
 from libs.runtime.clock import Clock, utc_now
+from libs.runtime.metrics import RELAY_FAILED, RELAY_PUBLISHED, RELAYS
+from libs.runtime.tracing import record_published, tracing_enabled
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +102,14 @@ class OutboxRelay:
         self._asked_to_poll = False
         self._unmarked: list[int] = []
         self._unmarked_since = 0.0
+        RELAYS.relays.add(self)
+
+    def backlog(self) -> tuple[int, float | None]:
+        """(rows handed over and not yet published, wall time the oldest was committed): the relay's lag."""
+        committed = self._committed
+        if not committed:
+            return 0, None
+        return len(committed), min(m.created_at for m in committed).timestamp()
 
     def kick(self, committed: Sequence[OutboxMessage] = ()) -> None:
         """Publish soon (`committed`: rows just committed, published without reading them back): pass this as
@@ -192,13 +202,14 @@ class OutboxRelay:
 
     async def _publish(self, messages: Sequence[OutboxMessage]) -> list[PubAck | BaseException]:
         futures = []
+        traced = tracing_enabled()
         for message in messages:  # sent in seq order; JetStream stores them in arrival order
+            headers = {MSG_ID_HEADER: str(message.event_id)}
+            if traced and (context := record_published(message.data)):
+                headers |= context
             futures.append(
                 await self._js.publish_async(
-                    message.subject,
-                    message.data,
-                    stream=EVENTS_STREAM,
-                    headers={MSG_ID_HEADER: str(message.event_id)},
+                    message.subject, message.data, stream=EVENTS_STREAM, headers=headers
                 )
             )
         try:
@@ -215,6 +226,8 @@ def _outcome(
 ) -> RelayPass:
     duplicates = sum(1 for ack in acks if isinstance(ack, PubAck) and ack.duplicate)
     failed = len(messages) - acked
+    RELAY_PUBLISHED.inc(acked)
+    RELAY_FAILED.inc(failed)
     if failed:
         log.warning("outbox relay: %d of %d publishes failed; retrying next pass", failed, len(messages))
     return RelayPass(published=acked, duplicates=duplicates, failed=failed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -14,28 +15,16 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from pydantic import BaseModel
 
+from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
+from libs.runtime.metrics import RPC_SECONDS
+
 log = logging.getLogger(__name__)
+
+__all__ = ["ERROR_HEADER", "RpcError", "RpcTimeout", "RpcUnavailable", "request", "serve_rpc", "start_rpc"]
 
 ERROR_HEADER = "Podway-Rpc-Error"
 
 RpcHandler = Callable[[bytes], Awaitable[bytes | BaseModel]]
-
-
-class RpcError(Exception):
-    """The server answered with an error instead of a reply."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(f"{error_type}: {message}")
-        self.error_type = error_type
-        self.message = message
-
-
-class RpcTimeout(RpcError):
-    """No reply before the deadline."""
-
-
-class RpcUnavailable(RpcError):
-    """No server listens on the subject, or the bus is down: retry later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,11 +86,15 @@ def _serve(client: Client, route: _Route) -> Callable[[Msg], Awaitable[None]]:
 
 
 async def _answer(client: Client, route: _Route, msg: Msg) -> None:
+    started = time.perf_counter()
     try:
         reply, headers = _encode(await route.handler(msg.data)), None
     except Exception as exc:
         log.exception("rpc %s failed", route.subject)
         reply, headers = str(exc).encode(), {ERROR_HEADER: type(exc).__name__}
+    RPC_SECONDS.labels(route.subject, "ok" if headers is None else "error").observe(
+        time.perf_counter() - started
+    )
     if msg.reply:
         try:
             await client.publish(msg.reply, reply, headers=headers)

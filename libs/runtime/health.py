@@ -20,12 +20,18 @@ def health_file(run_dir: Path, service: str) -> Path:
     return run_dir / f"{service}.health"
 
 
+BEAT_DETAIL: dict[str, object] = {}
+"""What every beat of this process carries besides its own detail (`run_service` puts `metrics_port` here)."""
+
+
 def beat(path: Path, *, now: float | None = None, detail: dict[str, object] | None = None) -> None:
     """Record that the service is alive; written atomically so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(
-        json.dumps({"pid": os.getpid(), "at": time.time() if now is None else now, **(detail or {})})
+        json.dumps(
+            {"pid": os.getpid(), "at": time.time() if now is None else now, **BEAT_DETAIL, **(detail or {})}
+        )
     )
     os.replace(tmp, path)
 

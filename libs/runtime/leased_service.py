@@ -39,6 +39,7 @@ from libs.runtime.health import beat, health_file
 from libs.runtime.leadership import LeaseThread
 from libs.runtime.memory import freeze_long_lived
 from libs.runtime.memory_inbox import MemoryInbox, MemoryUnitOfWork
+from libs.runtime.metrics import LEADER, PASS_SECONDS
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
 
@@ -209,6 +210,7 @@ class LeasedService(ABC, Generic[World, Output]):
     async def _elected(self, fence: Fence) -> None:
         term: _Term[World] = _Term(fence)
         self._term = term
+        LEADER.labels(self.name).set(1)
         self.leadership_changed(True)
         term.task = asyncio.create_task(self._lead(term), name=f"{self.name}-term-{fence.epoch}")
 
@@ -217,6 +219,7 @@ class LeasedService(ABC, Generic[World, Output]):
         if term is None:
             return
         log.info("%s term %d stopping", self.name, term.fence.epoch)
+        LEADER.labels(self.name).set(0)
         self.leadership_changed(False)
         if term.task is not None and term.task is not asyncio.current_task():
             term.task.cancel()
@@ -348,4 +351,5 @@ class LeasedService(ABC, Generic[World, Output]):
                 "%s: a write took %.0f ms (%d outputs): lease renewals wait for it",
                 self.name, took * 1000, len(outputs),
             )  # fmt: skip
+        PASS_SECONDS.labels(self.name).observe(took)
         self.written(outputs, took)

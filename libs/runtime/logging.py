@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from libs.runtime.settings import redact_credentials
+from libs.runtime.urls import redact_credentials
 
 _RESERVED = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+_CORRELATION: contextvars.ContextVar[str | None] = contextvars.ContextVar("correlation_id", default=None)
+
+
+@contextlib.contextmanager
+def correlated(correlation_id: str | None) -> Iterator[None]:
+    """Records logged inside (in this task) carry `correlation_id`: the story (PodGroup uid, request id) the
+    work belongs to. Consumers set it around each event they handle."""
+    token = _CORRELATION.set(correlation_id)
+    try:
+        yield
+    finally:
+        _CORRELATION.reset(token)
 
 
 class JsonFormatter(logging.Formatter):
@@ -29,6 +44,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
+        if (correlation := _CORRELATION.get()) is not None:
+            entry["correlation_id"] = correlation
         entry.update({k: v for k, v in record.__dict__.items() if k not in _RESERVED})
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from libs.runtime.health import BEAT_DETAIL
 from libs.runtime.logging import configure_logging
 from libs.runtime.memory import freeze_long_lived, tune_collector
+from libs.runtime.metrics import serve_metrics
 from libs.runtime.settings import PodwaySettings
+from libs.runtime.tracing import configure_tracing
+
+log = logging.getLogger(__name__)
 
 
 class Service(Protocol):
@@ -36,7 +42,28 @@ async def serve_until_signalled(service: Service) -> None:
 
 
 def run_service(name: str, settings: S, make: Callable[[S], Service]) -> None:
-    """A service's `main()`: logs as `name`, then serve until signalled."""
+    """A service's `main()`: logs as `name`, traces when an OTLP endpoint is set, serves its metrics, then
+    serves until signalled."""
     configure_logging(name, settings.log_level, settings.log_format)
+    tracing = configure_tracing(name, endpoint=settings.otlp_endpoint)
     tune_collector()
-    asyncio.run(serve_until_signalled(make(settings)))
+    service = make(settings)
+    server = observe(name, settings, service)
+    log.info("%s starting", name, extra={"metrics_port": BEAT_DETAIL.get("metrics_port"), "tracing": tracing})
+    try:
+        asyncio.run(serve_until_signalled(service))
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def observe(name: str, settings: PodwaySettings, service: Any) -> Any:
+    """Serve the process's metrics (and the service's `metrics_registry`) on `settings.metrics_port`, unless
+    disabled (-1) or the service serves them itself (`serves_metrics`: the scheduler and the router, which
+    include the process's); the port goes into every health beat."""
+    if settings.metrics_port < 0 or getattr(service, "serves_metrics", False):
+        return None
+    extra = getattr(service, "metrics_registry", None)
+    server, port = serve_metrics(settings.metrics_port, settings.metrics_host, *([extra] if extra else []))
+    BEAT_DETAIL["metrics_port"] = port
+    return server

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Self
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s\"]*:)[^@/\s\"]*@")
+from libs.runtime.urls import redact_credentials, url_with_credentials
+
+__all__ = ["PodwaySettings", "redact_credentials", "url_with_credentials"]
 
 
 class PodwaySettings(BaseSettings):
@@ -31,6 +31,12 @@ class PodwaySettings(BaseSettings):
     log_level: str = Field(default="INFO")
     log_format: str = Field(default="json", description="json or text")
     metrics_port: int = Field(default=0, description="Prometheus port; 0 picks a free one, -1 disables")
+    metrics_host: str = Field(default="127.0.0.1", description="Address the Prometheus endpoint listens on")
+    otlp_endpoint: str | None = Field(
+        default=None,
+        description="OTLP/HTTP collector (e.g. http://otel-collector:4318); tracing is off without one "
+        "(OTEL_EXPORTER_OTLP_ENDPOINT works too)",
+    )
     lease_seconds: float = Field(default=10.0, description="Leader lease length of leased services")
     claims_timeout_seconds: float = Field(
         default=30.0, description="Scheduler: how long a placement waits for its claims before it is released"
@@ -68,21 +74,3 @@ class PodwaySettings(BaseSettings):
     @property
     def run_dir(self) -> Path:
         return self.data_dir / "run"
-
-
-def url_with_credentials(url: str, user: str, password: str) -> str:
-    """`url` with `user:password@` (percent-encoded); an equal pair already there is kept, another is an error."""
-    parts = urlsplit(url)
-    if parts.username is not None:
-        if (unquote(parts.username), unquote(parts.password or "")) != (user, password):
-            raise ValueError(
-                "the NATS URL carries other credentials than PODWAY_NATS_USER / PODWAY_NATS_PASSWORD"
-            )
-        return url
-    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{parts.netloc}"
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def redact_credentials(text: str) -> str:
-    """`text` with the password of every `scheme://user:password@` in it replaced by `***`: for logs and output."""
-    return _URL_PASSWORD.sub(r"\1***@", text) if "@" in text else text

@@ -3,7 +3,6 @@ how to reach it."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -11,64 +10,21 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from libs.runtime.health import health_file, last_beat, process_name
 from libs.runtime.listener import open_listener, parse_address, url_of
 from libs.runtime.nats_server import EmbeddedNatsServer
 from libs.runtime.settings import PodwaySettings
+from libs.runtime.stack_info import STACK_FILE, StackInfo, process_alive
 from libs.runtime.supervisor import ServiceSpec, Supervisor
 
 log = logging.getLogger(__name__)
 
-STACK_FILE = "stack.json"
 DEFAULT_SERVICES = ("admission", "scheduler", "preemptor", "dra_allocator", "node_agent")
 ROUTER = "llm_router"
 STREAMS_CHECK_S = 5.0
 """How often the supervisor makes sure the streams exist (a deleted or lost stream is created again)."""
-
-
-@dataclass
-class StackInfo:
-    """How to reach a running stack; written to `<data_dir>/run/stack.json`."""
-
-    pid: int
-    nats_url: str
-    database_url: str
-    data_dir: str
-    started_at: float
-    services: dict[str, int | None] = field(default_factory=dict)
-    emulators: dict[str, str] = field(default_factory=dict)
-    ready: bool = False
-    nats_pid: int | None = None
-    """The embedded nats-server's process (None for an external server)."""
-    router_url: str | None = None
-    """The router's OpenAI-compatible front (None when the router does not run)."""
-
-    def write(self, run_dir: Path) -> None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = run_dir / (STACK_FILE + ".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.chmod(0o600)  # the URLs may carry credentials
-        os.replace(tmp, run_dir / STACK_FILE)
-
-    @classmethod
-    def read(cls, run_dir: Path) -> StackInfo | None:
-        try:
-            return cls(**json.loads((run_dir / STACK_FILE).read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def running_stack(settings: PodwaySettings) -> StackInfo | None:

@@ -56,6 +56,8 @@ WORK_CONSUMER = "llm-router-inference"
 class RouterService:
     """`await service.start()` ... `await service.stop()`. Nothing connects in the constructor.
 
+    It serves its metrics on its HTTP server (`serves_metrics`), the process's included.
+
     `policy` and `providers` may be injected (tests, benchmarks); otherwise the policy is read from
     `settings.router_policy` and the providers are opened from it, and closed at stop.
     """

@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from libs.core.routing import BreakerSnapshot, BreakerState, SkipReason
 from libs.events.catalogue import EventType
 from libs.router_runtime import RouterEvent
+from libs.runtime.metrics import PROCESS_REGISTRY
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0, 60.0)
 ADDED_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25)
@@ -196,5 +197,5 @@ class RouterMetrics:
         self.audit_flush.observe(seconds)
 
     def exposition(self) -> bytes:
-        """The text format for `/metrics`."""
-        return generate_latest(self.registry)
+        """The text format for `/metrics`: the router's metrics and the process's (libs.runtime.metrics)."""
+        return generate_latest(self.registry) + generate_latest(PROCESS_REGISTRY)

@@ -30,6 +30,7 @@ class SchedulerService(LeasedService[SchedulerStateMachine, Output]):
 
     name = "scheduler"
     subjects = SUBJECTS
+    serves_metrics = True
 
     def __init__(
         self,
@@ -49,7 +50,7 @@ class SchedulerService(LeasedService[SchedulerStateMachine, Output]):
 
     async def start(self) -> None:
         if self.settings.metrics_port >= 0:
-            self.metrics_port = self.metrics.serve(self.settings.metrics_port)
+            self.metrics_port = self.metrics.serve(self.settings.metrics_port, self.settings.metrics_host)
         await super().start()
 
     async def stop(self, *, release_lease: bool = True) -> None:

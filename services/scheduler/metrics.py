@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from libs.runtime.metrics import serve_metrics
 
 CYCLE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -30,11 +32,12 @@ class SchedulerMetrics:
         )
         self._server: object | None = None
 
-    def serve(self, port: int) -> int:
-        """Expose the metrics on 127.0.0.1:`port` (0 picks a free port); returns the port."""
-        server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
+    def serve(self, port: int, host: str = "127.0.0.1") -> int:
+        """Expose these metrics and the process's (libs.runtime.metrics) on host:`port` (0 picks a free
+        port); returns the port."""
+        server, bound = serve_metrics(port, host, self.registry)
         self._server = server
-        return int(server.server_port)
+        return bound
 
     def close(self) -> None:
         if self._server is not None:

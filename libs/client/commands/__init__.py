@@ -1,5 +1,2 @@
-"""Each module registers its verbs on the `podway` parser."""
-
-from libs.client.commands import cluster, objects, router, simulate, stack
-
-REGISTRARS = [objects.register, stack.register, cluster.register, router.register, simulate.register]
+"""Each module registers its verbs on the `podway` parser; `libs.client.cli.VERBS` says which module has which
+verb, so a run imports only the module of its verb."""

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from libs.api.conversion import convert_documents
-from libs.api.kinds import kind_rank
-from libs.api.manifests import ManifestError, load_documents, validate_document
-from libs.client.client import PodwayClient
-from libs.client.commands.stack import settings_from
 from libs.client.output import render, resolve_kind
-from libs.events.rpc import ObjectResult
-from libs.messaging.rpc import RpcError
-from libs.runtime.stack import running_stack
+from libs.client.quick import ReadClient, StackNotFound, nats_url_for
+from libs.client.selectors import parse_selector, select
+from libs.messaging.errors import RpcError
+
+if TYPE_CHECKING:
+    from libs.client.client import PodwayClient
+    from libs.events.rpc import ObjectResult
 
 
 class CliError(Exception):
@@ -29,6 +25,8 @@ class CliError(Exception):
 
 def read_manifests(path: Path) -> list[dict[str, Any]]:
     """Documents of a file, or of every YAML/JSON file in a directory (sorted by kind when applied)."""
+    from libs.api.manifests import ManifestError, load_documents
+
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
     elif path.exists():
@@ -45,16 +43,22 @@ def read_manifests(path: Path) -> list[dict[str, Any]]:
 
 
 def nats_url_of(args: argparse.Namespace) -> str:
-    settings = settings_from(args)
-    if settings.nats_url:
-        return settings.nats_url
-    info = running_stack(settings)
-    if info is None:
-        raise CliError(f"no running stack in {settings.data_dir}: run `podway up` or pass --nats-url")
-    return info.nats_url
+    try:
+        return nats_url_for(getattr(args, "nats_url", None), getattr(args, "data_dir", None))
+    except StackNotFound as exc:
+        raise CliError(str(exc)) from exc
+
+
+def reader(args: argparse.Namespace) -> ReadClient:
+    """The blocking read client the read verbs use (`with reader(args) as client:`)."""
+    return ReadClient(nats_url_of(args))
 
 
 def with_client(args: argparse.Namespace, work: Callable[[PodwayClient], Coroutine[Any, Any, int]]) -> int:
+    import asyncio
+
+    from libs.client.client import PodwayClient
+
     async def run() -> int:
         async with PodwayClient(nats_url_of(args)) as client:
             return await work(client)
@@ -70,6 +74,8 @@ def describe_result(result: ObjectResult) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from libs.api.manifests import validate_document
+
     docs = read_manifests(Path(args.filename))
     failed = 0
     for doc in docs:
@@ -86,6 +92,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    import yaml
+
+    from libs.api.conversion import convert_documents
+
     docs, warnings = convert_documents(read_manifests(Path(args.filename)))
     for warning in dict.fromkeys(warnings):
         print(f"Warning: {warning}", file=sys.stderr)
@@ -94,6 +104,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    from libs.api.kinds import kind_rank
+
     docs = sorted(read_manifests(Path(args.filename)), key=lambda d: kind_rank(str(d.get("kind"))))
 
     async def work(client: PodwayClient) -> int:
@@ -156,36 +168,56 @@ def _flag(text: str) -> bool:
 
 def cmd_get(args: argparse.Namespace) -> int:
     kind = resolve_kind(args.kind)
+    selector = parse_selector(args.selector) if args.selector else None
+    with reader(args) as client:
 
-    async def work(client: PodwayClient) -> int:
-        items = await client.get(kind, args.name, args.namespace, all_namespaces=args.all_namespaces)
+        def read() -> list[dict[str, Any]]:
+            items = client.get(kind, args.name, args.namespace, all_namespaces=args.all_namespaces)
+            return select(items, selector) if selector else items
+
+        items = read()
         if args.name and not items:
             raise CliError(f'Error from server (NotFound): {args.kind} "{args.name}" not found')
-        print(render(kind, items, args.output, all_namespaces=args.all_namespaces))
-        return 0
+        if not args.watch:
+            print(render(kind, items, args.output, all_namespaces=args.all_namespaces))
+            return 0
+        watch(client, kind, items, read, args)
+    return 0
 
-    return with_client(args, work)
+
+def watch(
+    client: ReadClient,
+    kind: str,
+    items: list[dict[str, Any]],
+    read: Callable[[], list[dict[str, Any]]],
+    args: argparse.Namespace,
+) -> None:
+    """`get -w`: the list, then each object again whenever it changed (as kubectl, one row per change; in
+    JSON or YAML one document per change), until interrupted."""
+    from libs.client.output import WatchPrinter
+
+    printer = WatchPrinter(kind, args.output, all_namespaces=args.all_namespaces)
+    printer.first(items)
+    for _ in client.changes():
+        printer.changed(read())
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
     from libs.client.describe import describe, node_device_lines
 
     kind = resolve_kind(args.kind)
-
-    async def work(client: PodwayClient) -> int:
-        items = await client.get(kind, args.name, args.namespace)
+    with reader(args) as client:
+        items = client.get(kind, args.name, args.namespace)
         if not items:
             raise CliError(f'Error from server (NotFound): {args.kind} "{args.name}" not found')
-        story = await client.events(correlation_id=items[0]["metadata"]["uid"])
+        events, _ = client.events(correlation_id=items[0]["metadata"]["uid"])
         extra = None
         if kind == "Node":
-            slices = await client.get("ResourceSlice")
-            claims = await client.get("ResourceClaim", all_namespaces=True)
+            slices = client.get("ResourceSlice")
+            claims = client.get("ResourceClaim", all_namespaces=True)
             extra = node_device_lines(items[0], slices, claims)
-        print(describe(items[0], story.events, extra))
-        return 0
-
-    return with_client(args, work)
+        print(describe(items[0], events, extra))
+    return 0
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -193,16 +225,21 @@ def cmd_events(args: argparse.Namespace) -> int:
 
     correlation = args.correlation or args.request
 
-    async def work(client: PodwayClient) -> int:
-        story = await client.events(correlation_id=correlation, podgroup=args.podgroup)
-        if args.output == "json":
-            print(json.dumps(story.events, indent=2))
-        else:
-            for event in story.events:
-                print(event_line(event))
-        return 0
+    def show(event: dict[str, Any]) -> None:
+        print(json.dumps(event) if args.output == "json" else event_line(event), flush=args.follow)
 
-    return with_client(args, work)
+    with reader(args) as client:
+        if args.follow:
+            for event in client.follow(correlation_id=correlation, podgroup=args.podgroup):
+                show(event)
+            return 0
+        events, _ = client.events(correlation_id=correlation, podgroup=args.podgroup)
+        if args.output == "json":
+            print(json.dumps(events, indent=2))
+        else:
+            for event in events:
+                show(event)
+    return 0
 
 
 def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -252,27 +289,34 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     )
     delete.set_defaults(handler=_guard(cmd_delete))
 
-    get = sub.add_parser("get", help="list objects of a kind")
+    get = sub.add_parser("get", help="list objects of a kind (-w watches, -l selects by label)")
     common(get)
     get.add_argument("kind")
     get.add_argument("name", nargs="?")
     get.add_argument("-n", "--namespace", default=None)
     get.add_argument("-A", "--all-namespaces", action="store_true")
     get.add_argument("-o", "--output", choices=["table", "wide", "yaml", "json"], default="table")
-    get.set_defaults(handler=_guard(cmd_get))
+    get.add_argument(
+        "-l", "--selector", default=None, help="label selector, e.g. app=x,tier!=gpu,env in (a,b)"
+    )
+    get.add_argument("-w", "--watch", action="store_true", help="after listing, print each change")
+    get.set_defaults(handler=_guard(cmd_get), reads_only=True)
 
     desc = sub.add_parser("describe", help="show one object with its conditions and story")
     common(desc)
     desc.add_argument("kind")
     desc.add_argument("name")
     desc.add_argument("-n", "--namespace", default=None)
-    desc.set_defaults(handler=_guard(cmd_describe))
+    desc.set_defaults(handler=_guard(cmd_describe), reads_only=True)
 
-    events = sub.add_parser("events", help="print a story from the audit log")
+    events = sub.add_parser("events", help="print a story from the audit log (--follow keeps printing)")
     common(events)
     group = events.add_mutually_exclusive_group()
     group.add_argument("--podgroup", default=None, help="NAMESPACE/NAME")
     group.add_argument("--request", default=None, help="request id")
     group.add_argument("--correlation", default=None, help="correlation id")
     events.add_argument("-o", "--output", choices=["table", "json"], default="table")
-    events.set_defaults(handler=_guard(cmd_events))
+    events.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing events as they are committed"
+    )
+    events.set_defaults(handler=_guard(cmd_events), reads_only=True)

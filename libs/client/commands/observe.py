@@ -1,0 +1,41 @@
+"""`podway top nodes`: what the fleet's GPUs are doing, by node and by rack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from libs.messaging.errors import RpcError
+
+
+def cmd_top_nodes(args: argparse.Namespace) -> int:
+    from libs.client.commands.objects import CliError, reader
+    from libs.client.usage import fleet_usage, render_usage
+
+    try:
+        with reader(args) as client:
+            nodes = client.get("Node")
+            slices = client.get("ResourceSlice")
+            pods = client.get("Pod", all_namespaces=True)
+    except (CliError, RpcError) as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    usage = fleet_usage(nodes, slices, pods)
+    if args.output == "json":
+        print(json.dumps(usage.as_json(), indent=2))
+    else:
+        print(render_usage(usage, by=args.by))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
+    top = sub.add_parser("top", help="GPU use by node and rack")
+    verbs = top.add_subparsers(dest="top_command", required=True, metavar="VERB")
+    nodes = verbs.add_parser("nodes", help="GPUs allocated and free on each node, and per rack")
+    common(nodes)
+    nodes.add_argument("--by", choices=["node", "rack", "both"], default="both")
+    nodes.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    nodes.set_defaults(handler=cmd_top_nodes, reads_only=True)
