@@ -38,12 +38,10 @@ typecheck: install ## mypy (strict on libs/core and libs/events)
 bench: install ## run every benchmark, one JSON object per line
 	$(PODWAY) bench all -o json
 
-SOAK_ROUNDS ?= 5
-soak: install ## repeat the integration and end-to-end suites to shake out flakes (not part of CI)
-	for round in $$(seq 1 $(SOAK_ROUNDS)); do \
-		echo "soak round $$round"; \
-		$(VENV)/bin/pytest -q -p no:cacheprovider tests/integration tests/e2e || exit 1; \
-	done
+SOAK_JOBS ?= 2000
+SOAK_REQUESTS ?= 5000
+soak: install ## the full chaos run: gang Jobs and inference under every fault, 5 rounds; JSON figures (not CI)
+	$(PY) -m tests.chaos.harness --jobs $(SOAK_JOBS) --requests $(SOAK_REQUESTS)
 
 up: install ## start the stack in the background (podway up)
 	$(PODWAY) up --data-dir $(DATA_DIR) --detach

@@ -35,7 +35,7 @@ from libs.messaging.broker import bus_state, jetstream, make_broker, start_broke
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.runtime.clock import Clock, utc_now
-from libs.runtime.health import beat, health_file
+from libs.runtime.health import beat, health_file, process_name
 from libs.runtime.leadership import LeaseThread
 from libs.runtime.memory import freeze_long_lived
 from libs.runtime.memory_inbox import MemoryInbox, MemoryUnitOfWork
@@ -196,7 +196,9 @@ class LeasedService(ABC, Generic[World, Output]):
         return bus_state(self.broker) != "closed"
 
     async def _beat(self) -> None:
-        path = health_file(Path(self.settings.run_dir), self.name)
+        # Beats under the name `podway up` supervises the process by (the module's, one file per replica).
+        process = process_name(self.name.replace("-", "_"), self.settings.instance)
+        path = health_file(Path(self.settings.run_dir), process)
         while True:
             if self.connected():
                 detail: dict[str, object] = {"leader": self.leading, **self.health()}

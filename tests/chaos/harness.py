@@ -1,0 +1,395 @@
+"""A seeded chaos run: `podway up` (every service, the router on its emulators) on a private PostgreSQL cluster,
+a mixed load of gang Jobs (rack-constrained, high-priority ones that must preempt, DRA claims) and inference
+requests (sync and queued), while every service is killed with SIGKILL, the scheduler is paused past its lease,
+the embedded nats-server is killed and PostgreSQL crashes and comes back. Afterwards every Job must have reached
+a decision, every accepted queued request exactly one outcome, and `podway check` must find nothing.
+
+`make soak` runs the full size (`python -m tests.chaos.harness --jobs 2000 --requests 5000`); CI runs a smoke
+(tests/chaos/test_chaos_smoke.py)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from libs.client.client import PodwayClient
+from libs.client.commands.router import RouterClient, user_call
+from libs.core.invariants import check
+from libs.db.run_records import load_records
+from libs.messaging.rpc import RpcError
+from tests.integration.reliability.private_postgres import PrivatePostgres
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "deploy" / "examples"
+SERVICES = ("admission", "scheduler", "preemptor", "dra_allocator", "node_agent", "llm_router")
+LEASED = ("scheduler", "preemptor", "dra_allocator")
+LEASE_S = 3.0
+FAULTS = (
+    *(f"kill:{s}" for s in SERVICES),
+    *(f"pause:{s}" for s in LEASED),
+    "kill:nats-server",
+    "crash:postgres",
+)
+
+
+@dataclass(frozen=True)
+class ChaosPlan:
+    seed: int = 7
+    jobs: int = 40
+    requests: int = 120
+    fault_window_s: float = 45.0
+    deadline_s: float = 240.0
+    fault_rounds: int = 1
+    """How many times each fault kind strikes, at seeded moments inside the window."""
+
+
+@dataclass
+class ChaosReport:
+    seed: int
+    jobs: int = 0
+    pods: int = 0
+    jobs_decided: int = 0
+    jobs_preempted: int = 0
+    requests: int = 0
+    requests_queued: int = 0
+    requests_failed: int = 0
+    requests_without_outcome: int = 0
+    audit_events_lost: int = 0
+    faults_injected: list[str] = field(default_factory=list)
+    invariants_violated: int = 0
+    violations: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def clean(self) -> bool:
+        return (
+            self.invariants_violated == 0
+            and self.jobs_decided == self.jobs
+            and self.requests_without_outcome == 0
+        )
+
+
+# --- the load ------------------------------------------------------------------------------------------------
+
+
+def job(
+    name: str,
+    pods: int,
+    gpus: int,
+    *,
+    seconds: int,
+    priority: str = "batch",
+    rack: bool = False,
+    claim: bool = False,
+) -> dict[str, Any]:
+    annotations = {"podway.io/topology-key": "topology.example.com/rack"} if rack else {}
+    container: dict[str, Any] = {
+        "name": "trainer",
+        "image": "registry.example.com/trainer:v1",
+        "resources": {"requests": {"cpu": "4", "memory": "16Gi"}},
+    }
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "priorityClassName": priority,
+        "containers": [container],
+    }
+    if claim:
+        spec["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus-same-numa"}]
+        container["resources"]["claims"] = [{"name": "gpus"}]
+    elif gpus:
+        container["resources"]["requests"]["nvidia.com/gpu"] = str(gpus)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "ml", "annotations": annotations},
+        "spec": {
+            "completionMode": "Indexed",
+            "parallelism": pods,
+            "completions": pods,
+            "backoffLimit": 6,
+            "template": {"metadata": {"annotations": {"podway.io/run-seconds": str(seconds)}}, "spec": spec},
+        },
+    }
+
+
+def load(plan: ChaosPlan) -> list[dict[str, Any]]:
+    """Seven racks' worth of long low-priority gangs first, then high-priority rack gangs that only fit by
+    preempting some, then a seeded mix of small gangs (some rack-bound, some with DRA claims)."""
+    rng = random.Random(plan.seed)
+    fillers = [job(f"filler-{i}", 8, 8, seconds=15, rack=True) for i in range(min(7, plan.jobs // 4))]
+    urgent = [job(f"urgent-{i}", 8, 8, seconds=3, priority="high-priority", rack=True) for i in range(2)]
+    small = []
+    for i in range(max(0, plan.jobs - len(fillers) - len(urgent))):
+        shape = rng.random()
+        if shape < 0.25:
+            small.append(job(f"dra-{i}", rng.choice([1, 2]), 0, seconds=rng.randint(1, 3), claim=True))
+        else:
+            small.append(
+                job(
+                    f"small-{i}",
+                    rng.choice([1, 2, 4]),
+                    rng.choice([1, 2]),
+                    seconds=rng.randint(1, 3),
+                    rack=shape < 0.6,
+                )
+            )
+    return [*fillers, *urgent, *small]
+
+
+# --- the stack -----------------------------------------------------------------------------------------------
+
+
+def podway(data_dir: Path, *args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "libs.client.cli", *args, "--data-dir", str(data_dir)]
+    env = {**os.environ, "PODWAY_LEASE_SECONDS": str(LEASE_S)}
+    return subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+    )
+
+
+def stack_info(data_dir: Path) -> dict[str, Any]:
+    info: dict[str, Any] = json.loads((data_dir / "run" / "stack.json").read_text())
+    return info
+
+
+def service_pid(data_dir: Path, service: str) -> int | None:
+    pid = stack_info(data_dir)["services"].get(service)
+    return int(pid) if pid else None
+
+
+def start_standbys(data_dir: Path) -> list[subprocess.Popen[bytes]]:
+    """A second replica of each leased service, on the stack's bus and database: when the leader is paused
+    past its lease the standby takes over, and the paused leader's later writes must be refused."""
+    info = stack_info(data_dir)
+    env = {
+        **os.environ,
+        "PODWAY_NATS_URL": info["nats_url"],
+        "PODWAY_DATABASE_URL": info["database_url"],
+        "PODWAY_DATA_DIR": info["data_dir"],
+        "PODWAY_LEASE_SECONDS": str(LEASE_S),
+        "PODWAY_INSTANCE": "1",
+    }
+    logs = data_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    standbys = []
+    for service in LEASED:
+        with (logs / f"{service}-standby.log").open("wb") as log:
+            command = [sys.executable, "-m", f"services.{service}.main"]
+            standbys.append(
+                subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            )
+    return standbys
+
+
+def stop_standbys(standbys: list[subprocess.Popen[bytes]]) -> None:
+    for process in standbys:
+        process.terminate()
+    for process in standbys:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+# --- the faults ----------------------------------------------------------------------------------------------
+
+
+class Faults:
+    def __init__(self, data_dir: Path, postgres: PrivatePostgres, report: ChaosReport) -> None:
+        self.data_dir = data_dir
+        self.postgres = postgres
+        self.report = report
+
+    async def inject(self, fault: str) -> None:
+        action, _, target = fault.partition(":")
+        if action == "kill" and target == "nats-server":
+            os.kill(stack_info(self.data_dir)["nats_pid"], signal.SIGKILL)
+        elif action == "kill":
+            pid = service_pid(self.data_dir, target)
+            if pid is None:
+                return
+            os.kill(pid, signal.SIGKILL)
+        elif action == "pause":
+            pid = service_pid(self.data_dir, target)
+            if pid is None:
+                return
+            os.kill(pid, signal.SIGSTOP)
+            await asyncio.sleep(LEASE_S * 2)  # past its lease: a paused leader must not write when it wakes
+            os.kill(pid, signal.SIGCONT)
+        elif action == "crash":
+            await asyncio.to_thread(self.postgres.kill)
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(self.postgres.start)
+        self.report.faults_injected.append(fault)
+
+    async def run(self, plan: ChaosPlan, rng: random.Random) -> None:
+        strikes = [fault for _ in range(plan.fault_rounds) for fault in FAULTS]
+        schedule = sorted((rng.uniform(3.0, plan.fault_window_s), fault) for fault in strikes)
+        started = time.monotonic()
+        for at, fault in schedule:
+            await asyncio.sleep(max(0.0, at - (time.monotonic() - started)))
+            await self.inject(fault)
+
+
+# --- the run -------------------------------------------------------------------------------------------------
+
+
+async def _retrying(action: Callable[[], Any], *, attempts: int = 60) -> Any:
+    for attempt in range(attempts):
+        try:
+            return await action()
+        except (RpcError, OSError, TimeoutError):
+            if attempt == attempts - 1:
+                raise
+            await asyncio.sleep(1.0)
+    return None
+
+
+async def _apply_load(client: PodwayClient, jobs: list[dict[str, Any]]) -> None:
+    for start in range(0, len(jobs), 10):
+        batch = jobs[start : start + 10]
+        await _retrying(lambda batch=batch: client.apply(batch))  # type: ignore[misc]
+        await asyncio.sleep(0.5)
+
+
+async def _ask(client: PodwayClient, plan: ChaosPlan, rng: random.Random, report: ChaosReport) -> list[str]:
+    router = RouterClient(client, timeout_s=10)
+    queued: list[str] = []
+    for i in range(plan.requests):
+        call = user_call("search-answer", f"chaos question {i}", max_tokens=16)
+        try:
+            if rng.random() < 0.5:
+                queued.append((await router.submit(call)).request_id)
+            else:
+                await router.infer(call)
+        except Exception:
+            report.requests_failed += 1  # refused while the bus or the router was down: the caller knows
+        report.requests += 1
+        await asyncio.sleep(plan.fault_window_s / max(1, plan.requests))
+    report.requests_queued = len(queued)
+    return queued
+
+
+def _decided(job_object: dict[str, Any]) -> bool:
+    conditions = (job_object.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
+
+
+async def _wait_decided(client: PodwayClient, names: set[str], deadline: float) -> int:
+    decided = 0
+    while time.monotonic() < deadline:
+        try:
+            jobs = await client.get("Job", namespace="ml")
+        except (RpcError, OSError, TimeoutError):
+            await asyncio.sleep(1.0)
+            continue
+        decided = sum(1 for j in jobs if j["metadata"]["name"] in names and _decided(j))
+        if decided == len(names):
+            return decided
+        await asyncio.sleep(1.0)
+    return decided
+
+
+async def _outcomes(client: PodwayClient, request_ids: list[str], deadline: float) -> int:
+    missing = set(request_ids)
+    while missing and time.monotonic() < deadline:
+        for request_id in sorted(missing):
+            try:
+                story = await client.events(correlation_id=request_id)
+            except (RpcError, OSError, TimeoutError):
+                break
+            if any(e["type"] in ("inference.completed", "inference.failed") for e in story.events):
+                missing.discard(request_id)
+        await asyncio.sleep(1.0)
+    return len(missing)
+
+
+async def run(plan: ChaosPlan, workdir: Path) -> ChaosReport:
+    rng = random.Random(plan.seed)
+    report = ChaosReport(seed=plan.seed)
+    started = time.monotonic()
+    postgres = await asyncio.to_thread(PrivatePostgres.create)
+    data_dir = workdir / "stack"
+    try:
+        up = await asyncio.to_thread(
+            podway, data_dir, "up", "--detach", "--database-url", postgres.url, "--router-processes", "1"
+        )
+        if up.returncode != 0:
+            raise RuntimeError(f"podway up failed: {up.stdout}{up.stderr}")
+        standbys = start_standbys(data_dir)
+        try:
+            queued = await _drive(plan, rng, report, data_dir, postgres, started + plan.deadline_s)
+        finally:
+            await asyncio.to_thread(stop_standbys, standbys)
+        records = await load_records(postgres.url, frozenset(queued))
+        found = check(records)
+        report.jobs_preempted = sum(1 for e in records.events if e.type == "preemption.victims_selected")
+        report.invariants_violated = len(found)
+        report.violations = [f"{v.invariant} {v.subject}: {v.detail}" for v in found[:20]]
+    finally:
+        await asyncio.to_thread(podway, data_dir, "down")
+        await asyncio.to_thread(postgres.remove)
+    report.seconds = round(time.monotonic() - started, 1)
+    return report
+
+
+async def _drive(
+    plan: ChaosPlan,
+    rng: random.Random,
+    report: ChaosReport,
+    data_dir: Path,
+    postgres: PrivatePostgres,
+    deadline: float,
+) -> list[str]:
+    """Apply the setup and the load, ask the router and inject the faults at once; then wait for every Job's
+    decision and every queued request's outcome. Returns the queued requests' ids."""
+    jobs = load(plan)
+    report.jobs = len(jobs)
+    report.pods = sum(j["spec"]["parallelism"] for j in jobs)
+    async with PodwayClient(stack_info(data_dir)["nats_url"], timeout_s=20) as client:
+        setup = [d for name in ("01-priorityclasses.yaml", "02-dra.yaml") for d in example(name)]
+        await _retrying(lambda: client.apply(setup))
+        faults = Faults(data_dir, postgres, report)
+        queued, _, _ = await asyncio.gather(
+            _ask(client, plan, rng, report), _apply_load(client, jobs), faults.run(plan, rng)
+        )
+        report.jobs_decided = await _wait_decided(client, {j["metadata"]["name"] for j in jobs}, deadline)
+        report.requests_without_outcome = await _outcomes(client, queued, deadline)
+    return queued
+
+
+def example(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--requests", type=int, default=5000)
+    parser.add_argument("--fault-window", type=float, default=300.0)
+    parser.add_argument("--deadline", type=float, default=1800.0)
+    parser.add_argument("--fault-rounds", type=int, default=5)
+    parser.add_argument("--workdir", type=Path, default=Path(".podway-chaos"))
+    args = parser.parse_args(argv)
+    plan = ChaosPlan(args.seed, args.jobs, args.requests, args.fault_window, args.deadline, args.fault_rounds)
+    report = asyncio.run(run(plan, args.workdir))
+    print(json.dumps({**asdict(report), "clean": report.clean}))
+    return 0 if report.clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
