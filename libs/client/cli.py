@@ -35,7 +35,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "simulate": ("simulate", "replay a trace through the scheduling core on a virtual clock"),
     "cluster": ("cluster", "synthetic clusters"),
     "infer": ("router", "ask the LLM router (over NATS)"),
-    "router": ("router", "the LLM router's scoreboard and feedback"),
+    "router": ("router", "the LLM router's status, scoreboard and feedback"),
     "emulators": ("router", "the local Bedrock and Vertex AI emulators"),
 }
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from libs.api.models.core import NodeSelector
-from libs.api.quantity import parse_quantity
-
 
 def _summary(event: dict[str, Any]) -> str:
     payload = event.get("payload") or {}
@@ -121,6 +118,8 @@ def _reaches(spec: dict[str, Any], node: str, labels: dict[str, str]) -> bool:
     if spec.get("nodeName"):
         return bool(spec["nodeName"] == node)
     if spec.get("nodeSelector"):
+        from libs.api.models.core import NodeSelector  # pydantic: loaded only for a node's devices
+
         return NodeSelector.model_validate(spec["nodeSelector"]).matches(node, labels)
     return bool(spec.get("allNodes"))
 
@@ -131,6 +130,8 @@ def _held(device: dict[str, Any], held: list[tuple[str, dict[str, Any]]]) -> str
     claims = ", ".join(claim for claim, _ in held)
     if not device.get("allowMultipleAllocations"):
         return claims
+    from libs.api.quantity import parse_quantity
+
     used: list[str] = []
     for capacity, value in (device.get("capacity") or {}).items():
         total = parse_quantity(str(value.get("value")))
