@@ -31,10 +31,20 @@ def open_listener(host: str, port: int, *, backlog: int = DEFAULT_BACKLOG) -> so
         sock.bind((host, port))
         sock.listen(backlog)
         sock.set_inheritable(True)
+    except OSError as exc:
+        sock.close()
+        raise AddressUnavailable(
+            f"cannot listen on {host}:{port} ({exc.strerror}); choose another address with --router-address "
+            "HOST:PORT or PODWAY_ROUTER_HTTP_ADDRESS"
+        ) from exc
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+class AddressUnavailable(OSError):
+    """The router's address is taken (or not this host's): said in words a user can act on."""
 
 
 def inherited_listener(fd: int) -> socket.socket:

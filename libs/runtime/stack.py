@@ -93,6 +93,10 @@ class Stack:
     def start(self) -> StackInfo:
         data_dir = self.settings.data_dir.resolve()
         data_dir.mkdir(parents=True, exist_ok=True)
+        if ROUTER in self.services:
+            # Opened first (a taken address fails before anything started) and held here: the address stays
+            # up while router processes die and restart.
+            self.router_listener = open_listener(*parse_address(self.settings.router_http_address))
         nats_url = self.settings.nats_url or self._start_nats(data_dir)
         database_url = self.settings.resolved_database_url()
         if self.prepare is not None:
@@ -107,9 +111,6 @@ class Stack:
         }
         if self.settings.router_policy:
             env["PODWAY_ROUTER_POLICY"] = str(self.settings.router_policy.resolve())
-        if ROUTER in self.services:
-            # Opened once and held here: the address stays up while router processes die and restart.
-            self.router_listener = open_listener(*parse_address(self.settings.router_http_address))
         specs = service_specs(self.settings, env, self.services, self.router_listener) + self.extra_specs
         for spec in specs:
             health_file(self.settings.run_dir.resolve(), spec.name).unlink(missing_ok=True)

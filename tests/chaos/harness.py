@@ -325,7 +325,16 @@ async def run(plan: ChaosPlan, workdir: Path) -> ChaosReport:
     data_dir = workdir / "stack"
     try:
         up = await asyncio.to_thread(
-            podway, data_dir, "up", "--detach", "--database-url", postgres.url, "--router-processes", "1"
+            podway,
+            data_dir,
+            "up",
+            "--detach",
+            "--database-url",
+            postgres.url,
+            "--router-processes",
+            "1",
+            "--router-address",
+            "127.0.0.1:0",
         )
         if up.returncode != 0:
             raise RuntimeError(f"podway up failed: {up.stdout}{up.stderr}")

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from libs.runtime.listener import AddressUnavailable
 from libs.runtime.settings import PodwaySettings, redact_credentials
 from libs.runtime.stack import (
     DEFAULT_SERVICES,
@@ -87,7 +88,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    info = stack.start()
+    try:
+        info = stack.start()
+    except AddressUnavailable as exc:
+        print(f"podway up: {exc}", file=sys.stderr)
+        return 1
     if not stack.wait_ready():
         print(f"services did not become healthy; see {settings.data_dir / 'logs'}", file=sys.stderr)
     print(
@@ -144,7 +149,11 @@ def wait_for_stack(
                 print(f"router: OpenAI-compatible front at {info.router_url}/v1")
             return True
         if exited() is not None:
-            print(f"podway up failed; see {settings.data_dir / 'podway-up.log'}", file=sys.stderr)
+            log = settings.data_dir / "podway-up.log"
+            said = [
+                line for line in log.read_text(errors="replace").splitlines() if line.startswith("podway up:")
+            ]
+            print(said[-1] if said else f"podway up failed; see {log}", file=sys.stderr)
             return False
         time.sleep(0.1)
     return False
