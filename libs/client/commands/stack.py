@@ -134,7 +134,7 @@ def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:
 
 
 def wait_for_stack(
-    settings: PodwaySettings, exited: Callable[[], int | None], timeout_s: float = 60.0
+    settings: PodwaySettings, exited: Callable[[], int | None], timeout_s: float = 180.0
 ) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -156,6 +156,10 @@ def wait_for_stack(
             print(said[-1] if said else f"podway up failed; see {log}", file=sys.stderr)
             return False
         time.sleep(0.1)
+    print(
+        f"podway up: the stack was not ready within {timeout_s:g}s; see {settings.data_dir / 'logs'}",
+        file=sys.stderr,
+    )
     return False
 
 
