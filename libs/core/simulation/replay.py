@@ -43,8 +43,9 @@ RUN_SECONDS = "podway.io/run-seconds"
 GPU_RESOURCE = "nvidia.com/gpu"
 NAMESPACE = "replay"
 IDLE_PASSES = 3
-"""Once no arrival or completion is left, timed passes (back-offs, parked retries) go on until this many
-in a row placed nothing: what is still waiting then was never placed."""
+"""Timed passes (back-offs, parked retries) after the last arrival, completion or placement go on until
+this many in a row placed nothing; the next arrival or completion starts them again. Without a change a
+retry cannot place anything, and pods still waiting at the end were never placed."""
 QOS_PRIORITY = {"LS": 1000, "Guaranteed": 800, "Burstable": 500, "BE": 0}
 
 
@@ -210,12 +211,15 @@ def job_manifests(job: ReplayJob, namespace: str = NAMESPACE) -> list[dict[str, 
     """A single pod, or a Workload, its gang PodGroup and its pods, as a user would apply them."""
     if len(job.pods) == 1 and not job.name.startswith("gang-"):
         return [_pod(job.pods[0], job, None, namespace)]
-    template: dict[str, Any] = {"name": "worker", "schedulingPolicy": {"gang": {"minCount": len(job.pods)}}}
+    template: dict[str, Any] = {
+        "name": "worker",
+        "schedulingPolicy": {"gang": {"minCount": len(job.pods)}},
+        "priorityClassName": priority_class_name(job.priority),
+    }
     if job.topology_key:
         template["schedulingConstraints"] = {"topology": [{"key": job.topology_key}]}
     group = {
         "podGroupTemplateRef": {"workload": {"workloadName": job.name, "podGroupTemplateName": "worker"}},
-        "priority": job.priority,
         **{key: value for key, value in template.items() if key != "name"},
     }
     return [
@@ -228,11 +232,31 @@ def job_manifests(job: ReplayJob, namespace: str = NAMESPACE) -> list[dict[str, 
     ]
 
 
-def stored(manifest: dict[str, Any], *, created: float = 0.0) -> ApiObject:
-    """The object a manifest describes, as admission would store it (a uid from its kind and name)."""
+def priority_class_name(priority: int) -> str:
+    return f"replay-priority-{priority}"
+
+
+def priority_class_manifests(jobs: Sequence[ReplayJob]) -> list[dict[str, Any]]:
+    """One PriorityClass per priority the jobs use."""
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": priority_class_name(priority)},
+            "value": priority,
+        }
+        for priority in sorted({job.priority for job in jobs})
+    ]
+
+
+def stored(manifest: dict[str, Any], *, created: float = 0.0, priority: int | None = None) -> ApiObject:
+    """The object a manifest describes, as admission would store it: a uid from its kind and name, and the
+    priority its PriorityClass resolves to."""
     metadata = manifest["metadata"]
     namespace = metadata.get("namespace") or ""
     uid = f"{manifest['kind'].lower()}-{namespace}-{metadata['name']}"
+    if priority is not None and manifest["kind"] in ("Pod", "PodGroup"):
+        manifest = {**manifest, "spec": {**manifest["spec"], "priority": priority}}
     return dataclasses.replace(
         ApiObject.from_manifest(manifest, uid=uid, resource_version=1), created_at=created
     )
@@ -243,7 +267,7 @@ def _pod(pod: PodDemand, job: ReplayJob, group: str | None, namespace: str) -> d
     if pod.gpus:
         requests[GPU_RESOURCE] = str(pod.gpus)
     spec: dict[str, Any] = {
-        "priority": job.priority,
+        "priorityClassName": priority_class_name(job.priority),
         "containers": [{"name": "main", "image": "trace", "resources": {"requests": requests}}],
     }
     if group:
@@ -304,15 +328,16 @@ def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayRes
     for job in jobs:
         events.at(job.arrival, _Arrive(job))
         result.last_arrival = max(result.last_arrival, job.arrival)
-    outstanding = len(jobs)
     allocated = idle = 0
     result.allocation.append((0.0, 0))
     while len(events):
         now, due = events.take_due()
         for event in due:
             if isinstance(event, _Arrive):
-                outstanding -= 1
-                for obj in (stored(manifest, created=now) for manifest in job_manifests(event.job)):
+                for obj in (
+                    stored(manifest, created=now, priority=event.job.priority)
+                    for manifest in job_manifests(event.job)
+                ):
                     if obj.kind == "Pod":
                         arrivals[obj.uid] = now
                         runs[obj.uid] = event.job.run_seconds
@@ -320,7 +345,6 @@ def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayRes
                         result.pods += 1
                     machine.handle(ObjectStored(obj), now=now)
             elif isinstance(event, _Finish):
-                outstanding -= 1
                 machine.handle(PodsFinished(event.uids, PodPhase.SUCCEEDED), now=now)
                 allocated -= event.gpus
                 result.allocation.append((now, allocated))
@@ -334,8 +358,8 @@ def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayRes
             allocated += gpus
             result.allocation.append((now, allocated))
             events.at(now + runs[uids[0]], _Finish(uids, gpus))
-            outstanding += 1
-        idle = 0 if placed or outstanding else idle + 1
+        moved = placed or any(not isinstance(event, _Tick) for event in due)
+        idle = 0 if moved else idle + 1
         wakeup = machine.next_wakeup()
         if wakeup is not None and wakeup > now and idle <= IDLE_PASSES and events.next_time() != wakeup:
             events.at(wakeup, _Tick())
