@@ -89,6 +89,14 @@ def replay_metrics(
                 "gpu_alloc_pct_mean": round(
                     float(np.mean([r.mean_allocation_pct(r.last_arrival) for r in results])), 2
                 ),
+                "gpu_alloc_pct_peak": round(
+                    float(
+                        np.mean(
+                            [max(v for _, v in r.allocation) * 100 / max(r.total_gpus, 1) for r in results]
+                        )
+                    ),
+                    2,
+                ),
                 "gangs_preempted": 0,
                 "preemption_requests": int(np.mean([r.preemption_requests for r in results])),
                 "pods_never_placed": int(np.mean([r.never_placed for r in results])),
@@ -108,11 +116,12 @@ def replay_metrics(
     }
 
 
-def _sampled(result: ReplayResult, points: int = 100) -> list[list[float]]:
-    """GPU allocation (%) at evenly spaced virtual times of the first seed's run."""
+def _sampled(result: ReplayResult, points: int = 200) -> list[list[float]]:
+    """GPU allocation (%) at evenly spaced virtual times of the first seed's run, until its last arrival
+    (long-running pods then finish over months of trace time, the fleet nearly idle)."""
     times = np.array([t for t, _ in result.allocation])
     values = np.array([v for _, v in result.allocation], dtype=np.float64)
-    grid = np.linspace(0, result.end, points)
+    grid = np.linspace(0, result.last_arrival, points)
     at = values[np.maximum(np.searchsorted(times, grid, side="right") - 1, 0)]
     return [
         [round(float(t), 1), round(float(v) * 100 / max(result.total_gpus, 1), 2)]
