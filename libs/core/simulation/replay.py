@@ -209,7 +209,7 @@ def cluster_manifests(
 
 def job_manifests(job: ReplayJob, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     """A single pod, or a Workload, its gang PodGroup and its pods, as a user would apply them."""
-    if len(job.pods) == 1 and not job.name.startswith("gang-"):
+    if len(job.pods) == 1:
         return [_pod(job.pods[0], job, None, namespace)]
     template: dict[str, Any] = {
         "name": "worker",
