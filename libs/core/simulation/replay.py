@@ -273,7 +273,7 @@ def _pod(pod: PodDemand, job: ReplayJob, group: str | None, namespace: str) -> d
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
     manifest = _manifest("v1", "Pod", namespace, pod.name, spec)
-    manifest["metadata"]["annotations"] = {RUN_SECONDS: f"{job.run_seconds:g}"}
+    manifest["metadata"]["annotations"] = {RUN_SECONDS: str(job.run_seconds)}
     return manifest
 
 
@@ -295,8 +295,16 @@ def _manifest(
 
 
 @dataclass(frozen=True, slots=True)
+class Arrival:
+    """Objects stored at one virtual time: a job's Workload, PodGroup and pods, or a lone pod."""
+
+    time: float
+    objects: tuple[ApiObject, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class _Arrive:
-    job: ReplayJob
+    arrival: Arrival
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,9 +318,23 @@ class _Tick:
     pass
 
 
+def job_arrival(job: ReplayJob) -> Arrival:
+    """A job's objects as admission stores them, at the job's arrival."""
+    objects = tuple(
+        stored(manifest, created=job.arrival, priority=job.priority) for manifest in job_manifests(job)
+    )
+    return Arrival(job.arrival, objects)
+
+
 def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayResult:
-    """Run the jobs through a fresh scheduler state machine that starts from the cluster's objects:
-    arrivals, passes, binds and completions on the virtual clock, until nothing is left to happen."""
+    """Run the jobs through a fresh scheduler state machine that starts from the cluster's objects."""
+    return replay_arrivals(cluster, [job_arrival(job) for job in jobs])
+
+
+def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -> ReplayResult:
+    """Arrivals, passes, binds and completions on the virtual clock, until nothing is left to happen, on a
+    fresh scheduler state machine that starts from the cluster's objects. A pod runs for its
+    `podway.io/run-seconds` once bound (for ever without it)."""
     machine = SchedulerStateMachine()
     machine.load(World(list(cluster), {}), now=0.0)
     gpus = sum(
@@ -320,27 +342,24 @@ def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayRes
         for obj in cluster
         if obj.kind == "ResourceSlice" and obj.spec.get("driver") == GPU_CLASS
     )
-    result = ReplayResult(total_gpus=gpus, gangs=len(jobs))
+    result = ReplayResult(total_gpus=gpus, gangs=len(arrivals))
     events: EventQueue[_Arrive | _Finish | _Tick] = EventQueue()
-    arrivals: dict[str, float] = {}
-    runs: dict[str, float] = {}
+    arrived: dict[str, float] = {}
+    runs: dict[str, float | None] = {}
     gpus_of: dict[str, int] = {}
-    for job in jobs:
-        events.at(job.arrival, _Arrive(job))
-        result.last_arrival = max(result.last_arrival, job.arrival)
+    for arrival in arrivals:
+        events.at(arrival.time, _Arrive(arrival))
+        result.last_arrival = max(result.last_arrival, arrival.time)
     allocated = idle = 0
     result.allocation.append((0.0, 0))
     while len(events):
         now, due = events.take_due()
         for event in due:
             if isinstance(event, _Arrive):
-                for obj in (
-                    stored(manifest, created=now, priority=event.job.priority)
-                    for manifest in job_manifests(event.job)
-                ):
+                for obj in event.arrival.objects:
                     if obj.kind == "Pod":
-                        arrivals[obj.uid] = now
-                        runs[obj.uid] = event.job.run_seconds
+                        arrived[obj.uid] = now
+                        runs[obj.uid] = _run_seconds(obj)
                         gpus_of[obj.uid] = _gpus(obj)
                         result.pods += 1
                     machine.handle(ObjectStored(obj), now=now)
@@ -350,14 +369,18 @@ def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayRes
                 result.allocation.append((now, allocated))
         placed = _passes(machine, now, result)
         for binding in placed:
-            uids = tuple(placement.pod_uid for placement in binding.placements)
-            gpus = sum(gpus_of[uid] for uid in uids)
+            ending: dict[float, list[str]] = {}
             for placement in binding.placements:
-                result.delays.append(now - arrivals[placement.pod_uid])
+                uid = placement.pod_uid
+                result.delays.append(now - arrived[uid])
                 result.bound[placement.pod_name] = placement.node_name
-            allocated += gpus
+                allocated += gpus_of[uid]
+                run = runs[uid]
+                if run is not None:
+                    ending.setdefault(run, []).append(uid)
             result.allocation.append((now, allocated))
-            events.at(now + runs[uids[0]], _Finish(uids, gpus))
+            for run, uids in ending.items():
+                events.at(now + run, _Finish(tuple(uids), sum(gpus_of[uid] for uid in uids)))
         moved = placed or any(not isinstance(event, _Tick) for event in due)
         idle = 0 if moved else idle + 1
         wakeup = machine.next_wakeup()
@@ -387,10 +410,24 @@ def _passes(machine: SchedulerStateMachine, now: float, result: ReplayResult) ->
             return bindings
 
 
+def _run_seconds(pod: ApiObject) -> float | None:
+    value = (pod.metadata.get("annotations") or {}).get(RUN_SECONDS)
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
 def _gpus(pod: ApiObject) -> int:
     """Whole GPUs the pod asks for."""
-    requests = pod.spec["containers"][0]["resources"]["requests"]
-    return int(requests.get(GPU_RESOURCE, 0))
+    total = 0
+    for container in pod.spec.get("containers") or ():
+        requests = (container.get("resources") or {}).get("requests") or {}
+        try:
+            total += int(requests.get(GPU_RESOURCE, 0))
+        except (TypeError, ValueError):
+            continue
+    return total
 
 
 def delay_percentiles(delays: Sequence[float]) -> tuple[float, float]:
