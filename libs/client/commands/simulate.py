@@ -22,20 +22,22 @@ def _seeds(text: str) -> list[int]:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from libs.simulation.experiments import policies_named, summary_table, write_metrics
+    from libs.simulation.manifests import is_manifest_trace
     from libs.simulation.traces import TraceError, load_trace
-
-    try:
-        policies = policies_named(args.policy)
-        trace = load_trace(args.trace, args.nodes)
-    except (ValueError, TraceError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
 
     def progress(line: str) -> None:
         if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
     out_dir: Path = args.out_dir
+    if is_manifest_trace(args.trace):
+        return _replay_manifests(args, out_dir, progress)
+    try:
+        policies = policies_named(args.policy)
+        trace = load_trace(args.trace, args.nodes)
+    except (ValueError, TraceError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.protocol == "inflation":
         from libs.simulation.experiments import inflation_metrics
@@ -61,12 +63,38 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay_manifests(args: argparse.Namespace, out_dir: Path, progress: Callable[[str], None]) -> int:
+    """Podway manifests (a YAML file or directory), every workload arriving at once, through the machine."""
+    from libs.simulation.experiments import summary_table, write_metrics
+    from libs.simulation.manifests import load_manifest_trace
+    from libs.simulation.plots import plot_delay_cdf
+    from libs.simulation.replay import manifest_replay_metrics
+    from libs.simulation.traces import TraceError
+
+    if args.protocol != "replay":
+        print(f"error: {args.trace}: manifests replay only (--protocol replay)", file=sys.stderr)
+        return 2
+    try:
+        cluster, arrivals = load_manifest_trace(args.trace, args.nodes)
+    except TraceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics = manifest_replay_metrics(args.trace, cluster, arrivals, progress=progress)
+    plot = plot_delay_cdf(metrics, out_dir / "queueing_delay_cdf.png")
+    path = write_metrics(metrics, out_dir)
+    print(summary_table(metrics))
+    print(f"wrote {path} and {plot}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
     parser = sub.add_parser("simulate", help="replay a trace through the scheduling core on a virtual clock")
     parser.add_argument(
         "--trace",
         default="openb-default",
-        help="openb-default, openb-multigpu50, or the path of a CSV in the openb pod-list format",
+        help="openb-default, openb-multigpu50, the path of a CSV in the openb pod-list format, or Podway "
+        "manifests (a YAML file or directory; replay only, pods running for their podway.io/run-seconds)",
     )
     parser.add_argument("--nodes", default=None, help="node list CSV (default: the openb all-node list)")
     parser.add_argument("--protocol", choices=["inflation", "replay"], default="inflation")

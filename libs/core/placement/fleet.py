@@ -130,15 +130,6 @@ class GpuFleet:
         self.version[node] += 1
         self.allocated_gpu_milli += pod.gpu_request
 
-    def release(self, pod: PodDemand, choice: Choice) -> None:
-        node = choice.node
-        self.cpu_free[node] += pod.cpu_milli
-        self.memory_free[node] += pod.memory_mib
-        for gpu in choice.gpus:
-            self.gpu_free[node, gpu] += pod.gpu_milli
-        self.version[node] += 1
-        self.allocated_gpu_milli -= pod.gpu_request
-
 
 def tightest_gpus(fleet: GpuFleet, node: int, pod: PodDemand) -> tuple[int, ...]:
     """The GPUs a pod takes on a node it fits: a shared GPU with the least room that holds it (lowest

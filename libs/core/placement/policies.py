@@ -8,9 +8,10 @@ model) and differ in the score:
 - `best-fit`: the paper artifact's formula, the node with the least leftover
   0.5 x (free CPU - requested) / 128,000 milli + 0.5 x (free milli-GPU - requested) / 8,000, scored as the
   artifact does (the integer 100 x (1 - leftover), rescaled to 0..100) with ties drawn at random (seeded).
-- `podway`: the scheduler core's bin-packing order (`libs/core/scheduling/packing.py`): the node with the
-  least free count of the pod's primary dimension (milli-GPUs for a GPU pod, whole CPU cores otherwise),
-  ties by node name.
+- `podway`: the scheduler core's bin-packing order (`libs/core/scheduling/packing.py`), restated on the
+  fleet's arrays because the core counts whole devices and these pods share GPUs: the node with the least
+  free count of the pod's primary dimension (milli-GPUs for a GPU pod, whole CPU cores otherwise), ties by
+  node name.
 - `fgd`: fragmentation gradient descent: the node and GPU whose allocation increases the expected
   fragmentation (`fragmentation.py`) of the workload's own shape mix the least; among those within
   `FGD_TOLERANCE_MILLI` of the least, the node keeping the least free milli-GPUs, then the least free CPU,
@@ -36,7 +37,8 @@ DEDUPLICATE_ABOVE = 32
 """FGD scores distinct node states once when more nodes than this changed (below, sorting them costs more)."""
 FGD_TOLERANCE_MILLI = 5.0
 """Gradients closer than this (milli-GPUs of expected fragmentation) count as equal, and the tightest node
-among them wins: 20-30 fewer GPUs left unallocated on openb than breaking exact ties only."""
+among them wins (on seed 42 of openb-default: 274 GPUs left unallocated, against 289 breaking exact ties
+only)."""
 BEST_FIT_MAX_CPU_MILLI = 128_000
 BEST_FIT_MAX_GPU_MILLI = 8_000
 

@@ -43,8 +43,9 @@ RUN_SECONDS = "podway.io/run-seconds"
 GPU_RESOURCE = "nvidia.com/gpu"
 NAMESPACE = "replay"
 IDLE_PASSES = 3
-"""Once no arrival or completion is left, timed passes (back-offs, parked retries) go on until this many
-in a row placed nothing: what is still waiting then was never placed."""
+"""Timed passes (back-offs, parked retries) after the last arrival, completion or placement go on until
+this many in a row placed nothing; the next arrival or completion starts them again. Without a change a
+retry cannot place anything, and pods still waiting at the end were never placed."""
 QOS_PRIORITY = {"LS": 1000, "Guaranteed": 800, "Burstable": 500, "BE": 0}
 
 
@@ -208,14 +209,17 @@ def cluster_manifests(
 
 def job_manifests(job: ReplayJob, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     """A single pod, or a Workload, its gang PodGroup and its pods, as a user would apply them."""
-    if len(job.pods) == 1 and not job.name.startswith("gang-"):
+    if len(job.pods) == 1:
         return [_pod(job.pods[0], job, None, namespace)]
-    template: dict[str, Any] = {"name": "worker", "schedulingPolicy": {"gang": {"minCount": len(job.pods)}}}
+    template: dict[str, Any] = {
+        "name": "worker",
+        "schedulingPolicy": {"gang": {"minCount": len(job.pods)}},
+        "priorityClassName": priority_class_name(job.priority),
+    }
     if job.topology_key:
         template["schedulingConstraints"] = {"topology": [{"key": job.topology_key}]}
     group = {
         "podGroupTemplateRef": {"workload": {"workloadName": job.name, "podGroupTemplateName": "worker"}},
-        "priority": job.priority,
         **{key: value for key, value in template.items() if key != "name"},
     }
     return [
@@ -228,11 +232,31 @@ def job_manifests(job: ReplayJob, namespace: str = NAMESPACE) -> list[dict[str, 
     ]
 
 
-def stored(manifest: dict[str, Any], *, created: float = 0.0) -> ApiObject:
-    """The object a manifest describes, as admission would store it (a uid from its kind and name)."""
+def priority_class_name(priority: int) -> str:
+    return f"replay-priority-{priority}"
+
+
+def priority_class_manifests(jobs: Sequence[ReplayJob]) -> list[dict[str, Any]]:
+    """One PriorityClass per priority the jobs use."""
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": priority_class_name(priority)},
+            "value": priority,
+        }
+        for priority in sorted({job.priority for job in jobs})
+    ]
+
+
+def stored(manifest: dict[str, Any], *, created: float = 0.0, priority: int | None = None) -> ApiObject:
+    """The object a manifest describes, as admission would store it: a uid from its kind and name, and the
+    priority its PriorityClass resolves to."""
     metadata = manifest["metadata"]
     namespace = metadata.get("namespace") or ""
     uid = f"{manifest['kind'].lower()}-{namespace}-{metadata['name']}"
+    if priority is not None and manifest["kind"] in ("Pod", "PodGroup"):
+        manifest = {**manifest, "spec": {**manifest["spec"], "priority": priority}}
     return dataclasses.replace(
         ApiObject.from_manifest(manifest, uid=uid, resource_version=1), created_at=created
     )
@@ -243,13 +267,13 @@ def _pod(pod: PodDemand, job: ReplayJob, group: str | None, namespace: str) -> d
     if pod.gpus:
         requests[GPU_RESOURCE] = str(pod.gpus)
     spec: dict[str, Any] = {
-        "priority": job.priority,
+        "priorityClassName": priority_class_name(job.priority),
         "containers": [{"name": "main", "image": "trace", "resources": {"requests": requests}}],
     }
     if group:
         spec["schedulingGroup"] = {"podGroupName": group}
     manifest = _manifest("v1", "Pod", namespace, pod.name, spec)
-    manifest["metadata"]["annotations"] = {RUN_SECONDS: f"{job.run_seconds:g}"}
+    manifest["metadata"]["annotations"] = {RUN_SECONDS: str(job.run_seconds)}
     return manifest
 
 
@@ -271,8 +295,16 @@ def _manifest(
 
 
 @dataclass(frozen=True, slots=True)
+class Arrival:
+    """Objects stored at one virtual time: a job's Workload, PodGroup and pods, or a lone pod."""
+
+    time: float
+    objects: tuple[ApiObject, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class _Arrive:
-    job: ReplayJob
+    arrival: Arrival
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,9 +318,23 @@ class _Tick:
     pass
 
 
+def job_arrival(job: ReplayJob) -> Arrival:
+    """A job's objects as admission stores them, at the job's arrival."""
+    objects = tuple(
+        stored(manifest, created=job.arrival, priority=job.priority) for manifest in job_manifests(job)
+    )
+    return Arrival(job.arrival, objects)
+
+
 def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayResult:
-    """Run the jobs through a fresh scheduler state machine that starts from the cluster's objects:
-    arrivals, passes, binds and completions on the virtual clock, until nothing is left to happen."""
+    """Run the jobs through a fresh scheduler state machine that starts from the cluster's objects."""
+    return replay_arrivals(cluster, [job_arrival(job) for job in jobs])
+
+
+def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -> ReplayResult:
+    """Arrivals, passes, binds and completions on the virtual clock, until nothing is left to happen, on a
+    fresh scheduler state machine that starts from the cluster's objects. A pod runs for its
+    `podway.io/run-seconds` once bound (for ever without it)."""
     machine = SchedulerStateMachine()
     machine.load(World(list(cluster), {}), now=0.0)
     gpus = sum(
@@ -296,46 +342,47 @@ def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayRes
         for obj in cluster
         if obj.kind == "ResourceSlice" and obj.spec.get("driver") == GPU_CLASS
     )
-    result = ReplayResult(total_gpus=gpus, gangs=len(jobs))
+    result = ReplayResult(total_gpus=gpus, gangs=len(arrivals))
     events: EventQueue[_Arrive | _Finish | _Tick] = EventQueue()
-    arrivals: dict[str, float] = {}
-    runs: dict[str, float] = {}
+    arrived: dict[str, float] = {}
+    runs: dict[str, float | None] = {}
     gpus_of: dict[str, int] = {}
-    for job in jobs:
-        events.at(job.arrival, _Arrive(job))
-        result.last_arrival = max(result.last_arrival, job.arrival)
-    outstanding = len(jobs)
+    for arrival in arrivals:
+        events.at(arrival.time, _Arrive(arrival))
+        result.last_arrival = max(result.last_arrival, arrival.time)
     allocated = idle = 0
     result.allocation.append((0.0, 0))
     while len(events):
         now, due = events.take_due()
         for event in due:
             if isinstance(event, _Arrive):
-                outstanding -= 1
-                for obj in (stored(manifest, created=now) for manifest in job_manifests(event.job)):
+                for obj in event.arrival.objects:
                     if obj.kind == "Pod":
-                        arrivals[obj.uid] = now
-                        runs[obj.uid] = event.job.run_seconds
+                        arrived[obj.uid] = now
+                        runs[obj.uid] = _run_seconds(obj)
                         gpus_of[obj.uid] = _gpus(obj)
                         result.pods += 1
                     machine.handle(ObjectStored(obj), now=now)
             elif isinstance(event, _Finish):
-                outstanding -= 1
                 machine.handle(PodsFinished(event.uids, PodPhase.SUCCEEDED), now=now)
                 allocated -= event.gpus
                 result.allocation.append((now, allocated))
         placed = _passes(machine, now, result)
         for binding in placed:
-            uids = tuple(placement.pod_uid for placement in binding.placements)
-            gpus = sum(gpus_of[uid] for uid in uids)
+            ending: dict[float, list[str]] = {}
             for placement in binding.placements:
-                result.delays.append(now - arrivals[placement.pod_uid])
+                uid = placement.pod_uid
+                result.delays.append(now - arrived[uid])
                 result.bound[placement.pod_name] = placement.node_name
-            allocated += gpus
+                allocated += gpus_of[uid]
+                run = runs[uid]
+                if run is not None:
+                    ending.setdefault(run, []).append(uid)
             result.allocation.append((now, allocated))
-            events.at(now + runs[uids[0]], _Finish(uids, gpus))
-            outstanding += 1
-        idle = 0 if placed or outstanding else idle + 1
+            for run, uids in ending.items():
+                events.at(now + run, _Finish(tuple(uids), sum(gpus_of[uid] for uid in uids)))
+        moved = placed or any(not isinstance(event, _Tick) for event in due)
+        idle = 0 if moved else idle + 1
         wakeup = machine.next_wakeup()
         if wakeup is not None and wakeup > now and idle <= IDLE_PASSES and events.next_time() != wakeup:
             events.at(wakeup, _Tick())
@@ -363,10 +410,24 @@ def _passes(machine: SchedulerStateMachine, now: float, result: ReplayResult) ->
             return bindings
 
 
+def _run_seconds(pod: ApiObject) -> float | None:
+    value = (pod.metadata.get("annotations") or {}).get(RUN_SECONDS)
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
 def _gpus(pod: ApiObject) -> int:
     """Whole GPUs the pod asks for."""
-    requests = pod.spec["containers"][0]["resources"]["requests"]
-    return int(requests.get(GPU_RESOURCE, 0))
+    total = 0
+    for container in pod.spec.get("containers") or ():
+        requests = (container.get("resources") or {}).get("requests") or {}
+        try:
+            total += int(requests.get(GPU_RESOURCE, 0))
+        except (TypeError, ValueError):
+            continue
+    return total
 
 
 def delay_percentiles(delays: Sequence[float]) -> tuple[float, float]:
