@@ -129,7 +129,7 @@ def load(plan: ChaosPlan) -> list[dict[str, Any]]:
     """Seven racks' worth of long low-priority gangs first, then high-priority rack gangs that only fit by
     preempting some, then a seeded mix of small gangs (some rack-bound, some with DRA claims)."""
     rng = random.Random(plan.seed)
-    fillers = [job(f"filler-{i}", 8, 8, seconds=15, rack=True) for i in range(min(7, plan.jobs // 4))]
+    fillers = [job(f"filler-{i}", 8, 8, seconds=30, rack=True) for i in range(min(7, plan.jobs // 4))]
     urgent = [job(f"urgent-{i}", 8, 8, seconds=3, priority="high-priority", rack=True) for i in range(2)]
     small = []
     for i in range(max(0, plan.jobs - len(fillers) - len(urgent))):
@@ -259,8 +259,28 @@ async def _retrying(action: Callable[[], Any], *, attempts: int = 60) -> Any:
 
 
 async def _apply_load(client: PodwayClient, jobs: list[dict[str, Any]]) -> None:
-    for start in range(0, len(jobs), 10):
-        batch = jobs[start : start + 10]
+    """The fillers first, and once they run the rest, so that the high-priority gangs find the racks full."""
+    fillers = [j for j in jobs if j["metadata"]["name"].startswith("filler-")]
+    rest = [j for j in jobs if j not in fillers]
+    await _retrying(lambda: client.apply(fillers))
+    wanted = sum(j["spec"]["parallelism"] for j in fillers)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            pods = await client.get("Pod", namespace="ml")
+        except (RpcError, OSError, TimeoutError):
+            pods = []
+        running = [
+            p
+            for p in pods
+            if p["metadata"]["name"].startswith("filler-")
+            and (p.get("status") or {}).get("phase") == "Running"
+        ]
+        if len(running) >= wanted:
+            break
+        await asyncio.sleep(0.5)
+    for start in range(0, len(rest), 10):
+        batch = rest[start : start + 10]
         await _retrying(lambda batch=batch: client.apply(batch))  # type: ignore[misc]
         await asyncio.sleep(0.5)
 
@@ -396,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     plan = ChaosPlan(args.seed, args.jobs, args.requests, args.fault_window, args.deadline, args.fault_rounds)
     report = asyncio.run(run(plan, args.workdir))
-    print(json.dumps({**asdict(report), "clean": report.clean}))
+    print(json.dumps({**asdict(report), "queued": len(report.queued), "clean": report.clean}))
     return 0 if report.clean else 1
 
 
