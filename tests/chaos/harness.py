@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     plan = ChaosPlan(args.seed, args.jobs, args.requests, args.fault_window, args.deadline, args.fault_rounds)
     report = asyncio.run(run(plan, args.workdir))
-    print(json.dumps({**asdict(report), "queued": len(report.queued), "clean": report.clean}))
+    print(json.dumps({**asdict(report), "clean": report.clean}))
     return 0 if report.clean else 1
 
 
