@@ -27,6 +27,7 @@ import yaml
 
 from libs.client.client import PodwayClient
 from libs.client.commands.router import RouterClient, user_call
+from libs.client.audit_gaps import audit_gaps
 from libs.core.invariants import check
 from libs.db.run_records import load_records
 from libs.messaging.rpc import RpcError
@@ -71,6 +72,8 @@ class ChaosReport:
     faults_injected: list[str] = field(default_factory=list)
     invariants_violated: int = 0
     violations: list[str] = field(default_factory=list)
+    answered: list[str] = field(default_factory=list, repr=False)
+    """Sync requests answered: each should have its audit row (a router crash may lose its flush window)."""
     seconds: float = 0.0
 
     @property
@@ -294,7 +297,7 @@ async def _ask(client: PodwayClient, plan: ChaosPlan, rng: random.Random, report
             if rng.random() < 0.5:
                 queued.append((await router.submit(call)).request_id)
             else:
-                await router.infer(call)
+                report.answered.append((await router.infer(call)).request_id)
         except Exception:
             report.requests_failed += 1  # refused while the bus or the router was down: the caller knows
         report.requests += 1
@@ -367,6 +370,7 @@ async def run(plan: ChaosPlan, workdir: Path) -> ChaosReport:
         found = check(records)
         report.jobs_preempted = sum(1 for e in records.events if e.type == "preemption.victims_selected")
         report.invariants_violated = len(found)
+        report.audit_events_lost = len((await audit_gaps(postgres.url, report.answered)).missing)
         report.violations = [f"{v.invariant} {v.subject}: {v.detail}" for v in found[:20]]
     finally:
         await asyncio.to_thread(podway, data_dir, "down")
@@ -416,7 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     plan = ChaosPlan(args.seed, args.jobs, args.requests, args.fault_window, args.deadline, args.fault_rounds)
     report = asyncio.run(run(plan, args.workdir))
-    print(json.dumps({**asdict(report), "clean": report.clean}))
+    figures = {k: v for k, v in asdict(report).items() if k != "answered"}
+    print(json.dumps({**figures, "sync_answered": len(report.answered), "clean": report.clean}))
     return 0 if report.clean else 1
 
 
