@@ -25,9 +25,9 @@ from typing import Any
 
 import yaml
 
+from libs.client.audit_gaps import audit_gaps
 from libs.client.client import PodwayClient
 from libs.client.commands.router import RouterClient, user_call
-from libs.client.audit_gaps import audit_gaps
 from libs.core.invariants import check
 from libs.db.run_records import load_records
 from libs.messaging.rpc import RpcError
