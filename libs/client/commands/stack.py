@@ -205,7 +205,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from libs.client.demo import main as demo_main
 
-    return demo_main(args.data_dir)
+    return demo_main(args.data_dir, args.report)
 
 
 def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -224,6 +224,9 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         "demo", help="run the stack and show every capability end to end, each step checked"
     )
     demo.add_argument("--data-dir", type=Path, default=None, help="keep the demo's data here (default: temp)")
+    demo.add_argument(
+        "--report", type=Path, default=None, help="write the run's HTML report (podway report) here"
+    )
     demo.set_defaults(handler=cmd_demo)
     gc = sub.add_parser("gc", help="delete audit events older than an age (explicit retention)")
     common(gc)
