@@ -196,7 +196,7 @@ class EventConsumer:
             if self._dlq_task is not asyncio.current_task() or not broker.connection.is_connected:
                 continue
             with contextlib.suppress(Exception):
-                info = await broker.connection.jetstream().stream_info(DLQ_STREAM, timeout=2.0)
+                info = await broker.connection.jetstream(timeout=2.0).stream_info(DLQ_STREAM)
                 DLQ_DEPTH.set(info.state.messages)
 
     async def _pull_loop(self, subscription: JetStreamContext.PullSubscription) -> None:
