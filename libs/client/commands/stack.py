@@ -82,12 +82,30 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"podway up: nats {info.nats_url}, database {info.database_url}, services {list(info.services)}"
         )
     )
+    print(metrics_line(settings), flush=True)
     try:
         stack.supervise(lambda: stopping["now"])
     finally:
         stack.stop()
         print("podway stopped")
     return 0
+
+
+def metrics_line(settings: PodwaySettings) -> str:
+    """Where each service serves its Prometheus metrics, as its health beat reports it."""
+    import json
+
+    from libs.runtime.health import health_file
+
+    ports = []
+    for name in (*DEFAULT_SERVICES, "llm_router"):
+        try:
+            port = json.loads(health_file(settings.run_dir, name).read_text()).get("metrics_port")
+        except (OSError, ValueError):
+            continue
+        if port:
+            ports.append(f"{name} http://127.0.0.1:{port}/metrics")
+    return "metrics: " + (", ".join(ports) or "none reported yet")
 
 
 def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:
