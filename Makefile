@@ -20,8 +20,8 @@ $(VENV)/.installed: pyproject.toml uv.lock
 
 install: $(VENV)/.installed ## create the virtual environment from the lock file
 
-demo: install ## run the whole stack on embedded defaults and show every capability, each step checked
-	$(PODWAY) demo
+demo: install ## run the whole stack on embedded defaults and show every capability, each step checked; writes report.html
+	$(PODWAY) demo --report report.html
 
 test: install ## the import rules, then the test suite (PostgreSQL tests use PODWAY_TEST_DATABASE_URL or 127.0.0.1:5432/test)
 	$(VENV)/bin/lint-imports

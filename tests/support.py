@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 from libs.db.uow import SqlAlchemyUnitOfWork
@@ -48,3 +49,41 @@ class AcknowledgementLost:
 
         uow.commit = commit_then_lose_the_answer  # type: ignore[method-assign]
         return uow
+
+
+def chromium() -> str | None:
+    """Debian's headless Chromium (`.ci/run` installs it), or None."""
+    import shutil
+
+    return next((p for name in ("chromium", "chromium-browser") if (p := shutil.which(name))), None)
+
+
+def rendered_dom(page: Path) -> str:
+    """The DOM of an HTML file after headless Chromium loaded it and ran its scripts."""
+    import subprocess
+
+    browser = chromium()
+    assert browser is not None, "chromium is not installed (apt-get install -y chromium)"
+    done = subprocess.run(
+        [
+            browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+            "--virtual-time-budget=10000", "--dump-dom", page.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def dom_attribute(dom: str, element_id: str | None, name: str) -> str:
+    """The value of attribute `name` on the element with `element_id` (None: the body)."""
+    import re
+
+    tag = r"<body\b[^>]*>" if element_id is None else rf'<[a-z]+\b[^>]*\bid="{element_id}"[^>]*>'
+    match = re.search(tag, dom)
+    assert match is not None, f"no element {element_id or 'body'} in the page"
+    value = re.search(rf'\b{name}="([^"]*)"', match.group(0))
+    assert value is not None, f"no {name} on {element_id or 'body'}: {match.group(0)}"
+    return value.group(1)

@@ -23,6 +23,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "describe": ("objects", "show one object with its conditions and story"),
     "events": ("objects", "print a story from the audit log (--follow keeps printing)"),
     "top": ("observe", "GPU use by node and rack"),
+    "report": ("observe", "write a self-contained HTML report of a run (from its events)"),
     "up": ("stack", "start the stack (embedded NATS and SQLite unless URLs are given)"),
     "down": ("stack", "stop the stack started in the data dir"),
     "demo": ("stack", "run the stack and show every capability end to end, each step checked"),

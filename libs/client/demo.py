@@ -158,7 +158,7 @@ async def admission_steps(demo: Demo) -> None:
     await demo.step("Apply again: nothing changes", apply_again)
 
 
-async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
+async def run_demo(data_dir: Path, out: Callable[[str], None] = print, report: Path | None = None) -> int:
     from libs.client.demo_router import prepare_router_demo
 
     # The router runs on the local Bedrock and Vertex emulators; simulated pods run 10x faster than their
@@ -199,6 +199,11 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
                 out(f"   FAILED: {exc}")
                 return 1
         out(f"\nAll {len(demo.passed)} steps passed.")
+        if report is not None:
+            from libs.client.report import write_report
+
+            written = await write_report(info.database_url, report)
+            out(f"Report of the run: {report} ({written.events} events, {len(written.groups)} PodGroups)")
         return 0
     finally:
         stack.stop()
@@ -224,8 +229,9 @@ def _prepare(database_url: str, nats_url: str) -> None:
     prepare_stack(database_url, nats_url)
 
 
-def main(data_dir: Path | None) -> int:
+def main(data_dir: Path | None, report: Path | None = None) -> int:
+    """The demo in `data_dir` (default: a temporary dir), writing the run's HTML report to `report` if given."""
     if data_dir is not None:
-        return asyncio.run(run_demo(data_dir))
+        return asyncio.run(run_demo(data_dir, report=report))
     with tempfile.TemporaryDirectory(prefix="podway-demo-") as tmp:
-        return asyncio.run(run_demo(Path(tmp)))
+        return asyncio.run(run_demo(Path(tmp), report=report))

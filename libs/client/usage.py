@@ -151,3 +151,29 @@ def render_usage(usage: FleetUsage, *, by: str = "both") -> str:
                 f"{rack:<24} {count:>5} {gpus:>5} {allocated:>5} {percent:>4.0f}%  {_bar(allocated, gpus):<18}"
             )
     return "\n".join(lines) if lines else "No resources found."
+
+
+def _cores(millis: int) -> str:
+    return f"{millis / 1000:g}" if millis % 1000 == 0 else f"{millis}m"
+
+
+def node_allocation(node: Mapping[str, Any], usage: NodeUsage) -> list[str]:
+    """`describe node`'s allocated resources and non-finished pods, as kubectl prints them."""
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    cpu = _quantity(allocatable.get("cpu", "0"), millis=True)
+    memory = _quantity(allocatable.get("memory", "0"), millis=False)
+
+    def share(used: int, total: int) -> str:
+        return f"({100 * used // total}%)" if total else ""
+
+    lines = [
+        "Allocated resources:",
+        f"  {'Resource':<16} {'Requests':<20} {'Allocatable':<12}",
+        f"  {'cpu':<16} {_cores(usage.cpu_millis) + ' ' + share(usage.cpu_millis, cpu):<20} {_cores(cpu):<12}",
+        f"  {'memory':<16} {f'{usage.memory_bytes // 2**30}Gi ' + share(usage.memory_bytes, memory):<20} "
+        f"{memory // 2**30}Gi",
+        f"  {'GPUs':<16} {f'{usage.allocated} ' + share(usage.allocated, usage.gpus):<20} {usage.gpus}",
+        f"Non-terminated Pods: ({len(usage.pods)} in total)",
+    ]
+    lines += [f"  {pod}" for pod in usage.pods] or ["  <none>"]
+    return lines

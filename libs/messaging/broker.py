@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 import ssl
 import weakref
@@ -22,6 +21,17 @@ from libs.messaging.consumer import EventConsumer
 from libs.messaging.permissions import INBOX_PREFIX
 from libs.messaging.rpc import start_rpc
 from libs.messaging.streams import ensure_streams, require_streams
+from libs.messaging.tls import TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV, tls_context
+
+__all__ = [
+    "TLS_CA_ENV",
+    "TLS_CERT_ENV",
+    "TLS_KEY_ENV",
+    "make_broker",
+    "provision_streams",
+    "start_broker",
+    "tls_context",
+]
 
 log = logging.getLogger(__name__)
 
@@ -31,27 +41,6 @@ DRAIN_TIMEOUT_S = 5
 # service beating on, deaf. Retried every half second once the server is gone.
 RECONNECT_WAIT_S = 0.5
 _SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
-
-TLS_CA_ENV = "PODWAY_NATS_TLS_CA"
-"""PEM file of the CA that signed nats-server's certificate; set, every connection verifies the server."""
-TLS_CERT_ENV = "PODWAY_NATS_TLS_CERT"
-"""PEM client certificate (with TLS_KEY_ENV) for servers that verify clients (`tls { verify: true }`)."""
-TLS_KEY_ENV = "PODWAY_NATS_TLS_KEY"
-
-
-def tls_context(environ: dict[str, str] | None = None) -> ssl.SSLContext | None:
-    """The TLS context the environment asks for: None when no CA is named (a `tls://` URL then uses the
-    system's trust store), else one that verifies the server against the CA and presents the client
-    certificate when one is named."""
-    env = os.environ if environ is None else environ
-    ca = env.get(TLS_CA_ENV)
-    if not ca:
-        return None
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
-    cert, key = env.get(TLS_CERT_ENV), env.get(TLS_KEY_ENV)
-    if cert:
-        context.load_cert_chain(cert, key or None)
-    return context
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
+from libs.messaging.tls import tls_context
 
 ERROR_HEADER = "Podway-Rpc-Error"  # as libs.messaging.rpc sends it
 INBOX_PREFIX = "_INBOX"  # as libs.messaging.permissions grants it
@@ -38,6 +40,7 @@ class LiteNats:
 
     def __init__(self, url: str, *, name: str = "podway-cli", connect_timeout_s: float = 5.0) -> None:
         parts = urlsplit(url if "://" in url else f"nats://{url}")
+        self.tls = parts.scheme == "tls"
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 4222
         self.user = unquote(parts.username) if parts.username is not None else None
@@ -72,8 +75,9 @@ class LiteNats:
         info = self._line(time.monotonic() + self.connect_timeout_s)
         if not info.startswith(b"INFO"):
             raise RpcUnavailable("BusUnavailable", f"not a NATS server at {self.host}:{self.port}")
-        if json.loads(info[5:]).get("tls_required"):
-            raise RpcUnavailable("BusUnavailable", "the server requires TLS; use the Python client")
+        context = tls_context()
+        if json.loads(info[5:]).get("tls_required") or self.tls or context is not None:
+            self._start_tls(context or ssl.create_default_context())
         options: dict[str, object] = {
             "verbose": False,
             "pedantic": False,
@@ -98,6 +102,17 @@ class LiteNats:
                 raise RpcUnavailable(
                     "BusUnavailable", f"nats-server refused the connection: {line[5:].decode()}"
                 )
+
+    def _start_tls(self, context: ssl.SSLContext) -> None:
+        """Upgrade the connection after the server's INFO, as nats-server expects (PODWAY_NATS_TLS_CA / _CERT /
+        _KEY as for the services)."""
+        assert self._sock is not None
+        try:
+            self._sock = context.wrap_socket(self._sock, server_hostname=self.host)
+        except (OSError, ssl.SSLError) as exc:
+            raise RpcUnavailable(
+                "BusUnavailable", f"TLS with NATS at {self.host}:{self.port} failed ({exc})"
+            ) from exc
 
     def close(self) -> None:
         if self._sock is not None:

@@ -8,6 +8,7 @@ call `ensure_streams`, and in a deployment only the `migrate` NATS user may crea
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 from nats.js import JetStreamContext
@@ -31,10 +32,21 @@ class StreamMissing(RuntimeError):
     """A stream a service needs has not been provisioned."""
 
 
+def stream_replicas() -> int:
+    """How many JetStream servers hold each stream: `PODWAY_STREAM_REPLICAS` (3 on the Kubernetes cluster of
+    deploy/k8s, so a stream survives the loss of one server), 1 by default."""
+    return max(1, int(os.environ.get("PODWAY_STREAM_REPLICAS") or 1))
+
+
 def stream_configs(
-    *, duplicate_window_s: float = DUPLICATE_WINDOW_S, dlq_max_age_s: float = 14 * 24 * 3600
+    *,
+    duplicate_window_s: float = DUPLICATE_WINDOW_S,
+    dlq_max_age_s: float = 14 * 24 * 3600,
+    replicas: int | None = None,
 ) -> list[StreamConfig]:
-    """Domain events (file, dedup window), work queue (removed on ack), dead letters (kept two weeks)."""
+    """Domain events (file, dedup window), work queue (removed on ack), dead letters (kept two weeks), each on
+    `replicas` servers (default `stream_replicas()`)."""
+    copies = replicas or stream_replicas()
     return [
         StreamConfig(
             name=EVENTS_STREAM,
@@ -42,6 +54,7 @@ def stream_configs(
             storage=StorageType.FILE,
             retention=RetentionPolicy.LIMITS,
             duplicate_window=duplicate_window_s,
+            num_replicas=copies,
         ),
         StreamConfig(
             name=WORK_STREAM,
@@ -49,6 +62,7 @@ def stream_configs(
             storage=StorageType.FILE,
             retention=RetentionPolicy.WORK_QUEUE,
             duplicate_window=duplicate_window_s,
+            num_replicas=copies,
         ),
         StreamConfig(
             name=DLQ_STREAM,
@@ -57,6 +71,7 @@ def stream_configs(
             retention=RetentionPolicy.LIMITS,
             duplicate_window=duplicate_window_s,
             max_age=dlq_max_age_s,
+            num_replicas=copies,
         ),
     ]
 

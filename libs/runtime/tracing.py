@@ -22,15 +22,12 @@ import os
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
-from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+if TYPE_CHECKING:  # OpenTelemetry is imported when tracing is configured: a process without it pays nothing
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 TRACEPARENT = "traceparent"
 _ENDPOINT_VARIABLES = (
@@ -42,16 +39,21 @@ _next_ids: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextV
 _state: dict[str, Any] = {"tracer": None, "service": "podway", "provider": None}
 
 
-class _StoryIds(RandomIdGenerator):
-    """Random ids, except for an event's span: the ids derived from its story and its event id."""
+def _story_ids() -> Any:
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
-    def generate_span_id(self) -> int:
-        ids = _next_ids.get()
-        return ids[1] if ids else super().generate_span_id()
+    class StoryIds(RandomIdGenerator):
+        """Random ids, except for an event's span: the ids derived from its story and its event id."""
 
-    def generate_trace_id(self) -> int:
-        ids = _next_ids.get()
-        return ids[0] if ids else super().generate_trace_id()
+        def generate_span_id(self) -> int:
+            ids = _next_ids.get()
+            return ids[1] if ids else super().generate_span_id()
+
+        def generate_trace_id(self) -> int:
+            ids = _next_ids.get()
+            return ids[0] if ids else super().generate_trace_id()
+
+    return StoryIds()
 
 
 def trace_id_of(correlation_id: str) -> int:
@@ -82,6 +84,10 @@ def configure_tracing(
     endpoint = endpoint or next((os.environ[v] for v in _ENDPOINT_VARIABLES if os.environ.get(v)), None)
     if processor is None and exporter is None and endpoint is None:
         return False
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     if processor is None:
         if exporter is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -89,7 +95,7 @@ def configure_tracing(
             url = endpoint.rstrip("/") if endpoint else ""
             exporter = OTLPSpanExporter(endpoint=url if url.endswith("/v1/traces") else f"{url}/v1/traces")
         processor = BatchSpanProcessor(exporter)
-    provider = TracerProvider(resource=Resource.create({"service.name": service}), id_generator=_StoryIds())
+    provider = TracerProvider(resource=Resource.create({"service.name": service}), id_generator=_story_ids())
     provider.add_span_processor(processor)
     _state.update(tracer=provider.get_tracer("podway"), service=service, provider=provider)
     return True
@@ -107,6 +113,9 @@ def tracing_enabled() -> bool:
 
 
 def _remote(correlation_id: str, event_id: str) -> Context:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
     context = SpanContext(
         trace_id=trace_id_of(correlation_id),
         span_id=span_id_of(event_id),
@@ -129,6 +138,9 @@ def record_published(data: bytes) -> dict[str, str] | None:
     tracer = _state["tracer"]
     if tracer is None:
         return None
+    from opentelemetry import trace
+    from opentelemetry.trace import SpanKind
+
     try:
         envelope = json.loads(data)
         correlation, event_id = str(envelope["correlation_id"]), str(envelope["event_id"])
@@ -187,6 +199,9 @@ def consuming(
     if tracer is None:
         yield
         return
+    from opentelemetry import trace
+    from opentelemetry.trace import Link, SpanKind
+
     _remember(event_id, correlation_id)
     header = (headers or {}).get(TRACEPARENT)
     context = _from_header(header) if header else _remote(correlation_id, event_id)
@@ -206,6 +221,9 @@ def consuming(
 
 
 def _from_header(header: str) -> Context:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
     try:
         _, trace_hex, span_hex, flags = header.split("-")
         context = SpanContext(

@@ -62,6 +62,8 @@ class RouterService:
     `settings.router_policy` and the providers are opened from it, and closed at stop.
     """
 
+    serves_metrics = True
+
     def __init__(
         self,
         settings: RouterSettings,

@@ -216,8 +216,25 @@ def cmd_describe(args: argparse.Namespace) -> int:
             slices = client.get("ResourceSlice")
             claims = client.get("ResourceClaim", all_namespaces=True)
             extra = node_device_lines(items[0], slices, claims)
-        print(describe(items[0], events, extra))
+        page = describe(items[0], events, extra)
+        if kind == "Node":
+            page = _with_allocation(page, client, items[0])
+        print(page)
     return 0
+
+
+def _with_allocation(page: str, client: ReadClient, node: dict[str, Any]) -> str:
+    """A node's page with what is allocated on it and its pods, before its events."""
+    from libs.client.usage import fleet_usage, node_allocation
+
+    slices = [
+        s
+        for s in client.get("ResourceSlice")
+        if (s.get("spec") or {}).get("nodeName") == node["metadata"]["name"]
+    ]
+    (usage,) = fleet_usage([node], slices, client.get("Pod", all_namespaces=True)).nodes
+    head, sep, tail = page.partition("\nEvents:")
+    return "\n".join([head, *node_allocation(node, usage)]) + sep + tail
 
 
 def cmd_events(args: argparse.Namespace) -> int:

@@ -104,13 +104,30 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(
             f"router: OpenAI-compatible front at {info.router_url}/v1 ({router_process_count(settings)} processes)"
         )
-    sys.stdout.flush()
+    print(metrics_line(settings), flush=True)
     try:
         stack.supervise(lambda: stopping["now"])
     finally:
         stack.stop()
         print("podway stopped")
     return 0
+
+
+def metrics_line(settings: PodwaySettings) -> str:
+    """Where each service serves its Prometheus metrics, as its health beat reports it."""
+    import json
+
+    from libs.runtime.health import health_file
+
+    ports = []
+    for name in (*DEFAULT_SERVICES, "llm_router"):
+        try:
+            port = json.loads(health_file(settings.run_dir, name).read_text()).get("metrics_port")
+        except (OSError, ValueError):
+            continue
+        if port:
+            ports.append(f"{name} http://127.0.0.1:{port}/metrics")
+    return "metrics: " + (", ".join(ports) or "none reported yet")
 
 
 def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:
@@ -242,7 +259,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from libs.client.demo import main as demo_main
 
-    return demo_main(args.data_dir)
+    return demo_main(args.data_dir, args.report)
 
 
 def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -274,6 +291,9 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         "demo", help="run the stack and show every capability end to end, each step checked"
     )
     demo.add_argument("--data-dir", type=Path, default=None, help="keep the demo's data here (default: temp)")
+    demo.add_argument(
+        "--report", type=Path, default=None, help="write the run's HTML report (podway report) here"
+    )
     demo.set_defaults(handler=cmd_demo)
     gc = sub.add_parser("gc", help="delete audit events older than an age (explicit retention)")
     common(gc)

@@ -99,5 +99,13 @@ async def test_a_user_watches_a_gang_start_and_sees_its_gpus(stack: Stack, nats_
     assert sum(n["gpus"] for n in report["nodes"]) == 64 * 8
     (rack,) = [r for r in report["racks"] if r["allocated"]]
     assert rack["allocated"] == 8  # the whole gang in one rack, as it asked
+    busy = next(n for n in report["nodes"] if n["allocated"])
+    described = await podway_on(nats_url, "describe", "node", busy["name"])
+    allocated = described.out.split("Allocated resources:")[1].split("Events:")[0]
+    gpus = next(line.split() for line in allocated.splitlines() if line.strip().startswith("GPUs"))
+    assert gpus[1] == str(busy["allocated"])
+    assert gpus[-1] == "8"
+    assert f"Non-terminated Pods: ({busy['pods']} in total)" in allocated
+    assert allocated.count("ml/watched-") == busy["pods"]
     table = await podway_on(nats_url, "top", "nodes", "--by", "rack")
     assert table.out.splitlines()[0].split()[:4] == ["RACK", "NODES", "GPUS", "USED"]
