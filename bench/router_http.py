@@ -137,6 +137,7 @@ def router_front(urls: dict[str, str], data_dir: Path, processes: int) -> Iterat
     """The router service as `podway up` runs it (shared socket, `processes` processes) on a fresh data dir."""
     from libs.client.commands.stack import prepare_stack
 
+    data_dir.mkdir(parents=True, exist_ok=True)
     policy = data_dir / "policy.yaml"
     policy.write_text(yaml.safe_dump(bench_policy_document(urls), sort_keys=False))
     settings = PodwaySettings(

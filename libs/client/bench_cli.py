@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "router-vs-litellm": "bench.router_vs_litellm",
     "router-trace": "bench.router_trace",
     "router-http": "bench.router_http",
+    "router-http-vs-litellm": "bench.router_http_vs_litellm",
     "api-validation": "bench.api_validation",
     "bus-sync": "bench.bus_sync",
 }
@@ -36,6 +37,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("router-trace", []),
     ("router-vs-litellm", []),
     ("router-http", []),
+    ("router-http-vs-litellm", []),
     ("bus-sync", []),
 ]
 
