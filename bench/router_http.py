@@ -55,6 +55,7 @@ FEATURES = {"bedrock": "bench-bedrock", "vertex": "bench-vertex"}
 API_KEY = "bench-key"
 ADDED_P99_TARGET_MS = 5.0
 REQUEST_TIMEOUT_S = 10.0
+READY_TIMEOUT_S = 300.0  # router processes import both cloud SDKs; a busy 2-core host takes a while
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,8 +151,9 @@ def router_front(urls: dict[str, str], data_dir: Path, processes: int) -> Iterat
     stack = Stack(settings, services=("llm_router",), prepare=prepare_stack)
     try:
         info = stack.start()
-        if not stack.wait_ready():
-            raise RuntimeError(f"the router did not become healthy; see {data_dir / 'logs'}")
+        if not stack.wait_ready(timeout_s=READY_TIMEOUT_S):
+            logs = "\n".join(p.read_text()[-1500:] for p in sorted((data_dir / "logs").glob("*.log")))
+            raise RuntimeError(f"the router did not become healthy:\n{logs}")
         assert info.router_url is not None
         pids = [pid for pid in info.services.values() if pid is not None]
         yield Front(info.router_url, len(pids), pids)

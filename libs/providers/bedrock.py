@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -109,16 +109,18 @@ class BedrockProvider:
         ProviderError; a stream that ends without its metadata event is an error too, never a clean end."""
         usage: Usage | None = None
         stop_reason = served = None
-        async for kind, event in self._converse.stream(request):
-            if kind == "contentBlockDelta":
-                text = event["delta"].get("text")
-                if text:
-                    yield Chunk(text)
-            elif kind == "messageStop":
-                stop_reason = event.get("stopReason")
-            elif kind == "metadata":
-                usage = _usage(event["usage"])
-                served = _served_tier(event, request.tier)
+        # Closed with this generator: a caller leaving early releases the connection at once.
+        async with contextlib.aclosing(self._converse.stream(request)) as events:
+            async for kind, event in events:
+                if kind == "contentBlockDelta":
+                    text = event["delta"].get("text")
+                    if text:
+                        yield Chunk(text)
+                elif kind == "messageStop":
+                    stop_reason = event.get("stopReason")
+                elif kind == "metadata":
+                    usage = _usage(event["usage"])
+                    served = _served_tier(event, request.tier)
         if usage is None:
             raise ProviderError(FailureReason.UNAVAILABLE, "stream ended without its metadata event")
         yield Chunk("", usage=usage, served_tier=served, stop_reason=stop_reason)
@@ -157,7 +159,7 @@ class ConverseCall:
         answer: dict[str, Any] = orjson.loads(raw)
         return answer
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def stream(self, request: ProviderRequest) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """ConverseStream's events as (event type, payload), decoded with botocore's event-stream parser as
         the bytes arrive; an in-stream exception raises ProviderError."""
         try:

@@ -25,8 +25,9 @@ exhausted, and the router re-issues on its OD deployment with `shared`), `shared
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -116,8 +117,9 @@ class VertexProvider:
         """streamGenerateContent: text deltas, then a final chunk with usage and the served tier. A stream cut
         short (the array never closes) raises ProviderError, never a clean end."""
         if self._generate is not None:
-            async for chunk in self._generate.stream(request):
-                yield chunk
+            async with contextlib.aclosing(self._generate.stream(request)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
             return
         try:
             responses = await self._client.stream_generate_content(
@@ -198,7 +200,7 @@ class GenerateCall:
             raise response_error(status, raw, request.tier)
         return completion_of(orjson.loads(raw), request.tier, first_byte_s)
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[Chunk]:
+    async def stream(self, request: ProviderRequest) -> AsyncGenerator[Chunk, None]:
         """streamGenerateContent as server-sent events (`alt=sse`), each `data:` line handed on as it arrives;
         an error object, or a stream that ends without usage, raises ProviderError."""
         url = f"{self._url_prefix}{request.model}:streamGenerateContent?alt=sse"
