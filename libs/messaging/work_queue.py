@@ -103,6 +103,7 @@ class WorkQueueConsumer:
         self.max_deliver = max_deliver
         self.fetch_timeout_s = fetch_timeout_s
         self._handler = handler
+        self._performing: set[uuid.UUID] = set()
         self._uow_factory = uow_factory
         self._retry_delay = retry_delay
         self._broker: NatsBroker | None = None
@@ -195,6 +196,19 @@ class WorkQueueConsumer:
             log.warning("%s: dead-lettering malformed work: %s", self.name, exc)
             await self._dead_letter(msg, DeadLetterReason.INVALID_PAYLOAD, str(exc))
             return ConsumeOutcome.DEAD_LETTERED
+        if work_id in self._performing:
+            # Another copy of the item (a redelivery) is being performed here now: let JetStream bring this
+            # one back later, when the inbox will say whether the outcome was written.
+            await msg.nak(delay=self._retry_delay(delivery.attempt))
+            return ConsumeOutcome.RETRYING
+        self._performing.add(work_id)
+        try:
+            return await self._process(msg, work_id)
+        finally:
+            self._performing.discard(work_id)
+
+    async def _process(self, msg: Msg, work_id: uuid.UUID) -> ConsumeOutcome:
+        delivery = delivery_of(msg)
         try:
             if await self._recorded(work_id):
                 await msg.ack()

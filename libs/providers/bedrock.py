@@ -1,22 +1,20 @@
-"""AWS Bedrock Runtime through aiobotocore: Converse and ConverseStream on one pooled, long-lived client.
+"""AWS Bedrock Runtime: Converse and ConverseStream with an aiobotocore client's credentials, region, signing
+name and endpoint.
 
-Converse (the whole answer, the hot path) is sent by `ConverseCall`: the body the SDK would serialise, signed
-with the client's own credentials, region, signing name and endpoint, on a pooled aiohttp session, the JSON
-answer read directly. Through botocore the same call cost ~1.2 ms of CPU (its generic serialiser, endpoint
-ruleset, event hooks, SigV4 over a generic request, and parser); this way it costs a fraction of that. The
-signature is botocore's own (tests check them equal). ConverseStream (the binary event stream) stays on the
-SDK call.
-
-SDK retries are off (`total_max_attempts: 1`; `max_attempts: 1` would still retry once): the router is the only
-retry loop. botocore still asks its retry handler after every call; the `standard` mode's handler does less per
-call than the legacy one. PT deployments pass their provisioned-model ARN as modelId.
+The calls themselves do not go through botocore's request pipeline: the body is the one the SDK would
+serialise, signed with the same SigV4 (tests check the signatures equal), sent on a pooled aiohttp session,
+and the answer read directly (JSON for Converse; ConverseStream's binary event stream decoded by botocore's own
+event-stream parser as the bytes arrive). Through botocore the same Converse call cost ~1.2 ms of CPU (its
+generic serialiser, endpoint ruleset, event hooks, SigV4 over a generic request, and parser); this way a
+fraction of that, and a stream's first event reaches the router as soon as its bytes do. There are no
+retries: the router is the only retry loop. PT deployments pass their provisioned-model ARN as modelId.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -24,14 +22,7 @@ import aiohttp
 import orjson
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectionClosedError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    ReadTimeoutError,
-)
+from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, ParserError
 
 from libs.core.routing import FailureReason, ProviderSpec, Tier, classify_bedrock
 from libs.providers.base import (
@@ -45,7 +36,6 @@ from libs.providers.base import (
 )
 from libs.providers.sigv4 import AwsCredentials, SigV4Signer
 
-_CONNECTION_ERRORS = (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError)
 _session: Any = None
 
 
@@ -93,7 +83,6 @@ class BedrockProvider:
                 **credentials,
             )
         )
-        _memoise_user_agent(client)
         return cls(name, client, stack, max_connections=max_connections)
 
     async def aclose(self) -> None:
@@ -118,32 +107,20 @@ class BedrockProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[Chunk]:
         """ConverseStream: text deltas, then a final chunk with usage. In-stream exceptions are raised as
         ProviderError; a stream that ends without its metadata event is an error too, never a clean end."""
-        try:
-            response = await self._client.converse_stream(**converse_params(request))
-        except ClientError as exc:
-            raise client_error(exc, request.tier) from None
-        except (BotoCoreError, aiohttp.ClientError, OSError) as exc:
-            raise transport_error(exc) from None
-        events = response["stream"]
         usage: Usage | None = None
         stop_reason = served = None
-        try:
-            async for event in events:
-                if "contentBlockDelta" in event:
-                    text = event["contentBlockDelta"]["delta"].get("text")
+        # Closed with this generator: a caller leaving early releases the connection at once.
+        async with contextlib.aclosing(self._converse.stream(request)) as events:
+            async for kind, event in events:
+                if kind == "contentBlockDelta":
+                    text = event["delta"].get("text")
                     if text:
                         yield Chunk(text)
-                elif "messageStop" in event:
-                    stop_reason = event["messageStop"].get("stopReason")
-                elif "metadata" in event:
-                    usage = _usage(event["metadata"]["usage"])
-                    served = _served_tier(event["metadata"], request.tier)
-        except ClientError as exc:
-            raise client_error(exc, request.tier) from None
-        except (BotoCoreError, aiohttp.ClientError, OSError) as exc:
-            raise transport_error(exc) from None
-        finally:
-            events.close()
+                elif kind == "messageStop":
+                    stop_reason = event.get("stopReason")
+                elif kind == "metadata":
+                    usage = _usage(event["usage"])
+                    served = _served_tier(event, request.tier)
         if usage is None:
             raise ProviderError(FailureReason.UNAVAILABLE, "stream ended without its metadata event")
         yield Chunk("", usage=usage, served_tier=served, stop_reason=stop_reason)
@@ -170,23 +147,47 @@ class ConverseCall:
 
     async def send(self, request: ProviderRequest) -> dict[str, Any]:
         """The parsed Converse answer; raises ProviderError."""
+        try:
+            async with await self._post(request, "converse") as response:
+                raw = await response.read()
+                if response.status != 200:
+                    raise response_error(
+                        response.status, response.headers.get("x-amzn-ErrorType"), raw, request.tier
+                    )
+        except (aiohttp.ClientError, OSError) as exc:
+            raise transport_error(exc) from None
+        answer: dict[str, Any] = orjson.loads(raw)
+        return answer
+
+    async def stream(self, request: ProviderRequest) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        """ConverseStream's events as (event type, payload), decoded with botocore's event-stream parser as
+        the bytes arrive; an in-stream exception raises ProviderError."""
+        try:
+            async with await self._post(request, "converse-stream") as response:
+                if response.status != 200:
+                    raw = await response.read()
+                    raise response_error(
+                        response.status, response.headers.get("x-amzn-ErrorType"), raw, request.tier
+                    )
+                frames = EventStreamBuffer()
+                async for data in response.content.iter_any():
+                    frames.add_data(data)
+                    for message in frames:
+                        headers = message.headers
+                        if headers.get(":message-type") == "event":
+                            yield headers[":event-type"], orjson.loads(message.payload)
+                        else:
+                            raise stream_error(headers, message.payload, request.tier)
+        except (aiohttp.ClientError, OSError, ChecksumMismatch, ParserError) as exc:
+            raise transport_error(exc) from None
+
+    async def _post(self, request: ProviderRequest, operation: str) -> Any:
         params = converse_params(request)
         model = params.pop("modelId")
         body = orjson.dumps(params)
-        path = f"{self._path_prefix}{quote(model, safe='')}/converse"
-        try:
-            credentials = await self._credentials()
-            headers = self._signer.headers(self._host, path, body, credentials)
-            async with self._session().post(self._origin + path, data=body, headers=headers) as response:
-                raw = await response.read()
-                status = response.status
-                error_type = response.headers.get("x-amzn-ErrorType")
-        except (aiohttp.ClientError, OSError) as exc:
-            raise transport_error(exc) from None
-        if status != 200:
-            raise response_error(status, error_type, raw, request.tier)
-        answer: dict[str, Any] = orjson.loads(raw)
-        return answer
+        path = f"{self._path_prefix}{quote(model, safe='')}/{operation}"
+        headers = self._signer.headers(self._host, path, body, await self._credentials())
+        return self._session().post(self._origin + path, data=body, headers=headers)
 
     async def _credentials(self) -> AwsCredentials:
         credentials = self._client._request_signer._credentials
@@ -214,15 +215,16 @@ def response_error(status: int, error_type: str | None, raw: bytes, tier: Tier) 
     return ProviderError(classify_bedrock(status, code, tier), str(message), status=status, code=code)
 
 
-def _memoise_user_agent(client: Any) -> None:
-    """botocore rebuilds the same User-Agent string twice per call (~0.6 ms of CPU); build it once per client.
-
-    Only the per-request feature ids of the telemetry string are lost. A botocore without the attribute is
-    left as it is."""
-    creator = getattr(client, "_user_agent_creator", None)
-    if creator is not None and hasattr(creator, "to_string"):
-        user_agent = creator.to_string()
-        creator.to_string = lambda: user_agent
+def stream_error(headers: dict[str, Any], payload: bytes, tier: Tier) -> ProviderError:
+    """An in-stream exception (`:message-type: exception`, e.g. `throttlingException`)."""
+    code = str(headers.get(":exception-type") or headers.get(":error-code") or "")
+    try:
+        message = orjson.loads(payload).get("message") if payload else None
+    except (orjson.JSONDecodeError, AttributeError):
+        message = None
+    return ProviderError(
+        classify_bedrock(None, code, tier), message or code or "stream error", code=code or None
+    )
 
 
 def converse_params(request: ProviderRequest) -> dict[str, Any]:
@@ -243,18 +245,9 @@ def converse_params(request: ProviderRequest) -> dict[str, Any]:
     return params
 
 
-def client_error(exc: ClientError, tier: Tier) -> ProviderError:
-    """Normalise a Bedrock error response or in-stream exception; the code decides before the status."""
-    error = exc.response.get("Error", {})
-    code = error.get("Code")
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-    reason = classify_bedrock(status, code, tier)
-    return ProviderError(reason, error.get("Message") or str(exc), status=status, code=code)
-
-
 def transport_error(exc: Exception) -> ProviderError:
     """Connection failures and timeouts count as `timeout`; anything else at the transport as `unavailable`."""
-    connection = isinstance(exc, (*_CONNECTION_ERRORS, aiohttp.ClientConnectionError, OSError))
+    connection = isinstance(exc, (aiohttp.ClientConnectionError, OSError))
     reason = FailureReason.TIMEOUT if connection else FailureReason.UNAVAILABLE
     return ProviderError(reason, f"{type(exc).__name__}: {exc}", code=type(exc).__name__)
 

@@ -25,8 +25,9 @@ exhausted, and the router re-issues on its OD deployment with `shared`), `shared
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -115,6 +116,11 @@ class VertexProvider:
     async def stream(self, request: ProviderRequest) -> AsyncIterator[Chunk]:
         """streamGenerateContent: text deltas, then a final chunk with usage and the served tier. A stream cut
         short (the array never closes) raises ProviderError, never a clean end."""
+        if self._generate is not None:
+            async with contextlib.aclosing(self._generate.stream(request)) as chunks:
+                async for chunk in chunks:
+                    yield chunk
+            return
         try:
             responses = await self._client.stream_generate_content(
                 request=self.generate_request(request), metadata=_metadata(request.tier), retry=None
@@ -193,6 +199,40 @@ class GenerateCall:
         if status != 200:
             raise response_error(status, raw, request.tier)
         return completion_of(orjson.loads(raw), request.tier, first_byte_s)
+
+    async def stream(self, request: ProviderRequest) -> AsyncGenerator[Chunk, None]:
+        """streamGenerateContent as server-sent events (`alt=sse`), each `data:` line handed on as it arrives;
+        an error object, or a stream that ends without usage, raises ProviderError."""
+        url = f"{self._url_prefix}{request.model}:streamGenerateContent?alt=sse"
+        headers = {"content-type": "application/json", REQUEST_TYPE_HEADER: _REQUEST_TYPE[request.tier]}
+        usage: Usage | None = None
+        served = request.tier.value
+        try:
+            await self._credentials.before_request(None, "POST", url, headers)
+            async with self._session().post(
+                url, data=orjson.dumps(generate_body(request)), headers=headers
+            ) as response:
+                if response.status != 200:
+                    raise response_error(response.status, await response.read(), request.tier)
+                async for line in response.content:
+                    if not line.startswith(b"data:"):
+                        continue
+                    answer = orjson.loads(line[5:])
+                    error = answer.get("error")
+                    if error is not None:
+                        raise response_error(int(error.get("code") or 503), line[5:], request.tier)
+                    completion = completion_of(answer, request.tier, 0.0)
+                    if completion.text:
+                        yield Chunk(completion.text)
+                    if "usageMetadata" in answer:
+                        usage, served = completion.usage, completion.served_tier
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise vertex_error(exc, request.tier) from None
+        if usage is None:
+            raise ProviderError(FailureReason.UNAVAILABLE, "stream ended without usage metadata")
+        yield Chunk("", usage=usage, served_tier=served)
 
     async def aclose(self) -> None:
         if self._http is not None:

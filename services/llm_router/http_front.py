@@ -13,13 +13,13 @@ object and the stream ends without `[DONE]`: a client never mistakes a broken an
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from libs.events.routing import MAX_REQUEST_ID_LENGTH
@@ -69,7 +69,7 @@ class ApiError(Exception):
         headers = {}
         if self.retry_after_s is not None:
             headers["Retry-After"] = str(max(1, math.ceil(self.retry_after_s)))
-        return web.json_response(body, status=self.status, headers=headers)
+        return _json_response(body, status=self.status, headers=headers)
 
 
 def create_openai_app(router: Router, cap: InFlightCap, metrics: RouterMetrics) -> web.Application:
@@ -131,7 +131,7 @@ async def list_models(request: web.Request) -> web.Response:
         {"id": f"{FEATURE_MODEL_PREFIX}{name}", "object": "model", "created": 0, "owned_by": "podway"}
         for name in features
     ]
-    return web.json_response({"object": "list", "data": data})
+    return _json_response({"object": "list", "data": data})
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -157,13 +157,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         if not isinstance(exc, ROUTER_REPORTED):
             metrics.refused(feature, exc.reason, router.policy.features)
         raise _api_error(exc) from exc
-    return web.json_response(_completion(result), headers={REQUEST_ID_HEADER: result.request_id})
+    return _json_response(_completion(result), headers={REQUEST_ID_HEADER: result.request_id})
+
+
+def _json_response(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(body), status=status, headers=headers, content_type="application/json"
+    )
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
-        body = await request.json()
-    except ValueError as exc:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError as exc:
         raise _invalid(f"request body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise _invalid("request body must be a JSON object")
@@ -339,4 +345,4 @@ async def _relay(
 
 
 def _sse(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + orjson.dumps(payload) + b"\n\n"

@@ -32,6 +32,7 @@ PODWAY = [sys.executable, "-m", "libs.client.cli"]
 FLUSH_INTERVAL_S = 0.2
 # A buffered answer is written by the flush that starts after it; a commit on a busy host can take a while.
 LOSS_WINDOW_S = FLUSH_INTERVAL_S + 1.0
+READ_AFTER_KILL_S = 0.5
 WORKERS = 6
 
 
@@ -173,6 +174,8 @@ async def test_a_killed_router_process_refuses_no_client_and_loses_at_most_its_f
         f"answered {gaps.answered}, audited {gaps.audited}, lost with the killed process {len(gaps.missing)}"
     )
     assert gaps.answered == len(load.answered)
-    late = [rid for rid in gaps.missing if not killed_at - LOSS_WINDOW_S <= answered_at[rid] <= killed_at]
-    assert late == [], "an answer older than the flush window lost its audit row"
+    # The dead process's last answers may reach the client just after the kill, from the socket's buffers.
+    offsets = [round(answered_at[rid] - killed_at, 3) for rid in gaps.missing]
+    outside = [o for o in offsets if not -LOSS_WINDOW_S <= o <= READ_AFTER_KILL_S]
+    assert outside == [], f"answers outside the flush window lost their audit row: {offsets}"
     assert len(gaps.missing) < gaps.answered / 2

@@ -1,0 +1,76 @@
+"""`podway router status`: each deployment's breaker and ramp step, the PT capacity in use, the latest errors."""
+
+from __future__ import annotations
+
+from libs.client.commands.router import cmd_status
+from libs.events.routing import DeploymentStatus, RouterStatusReply
+from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
+
+
+async def test_status_shows_an_open_breaker_the_pt_capacity_used_and_why(make_stack: StackFactory):
+    stack = await make_stack(CLAUDE_FIRST)
+    stack.emulators.bedrock.start_outage()
+    for i in range(5):  # Claude PT and OD fail, Gemini answers
+        await stack.router.infer(ask(request_id=f"status-{i}"))
+
+    status = await stack.router.status()
+
+    rows = {row.deployment: row for row in status.deployments}
+    assert rows["claude-haiku-pt"].state == "open"
+    assert rows["claude-haiku-pt"].ramp_fraction == 0.0
+    assert rows["claude-haiku-pt"].reopens_in_s is not None
+    assert rows["gemini-flash-od"].state == "closed"
+    assert rows["gemini-flash-pt"].pt_tokens_per_minute == 300000
+    assert rows["gemini-flash-pt"].pt_tokens_in_use is not None
+    assert rows["gemini-flash-pt"].pt_tokens_in_use > 0
+    assert rows["claude-haiku-od"].pt_tokens_per_minute is None
+    latest = status.recent_errors[0]
+    assert latest.request_id == "status-4"
+    assert latest.deployment in {"claude-haiku-pt", "claude-haiku-od"}
+    assert latest.reason == "unavailable"
+    assert latest.status == 503
+
+
+def test_the_status_table_names_each_deployment(capsys, monkeypatch):
+    reply = RouterStatusReply(
+        instance="1",
+        deployments=[
+            DeploymentStatus(
+                deployment="claude-haiku-pt",
+                provider="bedrock",
+                tier="provisioned",
+                state="half_open",
+                ramp_fraction=0.05,
+                ramp_step=1,
+                window_requests=7,
+                window_error_rate=0.0,
+                consecutive_failures=0,
+                reopens_in_s=None,
+                pt_tokens_per_minute=400000,
+                pt_tokens_in_use=1200.0,
+                pt_in_flight=2,
+                pt_concurrency=32,
+            )
+        ],
+        recent_errors=[],
+    )
+
+    class FakeRouter:
+        async def status(self) -> RouterStatusReply:
+            return reply
+
+    async def run(work):
+        return await work(FakeRouter())
+
+    monkeypatch.setattr(
+        "libs.client.commands.router._run", lambda args, work: __import__("asyncio").run(run(work))
+    )
+    args = type("Args", (), {"output": "table"})()
+    assert cmd_status(args) == 0
+    out = capsys.readouterr().out
+    assert "router process 1" in out
+    assert "claude-haiku-pt" in out
+    assert "half_open" in out
+    assert "0.05 step 1" in out
+    assert "1200/400000 tok/min, 2/32 in flight" in out
+    assert "no recent errors" in out

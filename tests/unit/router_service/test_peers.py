@@ -1,0 +1,53 @@
+"""Breaker outcomes from the other router processes: fed to this process's breakers, its own skipped, malformed
+messages dropped."""
+
+from __future__ import annotations
+
+from libs.core.routing import BreakerState
+from libs.events.routing import AttemptOutcomes
+from libs.router_runtime import ManualClock, Router
+from libs.router_runtime.example_policy import example_policy
+from services.llm_router.peers import PeerOutcomes
+
+
+def make_router() -> Router:
+    policy = example_policy("http://127.0.0.1:1", "http://127.0.0.1:2")
+    return Router(policy, {"bedrock": object(), "vertex": object()}, clock=ManualClock())  # type: ignore[dict-item]
+
+
+def message(instance: str, outcomes: list[tuple[str, float | None]]) -> bytes:
+    return AttemptOutcomes(instance=instance, outcomes=outcomes).model_dump_json().encode()
+
+
+def test_a_peers_failures_open_this_processs_breaker():
+    router = make_router()
+    peers = PeerOutcomes(router, "0")
+    peers.receive(message("1", [("claude-haiku-pt", None)] * 5 + [("gemini-flash-pt", 0.01)]))
+    breakers = router.breakers()
+    assert breakers["claude-haiku-pt"].state is BreakerState.OPEN
+    assert breakers["gemini-flash-pt"].window_requests == 1
+    assert peers.received == 6
+
+
+def test_its_own_outcomes_and_unknown_deployments_change_nothing():
+    router = make_router()
+    peers = PeerOutcomes(router, "0")
+    peers.receive(message("0", [("claude-haiku-pt", None)] * 5))
+    peers.receive(message("1", [("retired-deployment", None)] * 5))
+    assert all(b.state is BreakerState.CLOSED for b in router.breakers().values())
+    assert router.breakers()["claude-haiku-pt"].window_requests == 0
+
+
+def test_a_malformed_message_is_skipped():
+    router = make_router()
+    peers = PeerOutcomes(router, "0")
+    peers.receive(b'{"instance": "1", "outcomes": [["claude-haiku-pt", "soon"]]}')
+    peers.receive(b"not json")
+    assert peers.received == 0
+    assert router.breakers()["claude-haiku-pt"].window_requests == 0
+
+
+def test_the_router_hands_over_the_outcomes_its_breakers_heard_once():
+    router = make_router()
+    router.record_peer_outcomes([("claude-haiku-od", None)])  # a peer's: not handed on again
+    assert router.drain_outcomes() == []
