@@ -251,7 +251,8 @@ class ClaimsView:
         self._note_rooms(kept)
 
     def release(self, owner: str) -> bool:
-        """Forget an owner's allocations; True when it had some."""
+        """Forget an owner's allocations; True when that gave back shares or devices beyond the snapshot
+        (what the snapshot's own capacity hints do not see)."""
         held = self._by_owner.pop(owner, None)
         if held is None:
             return False
@@ -260,7 +261,7 @@ class ClaimsView:
         self._note_rooms(held)
         self._releases += 1
         self._failed.clear()
-        return True
+        return any(allocation.results for allocation in held)
 
     def holds(self, owner: str) -> bool:
         return owner in self._by_owner

@@ -252,3 +252,16 @@ def test_a_gangs_fabric_is_released_when_its_pods_end(scheduler, clock):
     assert scheduler.claims.holds("ml/g")
     scheduler.finish([members[1].uid], PodPhase.SUCCEEDED)
     assert not scheduler.claims.holds("ml/g")
+
+
+def test_pods_with_claims_admitted_before_their_podgroup_still_wait_for_allocation(scheduler, clock):
+    members = gang("g", 2, gpus=0, cpu="1", claims=OWN_GPUS)
+    scheduler.admit(TWO_ON_ONE_NUMA, *members)
+    scheduler.run()
+    scheduler.admit(podgroup("g", min_count=2))
+
+    (ran,) = scheduler.run()
+
+    assert ran.decision.placed
+    assert ran.bind is None
+    assert len(ran.proposal_status["pods"]) == 2
