@@ -568,6 +568,10 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             metrics["pods_per_second"] = round(throughput, 1)
             metrics["throughput_pods"] = backlog_pods
             metrics["release_to_all_bound_s"] = round(last - released, 2)
+            if args.claims:
+                allocation = sorted(watch.allocation_s)
+                metrics["throughput_allocation_ms_p50"] = round(percentile(allocation, 0.5) * 1000, 1)
+                metrics["throughput_allocation_ms_p99"] = round(percentile(allocation, 0.99) * 1000, 1)
             await client.apply([workload_manifest(SHARED, args.gang_size, args.topology_key)])
             # Gangs whose pods run until the end keep their room.
             held = 0 if args.run_seconds else len(backlog)

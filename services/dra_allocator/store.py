@@ -209,7 +209,7 @@ class _Writer:
                 pod_uid=claim.owner.uid if claim.owner.kind == "Pod" else None,
                 devices=[dict(device) for device in claim.devices],
             )
-            for claim in committed.claims
+            for claim in (*committed.claims, *committed.kept)
         ]
         self.emit(
             proposal.group_uid,

@@ -75,6 +75,8 @@ class ClaimsCommitted:
     proposal: Proposal
     claims: tuple[HeldClaim, ...]
     replaced: tuple[HeldClaim, ...] = ()
+    kept: tuple[HeldClaim, ...] = ()
+    """Claims of the proposal committed before with the same devices (a proposal seen twice)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +171,7 @@ class ClaimLedger:
             return ClaimsRefused(proposal, f"{len(ended)} pod(s) of the proposed placement have ended")
         claims: list[HeldClaim] = []
         replaced: list[HeldClaim] = []
+        kept: list[HeldClaim] = []
         for proposed in proposal.claims:
             key = f"{proposal.namespace}/{proposed.name}"
             allocation = self._allocation(key, proposed)
@@ -181,7 +184,8 @@ class ClaimLedger:
                 if known.owner.uid != proposed.owner.uid:
                     return ClaimsRefused(proposal, f"ResourceClaim {proposed.name} belongs to another owner")
                 if _same_devices(known, allocation):
-                    continue  # already committed (a proposal seen twice)
+                    kept.append(known)  # already committed (a proposal seen twice)
+                    continue
                 # The scheduler gave up on the placement this was committed for (its pods were never bound)
                 # and proposes again for the same owner: the new devices replace the old.
                 replaced.append(known)
@@ -207,7 +211,7 @@ class ClaimLedger:
             self.held[claim.key] = claim
             self.usage.take(claim.allocation)
         self._live_pods.setdefault(proposal.group_uid, set()).update(proposal.pod_uids)
-        return ClaimsCommitted(proposal, tuple(claims), tuple(replaced))
+        return ClaimsCommitted(proposal, tuple(claims), tuple(replaced), tuple(kept))
 
     def _allocation(self, key: str, proposed: ProposedClaim) -> ClaimAllocation | None:
         return allocation_from_record({"devices": list(proposed.devices)}, self.inventory, key=key)

@@ -245,7 +245,7 @@ class SchedulerStateMachine:
             for uid in event.uids:
                 self.book.mark_evicting(uid)
         elif isinstance(event, ClaimsAllocated):
-            self._claims_allocated(event.podgroup_uid, event.cause)
+            self._claims_allocated(event.podgroup_uid, event.cause, event.devices)
         elif isinstance(event, ClaimsAllocationFailed):
             self._claims_failed(event.podgroup_uid, event.reason, event.cause)
         elif isinstance(event, Nominated):
@@ -383,10 +383,14 @@ class SchedulerStateMachine:
             self._release(key)
             self._wake_everyone(None)
 
-    def _claims_allocated(self, group_uid: str, cause: str | None) -> None:
+    def _claims_allocated(
+        self, group_uid: str, cause: str | None, devices: frozenset[tuple[str, str]] | None
+    ) -> None:
         group = self._group_by_uid(group_uid)
         if group is None or group.awaiting_claims is None:
             return
+        if devices is not None and not devices >= _proposed_devices(group, group.awaiting_claims):
+            return  # the answer to an earlier proposal: this one's is still to come
         decision, group.awaiting_claims = group.awaiting_claims, None
         self._outputs.append(self._bind(group, decision, cause))
         self.queue.done(decision, now=self._now)
@@ -821,6 +825,21 @@ class SchedulerStateMachine:
     @staticmethod
     def _ref(group: GroupRecord) -> GroupRef:
         return GroupRef(group.namespace, group.name, group.uid, group.standalone)
+
+
+def _proposed_devices(group: GroupRecord, decision: CycleDecision) -> frozenset[tuple[str, str]]:
+    """`(claim name, device id)` of every device the decision proposed for claims made from templates."""
+    names = {placement.pod_uid: placement.pod_name for placement in decision.placements}
+    return frozenset(
+        (
+            resource_claim_name(names.get(owner, "") if owner else group.obj.name, allocation.claim),
+            result.device.id,
+        )
+        for owner, allocations in (decision.claims or {}).items()
+        for allocation in allocations
+        if allocation.claim != EXTENDED_RESOURCES_CLAIM
+        for result in allocation.results
+    )
 
 
 def _pod_key(pod: PodRecord) -> PodKey:

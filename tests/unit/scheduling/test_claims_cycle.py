@@ -265,3 +265,22 @@ def test_pods_with_claims_admitted_before_their_podgroup_still_wait_for_allocati
     assert ran.decision.placed
     assert ran.bind is None
     assert len(ran.proposal_status["pods"]) == 2
+
+
+def test_an_allocation_of_other_devices_does_not_bind_the_waiting_proposal(scheduler, clock):
+    group = podgroup("g", min_count=2)
+    scheduler.admit(TWO_ON_ONE_NUMA, group, *gang("g", 2, gpus=0, cpu="1", claims=OWN_GPUS))
+    (ran,) = scheduler.run()
+    proposed = frozenset(
+        (claim["resourceClaimName"], f"{d['driver']}/{d['pool']}/{d['device']}")
+        for pod in ran.proposal_status["pods"].values()
+        for claim in pod["claims"]
+        for d in claim["devices"]
+    )
+    stale = frozenset((name, device.replace("gpu-0", "gpu-6")) for name, device in proposed)
+
+    scheduler.tell(ClaimsAllocated(group.uid, "earlier", stale))
+    assert scheduler.run() == []
+    scheduler.tell(ClaimsAllocated(group.uid, "this one", proposed))
+    (bound,) = scheduler.run()
+    assert len(bound.placements) == 2
