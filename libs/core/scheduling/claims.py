@@ -250,6 +250,13 @@ class ClaimsView:
         self._by_owner[owner] = kept
         self._note_rooms(kept)
 
+    def add(self, owner: str, allocation: ClaimAllocation) -> None:
+        """Hold one more allocation for an owner (a new leader reading claims one by one)."""
+        kept = _beyond_snapshot(allocation)
+        self.usage.take(kept)
+        self._by_owner[owner] = (*self._by_owner.get(owner, ()), kept)
+        self._note_rooms((kept,))
+
     def release(self, owner: str) -> bool:
         """Forget an owner's allocations; True when that gave back shares or devices beyond the snapshot
         (what the snapshot's own capacity hints do not see)."""

@@ -282,6 +282,30 @@ class SchedulerStateMachine:
             self._refresh(group.key)
         elif kind == "Pod":
             self._stored_pod(obj, cause)
+        elif kind == "ResourceClaim" and self._loading:
+            self._hold_allocated_claim(obj)
+
+    def _hold_allocated_claim(self, claim: ApiObject) -> None:
+        """A new leader holds the shares and reached devices of the claims allocated to live pods and
+        PodGroups (a standalone pod's are recorded nowhere else)."""
+        status = claim.status
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results")
+        reserved = status.get("reservedFor") or []
+        if not results or not reserved:
+            return
+        holder = reserved[0]
+        if holder.get("resource") == "podgroups":
+            owner = f"{claim.namespace}/{holder.get('name')}"
+            if owner not in self.book.groups:
+                return
+        else:
+            owner = str(holder.get("uid"))
+            pod = self.book.pods.get(owner)
+            if pod is None or pod.phase in TERMINAL:
+                return
+        allocation = allocation_from_record({"devices": results}, self.inventory.devices, key=claim.key)
+        if allocation is not None:
+            self.claims.add(owner, allocation)
 
     def _stale(self, obj: ApiObject) -> bool:
         """Whether the object was removed, or is older than the version held: events of one object may
