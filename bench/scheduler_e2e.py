@@ -9,9 +9,10 @@ succeed, so the fleet churns: bound pods finish and give their room back while n
 constraint, pods running until the end. `--gang-size`, `--gpus-per-pod`, `--topology-key` (`none` for
 none) and `--run-seconds` override either case.
 
-1. Throughput: `--throughput-gangs` gangs are admitted while their Workload does not exist, so they wait in
-   the scheduler's queue (PreEnqueue); once the scheduler has queued them all, the Workload is applied and
-   every gang is ready at once. `pods_per_second` is bound pods over the time from the first to the last
+1. Throughput: the pods of `--throughput-gangs` gangs are admitted while their PodGroups do not exist (a
+   PodGroup naming a Workload that does not exist is refused, so the gangs cannot wait for their Workload);
+   then the Workload and the PodGroups are applied, 16 applies in flight, and the gangs become ready as
+   their PodGroups are admitted. `pods_per_second` is bound pods over the time from the first to the last
    `pods.bound` seen on the bus (sustained: the scheduler is caught up with the event stream beforehand).
 2. Apply to bound (the headline, admission included): once the fleet is empty again, the client applies
    `--apply-gangs` gangs as fast as admission takes them (16 applies in flight), and
@@ -29,6 +30,12 @@ none) and `--run-seconds` override either case.
    `latency_admitted_pods_per_second` is the rate admission actually achieved.
 4. Takeover: the active scheduler is killed (SIGKILL: no lease release) while gangs keep arriving;
    `lease_takeover_ms` runs from the kill to the standby's first `pods.bound` under the next epoch.
+
+`--claims`: every pod asks its GPUs through a claim of its own made from a ResourceClaimTemplate (`gpus-N`:
+N whole GPUs) instead of `nvidia.com/gpu`, and the DRA allocator service runs too (its own process): each
+cycle proposes exact devices, the allocator commits them (device rows, ResourceClaims, claim statuses) and
+only then is the gang bound. `allocation_ms_p50`/`p99` run, per gang, from its `placement.proposed` to its
+`claims.allocated` arriving on the bus.
 """
 
 from __future__ import annotations
@@ -43,7 +50,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -120,6 +126,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--lease-seconds", type=float, default=2.0)
     parser.add_argument("--database-url", default=os.environ.get("PODWAY_BENCH_DATABASE_URL", DEFAULT_PG))
+    parser.add_argument(
+        "--claims", action="store_true", help="GPUs through per-pod claim templates and the DRA allocator"
+    )
 
 
 def resolve_case(args: argparse.Namespace) -> None:
@@ -172,6 +181,17 @@ def workload_manifest(name: str, size: int, topology_key: str | None = None) -> 
     }
 
 
+def claim_template(gpus: int) -> dict[str, Any]:
+    """`gpus-N`: a claim for N whole GPUs, one per pod."""
+    request = {"name": "gpus", "exactly": {"deviceClassName": "gpu.example.com", "count": gpus}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": f"gpus-{gpus}", "namespace": NAMESPACE},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
 def gang_manifests(
     name: str,
     size: int,
@@ -179,8 +199,10 @@ def gang_manifests(
     workload: str = SHARED,
     run_seconds: float = 0.0,
     topology_key: str | None = None,
+    claims: bool = False,
 ) -> list[dict[str, Any]]:
-    """One PodGroup run of `workload` and its pods, which run `run_seconds` (0: until the end)."""
+    """One PodGroup run of `workload` and its pods, which run `run_seconds` (0: until the end); with
+    `claims` each pod asks its GPUs through a claim of its own (template `gpus-N`)."""
     annotations = {RUN_SECONDS: f"{run_seconds:g}"} if run_seconds else {}
     spec: dict[str, Any] = {
         "podGroupTemplateRef": {"workload": {"workloadName": workload, "podGroupTemplateName": "worker"}},
@@ -188,7 +210,15 @@ def gang_manifests(
     }
     if topology_key:
         spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
-    requests = {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": str(gpus)}
+    requests = (
+        {"cpu": "4", "memory": "32Gi"}
+        if claims
+        else {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": str(gpus)}
+    )
+    pod_claims = [{"name": "gpus", "resourceClaimTemplateName": f"gpus-{gpus}"}] if claims else []
+    container: dict[str, Any] = {"name": "w", "image": "trainer:v1", "resources": {"requests": requests}}
+    if claims:
+        container["resources"]["claims"] = [{"name": "gpus"}]
     return [
         {
             "apiVersion": "scheduling.k8s.io/v1alpha2",
@@ -203,7 +233,8 @@ def gang_manifests(
                 "metadata": {"name": f"{name}-{i}", "namespace": NAMESPACE, "annotations": annotations},
                 "spec": {
                     "schedulingGroup": {"podGroupName": name},
-                    "containers": [{"name": "w", "image": "trainer:v1", "resources": {"requests": requests}}],
+                    "containers": [container],
+                    **({"resourceClaims": pod_claims} if claims else {}),
                 },
             }
             for i in range(size)
@@ -215,7 +246,9 @@ def gang_of(
     args: argparse.Namespace, name: str, workload: str = SHARED, run_seconds: float = 0.0
 ) -> list[dict[str, Any]]:
     """A gang of the benchmark's shape."""
-    return gang_manifests(name, args.gang_size, args.gpus_per_pod, workload, run_seconds, args.topology_key)
+    return gang_manifests(
+        name, args.gang_size, args.gpus_per_pod, workload, run_seconds, args.topology_key, args.claims
+    )
 
 
 # -- processes ---------------------------------------------------------------------------------------------
@@ -285,24 +318,6 @@ async def until_leader(beacon: Path, timeout_s: float = 120.0) -> None:
         await asyncio.sleep(0.1)
 
 
-def queue_depth(port: int) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("podway_scheduler_queue_depth "):
-                return float(line.split()[1])
-    return 0.0
-
-
-async def until_queued(beacon: Path, groups: int, timeout_s: float = 300.0) -> None:
-    """Until the scheduler's queue holds `groups` PodGroups (it has consumed every admission)."""
-    port = int(beacon_detail(beacon)["metrics_port"])
-    deadline = time.monotonic() + timeout_s
-    while await asyncio.to_thread(queue_depth, port) < groups:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the scheduler did not queue {groups} PodGroups in {timeout_s:.0f} s")
-        await asyncio.sleep(0.2)
-
-
 # -- watching the bus --------------------------------------------------------------------------------------
 
 
@@ -323,6 +338,9 @@ class BusWatch:
     succeeded: int = 0
     applied_at: dict[str, float] = field(default_factory=dict)
     """When the client sent each gang's apply, by PodGroup name (recorded by the phases, not the bus)."""
+    proposed_at: dict[str, float] = field(default_factory=dict)
+    allocation_s: list[float] = field(default_factory=list)
+    """From `placement.proposed` to `claims.allocated` arriving, per gang (with `--claims`)."""
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def until(self, done: Callable[[], bool], timeout_s: float) -> bool:
@@ -340,6 +358,16 @@ class BusWatch:
         await nc.subscribe("podway.events.pods.bound", cb=self._on_bound)
         await nc.subscribe("podway.events.pods.running", cb=self._on_running)
         await nc.subscribe("podway.events.pods.succeeded", cb=self._on_succeeded)
+        await nc.subscribe("podway.events.placement.proposed", cb=self._on_proposed)
+        await nc.subscribe("podway.events.claims.allocated", cb=self._on_allocated)
+
+    async def _on_proposed(self, msg: Any) -> None:
+        self.proposed_at[orjson.loads(msg.data)["payload"]["podgroup"]["uid"]] = time.time()
+
+    async def _on_allocated(self, msg: Any) -> None:
+        proposed = self.proposed_at.pop(orjson.loads(msg.data)["payload"]["podgroup"]["uid"], None)
+        if proposed is not None:
+            self.allocation_s.append(time.time() - proposed)
 
     def gangs(self, prefix: str) -> list[str]:
         """Uids of the admitted PodGroups whose names start with `prefix`."""
@@ -416,13 +444,15 @@ async def admit(
     workload: str,
     run_seconds: float = 0.0,
     in_flight: int = 16,
+    part: slice = slice(None),
 ) -> None:
-    """Apply the gangs as fast as admission takes them, `in_flight` applies at a time."""
+    """Apply the gangs as fast as admission takes them, `in_flight` applies at a time; `part` picks from
+    each gang's manifests (the PodGroup first, then its pods)."""
     semaphore = asyncio.Semaphore(in_flight)
 
     async def one(name: str) -> None:
         async with semaphore:
-            manifests = gang_of(args, name, workload, run_seconds)
+            manifests = gang_of(args, name, workload, run_seconds)[part]
             watch.applied_at[name] = time.time()
             await client.apply(manifests)
 
@@ -496,7 +526,7 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         async with PodwayClient(nats.url, timeout_s=120) as client:
             watch = BusWatch()
             await watch.subscribe(client)
-            await client.apply([GPU_CLASS])
+            await client.apply([GPU_CLASS, *([claim_template(args.gpus_per_pod)] if args.claims else [])])
             started = time.monotonic()
             procs.start(
                 "node_agent",
@@ -509,6 +539,10 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             )
             procs.wait_healthy("node_agent", health_file(tmp / "node_agent" / "run", "node_agent"))
             metrics["nodes_registered_s"] = round(time.monotonic() - started, 2)
+            if args.claims:
+                beacon = health_file(tmp / "dra_allocator" / "run", "dra_allocator")
+                procs.start("dra_allocator", "services.dra_allocator.main", tmp / "dra_allocator")
+                await until_leader(beacon)
 
             # 1. Throughput: gangs wait for their Workload (PreEnqueue) until the scheduler has seen them all,
             #    then the Workload is applied and every gang is ready at once.
@@ -517,18 +551,27 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             await until_leader(beacon_a)
             backlog = list(names("tput", args.throughput_gangs))
             started = time.monotonic()
-            await admit(client, watch, backlog, args, workload=HELD, run_seconds=args.run_seconds)
+            pods_only, groups_only = slice(1, None), slice(0, 1)
+            await admit(
+                client, watch, backlog, args, workload=HELD, run_seconds=args.run_seconds, part=pods_only
+            )
             metrics["backlog_admitted_s"] = round(time.monotonic() - started, 2)
-            await until_queued(beacon_a, len(backlog))
             backlog_pods = len(backlog) * args.gang_size
             released = time.time()
             await client.apply([workload_manifest(HELD, args.gang_size, args.topology_key)])
+            await admit(
+                client, watch, backlog, args, workload=HELD, run_seconds=args.run_seconds, part=groups_only
+            )
             await wait_bound(watch, backlog_pods, timeout_s=300)
             first, last = watch.bound_times[0][0], watch.bound_times[-1][0]
             throughput = (backlog_pods - watch.bound_times[0][1]) / max(last - first, 1e-6)
             metrics["pods_per_second"] = round(throughput, 1)
             metrics["throughput_pods"] = backlog_pods
             metrics["release_to_all_bound_s"] = round(last - released, 2)
+            if args.claims:
+                allocation = sorted(watch.allocation_s)
+                metrics["throughput_allocation_ms_p50"] = round(percentile(allocation, 0.5) * 1000, 1)
+                metrics["throughput_allocation_ms_p99"] = round(percentile(allocation, 0.99) * 1000, 1)
             await client.apply([workload_manifest(SHARED, args.gang_size, args.topology_key)])
             # Gangs whose pods run until the end keep their room.
             held = 0 if args.run_seconds else len(backlog)
@@ -636,6 +679,11 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             if taken is None:
                 raise RuntimeError("the standby never bound a gang after the leader was killed")
             metrics["lease_takeover_ms"] = round((taken - killed_at) * 1000, 1)
+            if args.claims:
+                allocation = sorted(watch.allocation_s)
+                metrics["allocations"] = len(allocation)
+                metrics["allocation_ms_p50"] = round(percentile(allocation, 0.5) * 1000, 1)
+                metrics["allocation_ms_p99"] = round(percentile(allocation, 0.99) * 1000, 1)
     finally:
         procs.stop_all()
         nats.stop()
@@ -662,6 +710,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "nodes": args.blocks * args.racks_per_block * args.nodes_per_rack,
         "gpus_per_node": args.gpus_per_node,
         "case": args.case,
+        "claims": args.claims,
         "gang_size": args.gang_size,
         "gpus_per_pod": args.gpus_per_pod,
         "topology_key": args.topology_key,

@@ -145,5 +145,15 @@ def _held(device: dict[str, Any], held: list[tuple[str, dict[str, Any]]]) -> str
             Decimal(0),
         )
         share = int(taken * 100 / total) if total else 0
-        used.append(f"{capacity} {taken.normalize():f}/{value.get('value')} ({share}%)")
+        used.append(
+            f"{capacity} {_in_unit_of(taken, str(value.get('value')))}/{value.get('value')} ({share}%)"
+        )
     return f"{claims} [{'; '.join(used)}]" if used else claims
+
+
+def _in_unit_of(amount: Decimal, total: str) -> str:
+    """`amount` in the binary unit `total` is written in (40Gi of 141Gi), else as a plain number."""
+    for suffix, power in (("Ki", 10), ("Mi", 20), ("Gi", 30), ("Ti", 40)):
+        if total.endswith(suffix):
+            return f"{(amount / Decimal(2**power)).normalize():f}{suffix}"
+    return f"{amount.normalize():f}"

@@ -172,7 +172,7 @@ USERS: tuple[NatsUser, ...] = (
         name="dra_allocator",
         role="ResourceClaim allocation for proposed placements, release on termination or eviction",
         emits=(EventType.CLAIMS_ALLOCATED, EventType.CLAIMS_ALLOCATION_FAILED, EventType.CLAIMS_RELEASED),
-        durables=(Durable(EVENTS_STREAM, "dra-allocator"),),
+        durables=(Durable(EVENTS_STREAM, "dra_allocator"),),
         checks=(EVENTS_STREAM, DLQ_STREAM),
     ),
     NatsUser(

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class DraAllocatorService(LeasedService[ClaimLedger, LedgerOutput]):
     """`start()` / `stop()`; `clock` times the lease and every written timestamp."""
 
-    name = "dra-allocator"
+    name = "dra_allocator"
     subjects = SUBJECTS
 
     async def load(self, uow: UnitOfWork, now: float) -> ClaimLedger:

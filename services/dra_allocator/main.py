@@ -8,7 +8,7 @@ from services.dra_allocator.app import DraAllocatorService
 
 
 def main() -> None:
-    run_service("dra-allocator", PodwaySettings(), DraAllocatorService)
+    run_service("dra_allocator", PodwaySettings(), DraAllocatorService)
 
 
 if __name__ == "__main__":

@@ -134,14 +134,22 @@ def _proposed(record: Mapping[str, Any], owner: ClaimOwner) -> ProposedClaim:
 
 
 async def write_outputs(uow: UnitOfWork, outputs: Iterable[LedgerOutput], *, now: datetime) -> None:
-    """Write a pass's outputs in the caller's unit of work (the caller commits). A device the database
-    refuses (held, or short of capacity) raises ConflictError: the pass is lost and the ledger reloaded."""
+    """Write a pass's outputs in the caller's unit of work (the caller commits), in a few statements
+    whatever the number of claims. A device the database refuses (held, or short of capacity) raises
+    ConflictError: the pass is lost and the ledger reloaded."""
+    outcomes = list(outputs)
     writer = _Writer(uow, now)
-    for output in outputs:
+    committed = [
+        claim for output in outcomes if isinstance(output, ClaimsCommitted) for claim in output.claims
+    ]
+    released = [claim for output in outcomes if isinstance(output, ClaimsReleased) for claim in output.claims]
+    await writer.prefetch(committed, released)
+    await writer.devices(committed, released)
+    for output in outcomes:
         if isinstance(output, ClaimsReleased):
-            await writer.released(output)
+            writer.released(output)
         elif isinstance(output, ClaimsCommitted):
-            await writer.committed(output)
+            writer.committed(output)
         elif isinstance(output, ClaimsRefused):
             writer.emit(
                 output.proposal.group_uid,
@@ -155,16 +163,44 @@ class _Writer:
     def __init__(self, uow: UnitOfWork, now: datetime) -> None:
         self.uow = uow
         self.now = now
-        self._objects: dict[tuple[str, str, str], StoredObject | None] = {}
+        self._objects: dict[tuple[str, str, str], StoredObject] = {}
         self._statuses: dict[str, tuple[StoredObject, JsonObject]] = {}
+        self._created: list[ObjectDraft] = []
 
-    async def committed(self, committed: ClaimsCommitted) -> None:
+    async def prefetch(self, committed: list[HeldClaim], released: list[HeldClaim]) -> None:
+        """Every object the pass reads (claims, their owners, the owners' templates), in two queries."""
+        keys = {("ResourceClaim", claim.namespace, claim.name) for claim in (*committed, *released)}
+        keys |= {(claim.owner.kind, claim.namespace, claim.owner.name) for claim in committed}
+        self._remember(await self.uow.objects.get_many(sorted(keys)))
+        templates = {
+            ("ResourceClaimTemplate", claim.namespace, name)
+            for claim in committed
+            if (name := self._template_name(claim)) is not None
+        }
+        self._remember(await self.uow.objects.get_many(sorted(templates)))
+
+    def _remember(self, found: Iterable[StoredObject]) -> None:
+        for stored in found:
+            self._objects[(stored.kind, stored.namespace, stored.name)] = stored
+
+    async def devices(self, committed: list[HeldClaim], released: list[HeldClaim]) -> None:
+        gone = [_device_rows(claim)[1] for claim in released]
+        await self.uow.device_allocations.release(
+            [claim.key for claim in released], [share for shares in gone for share in shares]
+        )
+        rows = [_device_rows(claim) for claim in committed]
+        holds = [
+            (claim.key, hold)
+            for claim, (claim_holds, _) in zip(committed, rows, strict=True)
+            for hold in claim_holds
+        ]
+        await self.uow.device_allocations.hold(holds, [share for _, shares in rows for share in shares])
+
+    def committed(self, committed: ClaimsCommitted) -> None:
         proposal = committed.proposal
         for claim in committed.claims:
-            holds, shares = _device_rows(claim)
-            await self.uow.device_allocations.hold(claim.key, holds, shares)
-            await self.uow.objects.upsert(await self._claim_object(claim))
-            await self._name_in_owner(claim)
+            self._claim_object(claim)
+            self._name_in_owner(claim)
         allocations = [
             ClaimAllocation(
                 claim=claim.name,
@@ -173,7 +209,7 @@ class _Writer:
                 pod_uid=claim.owner.uid if claim.owner.kind == "Pod" else None,
                 devices=[dict(device) for device in claim.devices],
             )
-            for claim in committed.claims
+            for claim in (*committed.claims, *committed.kept)
         ]
         self.emit(
             proposal.group_uid,
@@ -181,11 +217,9 @@ class _Writer:
             ClaimsAllocated(podgroup=_group_ref(proposal), allocations=allocations),
         )
 
-    async def released(self, released: ClaimsReleased) -> None:
+    def released(self, released: ClaimsReleased) -> None:
         for claim in released.claims:
-            _, shares = _device_rows(claim)
-            await self.uow.device_allocations.release(claim.key, shares)
-            stored = await self._get("ResourceClaim", claim.namespace, claim.name)
+            stored = self._objects.get(("ResourceClaim", claim.namespace, claim.name))
             if stored is not None and stored.status:
                 self._statuses[stored.uid] = (stored, {})
         group = next((claim.owner for claim in released.claims if claim.owner.kind == "PodGroup"), None)
@@ -200,55 +234,67 @@ class _Writer:
             ),
         )
 
-    async def _claim_object(self, claim: HeldClaim) -> ObjectDraft:
+    def _claim_object(self, claim: HeldClaim) -> None:
+        """A new ResourceClaim, or the allocation and reservation of one made before (released since)."""
         owner = claim.owner
         reserved = "podgroups" if owner.kind == "PodGroup" else "pods"
+        status: JsonObject = {
+            "allocation": {
+                "devices": {"results": [dict(device) for device in claim.devices]},
+                "allocationTimestamp": self.now.isoformat(),
+            },
+            "reservedFor": [{"resource": reserved, "name": owner.name, "uid": owner.uid}],
+        }
+        existing = self._objects.get(("ResourceClaim", claim.namespace, claim.name))
+        if existing is not None:
+            self._statuses[existing.uid] = (existing, status)
+            return
         api_version = "scheduling.k8s.io/v1alpha2" if owner.kind == "PodGroup" else "v1"
-        return ObjectDraft(
-            kind="ResourceClaim",
-            api_version=RESOURCE_API,
-            namespace=claim.namespace,
-            name=claim.name,
-            spec=await self._template_spec(claim),
-            metadata={
-                "name": claim.name,
-                "namespace": claim.namespace,
-                "annotations": {POD_CLAIM_NAME: claim.ref, GROUP_UID: claim.group_uid},
-                "ownerReferences": [
-                    {
-                        "apiVersion": api_version,
-                        "kind": owner.kind,
-                        "name": owner.name,
-                        "uid": owner.uid,
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            status={
-                "allocation": {
-                    "devices": {"results": [dict(device) for device in claim.devices]},
-                    "allocationTimestamp": self.now.isoformat(),
+        self._created.append(
+            ObjectDraft(
+                kind="ResourceClaim",
+                api_version=RESOURCE_API,
+                namespace=claim.namespace,
+                name=claim.name,
+                spec=self._template_spec(claim),
+                metadata={
+                    "name": claim.name,
+                    "namespace": claim.namespace,
+                    "annotations": {POD_CLAIM_NAME: claim.ref, GROUP_UID: claim.group_uid},
+                    "ownerReferences": [
+                        {
+                            "apiVersion": api_version,
+                            "kind": owner.kind,
+                            "name": owner.name,
+                            "uid": owner.uid,
+                            "controller": True,
+                            "blockOwnerDeletion": True,
+                        }
+                    ],
                 },
-                "reservedFor": [{"resource": reserved, "name": owner.name, "uid": owner.uid}],
-            },
+                status=status,
+            )
         )
 
-    async def _template_spec(self, claim: HeldClaim) -> JsonObject:
-        """The spec of the template the owner names for this claim (empty when it is gone)."""
-        owner = await self._get(claim.owner.kind, claim.namespace, claim.owner.name)
+    def _template_name(self, claim: HeldClaim) -> str | None:
+        owner = self._objects.get((claim.owner.kind, claim.namespace, claim.owner.name))
         if owner is None:
-            return {}
+            return None
         reference = next(
             (ref for ref in owner.spec.get("resourceClaims") or [] if ref.get("name") == claim.ref), None
         )
-        template_name = (reference or {}).get("resourceClaimTemplateName")
-        template = await self._get("ResourceClaimTemplate", claim.namespace, str(template_name))
+        name = (reference or {}).get("resourceClaimTemplateName")
+        return str(name) if name else None
+
+    def _template_spec(self, claim: HeldClaim) -> JsonObject:
+        """The spec of the template the owner names for this claim (empty when it is gone)."""
+        name = self._template_name(claim)
+        template = self._objects.get(("ResourceClaimTemplate", claim.namespace, name or ""))
         return dict((template.spec.get("spec") or {}) if template is not None else {})
 
-    async def _name_in_owner(self, claim: HeldClaim) -> None:
+    def _name_in_owner(self, claim: HeldClaim) -> None:
         """`status.resourceClaimStatuses` of the owner names the claim made for it."""
-        owner = await self._get(claim.owner.kind, claim.namespace, claim.owner.name)
+        owner = self._objects.get((claim.owner.kind, claim.namespace, claim.owner.name))
         if owner is None or owner.uid != claim.owner.uid:
             return
         current = self._statuses.get(owner.uid, (owner, owner.status))[1]
@@ -258,12 +304,6 @@ class _Writer:
         entries.append({"name": claim.ref, "resourceClaimName": claim.name})
         self._statuses[owner.uid] = (owner, {**current, "resourceClaimStatuses": entries})
 
-    async def _get(self, kind: str, namespace: str, name: str) -> StoredObject | None:
-        key = (kind, namespace, name)
-        if key not in self._objects:
-            self._objects[key] = await self.uow.objects.get(kind, namespace, name)
-        return self._objects[key]
-
     def emit(self, correlation: str, subject: AggregateRef | None, payload: EventPayload) -> None:
         self.uow.emit(
             Envelope.wrap(
@@ -272,6 +312,7 @@ class _Writer:
         )
 
     async def flush(self) -> None:
+        await self.uow.objects.create_many(self._created)
         await self.uow.objects.update_statuses(list(self._statuses.values()))
 
 

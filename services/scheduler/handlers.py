@@ -73,7 +73,12 @@ def machine_input(envelope: Envelope, payload: EventPayload) -> Input | None:
     if isinstance(payload, scheduling.PodGroupNominationCleared):
         return NominationCleared(payload.podgroup.uid, cause)
     if isinstance(payload, scheduling.ClaimsAllocated):
-        return ClaimsAllocated(payload.podgroup.uid, cause)
+        devices = frozenset(
+            (allocation.claim, f"{device.get('driver')}/{device.get('pool')}/{device.get('device')}")
+            for allocation in payload.allocations
+            for device in allocation.devices
+        )
+        return ClaimsAllocated(payload.podgroup.uid, cause, devices if payload.allocations else None)
     if isinstance(payload, scheduling.ClaimsAllocationFailed):
         return ClaimsAllocationFailed(payload.podgroup.uid, payload.reason, cause)
     return None

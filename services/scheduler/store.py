@@ -50,7 +50,16 @@ from libs.events.scheduling import (
 PRODUCER = "scheduler"
 CONDITION_OWNER = "scheduler"
 POD_SCHEDULED = "PodScheduled"
-LOAD_ORDER = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate", "Workload", "PodGroup", "Pod")
+LOAD_ORDER = (
+    "DeviceClass",
+    "Node",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "Workload",
+    "PodGroup",
+    "Pod",
+    "ResourceClaim",
+)
 GANG_RESTART_REASON = "GangRestart"
 WAITING_FOR_CLAIMS_REASON = "WaitingForResourceClaims"
 FINISHED_PHASES = ("Succeeded", "Failed")

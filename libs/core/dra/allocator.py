@@ -303,6 +303,9 @@ def allocate(
     Claims are searched together so that two claims of one pod never get the same exclusive device.
     Each allocation names the nodes that reach all its devices (a rack fabric narrows them to the rack).
     `usage` is not changed; take the result with `usage.take`."""
+    ask = single_ask(claims)
+    if ask is not None:
+        return _first_fit(claims[0], ask, node, inventory, usage)
     search = _Search(claims, node, inventory, usage, budget)
     try:
         if not search.claim(0):
@@ -313,6 +316,43 @@ def allocate(
         ClaimAllocation(claim.key, tuple(results), _reaching(inventory, results))
         for claim, results in zip(claims, search.results, strict=True)
     )
+
+
+def single_ask(claims: Sequence[ClaimSpec]) -> DeviceAsk | None:
+    """The one ask of a lone claim with a lone request, one alternative and no constraint: any usable
+    devices do, so the first that are usable are taken without a search."""
+    if len(claims) != 1:
+        return None
+    claim = claims[0]
+    if len(claim.requests) != 1 or claim.constraints:
+        return None
+    alternatives = claim.requests[0].alternatives
+    if len(alternatives) != 1 or alternatives[0].all_devices:
+        return None
+    return alternatives[0]
+
+
+def _first_fit(
+    claim: ClaimSpec, ask: DeviceAsk, node: str | None, inventory: DeviceInventory, usage: Availability
+) -> tuple[ClaimAllocation, ...] | None:
+    results: list[DeviceResult] = []
+    need = ask.count
+    for device in inventory.candidates(node, ask.device_class, ask.selectors):
+        requested = (
+            {qualified(name, device.driver): amount for name, amount in ask.capacity} if ask.capacity else {}
+        )
+        if device.shared:
+            amounts = consumption(device.capacity, requested, device.capacity_defaults)
+            if amounts is None or not usage.room(device, amounts):
+                continue
+            results.append(DeviceResult(ask.name, device, amounts, ask.device_class))
+        else:
+            if not usage.free(device) or (requested and consumption(device.capacity, requested) is None):
+                continue
+            results.append(DeviceResult(ask.name, device, None, ask.device_class))
+        if len(results) == need:
+            return (ClaimAllocation(claim.key, tuple(results), _reaching(inventory, results)),)
+    return None
 
 
 def allocate_for_group(
@@ -339,6 +379,9 @@ def allocate_for_group(
 
 def _reaching(inventory: DeviceInventory, results: Sequence[DeviceResult]) -> frozenset[str] | None:
     nodes: frozenset[str] | None = None
+    first = results[0].device.node if results else None
+    if first is not None and all(result.device.node == first for result in results):
+        return frozenset((first,))
     for result in results:
         reach = inventory.reaching_nodes(result.device)
         if reach is not None:

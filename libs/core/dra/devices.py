@@ -49,9 +49,41 @@ class _Reach:
     devices: tuple[DeviceInfo, ...]
 
 
-def device_info(driver: str, pool: str, raw: Mapping[str, Any], node: str | None) -> DeviceInfo:
-    """A device as published in a slice (`{name, attributes, capacity, allowMultipleAllocations}`)."""
+def device_info(
+    driver: str,
+    pool: str,
+    raw: Mapping[str, Any],
+    node: str | None,
+    parsed: dict[str, tuple[Any, ...]] | None = None,
+) -> DeviceInfo:
+    """A device as published in a slice (`{name, attributes, capacity, allowMultipleAllocations}`).
+
+    `parsed` caches what devices described alike share (all but the name), so that a fleet of identical
+    GPUs is parsed once."""
     name = str(raw.get("name") or "")
+    key = f"{driver}|{raw.get('attributes')}|{raw.get('capacity')}|{raw.get('allowMultipleAllocations')}"
+    shared_part = parsed.get(key) if parsed is not None else None
+    if shared_part is None:
+        shared_part = _describe(driver, raw)
+        if parsed is not None:
+            parsed[key] = shared_part
+    attributes, capacity, defaults, shared, description, cel = shared_part
+    return DeviceInfo(
+        f"{driver}/{pool}/{name}",
+        driver,
+        pool,
+        name,
+        attributes,
+        capacity,
+        defaults,
+        shared,
+        node,
+        description,
+        cel,
+    )
+
+
+def _describe(driver: str, raw: Mapping[str, Any]) -> tuple[Any, ...]:
     attributes: dict[str, Any] = {}
     cel_attributes: dict[str, dict[str, Any]] = {driver: {}}
     for key, typed in (raw.get("attributes") or {}).items():
@@ -75,19 +107,8 @@ def device_info(driver: str, pool: str, raw: Mapping[str, Any], node: str | None
         "allowMultipleAllocations": shared,
     }
     description = f"{driver}|{sorted(attributes.items())}|{sorted(capacity.items())}|{shared}"
-    return DeviceInfo(
-        f"{driver}/{pool}/{name}",
-        driver,
-        pool,
-        name,
-        attributes,
-        capacity,
-        request_defaults(raw.get("capacity") or {}, driver),
-        shared,
-        node,
-        description,
-        cel,
-    )
+    defaults = request_defaults(raw.get("capacity") or {}, driver)
+    return attributes, capacity, defaults, shared, description, cel
 
 
 def _attribute_value(typed: Any) -> Any:
@@ -183,6 +204,10 @@ class DeviceInventory:
         self._reachers.clear()
         self._dirty = self._dirty or rebuild
 
+    def settle(self) -> None:
+        """Build the device tables from the slices now (they are otherwise built when next read)."""
+        self._settle()
+
     def _settle(self) -> None:
         if not self._dirty:
             return
@@ -193,13 +218,16 @@ class DeviceInventory:
         by_node: dict[str, list[DeviceInfo]] = {}
         reaches: list[_Reach] = []
         devices: dict[str, DeviceInfo] = {}
+        parsed: dict[str, tuple[Any, ...]] = {}
         for slice_name in sorted(self._slices):
             driver, pool, generation, spec = self._slices[slice_name]
             if generation < newest[(driver, pool)]:
                 continue
             node = spec.get("nodeName") or None
             infos = tuple(
-                device_info(driver, pool, raw, node) for raw in spec.get("devices") or () if raw.get("name")
+                device_info(driver, pool, raw, node, parsed)
+                for raw in spec.get("devices") or ()
+                if raw.get("name")
             )
             devices.update((info.id, info) for info in infos)
             if node:

@@ -70,8 +70,13 @@ class HeldClaim:
 
 @dataclass(frozen=True, slots=True)
 class ClaimsCommitted:
+    """Claims allocated for a proposal; `replaced` are their earlier allocations, given up."""
+
     proposal: Proposal
     claims: tuple[HeldClaim, ...]
+    replaced: tuple[HeldClaim, ...] = ()
+    kept: tuple[HeldClaim, ...] = ()
+    """Claims of the proposal committed before with the same devices (a proposal seen twice)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +170,8 @@ class ClaimLedger:
         if ended:
             return ClaimsRefused(proposal, f"{len(ended)} pod(s) of the proposed placement have ended")
         claims: list[HeldClaim] = []
+        replaced: list[HeldClaim] = []
+        kept: list[HeldClaim] = []
         for proposed in proposal.claims:
             key = f"{proposal.namespace}/{proposed.name}"
             allocation = self._allocation(key, proposed)
@@ -174,11 +181,14 @@ class ClaimLedger:
                 )
             known = self.held.get(key)
             if known is not None:
-                if known.owner.uid == proposed.owner.uid and _same_devices(known, allocation):
-                    continue  # already committed (a proposal seen twice)
-                return ClaimsRefused(
-                    proposal, f"ResourceClaim {proposed.name} is already allocated to other devices"
-                )
+                if known.owner.uid != proposed.owner.uid:
+                    return ClaimsRefused(proposal, f"ResourceClaim {proposed.name} belongs to another owner")
+                if _same_devices(known, allocation):
+                    kept.append(known)  # already committed (a proposal seen twice)
+                    continue
+                # The scheduler gave up on the placement this was committed for (its pods were never bound)
+                # and proposes again for the same owner: the new devices replace the old.
+                replaced.append(known)
             claims.append(
                 HeldClaim(
                     proposal.namespace,
@@ -190,14 +200,18 @@ class ClaimLedger:
                     proposed.devices,
                 )
             )
+        for claim in replaced:
+            self.usage.release(claim.allocation)
         conflict = self.usage.check([claim.allocation for claim in claims])
         if conflict is not None:
+            for claim in replaced:
+                self.usage.take(claim.allocation)
             return ClaimsRefused(proposal, conflict)
         for claim in claims:
             self.held[claim.key] = claim
             self.usage.take(claim.allocation)
         self._live_pods.setdefault(proposal.group_uid, set()).update(proposal.pod_uids)
-        return ClaimsCommitted(proposal, tuple(claims))
+        return ClaimsCommitted(proposal, tuple(claims), tuple(replaced), tuple(kept))
 
     def _allocation(self, key: str, proposed: ProposedClaim) -> ClaimAllocation | None:
         return allocation_from_record({"devices": list(proposed.devices)}, self.inventory, key=key)

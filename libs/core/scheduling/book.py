@@ -140,6 +140,8 @@ class PodBook:
                 self._groups_of_workload.setdefault(f"{obj.namespace}/{workload}", set()).add(obj.key)
             for uid in self._members.get(obj.key, ()):
                 self._file(record, self.pods[uid])
+                # Pods that came before their PodGroup: their claims are the group's wait too.
+                record.has_claims = record.has_claims or pod_has_claims(self.pods[uid].obj)
         else:
             record.obj = obj
         return record

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from libs.core.dra.allocator import ClaimAllocation, DeviceUsage, allocate, allocate_for_group
+from libs.core.dra.allocator import ClaimAllocation, DeviceUsage, allocate, allocate_for_group, single_ask
 from libs.core.dra.capacity import add
 from libs.core.dra.claims import ClaimSpec
 from libs.core.dra.devices import DeviceInfo, DeviceInventory
 
+from .buckets import BucketIndex
 from .capacity import NodeState
 
 MAX_GROUP_OPTIONS = 64
@@ -24,15 +25,21 @@ MAX_GROUP_OPTIONS = 64
 class ClaimOverlay:
     """Devices one plan has taken so far, on top of the snapshot and the committed usage."""
 
-    __slots__ = ("consumed", "taken")
+    __slots__ = ("consumed", "nodes", "taken")
 
     def __init__(self) -> None:
         self.taken: set[str] = set()
         self.consumed: dict[str, dict[str, int]] = {}
+        self.nodes: set[str | None] = set()
+        """Nodes whose own devices the plan took (None: a device reached from several nodes)."""
+
+    def touches(self, node: str) -> bool:
+        return node in self.nodes or None in self.nodes
 
     def take(self, allocations: Iterable[ClaimAllocation]) -> None:
         for allocation in allocations:
             for result in allocation.results:
+                self.nodes.add(result.device.node)
                 if result.consumed is None:
                     self.taken.add(result.device.id)
                 else:
@@ -67,14 +74,20 @@ class _NodeAvailability:
         return self.usage.room(device, amounts)
 
 
-def _taken_names(node: NodeState) -> frozenset[str]:
+_NOTHING: frozenset[str] = frozenset()
+
+
+def _taken_names(node: NodeState) -> frozenset[str] | set[str]:
     """Names of the node's devices taken in some class they belong to (a device may be in several)."""
-    taken: set[str] = set()
+    taken: set[str] | None = None
+    free_devices = node.free_devices
     for cls, names in node.node.devices.items():
-        free = node.free_devices.get(cls, ())
+        free = free_devices.get(cls, ())
         if len(free) != len(names):
-            taken.update(name for name in names if name not in free)
-    return frozenset(taken)
+            if taken is None:
+                taken = set()
+            taken.update(set(names).difference(free))
+    return taken if taken is not None else _NOTHING
 
 
 class ClaimsView:
@@ -89,6 +102,17 @@ class ClaimsView:
         self.group_refused = False
         """The current cycle's PodGroup claims could not be allocated at all."""
         self._by_owner: dict[str, tuple[ClaimAllocation, ...]] = {}
+        self._releases = 0
+        self._failed: dict[
+            tuple[str, int], tuple[tuple[ClaimSpec, ...], tuple[int, int, tuple[int, ...]]]
+        ] = {}
+        """Claims a node could not serve, and its state then: taking devices never makes them fit, so
+        until something is released there (or the inventory changes) the search is not run again."""
+        self._rooms: dict[str, tuple[str, BucketIndex, int] | None] = {}
+        """Per DeviceClass of shareable devices only: its first capacity, nodes by the most of it one of
+        their devices has left, and the smallest total of it (what a whole device needs)."""
+        self._rooms_version = -1
+        self._room_dirty: set[str] = set()
 
     def fit(
         self,
@@ -100,6 +124,14 @@ class ClaimsView:
         """Allocations for up to `limit` pods with these claims on the node, one pod after the other (each
         taken into `overlay`, which is created when None and more than one pod is wanted)."""
         found: list[tuple[ClaimAllocation, ...]] = []
+        # What the plan took elsewhere does not change what this node can give.
+        pristine = overlay is None or not overlay.touches(node.name)
+        key = (node.name, id(claims))  # equal claims share one tuple (shapes are interned)
+        state = (self._releases, self.inventory.version, tuple(map(len, node.free_devices.values())))
+        failed = self._failed.get(key)
+        if failed is not None and failed[0] is claims and failed[1] == state:
+            self.refused.add(node.name)
+            return found
         if limit > 1 and overlay is None:
             overlay = ClaimOverlay()
         available = _NodeAvailability(node, self.usage, overlay)
@@ -107,6 +139,8 @@ class ClaimsView:
             allocations = allocate(claims, node.name, self.inventory, available)
             if allocations is None:
                 self.refused.add(node.name)  # fewer than the resource filters let in
+                if pristine and not found:
+                    self._failed[key] = (claims, state)
                 break
             found.append(allocations)
             if overlay is not None:
@@ -141,6 +175,71 @@ class ClaimsView:
 
     # -- what is allocated ------------------------------------------------------------------------------
 
+    # -- where shares fit ------------------------------------------------------------------------------
+
+    def room_order(self, claims: tuple[ClaimSpec, ...]) -> Iterator[str] | None:
+        """Nodes that may hold a lone share (or a whole device) of a class whose devices are all
+        shareable, by ascending room on their roomiest device, only those with enough of it: None when
+        the claims are not such a share. A necessary condition, so a node it names may still refuse."""
+        ask = single_ask(claims)
+        if ask is None:
+            return None
+        room = self._room_index(ask.device_class)
+        if room is None:
+            return None
+        name, index, smallest = room
+        need = dict(ask.capacity).get(name.rpartition("/")[2], dict(ask.capacity).get(name, smallest))
+        self._settle_rooms(ask.device_class)
+        return index.at_least(need)
+
+    def _room_index(self, device_class: str) -> tuple[str, BucketIndex, int] | None:
+        if self._rooms_version != self.inventory.version:
+            self._rooms.clear()
+            self._rooms_version = self.inventory.version
+        if device_class in self._rooms:
+            return self._rooms[device_class]
+        devices = [
+            device
+            for device in self.inventory.devices.values()
+            if device.node is not None and self.inventory.in_class(device, device_class)
+        ]
+        room: tuple[str, BucketIndex, int] | None = None
+        if devices and all(device.shared and device.capacity for device in devices):
+            name = min(devices[0].capacity)
+            if all(name in device.capacity for device in devices):
+                nodes = sorted({str(device.node) for device in devices})
+                index = BucketIndex.build((node, self._node_room(node, device_class, name)) for node in nodes)
+                room = (name, index, min(device.capacity[name] for device in devices))
+        self._rooms[device_class] = room
+        return room
+
+    def _node_room(self, node: str, device_class: str, name: str) -> int:
+        best = 0
+        for device in self.inventory.candidates(node, device_class, ()):
+            if device.node == node:
+                left = device.capacity.get(name, 0) - self.usage.consumed.get(device.id, {}).get(name, 0)
+                best = max(best, left)
+        return best
+
+    def _settle_rooms(self, device_class: str) -> None:
+        room = self._rooms.get(device_class)
+        if room is None or not self._room_dirty:
+            return
+        name, index, _ = room
+        index.place_all(
+            (node, self._node_room(node, device_class, name)) for node in sorted(self._room_dirty)
+        )
+        self._room_dirty.clear()
+
+    def _note_rooms(self, allocations: Iterable[ClaimAllocation]) -> None:
+        if self._rooms:
+            for allocation in allocations:
+                for result in allocation.results:
+                    if result.consumed is not None and result.device.node is not None:
+                        self._room_dirty.add(result.device.node)
+
+    # -- what is allocated ------------------------------------------------------------------------------
+
     def hold(self, owner: str, allocations: Sequence[ClaimAllocation]) -> None:
         """Record allocations of a pod (`owner` = its uid) or a PodGroup (its key): shares and devices not
         on a node go into `usage` (a node's own exclusive devices are the snapshot's)."""
@@ -149,15 +248,27 @@ class ClaimsView:
         for allocation in kept:
             self.usage.take(allocation)
         self._by_owner[owner] = kept
+        self._note_rooms(kept)
+
+    def add(self, owner: str, allocation: ClaimAllocation) -> None:
+        """Hold one more allocation for an owner (a new leader reading claims one by one)."""
+        kept = _beyond_snapshot(allocation)
+        self.usage.take(kept)
+        self._by_owner[owner] = (*self._by_owner.get(owner, ()), kept)
+        self._note_rooms((kept,))
 
     def release(self, owner: str) -> bool:
-        """Forget an owner's allocations; True when it had some."""
+        """Forget an owner's allocations; True when that gave back shares or devices beyond the snapshot
+        (what the snapshot's own capacity hints do not see)."""
         held = self._by_owner.pop(owner, None)
         if held is None:
             return False
         for allocation in held:
             self.usage.release(allocation)
-        return True
+        self._note_rooms(held)
+        self._releases += 1
+        self._failed.clear()
+        return any(allocation.results for allocation in held)
 
     def holds(self, owner: str) -> bool:
         return owner in self._by_owner

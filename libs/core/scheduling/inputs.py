@@ -60,10 +60,13 @@ class PodsBound:
 
 @dataclass(frozen=True, slots=True)
 class ClaimsAllocated:
-    """The DRA allocator committed the devices of a PodGroup's proposed placement."""
+    """The DRA allocator committed the devices of a PodGroup's proposed placement. `devices`, when told,
+    are the `(claim, driver/pool/device)` pairs it committed: an answer to an earlier proposal (one the
+    scheduler gave up waiting for) does not bind a later one."""
 
     podgroup_uid: str
     cause: str | None = None
+    devices: frozenset[tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,6 +118,7 @@ class NodeInventory:
         for name in sorted(deferred or ()):
             if name in self._nodes:
                 self._sync(name)
+        self.devices.settle()
 
     def _sync(self, name: str) -> None:
         if self._deferred is not None:

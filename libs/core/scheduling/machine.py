@@ -265,7 +265,7 @@ class SchedulerStateMachine:
             for uid, node, devices in event.placements:
                 self._bound_by_others(uid, node, devices)
         elif isinstance(event, ClaimsAllocated):
-            self._claims_allocated(event.podgroup_uid, event.cause)
+            self._claims_allocated(event.podgroup_uid, event.cause, event.devices)
         elif isinstance(event, ClaimsAllocationFailed):
             self._claims_failed(event.podgroup_uid, event.reason, event.cause)
         elif isinstance(event, Nominated):
@@ -302,6 +302,30 @@ class SchedulerStateMachine:
             self._refresh(group.key)
         elif kind == "Pod":
             self._stored_pod(obj, cause)
+        elif kind == "ResourceClaim" and self._loading:
+            self._hold_allocated_claim(obj)
+
+    def _hold_allocated_claim(self, claim: ApiObject) -> None:
+        """A new leader holds the shares and reached devices of the claims allocated to live pods and
+        PodGroups (a standalone pod's are recorded nowhere else)."""
+        status = claim.status
+        results = ((status.get("allocation") or {}).get("devices") or {}).get("results")
+        reserved = status.get("reservedFor") or []
+        if not results or not reserved:
+            return
+        holder = reserved[0]
+        if holder.get("resource") == "podgroups":
+            owner = f"{claim.namespace}/{holder.get('name')}"
+            if owner not in self.book.groups:
+                return
+        else:
+            owner = str(holder.get("uid"))
+            pod = self.book.pods.get(owner)
+            if pod is None or pod.phase in TERMINAL:
+                return
+        allocation = allocation_from_record({"devices": results}, self.inventory.devices, key=claim.key)
+        if allocation is not None:
+            self.claims.add(owner, allocation)
 
     def _stale(self, obj: ApiObject) -> bool:
         """Whether the object was removed, or is older than the version held: events of one object may
@@ -403,10 +427,14 @@ class SchedulerStateMachine:
             self._release(key)
             self._wake_everyone(None)
 
-    def _claims_allocated(self, group_uid: str, cause: str | None) -> None:
+    def _claims_allocated(
+        self, group_uid: str, cause: str | None, devices: frozenset[tuple[str, str]] | None
+    ) -> None:
         group = self._group_by_uid(group_uid)
         if group is None or group.awaiting_claims is None:
             return
+        if devices is not None and not devices >= _proposed_devices(group, group.awaiting_claims):
+            return  # the answer to an earlier proposal: this one's is still to come
         decision, group.awaiting_claims = group.awaiting_claims, None
         self._outputs.append(self._bind(group, decision, cause))
         self.queue.done(decision, now=self._now)
@@ -841,6 +869,21 @@ class SchedulerStateMachine:
     @staticmethod
     def _ref(group: GroupRecord) -> GroupRef:
         return GroupRef(group.namespace, group.name, group.uid, group.standalone)
+
+
+def _proposed_devices(group: GroupRecord, decision: CycleDecision) -> frozenset[tuple[str, str]]:
+    """`(claim name, device id)` of every device the decision proposed for claims made from templates."""
+    names = {placement.pod_uid: placement.pod_name for placement in decision.placements}
+    return frozenset(
+        (
+            resource_claim_name(names.get(owner, "") if owner else group.obj.name, allocation.claim),
+            result.device.id,
+        )
+        for owner, allocations in (decision.claims or {}).items()
+        for allocation in allocations
+        if allocation.claim != EXTENDED_RESOURCES_CLAIM
+        for result in allocation.results
+    )
 
 
 def _pod_key(pod: PodRecord) -> PodKey:

@@ -246,7 +246,10 @@ def plan(
         filtered = bool(shape.node_selector)
         no_offsets = (0,) * len(shape.devices)
         claims = shape.claims if view is not None else ()
-        for name in index.at_least(shape.primary_request):
+        order = (
+            view.room_order(claims) if claims and view is not None and domain is snapshot.cluster else None
+        )
+        for name in index.at_least(shape.primary_request) if order is None else order:
             if allowed is not None and name not in allowed:
                 continue
             node = nodes[name]

@@ -21,9 +21,9 @@ class SqlAlchemyDeviceAllocationRepository:
     def __init__(self, session: AsyncSession) -> None:
         self._session = session
 
-    async def hold(self, claim: str, holds: Sequence[DeviceHold], shares: Sequence[DeviceShare]) -> None:
-        """Record a claim's devices and consume its shares; ConflictError when an exclusive device is held
-        already or a share does not fit what is left of a capacity."""
+    async def hold(self, holds: Sequence[tuple[str, DeviceHold]], shares: Sequence[DeviceShare]) -> None:
+        """Record claims' devices (`(claim, hold)` pairs) and consume their shares, in a few statements;
+        ConflictError when an exclusive device is held already or a share does not fit what is left."""
         try:
             if holds:
                 await self._session.execute(
@@ -35,7 +35,7 @@ class SqlAlchemyDeviceAllocationRepository:
                             "request": hold.request,
                             "exclusive": hold.exclusive,
                         }
-                        for hold in holds
+                        for claim, hold in holds
                     ],
                 )
             for share in shares:
@@ -49,11 +49,17 @@ class SqlAlchemyDeviceAllocationRepository:
                     .values(consumed=device_capacity.c.consumed + share.amount)
                 )
         except IntegrityError as error:
-            raise ConflictError(f"ResourceClaim {claim}: a device is taken or short of capacity") from error
+            claims = sorted({claim for claim, _ in holds})
+            raise ConflictError(
+                f"ResourceClaims {', '.join(claims)}: a device is taken or short of capacity"
+            ) from error
 
-    async def release(self, claim: str, shares: Sequence[DeviceShare]) -> None:
-        """Forget a claim's devices and give its shares back."""
-        await self._session.execute(delete(device_allocations).where(device_allocations.c.claim == claim))
+    async def release(self, claims: Sequence[str], shares: Sequence[DeviceShare]) -> None:
+        """Forget claims' devices and give their shares back."""
+        if claims:
+            await self._session.execute(
+                delete(device_allocations).where(device_allocations.c.claim.in_(list(claims)))
+            )
         for share in shares:
             await self._session.execute(
                 update(device_capacity)

@@ -18,17 +18,17 @@ SHARED = "gpu.example.com/node-a/gpu-7"
 
 async def test_an_exclusive_device_has_one_holder(uow_factory: UowFactory) -> None:
     async with uow_factory() as uow:
-        await uow.device_allocations.hold("ml/a", [DeviceHold(GPU, "gpus", exclusive=True)], [])
+        await uow.device_allocations.hold([("ml/a", DeviceHold(GPU, "gpus", exclusive=True))], [])
         await uow.commit()
 
     async with uow_factory() as uow:
         with pytest.raises(ConflictError):
-            await uow.device_allocations.hold("ml/b", [DeviceHold(GPU, "gpus", exclusive=True)], [])
+            await uow.device_allocations.hold([("ml/b", DeviceHold(GPU, "gpus", exclusive=True))], [])
 
     async with uow_factory() as uow:
         assert await uow.device_allocations.holders(GPU) == ["ml/a"]
-        await uow.device_allocations.release("ml/a", [])
-        await uow.device_allocations.hold("ml/b", [DeviceHold(GPU, "gpus", exclusive=True)], [])
+        await uow.device_allocations.release(["ml/a"], [])
+        await uow.device_allocations.hold([("ml/b", DeviceHold(GPU, "gpus", exclusive=True))], [])
         await uow.commit()
     async with uow_factory() as uow:
         assert await uow.device_allocations.holders(GPU) == ["ml/b"]
@@ -41,20 +41,22 @@ async def test_shares_never_exceed_a_capacity(uow_factory: UowFactory) -> None:
     for claim in ("ml/a", "ml/b"):
         async with uow_factory() as uow:
             await uow.device_allocations.hold(
-                claim, [DeviceHold(SHARED, "gpus", exclusive=False)], [share(400)]
+                [(claim, DeviceHold(SHARED, "gpus", exclusive=False))], [share(400)]
             )
             await uow.commit()
 
     async with uow_factory() as uow:
         with pytest.raises(ConflictError):
             await uow.device_allocations.hold(
-                "ml/c", [DeviceHold(SHARED, "gpus", exclusive=False)], [share(300)]
+                [("ml/c", DeviceHold(SHARED, "gpus", exclusive=False))], [share(300)]
             )
 
     async with uow_factory() as uow:
         assert await uow.device_allocations.consumed(SHARED, "gpu.example.com/cores") == 800
-        await uow.device_allocations.release("ml/a", [share(400)])
-        await uow.device_allocations.hold("ml/c", [DeviceHold(SHARED, "gpus", exclusive=False)], [share(300)])
+        await uow.device_allocations.release(["ml/a"], [share(400)])
+        await uow.device_allocations.hold(
+            [("ml/c", DeviceHold(SHARED, "gpus", exclusive=False))], [share(300)]
+        )
         await uow.commit()
     async with uow_factory() as uow:
         assert await uow.device_allocations.consumed(SHARED, "gpu.example.com/cores") == 700

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from libs.core.dra import DeviceClassInfo
 from libs.core.dra.ledger import (
     ClaimLedger,
@@ -146,3 +148,33 @@ def test_a_proposal_seen_twice_is_committed_once():
     assert isinstance(first, ClaimsCommitted)
     assert isinstance(second, ClaimsCommitted)
     assert second.claims == ()
+
+
+def test_a_claim_proposed_again_for_the_same_pod_gets_the_new_devices():
+    book = ledger()
+    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+    book.run_pass()
+    book.propose(proposal("g", {"p0": [device("gpu-1")]}))
+
+    (again,) = book.run_pass()
+
+    assert isinstance(again, ClaimsCommitted)
+    assert [claim.allocation.results[0].device.name for claim in again.replaced] == ["gpu-0"]
+    assert book.usage.holders == {"gpu.example.com/a/gpu-1": "ml/p0-gpus"}
+
+
+def test_a_claim_of_another_owner_is_not_taken_over():
+    book = ledger()
+    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+    book.run_pass()
+    other = proposal("g", {"p0": [device("gpu-1")]})
+    book.propose(
+        dataclasses.replace(
+            other, claims=(dataclasses.replace(other.claims[0], owner=ClaimOwner("Pod", "p0", "new-uid")),)
+        )
+    )
+
+    (refused,) = book.run_pass()
+
+    assert isinstance(refused, ClaimsRefused)
+    assert "belongs to another owner" in refused.reason

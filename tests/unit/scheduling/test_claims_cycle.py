@@ -252,3 +252,65 @@ def test_a_gangs_fabric_is_released_when_its_pods_end(scheduler, clock):
     assert scheduler.claims.holds("ml/g")
     scheduler.finish([members[1].uid], PodPhase.SUCCEEDED)
     assert not scheduler.claims.holds("ml/g")
+
+
+def test_pods_with_claims_admitted_before_their_podgroup_still_wait_for_allocation(scheduler, clock):
+    members = gang("g", 2, gpus=0, cpu="1", claims=OWN_GPUS)
+    scheduler.admit(TWO_ON_ONE_NUMA, *members)
+    scheduler.run()
+    scheduler.admit(podgroup("g", min_count=2))
+
+    (ran,) = scheduler.run()
+
+    assert ran.decision.placed
+    assert ran.bind is None
+    assert len(ran.proposal_status["pods"]) == 2
+
+
+def test_an_allocation_of_other_devices_does_not_bind_the_waiting_proposal(scheduler, clock):
+    group = podgroup("g", min_count=2)
+    scheduler.admit(TWO_ON_ONE_NUMA, group, *gang("g", 2, gpus=0, cpu="1", claims=OWN_GPUS))
+    (ran,) = scheduler.run()
+    proposed = frozenset(
+        (claim["resourceClaimName"], f"{d['driver']}/{d['pool']}/{d['device']}")
+        for pod in ran.proposal_status["pods"].values()
+        for claim in pod["claims"]
+        for d in claim["devices"]
+    )
+    stale = frozenset((name, device.replace("gpu-0", "gpu-6")) for name, device in proposed)
+
+    scheduler.tell(ClaimsAllocated(group.uid, "earlier", stale))
+    assert scheduler.run() == []
+    scheduler.tell(ClaimsAllocated(group.uid, "this one", proposed))
+    (bound,) = scheduler.run()
+    assert len(bound.placements) == 2
+
+
+def test_a_new_leader_holds_the_shares_of_running_pods_from_their_claims(clock):
+    share = template("share", gpus(capacity={"cores": "600m"}))
+    claims = [{"name": "gpus", "resourceClaimTemplateName": "share"}]
+    only_node = {"kubernetes.io/hostname": "zone-0-b0-r0-n00"}
+    running = pod("s0", gpus=0, cpu="1", claims=claims, node_selector=only_node, phase="Running")
+    device = {"request": "gpus", "driver": GPU_CLASS, "pool": "zone-0-b0-r0-n00", "device": "gpu-7"}
+    device["consumedCapacity"] = {f"{GPU_CLASS}/cores": "600m", f"{GPU_CLASS}/memory": "0"}
+    claim = stored(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "s0-gpus", "namespace": "ml"},
+            "spec": {},
+            "status": {
+                "allocation": {"devices": {"results": [device]}},
+                "reservedFor": [{"resource": "pods", "name": "s0", "uid": running.uid}],
+            },
+        }
+    )
+    machine = Machine(clock)
+    shape = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2, shared_gpus_per_node=1)
+    world = World([*cluster(shape), workload(), share, running, claim], {running.uid: "zone-0-b0-r0-n00"})
+    machine.load(world, now=clock.now)
+    machine.admit(pod("s1", gpus=0, cpu="1", claims=claims, node_selector=only_node))
+
+    (ran,) = machine.run()
+
+    assert not ran.decision.placed  # 600m + 600m would exceed the one shareable GPU
