@@ -224,15 +224,14 @@ class PreemptorStateMachine:
         """The search on the snapshot as it will be: pods on their way out gone, the room nominated for
         other groups held for them."""
         snapshot = self.cluster.snapshot
-        leaving = [p for uid in sorted(self._leaving) if (p := snapshot.unbind(uid)) is not None]
+        leaving = snapshot.release_many(sorted(self._leaving))
         held = self._hold_nominated(preemptor.group.uid)
         try:
             return find_victims(snapshot, self.candidates, preemptor, now=now, settings=self.settings.search)
         finally:
             for uid in held:
                 snapshot.unbind(uid)
-            for placement in leaving:
-                snapshot.restore(placement)
+            snapshot.restore_many(leaving)
 
     def _hold_nominated(self, preemptor_uid: str) -> list[str]:
         held: list[str] = []

@@ -27,7 +27,7 @@ def test_nothing_is_evicted_when_the_preemptor_would_still_not_fit():
     decision = find_victims(fleet.snapshot, fleet.index, preemptor("big", 2, gpus=8), now=NOW)
 
     assert decision.victims == ()
-    assert decision.reason.startswith("preempting every lower-priority pod in reach would not make room")
+    assert decision.reason == PreemptionReason.WOULD_NOT_FIT.format(where="placement in the cluster")
     assert fleet.free_gpus() == before
 
 

@@ -145,3 +145,34 @@ def test_a_request_is_answered_on_the_current_state_not_on_what_it_said():
 
     assert answer.decision.victims == ()
     assert answer.expires_at is None
+
+
+def test_a_nominated_gang_whose_victims_end_one_by_one_is_retried_once_the_last_has_ended():
+    pair = Pair()
+    for name in ("a", "b", "c", "d"):
+        pair.admit(podgroup(name, min_count=1, priority=10), *gang(name, 1, gpus=8))
+    pair.schedule()
+    high = podgroup("high", min_count=4, priority=1000)
+    pair.admit(high, *gang("high", 4, gpus=8))
+    pair.schedule()
+    answer = pair.preempt(high)
+    victims = [pod.uid for victim in answer.decision.victims for pod in victim.pods]
+    assert len(victims) == 4
+    pair.scheduler.handle(PodsEvicted(tuple(victims)), now=pair.now)
+    pair.scheduler.handle(Nominated(high.uid, answer.decision.nodes, answer.expires_at), now=pair.now)
+
+    placed = False
+    for uid in victims:
+        pair.now += 1
+        pair.scheduler.handle(PodsFinished((uid,), PodPhase.FAILED), now=pair.now)
+        placed = any(ran.decision.placed for ran in pair.schedule() if ran.group.name == "high")
+    # Parked after a retry that came too early, it is woken by the last victim's room (not by the
+    # five-minute retry of parked groups).
+    for _ in range(10):
+        if placed:
+            break
+        pair.now += 5
+        placed = any(ran.decision.placed for ran in pair.schedule() if ran.group.name == "high")
+
+    assert placed
+    assert pair.now - NOW <= 30
