@@ -187,6 +187,7 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
             try:
                 await admission_steps(demo)
                 await scheduling_steps(demo)
+                await preemption_steps(demo)
                 await router_demo_steps(demo, plan, settings, info.nats_url)
             except StepFailed as exc:
                 out(f"   FAILED: {exc}")
@@ -200,6 +201,12 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print) -> int:
 
 async def scheduling_steps(demo: Demo) -> None:
     from libs.client.demo_scheduling import scheduling_steps as steps
+
+    await steps(demo)
+
+
+async def preemption_steps(demo: Demo) -> None:
+    from libs.client.demo_preemption import preemption_steps as steps
 
     await steps(demo)
 

@@ -1,0 +1,115 @@
+"""Demo steps for preemption: a cluster full of low-priority rack gangs, a high-priority rack gang arrives,
+exactly the cheapest gang is evicted, the newcomer binds on the room made for it, and the stories say why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from libs.client.client import PodwayClient
+from libs.client.demo import Demo, check, wait_for
+from libs.client.demo_scheduling import RACK, gang
+from libs.client.describe import event_line
+
+NAMESPACE = "preempt"
+SCAVENGER = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "scavenger"},
+    "value": 10,
+    "description": "Work that gives way first.",
+}
+
+
+def prioritized(name: str, priority_class: str, *, run_seconds: int) -> list[dict[str, Any]]:
+    """A whole-rack gang (8 pods x 8 GPUs) of a PriorityClass."""
+    manifests = gang(name, 8, 8, run_seconds=run_seconds, rack=True, namespace=NAMESPACE)
+    for manifest in manifests:
+        if manifest["kind"] == "Workload":
+            manifest["spec"]["podGroupTemplates"][0]["priorityClassName"] = priority_class
+        else:
+            manifest["spec"]["priorityClassName"] = priority_class
+    return manifests
+
+
+async def story(client: PodwayClient, group: str) -> list[dict[str, Any]]:
+    return (await client.events(podgroup=f"{NAMESPACE}/{group}")).events
+
+
+async def free_racks(client: PodwayClient) -> set[str]:
+    """Racks on which no pod runs or is bound."""
+    racks = {node["metadata"]["labels"][RACK] for node in await client.get("Node")}
+    for pod in await client.get("Pod", all_namespaces=True):
+        node = pod["spec"].get("nodeName")
+        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            racks.discard(node.rsplit("-", 1)[0])
+    return racks
+
+
+async def preemption_steps(demo: Demo) -> None:
+    client, out = demo.client, demo.out
+
+    async def fill_with_low_priority() -> None:
+        await client.apply([SCAVENGER])
+        await client.apply(prioritized("cheap", "scavenger", run_seconds=6000))
+        await wait_for(lambda: story(client, "cheap-0"), lambda events: _has(events, "pods.bound"))
+        await client.apply([m for i in range(7) for m in prioritized(f"batch{i}", "batch", run_seconds=6000)])
+        left = await wait_for(lambda: free_racks(client), lambda racks: not racks, timeout_s=60)
+        check(not left, f"every rack must be busy before the high-priority gang comes (free: {left})")
+        out(
+            "   every rack busy: 'cheap' (priority 10) and up to 7 'batch' gangs (priority 100), 8 x 8 GPUs each"
+        )
+
+    async def high_priority_preempts() -> None:
+        await client.apply(prioritized("urgent", "high-priority", run_seconds=6000))
+        events = await wait_for(
+            lambda: story(client, "urgent-0"), lambda events: _has(events, "pods.bound"), timeout_s=60
+        )
+        for event in events:
+            if not event["type"].endswith("admitted"):
+                out("   " + event_line(event))
+        check(_has(events, "preemption.victims_selected"), "the urgent gang must have asked for room")
+        selected = next(e for e in events if e["type"] == "preemption.victims_selected")["payload"]
+        groups = [g["name"] for g in selected["victim_groups"]]
+        check(groups == ["cheap-0"], f"exactly the cheapest gang must be chosen, not {groups}")
+        urgent = sorted(
+            p["spec"]["nodeName"]
+            for p in await client.get("Pod", namespace=NAMESPACE)
+            if p["metadata"]["name"].startswith("urgent-0-")
+        )
+        cheap = sorted(v["node"] for v in selected["victims"])
+        check(urgent == cheap, "the urgent gang must bind on the room its victims left")
+        out(f"   urgent bound on {urgent[0]} .. {urgent[-1]}, where 'cheap' ran")
+
+    async def victims_story() -> None:
+        events = await wait_for(
+            lambda: story(client, "cheap-0"), lambda events: _has(events, "pods.failed"), timeout_s=30
+        )
+        for event in events:
+            if event["type"] in ("pods.evicted", "pods.failed"):
+                out("   " + event_line(event))
+        (group,) = await client.get("PodGroup", "cheap-0", NAMESPACE)
+        disruption = {c["type"]: c for c in group["status"].get("conditions", [])}.get(
+            "DisruptionTarget"
+        ) or {}
+        check(
+            (disruption.get("status"), disruption.get("reason")) == ("True", "PreemptionByScheduler"),
+            "the victim's PodGroup must be marked DisruptionTarget by the preemptor",
+        )
+        out(
+            f"   PodGroup cheap-0: DisruptionTarget=True ({disruption.get('reason')}); a standalone gang stays preempted"
+        )
+        for index in range(7):
+            await client.delete("Workload", f"batch{index}", NAMESPACE)
+        for name in ("cheap", "urgent"):
+            await client.delete("Workload", name, NAMESPACE)
+
+    await demo.step("Fill every rack with low-priority gangs", fill_with_low_priority)
+    await demo.step(
+        "A high-priority rack gang preempts exactly the cheapest gang and binds in its room",
+        high_priority_preempts,
+    )
+    await demo.step("The victim's story says why it was chosen", victims_story)
+
+
+def _has(events: list[dict[str, Any]], type_: str) -> bool:
+    return any(event["type"] == type_ for event in events)
