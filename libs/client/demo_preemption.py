@@ -96,7 +96,7 @@ async def preemption_steps(demo: Demo) -> None:
             "the victim's PodGroup must be marked DisruptionTarget by the preemptor",
         )
         out(
-            f"   PodGroup cheap-0: DisruptionTarget=True ({disruption.get('reason')}); a standalone gang stays preempted"
+            f"   PodGroup cheap-0: DisruptionTarget=True, {disruption.get('reason')}; no Job owns it: it stays preempted"
         )
         for index in range(7):
             await client.delete("Workload", f"batch{index}", NAMESPACE)
