@@ -73,7 +73,8 @@ class FieldPath:
             text = path.text
             found = _CHILDREN.get((text, name))
             if found is None:
-                found = _remember(_CHILDREN, (text, name), FieldPath(f"{text}.{name}" if text else name))
+                shown = printable(name)
+                found = _remember(_CHILDREN, (text, name), FieldPath(f"{text}.{shown}" if text else shown))
             path = found
         return path
 
@@ -89,10 +90,10 @@ class FieldPath:
     def key(self, key: str) -> FieldPath:
         """The path of one map entry."""
         if type(key) is not str:  # only plain strings are cached (1 == 1.0 but they read differently)
-            return FieldPath(f"{self.text}[{key}]")
+            return FieldPath(f"{self.text}[{printable(str(key))}]")
         found = _KEYS.get((self.text, key))
         if found is None:
-            found = _remember(_KEYS, (self.text, key), FieldPath(f"{self.text}[{key}]"))
+            found = _remember(_KEYS, (self.text, key), FieldPath(f"{self.text}[{printable(key)}]"))
         return found
 
     def __str__(self) -> str:
@@ -144,11 +145,25 @@ def render_value(value: Any) -> str:
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return printable(json.dumps(value, ensure_ascii=False))
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
     except TypeError:  # keys of mixed types (YAML allows `{0: x, a: y}`) cannot be sorted
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return printable(text)
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal would act on (controls, bidi overrides, lone surrogates)
+    escaped as `\\uXXXX`, so an error line cannot rewrite the user's screen or hide part of itself."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else _escaped(char) for char in text)
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def required(path: FieldPath, detail: str = "") -> FieldError:
@@ -201,7 +216,7 @@ def immutable(path: FieldPath, new_value: Any) -> FieldError:
 
 def format_invalid(kind: str, name: str, errors: Iterable[FieldError]) -> str:
     """The text `podway apply` / `podway validate` prints for a rejected object, one error per line."""
-    lines = [f'The {kind} "{name}" is invalid:']
+    lines = [f'The {printable(kind)} "{printable(name)}" is invalid:']
     lines.extend(f"* {error}" for error in errors)
     return "\n".join(lines)
 
@@ -212,9 +227,9 @@ def status_message(kind: str, name: str, errors: Sequence[FieldError]) -> str:
     qualified = f"{kind}.{group}" if group else kind
     messages = list(dict.fromkeys(str(error) for error in errors))
     if not messages:
-        return f'{qualified} "{name}" is invalid'
+        return f'{printable(qualified)} "{printable(name)}" is invalid'
     joined = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
-    return f'{qualified} "{name}" is invalid: {joined}'
+    return f'{printable(qualified)} "{printable(name)}" is invalid: {joined}'
 
 
 def to_status(kind: str, name: str, errors: Sequence[FieldError]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from libs.api.errors import (
     to_status,
 )
 from libs.api.kinds import KIND_ORDER, NAMESPACED_KINDS, is_namespaced, kind_rank
+from libs.api.limits import LimitExceeded, check_document_shape, check_request_size
 from libs.api.models.base import unknown_fields
 from libs.api.models.batch import Job
 from libs.api.models.core import Node, Pod
@@ -105,15 +106,25 @@ class InvalidObjectError(ValueError):
 
 def load_documents(text: str) -> list[dict[str, Any]]:
     """The documents of a multi-document YAML (or JSON) text; empty documents are skipped and `kind: List`
-    documents are expanded into their items. Raises ManifestError for bad YAML or a non-mapping document."""
+    documents are expanded into their items. Raises ManifestError for bad YAML, a non-mapping document or a
+    text over the limits of libs/api/limits.py."""
     try:
+        check_request_size(text)
         raw_documents = list(yaml.safe_load_all(text))
+    except LimitExceeded as error:
+        raise ManifestError(str(error)) from error
     except yaml.YAMLError as error:
         raise ManifestError(f"error parsing YAML: {error}") from error
+    except RecursionError as error:  # the YAML composer recurses once per nesting level
+        raise ManifestError(f"error parsing YAML: nested deeper than the parser allows ({error})") from error
     documents: list[dict[str, Any]] = []
     for position, raw in enumerate(raw_documents):
         if raw is None:
             continue
+        try:
+            check_document_shape(raw, position)
+        except LimitExceeded as error:
+            raise ManifestError(str(error)) from error
         if not isinstance(raw, dict):
             raise ManifestError(
                 f"document {position + 1} is not an object: {json.dumps(raw, default=str)[:200]}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
@@ -21,12 +23,13 @@ from libs.events.rpc import (
     GetReply,
     GetRequest,
 )
-from libs.messaging.broker import make_broker
+from libs.messaging.broker import NatsEndpoint, make_broker
 from libs.messaging.publisher import NatsPublisher
-from libs.messaging.rpc import request
+from libs.messaging.rpc import RpcUnavailable, request
 from libs.messaging.watch import watch_events
 
 DEFAULT_NAMESPACE = "default"
+CONNECT_TIMEOUT_S = 5.0
 
 
 def with_namespace(manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
@@ -43,12 +46,32 @@ def with_namespace(manifest: dict[str, Any], namespace: str | None) -> dict[str,
 class PodwayClient:
     """`async with PodwayClient(nats_url) as client:` then apply, submit_job, get, events, watch."""
 
-    def __init__(self, nats_url: str, *, timeout_s: float = 30.0, name: str = "podway-client") -> None:
+    def __init__(
+        self,
+        nats_url: str,
+        *,
+        timeout_s: float = 30.0,
+        name: str = "podway-client",
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    ) -> None:
         self.broker = make_broker(nats_url, name)
+        self.address = NatsEndpoint.parse(nats_url).url  # never the credentials: it goes into messages
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
 
     async def __aenter__(self) -> Self:
-        await self.broker.connect()
+        # The brokers retry a lost server for ever, the first connection included: right for a service
+        # waiting for its bus, a hang for a user's command.
+        try:
+            await asyncio.wait_for(self.broker.connect(), self.connect_timeout_s)
+        except (TimeoutError, OSError) as exc:
+            with contextlib.suppress(Exception):
+                await self.broker.stop()
+            raise RpcUnavailable(
+                "BusUnavailable",
+                f"cannot reach NATS at {self.address} within {self.connect_timeout_s:g}s "
+                "(is the stack up? do its TLS settings match?)",
+            ) from exc
         return self
 
     async def __aexit__(

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
+import ssl
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from faststream.nats import NatsBroker
-from faststream.nats.security import NatsUserPassword
+from faststream.nats.security import NatsSecurity, NatsUserPassword
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.protocol.parser import PERMISSIONS_ERR
@@ -29,6 +31,27 @@ DRAIN_TIMEOUT_S = 5
 # service beating on, deaf. Retried every half second once the server is gone.
 RECONNECT_WAIT_S = 0.5
 _SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
+
+TLS_CA_ENV = "PODWAY_NATS_TLS_CA"
+"""PEM file of the CA that signed nats-server's certificate; set, every connection verifies the server."""
+TLS_CERT_ENV = "PODWAY_NATS_TLS_CERT"
+"""PEM client certificate (with TLS_KEY_ENV) for servers that verify clients (`tls { verify: true }`)."""
+TLS_KEY_ENV = "PODWAY_NATS_TLS_KEY"
+
+
+def tls_context(environ: dict[str, str] | None = None) -> ssl.SSLContext | None:
+    """The TLS context the environment asks for: None when no CA is named (a `tls://` URL then uses the
+    system's trust store), else one that verifies the server against the CA and presents the client
+    certificate when one is named."""
+    env = os.environ if environ is None else environ
+    ca = env.get(TLS_CA_ENV)
+    if not ca:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
+    cert, key = env.get(TLS_CERT_ENV), env.get(TLS_KEY_ENV)
+    if cert:
+        context.load_cert_chain(cert, key or None)
+    return context
 
 
 @dataclass(frozen=True)
@@ -67,11 +90,16 @@ def make_broker(url: str, name: str, *, message_log_level: int = logging.DEBUG) 
     """A broker for service `name` (shown in NATS monitoring); per-message logs at DEBUG, not INFO.
 
     Credentials in `url` connect as that NATS user (see `NatsEndpoint`); the URL's address is all the broker
-    keeps, so they never reach its AsyncAPI description."""
+    keeps, so they never reach its AsyncAPI description. TLS is on for a `tls://` URL or when
+    PODWAY_NATS_TLS_CA names a CA (see `tls_context`)."""
     endpoint = NatsEndpoint.parse(url)
-    security = None
+    context = tls_context()
+    use_ssl = True if context is not None or endpoint.url.startswith("tls://") else None
+    security: NatsSecurity | None = None
     if endpoint.user is not None and endpoint.password is not None:
-        security = NatsUserPassword(endpoint.user, endpoint.password)
+        security = NatsUserPassword(endpoint.user, endpoint.password, ssl_context=context, use_ssl=use_ssl)
+    elif use_ssl:
+        security = NatsSecurity(ssl_context=context or ssl.create_default_context(), use_ssl=True)
     broker = NatsBroker(
         endpoint.url,
         name=name,

@@ -317,24 +317,7 @@ class EventConsumer:
                 await msg.nak(delay=self._retry_delay(delivery_of(msg).attempt))
 
     def _parse(self, data: bytes) -> tuple[Envelope, EventPayload]:
-        try:
-            envelope = Envelope.from_bytes(data)
-        except ValidationError as exc:
-            raise MalformedEvent(DeadLetterReason.MALFORMED_ENVELOPE, _first_error(exc)) from exc
-        try:
-            EventType(envelope.type)
-        except ValueError as exc:
-            raise MalformedEvent(DeadLetterReason.UNKNOWN_EVENT_TYPE, envelope.type) from exc
-        try:
-            return envelope, self._payload_parser(envelope)
-        except UnknownSchemaVersion as exc:
-            raise MalformedEvent(DeadLetterReason.UNKNOWN_SCHEMA_VERSION, str(exc)) from exc
-        except ValidationError as exc:
-            raise MalformedEvent(DeadLetterReason.INVALID_PAYLOAD, _first_error(exc)) from exc
-        except KeyError as exc:
-            raise MalformedEvent(
-                DeadLetterReason.INVALID_PAYLOAD, f"no payload model for {envelope.type}"
-            ) from exc
+        return parse_message(data, self._payload_parser)
 
     async def _handle_once(self, envelope: Envelope, payload: EventPayload) -> bool:
         """Run the handler unless the inbox says this consumer already did; True for a duplicate."""
@@ -380,6 +363,31 @@ class EventConsumer:
             max_deliver=-1,
             max_ack_pending=1000,
         )
+
+
+def parse_message(
+    data: bytes, payload_parser: Callable[[Envelope], EventPayload]
+) -> tuple[Envelope, EventPayload]:
+    """The envelope and typed payload of a message's bytes; raises MalformedEvent (the dead-letter reason and
+    the first problem) for anything that is not one of the catalogue's events, and nothing else."""
+    try:
+        envelope = Envelope.from_bytes(data)
+    except ValidationError as exc:
+        raise MalformedEvent(DeadLetterReason.MALFORMED_ENVELOPE, _first_error(exc)) from exc
+    try:
+        EventType(envelope.type)
+    except ValueError as exc:
+        raise MalformedEvent(DeadLetterReason.UNKNOWN_EVENT_TYPE, envelope.type) from exc
+    try:
+        return envelope, payload_parser(envelope)
+    except UnknownSchemaVersion as exc:
+        raise MalformedEvent(DeadLetterReason.UNKNOWN_SCHEMA_VERSION, str(exc)) from exc
+    except ValidationError as exc:
+        raise MalformedEvent(DeadLetterReason.INVALID_PAYLOAD, _first_error(exc)) from exc
+    except KeyError as exc:
+        raise MalformedEvent(
+            DeadLetterReason.INVALID_PAYLOAD, f"no payload model for {envelope.type}"
+        ) from exc
 
 
 def _first_error(exc: ValidationError) -> str:

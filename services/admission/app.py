@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from libs.api.errors import internal_error_status
+from libs.api.limits import check_document_shape
 from libs.core.admission.apply import (
     ApplyContext,
     PreparedBatch,
@@ -173,6 +174,8 @@ class AdmissionService:
 
     async def on_apply(self, body: bytes) -> ApplyReply:
         request = ApplyRequest.model_validate_json(body)
+        for position, manifest in enumerate(request.manifests):
+            check_document_shape(manifest, position)  # refused whole, as the API server refuses a body
         # Converted here, as requests arrive, so that it overlaps the group commit in progress.
         batch = prepare_batch(request.manifests, create_only=request.create_only)
         prepared = PreparedApply(request.request_id, batch)
