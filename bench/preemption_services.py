@@ -17,6 +17,7 @@ import asyncio
 import os
 import random
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -121,6 +122,7 @@ async def _run(args: argparse.Namespace, fleet: dict[str, int], tmp: Path) -> di
             # 2. High-priority gangs one at a time.
             latencies: list[float] = []
             evicted_per: list[int] = []
+            stages: dict[str, list[float]] = {}
             for number in range(args.services_preemptors):
                 name = f"high-{number:03d}"
                 before = evicted.pods
@@ -136,17 +138,50 @@ async def _run(args: argparse.Namespace, fleet: dict[str, int], tmp: Path) -> di
                 assert uid is not None
                 latencies.append((watch.bound_at[uid] - watch.admitted_at[uid]) * 1000)
                 evicted_per.append(evicted.pods - before)
+                for stage, spent in (await _stages(client, name)).items():
+                    stages.setdefault(stage, []).append(spent)
         return {
             "preemptor_admitted_to_bound_ms_p50": round(percentile(latencies, 0.50), 1),
             "preemptor_admitted_to_bound_ms_p99": round(percentile(latencies, 0.99), 1),
             "preemptor_admitted_to_bound_ms_max": round(max(latencies, default=0.0), 1),
             "pods_evicted_per_preemptor": round(sum(evicted_per) / max(1, len(evicted_per)), 2),
             "low_priority_pods_running_at_start": gangs * 8,
+            **{f"stage_{stage}_ms_p50": round(percentile(spent, 0.50), 1) for stage, spent in stages.items()},
         }
     finally:
         procs.stop_all()
         nats.stop()
         await _drop_postgres(args.database_url, dropped)
+
+
+async def _stages(client: PodwayClient, name: str) -> dict[str, float]:
+    """Where a preemptor's admitted-to-bound time went, from the commit times in the audit log: until the
+    scheduler asked for room, until the preemptor chose the victims, until the last victim pod ended, until
+    the preemptor was bound."""
+    story = (await client.events(podgroup=f"{NAMESPACE}/{name}")).events
+    first: dict[str, float] = {}
+    for event in story:
+        first.setdefault(event["type"], _at(event))
+    selected = next((e for e in story if e["type"] == "preemption.victims_selected"), None)
+    if selected is None or "pods.bound" not in first:
+        return {}
+    ended = first["preemption.victims_selected"]
+    for group in selected["payload"]["victim_groups"]:
+        victim = (await client.events(podgroup=f"{group['namespace']}/{group['name']}")).events
+        ended = max([ended, *(_at(e) for e in victim if e["type"] == "pods.failed")])
+    return {
+        "admitted_to_requested": (first["preemption.requested"] - first["podgroup.admitted"]) * 1000,
+        "requested_to_victims_selected": (
+            first["preemption.victims_selected"] - first["preemption.requested"]
+        )
+        * 1000,
+        "victims_selected_to_victims_ended": (ended - first["preemption.victims_selected"]) * 1000,
+        "victims_ended_to_bound": (first["pods.bound"] - ended) * 1000,
+    }
+
+
+def _at(event: dict[str, Any]) -> float:
+    return datetime.fromisoformat(event["occurred_at"].replace("Z", "+00:00")).timestamp()
 
 
 class _Evictions:
