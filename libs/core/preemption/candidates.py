@@ -4,8 +4,9 @@ priority, so that the search ranks domains without looking at their pods."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from libs.core.scheduling.model import DEFAULT_TOPOLOGY_KEYS
 
@@ -61,6 +62,9 @@ class CandidateIndex:
         self._by_owner: dict[str, set[str]] = {}
         self._domains: dict[str, dict[str, set[str]]] = {key: {} for key in self.keys}
         self._held: dict[tuple[str, str], dict[int, Held]] = {}
+        self._versions: dict[tuple[str, str], int] = {}
+        self.bounds: dict[Hashable, tuple[Hashable, Any]] = {}
+        """The victim search's per-domain bounds, with the state each was computed on (see `version`)."""
 
     # -- nodes ----------------------------------------------------------------------------------------
 
@@ -166,14 +170,22 @@ class CandidateIndex:
             value = self.labels.get(pod.node, {}).get(key)
             if value is not None:
                 self._held_at(key, value, pod.priority).add(pod, +1)
+                self._versions[(key, value)] = self._versions.get((key, value), 0) + 1
+
+    def version(self, key: str | None, value: str) -> int:
+        """Counts the changes to what a domain's running pods hold."""
+        return self._versions.get(CLUSTER if key is None else (key, value), 0)
 
     def _tally(self, pod: RunningPod, sign: int) -> None:
+        versions = self._versions
         self._held_at(*CLUSTER, pod.priority).add(pod, sign)
+        versions[CLUSTER] = versions.get(CLUSTER, 0) + 1
         labels = self.labels.get(pod.node) or {}
         for key in self.keys:
             value = labels.get(key)
             if value is not None:
                 self._held_at(key, value, pod.priority).add(pod, sign)
+                versions[(key, value)] = versions.get((key, value), 0) + 1
 
     def _held_at(self, key: str, value: str, priority: int) -> Held:
         levels = self._held.get((key, value))

@@ -46,6 +46,8 @@ from .model import (
 )
 
 _NO_COST = Cost(-(2**63), 0, 0.0)
+BOUNDS_KEPT = 100_000
+"""Per-domain bounds remembered between searches, at most."""
 RUN_TIME_TIE_S = 0.01
 """Victim sets whose run time lost differs by less than this cost the same."""
 
@@ -174,24 +176,42 @@ def _ranked_domains(
     demand: Mapping[str, int],
     now: float,
 ) -> list[tuple[Cost, str]]:
+    """Domains by their bound, hopeless ones left out. A domain's bound is computed again only when its
+    free capacity or its running pods changed since (or for another priority or demand)."""
     key = group.topology_key
-    if key is None:
-        bound = _lower_bound(snapshot.cluster, candidates.held(None, ""), group.priority, demand, now)
-        return [] if bound is None else [(Cost(*bound), "")]
+    asked = (group.priority, tuple(sorted(demand.items())))
+    if len(candidates.bounds) > BOUNDS_KEPT:
+        candidates.bounds.clear()
+    domains = snapshot.level(key).domains.items() if key is not None else (("", snapshot.cluster),)
     ranked: list[tuple[tuple[int, int, float], str]] = []
-    for value, domain in snapshot.level(key).domains.items():
-        bound = _lower_bound(domain, candidates.held(key, value), group.priority, demand, now)
-        if bound is not None:
-            ranked.append((bound, value))
+    for value, domain in domains:
+        state = (
+            domain.free_pods,
+            domain.free_cpu,
+            domain.free_memory,
+            tuple(domain.free_devices.values()),
+            candidates.version(key, value),
+        )
+        memo_key = (key, value, asked)
+        known = candidates.bounds.get(memo_key)
+        if known is not None and known[0] == state:
+            parts = known[1]
+        else:
+            parts = _lower_bound(domain, candidates.held(key, value), group.priority, demand)
+            candidates.bounds[memo_key] = (state, parts)
+        if parts is not None:
+            level, pods, latest = parts
+            ranked.append(((level, pods, pods * max(0.0, now - latest)), value))
     ranked.sort()
     return [(Cost(*bound), value) for bound, value in ranked]
 
 
 def _lower_bound(
-    domain: TopologyDomain, held: Mapping[int, Held], priority: int, demand: Mapping[str, int], now: float
+    domain: TopologyDomain, held: Mapping[int, Held], priority: int, demand: Mapping[str, int]
 ) -> tuple[int, int, float] | None:
-    """(priority, pods, run seconds) no victim set in the domain costs less than; None when evicting every
-    lower-priority pod there would not free enough of some resource.
+    """(priority, pods, latest start): no victim set in the domain has a lower highest priority, or at
+    that priority fewer pods, or loses less run time than that many pods started at the latest start;
+    None when evicting every lower-priority pod there would not free enough of some resource.
 
     The highest victim priority is at least the lowest priority up to which the domain's pods hold what
     is missing; the pod count at least what is missing over the most one of those pods has held; the run
@@ -199,7 +219,7 @@ def _lower_bound(
     request, so it is written for speed."""
     missing = _missing_in(domain, demand)
     if not missing:
-        return _NO_COST.priority, _NO_COST.pods, _NO_COST.run_seconds
+        return _NO_COST.priority, _NO_COST.pods, math.inf
     wanted = list(missing.items())
     freed = [0] * len(wanted)
     largest = [0] * len(wanted)
@@ -228,7 +248,7 @@ def _lower_bound(
             latest = entry.latest_start
         if enough:
             pods = max(-(-amount // max(1, most)) for (_, amount), most in zip(wanted, largest, strict=True))
-            return level, pods, pods * max(0.0, now - latest)
+            return level, pods, latest
     return None
 
 
