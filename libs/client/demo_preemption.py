@@ -35,14 +35,21 @@ async def story(client: PodwayClient, group: str) -> list[dict[str, Any]]:
     return (await client.events(podgroup=f"{NAMESPACE}/{group}")).events
 
 
-async def free_racks(client: PodwayClient) -> set[str]:
-    """Racks on which no pod runs or is bound."""
+async def unsettled_racks(client: PodwayClient) -> set[str]:
+    """Racks that could still come free: no pod holds them, or only pods of earlier steps that will end
+    (the ones with `podway.io/run-seconds`)."""
     racks = {node["metadata"]["labels"][RACK] for node in await client.get("Node")}
+    ending: set[str] = set()
     for pod in await client.get("Pod", all_namespaces=True):
         node = pod["spec"].get("nodeName")
-        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            racks.discard(node.rsplit("-", 1)[0])
-    return racks
+        if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        rack = node.rsplit("-", 1)[0]
+        racks.discard(rack)
+        ends = "podway.io/run-seconds" in (pod["metadata"].get("annotations") or {})
+        if ends and pod["metadata"]["namespace"] != NAMESPACE:
+            ending.add(rack)
+    return racks | ending
 
 
 async def preemption_steps(demo: Demo) -> None:
@@ -53,8 +60,8 @@ async def preemption_steps(demo: Demo) -> None:
         await client.apply(prioritized("cheap", "scavenger", run_seconds=6000))
         await wait_for(lambda: story(client, "cheap-0"), lambda events: _has(events, "pods.bound"))
         await client.apply([m for i in range(7) for m in prioritized(f"batch{i}", "batch", run_seconds=6000)])
-        left = await wait_for(lambda: free_racks(client), lambda racks: not racks, timeout_s=60)
-        check(not left, f"every rack must be busy before the high-priority gang comes (free: {left})")
+        left = await wait_for(lambda: unsettled_racks(client), lambda racks: not racks, timeout_s=90)
+        check(not left, f"every rack must be busy before the high-priority gang comes ({left} are not)")
         out(
             "   every rack busy: 'cheap' (priority 10) and up to 7 'batch' gangs (priority 100), 8 x 8 GPUs each"
         )

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from libs.core.preemption import NominationEnded, Output, Preempted, RunningPod, Victim, VictimReason
 from libs.core.scheduling import ConditionReason, ConditionType
 from libs.core.scheduling.inputs import NominationRecord, World
-from libs.core.scheduling.objects import ApiObject
+from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject
 from libs.core.scheduling.outputs import GroupRef
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition, Nomination, StoredObject
@@ -139,13 +139,14 @@ async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> li
 
 def _emit(uow: UnitOfWork, payload: EventPayload, group: GroupRef, now: datetime, cause: str | None) -> str:
     kind = "Pod" if group.standalone else "PodGroup"
+    name = group.name.removeprefix(STANDALONE_PREFIX)
     envelope = Envelope.wrap(
         payload,
         producer=PRODUCER,
         correlation_id=group.uid,
         occurred_at=now,
         causation_id=cause,
-        subject=AggregateRef(kind=kind, namespace=group.namespace, name=group.name, uid=group.uid),
+        subject=AggregateRef(kind=kind, namespace=group.namespace, name=name, uid=group.uid),
     )
     uow.emit(envelope)
     return str(envelope.event_id)

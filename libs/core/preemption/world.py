@@ -199,7 +199,7 @@ class PreemptorStateMachine:
 
     def _answer(self, uid: str, cause: str | None, now: float) -> Preempted | None:
         group = self._group_by_uid(uid)
-        if group is None or group.standalone or uid in self._nominations:
+        if group is None or uid in self._nominations:
             return None
         book = self.cluster.book
         core = book.core_group(group)

@@ -15,7 +15,7 @@ from libs.core.scheduling.inputs import (
     World,
 )
 from libs.core.scheduling.outputs import Binding, CycleRan
-from tests.unit.scheduling.manifests import cluster, gang, podgroup, workload
+from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, workload
 
 SHAPE = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)  # 2 racks of 2 nodes of 8 GPUs
 NOW = 1_000.0
@@ -176,3 +176,21 @@ def test_a_nominated_gang_whose_victims_end_one_by_one_is_retried_once_the_last_
 
     assert placed
     assert pair.now - NOW <= 30
+
+
+def test_a_pod_without_a_podgroup_preempts_and_is_preempted_as_a_unit_of_its_own():
+    pair = Pair()
+    lows = [pod(f"low-{i}", gpus=8, priority=5) for i in range(4)]
+    pair.admit(*lows)
+    pair.schedule()
+    high = pod("high", gpus=8, priority=1000)
+    pair.admit(high)
+    (ran,) = pair.schedule()
+    assert ran.preemption_priority == 1000
+
+    answer = pair.preempt(high)
+
+    ((victim),) = answer.decision.victims
+    assert victim.owner.standalone
+    assert len(victim.pods) == 1
+    assert answer.preemptor.standalone
