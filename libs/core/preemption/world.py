@@ -216,7 +216,7 @@ class PreemptorStateMachine:
         expires_at = None
         if decision.victims:
             expires_at = now + self.settings.nomination_ttl_s
-            self._evict(decision)
+            self._evict(decision, now)
             self._nominations[uid] = _Nomination(_ref(group), decision.nodes, expires_at)
         return Preempted(_ref(group), core.priority, decision, expires_at, cause, search_ms)
 
@@ -251,10 +251,10 @@ class PreemptorStateMachine:
                     break
         return held
 
-    def _evict(self, decision: PreemptionDecision) -> None:
+    def _evict(self, decision: PreemptionDecision, now: float) -> None:
         """Victims are leaving from now on: no later search counts them again."""
         uids = tuple(pod.uid for victim in decision.victims for pod in victim.pods)
-        self.cluster.handle(PodsEvicted(uids), now=0.0)
+        self.cluster.handle(PodsEvicted(uids), now=now)
         for uid in uids:
             self.candidates.remove(uid)
             self._leaving.add(uid)
