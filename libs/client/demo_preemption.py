@@ -1,8 +1,10 @@
-"""Demo steps for preemption: a cluster full of low-priority rack gangs, a high-priority rack gang arrives,
-exactly the cheapest gang is evicted, the newcomer binds on the room made for it, and the stories say why."""
+"""Demo steps for preemption: a cluster full of low-priority rack gangs (and one more waiting), a high-priority
+rack gang arrives, exactly the cheapest gang (the one that has run the least) is evicted, the newcomer binds
+on the room made for it while the waiting gang keeps waiting, and the stories say why."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from libs.client.client import PodwayClient
@@ -55,15 +57,27 @@ async def unsettled_racks(client: PodwayClient) -> set[str]:
 async def preemption_steps(demo: Demo) -> None:
     client, out = demo.client, demo.out
 
+    youngest: list[str] = []
+
     async def fill_with_low_priority() -> None:
+        # All of one low priority, so none of them preempts another; one gang more than there are racks,
+        # so a rack that comes free is taken at once and only preemption can make room for the newcomer.
         await client.apply([SCAVENGER])
-        await client.apply(prioritized("cheap", "scavenger", run_seconds=6000))
-        await wait_for(lambda: story(client, "cheap-0"), lambda events: _has(events, "pods.bound"))
-        await client.apply([m for i in range(7) for m in prioritized(f"batch{i}", "batch", run_seconds=6000)])
+        racks = {node["metadata"]["labels"][RACK] for node in await client.get("Node")}
+        bound: list[tuple[int, str]] = []
+        for index in range(len(racks) + 1):
+            name = f"fill{index}"
+            await client.apply(prioritized(name, "scavenger", run_seconds=6000))
+            events = await wait_for(partial(story, client, f"{name}-0"), _bound, timeout_s=5)
+            seqs = [e["seq"] for e in events if e["type"] == "pods.bound"]
+            if seqs:
+                bound.append((seqs[0], f"{name}-0"))
         left = await wait_for(lambda: unsettled_racks(client), lambda racks: not racks, timeout_s=90)
         check(not left, f"every rack must be busy before the high-priority gang comes ({left} are not)")
+        youngest.append(max(bound)[1])
         out(
-            "   every rack busy: 'cheap' (priority 10) and up to 7 'batch' gangs (priority 100), 8 x 8 GPUs each"
+            f"   {len(bound)} gangs of 8 pods x 8 GPUs at priority 10 hold every rack, one more waits;"
+            f" the last bound, {youngest[0]}, has run the least"
         )
 
     async def high_priority_preempts() -> None:
@@ -74,10 +88,13 @@ async def preemption_steps(demo: Demo) -> None:
         for event in events:
             if not event["type"].endswith("admitted"):
                 out("   " + event_line(event))
-        check(_has(events, "preemption.victims_selected"), "the urgent gang must have asked for room")
+        check(
+            _has(events, "preemption.victims_selected"),
+            f"the urgent gang must have made room by preemption: {[e['type'] for e in events]}",
+        )
         selected = next(e for e in events if e["type"] == "preemption.victims_selected")["payload"]
         groups = [g["name"] for g in selected["victim_groups"]]
-        check(groups == ["cheap-0"], f"exactly the cheapest gang must be chosen, not {groups}")
+        check(groups == youngest, f"exactly the gang that loses the least run time must go, not {groups}")
         urgent = sorted(
             p["spec"]["nodeName"]
             for p in await client.get("Pod", namespace=NAMESPACE)
@@ -85,16 +102,28 @@ async def preemption_steps(demo: Demo) -> None:
         )
         cheap = sorted(v["node"] for v in selected["victims"])
         check(urgent == cheap, "the urgent gang must bind on the room its victims left")
-        out(f"   urgent bound on {urgent[0]} .. {urgent[-1]}, where 'cheap' ran")
+        waiting = await client.get("Pod", namespace=NAMESPACE)
+        check(
+            not any(
+                p["spec"].get("nodeName") in cheap
+                for p in waiting
+                if p["metadata"]["name"].startswith("fill")
+                and (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")
+            ),
+            "the waiting gang must not take the room made for the urgent one",
+        )
+        out(
+            f"   urgent bound on {urgent[0]} .. {urgent[-1]}, where {groups[0]} ran; the waiting gang still waits"
+        )
 
     async def victims_story() -> None:
         events = await wait_for(
-            lambda: story(client, "cheap-0"), lambda events: _has(events, "pods.failed"), timeout_s=30
+            lambda: story(client, youngest[0]), lambda events: _has(events, "pods.failed"), timeout_s=30
         )
         for event in events:
             if event["type"] in ("pods.evicted", "pods.failed"):
                 out("   " + event_line(event))
-        (group,) = await client.get("PodGroup", "cheap-0", NAMESPACE)
+        (group,) = await client.get("PodGroup", youngest[0], NAMESPACE)
         disruption = {c["type"]: c for c in group["status"].get("conditions", [])}.get(
             "DisruptionTarget"
         ) or {}
@@ -103,19 +132,22 @@ async def preemption_steps(demo: Demo) -> None:
             "the victim's PodGroup must be marked DisruptionTarget by the preemptor",
         )
         out(
-            f"   PodGroup cheap-0: DisruptionTarget=True, {disruption.get('reason')}; no Job owns it: it stays preempted"
+            f"   PodGroup {youngest[0]}: DisruptionTarget=True, {disruption.get('reason')}; no Job owns it: it stays"
+            " preempted"
         )
-        for index in range(7):
-            await client.delete("Workload", f"batch{index}", NAMESPACE)
-        for name in ("cheap", "urgent"):
-            await client.delete("Workload", name, NAMESPACE)
+        for workload in await client.get("Workload", namespace=NAMESPACE):
+            await client.delete("Workload", workload["metadata"]["name"], NAMESPACE)
 
     await demo.step("Fill every rack with low-priority gangs", fill_with_low_priority)
     await demo.step(
-        "A high-priority rack gang preempts exactly the cheapest gang and binds in its room",
+        "A high-priority rack gang preempts exactly the cheapest gang and binds in the room it left",
         high_priority_preempts,
     )
     await demo.step("The victim's story says why it was chosen", victims_story)
+
+
+def _bound(events: list[dict[str, Any]]) -> bool:
+    return _has(events, "pods.bound")
 
 
 def _has(events: list[dict[str, Any]], type_: str) -> bool:
