@@ -52,6 +52,12 @@ def api_object(stored: StoredObject) -> ApiObject:
     )
 
 
+async def unschedulable_groups(uow: UnitOfWork) -> list[str]:
+    """Uids of the PodGroups the scheduler last found unschedulable."""
+    found = await uow.conditions.with_status(ConditionType.POD_GROUP_SCHEDULED, "False")
+    return [c.object_uid for c in found if c.reason == ConditionReason.UNSCHEDULABLE]
+
+
 async def load_world(uow: UnitOfWork, now: datetime) -> World:
     """The objects the scheduler reads, where live pods are bound, the pods on their way out (marked for
     deletion or `DisruptionTarget`), and the nominations in force."""
@@ -104,6 +110,9 @@ async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> li
         nodes=list(decision.nodes) if decision.victims else [],
         reason=decision.reason,
     )
+    if not decision.victims and preempted.cause is None:
+        # Asked again by a new term, not by the scheduler: nothing to tell when nothing can be done.
+        return []
     cause = _emit(uow, selected, preemptor, now, preempted.cause)
     if not decision.victims:
         return []

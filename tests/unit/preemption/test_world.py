@@ -194,3 +194,23 @@ def test_a_pod_without_a_podgroup_preempts_and_is_preempted_as_a_unit_of_its_own
     assert victim.owner.standalone
     assert len(victim.pods) == 1
     assert answer.preemptor.standalone
+
+
+def test_a_new_term_asks_again_for_the_unschedulable_groups_a_lower_priority_could_make_room_for():
+    objects = cluster(SHAPE) + [workload()]
+    low = podgroup("low", min_count=4, priority=1)
+    lows = gang("low", 4, gpus=8)
+    high = podgroup("high", min_count=1, priority=1000)
+    peer = podgroup("peer", min_count=1, priority=1)
+    pending = [*gang("high", 1, gpus=8), *gang("peer", 1, gpus=8)]
+    nodes = sorted(o.name for o in objects if o.kind == "Node")
+    bindings = {pod.uid: node for pod, node in zip(lows, nodes, strict=True)}
+    world = World([*objects, low, high, peer, *lows, *pending], bindings)
+    preemptor = PreemptorStateMachine()
+
+    preemptor.load(world, now=NOW, unschedulable=[high.uid, peer.uid])
+    answers = [o for o in preemptor.run_pass(NOW) if isinstance(o, Preempted)]
+
+    assert [a.preemptor.name for a in answers] == ["high"]
+    assert answers[0].cause is None
+    assert {v.owner.name for v in answers[0].decision.victims} == {"low"}
