@@ -16,6 +16,8 @@ nats-server and SQLite, with a smaller fleet (default 256 nodes), and measures a
 its apply to its last pod bound (`preemptor_admitted_to_bound_ms_*`), the eviction grace being 0 (the
 node agent stops an evicted pod at once).
 
+The collector is tuned and the filled fleet frozen out of its reach, as in the services.
+
 Left out: DRA claims (victims free GPUs counted as devices, not claims), the event bus and the database
 in the core case, and preemptors arriving while earlier victims are still terminating.
 """
@@ -38,6 +40,7 @@ from libs.core.scheduling.inputs import Nominated, ObjectStored, PodsBound, Pods
 from libs.core.scheduling.machine import MachineSettings, SchedulerStateMachine
 from libs.core.scheduling.objects import ApiObject
 from libs.core.scheduling.outputs import Binding, CycleRan
+from libs.runtime.memory import freeze_long_lived, tune_collector
 
 RACK = "topology.example.com/rack"
 BLOCK = "topology.example.com/block"
@@ -76,6 +79,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _core(args: argparse.Namespace) -> dict[str, Any]:
+    tune_collector()
     rng = random.Random(args.seed)
     now = 0.0
     world = World(_fleet(args), {})
@@ -97,6 +101,8 @@ def _core(args: argparse.Namespace) -> dict[str, Any]:
         if not _bind(scheduler, preemptor, scheduler.run_pass(now), now):
             break
     low_pods = sum(1 for pod in scheduler.book.pods.values() if pod.node is not None)
+    # As the services do once their world is loaded: the fleet out of the garbage collector's reach.
+    freeze_long_lived()
     # 2. The stream of high-priority gangs, one at a time.
     searches: list[float] = []
     cpu_ms: list[float] = []
