@@ -2,16 +2,18 @@
 core itself as the judge of "fits".
 
 Per candidate domain of the preemptor's hard topology key (the whole cluster without one):
-1. remove every lower-priority candidate in the domain from the snapshot;
-2. run the preemptor's scheduling cycle on the domain: if it still does not fit, the domain is no
-   solution and nothing in it is evicted;
-3. put candidates back, most important first (higher priority; PodGroups before single pods; larger
-   groups; earlier start), keeping each one the preemptor still fits without; what stays out are the
-   victims, a set from which no unit can be spared;
-4. `Pod`-mode groups lose single pods only while at least minCount of them keep running; a group that
+1. take the domain's lower-priority units out of the snapshot, least important first, until the
+   preemptor's scheduling cycle places it there; if it does not fit with all of them out, the domain is
+   no solution and nothing in it is evicted (this is "all out, then put back the most important first"
+   without the cycles for units that are never needed);
+2. put the units taken out back, most important first (higher priority; PodGroups before single pods;
+   larger groups; earlier start), keeping each one the preemptor still fits without; what stays out are
+   the victims, a set from which no unit can be spared;
+3. `Pod`-mode groups lose single pods only while at least minCount of them keep running; a group that
    would drop below goes whole.
-Domains are searched in order of a lower bound on their cost and the cheapest set wins (lowest highest
-priority, then fewest pods, then least run time lost). The snapshot is left as it was found.
+Domains are searched in order of a lower bound on their cost, while that bound could beat the best set
+found, and the cheapest set wins (lowest highest priority, then fewest pods, then least run time lost).
+The snapshot is left as it was found.
 """
 
 from __future__ import annotations
