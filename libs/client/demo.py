@@ -195,6 +195,7 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print, report: P
                 await admission_steps(demo)
                 await scheduling_steps(demo)
                 await dra_demo_steps(demo)
+                await preemption_steps(demo)
                 await router_demo_steps(demo, plan, settings, info.nats_url)
             except StepFailed as exc:
                 out(f"   FAILED: {exc}")
@@ -221,6 +222,12 @@ async def dra_demo_steps(demo: Demo) -> None:
     from libs.client.demo_dra import dra_steps
 
     await dra_steps(demo)
+
+
+async def preemption_steps(demo: Demo) -> None:
+    from libs.client.demo_preemption import preemption_steps as steps
+
+    await steps(demo)
 
 
 async def router_demo_steps(demo: Demo, plan: Any, settings: PodwaySettings, nats_url: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -11,6 +12,10 @@ def _summary(event: dict[str, Any]) -> str:
     for key in ("message", "outcome", "reason"):
         if isinstance(payload.get(key), str) and payload[key]:
             return str(payload[key]).splitlines()[0]
+    if isinstance(payload.get("nodes"), list) and "expires_at" in payload:
+        nodes = payload["nodes"]
+        shown = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3} more" if len(nodes) > 3 else "")
+        return f"room held on {shown} until {_clock(payload['expires_at'])}"
     if isinstance(payload.get("placements"), list):
         domain = (payload.get("domain") or {}).get("value")
         return f"{len(payload['placements'])} pod(s) placed" + (f" in {domain}" if domain else "")
@@ -19,6 +24,13 @@ def _summary(event: dict[str, Any]) -> str:
     if isinstance(payload.get("pods"), int):
         return f"attempt {payload.get('attempt', 1)}: {payload['pods']} pod(s), minCount {payload.get('min_count')}"
     return ""
+
+
+def _clock(seconds: Any) -> str:
+    try:
+        return datetime.fromtimestamp(float(seconds), UTC).strftime("%H:%M:%S")
+    except (TypeError, ValueError, OverflowError):
+        return str(seconds)
 
 
 def event_line(event: dict[str, Any]) -> str:

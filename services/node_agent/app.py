@@ -260,11 +260,15 @@ class NodeAgentService:
     ) -> None:
         """Evicted pods: phase Failed with DisruptionTarget, their node released, one `pods.failed`."""
         now = self.clock()
-        stopped: list[tuple[StoredObject, str]] = []
         for ref in mine:
             self.runtime.stop(ref.uid)
-            pod = await uow.objects.get_by_uid(ref.uid)
-            if pod is None or pod.status.get("phase") in ("Succeeded", "Failed"):
+        # One read and one write for all of them: a preemption evicts whole gangs at once.
+        nodes = {ref.uid: ref.node or "" for ref in mine}
+        found = await uow.objects.get_many(("Pod", ref.namespace, ref.name) for ref in mine)
+        stopped: list[tuple[StoredObject, str]] = []
+        changes: list[tuple[StoredObject, JsonObject]] = []
+        for pod in sorted(found, key=lambda pod: pod.name):
+            if pod.uid not in nodes or pod.status.get("phase") in ("Succeeded", "Failed"):
                 continue
             condition = {"type": DISRUPTION_TARGET, "status": "True", "reason": reason}
             status = {
@@ -274,10 +278,9 @@ class NodeAgentService:
                 "message": f"evicted: {reason}",
                 "conditions": [*pod.status.get("conditions", []), condition],
             }
-            await uow.objects.update_status(
-                "Pod", pod.namespace, pod.name, status, expected_resource_version=pod.resource_version
-            )
-            stopped.append((pod, ref.node or ""))
+            changes.append((pod, status))
+            stopped.append((pod, nodes[pod.uid]))
+        await uow.objects.update_statuses(changes)
         await uow.bindings.release_many(pod.uid for pod, _ in stopped)
         if stopped:
             refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=node) for p, node in stopped]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import partial
 
 from libs.core.preemption import Output, PreemptorSettings, PreemptorStateMachine
 from libs.db.ports import UnitOfWork
@@ -21,7 +22,7 @@ from libs.runtime.clock import Clock, utc_now
 from libs.runtime.leased_service import LeasedService
 from libs.runtime.settings import PodwaySettings
 from services.preemptor.handlers import SUBJECTS, cluster_input
-from services.preemptor.store import load_world, write_outputs
+from services.preemptor.store import load_world, unschedulable_groups, write_outputs
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,9 @@ class PreemptorService(LeasedService[PreemptorStateMachine, Output]):
 
     async def load(self, uow: UnitOfWork, now: float) -> PreemptorStateMachine:
         world = await load_world(uow, self.clock())
+        waiting = await unschedulable_groups(uow)
         machine = PreemptorStateMachine(self.preemptor_settings, timer=time.perf_counter)
-        await asyncio.to_thread(machine.load, world, now=now)
+        await asyncio.to_thread(partial(machine.load, world, now=now, unschedulable=waiting))
         log.info("preemptor world", extra={"pods": len(machine.cluster.book.pods)})
         return machine
 

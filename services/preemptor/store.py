@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from libs.core.preemption import NominationEnded, Output, Preempted, RunningPod, Victim, VictimReason
 from libs.core.scheduling import ConditionReason, ConditionType
 from libs.core.scheduling.inputs import NominationRecord, World
-from libs.core.scheduling.objects import ApiObject
+from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject
 from libs.core.scheduling.outputs import GroupRef
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition, Nomination, StoredObject
@@ -50,6 +50,12 @@ def api_object(stored: StoredObject) -> ApiObject:
         created_at=stored.created_at.timestamp(),
         resource_version=stored.resource_version,
     )
+
+
+async def unschedulable_groups(uow: UnitOfWork) -> list[str]:
+    """Uids of the PodGroups the scheduler last found unschedulable."""
+    found = await uow.conditions.with_status(ConditionType.POD_GROUP_SCHEDULED, "False")
+    return [c.object_uid for c in found if c.reason == ConditionReason.UNSCHEDULABLE]
 
 
 async def load_world(uow: UnitOfWork, now: datetime) -> World:
@@ -104,6 +110,9 @@ async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> li
         nodes=list(decision.nodes) if decision.victims else [],
         reason=decision.reason,
     )
+    if not decision.victims and preempted.cause is None:
+        # Asked again by a new term, not by the scheduler: nothing to tell when nothing can be done.
+        return []
     cause = _emit(uow, selected, preemptor, now, preempted.cause)
     if not decision.victims:
         return []
@@ -139,13 +148,14 @@ async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> li
 
 def _emit(uow: UnitOfWork, payload: EventPayload, group: GroupRef, now: datetime, cause: str | None) -> str:
     kind = "Pod" if group.standalone else "PodGroup"
+    name = group.name.removeprefix(STANDALONE_PREFIX)
     envelope = Envelope.wrap(
         payload,
         producer=PRODUCER,
         correlation_id=group.uid,
         occurred_at=now,
         causation_id=cause,
-        subject=AggregateRef(kind=kind, namespace=group.namespace, name=group.name, uid=group.uid),
+        subject=AggregateRef(kind=kind, namespace=group.namespace, name=name, uid=group.uid),
     )
     uow.emit(envelope)
     return str(envelope.event_id)

@@ -3,8 +3,10 @@ priority, so that the search ranks domains without looking at their pods."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import math
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from libs.core.scheduling.model import DEFAULT_TOPOLOGY_KEYS
 
@@ -22,6 +24,10 @@ class Held:
     cpu_milli: int = 0
     memory: int = 0
     devices: dict[str, int] = field(default_factory=dict)
+    largest: dict[str, int] = field(default_factory=dict)
+    """The most one of these pods has held of each resource (never lowered: a bound, not a count)."""
+    latest_start: float = -math.inf
+    """When the youngest of these pods started (never moved back: a bound)."""
 
     def add(self, pod: RunningPod, sign: int) -> None:
         placement = pod.placement
@@ -30,6 +36,14 @@ class Held:
         self.memory += sign * placement.memory
         for cls, names in placement.devices.items():
             self.devices[cls] = self.devices.get(cls, 0) + sign * len(names)
+        if sign > 0:
+            self.latest_start = max(self.latest_start, pod.started_at)
+            largest = self.largest
+            largest["pods"] = 1
+            largest["cpu"] = max(largest.get("cpu", 0), placement.cpu_milli)
+            largest["memory"] = max(largest.get("memory", 0), placement.memory)
+            for cls, names in placement.devices.items():
+                largest[cls] = max(largest.get(cls, 0), len(names))
 
 
 class CandidateIndex:
@@ -37,8 +51,6 @@ class CandidateIndex:
 
     Pods are filed by node and by owner; `held(key, value)` is what the domain's running pods hold per
     priority (kept for `keys` and the whole cluster, and for any other key from its first use on).
-    `largest` is the most a single pod has ever held of each resource: a bound on what evicting one pod
-    frees.
     """
 
     def __init__(self, keys: Sequence[str] = DEFAULT_TOPOLOGY_KEYS) -> None:
@@ -50,7 +62,9 @@ class CandidateIndex:
         self._by_owner: dict[str, set[str]] = {}
         self._domains: dict[str, dict[str, set[str]]] = {key: {} for key in self.keys}
         self._held: dict[tuple[str, str], dict[int, Held]] = {}
-        self.largest: dict[str, int] = {"pods": 1}
+        self._versions: dict[tuple[str, str], int] = {}
+        self.bounds: dict[Hashable, tuple[Hashable, Any]] = {}
+        """The victim search's per-domain bounds, with the state each was computed on (see `version`)."""
 
     # -- nodes ----------------------------------------------------------------------------------------
 
@@ -108,12 +122,6 @@ class CandidateIndex:
         self._by_node.setdefault(pod.node, set()).add(pod.uid)
         self._by_owner.setdefault(pod.group_key, set()).add(pod.uid)
         self._tally(pod, +1)
-        placement = pod.placement
-        largest = self.largest
-        largest["cpu"] = max(largest.get("cpu", 0), placement.cpu_milli)
-        largest["memory"] = max(largest.get("memory", 0), placement.memory)
-        for cls, names in placement.devices.items():
-            largest[cls] = max(largest.get(cls, 0), len(names))
 
     def remove(self, uid: str) -> RunningPod | None:
         pod = self.pods.pop(uid, None)
@@ -138,7 +146,8 @@ class CandidateIndex:
         return [self.pods[uid] for uid in self._by_owner.get(key, ())]
 
     def held(self, key: str | None, value: str) -> Mapping[int, Held]:
-        """What the running pods of a domain hold, per priority (`key` None: the whole cluster)."""
+        """What the running pods of a domain hold, per priority, lowest first (`key` None: the whole
+        cluster)."""
         if key is None:
             return self._held.get(CLUSTER, {})
         self._track(key)
@@ -161,18 +170,30 @@ class CandidateIndex:
             value = self.labels.get(pod.node, {}).get(key)
             if value is not None:
                 self._held_at(key, value, pod.priority).add(pod, +1)
+                self._versions[(key, value)] = self._versions.get((key, value), 0) + 1
+
+    def version(self, key: str | None, value: str) -> int:
+        """Counts the changes to what a domain's running pods hold."""
+        return self._versions.get(CLUSTER if key is None else (key, value), 0)
 
     def _tally(self, pod: RunningPod, sign: int) -> None:
+        versions = self._versions
         self._held_at(*CLUSTER, pod.priority).add(pod, sign)
+        versions[CLUSTER] = versions.get(CLUSTER, 0) + 1
         labels = self.labels.get(pod.node) or {}
         for key in self.keys:
             value = labels.get(key)
             if value is not None:
                 self._held_at(key, value, pod.priority).add(pod, sign)
+                versions[(key, value)] = versions.get((key, value), 0) + 1
 
     def _held_at(self, key: str, value: str, priority: int) -> Held:
-        levels = self._held.setdefault((key, value), {})
+        levels = self._held.get((key, value))
+        if levels is None:
+            levels = self._held[(key, value)] = {}
         held = levels.get(priority)
         if held is None:
-            held = levels[priority] = Held()
+            levels[priority] = held = Held()
+            # Kept in priority order, so the search reads the lowest first without sorting.
+            self._held[(key, value)] = dict(sorted(levels.items()))
         return held

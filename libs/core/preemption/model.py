@@ -30,7 +30,7 @@ class PreemptionReason(StrEnum):
     NEVER = "the group's preemptionPolicy is Never"
     NOTHING_PENDING = "the group has no pods waiting"
     NO_CANDIDATES = "no running pods have a priority lower than {priority}"
-    WOULD_NOT_FIT = "preempting every lower-priority pod in reach would not make room: {message}"
+    WOULD_NOT_FIT = "no {where} would hold the group even with every lower-priority pod in it preempted"
 
 
 class VictimReason(StrEnum):

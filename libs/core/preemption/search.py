@@ -2,23 +2,25 @@
 core itself as the judge of "fits".
 
 Per candidate domain of the preemptor's hard topology key (the whole cluster without one):
-1. remove every lower-priority candidate in the domain from the snapshot;
-2. run the preemptor's scheduling cycle on the domain: if it still does not fit, the domain is no
-   solution and nothing in it is evicted;
-3. put candidates back, most important first (higher priority; PodGroups before single pods; larger
-   groups; earlier start), keeping each one the preemptor still fits without; what stays out are the
-   victims, a set from which no unit can be spared;
-4. `Pod`-mode groups lose single pods only while at least minCount of them keep running; a group that
+1. take the domain's lower-priority units out of the snapshot, least important first, until the
+   preemptor's scheduling cycle places it there; if it does not fit with all of them out, the domain is
+   no solution and nothing in it is evicted (this is "all out, then put back the most important first"
+   without the cycles for units that are never needed);
+2. put the units taken out back, most important first (higher priority; PodGroups before single pods;
+   larger groups; earlier start), keeping each one the preemptor still fits without; what stays out are
+   the victims, a set from which no unit can be spared;
+3. `Pod`-mode groups lose single pods only while at least minCount of them keep running; a group that
    would drop below goes whole.
-Domains are searched in order of a lower bound on their cost and the cheapest set wins (lowest highest
-priority, then fewest pods, then least run time lost). The snapshot is left as it was found.
+Domains are searched in order of a lower bound on their cost, while that bound could beat the best set
+found, and the cheapest set wins (lowest highest priority, then fewest pods, then least run time lost).
+The snapshot is left as it was found.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from libs.core.scheduling.cycle import schedule_podgroup
@@ -30,6 +32,7 @@ from libs.core.scheduling.model import (
     TopologyDomainRef,
 )
 from libs.core.scheduling.snapshot import ClusterSnapshot
+from libs.core.scheduling.topology import TopologyDomain
 
 from .candidates import CandidateIndex, Held
 from .model import (
@@ -45,6 +48,10 @@ from .model import (
 )
 
 _NO_COST = Cost(-(2**63), 0, 0.0)
+BOUNDS_KEPT = 100_000
+"""Per-domain bounds remembered between searches, at most."""
+RUN_TIME_TIE_S = 0.01
+"""Victim sets whose run time lost differs by less than this cost the same."""
 
 
 @dataclass(slots=True)
@@ -81,30 +88,32 @@ def find_victims(
         return _nothing(group, PreemptionReason.NEVER)
     if not preemptor.pods:
         return _nothing(group, PreemptionReason.NOTHING_PENDING)
-    # 2. It may fit as things are (room freed since the request): nothing to evict.
-    fits = schedule_podgroup(snapshot, group, preemptor.pods, now=now, bound_pods=preemptor.bound_pods)
-    if fits.placed:
-        return _nothing(group, PreemptionReason.FITS, fits)
-    # 3. Domains ranked by a lower bound on what their victims cost; hopeless ones are dropped.
+    # 2. Domains ranked by a bound on what their victims cost (a domain that may hold the group as it is
+    # first); domains where evicting everything lower would not free enough are dropped.
     demand = _demand(preemptor)
-    ranked = _ranked_domains(snapshot, candidates, group, demand)
-    if not ranked:
-        return _nothing(group, _hopeless(candidates, group, fits))
-    # 4. Search the most promising domains in full, until none left could beat the best found.
+    ranked = _ranked_domains(snapshot, candidates, group, demand, now)
+    # 3. Search domains in that order until none left could beat the best set found; a domain's bound is
+    # first sharpened from its own pods' run times.
     best: tuple[TopologyDomainRef | None, _Outcome] | None = None
     evaluated = 0
     for bound, value in ranked:
         if evaluated >= settings.max_domains:
             break
-        if best is not None and (bound.priority, bound.pods) > (best[1].cost.priority, best[1].cost.pods):
+        if best is not None and _cannot_beat(bound, best[1].cost):
             break
-        evaluated += 1
         domain = TopologyDomainRef(group.topology_key, value) if group.topology_key else None
-        outcome = _search_domain(snapshot, candidates, preemptor, domain, now)
+        if best is not None and _cannot_beat(
+            _sharpened(snapshot, candidates, bound, domain, demand, now), best[1].cost
+        ):
+            continue
+        evaluated += 1
+        outcome = _search_domain(snapshot, candidates, preemptor, domain, demand, now)
+        if outcome is not None and not outcome.victims:
+            return _nothing(group, PreemptionReason.FITS, outcome.decision, evaluated=evaluated)
         if outcome is not None and (best is None or outcome.cost < best[1].cost):
             best = (domain, outcome)
     if best is None:
-        return _nothing(group, _hopeless(candidates, group, fits), evaluated=evaluated)
+        return _nothing(group, _hopeless(candidates, group), evaluated=evaluated)
     domain, outcome = best
     reason = PreemptionReason.PREEMPTING.format(
         pods=outcome.cost.pods,
@@ -113,13 +122,7 @@ def find_victims(
         domain=str(domain) if domain else "the cluster",
     )
     return PreemptionDecision(
-        group.key,
-        outcome.victims,
-        domain,
-        outcome.decision.placements,
-        reason,
-        outcome.cost,
-        evaluated,
+        group.key, outcome.victims, domain, outcome.decision.placements, reason, outcome.cost, evaluated
     )
 
 
@@ -131,13 +134,22 @@ def _nothing(
     return PreemptionDecision(group.key, (), domain, placements, reason, None, evaluated)
 
 
-def _hopeless(candidates: CandidateIndex, group: PodGroup, fits: CycleDecision) -> str:
+def _hopeless(candidates: CandidateIndex, group: PodGroup) -> str:
     lower = any(
         held.pods > 0 and priority < group.priority for priority, held in candidates.held(None, "").items()
     )
     if not lower:
         return PreemptionReason.NO_CANDIDATES.format(priority=group.priority)
-    return PreemptionReason.WOULD_NOT_FIT.format(message=fits.message)
+    where = f"{group.topology_key} domain" if group.topology_key else "placement in the cluster"
+    return PreemptionReason.WOULD_NOT_FIT.format(where=where)
+
+
+def _cannot_beat(bound: Cost, best: Cost) -> bool:
+    """Whether a domain with this bound cannot cost less than the best set found; run times within
+    `RUN_TIME_TIE_S` are a tie, which the domain found first keeps."""
+    if (bound.priority, bound.pods) != (best.priority, best.pods):
+        return (bound.priority, bound.pods) > (best.priority, best.pods)
+    return bound.run_seconds + RUN_TIME_TIE_S >= best.run_seconds
 
 
 # -- ranking domains ---------------------------------------------------------------------------------
@@ -160,65 +172,162 @@ def _demand(preemptor: Preemptor) -> dict[str, int]:
 
 
 def _ranked_domains(
-    snapshot: ClusterSnapshot, candidates: CandidateIndex, group: PodGroup, demand: Mapping[str, int]
+    snapshot: ClusterSnapshot,
+    candidates: CandidateIndex,
+    group: PodGroup,
+    demand: Mapping[str, int],
+    now: float,
 ) -> list[tuple[Cost, str]]:
+    """Domains by their bound, hopeless ones left out. A domain's bound is computed again only when its
+    free capacity or its running pods changed since (or for another priority or demand)."""
     key = group.topology_key
-    if key is None:
-        free = snapshot.cluster.free()
-        bound = _lower_bound(free, candidates.held(None, ""), group.priority, demand, candidates.largest)
-        return [] if bound is None else [(bound, "")]
-    ranked: list[tuple[Cost, str]] = []
-    level = snapshot.level(key)
-    for value, domain in level.domains.items():
-        bound = _lower_bound(
-            domain.free(), candidates.held(key, value), group.priority, demand, candidates.largest
+    asked = (group.priority, tuple(sorted(demand.items())))
+    if len(candidates.bounds) > BOUNDS_KEPT:
+        candidates.bounds.clear()
+    domains = snapshot.level(key).domains.items() if key is not None else (("", snapshot.cluster),)
+    ranked: list[tuple[tuple[int, int, float], str]] = []
+    for value, domain in domains:
+        state = (
+            domain.free_pods,
+            domain.free_cpu,
+            domain.free_memory,
+            tuple(domain.free_devices.values()),
+            candidates.version(key, value),
         )
-        if bound is not None:
-            ranked.append((bound, value))
+        memo_key = (key, value, asked)
+        known = candidates.bounds.get(memo_key)
+        if known is not None and known[0] == state:
+            parts = known[1]
+        else:
+            parts = _lower_bound(domain, candidates.held(key, value), group.priority, demand)
+            candidates.bounds[memo_key] = (state, parts)
+        if parts is not None:
+            level, pods, latest = parts
+            ranked.append(((level, pods, pods * max(0.0, now - latest)), value))
     ranked.sort()
-    return ranked
+    return [(Cost(*bound), value) for bound, value in ranked]
 
 
 def _lower_bound(
-    free: ResourceTotals,
-    held: Mapping[int, Held],
-    priority: int,
-    demand: Mapping[str, int],
-    largest: Mapping[str, int],
-) -> Cost | None:
-    """No victim set in the domain costs less than this; None when evicting every lower-priority pod
-    there would not free enough of some resource.
+    domain: TopologyDomain, held: Mapping[int, Held], priority: int, demand: Mapping[str, int]
+) -> tuple[int, int, float] | None:
+    """(priority, pods, latest start): no victim set in the domain has a lower highest priority, or at
+    that priority fewer pods, or loses less run time than that many pods started at the latest start;
+    None when evicting every lower-priority pod there would not free enough of some resource.
 
     The highest victim priority is at least the lowest priority up to which the domain's pods hold what
-    is missing; the pod count at least what is missing over the most one pod has ever held."""
-    missing = _missing(free, demand)
+    is missing; the pod count at least what is missing over the most one of those pods has held; the run
+    time lost at least that many pods times the run time of the youngest. Runs once per domain and
+    request, so it is written for speed."""
+    missing = _missing_in(domain, demand)
     if not missing:
-        return _NO_COST
-    levels = sorted(p for p, h in held.items() if p < priority and h.pods > 0)
-    freed: dict[str, int] = dict.fromkeys(missing, 0)
-    for level in levels:
-        _add_held(freed, held[level])
-        if all(freed[resource] >= amount for resource, amount in missing.items()):
-            pods = max(math.ceil(amount / max(1, largest.get(r, 1))) for r, amount in missing.items())
-            return Cost(level, pods, 0.0)
+        return _NO_COST.priority, _NO_COST.pods, math.inf
+    wanted = list(missing.items())
+    freed = [0] * len(wanted)
+    largest = [0] * len(wanted)
+    latest = -math.inf
+    for level, entry in held.items():
+        if level >= priority:
+            return None
+        if entry.pods <= 0:
+            continue
+        enough = True
+        for position, (resource, amount) in enumerate(wanted):
+            if resource == "pods":
+                freed[position] += entry.pods
+            elif resource == "cpu":
+                freed[position] += entry.cpu_milli
+            elif resource == "memory":
+                freed[position] += entry.memory
+            else:
+                freed[position] += entry.devices.get(resource, 0)
+            most = entry.largest.get(resource, 0)
+            if most > largest[position]:
+                largest[position] = most
+            if freed[position] < amount:
+                enough = False
+        if entry.latest_start > latest:
+            latest = entry.latest_start
+        if enough:
+            pods = max(-(-amount // max(1, most)) for (_, amount), most in zip(wanted, largest, strict=True))
+            return level, pods, latest
     return None
+
+
+def _sharpened(
+    snapshot: ClusterSnapshot,
+    candidates: CandidateIndex,
+    bound: Cost,
+    domain: TopologyDomainRef | None,
+    demand: Mapping[str, int],
+    now: float,
+) -> Cost:
+    """The bound with the run time of the domain's own pods: at least what the pods of priority up to the
+    bound's that lose the least run time per unit of a missing resource lose freeing it (fractionally)."""
+    if bound == _NO_COST:
+        return bound
+    scope = snapshot.level(domain.key).domains.get(domain.value) if domain else snapshot.cluster
+    missing = _missing_in(scope, demand) if scope is not None else dict(demand)
+    key, value = (domain.key, domain.value) if domain else (None, "")
+    pods = [
+        pod for pod in candidates.on_nodes(candidates.nodes_in(key, value)) if pod.priority <= bound.priority
+    ]
+    run_time = _run_time_bound(pods, missing, now)
+    return Cost(bound.priority, bound.pods, max(bound.run_seconds, run_time))
+
+
+def _run_time_bound(pods: list[RunningPod], missing: Mapping[str, int], now: float) -> float:
+    best = 0.0
+    for resource, amount in missing.items():
+        per_unit: list[tuple[float, int]] = []
+        for pod in pods:
+            held = _held_by(pod, resource)
+            if held > 0:
+                per_unit.append((max(0.0, now - pod.started_at) / held, held))
+        per_unit.sort()
+        lost, left = 0.0, amount
+        for cost, held in per_unit:
+            take = min(held, left)
+            lost += cost * take
+            left -= take
+            if left <= 0:
+                break
+        best = max(best, lost)
+    return best
+
+
+def _held_by(pod: RunningPod, resource: str) -> int:
+    placement = pod.placement
+    if resource == "pods":
+        return 1
+    if resource == "cpu":
+        return placement.cpu_milli
+    if resource == "memory":
+        return placement.memory
+    return len(placement.devices.get(resource, ()))
+
+
+def _missing_in(domain: TopologyDomain, demand: Mapping[str, int]) -> dict[str, int]:
+    """What the domain's free capacity lacks of the demand."""
+    missing: dict[str, int] = {}
+    devices = domain.free_devices
+    for resource, amount in demand.items():
+        if resource == "pods":
+            have = domain.free_pods
+        elif resource == "cpu":
+            have = domain.free_cpu
+        elif resource == "memory":
+            have = domain.free_memory
+        else:
+            have = devices.get(resource, 0)
+        if amount > have:
+            missing[resource] = amount - have
+    return missing
 
 
 def _missing(free: ResourceTotals, demand: Mapping[str, int]) -> dict[str, int]:
     have = {"pods": free.pods, "cpu": free.cpu_milli, "memory": free.memory, **free.devices}
     return {r: amount - have.get(r, 0) for r, amount in demand.items() if amount > have.get(r, 0)}
-
-
-def _add_held(freed: dict[str, int], held: Held) -> None:
-    for resource in freed:
-        if resource == "pods":
-            freed[resource] += held.pods
-        elif resource == "cpu":
-            freed[resource] += held.cpu_milli
-        elif resource == "memory":
-            freed[resource] += held.memory
-        else:
-            freed[resource] += held.devices.get(resource, 0)
 
 
 # -- one domain ----------------------------------------------------------------------------------------
@@ -229,29 +338,53 @@ def _search_domain(
     candidates: CandidateIndex,
     preemptor: Preemptor,
     domain: TopologyDomainRef | None,
+    demand: Mapping[str, int],
     now: float,
 ) -> _Outcome | None:
+    """The victims in one domain: the least important units out until the preemptor fits, then every unit
+    taken out put back, most important first, unless the preemptor no longer fits without it.
+
+    This is "all candidates out, then reprieve" done lazily: units never taken out are those the reprieve
+    would have put back first (the preemptor fits without them), and a unit whose room is needed by the
+    domain's aggregates alone is kept out without running a cycle."""
     group = preemptor.group
     scoped = dataclasses.replace(group, assigned_domain=domain) if domain is not None else group
+    scope = snapshot.level(domain.key).domains.get(domain.value) if domain else snapshot.cluster
     nodes = candidates.nodes_in(domain.key if domain else None, domain.value if domain else "")
     units = _units(candidates, [pod for pod in candidates.on_nodes(nodes) if pod.priority < group.priority])
+    if scope is None:
+        return None
+    if not _missing(scope.free(), demand):
+        as_is = _fit(snapshot, scoped, preemptor, now)
+        if as_is is not None:
+            return _Outcome((), as_is, _NO_COST)
     if not units:
         return None
-    in_reach = {pod.uid for unit in units for pod in unit.pods}
-    removed: dict[str, Placement] = {}
+    units.sort(key=lambda unit: unit.importance)
+    out: dict[int, list[Placement]] = {}
     try:
-        # 1. Every candidate out; the preemptor must fit then, or the domain is no solution.
-        _take_out(snapshot, in_reach, removed)
-        decision = _fit(snapshot, scoped, preemptor, now)
+        # 1. The least important units out until the preemptor fits; if all are out and it does not fit,
+        # the domain is no solution.
+        decision = None
+        for position in range(len(units) - 1, -1, -1):
+            out[position] = snapshot.release_many(pod.uid for pod in units[position].pods)
+            if not _missing(scope.free(), demand):
+                decision = _fit(snapshot, scoped, preemptor, now)
+                if decision is not None:
+                    break
         if decision is None:
             return None
-        # 2. Spare units, most important first, while the preemptor still fits without them.
+        # 2. Reprieve, most important first, while the preemptor still fits.
         evicted: list[_Unit] = []
-        for unit in sorted(units, key=lambda unit: unit.importance):
-            _put_back(snapshot, unit.pods, removed)
+        for position in sorted(out):
+            unit = units[position]
+            if _missing(_without(scope.free(), out[position]), demand):
+                evicted.append(unit)
+                continue
+            snapshot.restore_many(out.pop(position))
             spared = _fit(snapshot, scoped, preemptor, now)
             if spared is None:
-                _take_out(snapshot, (pod.uid for pod in unit.pods), removed)
+                out[position] = snapshot.release_many(pod.uid for pod in unit.pods)
                 evicted.append(unit)
             else:
                 decision = spared
@@ -261,8 +394,21 @@ def _search_domain(
         return _Outcome(victims, decision, _cost(victims, now))
     finally:
         # 3. The snapshot as it was.
-        for placement in removed.values():
-            snapshot.restore(placement)
+        snapshot.restore_many([placement for placements in out.values() for placement in placements])
+
+
+def _without(free: ResourceTotals, placements: Sequence[Placement]) -> ResourceTotals:
+    """What would be free once these placements are back."""
+    devices = dict(free.devices)
+    for placement in placements:
+        for cls, names in placement.devices.items():
+            devices[cls] = devices.get(cls, 0) - len(names)
+    return ResourceTotals(
+        free.pods - len(placements),
+        free.cpu_milli - sum(placement.cpu_milli for placement in placements),
+        free.memory - sum(placement.memory for placement in placements),
+        devices,
+    )
 
 
 def _fit(
@@ -270,20 +416,6 @@ def _fit(
 ) -> CycleDecision | None:
     decision = schedule_podgroup(snapshot, group, preemptor.pods, now=now, bound_pods=preemptor.bound_pods)
     return decision if decision.placed else None
-
-
-def _take_out(snapshot: ClusterSnapshot, uids: Iterable[str], removed: dict[str, Placement]) -> None:
-    for uid in uids:
-        placement = snapshot.unbind(uid)
-        if placement is not None:
-            removed[uid] = placement
-
-
-def _put_back(snapshot: ClusterSnapshot, pods: Sequence[RunningPod], removed: dict[str, Placement]) -> None:
-    for pod in pods:
-        placement = removed.pop(pod.uid, None)
-        if placement is not None:
-            snapshot.restore(placement)
 
 
 def _units(candidates: CandidateIndex, in_domain: list[RunningPod]) -> list[_Unit]:

@@ -54,6 +54,8 @@ class PreemptorSettings:
     nomination_ttl_s: float = 60.0
     """How long room made for a preemptor is held for it."""
     search: SearchSettings = field(default_factory=SearchSettings)
+    max_requests_per_pass: int = 64
+    """Requests answered in one pass (the rest in the next), so that a pass's write stays short."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +111,13 @@ class PreemptorStateMachine:
 
     # -- loading ------------------------------------------------------------------------------------------
 
-    def load(self, world: World, *, now: float) -> None:
-        """The cluster a new term starts from (the scheduler's world), and the nominations in force."""
+    def load(self, world: World, *, now: float, unschedulable: Iterable[str] = ()) -> None:
+        """The cluster a new term starts from (the scheduler's world), and the nominations in force.
+
+        `unschedulable` are the uids of PodGroups the scheduler found unschedulable: a request made to an
+        earlier term may not have been answered, and the scheduler asks once, so each of them whose
+        priority is above some running pod's is asked for again (answered quietly when nothing can be
+        done)."""
         self.cluster.load(world, now=now)
         self.cluster.drop_outputs()
         for state in self.cluster.snapshot.node_states():
@@ -124,6 +131,14 @@ class PreemptorStateMachine:
             group = self._group_by_uid(record.podgroup_uid)
             if group is not None and record.expires_at > now:
                 self._nominations[group.uid] = _Nomination(_ref(group), record.nodes, record.expires_at)
+        lowest = self.cluster.book.lowest_running_priority()
+        book = self.cluster.book
+        for uid in sorted(unschedulable):
+            group = self._group_by_uid(uid)
+            if group is None or not group.pending or lowest is None:
+                continue
+            if book.core_group(group).priority > lowest:
+                self._requests.setdefault(uid, None)
 
     # -- inputs -------------------------------------------------------------------------------------------
 
@@ -182,14 +197,18 @@ class PreemptorStateMachine:
         self._expire(now)
         outputs: list[Output] = list(self._ended)
         self._ended = []
-        requests, self._requests = self._requests, {}
-        for uid, cause in requests.items():
+        taken = list(self._requests.items())[: self.settings.max_requests_per_pass]
+        for uid, _ in taken:
+            del self._requests[uid]
+        for uid, cause in taken:
             answered = self._answer(uid, cause, now)
             if answered is not None:
                 outputs.append(answered)
         return outputs
 
     def next_wakeup(self) -> float | None:
+        if self._requests:
+            return 0.0
         return min((n.expires_at for n in self._nominations.values()), default=None)
 
     @property
@@ -199,7 +218,7 @@ class PreemptorStateMachine:
 
     def _answer(self, uid: str, cause: str | None, now: float) -> Preempted | None:
         group = self._group_by_uid(uid)
-        if group is None or group.standalone or uid in self._nominations:
+        if group is None or uid in self._nominations:
             return None
         book = self.cluster.book
         core = book.core_group(group)
@@ -216,7 +235,7 @@ class PreemptorStateMachine:
         expires_at = None
         if decision.victims:
             expires_at = now + self.settings.nomination_ttl_s
-            self._evict(decision)
+            self._evict(decision, now)
             self._nominations[uid] = _Nomination(_ref(group), decision.nodes, expires_at)
         return Preempted(_ref(group), core.priority, decision, expires_at, cause, search_ms)
 
@@ -224,15 +243,14 @@ class PreemptorStateMachine:
         """The search on the snapshot as it will be: pods on their way out gone, the room nominated for
         other groups held for them."""
         snapshot = self.cluster.snapshot
-        leaving = [p for uid in sorted(self._leaving) if (p := snapshot.unbind(uid)) is not None]
+        leaving = snapshot.release_many(sorted(self._leaving))
         held = self._hold_nominated(preemptor.group.uid)
         try:
             return find_victims(snapshot, self.candidates, preemptor, now=now, settings=self.settings.search)
         finally:
             for uid in held:
                 snapshot.unbind(uid)
-            for placement in leaving:
-                snapshot.restore(placement)
+            snapshot.restore_many(leaving)
 
     def _hold_nominated(self, preemptor_uid: str) -> list[str]:
         held: list[str] = []
@@ -252,10 +270,10 @@ class PreemptorStateMachine:
                     break
         return held
 
-    def _evict(self, decision: PreemptionDecision) -> None:
+    def _evict(self, decision: PreemptionDecision, now: float) -> None:
         """Victims are leaving from now on: no later search counts them again."""
         uids = tuple(pod.uid for victim in decision.victims for pod in victim.pods)
-        self.cluster.handle(PodsEvicted(uids), now=0.0)
+        self.cluster.handle(PodsEvicted(uids), now=now)
         for uid in uids:
             self.candidates.remove(uid)
             self._leaving.add(uid)

@@ -496,7 +496,10 @@ class SchedulerStateMachine:
             gave_up = self._time_out(timed_out)
             if gave_up is not None:
                 outputs.append(gave_up)
-        # 4. Parked groups that what changed could help are woken (queueing hints).
+        # 4. Parked groups that what changed could help are woken (queueing hints). The room held for
+        # nominated groups is let go meanwhile, so that a nominated group sees its room come free.
+        for key in list(self._reserved):
+            self._release(key)
         self._wake_parked(now)
         # 5. Room nominated for a preemptor is held for it alone.
         self._reserve(now)
@@ -759,9 +762,11 @@ class SchedulerStateMachine:
                 del self._nominations[key]
                 self.stats.wakeups += self.queue.wake(now)
                 continue
-            self._hold(group, nomination)
+            if len(self._hold(group, nomination)) == len(group.pending):
+                # Its room is free (the victims have ended): retry it now, whatever its back-off.
+                self.queue.activate(key, now)
 
-    def _hold(self, group: GroupRecord, nomination: _Nomination) -> None:
+    def _hold(self, group: GroupRecord, nomination: _Nomination) -> list[str]:
         """Stand-ins of the group's waiting pods take the nominated room, so no other group takes it."""
         held: list[str] = []
         for uid in sorted(group.pending):
@@ -774,6 +779,7 @@ class SchedulerStateMachine:
                 held.append(stand_in.uid)
                 break
         self._reserved[group.key] = held
+        return held
 
     def _release(self, key: str) -> None:
         for uid in self._reserved.pop(key, ()):

@@ -316,6 +316,16 @@ class SchedulingQueue:
             self._back_off(entry, now)
         return len(moved)
 
+    def activate(self, key: str, now: float) -> bool:
+        """A parked or backing-off group is ready now, its back-off waived (the room a preemptor made for it
+        came free); returns whether it moved."""
+        entry = self._entries.get(key)
+        if entry is None or entry.state not in (QueueState.PARKED, QueueState.BACKING_OFF):
+            return False
+        entry.backoff_until = now
+        self._activate(entry, now)
+        return True
+
     def on_event(self, event: ClusterEvent, *, now: float) -> int:
         """A cluster change without a hint: every parked group may try again (see `wake`)."""
         return self.wake(now)

@@ -13,6 +13,7 @@ from .capacity import (
     charge_existing,
     fill_domain,
     give_back,
+    give_back_many,
     move_domain,
     node_counts,
     take,
@@ -32,6 +33,7 @@ from .topology import DomainIndex, NodeIndex, TopologyDomain, TopologyLevel
 
 _T = TypeVar("_T")
 _uid_of = itemgetter(0)
+_node_of = itemgetter(2)
 _pod_count_of = itemgetter(1)
 
 
@@ -317,9 +319,39 @@ class ClusterSnapshot:
         self._commit((placement,), (NodeAssignment.of((placement,)),), assumed=False)
         return placement
 
-    def restore(self, placement: Placement) -> None:
-        """Bind again a placement `unbind` returned (a preemptor's simulation puts its victims back)."""
-        self._commit((placement,), (NodeAssignment.of((placement,)),), assumed=False)
+    def release_many(self, pod_uids: Iterable[str]) -> list[Placement]:
+        """`unbind` for many pods, each node and its domains changed once: the placements released (of the
+        pods that were placed), for `restore_many`. A preemptor's simulation takes its candidates out so."""
+        released = [placement for uid in pod_uids if (placement := self._pods.pop(uid, None)) is not None]
+        if not released:
+            return released
+        self.version += 1
+        by_node: dict[str, list[Placement]] = {}
+        for placement in released:
+            self._bound.discard(placement.pod_uid)
+            by_node.setdefault(placement.node_name, []).append(placement)
+        for node_name, placements in by_node.items():
+            state = self._nodes.get(node_name)
+            if state is None:
+                continue
+            state.pod_uids.difference_update(placement.pod_uid for placement in placements)
+            give_back_many(state, placements)
+            if self._tally is not None:
+                self._tally.update(state)
+        return released
+
+    def restore_many(self, placements: Sequence[Placement]) -> None:
+        """Bind again placements `release_many` returned, all or nothing (PlacementConflict)."""
+        if not placements:
+            return
+        ordered = sorted(placements, key=_node_of)
+        runs: list[list[Placement]] = []
+        for placement in ordered:
+            if runs and runs[-1][0].node_name == placement.node_name:
+                runs[-1].append(placement)
+            else:
+                runs.append([placement])
+        self._commit(ordered, [NodeAssignment.of(run) for run in runs], assumed=False)
 
     def unbind(self, pod_uid: str) -> Placement | None:
         """Give back a pod's capacity (finished, evicted, or forgotten); None if the pod is unknown."""

@@ -23,6 +23,7 @@ from services.llm_router.app import RouterService
 from services.llm_router.settings import RouterSettings
 from services.node_agent.app import NodeAgentService
 from services.node_agent.settings import NodeAgentSettings
+from services.preemptor.app import PreemptorService
 from services.scheduler.app import SchedulerService
 from tests.conftest import SQLITE_ONLY, FakeClock
 from tests.integration.nats_permissions.conftest import SecuredNats, refusals
@@ -75,13 +76,14 @@ async def test_each_service_runs_on_its_own_user_and_nothing_it_does_is_refused(
 ):
     settings = {
         user: as_user(secured_nats, user, database_url, tmp_path)
-        for user in ("admission", "scheduler", "node_agent", "llm_router")
+        for user in ("admission", "scheduler", "preemptor", "node_agent", "llm_router")
     }
     admission = AdmissionService(PodwaySettings(**settings["admission"]))
     agent = NodeAgentService(
         NodeAgentSettings(**settings["node_agent"]), clock=FakeClock(), manifests=four_nodes()
     )
     scheduler = SchedulerService(PodwaySettings(**settings["scheduler"]))
+    preemptor = PreemptorService(PodwaySettings(**settings["preemptor"]))
     policy = write_policy(tmp_path / "policy.yaml", policy_document(emulators, GEMINI_FIRST))
     router = RouterService(
         RouterSettings(**settings["llm_router"], router_policy=policy, metrics_port=-1, router_http_port=-1),
@@ -93,6 +95,7 @@ async def test_each_service_runs_on_its_own_user_and_nothing_it_does_is_refused(
             await client.apply(example("01-priorityclasses.yaml") + example("02-dra.yaml"))
             await agent.start()
             await scheduler.start()
+            await preemptor.start()
             await router.start()
 
             # A gang applied through admission is bound by the scheduler and run by the node agent.
@@ -117,6 +120,24 @@ async def test_each_service_runs_on_its_own_user_and_nothing_it_does_is_refused(
             )
             assert "finetune-worker-0" in {g["metadata"]["name"] for g in groups}
 
+            # A high-priority gang that needs every GPU preempts what runs: the preemptor's events, its
+            # evictions and the admission of the preempted Job's fresh pods go through on their users.
+            urgent = gang("urgent", 4, gpus=8)
+            for manifest in urgent:
+                if manifest["kind"] == "Workload":
+                    manifest["spec"]["podGroupTemplates"][0]["priorityClassName"] = "high-priority"
+                else:
+                    manifest["spec"]["priorityClassName"] = "high-priority"
+            await client.apply(urgent)
+            story = await eventually(
+                lambda: client.events(podgroup=f"{NAMESPACE}/urgent"),
+                lambda reply: "pods.bound" in [e["type"] for e in reply.events],
+                timeout_s=30,
+            )
+            assert {"preemption.victims_selected", "podgroup.nominated", "pods.bound"} <= {
+                e["type"] for e in story.events
+            }
+
             # The router answers over request/reply and works an item from the work queue.
             router_client = RouterClient(client, timeout_s=10)
             answer = await router_client.infer(user_call("search-answer", "What is a gang?", max_tokens=16))
@@ -133,6 +154,8 @@ async def test_each_service_runs_on_its_own_user_and_nothing_it_does_is_refused(
                 "admission-0": "admission",
                 "scheduler-0": "scheduler",
                 "scheduler-0-events": "scheduler",
+                "preemptor-0": "preemptor",
+                "preemptor-0-events": "preemptor",
                 "node-agent-0": "node_agent",
                 "llm_router-0": "llm_router",
                 "podway-client": "client",
@@ -140,6 +163,7 @@ async def test_each_service_runs_on_its_own_user_and_nothing_it_does_is_refused(
             assert {name: connected.get(name) for name in expected} == expected
     finally:
         await router.stop()
+        await preemptor.stop()
         await scheduler.stop()
         await agent.stop()
         await admission.stop()

@@ -41,12 +41,11 @@ def fleets(draw: Any) -> Fleet:
 
 
 def _fits_without(fleet: Fleet, request, uids: set[str]) -> bool:
-    removed = [p for uid in sorted(uids) if (p := fleet.snapshot.unbind(uid)) is not None]
+    removed = fleet.snapshot.release_many(sorted(uids))
     try:
         return schedule_podgroup(fleet.snapshot, request.group, request.pods, now=NOW).placed
     finally:
-        for placement in removed:
-            fleet.snapshot.restore(placement)
+        fleet.snapshot.restore_many(removed)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from libs.core.preemption import DisruptionMode, PreemptionReason, find_victims
-from libs.core.scheduling import RACK_KEY, TopologyDomainRef, schedule_podgroup
+from libs.core.preemption import (
+    CandidateIndex,
+    DisruptionMode,
+    PreemptionReason,
+    Preemptor,
+    RunningPod,
+    UnitOwner,
+    find_victims,
+)
+from libs.core.scheduling import RACK_KEY, ClusterSnapshot, Node, TopologyDomainRef, schedule_podgroup
 from tests.unit.preemption.fleet import Fleet, preemptor
+from tests.unit.scheduling.builders import make_pod
 
 NOW = 10_000.0
 
@@ -27,7 +36,7 @@ def test_nothing_is_evicted_when_the_preemptor_would_still_not_fit():
     decision = find_victims(fleet.snapshot, fleet.index, preemptor("big", 2, gpus=8), now=NOW)
 
     assert decision.victims == ()
-    assert decision.reason.startswith("preempting every lower-priority pod in reach would not make room")
+    assert decision.reason == PreemptionReason.WOULD_NOT_FIT.format(where="placement in the cluster")
     assert fleet.free_gpus() == before
 
 
@@ -181,3 +190,38 @@ def test_the_snapshot_is_left_as_it_was_and_the_victims_make_room():
     placed = schedule_podgroup(fleet.snapshot, request.group, request.pods, now=NOW)
     assert placed.placed
     assert decision.cost.priority == 1
+
+
+def test_the_dra_case_frees_the_right_devices():
+    # One node with 4 devices of class a and 4 of class b. The cheapest unit holds class-a devices; the
+    # preemptor asks for class-b devices, so only the unit holding those can make room.
+
+    node = Node(
+        "n0",
+        {RACK_KEY: "r0"},
+        cpu_milli=64_000,
+        memory=512 * 2**30,
+        devices={
+            "a.example.com": tuple(f"a-{i}" for i in range(4)),
+            "b.example.com": tuple(f"b-{i}" for i in range(4)),
+        },
+    )
+    snapshot = ClusterSnapshot([node])
+    index = CandidateIndex(snapshot.topology_keys)
+    index.put_node("n0", node.labels)
+
+    for name, cls, priority in (("holds-a", "a.example.com", 1), ("holds-b", "b.example.com", 50)):
+        index.put_owner(
+            UnitOwner(f"ml/{name}", "ml", name, f"uid-{name}", priority, DisruptionMode.POD_GROUP, 1)
+        )
+        request = make_pod(f"{name}-0", gpus=4, cpu=1, memory_gib=1, device_class=cls)
+        placement = snapshot.bind(request, "n0")
+        index.add(RunningPod(placement, "ml", f"ml/{name}", priority, 0.0))
+    wanted = make_pod("p-0", gpus=4, cpu=1, memory_gib=1, device_class="b.example.com")
+    request = Preemptor(preemptor("p", 1).group, [wanted])
+
+    decision = find_victims(snapshot, index, request, now=NOW)
+
+    assert victim_names(decision) == {"holds-b": ["holds-b-0"]}
+    (placement,) = decision.placements
+    assert sorted(placement.devices["b.example.com"]) == ["b-0", "b-1", "b-2", "b-3"]

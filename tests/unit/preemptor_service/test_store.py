@@ -1,0 +1,131 @@
+"""A preemption written in one transaction: its events in causal order in the right stories, the victims
+marked DisruptionTarget, the nomination stored; a nomination's end; a quiet answer to a new term's ask."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+import pytest
+
+from libs.cluster.generator import ClusterShape
+from libs.core.preemption import NominationEnded, Preempted, PreemptorStateMachine
+from libs.core.scheduling import SchedulerStateMachine
+from libs.core.scheduling.inputs import ObjectStored, PodsBound, World
+from libs.core.scheduling.objects import ApiObject
+from libs.core.scheduling.outputs import Binding, CycleRan
+from libs.db.records import ObjectDraft
+from libs.db.testing import in_memory_unit_of_work_factory
+from services.preemptor.store import write_outputs
+from tests.unit.scheduling.manifests import cluster, gang, podgroup, workload
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+SHAPE = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)
+
+
+@pytest.fixture
+async def uow_factory():
+    async with in_memory_unit_of_work_factory(clock=lambda: NOW) as factory:
+        yield factory
+
+
+async def store(uow_factory, objects: list[ApiObject]) -> None:
+    async with uow_factory() as uow:
+        for obj in objects:
+            await uow.objects.upsert(
+                ObjectDraft(
+                    kind=obj.kind,
+                    api_version="v1",
+                    namespace=obj.namespace,
+                    name=obj.name,
+                    spec=dict(obj.spec),
+                    metadata=dict(obj.metadata),
+                    status=dict(obj.status),
+                    uid=obj.uid,
+                )
+            )
+        await uow.commit()
+
+
+def preempted(low: ApiObject, lows: list[ApiObject], high: ApiObject, highs: list[ApiObject]) -> Preempted:
+    """The preemptor's answer for `high` once the scheduler has bound `low` on every node."""
+    world = World(cluster(SHAPE) + [workload()], {})
+    scheduler, preemptor = SchedulerStateMachine(), PreemptorStateMachine()
+    now = NOW.timestamp()
+    for machine in (scheduler, preemptor):
+        machine.load(world, now=now)
+        for obj in (low, *lows):
+            machine.handle(ObjectStored(obj), now=now)
+    for output in scheduler.run_pass(now):
+        binding = output.bind if isinstance(output, CycleRan) else output
+        if isinstance(binding, Binding):
+            placed = tuple((p.pod_uid, p.node_name, p.devices) for p in binding.placements)
+            preemptor.handle(PodsBound(placed), now=now)
+    for obj in (high, *highs):
+        preemptor.handle(ObjectStored(obj), now=now)
+    preemptor.request(high.uid, "the-request")
+    (answer,) = preemptor.run_pass(now)
+    assert isinstance(answer, Preempted)
+    return answer
+
+
+async def test_a_preemption_is_told_in_both_stories_and_marks_its_victims(uow_factory):
+    low, high = podgroup("low", min_count=4, priority=1), podgroup("high", min_count=1, priority=1000)
+    lows, highs = gang("low", 4, gpus=8), gang("high", 1, gpus=8)
+    await store(uow_factory, [low, high, *lows, *highs])
+    answer = preempted(low, lows, high, highs)
+
+    async with uow_factory() as uow:
+        await write_outputs(uow, [answer], now=NOW)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        mine = await uow.events.by_correlation(high.uid)
+        theirs = await uow.events.by_correlation(low.uid)
+        nominations = await uow.nominations.active(NOW)
+        marked = await uow.conditions.with_status("DisruptionTarget", "True")
+    assert [e.envelope.type for e in mine] == ["preemption.victims_selected", "podgroup.nominated"]
+    assert mine[0].envelope.causation_id == "the-request"
+    (evicted,) = theirs
+    assert evicted.envelope.type == "pods.evicted"
+    assert str(evicted.envelope.causation_id) == str(mine[0].envelope.event_id)
+    assert "preempted by ml/high (priority 1000)" in evicted.envelope.payload["message"]
+    assert {c.object_uid for c in marked} == {low.uid, *(p.uid for p in lows)}
+    assert {c.reason for c in marked} == {"PreemptionByScheduler"}
+    ((nomination),) = nominations
+    assert nomination.podgroup_uid == high.uid
+
+
+async def test_an_answer_to_a_new_terms_ask_with_nothing_to_do_is_not_told(uow_factory):
+    low, high = podgroup("low", min_count=4, priority=1000), podgroup("high", min_count=1, priority=1000)
+    lows, highs = gang("low", 4, gpus=8), gang("high", 1, gpus=8)
+    answer = preempted(low, lows, high, highs)
+    assert answer.decision.victims == ()
+
+    async with uow_factory() as uow:
+        await write_outputs(uow, [dataclasses.replace(answer, cause=None)], now=NOW)
+        await write_outputs(uow, [answer], now=NOW)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        told = await uow.events.by_correlation(high.uid)
+    assert [e.envelope.type for e in told] == ["preemption.victims_selected"]
+    assert told[0].envelope.payload["reason"] == "no running pods have a priority lower than 1000"
+
+
+async def test_an_expired_nomination_is_cleared_with_an_event(uow_factory):
+    low, high = podgroup("low", min_count=4, priority=1), podgroup("high", min_count=1, priority=1000)
+    lows, highs = gang("low", 4, gpus=8), gang("high", 1, gpus=8)
+    await store(uow_factory, [low, high, *lows, *highs])
+    answer = preempted(low, lows, high, highs)
+    async with uow_factory() as uow:
+        await write_outputs(uow, [answer], now=NOW)
+        ended = NominationEnded(answer.preemptor, "Expired", "the room was not taken in time", True)
+        await write_outputs(uow, [ended], now=NOW)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        told = [e.envelope.type for e in await uow.events.by_correlation(high.uid)]
+        left = await uow.nominations.active(NOW)
+    assert told[-1] == "podgroup.nomination_cleared"
+    assert left == []
