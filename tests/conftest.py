@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+import hypothesis
 import pytest
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -24,6 +25,12 @@ from libs.messaging.broker import provision_streams
 from libs.runtime.nats_server import EmbeddedNatsServer
 
 T = TypeVar("T")
+
+# The suite (CI) explores the same cases every run, so a red build always means a change broke something;
+# `HYPOTHESIS_PROFILE=explore` draws new cases each run to look for bugs nobody has found yet.
+hypothesis.settings.register_profile("suite", derandomize=True)
+hypothesis.settings.register_profile("explore", derandomize=False)
+hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 

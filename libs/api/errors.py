@@ -130,7 +130,10 @@ class FieldError:
         text = self.type.label
         if self.type not in _VALUE_HIDDEN and self.value is not OMITTED:
             text = f"{text}: {render_value(self.value)}"
-        return f"{text}: {self.detail}" if self.detail else text
+        if not self.detail:
+            return text
+        detail = "\n".join(printable(line) for line in self.detail.split("\n"))  # a CEL error echoes its input
+        return f"{text}: {detail}"
 
     def __str__(self) -> str:
         return f"{self.path}: {self.body()}"
