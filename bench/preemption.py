@@ -34,6 +34,7 @@ from typing import Any
 
 from bench.admission import DEFAULT_PG
 from bench.measure import percentile
+from bench.objects import api_object as _object
 from libs.core.preemption import Preempted, PreemptorStateMachine
 from libs.core.scheduling import PodPhase
 from libs.core.scheduling.inputs import Nominated, ObjectStored, PodsBound, PodsFinished, World
@@ -236,29 +237,6 @@ def _gang(name: str, size: int, gpus: int, priority: int, *, created_at: float) 
     }
     for index in range(size):
         yield _object("Pod", f"{name}-{index}", namespace="bench", spec=pod_spec, created_at=created_at)
-
-
-def _object(
-    kind: str,
-    name: str,
-    *,
-    namespace: str = "",
-    labels: dict[str, str] | None = None,
-    spec: dict[str, Any] | None = None,
-    status: dict[str, Any] | None = None,
-    created_at: float = 0.0,
-) -> ApiObject:
-    return ApiObject(
-        kind=kind,
-        namespace=namespace,
-        name=name,
-        uid=f"{kind}/{namespace}/{name}",
-        metadata={"name": name, "labels": labels or {}},
-        spec=spec or {},
-        status=status or {},
-        created_at=created_at,
-        resource_version=1,
-    )
 
 
 def main(argv: list[str] | None = None) -> None:
