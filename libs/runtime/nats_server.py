@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from libs.runtime.children import stop_with_parent
+
 
 class NatsServerError(RuntimeError):
     """The embedded nats-server could not be found or did not become ready."""
@@ -70,7 +72,9 @@ class EmbeddedNatsServer:
         env = {**os.environ, **self.env} if self.env is not None else None
         errors = self.data_dir / "nats-server.stderr"  # where a config error goes
         with errors.open("wb") as stderr:
-            self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+            self.process = subprocess.Popen(
+                cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env, preexec_fn=stop_with_parent
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from libs.runtime.children import stop_with_parent
 from libs.runtime.health import health_file, last_beat
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ class Supervisor:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             pass_fds=child.spec.pass_fds,
+            preexec_fn=stop_with_parent,
         )
         out.close()
         child.started_at = now
