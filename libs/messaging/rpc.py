@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import weakref
@@ -98,6 +99,16 @@ async def _answer(client: Client, route: _Route, msg: Msg) -> None:
     if msg.reply:
         try:
             await client.publish(msg.reply, reply, headers=headers)
+        except nats.errors.MaxPayloadError:
+            # Said to the caller at once (it would otherwise wait out its time-out for an answer never sent).
+            limit = client.max_payload
+            log.warning("rpc %s: answer of %d bytes over the bus's %d", route.subject, len(reply), limit)
+            refusal = (
+                f"the answer ({len(reply)} bytes) is larger than the bus carries ({limit} bytes); "
+                "ask for less (one namespace, a label selector, or one object by name)"
+            )
+            with contextlib.suppress(nats.errors.Error):
+                await client.publish(msg.reply, refusal.encode(), headers={ERROR_HEADER: "AnswerTooLarge"})
         except nats.errors.Error:
             log.warning("rpc %s: could not answer (connection closing)", route.subject)
 

@@ -23,13 +23,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlalchemy as sa
 import yaml
 
 from libs.client.audit_gaps import audit_gaps
 from libs.client.client import PodwayClient
 from libs.client.commands.router import RouterClient, user_call
 from libs.core.invariants import check
+from libs.db.engine import create_engine
 from libs.db.run_records import load_records
+from libs.db.schema import objects
 from libs.messaging.rpc import RpcError
 from tests.integration.reliability.private_postgres import PrivatePostgres
 
@@ -311,18 +314,29 @@ def _decided(job_object: dict[str, Any]) -> bool:
     return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
 
 
-async def _wait_decided(client: PodwayClient, names: set[str], deadline: float) -> int:
+async def _wait_decided(database_url: str, names: set[str], deadline: float) -> int:
+    """How many of the Jobs reached a decision, read from the database (a list of thousands of Jobs is more
+    than one bus message carries), once all have or at the deadline."""
     decided = 0
-    while time.monotonic() < deadline:
-        try:
-            jobs = await client.get("Job", namespace="ml")
-        except (RpcError, OSError, TimeoutError):
+    engine = create_engine(database_url)
+    try:
+        while time.monotonic() < deadline:
+            try:
+                async with engine.connect() as connection:
+                    rows = (
+                        await connection.execute(
+                            sa.select(objects.c.name, objects.c.status).where(objects.c.kind == "Job")
+                        )
+                    ).all()
+            except (OSError, sa.exc.SQLAlchemyError):
+                await asyncio.sleep(1.0)
+                continue
+            decided = sum(1 for row in rows if row.name in names and _decided({"status": row.status}))
+            if decided == len(names):
+                return decided
             await asyncio.sleep(1.0)
-            continue
-        decided = sum(1 for j in jobs if j["metadata"]["name"] in names and _decided(j))
-        if decided == len(names):
-            return decided
-        await asyncio.sleep(1.0)
+    finally:
+        await engine.dispose()
     return decided
 
 
@@ -399,7 +413,8 @@ async def _drive(
         queued, _, _ = await asyncio.gather(
             _ask(client, plan, rng, report), _apply_load(client, jobs), faults.run(plan, rng)
         )
-        report.jobs_decided = await _wait_decided(client, {j["metadata"]["name"] for j in jobs}, deadline)
+        names = {j["metadata"]["name"] for j in jobs}
+        report.jobs_decided = await _wait_decided(postgres.url, names, deadline)
         report.requests_without_outcome = await _outcomes(client, queued, deadline)
     return queued
 

@@ -115,3 +115,20 @@ async def test_publisher_publishes_an_event_once_however_often_it_is_sent(
     [stored] = await stream_messages(js, EVENTS_STREAM)
     assert stored.subject == "podway.events.job.submitted"
     assert stored.data == envelope.to_bytes()
+
+
+async def test_an_answer_larger_than_the_bus_carries_is_refused_at_once_not_timed_out(nats_url: str) -> None:
+    async def huge(body: bytes) -> bytes:
+        return b"x" * (connection(server).max_payload + 1)
+
+    server = make_broker(nats_url, "admission")
+    serve_rpc(server, SUBJECT, huge, queue="admission")
+    client = make_broker(nats_url, "client")
+
+    async with running(server), running(client):
+        with pytest.raises(RpcError) as raised:
+            await request(connection(client), SUBJECT, b"{}", timeout_s=30)
+
+    assert not isinstance(raised.value, RpcTimeout)
+    assert raised.value.error_type == "AnswerTooLarge"
+    assert "larger than the bus carries" in raised.value.message
