@@ -264,11 +264,24 @@ async def _retrying(action: Callable[[], Any], *, attempts: int = 60) -> Any:
     return None
 
 
+async def _apply(client: PodwayClient, manifests: list[dict[str, Any]], attempts: int = 60) -> None:
+    """Apply, again and again for what the server failed to write (its database or bus was down): a caller
+    told `Internal error occurred` retries, as kubectl users do."""
+    for _ in range(attempts):
+        reply = await _retrying(lambda pending=manifests: client.apply(pending))  # type: ignore[misc]
+        failed = {(r.kind, r.name) for r in reply.results if r.message.startswith("Internal error occurred")}
+        manifests = [m for m in manifests if (m["kind"], m["metadata"]["name"]) in failed]
+        if not manifests:
+            return
+        await asyncio.sleep(1.0)
+    raise RuntimeError(f"{len(manifests)} manifests were never written")
+
+
 async def _apply_load(client: PodwayClient, jobs: list[dict[str, Any]]) -> None:
     """The fillers first, and once they run the rest, so that the high-priority gangs find the racks full."""
     fillers = [j for j in jobs if j["metadata"]["name"].startswith("filler-")]
     rest = [j for j in jobs if j not in fillers]
-    await _retrying(lambda: client.apply(fillers))
+    await _apply(client, fillers)
     wanted = sum(j["spec"]["parallelism"] for j in fillers)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -287,7 +300,7 @@ async def _apply_load(client: PodwayClient, jobs: list[dict[str, Any]]) -> None:
         await asyncio.sleep(0.5)
     for start in range(0, len(rest), 10):
         batch = rest[start : start + 10]
-        await _retrying(lambda batch=batch: client.apply(batch))  # type: ignore[misc]
+        await _apply(client, batch)
         await asyncio.sleep(0.5)
 
 
