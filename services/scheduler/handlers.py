@@ -9,27 +9,18 @@ from libs.core.scheduling.inputs import (
     Input,
     Nominated,
     NominationCleared,
-    ObjectRemoved,
-    ObjectStored,
     PodsEvicted,
     PodsFinished,
 )
-from libs.core.scheduling.objects import ApiObject
-from libs.events import admission, scheduling
+from libs.core.scheduling.object_events import OBJECT_EVENTS, object_input
+from libs.events import scheduling
 from libs.events.catalogue import EventType
 from libs.events.envelope import Envelope, EventPayload
 
 SUBJECTS = [
     event.subject
     for event in (
-        EventType.NODE_REGISTERED,
-        EventType.NODE_UPDATED,
-        EventType.RESOURCESLICE_PUBLISHED,
-        EventType.OBJECT_ADMITTED,
-        EventType.WORKLOAD_ADMITTED,
-        EventType.PODGROUP_ADMITTED,
-        EventType.POD_ADMITTED,
-        EventType.OBJECT_DELETED,
+        *OBJECT_EVENTS,
         EventType.PODS_SUCCEEDED,
         EventType.PODS_FAILED,
         EventType.PODS_EVICTED,
@@ -41,27 +32,13 @@ SUBJECTS = [
 ]
 """Everything that changes what the scheduler may place where."""
 
-_ADMITTED = (
-    admission.NodeRegistered,
-    admission.NodeUpdated,
-    admission.ResourceSlicePublished,
-    admission.ObjectAdmitted,
-    admission.WorkloadAdmitted,
-    admission.PodGroupAdmitted,
-    admission.PodAdmitted,
-)
-
 
 def machine_input(envelope: Envelope, payload: EventPayload) -> Input | None:
     """The input an event is to the scheduler, or None when it is none of its business."""
     cause = str(envelope.event_id)
-    if isinstance(payload, _ADMITTED):
-        obj = ApiObject.from_manifest(
-            payload.object, uid=payload.uid, resource_version=payload.resource_version
-        )
-        return ObjectStored(obj, cause)
-    if isinstance(payload, admission.ObjectDeleted):
-        return ObjectRemoved(payload.kind, payload.namespace or "", payload.name, payload.uid, cause)
+    stored = object_input(payload, cause)
+    if stored is not None:
+        return stored
     if isinstance(payload, scheduling.PodsSucceeded):
         return PodsFinished(tuple(pod.uid for pod in payload.pods), PodPhase.SUCCEEDED, cause)
     if isinstance(payload, scheduling.PodsFailed):
