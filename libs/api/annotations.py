@@ -20,6 +20,7 @@ GANG_RESTART: Final = "podway.io/gang-restart"
 RUN_SECONDS: Final = "podway.io/run-seconds"
 # A v1.35 pod's `spec.workloadRef` {name, podGroup, podGroupReplicaKey}, recorded when it is converted to
 # `spec.schedulingGroup`: the pod waits for that Workload, and its PodGroup is created when the Workload is.
+# On that PodGroup, WORKLOAD_REF_NAME names the Workload it was created for, and is deleted with.
 WORKLOAD_REF_NAME: Final = "podway.io/workload-ref-name"
 WORKLOAD_REF_POD_GROUP: Final = "podway.io/workload-ref-pod-group"
 WORKLOAD_REF_REPLICA_KEY: Final = "podway.io/workload-ref-replica-key"

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from libs.api import annotations as podway
 from libs.api.kinds import CORE_V1, SCHEDULING_V1ALPHA1, SCHEDULING_V1ALPHA2
 from libs.api.models.scheduling import Workload
-from libs.api.podgroups import instantiate_pod_group
+from libs.api.podgroups import implied_pod_group
 
 WORKLOAD_CONVERTED: Final = (
     f"{SCHEDULING_V1ALPHA1} Workload is deprecated; converted to {SCHEDULING_V1ALPHA2}"
@@ -184,7 +184,7 @@ def _implied_pod_group(key: _GroupKey, batch: list[Document]) -> tuple[Document 
     workload = _parse_workload(_find(batch, "Workload", namespace, workload_name))
     template = workload.spec.template(template_name) if workload is not None else None
     if workload is not None and template is not None:
-        pod_group = instantiate_pod_group(workload, template, name)
+        pod_group = implied_pod_group(workload, template, name)
         return pod_group.to_wire(), [implied_pod_group_warning(where)]
     return None, []
 

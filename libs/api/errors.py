@@ -132,7 +132,8 @@ class FieldError:
             text = f"{text}: {render_value(self.value)}"
         if not self.detail:
             return text
-        detail = "\n".join(printable(line) for line in self.detail.split("\n"))  # a CEL error echoes its input
+        # A CEL error echoes its input: each of its lines made printable, the line breaks kept.
+        detail = "\n".join(printable(line) for line in self.detail.split("\n"))
         return f"{text}: {detail}"
 
     def __str__(self) -> str:

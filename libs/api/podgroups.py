@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from libs.api.annotations import WORKLOAD_REF_NAME
 from libs.api.models.meta import ObjectMeta
 from libs.api.models.scheduling import (
     PodGroup,
@@ -26,6 +27,14 @@ def instantiate_pod_group(workload: Workload, template: PodGroupTemplate, name: 
         metadata=ObjectMeta(name=name, namespace=workload.namespace),
         spec=copy_template_policy(template, PodGroupSpec(pod_group_template_ref=ref)),
     )
+
+
+def implied_pod_group(workload: Workload, template: PodGroupTemplate, name: str) -> PodGroup:
+    """The PodGroup Podway creates for v1.35 pods' `workloadRef`: v1.35 has no PodGroup object, so this one
+    is marked as the Workload's own and is deleted with it."""
+    pod_group = instantiate_pod_group(workload, template, name)
+    pod_group.metadata.annotations[WORKLOAD_REF_NAME] = workload.name
+    return pod_group
 
 
 def copy_template_policy(template: PodGroupTemplate, spec: PodGroupSpec) -> PodGroupSpec:

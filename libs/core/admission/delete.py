@@ -3,13 +3,15 @@
 A pod that holds no node (not bound, or finished) is deleted at once; a bound pod that still runs is marked
 and evicted (`pods.evicted`, reason Deleted): its node agent stops it and deletes it. A PodGroup is deleted
 once none of its pods is left that has not finished. A Job takes what it controls (by uid) with it, and is
-deleted itself once nothing it owns remains. Everything else is deleted at once.
+deleted itself once nothing it owns remains. A Workload takes the PodGroups created for its v1.35 pods with it
+(v1.35 has no PodGroup object; see `implied_pod_group`). Everything else is deleted at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from libs.api.annotations import WORKLOAD_REF_NAME
 from libs.core.admission.events import deleted_event, evicted_event
 from libs.core.admission.model import (
     AdmissionView,
@@ -54,6 +56,18 @@ def owned_by(owner: KnownObject, candidates: Iterable[KnownObject]) -> list[Know
             ref.get("controller") and ref.get("uid") == owner.uid
             for ref in (obj.manifest.get("metadata") or {}).get("ownerReferences") or []
         )
+    ]
+
+
+def implied_by(workload: KnownObject, candidates: Iterable[KnownObject]) -> list[KnownObject]:
+    """The PodGroups created for the v1.35 pods of this Workload."""
+    return [
+        obj
+        for obj in candidates
+        if obj.kind == "PodGroup"
+        and obj.namespace == workload.namespace
+        and ((obj.manifest.get("metadata") or {}).get("annotations") or {}).get(WORKLOAD_REF_NAME)
+        == workload.name
     ]
 
 
@@ -119,6 +133,9 @@ class _Deletion:
             return self._podgroup(obj)
         if obj.kind == "Job":
             return self._job(obj)
+        if obj.kind == "Workload":
+            for group in implied_by(obj, list(self.objects.values())):
+                self._podgroup(group)
         return self.remove(obj)
 
     def finish(self, result: ObjectResult) -> BatchDecision:

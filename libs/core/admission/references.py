@@ -17,7 +17,7 @@ from libs.api.errors import ROOT, FieldError, not_found
 from libs.api.manifests import parse_object
 from libs.api.models.core import Pod
 from libs.api.models.scheduling import PodGroup, Workload
-from libs.api.podgroups import instantiate_pod_group, with_template_policy
+from libs.api.podgroups import implied_pod_group, with_template_policy
 from libs.core.admission.model import AdmissionView, ObjectKey
 
 _WORKLOAD_REF = ROOT.child("spec", "podGroupTemplateRef", "workload")
@@ -76,7 +76,7 @@ def implied_podgroup(pod: Pod, view: AdmissionView) -> tuple[PodGroup | None, st
     template = workload.spec.template(template_name) if workload is not None else None
     if workload is None or template is None:
         return None, waiting_warning(pod, workload_name, template_name, workload is None)
-    return instantiate_pod_group(workload, template, group_name), None
+    return implied_pod_group(workload, template, group_name), None
 
 
 def podgroups_awaiting(workload: Workload, view: AdmissionView) -> list[PodGroup]:
@@ -90,7 +90,7 @@ def podgroups_awaiting(workload: Workload, view: AdmissionView) -> list[PodGroup
         if template is None or not isinstance(group_name, str) or group_name in groups:
             continue
         if view.get(("PodGroup", namespace, group_name)) is None:
-            groups[group_name] = instantiate_pod_group(workload, template, group_name)
+            groups[group_name] = implied_pod_group(workload, template, group_name)
     return list(groups.values())
 
 

@@ -70,3 +70,18 @@ async def test_pods_applied_after_their_v135_workload_form_its_gang_and_run(stac
     again = await stack.client.apply(pods)
 
     assert {r.outcome for r in again.results} == {"unchanged"}, [(r.kind, r.outcome) for r in again.results]
+
+
+async def test_deleting_the_v135_file_takes_the_podgroup_made_for_its_pods_once_they_stop(stack: Stack):
+    workload, pods = split_example()
+    await stack.client.apply(workload + pods)
+    assert running(await eventually(lambda: legacy_pods(stack), running, timeout_s=30))
+
+    for doc in workload + pods:
+        meta = doc["metadata"]
+        await stack.client.delete(doc["kind"], meta["name"], meta["namespace"])
+
+    async def left() -> list[dict[str, Any]]:
+        return await stack.client.get("PodGroup", IMPLIED_GROUP, NAMESPACE) + await legacy_pods(stack)
+
+    assert await eventually(left, lambda objects: objects == [], timeout_s=30) == []

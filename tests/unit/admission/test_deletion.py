@@ -185,3 +185,50 @@ def test_a_new_job_is_refused_while_a_pod_it_would_create_is_still_being_deleted
     assert decision.results[0].outcome == "rejected"
     assert decision.results[0].message == 'object is being deleted: pods "finetune-worker-0-3" already exists'
     assert decision.writes == []
+
+
+def legacy_view() -> AdmissionView:
+    view = AdmissionView()
+    admit_batch(
+        prepare_batch(example("01-priorityclasses.yaml") + example("04-v135-workload.yaml")), view, ctx()
+    )
+    return view
+
+
+LEGACY_WORKLOAD = ("Workload", "ml", "legacy-train")
+LEGACY_GROUP = ("PodGroup", "ml", "legacy-train-workers")
+
+
+def test_a_v135_workload_takes_the_podgroup_made_for_its_pods_with_it():
+    view = legacy_view()
+    assert view.get(LEGACY_GROUP) is not None
+    for pod in pods(view):
+        view.put(with_phase(pod, "Succeeded"))
+
+    decision = decide_delete(LEGACY_WORKLOAD, view, scope(view), {}, "req")
+
+    assert gone(decision) == {("Workload", "legacy-train"), ("PodGroup", "legacy-train-workers")}
+
+
+def test_the_podgroup_made_for_v135_pods_waits_for_its_running_pods_when_the_workload_goes():
+    view = legacy_view()
+    for pod in pods(view):
+        view.put(with_phase(pod, "Running"))
+
+    decision = decide_delete(LEGACY_WORKLOAD, view, scope(view), {}, "req")
+
+    assert gone(decision) == {("Workload", "legacy-train")}
+    assert held(decision) == {("PodGroup", "legacy-train-workers")}
+
+
+def test_a_workload_leaves_podgroups_its_user_created_alone():
+    view = AdmissionView()
+    admit_batch(
+        prepare_batch(example("01-priorityclasses.yaml") + example("03-gang-workload.yaml")), view, ctx()
+    )
+    workload = next(o for o in view.objects.values() if o.kind == "Workload")
+    assert any(o.kind == "PodGroup" for o in view.objects.values())
+
+    decision = decide_delete(workload.key, view, scope(view), {}, "req")
+
+    assert gone(decision) == {("Workload", workload.name)}

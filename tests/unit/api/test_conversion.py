@@ -108,7 +108,11 @@ def test_pods_imply_one_pod_group_per_workload_group_and_replica_key():
     assert pod_groups[0] == {
         "apiVersion": "scheduling.k8s.io/v1alpha2",
         "kind": "PodGroup",
-        "metadata": {"name": "train-worker-0", "namespace": "ml"},
+        "metadata": {
+            "name": "train-worker-0",
+            "namespace": "ml",
+            "annotations": {"podway.io/workload-ref-name": "train"},
+        },
         "spec": {
             "podGroupTemplateRef": {"workload": {"workloadName": "train", "podGroupTemplateName": "worker"}},
             "schedulingPolicy": {"gang": {"minCount": 4}},
