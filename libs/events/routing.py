@@ -138,6 +138,9 @@ class InferenceCompleted(EventPayload):
     cost: float = Field(description="Price of the answering call, in the account currency")
     attempts: int = Field(description="Attempts made, the answering one included")
     stream: bool = Field(description="Whether the answer was streamed")
+    prompt: list[ChatMessage] | None = Field(
+        default=None, description="The request's messages, only when its feature sets record_prompts"
+    )
 
 
 class AttemptSummary(_Part):
@@ -160,6 +163,9 @@ class InferenceFailed(EventPayload):
     reason: str = Field(description="no_deployment_available, deadline_exceeded, client_error, ...")
     detail: str = Field(description="Human-readable explanation")
     attempts: list[AttemptSummary] = Field(default_factory=list, description="Every attempt, in order")
+    prompt: list[ChatMessage] | None = Field(
+        default=None, description="The request's messages, only when its feature sets record_prompts"
+    )
 
 
 @event_model

@@ -9,6 +9,7 @@ candidate at once (no sleep, no backoff), (5) on success settle capacity, breake
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
@@ -430,27 +431,27 @@ class Router:
             skips=tuple(call.walk.skips),
             spillovers=tuple(call.spillovers),
         )
-        self._emit(_completed_event(result, call.request.stream, self._clock.wall()))
+        event = _completed_event(result, call.request.stream, self._clock.wall())
+        self._emit(_with_prompt(event, call))
         return result
 
     def _fail_request(self, call: _Call, error: RoutingError) -> NoReturn:
         budget = call.generation.budgets.get(call.request.feature)
         if budget is not None:
             budget.correct(call.estimate, 0, self._clock.now())
-        self._emit(
-            RouterEvent(
-                EventType.INFERENCE_FAILED,
-                call.request.request_id,
-                self._clock.wall(),
-                {
-                    "request_id": call.request.request_id,
-                    "feature": call.request.feature,
-                    "reason": error.reason,
-                    "detail": str(error),
-                    "attempts": [_attempt_summary(a) for a in call.attempts],
-                },
-            )
+        failed = RouterEvent(
+            EventType.INFERENCE_FAILED,
+            call.request.request_id,
+            self._clock.wall(),
+            {
+                "request_id": call.request.request_id,
+                "feature": call.request.feature,
+                "reason": error.reason,
+                "detail": str(error),
+                "attempts": [_attempt_summary(a) for a in call.attempts],
+            },
         )
+        self._emit(_with_prompt(failed, call))
         raise error
 
     def _abandon(self, call: _Call, dispatch: Dispatch) -> None:
@@ -623,6 +624,15 @@ def _attempt_summary(attempt: Attempt) -> dict[str, object]:
         "code": attempt.code,
         "elapsed_ms": round(attempt.elapsed_ms, 3),
     }
+
+
+def _with_prompt(event: RouterEvent, call: _Call) -> RouterEvent:
+    """The outcome event with the request's messages when its feature opts in to keeping them."""
+    feature = call.generation.policy.features.get(call.request.feature)
+    if feature is None or not feature.record_prompts:
+        return event
+    prompt = [{"role": message.role, "content": message.content} for message in call.request.messages]
+    return dataclasses.replace(event, payload={**event.payload, "prompt": prompt})
 
 
 def _completed_event(result: InferResult, streamed: bool, occurred_at: float) -> RouterEvent:

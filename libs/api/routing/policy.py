@@ -104,6 +104,10 @@ class Feature(_Spec):
     first_byte_timeout_ms: int | None = Field(default=None, gt=0)
     routes: tuple[Route, ...] = Field(min_length=1)
     budget: Budget | None = None
+    record_prompts: bool = Field(
+        default=False,
+        description="Keep each request's messages in its audit events (they may hold personal data); off by default",
+    )
 
 
 class BreakerSettings(_Spec):
