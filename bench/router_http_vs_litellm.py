@@ -41,6 +41,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from bench.litellm_env import LiteLLMUnavailable, ensure_litellm_env
 from bench.router import _emulators
 from bench.router_http import (
     FEATURES,
@@ -56,7 +57,6 @@ from bench.router_http import (
 from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH
 
 LITELLM_PACKAGES = ("litellm[proxy]", "aiobotocore[boto3]", "google-auth")
-INSTALL_TIMEOUT_S = 1200
 MASTER_KEY = "sk-podway-bench"
 P99_LIMIT_MS = 50.0
 
@@ -81,15 +81,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--venv-dir", type=Path, default=default_venv_dir(), help="LiteLLM's own virtualenv")
 
 
-class LiteLLMUnavailable(RuntimeError):
-    """LiteLLM's proxy could not be installed or started."""
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Install LiteLLM's proxy if needed, run both fronts on one pair of emulators, return the figures."""
     rates = [float(r) for r in args.rates.split(",")]
     try:
-        litellm_bin, version = ensure_litellm_proxy(args.venv_dir)
+        python, version = ensure_litellm_env(args.venv_dir, LITELLM_PACKAGES, "litellm.proxy.proxy_server")
+        litellm_bin = python.parent / "litellm"
     except LiteLLMUnavailable as exc:
         print(f"router-http-vs-litellm: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
@@ -121,57 +118,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # --- LiteLLM's proxy -----------------------------------------------------------------------------------------
-
-
-def ensure_litellm_proxy(venv_dir: Path) -> tuple[Path, str]:
-    """The venv's `litellm` command and LiteLLM's version, installing them on first use."""
-    python = venv_dir / "bin" / "python"
-    if not _installed_version(python):
-        print(f"router-http-vs-litellm: installing LiteLLM's proxy into {venv_dir} (once)", file=sys.stderr)
-        try:
-            if not python.exists():
-                subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], check=True, capture_output=True)
-            subprocess.run(
-                [
-                    str(python),
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    *LITELLM_PACKAGES,
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-                timeout=INSTALL_TIMEOUT_S,
-            )
-        except subprocess.CalledProcessError as exc:
-            detail = (exc.stderr or exc.stdout or str(exc)).strip().splitlines()[-3:]
-            raise LiteLLMUnavailable("could not install litellm[proxy]: " + " | ".join(detail)) from exc
-        except subprocess.TimeoutExpired as exc:
-            raise LiteLLMUnavailable(
-                f"installing litellm[proxy] took more than {INSTALL_TIMEOUT_S} s"
-            ) from exc
-    version = _installed_version(python)
-    if not version:
-        raise LiteLLMUnavailable(f"LiteLLM's proxy is not importable in {venv_dir}")
-    return venv_dir / "bin" / "litellm", version
-
-
-def _installed_version(python: Path) -> str | None:
-    if not python.exists():
-        return None
-    probe = subprocess.run(
-        [
-            str(python),
-            "-c",
-            "import importlib.metadata as m, litellm.proxy.proxy_server; print(m.version('litellm'))",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    return probe.stdout.strip().splitlines()[-1] if probe.returncode == 0 and probe.stdout.strip() else None
 
 
 def _service_account(token_uri: str) -> dict[str, str]:

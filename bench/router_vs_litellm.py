@@ -36,7 +36,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.litellm_env import LiteLLMUnavailable, ensure_litellm_env
 from bench.measure import percentile_or_none
 from bench.router import _emulators, _round
 from libs.core.routing import RoutingPolicy, parse_policy
@@ -65,7 +65,6 @@ PROMPT = "Summarise the incident timeline for the on-call channel in two sentenc
 CLOUDS = ("bedrock", "vertex")
 FEATURES = {"bedrock": "bench-bedrock", "vertex": "bench-vertex"}
 LITELLM_PACKAGES = ("litellm", "aiobotocore[boto3]", "google-auth")
-INSTALL_TIMEOUT_S = 1200
 
 
 def default_venv_dir() -> Path:
@@ -83,14 +82,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--venv-dir", type=Path, default=default_venv_dir(), help="LiteLLM's own virtualenv")
 
 
-class LiteLLMUnavailable(RuntimeError):
-    """LiteLLM could not be installed or started."""
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Install LiteLLM if needed, run both sides against one pair of emulators, return the figures."""
     try:
-        python, version = ensure_litellm(args.venv_dir)
+        python, version = ensure_litellm_env(args.venv_dir, LITELLM_PACKAGES, "litellm, google.auth")
     except LiteLLMUnavailable as exc:
         print(f"router-vs-litellm: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
@@ -149,60 +144,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # --- LiteLLM's own environment ---------------------------------------------------------------------------
-
-
-def ensure_litellm(venv_dir: Path) -> tuple[Path, str]:
-    """The venv's python and LiteLLM's version, installing both on first use."""
-    python = venv_dir / "bin" / "python"
-    if not _installed_version(python):
-        print(f"router-vs-litellm: installing LiteLLM into {venv_dir} (once)", file=sys.stderr)
-        try:
-            if not python.exists():
-                subprocess.run([sys.executable, "-m", "venv", str(venv_dir)], check=True, capture_output=True)
-            subprocess.run(
-                [
-                    str(python),
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    *LITELLM_PACKAGES,
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-                timeout=INSTALL_TIMEOUT_S,
-            )
-        except subprocess.CalledProcessError as exc:
-            detail = (
-                (exc.stderr or exc.stdout or "").strip().splitlines()[-3:] if exc.stderr or exc.stdout else []
-            )
-            raise LiteLLMUnavailable(
-                "could not install LiteLLM (is the package index reachable?): "
-                + " | ".join(detail or [str(exc)])
-            ) from exc
-        except subprocess.TimeoutExpired as exc:
-            raise LiteLLMUnavailable(f"installing LiteLLM took more than {INSTALL_TIMEOUT_S} s") from exc
-    version = _installed_version(python)
-    if not version:
-        raise LiteLLMUnavailable(f"LiteLLM is not importable in {venv_dir}")
-    return python, version
-
-
-def _installed_version(python: Path) -> str | None:
-    if not python.exists():
-        return None
-    probe = subprocess.run(
-        [
-            str(python),
-            "-c",
-            "import importlib.metadata as m, litellm, google.auth; print(m.version('litellm'))",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    return probe.stdout.strip() or None if probe.returncode == 0 else None
 
 
 # --- the two sides -----------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def test_the_litellm_comparison_refuses_to_run_without_litellm(monkeypatch, tmp_
             "could not install LiteLLM (is the package index reachable?)"
         )
 
-    monkeypatch.setattr(router_vs_litellm, "ensure_litellm", no_index)
+    monkeypatch.setattr(router_vs_litellm, "ensure_litellm_env", no_index)
     parser = argparse.ArgumentParser()
     router_vs_litellm.add_arguments(parser)
     with pytest.raises(SystemExit) as caught:
