@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from libs.api.kinds import is_namespaced
+from libs.api.lists import DEFAULT_CHUNK_SIZE
 from libs.events.admission import JobSubmitted
 from libs.events.catalogue import RpcSubject
 from libs.events.envelope import AggregateRef, Envelope
@@ -124,11 +125,27 @@ class PodwayClient:
         namespace: str | None = None,
         *,
         all_namespaces: bool = False,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> list[dict[str, Any]]:
+        """One object, or a whole list read in pages of `chunk_size` items (0: in one answer)."""
         ns = (namespace or DEFAULT_NAMESPACE) if is_namespaced(kind) else ""
-        body = GetRequest(kind=kind, namespace=ns, name=name, all_namespaces=all_namespaces)
-        raw = await request(self.broker, RpcSubject.ADMISSION_GET, body, timeout_s=self.timeout_s)
-        return GetReply.model_validate_json(raw).items
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            body = GetRequest(
+                kind=kind,
+                namespace=ns,
+                name=name,
+                all_namespaces=all_namespaces,
+                limit=chunk_size or None if name is None else None,
+                continue_token=token,
+            )
+            raw = await request(self.broker, RpcSubject.ADMISSION_GET, body, timeout_s=self.timeout_s)
+            reply = GetReply.model_validate_json(raw)
+            items += reply.items
+            token = reply.continue_token
+            if token is None:
+                return items
 
     async def events(
         self, *, correlation_id: str | None = None, podgroup: str | None = None, after_seq: int = 0

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from libs.api.lists import DEFAULT_CHUNK_SIZE, read_pages
 from libs.messaging.lite import LiteNats
 from libs.runtime.stack_info import StackInfo, process_alive
 from libs.runtime.urls import url_with_credentials
@@ -68,12 +69,18 @@ class ReadClient:
         namespace: str | None = None,
         *,
         all_namespaces: bool = False,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> list[dict[str, Any]]:
+        """One object, or a whole list read in pages of `chunk_size` items (0: in one answer)."""
         ns = (namespace or DEFAULT_NAMESPACE) if kind in NAMESPACED else ""
         body = {"kind": kind, "namespace": ns, "name": name, "all_namespaces": all_namespaces}
-        reply = self._nats.request(ADMISSION_GET, json.dumps(body).encode(), timeout_s=self.timeout_s)
-        items: list[dict[str, Any]] = json.loads(reply)["items"]
-        return items
+        return read_pages(self._page, body, chunk_size if name is None else 0)
+
+    def _page(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+        reply = json.loads(
+            self._nats.request(ADMISSION_GET, json.dumps(body).encode(), timeout_s=self.timeout_s)
+        )
+        return reply["items"], reply.get("continue_token")
 
     def events(
         self, *, correlation_id: str | None = None, podgroup: str | None = None, after_seq: int = 0

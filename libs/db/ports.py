@@ -46,6 +46,8 @@ class ObjectRepository(Protocol):
         labels: dict[str, str] | None = None,
         *,
         marked_for_deletion: bool = False,
+        after: tuple[str, str] | None = None,
+        limit: int | None = None,
     ) -> list[StoredObject]: ...
 
     async def find_awaiting_workloads(self, workloads: Iterable[tuple[str, str]]) -> list[StoredObject]: ...

@@ -51,16 +51,22 @@ class DeleteRequest(_Message):
 
 
 class GetRequest(_Message):
-    """Read objects: one by name, or a list filtered by kind and namespace."""
+    """Read objects: one by name, or a list filtered by kind and namespace, whole or in pages (`limit`, then
+    the `continue_token` of the page before, as the API server's `limit` and `continue`)."""
 
     kind: str
     namespace: str | None = None
     name: str | None = None
     all_namespaces: bool = False
+    limit: int | None = Field(
+        default=None, ge=1, description="At most this many items; the rest in later pages"
+    )
+    continue_token: str | None = Field(default=None, description="Where the page before ended")
 
 
 class GetReply(_Message):
     items: list[dict[str, Any]]
+    continue_token: str | None = Field(default=None, description="Set when more items follow: ask with it")
 
 
 class EventsRequest(_Message):

@@ -292,8 +292,7 @@ class AdmissionService:
     async def on_get(self, body: bytes) -> GetReply:
         request = GetRequest.model_validate_json(body)
         async with self.uow() as uow:
-            items = await queries.get_objects(uow, request)
-        return GetReply(items=items)
+            return await queries.get_objects(uow, request)
 
     async def on_events(self, body: bytes) -> EventsReply:
         request = EventsRequest.model_validate_json(body)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from libs.api.lists import continue_after, continue_token
 from libs.core.scheduling.lifecycle import Condition, PodPhase, podgroup_phase
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition as StoredCondition
 from libs.db.records import StoredObject
-from libs.events.rpc import EventsReply, EventsRequest, GetRequest
+from libs.events.rpc import EventsReply, EventsRequest, GetReply, GetRequest
 from services.admission import pending
 from services.admission.store import known_from_stored
 
@@ -21,28 +22,39 @@ async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObjec
     return found
 
 
-async def get_objects(uow: UnitOfWork, request: GetRequest) -> list[dict[str, Any]]:
+async def get_objects(uow: UnitOfWork, request: GetRequest) -> GetReply:
     """Full manifests as a reader expects them: conditions from their own rows folded into status, a pod's
     node in `spec.nodeName`, a PodGroup's derived phase, placed count (its pods bound now) and domain in
-    `status.podway`, and a pending pod's or PodGroup's waiting condition (see pending.py)."""
+    `status.podway`, and a pending pod's or PodGroup's waiting condition (see pending.py). A list with a
+    `limit` is one page, with the token of the next when more follow."""
+    token = None
     if request.name is not None:
         stored = await uow.objects.get(request.kind, request.namespace or "", request.name)
         objects = [stored] if stored else []
     else:
         namespace = None if request.all_namespaces else request.namespace
-        objects = await uow.objects.find(request.kind, namespace)
+        after = continue_after(request.continue_token) if request.continue_token else None
+        wanted = request.limit + 1 if request.limit is not None else None
+        objects = await uow.objects.find(request.kind, namespace, after=after, limit=wanted)
+        if request.limit is not None and len(objects) > request.limit:
+            objects = objects[: request.limit]
+            token = continue_token(objects[-1].namespace, objects[-1].name)
+    return GetReply(items=await _readable(uow, request.kind, objects), continue_token=token)
+
+
+async def _readable(uow: UnitOfWork, kind: str, objects: list[StoredObject]) -> list[dict[str, Any]]:
     manifests = await with_conditions(uow, objects)
-    if request.kind not in ("Pod", "PodGroup"):
+    if kind not in ("Pod", "PodGroup"):
         return manifests
-    if request.kind == "Pod":
+    if kind == "Pod":
         await _with_nodes(uow, manifests)
     for namespace in sorted({m["metadata"].get("namespace", "") for m in manifests}):
         scope = await pending.load_scope(uow, namespace)
         here = [m for m in manifests if m["metadata"].get("namespace", "") == namespace]
-        if request.kind == "PodGroup":
+        if kind == "PodGroup":
             for group in here:
                 await _with_summary(uow, group, scope)
-        pending.with_waiting(request.kind, here, scope)
+        pending.with_waiting(kind, here, scope)
     return manifests
 
 

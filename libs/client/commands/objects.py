@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from libs.api.lists import DEFAULT_CHUNK_SIZE
 from libs.client.output import render, resolve_kind
 from libs.client.quick import ReadClient, StackNotFound, nats_url_for
 from libs.client.selectors import parse_selector, select
@@ -172,7 +173,13 @@ def cmd_get(args: argparse.Namespace) -> int:
     with reader(args) as client:
 
         def read() -> list[dict[str, Any]]:
-            items = client.get(kind, args.name, args.namespace, all_namespaces=args.all_namespaces)
+            items = client.get(
+                kind,
+                args.name,
+                args.namespace,
+                all_namespaces=args.all_namespaces,
+                chunk_size=args.chunk_size,
+            )
             return select(items, selector) if selector else items
 
         items = read()
@@ -317,6 +324,12 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         "-l", "--selector", default=None, help="label selector, e.g. app=x,tier!=gpu,env in (a,b)"
     )
     get.add_argument("-w", "--watch", action="store_true", help="after listing, print each change")
+    get.add_argument(
+        "--chunk-size",
+        type=_non_negative,
+        default=DEFAULT_CHUNK_SIZE,
+        help=f"read a list in pages of this many items (default {DEFAULT_CHUNK_SIZE}; 0: in one answer)",
+    )
     get.set_defaults(handler=_guard(cmd_get), reads_only=True)
 
     desc = sub.add_parser("describe", help="show one object with its conditions and story")
@@ -337,3 +350,10 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         "-f", "--follow", action="store_true", help="keep printing events as they are committed"
     )
     events.set_defaults(handler=_guard(cmd_events), reads_only=True)
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value

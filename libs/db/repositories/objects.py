@@ -105,12 +105,18 @@ class SqlAlchemyObjectRepository:
         labels: dict[str, str] | None = None,
         *,
         marked_for_deletion: bool = False,
+        after: tuple[str, str] | None = None,
+        limit: int | None = None,
     ) -> list[StoredObject]:
         """Objects of a kind, optionally in one namespace, matching every label, and only those marked for
-        deletion; ordered by namespace/name."""
+        deletion; ordered by namespace/name, from after the (namespace, name) `after`, at most `limit`."""
         query = select(objects).where(objects.c.kind == kind)
         if namespace is not None:
             query = query.where(objects.c.namespace == namespace)
+        if after is not None:
+            query = query.where(tuple_(objects.c.namespace, objects.c.name) > tuple_(*after))
+        if limit is not None:
+            query = query.limit(limit)
         if marked_for_deletion:
             query = query.where(objects.c.deletion_requested_at.is_not(None))
         for key, value in (labels or {}).items():

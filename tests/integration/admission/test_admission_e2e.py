@@ -8,10 +8,16 @@ import pytest
 
 from libs.api.manifests import load_documents
 from libs.client.client import PodwayClient
+from libs.client.quick import ReadClient
+from libs.events.catalogue import RpcSubject
 from libs.events.envelope import Envelope
+from libs.events.rpc import GetReply, GetRequest
 from libs.events.scheduling import PodGroupRef, PodGroupRestarted, PodRef, PodsFailed, PodsSucceeded
+from libs.messaging.errors import RpcError
+from libs.messaging.rpc import request
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
+from tests.integration.scheduler.manifests import NAMESPACE, pod
 from tests.support import eventually
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
@@ -176,3 +182,47 @@ async def test_a_restarted_job_gang_is_recreated_with_fresh_pods(stack):
     after = await eventually(lambda: client.get("Pod", namespace="ml"), renewed)
     assert renewed(after)
     assert all("status" not in p or not p["status"].get("phase") for p in after)
+
+
+async def test_a_list_is_read_in_pages_that_neither_repeat_nor_skip(stack, nats_url):
+    _, client = stack
+    names = [f"page-{i:02d}" for i in range(7)]
+    other = pod("other")
+    other["metadata"]["namespace"] = "elsewhere"
+    await client.apply([pod(name) for name in names] + [other])
+
+    paged = await client.get("Pod", namespace=NAMESPACE, chunk_size=3)
+    whole = await client.get("Pod", namespace=NAMESPACE, chunk_size=0)
+    every = await client.get("Pod", all_namespaces=True, chunk_size=2)
+
+    assert [p["metadata"]["name"] for p in paged] == names
+    assert paged == whole
+    assert [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in every] == [
+        ("elsewhere", "other"),
+        *((NAMESPACE, name) for name in names),
+    ]
+    page = GetReply.model_validate_json(
+        await request(
+            client.broker, RpcSubject.ADMISSION_GET, GetRequest(kind="Pod", namespace=NAMESPACE, limit=3)
+        )
+    )
+    assert [p["metadata"]["name"] for p in page.items] == names[:3]
+    assert page.continue_token is not None
+    # The CLI's blocking client, off the event loop the service runs on.
+    assert await asyncio.to_thread(read_in_pages_of_two, nats_url) == whole
+
+
+def read_in_pages_of_two(nats_url: str) -> list[dict]:
+    with ReadClient(nats_url) as reader:
+        return reader.get("Pod", namespace=NAMESPACE, chunk_size=2)
+
+
+async def test_a_continue_token_the_server_did_not_make_is_refused(stack):
+    _, client = stack
+
+    with pytest.raises(RpcError, match="continue key is not valid"):
+        await request(
+            client.broker,
+            RpcSubject.ADMISSION_GET,
+            GetRequest(kind="Pod", namespace=NAMESPACE, limit=2, continue_token="not a token"),
+        )
