@@ -106,7 +106,7 @@ def summary_table(metrics: dict[str, Any]) -> str:
     lines = []
     if metrics["protocol"] == "inflation":
         top = round(metrics["ratio"] * 100)
-        width = max(10, *map(len, metrics["policies"]))
+        width = max([10, *map(len, metrics["policies"])])
         lines.append(
             f"{'policy':<{width}} {'alloc@100%':>10} {f'alloc@{top}%':>10} {'unallocated GPUs':>17} {'s/run':>6}"
         )

@@ -148,6 +148,7 @@ class PodwayPacking:
         """Nodes changed since the last pod moved to their new counts (every node for a new fleet)."""
         if self._fleet is not fleet:
             self._fleet = fleet
+            self._by_gpu_milli, self._by_cores = BucketIndex(), BucketIndex()
             self._position = {name: node for node, name in enumerate(fleet.names)}
             self._indexed = np.full(len(fleet), -1, dtype=np.int64)
         changed = np.flatnonzero(self._indexed != fleet.version)

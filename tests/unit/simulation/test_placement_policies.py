@@ -88,6 +88,13 @@ def test_podway_packs_cpu_pods_by_free_whole_cores_ties_by_name():
     assert policy.choose(nodes, pod(cpu=17_000)) == Choice(0, ())
 
 
+def test_podway_forgets_the_nodes_of_a_fleet_it_no_longer_places_on():
+    policy = make_policy("podway")
+    first = fleet(gpu_node("a", gpus=1))
+    assert policy.choose(first, pod(gpus=1, milli=1000)) == Choice(0, (0,))
+    assert policy.choose(fleet(gpu_node("z", gpus=8)), pod(gpus=1, milli=1000)) == Choice(0, (0,))
+
+
 def test_random_is_seeded_and_only_picks_nodes_that_fit():
     nodes = fleet(*(gpu_node(f"n{i}", cpu=2_000 if i % 2 else 96_000) for i in range(20)))
     wanted = pod(cpu=4_000, gpus=1, milli=1000)
