@@ -106,12 +106,13 @@ def summary_table(metrics: dict[str, Any]) -> str:
     lines = []
     if metrics["protocol"] == "inflation":
         top = round(metrics["ratio"] * 100)
+        width = max([10, *map(len, metrics["policies"])])
         lines.append(
-            f"{'policy':<10} {'alloc@100%':>10} {f'alloc@{top}%':>10} {'unallocated GPUs':>17} {'s/run':>6}"
+            f"{'policy':<{width}} {'alloc@100%':>10} {f'alloc@{top}%':>10} {'unallocated GPUs':>17} {'s/run':>6}"
         )
         for name, figures in metrics["policies"].items():
             lines.append(
-                f"{name:<10} {figures['gpu_alloc_pct_at_100']:>9.2f}% {figures[f'gpu_alloc_pct_at_{top}']:>9.2f}% "
+                f"{name:<{width}} {figures['gpu_alloc_pct_at_100']:>9.2f}% {figures[f'gpu_alloc_pct_at_{top}']:>9.2f}% "
                 f"{figures[f'unallocated_gpus_at_{top}']:>17.1f} {figures['seconds_per_experiment']:>6.2f}"
             )
     else:

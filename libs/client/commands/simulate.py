@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     parser.add_argument(
         "--policy",
         default="all",
-        help="all, or a comma-separated list of random, first-fit, best-fit, podway, fgd",
+        help="all, or a comma-separated list of random, first-fit, best-fit, podway, fgd, fgd-cpu-ratio",
     )
     parser.add_argument("--seeds", type=_seeds, default=list(range(42, 52)), help="42..51 (default) or 42,43")
     parser.add_argument("--ratio", type=float, default=1.3, help="inflation: GPU request over capacity")

@@ -5,6 +5,10 @@ not use: all of them when the shape cannot run there at all (too little CPU or m
 room, a GPU model it does not accept, or a shape asking no GPU), else those on GPUs with less room than the
 shape asks per GPU. A node's expected fragmentation weighs each shape by how much the workload asks for it.
 Memory is Podway's addition (the paper checks CPU and GPUs only): on openb it strands GPUs as CPU does.
+
+The fragment only asks whether the next pod of a shape fits, not how many will: a node whose CPU still fits
+one more pod but cannot feed all its free GPUs shows no fragment yet. `unfed_gpu_milli` measures that
+shortfall: the free GPUs a node's free CPU could not feed at the workload's mean CPU per GPU.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class ShapeMix:
     gpu_milli: IntArray
     models: tuple[frozenset[str], ...]
     weight: FloatArray
+    cpu_per_gpu: float
+    """Milli-CPU the workload's GPU pods ask per milli-GPU, over all their pods (0 when none asks a GPU)."""
     levels: IntArray
     """The distinct milli-GPUs per GPU the shapes ask for: room is compared once per level, not per shape."""
     level_of: IntArray
@@ -62,6 +68,8 @@ class ShapeMix:
             [count * max(shape[2] * shape[3], MILLI) for shape, count in taken], dtype=np.float64
         )
         gpu_milli = np.array([shape[3] for shape, _ in taken], dtype=np.int64)
+        gpu_demand = sum(count * shape[2] * shape[3] for shape, count in counts.items())
+        cpu_demand = sum(count * shape[0] for shape, count in counts.items() if shape[2])
         levels, level_of = np.unique(gpu_milli, return_inverse=True)
         return cls(
             cpu_milli=np.array([shape[0] for shape, _ in taken], dtype=np.int64),
@@ -70,6 +78,7 @@ class ShapeMix:
             gpu_milli=gpu_milli,
             models=tuple(frozenset(shape[4]) for shape, _ in taken),
             weight=weight / weight.sum() if len(weight) else weight,
+            cpu_per_gpu=cpu_demand / gpu_demand if gpu_demand else 0.0,
             levels=levels.astype(np.int64),
             level_of=level_of.reshape(-1).astype(np.int64),
         )
@@ -100,3 +109,12 @@ def expected_fragmentation(
     per_shape = np.where(runs, stranded, total[:, None])
     result: FloatArray = per_shape @ mix.weight
     return result
+
+
+def unfed_gpu_milli(gpu_free: IntArray, cpu_free: IntArray, cpu_per_gpu: float) -> FloatArray:
+    """Free milli-GPUs of each node that its free CPU could not feed, were every pod to ask `cpu_per_gpu`
+    milli-CPU per milli-GPU (`gpu_free` is one total per node here); 0 without a rate."""
+    if cpu_per_gpu <= 0:
+        return np.zeros(len(gpu_free), dtype=np.float64)
+    unfed: FloatArray = np.maximum(gpu_free - cpu_free / cpu_per_gpu, 0.0)
+    return unfed

@@ -8,14 +8,17 @@ model) and differ in the score:
 - `best-fit`: the paper artifact's formula, the node with the least leftover
   0.5 x (free CPU - requested) / 128,000 milli + 0.5 x (free milli-GPU - requested) / 8,000, scored as the
   artifact does (the integer 100 x (1 - leftover), rescaled to 0..100) with ties drawn at random (seeded).
-- `podway`: the scheduler core's bin-packing order (`libs/core/scheduling/packing.py`), restated on the
-  fleet's arrays because the core counts whole devices and these pods share GPUs: the node with the least
-  free count of the pod's primary dimension (milli-GPUs for a GPU pod, whole CPU cores otherwise), ties by
-  node name.
+- `podway`: the scheduler core's bin-packing order, walked on the core's own index (`BucketIndex`, as
+  `libs/core/scheduling/packing.py` walks it): the first node that fits by ascending free count of the
+  pod's primary dimension, then by name. The count is milli-GPUs for a GPU pod (the core counts whole
+  devices; these pods share GPUs), whole CPU cores otherwise.
 - `fgd`: fragmentation gradient descent: the node and GPU whose allocation increases the expected
   fragmentation (`fragmentation.py`) of the workload's own shape mix the least; among those within
   `FGD_TOLERANCE_MILLI` of the least, the node keeping the least free milli-GPUs, then the least free CPU,
   then fleet order.
+- `fgd-cpu-ratio`: `fgd` whose gradient also counts the increase in free milli-GPUs that the node's free
+  CPU could not feed at the workload's mean CPU per GPU (`unfed_gpu_milli`): a pod leaving a node's CPU
+  short of its free GPUs costs what it strands, before the next pod of any shape stops fitting there.
 
 GPUs on the chosen node: the shared GPU with the least room that holds the pod, else the first whole GPUs
 (fgd chooses its shared GPU by the same gradient).
@@ -28,10 +31,12 @@ from typing import Protocol
 
 import numpy as np
 
-from .fleet import MILLI, BoolArray, Choice, GpuFleet, IntArray, PodDemand, tightest_gpus
-from .fragmentation import FloatArray, ShapeMix, expected_fragmentation
+from libs.core.scheduling.buckets import BucketIndex
 
-POLICY_NAMES = ("random", "first-fit", "best-fit", "podway", "fgd")
+from .fleet import MILLI, BoolArray, Choice, GpuFleet, IntArray, PodDemand, tightest_gpus
+from .fragmentation import FloatArray, ShapeMix, expected_fragmentation, unfed_gpu_milli
+
+POLICY_NAMES = ("random", "first-fit", "best-fit", "podway", "fgd", "fgd-cpu-ratio")
 
 DEDUPLICATE_ABOVE = 32
 """FGD scores distinct node states once when more nodes than this changed (below, sorting them costs more)."""
@@ -52,7 +57,8 @@ class PlacementPolicy(Protocol):
 
 
 def make_policy(name: str, *, seed: int = 0, workload: Sequence[PodDemand] = ()) -> PlacementPolicy:
-    """The policy of that name; `seed` draws random choices, `workload` gives `fgd` its shape mix."""
+    """The policy of that name; `seed` draws random choices, `workload` gives the `fgd` policies their shape
+    mix."""
     if name == "random":
         return RandomFit(seed)
     if name == "first-fit":
@@ -63,6 +69,9 @@ def make_policy(name: str, *, seed: int = 0, workload: Sequence[PodDemand] = ())
         return PodwayPacking()
     if name == "fgd":
         return FragmentationGradient(ShapeMix.of(workload))
+    if name == "fgd-cpu-ratio":
+        mix = ShapeMix.of(workload)
+        return FragmentationGradient(mix, name=name, cpu_per_gpu=mix.cpu_per_gpu)
     raise ValueError(f"unknown placement policy {name!r}: one of {', '.join(POLICY_NAMES)}")
 
 
@@ -116,22 +125,38 @@ class PodwayPacking:
     name = "podway"
 
     def __init__(self) -> None:
-        self._name_rank: IntArray | None = None
         self._fleet: GpuFleet | None = None
+        self._by_gpu_milli = BucketIndex()
+        self._by_cores = BucketIndex()
+        self._position: dict[str, int] = {}
+        self._indexed: IntArray = np.zeros(0, dtype=np.int64)
 
     def choose(self, fleet: GpuFleet, pod: PodDemand) -> Choice | None:
+        mask = fleet.feasible(pod)
+        if not mask.any():
+            return None
+        self._index(fleet)
+        if pod.gpus:
+            names = self._by_gpu_milli.at_least(pod.gpu_request)
+        else:
+            names = self._by_cores.at_least(pod.cpu_milli // 1000)
+        position = self._position
+        node = next(position[name] for name in names if mask[position[name]])
+        return Choice(node, tightest_gpus(fleet, node, pod))
+
+    def _index(self, fleet: GpuFleet) -> None:
+        """Nodes changed since the last pod moved to their new counts (every node for a new fleet)."""
         if self._fleet is not fleet:
             self._fleet = fleet
-            order = np.argsort(np.array(fleet.names))
-            self._name_rank = np.empty(len(fleet), dtype=np.int64)
-            self._name_rank[order] = np.arange(len(fleet))
-        assert self._name_rank is not None
-        candidates = np.flatnonzero(fleet.feasible(pod))
-        if not len(candidates):
-            return None
-        free = fleet.gpu_free[candidates].sum(axis=1) if pod.gpus else fleet.cpu_free[candidates] // 1000
-        node = int(candidates[np.lexsort((self._name_rank[candidates], free))[0]])
-        return Choice(node, tightest_gpus(fleet, node, pod))
+            self._by_gpu_milli, self._by_cores = BucketIndex(), BucketIndex()
+            self._position = {name: node for node, name in enumerate(fleet.names)}
+            self._indexed = np.full(len(fleet), -1, dtype=np.int64)
+        changed = np.flatnonzero(self._indexed != fleet.version)
+        names = [fleet.names[node] for node in changed.tolist()]
+        milli = fleet.gpu_free[changed].sum(axis=1).tolist()
+        self._by_gpu_milli.place_all(zip(names, milli, strict=True))
+        self._by_cores.place_all(zip(names, (fleet.cpu_free[changed] // 1000).tolist(), strict=True))
+        self._indexed[changed] = fleet.version[changed]
 
 
 class _Gradient:
@@ -146,12 +171,15 @@ class _Gradient:
 
 class FragmentationGradient:
     """FGD with per-node memory: a node's score for a shape is computed again only after the node changed,
-    so one placement costs a vectorised pass over the nodes that changed since that shape last came."""
+    so one placement costs a vectorised pass over the nodes that changed since that shape last came.
 
-    name = "fgd"
+    With `cpu_per_gpu`, the score adds the increase in the node's free GPUs its CPU could not feed at that
+    rate (milli-CPU per milli-GPU), in the same milli-GPUs as the fragmentation."""
 
-    def __init__(self, mix: ShapeMix) -> None:
+    def __init__(self, mix: ShapeMix, *, name: str = "fgd", cpu_per_gpu: float = 0.0) -> None:
+        self.name = name
         self.mix = mix
+        self._cpu_per_gpu = cpu_per_gpu
         self._fleet: GpuFleet | None = None
         self._access: BoolArray = np.zeros((0, 0), dtype=np.bool_)
         self._gradients: dict[tuple[int, int, int, int, frozenset[str]], _Gradient] = {}
@@ -169,6 +197,8 @@ class FragmentationGradient:
         if len(stale):
             self._score(fleet, pod, stale, gradient)
         delta = gradient.delta[candidates]
+        if self._cpu_per_gpu:
+            delta = delta + self._unfed_increase(fleet, pod, candidates)
         tied = candidates[delta <= delta.min() + FGD_TOLERANCE_MILLI]
         if len(tied) > 1:
             gpu_left = fleet.gpu_free[tied].sum(axis=1)
@@ -177,6 +207,12 @@ class FragmentationGradient:
         if pod.shared:
             return Choice(node, (int(gradient.gpu[node]),))
         return Choice(node, tightest_gpus(fleet, node, pod))
+
+    def _unfed_increase(self, fleet: GpuFleet, pod: PodDemand, nodes: IntArray) -> FloatArray:
+        gpu, cpu, rate = fleet.gpu_free[nodes].sum(axis=1), fleet.cpu_free[nodes], self._cpu_per_gpu
+        after = unfed_gpu_milli(gpu - pod.gpu_request, cpu - pod.cpu_milli, rate)
+        increase: FloatArray = after - unfed_gpu_milli(gpu, cpu, rate)
+        return increase
 
     def _attach(self, fleet: GpuFleet) -> None:
         if self._fleet is fleet:

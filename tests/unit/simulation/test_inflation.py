@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from libs.core.placement import MILLI, GpuFleet, NodeSpec, PodDemand, make_policy
+from libs.core.placement import MILLI, POLICY_NAMES, GpuFleet, NodeSpec, PodDemand, make_policy
 from libs.core.simulation.inflation import inflate, run_inflation
 
 NODES = [NodeSpec(f"n{i}", 32_000, 131_072, 4, "T4") for i in range(6)] + [NodeSpec("cpu-0", 64_000, 262_144)]
@@ -40,15 +40,16 @@ def test_allocation_curve_reads_every_percent_of_arrival_and_never_exceeds_arriv
 
 def test_a_run_is_the_same_for_the_same_seed_and_policy():
     fleet = GpuFleet(NODES)
-    runs = [
-        run_inflation(fleet, WORKLOAD, make_policy("fgd", seed=1, workload=WORKLOAD), seed=45)
-        for _ in range(2)
-    ]
-    assert runs[0] == runs[1]
+    for name in ("fgd", "fgd-cpu-ratio"):
+        runs = [
+            run_inflation(fleet, WORKLOAD, make_policy(name, seed=1, workload=WORKLOAD), seed=45)
+            for _ in range(2)
+        ]
+        assert runs[0] == runs[1]
 
 
 def test_every_policy_leaves_no_node_overcommitted():
-    for name in ("random", "first-fit", "best-fit", "podway", "fgd"):
+    for name in POLICY_NAMES:
         fleet = GpuFleet(NODES)
         run_inflation(fleet, WORKLOAD, make_policy(name, seed=3, workload=WORKLOAD), seed=44)
         assert (fleet.cpu_free >= 0).all()

@@ -5,8 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from libs.core.placement import GpuFleet, NodeSpec, PodDemand, ShapeMix, expected_fragmentation, make_policy
+from libs.core.placement import (
+    POLICY_NAMES,
+    GpuFleet,
+    NodeSpec,
+    PodDemand,
+    ShapeMix,
+    expected_fragmentation,
+    make_policy,
+)
 from libs.core.placement.fleet import Choice
+from libs.core.placement.fragmentation import unfed_gpu_milli
 
 
 def fleet(*nodes: NodeSpec) -> GpuFleet:
@@ -69,6 +78,23 @@ def test_podway_packs_the_node_with_the_least_free_gpus_ties_by_name():
     assert policy.choose(nodes, pod(gpus=1, milli=1000)) == Choice(2, (0,))
 
 
+def test_podway_packs_cpu_pods_by_free_whole_cores_ties_by_name():
+    nodes = fleet(gpu_node("c", cpu=32_000), gpu_node("b", cpu=16_500), gpu_node("a", cpu=16_900))
+    policy = make_policy("podway")
+    # b and a both hold 16 whole cores: the name decides; c (32 cores) is looser.
+    assert policy.choose(nodes, pod(cpu=12_000)) == Choice(2, ())
+    nodes.place(pod(cpu=12_000), Choice(2, ()))
+    assert policy.choose(nodes, pod(cpu=12_000)) == Choice(1, ())
+    assert policy.choose(nodes, pod(cpu=17_000)) == Choice(0, ())
+
+
+def test_podway_forgets_the_nodes_of_a_fleet_it_no_longer_places_on():
+    policy = make_policy("podway")
+    first = fleet(gpu_node("a", gpus=1))
+    assert policy.choose(first, pod(gpus=1, milli=1000)) == Choice(0, (0,))
+    assert policy.choose(fleet(gpu_node("z", gpus=8)), pod(gpus=1, milli=1000)) == Choice(0, (0,))
+
+
 def test_random_is_seeded_and_only_picks_nodes_that_fit():
     nodes = fleet(*(gpu_node(f"n{i}", cpu=2_000 if i % 2 else 96_000) for i in range(20)))
     wanted = pod(cpu=4_000, gpus=1, milli=1000)
@@ -81,7 +107,7 @@ def test_random_is_seeded_and_only_picks_nodes_that_fit():
 
 def test_no_policy_places_a_pod_that_fits_nowhere():
     nodes = fleet(gpu_node("a", gpus=2))
-    for name in ("random", "first-fit", "best-fit", "podway", "fgd"):
+    for name in POLICY_NAMES:
         policy = make_policy(name, seed=1, workload=[pod(gpus=1, milli=1000)])
         assert policy.choose(nodes, pod(gpus=4, milli=1000)) is None
 
@@ -135,6 +161,45 @@ def test_fgd_keeps_whole_gpus_whole_where_packing_would_break_one():
     shared = pod(cpu=1_000, gpus=1, milli=500)
     assert make_policy("podway").choose(nodes, shared) == Choice(0, (0,))
     assert make_policy("fgd", workload=workload).choose(nodes, shared) == Choice(1, (1,))
+
+
+def test_shape_mix_knows_the_cpu_its_gpu_pods_ask_per_gpu():
+    workload = [pod(cpu=12_000, gpus=1, milli=1000), pod(cpu=6_000, gpus=1, milli=500), pod(cpu=32_000)]
+    # CPU-only pods ask no GPU to feed: (12,000 + 6,000) milli-CPU over 1,500 milli-GPUs.
+    assert ShapeMix.of(workload).cpu_per_gpu == pytest.approx(12.0)
+
+
+def test_unfed_gpus_are_those_the_free_cpu_cannot_feed_at_the_rate():
+    gpu_free = np.array([8_000, 2_000, 0, 4_000])
+    cpu_free = np.array([48_000, 48_000, 12_000, 0])
+    assert unfed_gpu_milli(gpu_free, cpu_free, 12.0).tolist() == [4_000, 0, 0, 4_000]
+    assert unfed_gpu_milli(gpu_free, cpu_free, 0.0).tolist() == [0, 0, 0, 0]
+
+
+def test_fgd_cpu_ratio_keeps_the_cpu_a_node_needs_for_its_free_gpus():
+    gpu_pod, cpu_pod = pod(cpu=12_000, gpus=1, milli=1000), pod(cpu=12_000)
+    workload = [gpu_pod, cpu_pod]
+    tight = gpu_node("a", gpus=2, cpu=24_000)  # CPU for exactly its two GPUs
+    roomy = gpu_node("b", gpus=8, cpu=200_000)  # CPU to spare
+    # After the CPU pod, a can still run one GPU pod, so fgd sees no fragment on either node and packs a;
+    # but a's second GPU is then unfed (12 cores left for 2 GPUs), while b loses nothing it needs.
+    chosen = {}
+    for name in ("fgd", "fgd-cpu-ratio"):
+        nodes = fleet(tight, roomy)
+        policy = make_policy(name, workload=workload)
+        chosen[name] = policy.choose(nodes, cpu_pod)
+        nodes.place(cpu_pod, chosen[name])
+        for _ in range(10):
+            choice = policy.choose(nodes, gpu_pod)
+            if choice is not None:
+                nodes.place(gpu_pod, choice)
+        chosen[name + " GPUs allocated"] = nodes.allocated_gpu_milli // 1000
+    assert chosen == {
+        "fgd": Choice(0, ()),
+        "fgd GPUs allocated": 9,
+        "fgd-cpu-ratio": Choice(1, ()),
+        "fgd-cpu-ratio GPUs allocated": 10,
+    }
 
 
 def test_unknown_policy_is_refused_with_the_known_names():

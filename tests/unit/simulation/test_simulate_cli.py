@@ -30,7 +30,7 @@ def test_inflation_writes_the_metrics_of_every_policy_and_the_allocation_plot(tm
     assert main([*argv, "--policy", "all", "--seeds", "42..43", "--out-dir", str(out), "-q"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert (metrics["protocol"], metrics["trace"], metrics["seeds"]) == ("inflation", str(pods), [42, 43])
-    assert list(metrics["policies"]) == ["random", "first-fit", "best-fit", "podway", "fgd"]
+    assert list(metrics["policies"]) == ["random", "first-fit", "best-fit", "podway", "fgd", "fgd-cpu-ratio"]
     for figures in metrics["policies"].values():
         assert 0 < figures["gpu_alloc_pct_at_100"] <= figures["gpu_alloc_pct_at_130"] <= 100
         assert figures["unallocated_gpus_at_130"] == round(
