@@ -117,7 +117,8 @@ def replay_figures(results: Sequence[ReplayResult], seconds: Sequence[float]) ->
             float(np.mean([r.mean_allocation_pct(r.last_arrival or None) for r in results])), 2
         ),
         "gpu_alloc_pct_peak": round(float(np.mean(peaks)), 2),
-        "gangs_preempted": 0,
+        "gangs_preempted": int(np.mean([r.gangs_preempted for r in results])),
+        "pods_preempted": int(np.mean([r.pods_preempted for r in results])),
         "preemption_requests": int(np.mean([r.preemption_requests for r in results])),
         "pods_never_placed": int(np.mean([r.never_placed for r in results])),
         "pods": int(np.mean([r.pods for r in results])),

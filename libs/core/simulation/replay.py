@@ -11,7 +11,10 @@ Podway's own (`podway`). The trace has no jobs and no topology; both are synthes
 - Whole GPUs: a shared GPU (`gpu_milli` < 1,000) is asked for as one whole GPU, because the scheduling core
   counts devices; fractional GPUs are the inflation protocol's (`inflation.py`).
 - Priority from the trace's QoS (LS 1000, Guaranteed 800, Burstable 500, BE 0): a cycle that finds
-  lower-priority pods in the way asks for preemption, which is counted; no preemptor acts on it here.
+  lower-priority pods in the way asks for preemption, and the preemptor's state machine (the one the
+  preemptor service runs) answers it on the same clock: its victims are evicted at once (grace 0) and end
+  Preempted, as standalone PodGroups do (the replay's gangs are not Jobs, so nothing recreates them), and
+  the room it freed is nominated to the preemptor until its next cycle.
 
 Arrival times are divided by `speedup` and run times kept: the trace is a sample of a cluster's pods (at
 most about 50 GPUs of it run at once), so compressing arrivals is what loads the fleet. Each pod's delay is
@@ -30,8 +33,18 @@ from typing import Any
 import numpy as np
 
 from libs.core.placement import NodeSpec, PodDemand
+from libs.core.preemption import NominationEnded, Preempted, PreemptorStateMachine
 from libs.core.scheduling import BLOCK_KEY, HOSTNAME_KEY, RACK_KEY, ZONE_KEY, PodPhase, SchedulerStateMachine
-from libs.core.scheduling.inputs import ObjectStored, PodsFinished, World
+from libs.core.scheduling.inputs import (
+    Input,
+    Nominated,
+    NominationCleared,
+    ObjectStored,
+    PodsBound,
+    PodsEvicted,
+    PodsFinished,
+    World,
+)
 from libs.core.scheduling.objects import ApiObject
 from libs.core.scheduling.outputs import Binding, CycleRan
 
@@ -91,6 +104,9 @@ class ReplayResult:
     gangs: int = 0
     cycles: int = 0
     preemption_requests: int = 0
+    gangs_preempted: int = 0
+    """PodGroups (or single pods) that lost pods to a preemptor."""
+    pods_preempted: int = 0
     never_placed: int = 0
     last_arrival: float = 0.0
     end: float = 0.0
@@ -310,7 +326,6 @@ class _Arrive:
 @dataclass(frozen=True, slots=True)
 class _Finish:
     uids: tuple[str, ...]
-    gpus: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,12 +346,33 @@ def replay(cluster: Sequence[ApiObject], jobs: Sequence[ReplayJob]) -> ReplayRes
     return replay_arrivals(cluster, [job_arrival(job) for job in jobs])
 
 
+class _Machines:
+    """The scheduler's state machine and the preemptor's, told the same cluster events (as the services are,
+    over the bus)."""
+
+    def __init__(self, cluster: Sequence[ApiObject]) -> None:
+        world = World(list(cluster), {})
+        self.scheduler = SchedulerStateMachine()
+        self.scheduler.load(world, now=0.0)
+        self.preemptor = PreemptorStateMachine()
+        self.preemptor.load(world, now=0.0)
+
+    def tell(self, event: Input, now: float) -> None:
+        self.scheduler.handle(event, now=now)
+        self.preemptor.handle(event, now=now)
+
+    def bound(self, binding: Binding, now: float) -> None:
+        """The preemptor hears what the scheduler bound (as from `pods.bound`)."""
+        placements = tuple((p.pod_uid, p.node_name, p.devices) for p in binding.placements)
+        self.preemptor.handle(PodsBound(placements), now=now)
+
+
 def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -> ReplayResult:
-    """Arrivals, passes, binds and completions on the virtual clock, until nothing is left to happen, on a
-    fresh scheduler state machine that starts from the cluster's objects. A pod runs for its
-    `podway.io/run-seconds` once bound (for ever without it)."""
-    machine = SchedulerStateMachine()
-    machine.load(World(list(cluster), {}), now=0.0)
+    """Arrivals, passes, binds, preemptions and completions on the virtual clock, until nothing is left to
+    happen, on fresh scheduler and preemptor state machines that start from the cluster's objects. A pod
+    runs for its `podway.io/run-seconds` once bound (for ever without it)."""
+    machines = _Machines(cluster)
+    machine = machines.scheduler
     gpus = sum(
         len(obj.spec.get("devices") or ())
         for obj in cluster
@@ -347,6 +383,7 @@ def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -
     arrived: dict[str, float] = {}
     runs: dict[str, float | None] = {}
     gpus_of: dict[str, int] = {}
+    ended: set[str] = set()
     for arrival in arrivals:
         events.at(arrival.time, _Arrive(arrival))
         result.last_arrival = max(result.last_arrival, arrival.time)
@@ -362,13 +399,17 @@ def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -
                         runs[obj.uid] = _run_seconds(obj)
                         gpus_of[obj.uid] = _gpus(obj)
                         result.pods += 1
-                    machine.handle(ObjectStored(obj), now=now)
+                    machines.tell(ObjectStored(obj), now)
             elif isinstance(event, _Finish):
-                machine.handle(PodsFinished(event.uids, PodPhase.SUCCEEDED), now=now)
-                allocated -= event.gpus
+                # Pods a preemptor evicted ended already.
+                done = tuple(uid for uid in event.uids if uid not in ended)
+                ended.update(done)
+                machines.tell(PodsFinished(done, PodPhase.SUCCEEDED), now)
+                allocated -= sum(gpus_of[uid] for uid in done)
                 result.allocation.append((now, allocated))
-        placed = _passes(machine, now, result)
+        placed = _passes(machines, now, result)
         for binding in placed:
+            machines.bound(binding, now)
             ending: dict[float, list[str]] = {}
             for placement in binding.placements:
                 uid = placement.pod_uid
@@ -380,8 +421,14 @@ def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -
                     ending.setdefault(run, []).append(uid)
             result.allocation.append((now, allocated))
             for run, uids in ending.items():
-                events.at(now + run, _Finish(tuple(uids), sum(gpus_of[uid] for uid in uids)))
-        moved = placed or any(not isinstance(event, _Tick) for event in due)
+                events.at(now + run, _Finish(tuple(uids)))
+        evicted = _preempt(machines, now, result)
+        if evicted:
+            ended.update(evicted)
+            allocated -= sum(gpus_of[uid] for uid in evicted)
+            result.allocation.append((now, allocated))
+            events.at(now, _Tick())  # the preemptor's retry may be due at once
+        moved = placed or evicted or any(not isinstance(event, _Tick) for event in due)
         idle = 0 if moved else idle + 1
         wakeup = machine.next_wakeup()
         if wakeup is not None and wakeup > now and idle <= IDLE_PASSES and events.next_time() != wakeup:
@@ -391,23 +438,44 @@ def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -
     return result
 
 
-def _passes(machine: SchedulerStateMachine, now: float, result: ReplayResult) -> list[Binding]:
-    """Passes at one instant until one runs no cycle (a pass stops after `max_pods_per_pass`)."""
+def _passes(machines: _Machines, now: float, result: ReplayResult) -> list[Binding]:
+    """Passes at one instant until one runs no cycle (a pass stops after `max_pods_per_pass`); the
+    preemption requests they make go to the preemptor."""
     bindings: list[Binding] = []
     while True:
         ran = 0
-        for output in machine.run_pass(now):
+        for output in machines.scheduler.run_pass(now):
             if isinstance(output, CycleRan):
                 ran += 1
                 result.cycles += 1
                 if output.preemption_priority is not None:
                     result.preemption_requests += 1
+                    machines.preemptor.request(output.group.uid, None)
                 if output.bind is not None:
                     bindings.append(output.bind)
             elif isinstance(output, Binding):
                 bindings.append(output)
         if not ran:
             return bindings
+
+
+def _preempt(machines: _Machines, now: float, result: ReplayResult) -> list[str]:
+    """The preemptor's answers to the requests made so far: the room it frees nominated to the preemptor,
+    its victims evicted and ended at once (grace 0); returns their uids."""
+    evicted: list[str] = []
+    for output in machines.preemptor.run_pass(now):
+        if isinstance(output, NominationEnded) and output.announce:
+            machines.scheduler.handle(NominationCleared(output.group.uid), now=now)
+        elif isinstance(output, Preempted) and output.decision.victims and output.expires_at is not None:
+            nominated = Nominated(output.preemptor.uid, output.decision.nodes, output.expires_at)
+            machines.scheduler.handle(nominated, now=now)
+            uids = tuple(pod.uid for victim in output.decision.victims for pod in victim.pods)
+            machines.tell(PodsEvicted(uids), now)
+            machines.tell(PodsFinished(uids, PodPhase.FAILED), now)
+            result.gangs_preempted += len(output.decision.victims)
+            result.pods_preempted += len(uids)
+            evicted += uids
+    return evicted
 
 
 def _run_seconds(pod: ApiObject) -> float | None:

@@ -83,3 +83,36 @@ def test_the_same_jobs_bind_the_same_pods_to_the_same_nodes():
     assert first.bound == second.bound
     assert first.delays == second.delays
     assert len(first.bound) == 40
+
+
+def test_a_higher_priority_gang_preempts_the_cheapest_lower_one_and_runs_before_it_would_have():
+    whole_node = tuple(PodDemand(f"low{i}", 1_000, 1_024, 8, 1000) for i in range(4))
+    urgent = tuple(PodDemand(f"hi{i}", 1_000, 1_024, 8, 1000) for i in range(2))
+    jobs = [
+        ReplayJob("gang-low", 0.0, 1_000.0, whole_node, 0, None),
+        ReplayJob("gang-urgent", 10.0, 50.0, urgent, 1000, RACK_KEY),
+    ]
+
+    result = replay(cluster(), jobs)
+
+    assert result.preemption_requests == 1
+    assert (result.gangs_preempted, result.pods_preempted) == (1, 4)
+    urgent_delays = sorted(result.delays)[-2:]
+    assert max(urgent_delays) < 20.0, "bound on the freed room, not after the low gang's 1,000 s"
+    assert result.never_placed == 0
+    assert min(allocated for _, allocated in result.allocation) == 0
+    assert result.allocation[-1][1] == 0, "the evicted pods' planned ends give back nothing twice"
+
+
+def test_equal_priority_never_preempts_in_the_replay():
+    whole_node = tuple(PodDemand(f"low{i}", 1_000, 1_024, 8, 1000) for i in range(4))
+    other = tuple(PodDemand(f"other{i}", 1_000, 1_024, 8, 1000) for i in range(2))
+    jobs = [
+        ReplayJob("gang-low", 0.0, 100.0, whole_node, 500, None),
+        ReplayJob("gang-other", 10.0, 50.0, other, 500, RACK_KEY),
+    ]
+
+    result = replay(cluster(), jobs)
+
+    assert result.gangs_preempted == 0
+    assert sorted(result.delays)[-1] == 90.0
