@@ -13,7 +13,11 @@ Per candidate domain of the preemptor's hard topology key (the whole cluster wit
    would drop below goes whole.
 Domains are searched in order of a lower bound on their cost, while that bound could beat the best set
 found, and the cheapest set wins (lowest highest priority, then fewest pods, then least run time lost).
-The snapshot is left as it was found.
+
+A unit taken out gives back what its pods hold (capacity, devices, and the shares and reached devices
+of their ResourceClaims, see `room.py`), so the preemptor's own claims are allocated on what the victims
+free, exactly as its scheduling cycle would; a unit whose devices do not serve them is put back by the
+reprieve. The snapshot and the claim allocations are left as they were found.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from .model import (
     UnitOwner,
     Victim,
 )
+from .room import TakenOut, put_back, take_out
 
 _NO_COST = Cost(-(2**63), 0, 0.0)
 BOUNDS_KEPT = 100_000
@@ -361,13 +366,13 @@ def _search_domain(
     if not units:
         return None
     units.sort(key=lambda unit: unit.importance)
-    out: dict[int, list[Placement]] = {}
+    out: dict[int, TakenOut] = {}
     try:
         # 1. The least important units out until the preemptor fits; if all are out and it does not fit,
         # the domain is no solution.
         decision = None
         for position in range(len(units) - 1, -1, -1):
-            out[position] = snapshot.release_many(pod.uid for pod in units[position].pods)
+            out[position] = _take_out(snapshot, units[position])
             if not _missing(scope.free(), demand):
                 decision = _fit(snapshot, scoped, preemptor, now)
                 if decision is not None:
@@ -378,13 +383,13 @@ def _search_domain(
         evicted: list[_Unit] = []
         for position in sorted(out):
             unit = units[position]
-            if _missing(_without(scope.free(), out[position]), demand):
+            if _missing(_without(scope.free(), out[position].placements), demand):
                 evicted.append(unit)
                 continue
-            snapshot.restore_many(out.pop(position))
+            put_back(snapshot, [out.pop(position)])
             spared = _fit(snapshot, scoped, preemptor, now)
             if spared is None:
-                out[position] = snapshot.release_many(pod.uid for pod in unit.pods)
+                out[position] = _take_out(snapshot, unit)
                 evicted.append(unit)
             else:
                 decision = spared
@@ -393,8 +398,15 @@ def _search_domain(
         victims = _victims(candidates, evicted)
         return _Outcome(victims, decision, _cost(victims, now))
     finally:
-        # 3. The snapshot as it was.
-        snapshot.restore_many([placement for placements in out.values() for placement in placements])
+        # 3. The snapshot and the claim allocations as they were.
+        put_back(snapshot, out.values())
+
+
+def _take_out(snapshot: ClusterSnapshot, unit: _Unit) -> TakenOut:
+    """A unit's pods out, with their claims' allocations; a whole PodGroup's own claims too (a `Pod`-mode
+    group keeps its own: some of its pods stay, so they would not be freed)."""
+    groups = (unit.owner.key,) if unit.whole else ()
+    return take_out(snapshot, [pod.uid for pod in unit.pods], groups)
 
 
 def _without(free: ResourceTotals, placements: Sequence[Placement]) -> ResourceTotals:

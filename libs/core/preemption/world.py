@@ -39,6 +39,7 @@ from .model import (
     SearchSettings,
     UnitOwner,
 )
+from .room import put_back, take_out
 from .search import find_victims
 
 
@@ -243,14 +244,29 @@ class PreemptorStateMachine:
         """The search on the snapshot as it will be: pods on their way out gone, the room nominated for
         other groups held for them."""
         snapshot = self.cluster.snapshot
-        leaving = snapshot.release_many(sorted(self._leaving))
+        leaving = take_out(snapshot, sorted(self._leaving), self._groups_leaving())
         held = self._hold_nominated(preemptor.group.uid)
         try:
             return find_victims(snapshot, self.candidates, preemptor, now=now, settings=self.settings.search)
         finally:
             for uid in held:
                 snapshot.unbind(uid)
-            snapshot.restore_many(leaving)
+            put_back(snapshot, [leaving])
+
+    def _groups_leaving(self) -> list[str]:
+        """PodGroups whose every pod holding room is on its way out: their own claims go with them."""
+        book, claims = self.cluster.book, self.cluster.claims
+        keys = {book.pods[uid].group_key for uid in self._leaving if uid in book.pods}
+        return sorted(
+            key
+            for key in keys
+            if claims.holds(key)
+            and all(
+                pod.uid in self._leaving
+                for pod in book.members(key)
+                if pod.node is not None and pod.phase not in TERMINAL
+            )
+        )
 
     def _hold_nominated(self, preemptor_uid: str) -> list[str]:
         held: list[str] = []

@@ -33,6 +33,7 @@ from .hints import FreedCapacity, capacity_hint
 from .inputs import (
     ClaimsAllocated,
     ClaimsAllocationFailed,
+    ClaimsHeld,
     Input,
     Nominated,
     NominationCleared,
@@ -268,6 +269,8 @@ class SchedulerStateMachine:
             self._claims_allocated(event.podgroup_uid, event.cause, event.devices)
         elif isinstance(event, ClaimsAllocationFailed):
             self._claims_failed(event.podgroup_uid, event.reason, event.cause)
+        elif isinstance(event, ClaimsHeld):
+            self._claims_held(event)
         elif isinstance(event, Nominated):
             self._nominate(event)
         elif isinstance(event, NominationCleared):
@@ -438,6 +441,22 @@ class SchedulerStateMachine:
         decision, group.awaiting_claims = group.awaiting_claims, None
         self._outputs.append(self._bind(group, decision, cause))
         self.queue.done(decision, now=self._now)
+
+    def _claims_held(self, event: ClaimsHeld) -> None:
+        """Hold what the allocator committed, per owner (a repeated answer replaces what an owner held); a
+        pod that has ended already holds nothing."""
+        group = self._group_by_uid(event.podgroup_uid)
+        by_owner: dict[str, list[Mapping[str, Any]]] = {}
+        for pod_uid, record in event.allocations:
+            if pod_uid is None:
+                if group is not None:
+                    by_owner.setdefault(group.key, []).append(record)
+                continue
+            pod = self.book.pods.get(pod_uid)
+            if pod is not None and pod.phase not in TERMINAL:
+                by_owner.setdefault(pod_uid, []).append(record)
+        for owner, records in by_owner.items():
+            self._hold_recorded(owner, records)
 
     def _claims_failed(self, group_uid: str, reason: str, cause: str | None) -> None:
         group = self._group_by_uid(group_uid)

@@ -1,0 +1,256 @@
+"""Preemption of pods whose devices come from ResourceClaims: what a victim frees is what its claims hold
+(whole devices picked by a CEL selector, shares of a shareable GPU), the preemptor's claims are allocated
+on it, a victim whose devices would not serve them is never evicted, and the search leaves the snapshot
+and the claim allocations as it found them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from libs.cluster.generator import ClusterShape, generate_cluster
+from libs.core.preemption import NominationEndReason, Preempted, PreemptionReason, PreemptorStateMachine
+from libs.core.scheduling import PodPhase, SchedulerStateMachine
+from libs.core.scheduling.inputs import (
+    ClaimsAllocated,
+    ClaimsHeld,
+    Nominated,
+    ObjectStored,
+    PodsBound,
+    PodsEvicted,
+    PodsFinished,
+    World,
+)
+from libs.core.scheduling.objects import ApiObject
+from libs.core.scheduling.outputs import CycleRan
+from tests.unit.scheduling.manifests import FABRIC_CLASS, GPU_CLASS, pod, podgroup, stored, workload
+
+NOW = 1_000.0
+H200, A100 = "zone-0-b0-r0-n00", "zone-0-b0-r0-n01"
+"""Two nodes of 8 GPUs, the last of each shareable (1 core); the second node's GPUs are A100s."""
+CLASS = "gpu.example.com"
+SHARED = f"{CLASS}/{H200}/gpu-7"
+
+
+def fleet() -> list[ApiObject]:
+    shape = ClusterShape(blocks=1, racks_per_block=1, nodes_per_rack=2, shared_gpus_per_node=1)
+    docs = generate_cluster(shape)
+    for doc in docs:
+        if doc["kind"] == "ResourceSlice" and doc["spec"].get("nodeName") == A100:
+            for device in doc["spec"]["devices"]:
+                device["attributes"]["model"] = {"string": "A100"}
+    return [stored(doc) for doc in [GPU_CLASS, FABRIC_CLASS, *docs]]
+
+
+def template(name: str, *, count: int = 1, model: str | None = None, cores: str | None = None) -> ApiObject:
+    exactly: dict[str, Any] = {"deviceClassName": CLASS, "count": count}
+    if model:
+        exactly["selectors"] = [{"cel": {"expression": f'device.attributes["{CLASS}"].model == "{model}"'}}]
+    if cores:
+        exactly["capacity"] = {"requests": {"cores": cores}}
+    request = {"name": "gpus", "exactly": exactly}
+    return stored(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"spec": {"devices": {"requests": [request]}}},
+        }
+    )
+
+
+def claiming(name: str, template_name: str, **pod_args: Any) -> ApiObject:
+    claims = [{"name": "gpus", "resourceClaimTemplateName": template_name}]
+    return pod(name, gpus=0, cpu="1", memory="1Gi", claims=claims, **pod_args)
+
+
+class Pair:
+    """A scheduler and a preemptor told the same things; the preemptor also hears what the DRA allocator
+    committed (`claims.allocated`) and what the scheduler bound."""
+
+    def __init__(self) -> None:
+        world = World([*fleet(), workload()], {})
+        self.scheduler = SchedulerStateMachine()
+        self.scheduler.load(world, now=NOW)
+        self.preemptor = PreemptorStateMachine()
+        self.preemptor.load(world, now=NOW)
+        self.now = NOW
+
+    def admit(self, *objects: ApiObject) -> None:
+        for obj in objects:
+            for machine in (self.scheduler, self.preemptor):
+                machine.handle(ObjectStored(obj), now=self.now)
+
+    def schedule(self) -> list[CycleRan]:
+        """A pass; placements waiting for their claims are allocated as proposed, then bound."""
+        ran = [o for o in self.scheduler.run_pass(self.now) if isinstance(o, CycleRan)]
+        for proposed in ran:
+            if proposed.decision.placed and proposed.bind is None:
+                self._allocate(proposed)
+        bindings = [o for o in self.scheduler.run_pass(self.now) if hasattr(o, "placements")]
+        for binding in [r.bind for r in ran if r.bind is not None] + bindings:
+            placements = tuple((p.pod_uid, p.node_name, p.devices) for p in binding.placements)
+            self.preemptor.handle(PodsBound(placements), now=self.now)
+        return ran
+
+    def _allocate(self, ran: CycleRan) -> None:
+        proposal = ran.proposal_status or {}
+        held: list[tuple[str | None, dict[str, Any]]] = [
+            (str(placed["uid"]), record)
+            for placed in proposal["pods"].values()
+            for record in placed.get("claims") or []
+        ]
+        held += [(None, record) for record in proposal.get("claims") or []]
+        self.preemptor.handle(ClaimsHeld(ran.group.uid, tuple(held)), now=self.now)
+        self.scheduler.handle(ClaimsAllocated(ran.group.uid, "allocated"), now=self.now)
+
+    def preempt(self, uid: str) -> Preempted:
+        self.preemptor.request(uid, cause="request")
+        (answer,) = [o for o in self.preemptor.run_pass(self.now) if isinstance(o, Preempted)]
+        return answer
+
+    def evict(self, answer: Preempted) -> None:
+        uids = tuple(p.uid for v in answer.decision.victims for p in v.pods)
+        self.scheduler.handle(PodsEvicted(uids), now=self.now)
+        self.scheduler.handle(
+            Nominated(answer.preemptor.uid, answer.decision.nodes, answer.expires_at), now=self.now
+        )
+        for machine in (self.scheduler, self.preemptor):
+            machine.handle(PodsFinished(uids, PodPhase.FAILED), now=self.now)
+        self.now += 1
+
+
+def state_of(machine: PreemptorStateMachine) -> tuple[object, ...]:
+    """Everything the search may change: each node's free room and free devices, the placements, the
+    claim usage and who holds what."""
+    snapshot, claims = machine.cluster.snapshot, machine.cluster.claims
+    owners = [*machine.cluster.book.pods, *machine.cluster.book.groups]
+    return (
+        {
+            state.name: (state.free(), {c: list(n) for c, n in state.free_devices.items()})
+            for state in snapshot.node_states()
+        },
+        sorted(snapshot.placements()),
+        dict(claims.usage.holders),
+        {device: dict(consumed) for device, consumed in claims.usage.consumed.items()},
+        dict(claims.usage.shares),
+        {owner: claims.held_by(owner) for owner in owners if claims.holds(owner)},
+    )
+
+
+def victims_of(answer: Preempted) -> set[str]:
+    return {victim.owner.name for victim in answer.decision.victims}
+
+
+def run_model_holders(pair: Pair, *, h200_priority: int) -> None:
+    """`h200` holds 7 H200s by its claim; `a100`, lower still, 7 A100s."""
+    pair.admit(template("seven-h200", count=7, model="H200"), template("seven-a100", count=7, model="A100"))
+    pair.admit(
+        podgroup("h200", min_count=1, priority=h200_priority), claiming("h200-0", "seven-h200", group="h200")
+    )
+    pair.admit(podgroup("a100", min_count=1, priority=5), claiming("a100-0", "seven-a100", group="a100"))
+    assert all(ran.decision.placed for ran in pair.schedule())
+
+
+def test_the_holder_of_the_devices_the_preemptors_selector_asks_for_is_evicted_and_they_are_reused():
+    pair = Pair()
+    run_model_holders(pair, h200_priority=10)
+    high = podgroup("high", min_count=1, priority=1000)
+    pair.admit(
+        template("four-h200", count=4, model="H200"), high, claiming("high-0", "four-h200", group="high")
+    )
+    (ran,) = pair.schedule()
+    assert ran.preemption_priority == 1000
+
+    answer = pair.preempt(high.uid)
+
+    # The A100 holder is less important and taken out first, but its devices do not serve the selector.
+    assert victims_of(answer) == {"h200"}
+    assert answer.decision.nodes == (H200,)
+    (placement,) = answer.decision.placements
+    assert len(placement.devices[CLASS]) == 4
+    pair.evict(answer)
+    (retry,) = pair.schedule()
+    assert retry.decision.placed
+    assert {p.node_name for p in retry.decision.placements} == {H200}
+    assert pair.preemptor.nominations == {}
+
+
+def test_a_lower_priority_holder_of_devices_the_selector_refuses_is_never_evicted():
+    pair = Pair()
+    run_model_holders(pair, h200_priority=2000)
+    high = podgroup("high", min_count=1, priority=1000)
+    pair.admit(
+        template("four-h200", count=4, model="H200"), high, claiming("high-0", "four-h200", group="high")
+    )
+    pair.schedule()
+    before = state_of(pair.preemptor)
+
+    answer = pair.preempt(high.uid)
+
+    assert answer.decision.victims == ()
+    assert answer.decision.reason == PreemptionReason.WOULD_NOT_FIT.format(where="placement in the cluster")
+    assert state_of(pair.preemptor) == before
+
+
+def shares(pair: Pair) -> tuple[ApiObject, ApiObject]:
+    """Two standalone pods sharing the H200 node's shareable GPU, 400m of its core each."""
+    on_h200 = {"kubernetes.io/hostname": H200}
+    pair.admit(template("share-400", cores="400m"), template("share-600", cores="600m"))
+    low = claiming("low-share", "share-400", priority=10, node_selector=on_h200)
+    mid = claiming("mid-share", "share-400", priority=20, node_selector=on_h200)
+    pair.admit(low, mid)
+    assert all(ran.decision.placed for ran in pair.schedule())
+    assert pair.preemptor.cluster.claims.usage.consumed[SHARED][f"{CLASS}/cores"] == 800
+    return low, mid
+
+
+def test_a_share_is_freed_by_evicting_the_cheapest_share_holder_and_taken_by_the_preemptor():
+    pair = Pair()
+    low, _ = shares(pair)
+    high = claiming("high-share", "share-600", priority=1000, node_selector={"kubernetes.io/hostname": H200})
+    pair.admit(high)
+    (ran,) = pair.schedule()
+    assert not ran.decision.placed
+    assert ran.preemption_priority == 1000
+    before = state_of(pair.preemptor)
+
+    answer = pair.preempt(ran.group.uid)
+
+    assert [p.uid for v in answer.decision.victims for p in v.pods] == [low.uid]  # 400m + 600m fit 1 core
+    assert answer.decision.nodes == (H200,)
+    assert state_of(pair.preemptor) == before
+    pair.evict(answer)
+    (retry,) = pair.schedule()
+    assert retry.decision.placed
+    assert pair.preemptor.cluster.claims.usage.consumed[SHARED][f"{CLASS}/cores"] == 1000
+    (ended,) = pair.preemptor.run_pass(pair.now)
+    assert ended.reason == NominationEndReason.SCHEDULED
+
+
+def test_a_share_larger_than_the_device_evicts_nobody():
+    pair = Pair()
+    shares(pair)
+    pair.admit(template("share-1200", cores="1200m"))
+    high = claiming("high-share", "share-1200", priority=1000, node_selector={"kubernetes.io/hostname": H200})
+    pair.admit(high)
+    (ran,) = pair.schedule()
+
+    answer = pair.preempt(ran.group.uid)
+
+    assert answer.decision.victims == ()
+
+
+def test_the_share_of_a_pod_on_its_way_out_counts_as_free_and_is_held_again_after_the_search():
+    pair = Pair()
+    low, _ = shares(pair)
+    pair.preemptor.handle(PodsEvicted((low.uid,)), now=pair.now)  # deleted: leaving, not ended
+    high = claiming("high-share", "share-600", priority=1000, node_selector={"kubernetes.io/hostname": H200})
+    pair.admit(high)
+    (ran,) = pair.schedule()
+    before = state_of(pair.preemptor)
+
+    answer = pair.preempt(ran.group.uid)
+
+    assert answer.decision.victims == ()
+    assert answer.decision.reason == PreemptionReason.FITS
+    assert state_of(pair.preemptor) == before
