@@ -4,7 +4,8 @@ force, and the preemption requests waiting for an answer; no I/O, time passed in
 The cluster is tracked by a `SchedulerStateMachine` that is never asked to run a pass: it is told what
 the scheduler bound (`PodsBound`) and everything the scheduler is told, so its snapshot and its pod book
 are the scheduler's. `run_pass(now)` answers the requests on that state (recomputed, never on what the
-request said) and ends the nominations that expired or can no longer be kept.
+request said) and ends the nominations that expired or can no longer be kept (a node gone, or the room
+taken by pods bound there since).
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ class PreemptorStateMachine:
         self._nominations: dict[str, _Nomination] = {}
         self._leaving: set[str] = set()
         self._ended: list[NominationEnded] = []
+        self._recheck: set[str] = set()
+        """Nominations whose nodes something was bound on since the last pass."""
 
     # -- loading ------------------------------------------------------------------------------------------
 
@@ -147,11 +150,12 @@ class PreemptorStateMachine:
         self.cluster.handle(event, now=now)
         self.cluster.drop_outputs()
         if isinstance(event, PodsBound):
-            for uid, _, _ in event.placements:
+            for uid, node, _ in event.placements:
                 pod = self.cluster.book.pods.get(uid)
                 if pod is not None:
                     self._run(pod, now)
                     self._scheduled(pod.group_key)
+                    self._recheck_nominations(node, pod.group_key)
         elif isinstance(event, PodsFinished):
             for uid in event.uids:
                 self._gone(uid)
@@ -176,6 +180,7 @@ class PreemptorStateMachine:
             state = self.cluster.snapshot.nodes_by_name.get(obj.name)
             if state is not None:
                 self.candidates.put_node(state.name, state.labels)
+                self._recheck_nominations(obj.name, None)
         elif obj.kind == "Pod":
             self._sync((obj.uid,))
 
@@ -274,16 +279,22 @@ class PreemptorStateMachine:
             group = self._group_by_uid(uid)
             if uid == preemptor_uid or group is None:
                 continue
-            for pod_uid in sorted(group.pending):
-                request = self.cluster.book.pods[pod_uid].request
-                stand_in = dataclasses.replace(request, uid=NOMINATED_PREFIX + pod_uid)
-                for node in nomination.nodes:
-                    try:
-                        self.cluster.snapshot.bind(stand_in, node)
-                    except (PlacementConflict, KeyError):
-                        continue
-                    held.append(stand_in.uid)
-                    break
+            held += self._hold_stand_ins(group, nomination.nodes)
+        return held
+
+    def _hold_stand_ins(self, group: GroupRecord, nodes: tuple[str, ...]) -> list[str]:
+        """Stand-ins of the group's waiting pods bound on the nominated nodes, where they fit: their uids."""
+        held: list[str] = []
+        for pod_uid in sorted(group.pending):
+            request = self.cluster.book.pods[pod_uid].request
+            stand_in = dataclasses.replace(request, uid=NOMINATED_PREFIX + pod_uid)
+            for node in nodes:
+                try:
+                    self.cluster.snapshot.bind(stand_in, node)
+                except (PlacementConflict, KeyError):
+                    continue
+                held.append(stand_in.uid)
+                break
         return held
 
     def _evict(self, decision: PreemptionDecision, now: float) -> None:
@@ -295,6 +306,7 @@ class PreemptorStateMachine:
             self._leaving.add(uid)
 
     def _expire(self, now: float) -> None:
+        recheck, self._recheck = self._recheck, set()
         for nomination in list(self._nominations.values()):
             if nomination.expires_at <= now:
                 message = f"the room held on {', '.join(nomination.nodes)} was not taken in time"
@@ -303,6 +315,33 @@ class PreemptorStateMachine:
                 lost = [node for node in nomination.nodes if node not in self.cluster.snapshot]
                 message = f"nominated node(s) {', '.join(lost)} left the cluster"
                 self._end(nomination, NominationEndReason.INFEASIBLE, message, True)
+            elif nomination.group.uid in recheck and not self._room_kept(nomination):
+                message = f"the room held on {', '.join(nomination.nodes)} no longer holds the group"
+                self._end(nomination, NominationEndReason.INFEASIBLE, message, True)
+
+    def _recheck_nominations(self, node: str, bound_group: str | None) -> None:
+        """Something was bound on a node (or the node changed): the nominations there are checked on the
+        next pass, but not the one of the group bound."""
+        for uid, nomination in self._nominations.items():
+            if node in nomination.nodes and self.cluster.book.group_uids.get(uid) != bound_group:
+                self._recheck.add(uid)
+
+    def _room_kept(self, nomination: _Nomination) -> bool:
+        """Whether the nominated nodes still hold every waiting pod of the group once the pods on their way
+        out are gone (whole devices by count: the cheap check, not the group's scheduling cycle)."""
+        group = self._group_by_uid(nomination.group.uid)
+        if group is None or not group.pending:
+            return True
+        snapshot = self.cluster.snapshot
+        leaving = take_out(snapshot, sorted(self._leaving), self._groups_leaving())
+        held: list[str] = []
+        try:
+            held = self._hold_stand_ins(group, nomination.nodes)
+            return len(held) == len(group.pending)
+        finally:
+            for uid in held:
+                snapshot.unbind(uid)
+            put_back(snapshot, [leaving])
 
     def _end(self, nomination: _Nomination, reason: str, message: str, announce: bool) -> None:
         self._nominations.pop(nomination.group.uid, None)
