@@ -227,7 +227,7 @@ class PreemptorStateMachine:
         if group is None or uid in self._nominations:
             return None
         book = self.cluster.book
-        core = book.core_group(group)
+        core = self.cluster.cycle_group(group)
         pending = [book.pods[pod_uid] for pod_uid in sorted(group.pending)]
         preemptor = Preemptor(
             core,

@@ -50,6 +50,7 @@ from .model import (
     CycleDecision,
     NodeAssignment,
     Placement,
+    PodGroup,
     PodRequest,
     ResourceTotals,
     TopologyDomainRef,
@@ -547,13 +548,7 @@ class SchedulerStateMachine:
             self.queue.remove(key)
             return None
         self._release(key)
-        core = self.book.core_group(group)
-        if group.has_claims and not group.standalone and not self.claims.holds(key):
-            claims = group_claim_specs(
-                group.namespace, group.obj.spec.get("resourceClaims") or [], self._templates()
-            )
-            if claims:
-                core = dataclasses.replace(core, claims=claims)
+        core = self.cycle_group(group)
         cause = group.cause if group.attempts == 0 else (self._capacity_cause or group.cause)
         pending = len(group.pending)
         started = self._timer() if self._timer is not None else 0.0
@@ -584,6 +579,17 @@ class SchedulerStateMachine:
             preemption_priority=self._preemption_wanted(group, core.priority),
             condition_false=not group.scheduled,
         )
+
+    def cycle_group(self, group: GroupRecord) -> PodGroup:
+        """The group as a scheduling cycle sees it: with its own claims, while they are not allocated."""
+        core = self.book.core_group(group)
+        if group.has_claims and not group.standalone and not self.claims.holds(group.key):
+            claims = group_claim_specs(
+                group.namespace, group.obj.spec.get("resourceClaims") or [], self._templates()
+            )
+            if claims:
+                core = dataclasses.replace(core, claims=claims)
+        return core
 
     def _placed(self, group: GroupRecord, decision: CycleDecision, ran: CycleRan, now: float) -> CycleRan:
         self.snapshot.apply(decision)

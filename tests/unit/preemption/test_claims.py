@@ -22,7 +22,16 @@ from libs.core.scheduling.inputs import (
 )
 from libs.core.scheduling.objects import ApiObject
 from libs.core.scheduling.outputs import CycleRan
-from tests.unit.scheduling.manifests import FABRIC_CLASS, GPU_CLASS, pod, podgroup, stored, workload
+from tests.unit.scheduling.manifests import (
+    FABRIC_CLASS,
+    GPU_CLASS,
+    RACK_FABRIC_TEMPLATE,
+    gang,
+    pod,
+    podgroup,
+    stored,
+    workload,
+)
 
 NOW = 1_000.0
 H200, A100 = "zone-0-b0-r0-n00", "zone-0-b0-r0-n01"
@@ -31,14 +40,18 @@ CLASS = "gpu.example.com"
 SHARED = f"{CLASS}/{H200}/gpu-7"
 
 
-def fleet() -> list[ApiObject]:
-    shape = ClusterShape(blocks=1, racks_per_block=1, nodes_per_rack=2, shared_gpus_per_node=1)
+def fleet(racks: int = 1) -> list[ApiObject]:
+    """`racks` racks of the two nodes above; each rack's fabric device serves one PodGroup at a time."""
+    shape = ClusterShape(blocks=1, racks_per_block=racks, nodes_per_rack=2, shared_gpus_per_node=1)
     docs = generate_cluster(shape)
     for doc in docs:
         if doc["kind"] == "ResourceSlice" and doc["spec"].get("nodeName") == A100:
             for device in doc["spec"]["devices"]:
                 device["attributes"]["model"] = {"string": "A100"}
-    return [stored(doc) for doc in [GPU_CLASS, FABRIC_CLASS, *docs]]
+        if doc["kind"] == "ResourceSlice" and doc["spec"]["driver"] == "fabric.example.com":
+            for device in doc["spec"]["devices"]:
+                device.pop("allowMultipleAllocations")
+    return [stored(doc) for doc in [GPU_CLASS, FABRIC_CLASS, RACK_FABRIC_TEMPLATE, *docs]]
 
 
 def template(name: str, *, count: int = 1, model: str | None = None, cores: str | None = None) -> ApiObject:
@@ -67,8 +80,8 @@ class Pair:
     """A scheduler and a preemptor told the same things; the preemptor also hears what the DRA allocator
     committed (`claims.allocated`) and what the scheduler bound."""
 
-    def __init__(self) -> None:
-        world = World([*fleet(), workload()], {})
+    def __init__(self, racks: int = 1) -> None:
+        world = World([*fleet(racks), workload()], {})
         self.scheduler = SchedulerStateMachine()
         self.scheduler.load(world, now=NOW)
         self.preemptor = PreemptorStateMachine()
@@ -254,3 +267,34 @@ def test_the_share_of_a_pod_on_its_way_out_counts_as_free_and_is_held_again_afte
     assert answer.decision.victims == ()
     assert answer.decision.reason == PreemptionReason.FITS
     assert state_of(pair.preemptor) == before
+
+
+FABRIC = [{"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}]
+
+
+def test_a_podgroup_claim_is_freed_with_its_whole_group_and_allocated_to_the_preemptors_own():
+    pair = Pair(racks=2)
+    for name, priority in (("cheap", 10), ("dear", 20)):
+        group = podgroup(name, min_count=2, priority=priority, claims=FABRIC)
+        pair.admit(group, *gang(name, 2, gpus=1, cpu="1", claims=FABRIC))
+    assert all(ran.decision.placed for ran in pair.schedule())
+    cheap_rack = {
+        placement.node_name.rsplit("-n", 1)[0]
+        for placement in pair.preemptor.cluster.snapshot.placements()
+        if placement.pod_name.startswith("cheap")
+    }
+    high = podgroup("high", min_count=1, priority=1000, claims=FABRIC)
+    pair.admit(high, *gang("high", 1, gpus=1, cpu="1", claims=FABRIC))
+    (ran,) = pair.schedule()
+    assert not ran.decision.placed  # every rack's fabric is taken, GPUs are not
+    before = state_of(pair.preemptor)
+
+    answer = pair.preempt(high.uid)
+
+    assert victims_of(answer) == {"cheap"}
+    assert {node.rsplit("-n", 1)[0] for node in answer.decision.nodes} == cheap_rack
+    assert state_of(pair.preemptor) == before
+    pair.evict(answer)
+    (retry,) = pair.schedule()
+    assert retry.decision.placed
+    assert {p.node_name.rsplit("-n", 1)[0] for p in retry.decision.placements} == cheap_rack
