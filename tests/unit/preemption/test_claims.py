@@ -1,15 +1,25 @@
 """Preemption of pods whose devices come from ResourceClaims: what a victim frees is what its claims hold
 (whole devices picked by a CEL selector, shares of a shareable GPU), the preemptor's claims are allocated
 on it, a victim whose devices would not serve them is never evicted, and the search leaves the snapshot
-and the claim allocations as it found them."""
+and the claim allocations as it found them; over random holders, no victim could be spared."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from libs.cluster.generator import ClusterShape, generate_cluster
-from libs.core.preemption import NominationEndReason, Preempted, PreemptionReason, PreemptorStateMachine
-from libs.core.scheduling import PodPhase, SchedulerStateMachine
+from libs.core.preemption import (
+    NominationEndReason,
+    Preempted,
+    PreemptionReason,
+    Preemptor,
+    PreemptorStateMachine,
+    find_victims,
+)
+from libs.core.scheduling import PodPhase, SchedulerStateMachine, schedule_podgroup
 from libs.core.scheduling.inputs import (
     ClaimsAllocated,
     ClaimsHeld,
@@ -21,7 +31,7 @@ from libs.core.scheduling.inputs import (
     World,
 )
 from libs.core.scheduling.objects import ApiObject
-from libs.core.scheduling.outputs import CycleRan
+from libs.core.scheduling.outputs import Binding, CycleRan
 from tests.unit.scheduling.manifests import (
     FABRIC_CLASS,
     GPU_CLASS,
@@ -38,6 +48,9 @@ H200, A100 = "zone-0-b0-r0-n00", "zone-0-b0-r0-n01"
 """Two nodes of 8 GPUs, the last of each shareable (1 core); the second node's GPUs are A100s."""
 CLASS = "gpu.example.com"
 SHARED = f"{CLASS}/{H200}/gpu-7"
+HOST = "kubernetes.io/hostname"
+SHARE_CORES = ("200m", "300m", "500m")
+FABRIC = [{"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}]
 
 
 def fleet(racks: int = 1) -> list[ApiObject]:
@@ -99,7 +112,7 @@ class Pair:
         for proposed in ran:
             if proposed.decision.placed and proposed.bind is None:
                 self._allocate(proposed)
-        bindings = [o for o in self.scheduler.run_pass(self.now) if hasattr(o, "placements")]
+        bindings = [o for o in self.scheduler.run_pass(self.now) if isinstance(o, Binding)]
         for binding in [r.bind for r in ran if r.bind is not None] + bindings:
             placements = tuple((p.pod_uid, p.node_name, p.devices) for p in binding.placements)
             self.preemptor.handle(PodsBound(placements), now=self.now)
@@ -207,7 +220,7 @@ def test_a_lower_priority_holder_of_devices_the_selector_refuses_is_never_evicte
 
 def shares(pair: Pair) -> tuple[ApiObject, ApiObject]:
     """Two standalone pods sharing the H200 node's shareable GPU, 400m of its core each."""
-    on_h200 = {"kubernetes.io/hostname": H200}
+    on_h200 = {HOST: H200}
     pair.admit(template("share-400", cores="400m"), template("share-600", cores="600m"))
     low = claiming("low-share", "share-400", priority=10, node_selector=on_h200)
     mid = claiming("mid-share", "share-400", priority=20, node_selector=on_h200)
@@ -220,7 +233,7 @@ def shares(pair: Pair) -> tuple[ApiObject, ApiObject]:
 def test_a_share_is_freed_by_evicting_the_cheapest_share_holder_and_taken_by_the_preemptor():
     pair = Pair()
     low, _ = shares(pair)
-    high = claiming("high-share", "share-600", priority=1000, node_selector={"kubernetes.io/hostname": H200})
+    high = claiming("high-share", "share-600", priority=1000, node_selector={HOST: H200})
     pair.admit(high)
     (ran,) = pair.schedule()
     assert not ran.decision.placed
@@ -244,7 +257,7 @@ def test_a_share_larger_than_the_device_evicts_nobody():
     pair = Pair()
     shares(pair)
     pair.admit(template("share-1200", cores="1200m"))
-    high = claiming("high-share", "share-1200", priority=1000, node_selector={"kubernetes.io/hostname": H200})
+    high = claiming("high-share", "share-1200", priority=1000, node_selector={HOST: H200})
     pair.admit(high)
     (ran,) = pair.schedule()
 
@@ -257,7 +270,7 @@ def test_the_share_of_a_pod_on_its_way_out_counts_as_free_and_is_held_again_afte
     pair = Pair()
     low, _ = shares(pair)
     pair.preemptor.handle(PodsEvicted((low.uid,)), now=pair.now)  # deleted: leaving, not ended
-    high = claiming("high-share", "share-600", priority=1000, node_selector={"kubernetes.io/hostname": H200})
+    high = claiming("high-share", "share-600", priority=1000, node_selector={HOST: H200})
     pair.admit(high)
     (ran,) = pair.schedule()
     before = state_of(pair.preemptor)
@@ -267,9 +280,6 @@ def test_the_share_of_a_pod_on_its_way_out_counts_as_free_and_is_held_again_afte
     assert answer.decision.victims == ()
     assert answer.decision.reason == PreemptionReason.FITS
     assert state_of(pair.preemptor) == before
-
-
-FABRIC = [{"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}]
 
 
 def test_a_podgroup_claim_is_freed_with_its_whole_group_and_allocated_to_the_preemptors_own():
@@ -298,3 +308,81 @@ def test_a_podgroup_claim_is_freed_with_its_whole_group_and_allocated_to_the_pre
     (retry,) = pair.schedule()
     assert retry.decision.placed
     assert {p.node_name.rsplit("-n", 1)[0] for p in retry.decision.placements} == cheap_rack
+
+
+@st.composite
+def claim_holders(draw: Any) -> Pair:
+    """Standalone pods of random priorities holding shares of either node's shareable GPU, or whole GPUs
+    of the node's model."""
+    pair = Pair()
+    pair.admit(*(template(f"share-{cores}", cores=cores) for cores in (*SHARE_CORES, "600m", "900m")))
+    for count in range(1, 8):
+        pair.admit(template(f"h200-{count}", count=count, model="H200"))
+        pair.admit(template(f"a100-{count}", count=count, model="A100"))
+    for position in range(draw(st.integers(2, 10))):
+        priority = draw(st.sampled_from([1, 10, 100, 2000]))
+        if draw(st.booleans()):
+            node = draw(st.sampled_from([H200, A100]))
+            cores = draw(st.sampled_from(SHARE_CORES))
+            holder = claiming(f"p{position}", f"share-{cores}", priority=priority, node_selector={HOST: node})
+        else:
+            model = draw(st.sampled_from(["h200", "a100"]))
+            holder = claiming(f"p{position}", f"{model}-{draw(st.integers(1, 6))}", priority=priority)
+        pair.admit(holder)
+    pair.schedule()
+    return pair
+
+
+def asked(pair: Pair, obj: ApiObject) -> Preemptor:
+    cluster = pair.preemptor.cluster
+    group = cluster.book.groups[cluster.book.group_uids[obj.uid]]
+    return Preemptor(
+        cluster.cycle_group(group), [cluster.book.pods[uid].request for uid in sorted(group.pending)]
+    )
+
+
+def fits_without(pair: Pair, request: Preemptor, uids: set[str]) -> bool:
+    """The scheduling cycle's answer with these pods gone, their claims' shares with them."""
+    snapshot, claims = pair.preemptor.cluster.snapshot, pair.preemptor.cluster.claims
+    released = snapshot.release_many(sorted(uids))
+    held = {uid: claims.held_by(uid) for uid in uids if claims.holds(uid)}
+    for uid in held:
+        claims.release(uid)
+    try:
+        return schedule_podgroup(snapshot, request.group, request.pods, now=pair.now).placed
+    finally:
+        snapshot.restore_many(released)
+        for uid, allocations in held.items():
+            claims.hold(uid, allocations)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pair=claim_holders(), share=st.booleans(), size=st.integers(1, 7), cores=st.sampled_from(["600m", "900m"])
+)
+def test_claim_victims_make_room_none_could_be_spared_and_the_state_is_left_as_it_was(
+    pair, share, size, cores
+):
+    if share:
+        high = claiming("high", f"share-{cores}", priority=1000, node_selector={HOST: H200})
+    else:
+        high = claiming("high", f"h200-{size}", priority=1000)
+    pair.admit(high)
+    (ran,) = [r for r in pair.schedule() if r.group.uid == high.uid]
+    if ran.decision.placed:
+        return
+    request = asked(pair, high)
+    before = state_of(pair.preemptor)
+
+    decision = find_victims(pair.preemptor.cluster.snapshot, pair.preemptor.candidates, request, now=pair.now)
+
+    assert state_of(pair.preemptor) == before
+    lower = {uid for uid, pod in pair.preemptor.candidates.pods.items() if pod.priority < 1000}
+    evicted = {pod.uid for victim in decision.victims for pod in victim.pods}
+    if not evicted:
+        assert not fits_without(pair, request, lower)
+        return
+    assert evicted <= lower
+    assert fits_without(pair, request, evicted)
+    for uid in evicted:
+        assert not fits_without(pair, request, evicted - {uid}), f"{uid} could be spared"
