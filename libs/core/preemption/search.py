@@ -127,8 +127,16 @@ def find_victims(
         priority=outcome.cost.priority,
         domain=str(domain) if domain else "the cluster",
     )
+    found = outcome.decision
     return PreemptionDecision(
-        group.key, outcome.victims, domain, outcome.decision.placements, reason, outcome.cost, evaluated
+        group.key,
+        outcome.victims,
+        domain,
+        found.placements,
+        reason,
+        outcome.cost,
+        evaluated,
+        found.claims or {},
     )
 
 

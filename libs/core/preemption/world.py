@@ -11,9 +11,10 @@ taken by pods bound there since).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from libs.core.dra.allocator import ClaimAllocation
 from libs.core.scheduling import SchedulerStateMachine
 from libs.core.scheduling.book import TERMINAL, GroupRecord, PodRecord
 from libs.core.scheduling.inputs import (
@@ -93,6 +94,8 @@ class _Nomination:
     group: GroupRef
     nodes: tuple[str, ...]
     expires_at: float
+    claims: Mapping[str, tuple[ClaimAllocation, ...]] = field(default_factory=dict)
+    """The allocations the search found for the group's claims (unknown to a new term: none)."""
 
 
 class PreemptorStateMachine:
@@ -242,7 +245,7 @@ class PreemptorStateMachine:
         if decision.victims:
             expires_at = now + self.settings.nomination_ttl_s
             self._evict(decision, now)
-            self._nominations[uid] = _Nomination(_ref(group), decision.nodes, expires_at)
+            self._nominations[uid] = _Nomination(_ref(group), decision.nodes, expires_at, decision.claims)
         return Preempted(_ref(group), core.priority, decision, expires_at, cause, search_ms)
 
     def _search(self, preemptor: Preemptor, now: float) -> PreemptionDecision:
@@ -254,8 +257,7 @@ class PreemptorStateMachine:
         try:
             return find_victims(snapshot, self.candidates, preemptor, now=now, settings=self.settings.search)
         finally:
-            for uid in held:
-                snapshot.unbind(uid)
+            self._let_go(held)
             put_back(snapshot, [leaving])
 
     def _groups_leaving(self) -> list[str]:
@@ -280,7 +282,27 @@ class PreemptorStateMachine:
             if uid == preemptor_uid or group is None:
                 continue
             held += self._hold_stand_ins(group, nomination.nodes)
+            for owner, allocations in self._claims_to_come(group, nomination).items():
+                self.cluster.claims.hold(NOMINATED_PREFIX + owner, allocations)
+                held.append(NOMINATED_PREFIX + owner)
         return held
+
+    def _claims_to_come(
+        self, group: GroupRecord, nomination: _Nomination
+    ) -> dict[str, tuple[ClaimAllocation, ...]]:
+        """The allocations found for the claims of the group's waiting pods and, until they are allocated,
+        of the group itself, by owner (pod uid, or group key)."""
+        found = nomination.claims
+        to_come = {uid: found[uid] for uid in sorted(group.pending) if uid in found}
+        if "" in found and not self.cluster.claims.holds(group.key):
+            to_come[group.key] = found[""]
+        return to_come
+
+    def _let_go(self, held: Iterable[str]) -> None:
+        """Give back the room and the claims stand-ins held."""
+        for uid in set(held):
+            self.cluster.snapshot.unbind(uid)
+            self.cluster.claims.release(uid)
 
     def _hold_stand_ins(self, group: GroupRecord, nodes: tuple[str, ...]) -> list[str]:
         """Stand-ins of the group's waiting pods bound on the nominated nodes, where they fit: their uids."""
@@ -328,7 +350,8 @@ class PreemptorStateMachine:
 
     def _room_kept(self, nomination: _Nomination) -> bool:
         """Whether the nominated nodes still hold every waiting pod of the group once the pods on their way
-        out are gone (whole devices by count: the cheap check, not the group's scheduling cycle)."""
+        out are gone, and the shares found for its claims are still free (whole devices by count: the
+        cheap check, not the group's scheduling cycle)."""
         group = self._group_by_uid(nomination.group.uid)
         if group is None or not group.pending:
             return True
@@ -337,10 +360,11 @@ class PreemptorStateMachine:
         held: list[str] = []
         try:
             held = self._hold_stand_ins(group, nomination.nodes)
-            return len(held) == len(group.pending)
+            to_come = self._claims_to_come(group, nomination).values()
+            allocations = [allocation for found in to_come for allocation in found]
+            return len(held) == len(group.pending) and self.cluster.claims.usage.check(allocations) is None
         finally:
-            for uid in held:
-                snapshot.unbind(uid)
+            self._let_go(held)
             put_back(snapshot, [leaving])
 
     def _end(self, nomination: _Nomination, reason: str, message: str, announce: bool) -> None:

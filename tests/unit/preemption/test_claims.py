@@ -282,6 +282,54 @@ def test_the_share_of_a_pod_on_its_way_out_counts_as_free_and_is_held_again_afte
     assert state_of(pair.preemptor) == before
 
 
+def first_nominated(pair: Pair) -> tuple[ApiObject, ApiObject]:
+    """`first` (600m) nominated on the shareable GPU of `low`, which is evicted; `mid` keeps its 400m."""
+    low, mid = shares(pair)
+    first = claiming("first", "share-600", priority=1000, node_selector={HOST: H200})
+    pair.admit(first)
+    (ran,) = pair.schedule()
+    answer = pair.preempt(ran.group.uid)
+    assert [p.uid for v in answer.decision.victims for p in v.pods] == [low.uid]
+    return first, mid
+
+
+def test_the_share_found_for_a_nominated_preemptor_is_held_from_the_searches_after():
+    pair = Pair()
+    first_nominated(pair)
+    second = claiming("second", "share-600", priority=1000, node_selector={HOST: H200})
+    pair.admit(second)
+    (ran,) = pair.schedule()
+
+    answer = pair.preempt(ran.group.uid)
+
+    # low's 400m is on its way out, but it is first's: mid's 400m + 600m + 600m would exceed the core.
+    assert answer.decision.victims == ()
+    assert answer.decision.reason != PreemptionReason.FITS
+    assert not any(owner.startswith("nominated") for owner in state_of(pair.preemptor)[-1])
+
+
+def test_a_nomination_whose_share_a_pod_bound_since_has_taken_is_cleared_as_infeasible():
+    pair = Pair()
+    first, _ = first_nominated(pair)
+    rival = claiming("rival", "share-600", priority=2000, node_selector={HOST: H200})
+    pair.admit(rival)
+    device = {"request": "gpus", "driver": CLASS, "pool": H200, "device": "gpu-7"}
+    record = {
+        "resourceClaimName": "rival-gpus",
+        "devices": [{**device, "consumedCapacity": {f"{CLASS}/cores": "600m"}}],
+    }
+    for event in (ClaimsHeld(rival.uid, ((rival.uid, record),)), PodsBound(((rival.uid, H200, {}),))):
+        pair.preemptor.handle(event, now=pair.now)
+
+    (ended,) = pair.preemptor.run_pass(pair.now)
+
+    assert (ended.group.uid, ended.reason, ended.announce) == (
+        first.uid,
+        NominationEndReason.INFEASIBLE,
+        True,
+    )
+
+
 def test_a_podgroup_claim_is_freed_with_its_whole_group_and_allocated_to_the_preemptors_own():
     pair = Pair(racks=2)
     for name, priority in (("cheap", 10), ("dear", 20)):
