@@ -20,14 +20,17 @@ class TakenOut:
     claims: dict[str, tuple[ClaimAllocation, ...]]
 
 
-def take_out(snapshot: ClusterSnapshot, pod_uids: Sequence[str], groups: Iterable[str] = ()) -> TakenOut:
+def take_out(snapshot: ClusterSnapshot, pod_uids: Sequence[str], groups: Sequence[str] = ()) -> TakenOut:
     """Release pods and their claims' allocations, and the allocations of the PodGroups (keys) in
     `groups`, whose own claims are released once none of their pods holds room."""
     placements = snapshot.release_many(pod_uids)
     view = snapshot.claims
     if view is None:
         return TakenOut(placements, {})
-    return TakenOut(placements, view.set_aside([*pod_uids, *groups]))
+    aside = view.set_aside(pod_uids)
+    if groups:
+        aside.update(view.set_aside(groups))
+    return TakenOut(placements, aside)
 
 
 def put_back(snapshot: ClusterSnapshot, taken: Iterable[TakenOut]) -> None:
@@ -38,4 +41,5 @@ def put_back(snapshot: ClusterSnapshot, taken: Iterable[TakenOut]) -> None:
     view = snapshot.claims
     if view is not None:
         for out in taken:
-            view.put_back(out.claims)
+            if out.claims:
+                view.put_back(out.claims)

@@ -281,6 +281,8 @@ class ClaimsView:
         """Release the allocations of these owners for a what-if (a preemptor's simulation); what was
         released, by owner, for `put_back`."""
         aside: dict[str, tuple[ClaimAllocation, ...]] = {}
+        if not self._by_owner:
+            return aside
         for owner in owners:
             held = self._by_owner.get(owner)
             if held is not None:
