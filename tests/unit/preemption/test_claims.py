@@ -5,8 +5,10 @@ and the claim allocations as it found them; over random holders, no victim could
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -330,10 +332,13 @@ def test_a_nomination_whose_share_a_pod_bound_since_has_taken_is_cleared_as_infe
     )
 
 
-def test_a_podgroup_claim_is_freed_with_its_whole_group_and_allocated_to_the_preemptors_own():
+@pytest.mark.parametrize("mode", ["Pod", "PodGroup"])
+def test_a_podgroup_claim_is_freed_with_its_whole_group_and_allocated_to_the_preemptors_own(mode):
+    # `Pod` mode: the group's claim goes out with its last pod; `PodGroup` mode: with the group, one unit.
     pair = Pair(racks=2)
     for name, priority in (("cheap", 10), ("dear", 20)):
         group = podgroup(name, min_count=2, priority=priority, claims=FABRIC)
+        group = dataclasses.replace(group, spec={**group.spec, "disruptionMode": mode})
         pair.admit(group, *gang(name, 2, gpus=1, cpu="1", claims=FABRIC))
     assert all(ran.decision.placed for ran in pair.schedule())
     cheap_rack = {
