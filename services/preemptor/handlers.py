@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from libs.core.scheduling import PodPhase
 from libs.core.scheduling.inputs import (
+    ClaimsHeld,
     Input,
     PodsBound,
     PodsEvicted,
@@ -18,6 +19,7 @@ SUBJECTS = [
     event.subject
     for event in (
         *OBJECT_EVENTS,
+        EventType.CLAIMS_ALLOCATED,
         EventType.PODS_BOUND,
         EventType.PODS_SUCCEEDED,
         EventType.PODS_FAILED,
@@ -25,7 +27,8 @@ SUBJECTS = [
         EventType.PREEMPTION_REQUESTED,
     )
 ]
-"""Everything that changes which pods hold room where, and the requests for room."""
+"""Everything that changes which pods hold room (devices and shares included) where, and the requests for
+room."""
 
 
 def cluster_input(envelope: Envelope, payload: EventPayload) -> Input | None:
@@ -40,6 +43,12 @@ def cluster_input(envelope: Envelope, payload: EventPayload) -> Input | None:
             for pod in payload.pods
         )
         return PodsBound(placements, cause)
+    if isinstance(payload, scheduling.ClaimsAllocated):
+        allocations = tuple(
+            (allocation.pod_uid, {"resourceClaimName": allocation.claim, "devices": allocation.devices})
+            for allocation in payload.allocations
+        )
+        return ClaimsHeld(payload.podgroup.uid, allocations, cause)
     if isinstance(payload, scheduling.PodsSucceeded):
         return PodsFinished(tuple(pod.uid for pod in payload.pods), PodPhase.SUCCEEDED, cause)
     if isinstance(payload, scheduling.PodsFailed):

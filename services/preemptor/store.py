@@ -31,7 +31,18 @@ from libs.events.scheduling import (
 )
 
 PRODUCER = "preemptor"
-LOAD_ORDER = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate", "Workload", "PodGroup", "Pod")
+LOAD_ORDER = (
+    "DeviceClass",
+    "Node",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "Workload",
+    "PodGroup",
+    "Pod",
+    "ResourceClaim",
+)
+"""What the scheduler loads: allocated ResourceClaims last, their holders known (a standalone pod's share
+is recorded nowhere else)."""
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
@@ -59,7 +70,8 @@ async def unschedulable_groups(uow: UnitOfWork) -> list[str]:
 
 
 async def load_world(uow: UnitOfWork, now: datetime) -> World:
-    """The objects the scheduler reads, where live pods are bound, the pods on their way out (marked for
+    """The objects the scheduler reads (allocated ResourceClaims included: the shares and reached devices
+    their pods and PodGroups hold), where live pods are bound, the pods on their way out (marked for
     deletion or `DisruptionTarget`), and the nominations in force."""
     objects: list[ApiObject] = []
     live: set[str] = set()

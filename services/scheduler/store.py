@@ -253,10 +253,14 @@ class _Writer:
 
     async def unschedulable(self, ran: CycleRan, story: _Story) -> None:
         message = ran.decision.message
+        ref = _podgroup_ref(ran.group)
         if ran.group.standalone:
             await self._pod_condition(ran.group.uid, False, ConditionReason.UNSCHEDULABLE, message)
+            if ran.preemption_priority is not None:
+                story.emit(
+                    PreemptionRequested(podgroup=ref, priority=ran.preemption_priority, message=message)
+                )
             return
-        ref = _podgroup_ref(ran.group)
         story.emit(
             PodGroupUnschedulable(
                 podgroup=ref,

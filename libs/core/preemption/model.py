@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 
+from libs.core.dra.allocator import ClaimAllocation
 from libs.core.scheduling.model import Placement, PodGroup, PodRequest, TopologyDomainRef
 
 PREEMPT_NEVER = "Never"
@@ -110,7 +111,7 @@ class PreemptionDecision:
     """The victims to evict (none unless the preemptor then fits), where the preemptor would go, and why.
 
     `placements` is the placement the search found for the preemptor once the victims are gone: its nodes
-    are the ones to nominate."""
+    are the ones to nominate; `claims` the allocations of its claims there (as `CycleDecision.claims`)."""
 
     preemptor: str
     victims: tuple[Victim, ...]
@@ -119,6 +120,7 @@ class PreemptionDecision:
     reason: str
     cost: Cost | None = None
     domains_evaluated: int = 0
+    claims: Mapping[str, tuple[ClaimAllocation, ...]] = field(default_factory=dict)
 
     @property
     def nodes(self) -> tuple[str, ...]:

@@ -13,7 +13,12 @@ Per candidate domain of the preemptor's hard topology key (the whole cluster wit
    would drop below goes whole.
 Domains are searched in order of a lower bound on their cost, while that bound could beat the best set
 found, and the cheapest set wins (lowest highest priority, then fewest pods, then least run time lost).
-The snapshot is left as it was found.
+
+A unit taken out gives back what its pods hold (capacity, devices, and the shares and reached devices
+of their ResourceClaims, see `room.py`; its PodGroup's own claims once none of the group's pods holds
+room), so the preemptor's claims, its pods' and its PodGroup's, are allocated on what the victims free,
+as its scheduling cycle would; a unit whose devices do not serve them is put back by the reprieve. The
+snapshot and the claim allocations are left as they were found.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from .model import (
     UnitOwner,
     Victim,
 )
+from .room import TakenOut, put_back, take_out
 
 _NO_COST = Cost(-(2**63), 0, 0.0)
 BOUNDS_KEPT = 100_000
@@ -121,8 +127,16 @@ def find_victims(
         priority=outcome.cost.priority,
         domain=str(domain) if domain else "the cluster",
     )
+    found = outcome.decision
     return PreemptionDecision(
-        group.key, outcome.victims, domain, outcome.decision.placements, reason, outcome.cost, evaluated
+        group.key,
+        outcome.victims,
+        domain,
+        found.placements,
+        reason,
+        outcome.cost,
+        evaluated,
+        found.claims or {},
     )
 
 
@@ -361,13 +375,13 @@ def _search_domain(
     if not units:
         return None
     units.sort(key=lambda unit: unit.importance)
-    out: dict[int, list[Placement]] = {}
+    out = _UnitsOut(snapshot, candidates)
     try:
         # 1. The least important units out until the preemptor fits; if all are out and it does not fit,
         # the domain is no solution.
         decision = None
         for position in range(len(units) - 1, -1, -1):
-            out[position] = snapshot.release_many(pod.uid for pod in units[position].pods)
+            out.take(position, units[position])
             if not _missing(scope.free(), demand):
                 decision = _fit(snapshot, scoped, preemptor, now)
                 if decision is not None:
@@ -376,15 +390,15 @@ def _search_domain(
             return None
         # 2. Reprieve, most important first, while the preemptor still fits.
         evicted: list[_Unit] = []
-        for position in sorted(out):
+        for position in sorted(out.taken):
             unit = units[position]
-            if _missing(_without(scope.free(), out[position]), demand):
+            if _missing(_without(scope.free(), out.taken[position].placements), demand):
                 evicted.append(unit)
                 continue
-            snapshot.restore_many(out.pop(position))
+            out.put_back(position, unit)
             spared = _fit(snapshot, scoped, preemptor, now)
             if spared is None:
-                out[position] = snapshot.release_many(pod.uid for pod in unit.pods)
+                out.take(position, unit)
                 evicted.append(unit)
             else:
                 decision = spared
@@ -393,8 +407,45 @@ def _search_domain(
         victims = _victims(candidates, evicted)
         return _Outcome(victims, decision, _cost(victims, now))
     finally:
-        # 3. The snapshot as it was.
-        snapshot.restore_many([placement for placements in out.values() for placement in placements])
+        # 3. The snapshot and the claim allocations as they were.
+        out.put_back_all()
+
+
+class _UnitsOut:
+    """Units taken out of the snapshot, by position. A group's own claims go out with the unit that leaves
+    none of its pods holding room (a whole `PodGroup` unit, or the last of its pods), and come back with
+    the first of its units put back."""
+
+    def __init__(self, snapshot: ClusterSnapshot, candidates: CandidateIndex) -> None:
+        self._snapshot = snapshot
+        self._candidates = candidates
+        self.taken: dict[int, TakenOut] = {}
+        self._pods_out: dict[str, int] = {}
+        self._groups: dict[str, TakenOut] = {}
+
+    def take(self, position: int, unit: _Unit) -> None:
+        key = unit.owner.key
+        self.taken[position] = take_out(self._snapshot, [pod.uid for pod in unit.pods])
+        self._pods_out[key] = out = self._pods_out.get(key, 0) + len(unit.pods)
+        claims = self._snapshot.claims
+        if (
+            claims is not None
+            and claims.holds(key)
+            and (unit.whole or out >= len(self._candidates.of_owner(key)))
+        ):
+            self._groups[key] = take_out(self._snapshot, (), (key,))
+
+    def put_back(self, position: int, unit: _Unit) -> None:
+        key = unit.owner.key
+        self._pods_out[key] -= len(unit.pods)
+        group = self._groups.pop(key, None)
+        put_back(self._snapshot, [self.taken.pop(position), *([group] if group is not None else [])])
+
+    def put_back_all(self) -> None:
+        put_back(self._snapshot, [*self.taken.values(), *self._groups.values()])
+        self.taken.clear()
+        self._groups.clear()
+        self._pods_out.clear()
 
 
 def _without(free: ResourceTotals, placements: Sequence[Placement]) -> ResourceTotals:

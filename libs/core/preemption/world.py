@@ -4,15 +4,17 @@ force, and the preemption requests waiting for an answer; no I/O, time passed in
 The cluster is tracked by a `SchedulerStateMachine` that is never asked to run a pass: it is told what
 the scheduler bound (`PodsBound`) and everything the scheduler is told, so its snapshot and its pod book
 are the scheduler's. `run_pass(now)` answers the requests on that state (recomputed, never on what the
-request said) and ends the nominations that expired or can no longer be kept.
+request said) and ends the nominations that expired or can no longer be kept (a node gone, or the room
+taken by pods bound there since).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from libs.core.dra.allocator import ClaimAllocation
 from libs.core.scheduling import SchedulerStateMachine
 from libs.core.scheduling.book import TERMINAL, GroupRecord, PodRecord
 from libs.core.scheduling.inputs import (
@@ -39,6 +41,7 @@ from .model import (
     SearchSettings,
     UnitOwner,
 )
+from .room import put_back, take_out
 from .search import find_victims
 
 
@@ -91,6 +94,8 @@ class _Nomination:
     group: GroupRef
     nodes: tuple[str, ...]
     expires_at: float
+    claims: Mapping[str, tuple[ClaimAllocation, ...]] = field(default_factory=dict)
+    """The allocations the search found for the group's claims (unknown to a new term: none)."""
 
 
 class PreemptorStateMachine:
@@ -108,6 +113,8 @@ class PreemptorStateMachine:
         self._nominations: dict[str, _Nomination] = {}
         self._leaving: set[str] = set()
         self._ended: list[NominationEnded] = []
+        self._recheck: set[str] = set()
+        """Nominations whose nodes something was bound on since the last pass."""
 
     # -- loading ------------------------------------------------------------------------------------------
 
@@ -146,11 +153,12 @@ class PreemptorStateMachine:
         self.cluster.handle(event, now=now)
         self.cluster.drop_outputs()
         if isinstance(event, PodsBound):
-            for uid, _, _ in event.placements:
+            for uid, node, _ in event.placements:
                 pod = self.cluster.book.pods.get(uid)
                 if pod is not None:
                     self._run(pod, now)
                     self._scheduled(pod.group_key)
+                    self._recheck_nominations(node, pod.group_key)
         elif isinstance(event, PodsFinished):
             for uid in event.uids:
                 self._gone(uid)
@@ -175,6 +183,7 @@ class PreemptorStateMachine:
             state = self.cluster.snapshot.nodes_by_name.get(obj.name)
             if state is not None:
                 self.candidates.put_node(state.name, state.labels)
+                self._recheck_nominations(obj.name, None)
         elif obj.kind == "Pod":
             self._sync((obj.uid,))
 
@@ -221,7 +230,7 @@ class PreemptorStateMachine:
         if group is None or uid in self._nominations:
             return None
         book = self.cluster.book
-        core = book.core_group(group)
+        core = self.cluster.cycle_group(group)
         pending = [book.pods[pod_uid] for pod_uid in sorted(group.pending)]
         preemptor = Preemptor(
             core,
@@ -236,21 +245,35 @@ class PreemptorStateMachine:
         if decision.victims:
             expires_at = now + self.settings.nomination_ttl_s
             self._evict(decision, now)
-            self._nominations[uid] = _Nomination(_ref(group), decision.nodes, expires_at)
+            self._nominations[uid] = _Nomination(_ref(group), decision.nodes, expires_at, decision.claims)
         return Preempted(_ref(group), core.priority, decision, expires_at, cause, search_ms)
 
     def _search(self, preemptor: Preemptor, now: float) -> PreemptionDecision:
         """The search on the snapshot as it will be: pods on their way out gone, the room nominated for
         other groups held for them."""
         snapshot = self.cluster.snapshot
-        leaving = snapshot.release_many(sorted(self._leaving))
+        leaving = take_out(snapshot, sorted(self._leaving), self._groups_leaving())
         held = self._hold_nominated(preemptor.group.uid)
         try:
             return find_victims(snapshot, self.candidates, preemptor, now=now, settings=self.settings.search)
         finally:
-            for uid in held:
-                snapshot.unbind(uid)
-            snapshot.restore_many(leaving)
+            self._let_go(held)
+            put_back(snapshot, [leaving])
+
+    def _groups_leaving(self) -> list[str]:
+        """PodGroups whose every pod holding room is on its way out: their own claims go with them."""
+        book, claims = self.cluster.book, self.cluster.claims
+        keys = {book.pods[uid].group_key for uid in self._leaving if uid in book.pods}
+        return sorted(
+            key
+            for key in keys
+            if claims.holds(key)
+            and all(
+                pod.uid in self._leaving
+                for pod in book.members(key)
+                if pod.node is not None and pod.phase not in TERMINAL
+            )
+        )
 
     def _hold_nominated(self, preemptor_uid: str) -> list[str]:
         held: list[str] = []
@@ -258,16 +281,42 @@ class PreemptorStateMachine:
             group = self._group_by_uid(uid)
             if uid == preemptor_uid or group is None:
                 continue
-            for pod_uid in sorted(group.pending):
-                request = self.cluster.book.pods[pod_uid].request
-                stand_in = dataclasses.replace(request, uid=NOMINATED_PREFIX + pod_uid)
-                for node in nomination.nodes:
-                    try:
-                        self.cluster.snapshot.bind(stand_in, node)
-                    except (PlacementConflict, KeyError):
-                        continue
-                    held.append(stand_in.uid)
-                    break
+            held += self._hold_stand_ins(group, nomination.nodes)
+            for owner, allocations in self._claims_to_come(group, nomination).items():
+                self.cluster.claims.hold(NOMINATED_PREFIX + owner, allocations)
+                held.append(NOMINATED_PREFIX + owner)
+        return held
+
+    def _claims_to_come(
+        self, group: GroupRecord, nomination: _Nomination
+    ) -> dict[str, tuple[ClaimAllocation, ...]]:
+        """The allocations found for the claims of the group's waiting pods and, until they are allocated,
+        of the group itself, by owner (pod uid, or group key)."""
+        found = nomination.claims
+        to_come = {uid: found[uid] for uid in sorted(group.pending) if uid in found}
+        if "" in found and not self.cluster.claims.holds(group.key):
+            to_come[group.key] = found[""]
+        return to_come
+
+    def _let_go(self, held: Iterable[str]) -> None:
+        """Give back the room and the claims stand-ins held."""
+        for uid in set(held):
+            self.cluster.snapshot.unbind(uid)
+            self.cluster.claims.release(uid)
+
+    def _hold_stand_ins(self, group: GroupRecord, nodes: tuple[str, ...]) -> list[str]:
+        """Stand-ins of the group's waiting pods bound on the nominated nodes, where they fit: their uids."""
+        held: list[str] = []
+        for pod_uid in sorted(group.pending):
+            request = self.cluster.book.pods[pod_uid].request
+            stand_in = dataclasses.replace(request, uid=NOMINATED_PREFIX + pod_uid)
+            for node in nodes:
+                try:
+                    self.cluster.snapshot.bind(stand_in, node)
+                except (PlacementConflict, KeyError):
+                    continue
+                held.append(stand_in.uid)
+                break
         return held
 
     def _evict(self, decision: PreemptionDecision, now: float) -> None:
@@ -279,6 +328,7 @@ class PreemptorStateMachine:
             self._leaving.add(uid)
 
     def _expire(self, now: float) -> None:
+        recheck, self._recheck = self._recheck, set()
         for nomination in list(self._nominations.values()):
             if nomination.expires_at <= now:
                 message = f"the room held on {', '.join(nomination.nodes)} was not taken in time"
@@ -287,6 +337,35 @@ class PreemptorStateMachine:
                 lost = [node for node in nomination.nodes if node not in self.cluster.snapshot]
                 message = f"nominated node(s) {', '.join(lost)} left the cluster"
                 self._end(nomination, NominationEndReason.INFEASIBLE, message, True)
+            elif nomination.group.uid in recheck and not self._room_kept(nomination):
+                message = f"the room held on {', '.join(nomination.nodes)} no longer holds the group"
+                self._end(nomination, NominationEndReason.INFEASIBLE, message, True)
+
+    def _recheck_nominations(self, node: str, bound_group: str | None) -> None:
+        """Something was bound on a node (or the node changed): the nominations there are checked on the
+        next pass, but not the one of the group bound."""
+        for uid, nomination in self._nominations.items():
+            if node in nomination.nodes and self.cluster.book.group_uids.get(uid) != bound_group:
+                self._recheck.add(uid)
+
+    def _room_kept(self, nomination: _Nomination) -> bool:
+        """Whether the nominated nodes still hold every waiting pod of the group once the pods on their way
+        out are gone, and the shares found for its claims are still free (whole devices by count: the
+        cheap check, not the group's scheduling cycle)."""
+        group = self._group_by_uid(nomination.group.uid)
+        if group is None or not group.pending:
+            return True
+        snapshot = self.cluster.snapshot
+        leaving = take_out(snapshot, sorted(self._leaving), self._groups_leaving())
+        held: list[str] = []
+        try:
+            held = self._hold_stand_ins(group, nomination.nodes)
+            to_come = self._claims_to_come(group, nomination).values()
+            allocations = [allocation for found in to_come for allocation in found]
+            return len(held) == len(group.pending) and self.cluster.claims.usage.check(allocations) is None
+        finally:
+            self._let_go(held)
+            put_back(snapshot, [leaving])
 
     def _end(self, nomination: _Nomination, reason: str, message: str, announce: bool) -> None:
         self._nominations.pop(nomination.group.uid, None)

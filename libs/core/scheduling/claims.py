@@ -273,6 +273,28 @@ class ClaimsView:
     def holds(self, owner: str) -> bool:
         return owner in self._by_owner
 
+    def held_by(self, owner: str) -> tuple[ClaimAllocation, ...]:
+        """The shares and reached devices an owner holds (none: an empty tuple)."""
+        return self._by_owner.get(owner, ())
+
+    def set_aside(self, owners: Iterable[str]) -> dict[str, tuple[ClaimAllocation, ...]]:
+        """Release the allocations of these owners for a what-if (a preemptor's simulation); what was
+        released, by owner, for `put_back`."""
+        aside: dict[str, tuple[ClaimAllocation, ...]] = {}
+        if not self._by_owner:
+            return aside
+        for owner in owners:
+            held = self._by_owner.get(owner)
+            if held is not None:
+                aside[owner] = held
+                self.release(owner)
+        return aside
+
+    def put_back(self, aside: Mapping[str, tuple[ClaimAllocation, ...]]) -> None:
+        """Hold again what `set_aside` released."""
+        for owner, held in aside.items():
+            self.hold(owner, held)
+
 
 def _beyond_snapshot(allocation: ClaimAllocation) -> ClaimAllocation:
     results = tuple(

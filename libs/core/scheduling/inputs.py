@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .lifecycle import PodPhase
 from .objects import ApiObject
@@ -70,6 +71,19 @@ class ClaimsAllocated:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimsHeld:
+    """The DRA allocator committed these allocations: what a process that only observes the cluster, the
+    preemptor, is told, so that it sees the shares and reached devices that a pod's node and devices do
+    not show. Each entry is the pod uid owning the claim (None: the PodGroup's own claim) and the
+    allocation as recorded (`{resourceClaimName, devices: [{request, driver, pool, device,
+    consumedCapacity?}]}`)."""
+
+    podgroup_uid: str
+    allocations: tuple[tuple[str | None, Mapping[str, Any]], ...]
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimsAllocationFailed:
     """The DRA allocator refused a PodGroup's proposed placement."""
 
@@ -101,6 +115,7 @@ Input = (
     | PodsEvicted
     | PodsBound
     | ClaimsAllocated
+    | ClaimsHeld
     | ClaimsAllocationFailed
     | Nominated
     | NominationCleared

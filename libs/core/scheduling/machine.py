@@ -33,6 +33,7 @@ from .hints import FreedCapacity, capacity_hint
 from .inputs import (
     ClaimsAllocated,
     ClaimsAllocationFailed,
+    ClaimsHeld,
     Input,
     Nominated,
     NominationCleared,
@@ -49,6 +50,7 @@ from .model import (
     CycleDecision,
     NodeAssignment,
     Placement,
+    PodGroup,
     PodRequest,
     ResourceTotals,
     TopologyDomainRef,
@@ -268,6 +270,8 @@ class SchedulerStateMachine:
             self._claims_allocated(event.podgroup_uid, event.cause, event.devices)
         elif isinstance(event, ClaimsAllocationFailed):
             self._claims_failed(event.podgroup_uid, event.reason, event.cause)
+        elif isinstance(event, ClaimsHeld):
+            self._claims_held(event)
         elif isinstance(event, Nominated):
             self._nominate(event)
         elif isinstance(event, NominationCleared):
@@ -439,6 +443,22 @@ class SchedulerStateMachine:
         self._outputs.append(self._bind(group, decision, cause))
         self.queue.done(decision, now=self._now)
 
+    def _claims_held(self, event: ClaimsHeld) -> None:
+        """Hold what the allocator committed, per owner (a repeated answer replaces what an owner held); a
+        pod that has ended already holds nothing."""
+        group = self._group_by_uid(event.podgroup_uid)
+        by_owner: dict[str, list[Mapping[str, Any]]] = {}
+        for pod_uid, record in event.allocations:
+            if pod_uid is None:
+                if group is not None:
+                    by_owner.setdefault(group.key, []).append(record)
+                continue
+            pod = self.book.pods.get(pod_uid)
+            if pod is not None and pod.phase not in TERMINAL:
+                by_owner.setdefault(pod_uid, []).append(record)
+        for owner, records in by_owner.items():
+            self._hold_recorded(owner, records)
+
     def _claims_failed(self, group_uid: str, reason: str, cause: str | None) -> None:
         group = self._group_by_uid(group_uid)
         if group is not None and group.awaiting_claims is not None:
@@ -528,13 +548,7 @@ class SchedulerStateMachine:
             self.queue.remove(key)
             return None
         self._release(key)
-        core = self.book.core_group(group)
-        if group.has_claims and not group.standalone and not self.claims.holds(key):
-            claims = group_claim_specs(
-                group.namespace, group.obj.spec.get("resourceClaims") or [], self._templates()
-            )
-            if claims:
-                core = dataclasses.replace(core, claims=claims)
+        core = self.cycle_group(group)
         cause = group.cause if group.attempts == 0 else (self._capacity_cause or group.cause)
         pending = len(group.pending)
         started = self._timer() if self._timer is not None else 0.0
@@ -565,6 +579,17 @@ class SchedulerStateMachine:
             preemption_priority=self._preemption_wanted(group, core.priority),
             condition_false=not group.scheduled,
         )
+
+    def cycle_group(self, group: GroupRecord) -> PodGroup:
+        """The group as a scheduling cycle sees it: with its own claims, while they are not allocated."""
+        core = self.book.core_group(group)
+        if group.has_claims and not group.standalone and not self.claims.holds(group.key):
+            claims = group_claim_specs(
+                group.namespace, group.obj.spec.get("resourceClaims") or [], self._templates()
+            )
+            if claims:
+                core = dataclasses.replace(core, claims=claims)
+        return core
 
     def _placed(self, group: GroupRecord, decision: CycleDecision, ran: CycleRan, now: float) -> CycleRan:
         self.snapshot.apply(decision)

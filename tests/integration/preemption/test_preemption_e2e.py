@@ -1,5 +1,6 @@
 """Preemption end to end on a real nats-server and PostgreSQL: admission, scheduler, preemptor and node
-agent on the 64-node cluster of deploy/examples/cluster-small.yaml (8 racks of 8 nodes of 8 GPUs)."""
+agent (and the DRA allocator, for claims) on the 64-node cluster of deploy/examples/cluster-small.yaml (8
+racks of 8 nodes of 8 GPUs)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from libs.api.manifests import load_documents
 from libs.client.client import PodwayClient
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
+from services.dra_allocator.app import DraAllocatorService
 from services.node_agent.app import NodeAgentService
 from services.node_agent.settings import NodeAgentSettings
 from services.preemptor.app import PreemptorService
 from services.scheduler.app import SchedulerService
 from tests.conftest import FakeClock
+from tests.integration.dra.test_dra_e2e import SHARED_SLICE
 from tests.integration.messaging.conftest import js  # noqa: F401  (a fixture of these tests too)
 from tests.integration.scheduler.conftest import CLUSTER_SMALL, example
 from tests.support import eventually
@@ -111,9 +114,45 @@ def _container() -> dict[str, Any]:
     }
 
 
+def gpu_share(cores: str) -> dict[str, Any]:
+    """A ResourceClaimTemplate for a share of a shareable GPU."""
+    exactly = {
+        "deviceClassName": "gpu.example.com",
+        "selectors": [{"cel": {"expression": "device.allowMultipleAllocations"}}],
+        "capacity": {"requests": {"cores": cores}},
+    }
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": f"gpu-share-{cores}", "namespace": NAMESPACE},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+    }
+
+
+def sharing_pod(name: str, priority_class: str, cores: str) -> dict[str, Any]:
+    """A pod without a PodGroup on the node of the shareable GPU, with a share of it."""
+    container = {
+        "name": "server",
+        "image": "registry.example.com/server:v1",
+        "resources": {"requests": {"cpu": "2", "memory": "16Gi"}, "claims": [{"name": "gpu"}]},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE, "annotations": {"podway.io/run-seconds": "600"}},
+        "spec": {
+            "priorityClassName": priority_class,
+            "nodeSelector": {"kubernetes.io/hostname": SHARED_SLICE["spec"]["nodeName"]},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": f"gpu-share-{cores}"}],
+            "containers": [container],
+        },
+    }
+
+
 class Stack:
     def __init__(self, client: PodwayClient, agent: NodeAgentService, clock: FakeClock) -> None:
         self.client, self.agent, self.clock = client, agent, clock
+        self.settings: PodwaySettings | None = None
 
     async def pods(self, group: str) -> list[dict[str, Any]]:
         pods = await self.client.get("Pod", namespace=NAMESPACE)
@@ -158,8 +197,10 @@ async def stack(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterat
         await scheduler.start()
         await preemptor.start()
         await eventually(lambda: _ready(scheduler, preemptor), bool, timeout_s=20)
+        running = Stack(client, agent, clock)
+        running.settings = settings
         try:
-            yield Stack(client, agent, clock)
+            yield running
         finally:
             await preemptor.stop()
             await scheduler.stop()
@@ -243,3 +284,61 @@ async def test_a_high_priority_rack_gang_preempts_exactly_the_cheapest_rack_and_
     stack.agent.wake()
     rebound = await stack.running("batch-5-worker-0")
     assert {p["spec"]["nodeName"] for p in rebound} == victim_nodes
+
+
+@pytest.fixture
+async def dra_stack(stack: Stack) -> AsyncIterator[Stack]:
+    """The stack with the DRA allocator leading too."""
+    assert stack.settings is not None
+    allocator = DraAllocatorService(stack.settings)
+    await allocator.start()
+    await eventually(lambda: _allocating(allocator), bool, timeout_s=20)
+    try:
+        yield stack
+    finally:
+        await allocator.stop()
+
+
+async def _allocating(allocator: DraAllocatorService) -> bool:
+    return allocator.world is not None
+
+
+async def test_a_standalone_pod_preempts_the_cheapest_share_of_a_gpu_and_binds_on_it(dra_stack: Stack):
+    stack = dra_stack
+    # 1. Two shares of one GPU's core: 400m (scavenger) and 300m (batch); 600m more would exceed it.
+    await stack.client.apply([SHARED_SLICE, gpu_share("400m"), gpu_share("300m"), gpu_share("600m")])
+    await stack.client.apply(
+        [sharing_pod("cheap", "scavenger", "400m"), sharing_pod("dear", "batch", "300m")]
+    )
+    await eventually(lambda: _standalone(stack), lambda pods: _phases(pods, "cheap", "dear") == {"Running"})
+    cheap = {p["metadata"]["name"]: p for p in await _standalone(stack)}["cheap"]
+
+    # 2. A high-priority pod asks 600m of the same GPU: only cheap's share is to go.
+    await stack.client.apply([sharing_pod("urgent", "high-priority", "600m")])
+
+    pods = await eventually(
+        lambda: _standalone(stack), lambda pods: _phases(pods, "urgent") == {"Running"}, timeout_s=30
+    )
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    assert _phase(by_name["dear"]) == "Running"
+    assert _phase(by_name.get("cheap") or {}) != "Running"
+    story = (await stack.client.events(correlation_id=by_name["urgent"]["metadata"]["uid"])).events
+    kinds = _types(story)
+    assert kinds.index("preemption.requested") < kinds.index("preemption.victims_selected")
+    assert kinds.index("podgroup.nominated") < kinds.index("pods.bound")
+    (selected,) = [e for e in story if e["type"] == "preemption.victims_selected"]
+    assert [v["uid"] for v in selected["payload"]["victims"]] == [cheap["metadata"]["uid"]]
+    claims = {c["metadata"]["name"]: c for c in await stack.client.get("ResourceClaim", namespace=NAMESPACE)}
+    (share,) = claims["urgent-gpu"]["status"]["allocation"]["devices"]["results"]
+    assert share["device"] == "gpu-shared-0"
+
+
+async def _standalone(stack: Stack) -> list[dict[str, Any]]:
+    return [
+        p for p in await stack.client.get("Pod", namespace=NAMESPACE) if not p["spec"].get("schedulingGroup")
+    ]
+
+
+def _phases(pods: list[dict[str, Any]], *names: str) -> set[str | None]:
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    return {_phase(by_name[name]) if name in by_name else None for name in names}

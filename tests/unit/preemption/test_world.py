@@ -194,6 +194,58 @@ def test_a_pod_without_a_podgroup_preempts_and_is_preempted_as_a_unit_of_its_own
     assert victim.owner.standalone
     assert len(victim.pods) == 1
     assert answer.preemptor.standalone
+    assert pair.preemptor.nominations == {high.uid: answer.decision.nodes}
+    # Evicted, the victim's room goes to the standalone pod, on the nominated node.
+    pair.evict(answer)
+    pair.now += 1
+    (retry,) = pair.schedule()
+    assert retry.group.standalone
+    assert [p.node_name for p in retry.decision.placements] == list(answer.decision.nodes)
+    (ended,) = pair.preemptor.run_pass(pair.now)
+    assert (ended.reason, ended.announce) == (NominationEndReason.SCHEDULED, False)
+
+
+def nominated_after_evictions(pair: Pair):
+    """`high` (one 8-GPU pod) nominated on the node of a low-priority pod that has since ended."""
+    lows = [pod(f"low-{i}", gpus=8, priority=5) for i in range(4)]
+    pair.admit(*lows)
+    pair.schedule()
+    high = podgroup("high", min_count=1, priority=1000)
+    pair.admit(high, *gang("high", 1, gpus=8))
+    pair.schedule()
+    answer = pair.preempt(high)
+    uids = tuple(p.uid for v in answer.decision.victims for p in v.pods)
+    for machine in (pair.scheduler, pair.preemptor):
+        machine.handle(PodsFinished(uids, PodPhase.FAILED), now=pair.now)
+    assert pair.preemptor.run_pass(pair.now) == []
+    return high, answer.decision.nodes
+
+
+def test_a_nomination_whose_room_another_pod_was_bound_in_is_cleared_with_an_event():
+    pair = Pair()
+    high, (node,) = nominated_after_evictions(pair)
+    rival = pod("rival", gpus=4, priority=2000)
+    pair.admit(rival)
+
+    pair.preemptor.handle(PodsBound(((rival.uid, node, {}),)), now=pair.now)
+    (ended,) = pair.preemptor.run_pass(pair.now)
+
+    assert isinstance(ended, NominationEnded)
+    assert (ended.group.uid, ended.reason, ended.announce) == (high.uid, NominationEndReason.INFEASIBLE, True)
+    assert ended.message == f"the room held on {node} no longer holds the group"
+    assert pair.preemptor.nominations == {}
+
+
+def test_a_nomination_is_kept_while_its_room_still_holds_the_group():
+    pair = Pair()
+    high, (node,) = nominated_after_evictions(pair)
+    small = pod("small", gpus=0, cpu="1", priority=2000)
+    pair.admit(small)
+
+    pair.preemptor.handle(PodsBound(((small.uid, node, {}),)), now=pair.now)
+
+    assert pair.preemptor.run_pass(pair.now) == []
+    assert pair.preemptor.nominations == {high.uid: (node,)}
 
 
 def test_a_new_term_asks_again_for_the_unschedulable_groups_a_lower_priority_could_make_room_for():

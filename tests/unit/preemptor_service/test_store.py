@@ -4,7 +4,7 @@ marked DisruptionTarget, the nomination stored; a nomination's end; a quiet answ
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -14,13 +14,15 @@ from libs.core.scheduling import SchedulerStateMachine
 from libs.core.scheduling.inputs import ObjectStored, PodsBound, World
 from libs.core.scheduling.objects import ApiObject
 from libs.core.scheduling.outputs import Binding, CycleRan
-from libs.db.records import ObjectDraft
+from libs.db.records import ObjectDraft, PodBinding
 from libs.db.testing import in_memory_unit_of_work_factory
-from services.preemptor.store import write_outputs
-from tests.unit.scheduling.manifests import cluster, gang, podgroup, workload
+from services.preemptor.store import load_world, write_outputs
+from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, stored, workload
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SHAPE = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)
+SHARE = {"name": "gpus", "resourceClaimTemplateName": "share"}
+HOST = "kubernetes.io/hostname"
 
 
 @pytest.fixture
@@ -129,3 +131,59 @@ async def test_an_expired_nomination_is_cleared_with_an_event(uow_factory):
         left = await uow.nominations.active(NOW)
     assert told[-1] == "podgroup.nomination_cleared"
     assert left == []
+
+
+async def test_a_new_term_holds_the_share_a_pod_without_a_podgroup_has_from_its_resourceclaim(uow_factory):
+    # The claim's record is the only one of the share: a pod without a PodGroup has no placement status.
+    node = "zone-0-b0-r0-n00"
+    template = stored_template("share", {"cores": "600m"})
+    running = pod("s0", gpus=0, cpu="1", claims=[SHARE], node_selector={HOST: node}, phase="Running")
+    claim = stored(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "s0-gpus", "namespace": "ml"},
+            "spec": {},
+            "status": {
+                "allocation": {"devices": {"results": [share_result(node, "600m")]}},
+                "reservedFor": [{"resource": "pods", "name": "s0", "uid": running.uid}],
+            },
+        }
+    )
+    shape = dataclasses.replace(SHAPE, shared_gpus_per_node=1)
+    await store(uow_factory, [*cluster(shape), workload(), template, running, claim])
+    async with uow_factory() as uow:
+        taken = await uow.leases.acquire_or_renew("scheduler", "a", NOW, timedelta(seconds=10))
+        assert taken is not None
+        await uow.bindings.bind_many([PodBinding(running.uid, node, None, NOW)], fence=taken.fence)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        world = await load_world(uow, NOW)
+    preemptor = PreemptorStateMachine()
+    preemptor.load(world, now=NOW.timestamp())
+
+    consumed = preemptor.cluster.claims.usage.consumed[f"gpu.example.com/{node}/gpu-7"]
+    assert consumed["gpu.example.com/cores"] == 600
+
+
+def stored_template(name: str, capacity: dict[str, str]) -> ApiObject:
+    exactly = {"deviceClassName": "gpu.example.com", "capacity": {"requests": capacity}}
+    return stored(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": exactly}]}}},
+        }
+    )
+
+
+def share_result(node: str, cores: str) -> dict[str, object]:
+    return {
+        "request": "gpus",
+        "driver": "gpu.example.com",
+        "pool": node,
+        "device": "gpu-7",
+        "consumedCapacity": {"gpu.example.com/cores": cores, "gpu.example.com/memory": "0"},
+    }

@@ -7,14 +7,14 @@ import pytest
 
 from libs.cluster.generator import ClusterShape
 from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine
-from libs.core.scheduling.inputs import ClaimsAllocationFailed, PodsFinished, World
+from libs.core.scheduling.inputs import ClaimsAllocationFailed, ObjectStored, PodsFinished, World
 from libs.core.scheduling.objects import ApiObject
 from libs.core.scheduling.outputs import Restart
 from libs.db.errors import StaleEpochError
 from libs.db.records import Nomination, ObjectDraft
 from libs.db.testing import in_memory_unit_of_work_factory
 from services.scheduler.store import load_world, write_outputs
-from tests.unit.scheduling.manifests import cluster, gang, podgroup, workload
+from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, workload
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SMALL = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)
@@ -109,6 +109,28 @@ async def test_an_unschedulable_gang_writes_the_reason_and_a_false_condition(uow
     assert story[1].payload["message"] == (
         "0/4 nodes are available. only 4 of the 5 pods the gang needs fit."
     )
+    assert (condition.status, condition.reason) == ("False", "Unschedulable")
+
+
+async def test_a_pod_without_a_podgroup_that_lower_priority_pods_keep_out_asks_for_preemption(uow_factory):
+    lows = [pod(f"low-{i}", gpus=8, priority=5) for i in range(4)]
+    high = pod("high", gpus=8, priority=1000)
+    objects = [*cluster(SMALL), *lows, high]
+    await store(uow_factory, objects)
+    fence = await lease(uow_factory)
+    world = scheduled_world(objects[:-1])
+    await write(uow_factory, world.run_pass(NOW.timestamp()), fence)
+    world.handle(ObjectStored(high), now=NOW.timestamp())
+
+    await write(uow_factory, world.run_pass(NOW.timestamp()), fence)
+
+    async with uow_factory() as uow:
+        story = [e.envelope for e in await uow.events.by_correlation(high.uid)]
+        condition = await uow.conditions.get(high.uid, "PodScheduled")
+    assert [e.type for e in story] == ["preemption.requested"]
+    assert story[0].payload["podgroup"]["uid"] == high.uid
+    assert story[0].payload["priority"] == 1000
+    assert story[0].subject.kind == "Pod"
     assert (condition.status, condition.reason) == ("False", "Unschedulable")
 
 
