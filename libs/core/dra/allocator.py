@@ -337,21 +337,40 @@ def _first_fit(
 ) -> tuple[ClaimAllocation, ...] | None:
     results: list[DeviceResult] = []
     need = ask.count
+    # Devices described alike share their capacity tables (see `device_info`), so what the ask takes
+    # of one is what it takes of each: worked out once per table.
+    takes: dict[tuple[int, int], dict[str, int] | bool | None] = {}
     for device in inventory.candidates(node, ask.device_class, ask.selectors):
-        requested = (
-            {qualified(name, device.driver): amount for name, amount in ask.capacity} if ask.capacity else {}
-        )
-        if device.shared:
-            amounts = consumption(device.capacity, requested, device.capacity_defaults)
-            if amounts is None or not usage.room(device, amounts):
+        table = (id(device.capacity), id(device.capacity_defaults))
+        amounts = takes.get(table, _UNSET)
+        if amounts is _UNSET:
+            amounts = takes[table] = _takes(ask, device)
+        if amounts is False:
+            continue
+        if isinstance(amounts, dict):
+            if not usage.room(device, amounts):
                 continue
             results.append(DeviceResult(ask.name, device, amounts, ask.device_class))
         else:
-            if not usage.free(device) or (requested and consumption(device.capacity, requested) is None):
+            if not usage.free(device):
                 continue
             results.append(DeviceResult(ask.name, device, None, ask.device_class))
         if len(results) == need:
             return (ClaimAllocation(claim.key, tuple(results), _reaching(inventory, results)),)
+    return None
+
+
+def _takes(ask: DeviceAsk, device: DeviceInfo) -> dict[str, int] | bool | None:
+    """What one allocation for the ask consumes of a shareable device, None for an exclusive device, False
+    when the device can never serve the ask (it lacks or is short of a requested capacity)."""
+    requested = (
+        {qualified(name, device.driver): amount for name, amount in ask.capacity} if ask.capacity else {}
+    )
+    if device.shared:
+        amounts = consumption(device.capacity, requested, device.capacity_defaults)
+        return False if amounts is None else amounts
+    if requested and consumption(device.capacity, requested) is None:
+        return False
     return None
 
 

@@ -8,15 +8,20 @@ in an overlay of its own, so a failed or discarded plan has nothing to undo.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from libs.core.dra.allocator import ClaimAllocation, DeviceUsage, allocate, allocate_for_group, single_ask
 from libs.core.dra.capacity import add
 from libs.core.dra.claims import ClaimSpec
 from libs.core.dra.devices import DeviceInfo, DeviceInventory
 
-from .buckets import BucketIndex
 from .capacity import NodeState
+from .model import PodShape
+from .rooms import ShareRooms
+
+if TYPE_CHECKING:
+    from .snapshot import ClusterSnapshot
 
 MAX_GROUP_OPTIONS = 64
 """PodGroup claim allocations (racks, for a rack fabric) a cycle tries before it gives up."""
@@ -108,11 +113,14 @@ class ClaimsView:
         ] = {}
         """Claims a node could not serve, and its state then: taking devices never makes them fit, so
         until something is released there (or the inventory changes) the search is not run again."""
-        self._rooms: dict[str, tuple[str, BucketIndex, int] | None] = {}
-        """Per DeviceClass of shareable devices only: its first capacity, nodes by the most of it one of
-        their devices has left, and the smallest total of it (what a whole device needs)."""
-        self._rooms_version = -1
-        self._room_dirty: set[str] = set()
+        self._rooms: dict[str, ShareRooms | None] = {}
+        """Per DeviceClass whose devices are all shareable: where a share of it may go."""
+        self._rooms_state: tuple[int, int] | None = None
+        self._watching: ClusterSnapshot | None = None
+        self._room_devices: dict[str, dict[str, tuple[tuple[str, int], ...]]] = {}
+        """Per DeviceClass of `_rooms`: each node's devices of it, with their total of the capacity."""
+        self._changed_nodes: set[NodeState] = set()
+        """Nodes whose free capacity changed since the share rooms last took it (the snapshot's note)."""
 
     def fit(
         self,
@@ -177,66 +185,92 @@ class ClaimsView:
 
     # -- where shares fit ------------------------------------------------------------------------------
 
-    def room_order(self, claims: tuple[ClaimSpec, ...]) -> Iterator[str] | None:
+    def room_order(
+        self, claims: tuple[ClaimSpec, ...], shape: PodShape, snapshot: ClusterSnapshot
+    ) -> Iterator[str] | None:
         """Nodes that may hold a lone share (or a whole device) of a class whose devices are all
-        shareable, by ascending room on their roomiest device, only those with enough of it: None when
-        the claims are not such a share. A necessary condition, so a node it names may still refuse."""
+        shareable, by ascending room on their roomiest device, only those with enough of it and with the
+        shape's cpu, memory and a pod slot free: None when the claims are not such a share. A necessary
+        condition, so a node it names may still refuse."""
         ask = single_ask(claims)
         if ask is None:
             return None
-        room = self._room_index(ask.device_class)
-        if room is None:
+        rooms = self._share_rooms(ask.device_class, snapshot)
+        if rooms is None:
             return None
-        name, index, smallest = room
-        need = dict(ask.capacity).get(name.rpartition("/")[2], dict(ask.capacity).get(name, smallest))
-        self._settle_rooms(ask.device_class)
-        return index.at_least(need)
+        requested = dict(ask.capacity)
+        need = requested.get(rooms.capacity.rpartition("/")[2], requested.get(rooms.capacity, rooms.smallest))
+        return rooms.at_least(
+            need, shape.cpu_milli, shape.memory, self._room_measure(ask.device_class, rooms.capacity)
+        )
 
-    def _room_index(self, device_class: str) -> tuple[str, BucketIndex, int] | None:
-        if self._rooms_version != self.inventory.version:
+    def _share_rooms(self, device_class: str, snapshot: ClusterSnapshot) -> ShareRooms | None:
+        state = (self.inventory.version, snapshot.node_generation)
+        if self._watching is not snapshot:
+            self._watching = snapshot
+            self._changed_nodes = set()
+            snapshot.watch_nodes(self._changed_nodes)
+            self._rooms_state = None
+        if self._rooms_state != state:
             self._rooms.clear()
-            self._rooms_version = self.inventory.version
-        if device_class in self._rooms:
-            return self._rooms[device_class]
+            self._room_devices.clear()
+            self._changed_nodes.clear()
+            self._rooms_state = state
+        elif self._changed_nodes:
+            for rooms in self._rooms.values():
+                if rooms is not None:
+                    rooms.note_nodes(self._changed_nodes)
+            self._changed_nodes.clear()
+        if device_class not in self._rooms:
+            self._rooms[device_class] = self._build_rooms(device_class, snapshot)
+        return self._rooms[device_class]
+
+    def _build_rooms(self, device_class: str, snapshot: ClusterSnapshot) -> ShareRooms | None:
         devices = [
             device
             for device in self.inventory.devices.values()
             if device.node is not None and self.inventory.in_class(device, device_class)
         ]
-        room: tuple[str, BucketIndex, int] | None = None
-        if devices and all(device.shared and device.capacity for device in devices):
-            name = min(devices[0].capacity)
-            if all(name in device.capacity for device in devices):
-                nodes = sorted({str(device.node) for device in devices})
-                index = BucketIndex.build((node, self._node_room(node, device_class, name)) for node in nodes)
-                room = (name, index, min(device.capacity[name] for device in devices))
-        self._rooms[device_class] = room
-        return room
+        if not devices or not all(device.shared and device.capacity for device in devices):
+            return None
+        name = min(devices[0].capacity)
+        if not all(name in device.capacity for device in devices):
+            return None
+        nodes = snapshot.nodes_by_name
+        by_node: dict[str, list[tuple[str, int]]] = {}
+        for device in devices:
+            node = str(device.node)
+            if node in nodes:
+                by_node.setdefault(node, []).append((device.id, device.capacity[name]))
+        self._room_devices[device_class] = {node: tuple(held) for node, held in by_node.items()}
+        measure = self._room_measure(device_class, name)
+        smallest = min(device.capacity[name] for device in devices)
+        return ShareRooms(name, smallest, {node: measure(node) for node in by_node}, nodes)
 
-    def _node_room(self, node: str, device_class: str, name: str) -> int:
-        best = 0
-        for device in self.inventory.candidates(node, device_class, ()):
-            if device.node == node:
-                left = device.capacity.get(name, 0) - self.usage.consumed.get(device.id, {}).get(name, 0)
-                best = max(best, left)
-        return best
+    def _room_measure(self, device_class: str, capacity: str) -> Callable[[str], int]:
+        """The room of `capacity` left on a node's roomiest device of the class."""
+        consumed = self.usage.consumed
+        devices = self._room_devices[device_class]
 
-    def _settle_rooms(self, device_class: str) -> None:
-        room = self._rooms.get(device_class)
-        if room is None or not self._room_dirty:
-            return
-        name, index, _ = room
-        index.place_all(
-            (node, self._node_room(node, device_class, name)) for node in sorted(self._room_dirty)
-        )
-        self._room_dirty.clear()
+        def measure(node: str) -> int:
+            best = 0
+            for device_id, total in devices[node]:
+                used = consumed.get(device_id)
+                left = total - used.get(capacity, 0) if used else total
+                if left > best:
+                    best = left
+            return best
+
+        return measure
 
     def _note_rooms(self, allocations: Iterable[ClaimAllocation]) -> None:
         if self._rooms:
             for allocation in allocations:
                 for result in allocation.results:
                     if result.consumed is not None and result.device.node is not None:
-                        self._room_dirty.add(result.device.node)
+                        for rooms in self._rooms.values():
+                            if rooms is not None:
+                                rooms.note_room(result.device.node)
 
     # -- what is allocated ------------------------------------------------------------------------------
 

@@ -247,7 +247,9 @@ def plan(
         no_offsets = (0,) * len(shape.devices)
         claims = shape.claims if view is not None else ()
         order = (
-            view.room_order(claims) if claims and view is not None and domain is snapshot.cluster else None
+            view.room_order(claims, shape, snapshot)
+            if claims and view is not None and domain is snapshot.cluster
+            else None
         )
         for name in index.at_least(shape.primary_request) if order is None else order:
             if allowed is not None and name not in allowed:
