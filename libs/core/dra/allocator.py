@@ -21,6 +21,8 @@ DEFAULT_BUDGET = 100_000
 """Devices tried per search before it gives up."""
 
 _UNSET = object()
+_REMEMBERED_TAKES = 4096
+"""Asks and capacity tables whose consumption is remembered before the memory is cleared."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,14 +339,15 @@ def _first_fit(
 ) -> tuple[ClaimAllocation, ...] | None:
     results: list[DeviceResult] = []
     need = ask.count
-    # Devices described alike share their capacity tables (see `device_info`), so what the ask takes
-    # of one is what it takes of each: worked out once per table.
-    takes: dict[tuple[int, int], dict[str, int] | bool | None] = {}
+    # Devices described alike share their capacity tables (see `device_info`), so what the ask takes of
+    # one is what it takes of the next: worked out again only when the tables change.
+    capacity: object = None
+    defaults: object = None
+    amounts: dict[str, int] | bool | None = False
     for device in inventory.candidates(node, ask.device_class, ask.selectors):
-        table = (id(device.capacity), id(device.capacity_defaults))
-        amounts = takes.get(table, _UNSET)
-        if amounts is _UNSET:
-            amounts = takes[table] = _takes(ask, device)
+        if device.capacity is not capacity or device.capacity_defaults is not defaults:
+            capacity, defaults = device.capacity, device.capacity_defaults
+            amounts = _remembered_takes(inventory, ask, device)
         if amounts is False:
             continue
         if isinstance(amounts, dict):
@@ -358,6 +361,23 @@ def _first_fit(
         if len(results) == need:
             return (ClaimAllocation(claim.key, tuple(results), _reaching(inventory, results)),)
     return None
+
+
+def _remembered_takes(
+    inventory: DeviceInventory, ask: DeviceAsk, device: DeviceInfo
+) -> dict[str, int] | bool | None:
+    """`_takes`, remembered per ask and capacity tables (asks are interned with the pod shapes); the
+    remembered entry holds the objects its key names, so their ids are not reused meanwhile."""
+    remembered = inventory.takes
+    key = (id(ask), id(device.capacity), id(device.capacity_defaults))
+    known = remembered.get(key)
+    if known is not None and known[0] is ask:
+        return known[1]
+    if len(remembered) >= _REMEMBERED_TAKES:
+        remembered.clear()
+    amounts = _takes(ask, device)
+    remembered[key] = (ask, amounts, device.capacity, device.capacity_defaults)
+    return amounts
 
 
 def _takes(ask: DeviceAsk, device: DeviceInfo) -> dict[str, int] | bool | None:
@@ -399,7 +419,7 @@ def allocate_for_group(
 def _reaching(inventory: DeviceInventory, results: Sequence[DeviceResult]) -> frozenset[str] | None:
     nodes: frozenset[str] | None = None
     first = results[0].device.node if results else None
-    if first is not None and all(result.device.node == first for result in results):
+    if first is not None and (len(results) == 1 or all(result.device.node == first for result in results)):
         return frozenset((first,))
     for result in results:
         reach = inventory.reaching_nodes(result.device)

@@ -167,6 +167,10 @@ class DeviceInventory:
         self._reach_of: dict[str, tuple[DeviceInfo, ...]] = {}
         self._reachers: dict[str, frozenset[str]] = {}
         self._dirty = False
+        self.takes: dict[
+            tuple[int, int, int], tuple[object, dict[str, int] | bool | None, object, object]
+        ] = {}
+        """What an ask consumes of devices with given capacity tables, kept by the allocation search."""
 
     # -- changes ----------------------------------------------------------------------------------------
 

@@ -135,9 +135,8 @@ class ClaimsView:
         # What the plan took elsewhere does not change what this node can give.
         pristine = overlay is None or not overlay.touches(node.name)
         key = (node.name, id(claims))  # equal claims share one tuple (shapes are interned)
-        state = (self._releases, self.inventory.version, tuple(map(len, node.free_devices.values())))
         failed = self._failed.get(key)
-        if failed is not None and failed[0] is claims and failed[1] == state:
+        if failed is not None and failed[0] is claims and failed[1] == self._state(node):
             self.refused.add(node.name)
             return found
         if limit > 1 and overlay is None:
@@ -148,12 +147,16 @@ class ClaimsView:
             if allocations is None:
                 self.refused.add(node.name)  # fewer than the resource filters let in
                 if pristine and not found:
-                    self._failed[key] = (claims, state)
+                    self._failed[key] = (claims, self._state(node))
                 break
             found.append(allocations)
             if overlay is not None:
                 overlay.take(allocations)
         return found
+
+    def _state(self, node: NodeState) -> tuple[int, int, tuple[int, ...]]:
+        """What a node's answer to claims depends on, beyond the claims (a plan does not change it)."""
+        return (self._releases, self.inventory.version, tuple(map(len, node.free_devices.values())))
 
     def group_options(
         self, claims: tuple[ClaimSpec, ...], nodes: Iterable[NodeState]
@@ -226,11 +229,16 @@ class ClaimsView:
         return self._rooms[device_class]
 
     def _build_rooms(self, device_class: str, snapshot: ClusterSnapshot) -> ShareRooms | None:
-        devices = [
-            device
-            for device in self.inventory.devices.values()
-            if device.node is not None and self.inventory.in_class(device, device_class)
-        ]
+        members: dict[str, bool] = {}  # devices described alike are alike in the class
+        devices: list[DeviceInfo] = []
+        for device in self.inventory.devices.values():
+            if device.node is None:
+                continue
+            member = members.get(device.description)
+            if member is None:
+                member = members[device.description] = self.inventory.in_class(device, device_class)
+            if member:
+                devices.append(device)
         if not devices or not all(device.shared and device.capacity for device in devices):
             return None
         name = min(devices[0].capacity)
@@ -318,12 +326,11 @@ def _beyond_snapshot(allocation: ClaimAllocation) -> ClaimAllocation:
 def exclusive_devices(allocations: Iterable[ClaimAllocation], node: NodeState) -> dict[str, tuple[str, ...]]:
     """A node's own exclusive devices in the allocations, under every class of the node that lists them,
     so that the snapshot takes them out of each of its free lists."""
-    names = [
-        result.device.name
-        for allocation in allocations
-        for result in allocation.results
-        if result.consumed is None and result.device.node == node.name
-    ]
+    names: list[str] = []
+    for allocation in allocations:
+        for result in allocation.results:
+            if result.consumed is None and result.device.node == node.name:
+                names.append(result.device.name)
     if not names:
         return {}
     devices: dict[str, tuple[str, ...]] = {}

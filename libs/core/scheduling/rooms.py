@@ -20,8 +20,8 @@ from .capacity import NodeState
 _Counts = npt.NDArray[np.int64]
 _NONE = 2**62
 """A key above every node's: not a candidate."""
-_NEXT = 16
-"""Nodes picked out after the first, before the rest are sorted."""
+_PICKED = 4
+"""Nodes picked out one by one after the first, before the rest are sorted."""
 _FULL = -(2**62)
 """The free cpu recorded for a node without a free pod slot: below any request."""
 
@@ -106,19 +106,19 @@ class ShareRooms:
         return chain((self.names[first],), self._after(keys, first))
 
     def _after(self, keys: _Counts, first: int) -> Iterator[str]:
-        # Most cycles stop at the first node, and most others soon after: the few next keys are picked
-        # out before the rest is sorted.
-        keys[first] = _NONE
-        rest = keys[keys < _NONE]
+        # Most cycles stop at the first node and nearly all within a few more: those are picked out one
+        # by one before the rest is sorted.
         names = self.names
-        count = len(names)
-        if len(rest) > _NEXT:
-            nearest = np.partition(rest, _NEXT - 1)[:_NEXT]
-            nearest.sort()
-            for key in nearest.tolist():
-                yield names[key % count]
-            rest = rest[rest > nearest[-1]]
+        keys[first] = _NONE
+        for _ in range(_PICKED):
+            at = int(keys.argmin())
+            if keys[at] == _NONE:
+                return
+            yield names[at]
+            keys[at] = _NONE
+        rest = keys[keys < _NONE]
         rest.sort()
+        count = len(names)
         for key in rest.tolist():
             yield names[key % count]
 
