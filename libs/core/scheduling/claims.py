@@ -315,6 +315,12 @@ class ClaimsView:
     def holds(self, owner: str) -> bool:
         return owner in self._by_owner
 
+    def share_rooms(self, device_class: str) -> dict[str, int]:
+        """The room of each node's roomiest device of a shareable class as the share room index last
+        measured it (empty before a cycle asked for it)."""
+        rooms = self._rooms.get(device_class)
+        return rooms.rooms() if rooms is not None else {}
+
 
 def _beyond_snapshot(allocation: ClaimAllocation) -> ClaimAllocation:
     results = tuple(
