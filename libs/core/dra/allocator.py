@@ -420,7 +420,7 @@ def _reaching(inventory: DeviceInventory, results: Sequence[DeviceResult]) -> fr
     nodes: frozenset[str] | None = None
     first = results[0].device.node if results else None
     if first is not None and (len(results) == 1 or all(result.device.node == first for result in results)):
-        return frozenset((first,))
+        return inventory.only(first)
     for result in results:
         reach = inventory.reaching_nodes(result.device)
         if reach is not None:

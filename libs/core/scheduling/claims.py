@@ -326,6 +326,8 @@ def _beyond_snapshot(allocation: ClaimAllocation) -> ClaimAllocation:
     results = tuple(
         result for result in allocation.results if result.consumed is not None or result.device.node is None
     )
+    if len(results) == len(allocation.results):
+        return allocation  # nothing is the snapshot's: held as it is, one object fewer per pod
     return ClaimAllocation(allocation.claim, results, allocation.nodes)
 
 
