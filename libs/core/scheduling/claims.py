@@ -115,7 +115,7 @@ class ClaimsView:
         until something is released there (or the inventory changes) the search is not run again."""
         self._rooms: dict[str, ShareRooms | None] = {}
         """Per DeviceClass whose devices are all shareable: where a share of it may go."""
-        self._rooms_state: tuple[int, int] | None = None
+        self._rooms_state: tuple[int, int, int] | None = None
         self._watching: ClusterSnapshot | None = None
         self._room_devices: dict[str, dict[str, tuple[tuple[str, int], ...]]] = {}
         """Per DeviceClass of `_rooms`: each node's devices of it, with their total of the capacity."""
@@ -208,25 +208,25 @@ class ClaimsView:
         )
 
     def _share_rooms(self, device_class: str, snapshot: ClusterSnapshot) -> ShareRooms | None:
-        state = (self.inventory.version, snapshot.node_generation)
-        if self._watching is not snapshot:
-            self._watching = snapshot
-            self._changed_nodes = set()
-            snapshot.watch_nodes(self._changed_nodes)
-            self._rooms_state = None
+        state = (self.inventory.version, snapshot.node_generation, id(snapshot))
         if self._rooms_state != state:
             self._rooms.clear()
             self._room_devices.clear()
-            self._changed_nodes.clear()
             self._rooms_state = state
-        elif self._changed_nodes:
-            for rooms in self._rooms.values():
-                if rooms is not None:
-                    rooms.note_nodes(self._changed_nodes)
+        if self._changed_nodes:
+            for each in self._rooms.values():
+                if each is not None:
+                    each.note_nodes(self._changed_nodes)
             self._changed_nodes.clear()
-        if device_class not in self._rooms:
-            self._rooms[device_class] = self._build_rooms(device_class, snapshot)
-        return self._rooms[device_class]
+        if device_class in self._rooms:
+            return self._rooms[device_class]
+        rooms = self._rooms[device_class] = self._build_rooms(device_class, snapshot)
+        if rooms is not None and self._watching is not snapshot:
+            # Only once a class has shareable devices: a fleet without them pays nothing per placement.
+            self._watching = snapshot
+            self._changed_nodes = set()
+            snapshot.watch_nodes(self._changed_nodes)
+        return rooms
 
     def _build_rooms(self, device_class: str, snapshot: ClusterSnapshot) -> ShareRooms | None:
         members: dict[str, bool] = {}  # devices described alike are alike in the class
