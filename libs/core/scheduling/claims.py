@@ -252,8 +252,9 @@ class ClaimsView:
                 by_node.setdefault(node, []).append((device.id, device.capacity[name]))
         self._room_devices[device_class] = {node: tuple(held) for node, held in by_node.items()}
         measure = self._room_measure(device_class, name)
-        smallest = min(device.capacity[name] for device in devices)
-        return ShareRooms(name, smallest, {node: measure(node) for node in by_node}, nodes)
+        totals = [device.capacity[name] for device in devices]
+        rooms = {node: measure(node) for node in by_node}
+        return ShareRooms(name, (min(totals), max(totals)), rooms, nodes)
 
     def _room_measure(self, device_class: str, capacity: str) -> Callable[[str], int]:
         """The room of `capacity` left on a node's roomiest device of the class."""

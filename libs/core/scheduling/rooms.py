@@ -49,19 +49,19 @@ class ShareRooms:
     def __init__(
         self,
         capacity: str,
-        smallest: int,
+        totals: tuple[int, int],
         rooms: Mapping[str, int],
         nodes: Mapping[str, NodeState],
     ) -> None:
         self.capacity = capacity
         """The capacity rooms are counted in (the class's first, qualified)."""
-        self.smallest = smallest
-        """The smallest total of it on a device: what a whole device takes."""
+        self.smallest, largest = totals
+        """The smallest total of it on a device (what a whole device takes), and the largest."""
         self.names = sorted(rooms)
         self._position = {name: position for position, name in enumerate(self.names)}
         count = len(self.names)
         self.room: _Counts = np.array([rooms[name] for name in self.names], dtype=np.int64)
-        self.wide = max(rooms.values(), default=0) * count >= _NONE
+        self.wide = largest * count >= _NONE
         """Rooms too large for a sort key (exabytes on a huge fleet): sorted by room, then name."""
         self.key: _Counts = np.arange(count, dtype=np.int64)
         if not self.wide:

@@ -13,6 +13,9 @@ from hypothesis import strategies as st
 from bench.dra_core import GPU_CLASS, load_fleet
 from libs.core.dra.claims import ClaimSpec, claim_spec
 from libs.core.scheduling import PodGroup, PodRequest, SchedulerStateMachine, schedule_podgroup
+from libs.core.scheduling.model import Node
+from libs.core.scheduling.rooms import ShareRooms
+from libs.core.scheduling.snapshot import ClusterSnapshot
 
 GIB = 1024**3
 CORES = f"{GPU_CLASS}/cores"
@@ -128,3 +131,20 @@ def test_a_node_without_a_free_pod_slot_is_not_offered_for_a_share():
     assert placement.node_name == first.name
     assert order == expected_order(machine, 100, 1_000, GIB)
     assert first.name not in order
+
+
+def test_rooms_too_large_for_a_sort_key_come_in_the_same_order():
+    snapshot = ClusterSnapshot([Node(name, cpu_milli=4_000, memory=8 * GIB) for name in "abcd"])
+    rooms = {"a": 5, "b": 3, "c": 5, "d": 0}
+    huge = 2**60
+
+    narrow = ShareRooms("cores", (1, 8), rooms, snapshot.nodes_by_name)
+    wide = ShareRooms(
+        "cores", (huge, 8 * huge), {k: v * huge for k, v in rooms.items()}, snapshot.nodes_by_name
+    )
+
+    assert not narrow.wide
+    assert wide.wide
+    assert list(narrow.at_least(1, 1_000, GIB, lambda node: rooms[node])) == ["b", "a", "c"]
+    assert list(wide.at_least(huge, 1_000, GIB, lambda node: rooms[node] * huge)) == ["b", "a", "c"]
+    assert list(narrow.at_least(4, 5_000, 0, lambda node: rooms[node])) == []
