@@ -229,30 +229,36 @@ class ClaimsView:
         return rooms
 
     def _build_rooms(self, device_class: str, snapshot: ClusterSnapshot) -> ShareRooms | None:
-        members: dict[str, bool] = {}  # devices described alike are alike in the class
-        devices: list[DeviceInfo] = []
+        """The index of a class whose devices on nodes are all shareable with a first capacity in common;
+        None for any other class."""
+        # Devices described alike are alike in the class, in being shareable and in their capacities:
+        # each description is looked at once, so a fleet of identical GPUs costs one look.
+        described: dict[str, int | None] = {}  # description -> the device's total of `name` (None: not in it)
+        name: str | None = None
+        totals: list[int] = []
+        by_node: dict[str, list[tuple[str, int]]] = {}
+        nodes = snapshot.nodes_by_name
         for device in self.inventory.devices.values():
             if device.node is None:
                 continue
-            member = members.get(device.description)
-            if member is None:
-                member = members[device.description] = self.inventory.in_class(device, device_class)
-            if member:
-                devices.append(device)
-        if not devices or not all(device.shared and device.capacity for device in devices):
+            if device.description not in described:
+                if not self.inventory.in_class(device, device_class):
+                    described[device.description] = None
+                    continue
+                if not device.shared or not device.capacity:
+                    return None
+                name = min(device.capacity) if name is None else name
+                if name not in device.capacity:
+                    return None
+                described[device.description] = device.capacity[name]
+                totals.append(device.capacity[name])
+            total = described[device.description]
+            if total is not None and device.node in nodes:
+                by_node.setdefault(device.node, []).append((device.id, total))
+        if name is None:
             return None
-        name = min(devices[0].capacity)
-        if not all(name in device.capacity for device in devices):
-            return None
-        nodes = snapshot.nodes_by_name
-        by_node: dict[str, list[tuple[str, int]]] = {}
-        for device in devices:
-            node = str(device.node)
-            if node in nodes:
-                by_node.setdefault(node, []).append((device.id, device.capacity[name]))
         self._room_devices[device_class] = {node: tuple(held) for node, held in by_node.items()}
         measure = self._room_measure(device_class, name)
-        totals = [device.capacity[name] for device in devices]
         rooms = {node: measure(node) for node in by_node}
         return ShareRooms(name, (min(totals), max(totals)), rooms, nodes)
 
