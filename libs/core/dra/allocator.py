@@ -21,6 +21,8 @@ DEFAULT_BUDGET = 100_000
 """Devices tried per search before it gives up."""
 
 _UNSET = object()
+_REMEMBERED_TAKES = 4096
+"""Asks and capacity tables whose consumption is remembered before the memory is cleared."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,21 +339,58 @@ def _first_fit(
 ) -> tuple[ClaimAllocation, ...] | None:
     results: list[DeviceResult] = []
     need = ask.count
+    # Devices described alike share their capacity tables (see `device_info`), so what the ask takes of
+    # one is what it takes of the next: worked out again only when the tables change.
+    capacity: object = None
+    defaults: object = None
+    amounts: dict[str, int] | bool | None = False
     for device in inventory.candidates(node, ask.device_class, ask.selectors):
-        requested = (
-            {qualified(name, device.driver): amount for name, amount in ask.capacity} if ask.capacity else {}
-        )
-        if device.shared:
-            amounts = consumption(device.capacity, requested, device.capacity_defaults)
-            if amounts is None or not usage.room(device, amounts):
+        if device.capacity is not capacity or device.capacity_defaults is not defaults:
+            capacity, defaults = device.capacity, device.capacity_defaults
+            amounts = _remembered_takes(inventory, ask, device)
+        if amounts is False:
+            continue
+        if isinstance(amounts, dict):
+            if not usage.room(device, amounts):
                 continue
             results.append(DeviceResult(ask.name, device, amounts, ask.device_class))
         else:
-            if not usage.free(device) or (requested and consumption(device.capacity, requested) is None):
+            if not usage.free(device):
                 continue
             results.append(DeviceResult(ask.name, device, None, ask.device_class))
         if len(results) == need:
             return (ClaimAllocation(claim.key, tuple(results), _reaching(inventory, results)),)
+    return None
+
+
+def _remembered_takes(
+    inventory: DeviceInventory, ask: DeviceAsk, device: DeviceInfo
+) -> dict[str, int] | bool | None:
+    """`_takes`, remembered per ask and capacity tables (asks are interned with the pod shapes); the
+    remembered entry holds the objects its key names, so their ids are not reused meanwhile."""
+    remembered = inventory.takes
+    key = (id(ask), id(device.capacity), id(device.capacity_defaults))
+    known = remembered.get(key)
+    if known is not None and known[0] is ask:
+        return known[1]
+    if len(remembered) >= _REMEMBERED_TAKES:
+        remembered.clear()
+    amounts = _takes(ask, device)
+    remembered[key] = (ask, amounts, device.capacity, device.capacity_defaults)
+    return amounts
+
+
+def _takes(ask: DeviceAsk, device: DeviceInfo) -> dict[str, int] | bool | None:
+    """What one allocation for the ask consumes of a shareable device, None for an exclusive device, False
+    when the device can never serve the ask (it lacks or is short of a requested capacity)."""
+    requested = (
+        {qualified(name, device.driver): amount for name, amount in ask.capacity} if ask.capacity else {}
+    )
+    if device.shared:
+        amounts = consumption(device.capacity, requested, device.capacity_defaults)
+        return False if amounts is None else amounts
+    if requested and consumption(device.capacity, requested) is None:
+        return False
     return None
 
 
@@ -380,8 +419,8 @@ def allocate_for_group(
 def _reaching(inventory: DeviceInventory, results: Sequence[DeviceResult]) -> frozenset[str] | None:
     nodes: frozenset[str] | None = None
     first = results[0].device.node if results else None
-    if first is not None and all(result.device.node == first for result in results):
-        return frozenset((first,))
+    if first is not None and (len(results) == 1 or all(result.device.node == first for result in results)):
+        return inventory.only(first)
     for result in results:
         reach = inventory.reaching_nodes(result.device)
         if reach is not None:

@@ -72,9 +72,16 @@ def consumption(
 
 def fits(totals: Amounts, consumed: Amounts | None, wanted: Amounts) -> bool:
     """Whether `wanted` still fits a device with `totals` of which `consumed` is already taken."""
+    # Loops rather than all(): this runs for every device a share is tried on.
     if not consumed:
-        return all(amount <= totals.get(name, 0) for name, amount in wanted.items())
-    return all(amount + consumed.get(name, 0) <= totals.get(name, 0) for name, amount in wanted.items())
+        for name, amount in wanted.items():  # noqa: SIM110
+            if amount > totals.get(name, 0):
+                return False
+        return True
+    for name, amount in wanted.items():  # noqa: SIM110
+        if amount + consumed.get(name, 0) > totals.get(name, 0):
+            return False
+    return True
 
 
 def add(consumed: dict[str, int], amounts: Amounts) -> None:

@@ -166,7 +166,12 @@ class DeviceInventory:
         self._candidates: dict[tuple[str | None, str, tuple[str, ...]], tuple[DeviceInfo, ...]] = {}
         self._reach_of: dict[str, tuple[DeviceInfo, ...]] = {}
         self._reachers: dict[str, frozenset[str]] = {}
+        self._only: dict[str, frozenset[str]] = {}
         self._dirty = False
+        self.takes: dict[
+            tuple[int, int, int], tuple[object, dict[str, int] | bool | None, object, object]
+        ] = {}
+        """What an ask consumes of devices with given capacity tables, kept by the allocation search."""
 
     # -- changes ----------------------------------------------------------------------------------------
 
@@ -237,6 +242,7 @@ class DeviceInventory:
             elif spec.get("allNodes"):
                 reaches.append(_Reach(None, infos))
         self._pools = newest
+        self._only.clear()
         self.devices = devices
         self._by_node = {node: tuple(sorted(infos, key=_by_name)) for node, infos in by_node.items()}
         self._reaches = reaches
@@ -273,7 +279,7 @@ class DeviceInventory:
     def reaching_nodes(self, device: DeviceInfo) -> frozenset[str] | None:
         """The nodes that reach a device; None when every node does."""
         if device.node is not None:
-            return frozenset((device.node,))
+            return self.only(device.node)
         self._settle()
         cached = self._reachers.get(device.id)
         if cached is not None:
@@ -289,6 +295,14 @@ class DeviceInventory:
                 self._reachers[device.id] = nodes
                 return nodes
         return frozenset()
+
+    def only(self, node: str) -> frozenset[str]:
+        """One node as a set, the same object each time: allocations of a node's own devices name it, and
+        a fleet holds one such allocation per pod."""
+        found = self._only.get(node)
+        if found is None:
+            found = self._only[node] = frozenset((node,))
+        return found
 
     def in_class(self, device: DeviceInfo, class_name: str) -> bool:
         """Whether a device belongs to a class (passes its selectors); an unknown class has no device."""

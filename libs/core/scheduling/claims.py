@@ -8,15 +8,20 @@ in an overlay of its own, so a failed or discarded plan has nothing to undo.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from libs.core.dra.allocator import ClaimAllocation, DeviceUsage, allocate, allocate_for_group, single_ask
 from libs.core.dra.capacity import add
 from libs.core.dra.claims import ClaimSpec
 from libs.core.dra.devices import DeviceInfo, DeviceInventory
 
-from .buckets import BucketIndex
 from .capacity import NodeState
+from .model import PodShape
+from .rooms import ShareRooms
+
+if TYPE_CHECKING:
+    from .snapshot import ClusterSnapshot
 
 MAX_GROUP_OPTIONS = 64
 """PodGroup claim allocations (racks, for a rack fabric) a cycle tries before it gives up."""
@@ -108,11 +113,14 @@ class ClaimsView:
         ] = {}
         """Claims a node could not serve, and its state then: taking devices never makes them fit, so
         until something is released there (or the inventory changes) the search is not run again."""
-        self._rooms: dict[str, tuple[str, BucketIndex, int] | None] = {}
-        """Per DeviceClass of shareable devices only: its first capacity, nodes by the most of it one of
-        their devices has left, and the smallest total of it (what a whole device needs)."""
-        self._rooms_version = -1
-        self._room_dirty: set[str] = set()
+        self._rooms: dict[str, ShareRooms | None] = {}
+        """Per DeviceClass whose devices are all shareable: where a share of it may go."""
+        self._rooms_state: tuple[int, int, int] | None = None
+        self._watching: ClusterSnapshot | None = None
+        self._room_devices: dict[str, dict[str, tuple[tuple[str, int], ...]]] = {}
+        """Per DeviceClass of `_rooms`: each node's devices of it, with their total of the capacity."""
+        self._changed_nodes: set[NodeState] = set()
+        """Nodes whose free capacity changed since the share rooms last took it (the snapshot's note)."""
 
     def fit(
         self,
@@ -127,9 +135,8 @@ class ClaimsView:
         # What the plan took elsewhere does not change what this node can give.
         pristine = overlay is None or not overlay.touches(node.name)
         key = (node.name, id(claims))  # equal claims share one tuple (shapes are interned)
-        state = (self._releases, self.inventory.version, tuple(map(len, node.free_devices.values())))
         failed = self._failed.get(key)
-        if failed is not None and failed[0] is claims and failed[1] == state:
+        if failed is not None and failed[0] is claims and failed[1] == self._state(node):
             self.refused.add(node.name)
             return found
         if limit > 1 and overlay is None:
@@ -140,12 +147,16 @@ class ClaimsView:
             if allocations is None:
                 self.refused.add(node.name)  # fewer than the resource filters let in
                 if pristine and not found:
-                    self._failed[key] = (claims, state)
+                    self._failed[key] = (claims, self._state(node))
                 break
             found.append(allocations)
             if overlay is not None:
                 overlay.take(allocations)
         return found
+
+    def _state(self, node: NodeState) -> tuple[int, int, tuple[int, ...]]:
+        """What a node's answer to claims depends on, beyond the claims (a plan does not change it)."""
+        return (self._releases, self.inventory.version, tuple(map(len, node.free_devices.values())))
 
     def group_options(
         self, claims: tuple[ClaimSpec, ...], nodes: Iterable[NodeState]
@@ -177,66 +188,104 @@ class ClaimsView:
 
     # -- where shares fit ------------------------------------------------------------------------------
 
-    def room_order(self, claims: tuple[ClaimSpec, ...]) -> Iterator[str] | None:
+    def room_order(
+        self, claims: tuple[ClaimSpec, ...], shape: PodShape, snapshot: ClusterSnapshot
+    ) -> Iterator[str] | None:
         """Nodes that may hold a lone share (or a whole device) of a class whose devices are all
-        shareable, by ascending room on their roomiest device, only those with enough of it: None when
-        the claims are not such a share. A necessary condition, so a node it names may still refuse."""
+        shareable, by ascending room on their roomiest device, only those with enough of it and with the
+        shape's cpu, memory and a pod slot free: None when the claims are not such a share. A necessary
+        condition, so a node it names may still refuse."""
         ask = single_ask(claims)
         if ask is None:
             return None
-        room = self._room_index(ask.device_class)
-        if room is None:
+        rooms = self._share_rooms(ask.device_class, snapshot)
+        if rooms is None:
             return None
-        name, index, smallest = room
-        need = dict(ask.capacity).get(name.rpartition("/")[2], dict(ask.capacity).get(name, smallest))
-        self._settle_rooms(ask.device_class)
-        return index.at_least(need)
+        requested = dict(ask.capacity)
+        need = requested.get(rooms.capacity.rpartition("/")[2], requested.get(rooms.capacity, rooms.smallest))
+        return rooms.at_least(
+            need, shape.cpu_milli, shape.memory, self._room_measure(ask.device_class, rooms.capacity)
+        )
 
-    def _room_index(self, device_class: str) -> tuple[str, BucketIndex, int] | None:
-        if self._rooms_version != self.inventory.version:
+    def _share_rooms(self, device_class: str, snapshot: ClusterSnapshot) -> ShareRooms | None:
+        state = (self.inventory.version, snapshot.node_generation, id(snapshot))
+        if self._rooms_state != state:
             self._rooms.clear()
-            self._rooms_version = self.inventory.version
+            self._room_devices.clear()
+            self._rooms_state = state
+        if self._changed_nodes:
+            for each in self._rooms.values():
+                if each is not None:
+                    each.note_nodes(self._changed_nodes)
+            self._changed_nodes.clear()
         if device_class in self._rooms:
             return self._rooms[device_class]
-        devices = [
-            device
-            for device in self.inventory.devices.values()
-            if device.node is not None and self.inventory.in_class(device, device_class)
-        ]
-        room: tuple[str, BucketIndex, int] | None = None
-        if devices and all(device.shared and device.capacity for device in devices):
-            name = min(devices[0].capacity)
-            if all(name in device.capacity for device in devices):
-                nodes = sorted({str(device.node) for device in devices})
-                index = BucketIndex.build((node, self._node_room(node, device_class, name)) for node in nodes)
-                room = (name, index, min(device.capacity[name] for device in devices))
-        self._rooms[device_class] = room
-        return room
+        rooms = self._rooms[device_class] = self._build_rooms(device_class, snapshot)
+        if rooms is not None and self._watching is not snapshot:
+            # Only once a class has shareable devices: a fleet without them pays nothing per placement.
+            self._watching = snapshot
+            self._changed_nodes = set()
+            snapshot.watch_nodes(self._changed_nodes)
+        return rooms
 
-    def _node_room(self, node: str, device_class: str, name: str) -> int:
-        best = 0
-        for device in self.inventory.candidates(node, device_class, ()):
-            if device.node == node:
-                left = device.capacity.get(name, 0) - self.usage.consumed.get(device.id, {}).get(name, 0)
-                best = max(best, left)
-        return best
+    def _build_rooms(self, device_class: str, snapshot: ClusterSnapshot) -> ShareRooms | None:
+        """The index of a class whose devices on nodes are all shareable with a first capacity in common;
+        None for any other class."""
+        # Devices described alike are alike in the class, in being shareable and in their capacities:
+        # each description is looked at once, so a fleet of identical GPUs costs one look.
+        described: dict[str, int | None] = {}  # description -> the device's total of `name` (None: not in it)
+        name: str | None = None
+        totals: list[int] = []
+        by_node: dict[str, list[tuple[str, int]]] = {}
+        nodes = snapshot.nodes_by_name
+        for device in self.inventory.devices.values():
+            if device.node is None:
+                continue
+            if device.description not in described:
+                if not self.inventory.in_class(device, device_class):
+                    described[device.description] = None
+                    continue
+                if not device.shared or not device.capacity:
+                    return None
+                name = min(device.capacity) if name is None else name
+                if name not in device.capacity:
+                    return None
+                described[device.description] = device.capacity[name]
+                totals.append(device.capacity[name])
+            total = described[device.description]
+            if total is not None and device.node in nodes:
+                by_node.setdefault(device.node, []).append((device.id, total))
+        if name is None:
+            return None
+        self._room_devices[device_class] = {node: tuple(held) for node, held in by_node.items()}
+        measure = self._room_measure(device_class, name)
+        rooms = {node: measure(node) for node in by_node}
+        return ShareRooms(name, (min(totals), max(totals)), rooms, nodes)
 
-    def _settle_rooms(self, device_class: str) -> None:
-        room = self._rooms.get(device_class)
-        if room is None or not self._room_dirty:
-            return
-        name, index, _ = room
-        index.place_all(
-            (node, self._node_room(node, device_class, name)) for node in sorted(self._room_dirty)
-        )
-        self._room_dirty.clear()
+    def _room_measure(self, device_class: str, capacity: str) -> Callable[[str], int]:
+        """The room of `capacity` left on a node's roomiest device of the class."""
+        consumed = self.usage.consumed
+        devices = self._room_devices[device_class]
+
+        def measure(node: str) -> int:
+            best = 0
+            for device_id, total in devices[node]:
+                used = consumed.get(device_id)
+                left = total - used.get(capacity, 0) if used else total
+                if left > best:
+                    best = left
+            return best
+
+        return measure
 
     def _note_rooms(self, allocations: Iterable[ClaimAllocation]) -> None:
         if self._rooms:
             for allocation in allocations:
                 for result in allocation.results:
                     if result.consumed is not None and result.device.node is not None:
-                        self._room_dirty.add(result.device.node)
+                        for rooms in self._rooms.values():
+                            if rooms is not None:
+                                rooms.note_room(result.device.node)
 
     # -- what is allocated ------------------------------------------------------------------------------
 
@@ -295,23 +344,30 @@ class ClaimsView:
         for owner, held in aside.items():
             self.hold(owner, held)
 
+    def share_rooms(self, device_class: str) -> dict[str, int]:
+        """The room of each node's roomiest device of a shareable class as the share room index last
+        measured it (empty before a cycle asked for it)."""
+        rooms = self._rooms.get(device_class)
+        return rooms.rooms() if rooms is not None else {}
+
 
 def _beyond_snapshot(allocation: ClaimAllocation) -> ClaimAllocation:
     results = tuple(
         result for result in allocation.results if result.consumed is not None or result.device.node is None
     )
+    if len(results) == len(allocation.results):
+        return allocation  # nothing is the snapshot's: held as it is, one object fewer per pod
     return ClaimAllocation(allocation.claim, results, allocation.nodes)
 
 
 def exclusive_devices(allocations: Iterable[ClaimAllocation], node: NodeState) -> dict[str, tuple[str, ...]]:
     """A node's own exclusive devices in the allocations, under every class of the node that lists them,
     so that the snapshot takes them out of each of its free lists."""
-    names = [
-        result.device.name
-        for allocation in allocations
-        for result in allocation.results
-        if result.consumed is None and result.device.node == node.name
-    ]
+    names: list[str] = []
+    for allocation in allocations:
+        for result in allocation.results:
+            if result.consumed is None and result.device.node == node.name:
+                names.append(result.device.name)
     if not names:
         return {}
     devices: dict[str, tuple[str, ...]] = {}

@@ -236,20 +236,26 @@ def plan(
     allowed = reach.nodes if reach is not None else None
     for batch in batches:
         shape = batch.shape
-        index = domain.node_index.get(shape.primary)
-        if index is None:
-            index = snapshot.node_index(domain, shape.primary)
+        claims = shape.claims if view is not None else ()
+        order = (
+            view.room_order(claims, shape, snapshot)
+            if claims and view is not None and domain is snapshot.cluster
+            else None
+        )
+        # Every domain has a cpu index once asked for: shares in their own order do not need it built.
+        if order is None or shape.primary != CPU_DIMENSION:
+            index = domain.node_index.get(shape.primary)
             if index is None:
-                continue
+                index = snapshot.node_index(domain, shape.primary)
+                if index is None:
+                    continue
+            if order is None:
+                order = index.at_least(shape.primary_request)
         need = len(batch.pods)
         first = 0
         filtered = bool(shape.node_selector)
         no_offsets = (0,) * len(shape.devices)
-        claims = shape.claims if view is not None else ()
-        order = (
-            view.room_order(claims) if claims and view is not None and domain is snapshot.cluster else None
-        )
-        for name in index.at_least(shape.primary_request) if order is None else order:
+        for name in order:
             if allowed is not None and name not in allowed:
                 continue
             node = nodes[name]

@@ -75,6 +75,8 @@ class ClusterSnapshot:
         self._tally: NodeTally | None = None
         self._decided: tuple[CycleDecision, int] | None = None
         self.version = 0
+        self.node_generation = 0
+        """Counts nodes added, removed or replaced: what `watch_nodes` does not report."""
         self.claims: ClaimsView | None = None
         """The DRA device inventory and allocations, when pods may have claims."""
         self._memo: dict[Hashable, Any] = {}
@@ -163,6 +165,13 @@ class ClusterSnapshot:
             for state in states:
                 state.note_stale()
 
+    def watch_nodes(self, changed: set[NodeState]) -> None:
+        """From now on, put every node whose free capacity changes into `changed`, as the node indexes'
+        stale sets are (nodes added, removed or replaced are counted in `node_generation` instead)."""
+        self._cluster.stale.append(changed)
+        for state in self._nodes.values():
+            state.note_stale()
+
     def memoized(self, key: Hashable, compute: Callable[[], _T]) -> _T:
         """A value derived from the snapshot as it is now, computed once until the snapshot changes."""
         if self._memo_version != self.version:
@@ -202,6 +211,7 @@ class ClusterSnapshot:
     def add_node(self, node: Node) -> None:
         """Add a node and its devices; its domains are created or grown."""
         self.version += 1
+        self.node_generation += 1
         if node.name in self._nodes:
             raise ValueError(f"duplicate node {node.name}")
         state = self._nodes[node.name] = NodeState(node, self._ranks)
@@ -210,6 +220,7 @@ class ClusterSnapshot:
     def remove_node(self, name: str) -> tuple[Placement, ...]:
         """Remove a node; the placements of the pods that were on it are returned (those pods are lost)."""
         self.version += 1
+        self.node_generation += 1
         state = self._nodes.pop(name)
         if self._tally is not None:
             self._tally.remove(state)
@@ -221,6 +232,7 @@ class ClusterSnapshot:
     def update_node(self, node: Node) -> None:
         """Replace a node's labels, taints, allocatable resources or devices, keeping its pods on it."""
         self.version += 1
+        self.node_generation += 1
         old = self._nodes.pop(node.name)
         if self._tally is not None:
             self._tally.remove(old)

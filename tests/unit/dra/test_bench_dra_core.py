@@ -18,6 +18,8 @@ def test_both_cases_fill_a_small_fleet_and_report_rates():
     assert result["name"] == "dra-core"
     assert metrics["pods_per_second"] > 0
     assert metrics["fractional_pods_per_second"] > 0
+    assert metrics["pods_per_cpu_second"] > 0
+    assert metrics["fractional_pods_per_cpu_second"] > 0
     assert metrics["gpu_fill_ratio"] >= 0.9
     assert metrics["fractional_gpu_cores_fill_ratio"] >= 0.9
     # Two device descriptions (NUMA 0 and 1) x two selectors (the class's, the request's), not per pod.
