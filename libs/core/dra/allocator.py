@@ -37,11 +37,13 @@ class DeviceResult:
 
 @dataclass(frozen=True, slots=True)
 class ClaimAllocation:
-    """The devices of one claim, and the nodes that reach all of them (None: every node)."""
+    """The devices of one claim, and the nodes that reach all of them (None: every node); for a claim the
+    pod names, that ResourceClaim's name (`resource_claim`)."""
 
     claim: str
     results: tuple[DeviceResult, ...]
     nodes: frozenset[str] | None
+    resource_claim: str = ""
 
 
 class Availability(Protocol):
@@ -304,7 +306,10 @@ def allocate(
 
     Claims are searched together so that two claims of one pod never get the same exclusive device.
     Each allocation names the nodes that reach all its devices (a rack fabric narrows them to the rack).
-    `usage` is not changed; take the result with `usage.take`."""
+    `usage` is not changed; take the result with `usage.take`. A claim allocated already takes nothing: it
+    only asks that the node reach its devices."""
+    if any(claim.allocated for claim in claims):
+        return _with_allocated(claims, node, inventory, usage, budget)
     ask = single_ask(claims)
     if ask is not None:
         return _first_fit(claims[0], ask, node, inventory, usage)
@@ -315,9 +320,46 @@ def allocate(
     except _OutOfBudget:
         return None
     return tuple(
-        ClaimAllocation(claim.key, tuple(results), _reaching(inventory, results))
+        ClaimAllocation(claim.key, tuple(results), _reaching(inventory, results), claim.resource_claim)
         for claim, results in zip(claims, search.results, strict=True)
     )
+
+
+def _with_allocated(
+    claims: Sequence[ClaimSpec],
+    node: str | None,
+    inventory: DeviceInventory,
+    usage: Availability,
+    budget: int,
+) -> tuple[ClaimAllocation, ...] | None:
+    """`allocate` when some claims are allocated already: those the node reaches, the others searched."""
+    found: dict[str, ClaimAllocation] = {}
+    for claim in claims:
+        if claim.allocated:
+            reach = allocated_reach(claim.allocated, inventory)
+            if reach is not None and node not in reach:
+                return None
+            found[claim.key] = ClaimAllocation(claim.key, (), reach, claim.resource_claim)
+    rest = [claim for claim in claims if not claim.allocated]
+    searched = allocate(rest, node, inventory, usage, budget=budget) if rest else ()
+    if searched is None:
+        return None
+    found.update((allocation.claim, allocation) for allocation in searched)
+    return tuple(found[claim.key] for claim in claims)
+
+
+def allocated_reach(device_ids: Iterable[str], inventory: DeviceInventory) -> frozenset[str] | None:
+    """The nodes that reach every one of these devices (None: every node; none when one of them is no
+    longer published)."""
+    nodes: frozenset[str] | None = None
+    for device_id in device_ids:
+        device = inventory.device(device_id)
+        if device is None:
+            return frozenset()
+        reach = inventory.reaching_nodes(device)
+        if reach is not None:
+            nodes = reach if nodes is None else nodes & reach
+    return nodes
 
 
 def single_ask(claims: Sequence[ClaimSpec]) -> DeviceAsk | None:
@@ -359,7 +401,8 @@ def _first_fit(
                 continue
             results.append(DeviceResult(ask.name, device, None, ask.device_class))
         if len(results) == need:
-            return (ClaimAllocation(claim.key, tuple(results), _reaching(inventory, results)),)
+            reach = _reaching(inventory, results)
+            return (ClaimAllocation(claim.key, tuple(results), reach, claim.resource_claim),)
     return None
 
 

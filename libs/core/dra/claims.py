@@ -57,14 +57,18 @@ class ClaimConstraint:
 @dataclass(frozen=True, slots=True)
 class ClaimSpec:
     """What one claim asks for; `key` names the claim (`namespace/name`, or a placeholder before it
-    exists)."""
+    exists). A claim the pod names (`resourceClaimName`) carries that name in `resource_claim`; once it is
+    allocated, `allocated` lists its devices (ids) and it asks for nothing more: a pod sharing it may only
+    go where those devices are reached."""
 
     key: str
     requests: tuple[ClaimRequest, ...]
     constraints: tuple[ClaimConstraint, ...] = ()
+    resource_claim: str = ""
+    allocated: tuple[str, ...] = ()
 
 
-def claim_spec(key: str, spec: Mapping[str, Any]) -> ClaimSpec:
+def claim_spec(key: str, spec: Mapping[str, Any], *, resource_claim: str = "") -> ClaimSpec:
     """A claim's `spec` (`{devices: {requests, constraints}}`) as the allocator reads it."""
     devices = spec.get("devices") or {}
     requests = tuple(_request(raw) for raw in devices.get("requests") or ())
@@ -75,7 +79,7 @@ def claim_spec(key: str, spec: Mapping[str, Any]) -> ClaimSpec:
             constraints.append(ClaimConstraint(names, str(raw["matchAttribute"]), True))
         if raw.get("distinctAttribute"):
             constraints.append(ClaimConstraint(names, str(raw["distinctAttribute"]), False))
-    return ClaimSpec(key, requests, tuple(constraints))
+    return ClaimSpec(key, requests, tuple(constraints), resource_claim)
 
 
 def _request(raw: Mapping[str, Any]) -> ClaimRequest:

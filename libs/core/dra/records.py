@@ -17,8 +17,16 @@ def resource_claim_name(owner: str, claim: str) -> str:
     return f"{owner}-{claim}"
 
 
+def allocated_devices(status: Mapping[str, Any]) -> tuple[str, ...]:
+    """The device ids (`driver/pool/device`) of a ResourceClaim's `status.allocation`, none when it is not
+    allocated."""
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
+    return tuple(f"{entry.get('driver')}/{entry.get('pool')}/{entry.get('device')}" for entry in results)
+
+
 def allocation_record(allocation: ClaimAllocation, claim_name: str) -> dict[str, Any]:
-    """`{name, resourceClaimName, devices: [{request, driver, pool, device, consumedCapacity?}]}`."""
+    """`{name, resourceClaimName, devices: [{request, driver, pool, device, consumedCapacity?}], shared?}`;
+    `shared` marks an existing ResourceClaim the pod names (no devices: it was allocated before)."""
     devices: list[dict[str, Any]] = []
     for result in allocation.results:
         device = result.device
@@ -33,7 +41,10 @@ def allocation_record(allocation: ClaimAllocation, claim_name: str) -> dict[str,
                 name: format_milli(amount) for name, amount in result.consumed.items()
             }
         devices.append(entry)
-    return {"name": allocation.claim, "resourceClaimName": claim_name, "devices": devices}
+    record: dict[str, Any] = {"name": allocation.claim, "resourceClaimName": claim_name, "devices": devices}
+    if allocation.resource_claim:
+        record["shared"] = True
+    return record
 
 
 def allocation_from_record(
@@ -55,4 +66,5 @@ def allocation_from_record(
             consumed = {}
         results.append(DeviceResult(str(entry.get("request") or ""), device, consumed))
     name = key if key is not None else str(record.get("resourceClaimName") or record.get("name") or "")
-    return ClaimAllocation(name, tuple(results), None)
+    shared = str(record.get("resourceClaimName") or "") if record.get("shared") else ""
+    return ClaimAllocation(name, tuple(results), None, shared)

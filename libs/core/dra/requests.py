@@ -3,7 +3,7 @@ resources (`nvidia.com/gpu: 2`) served by the class whose `extendedResourceName`
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from .claims import ClaimRequest, ClaimSpec, DeviceAsk, claim_spec
@@ -71,20 +71,56 @@ def claim_identity(claim: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return (claim.get("name"), claim.get("resourceClaimName"), claim.get("resourceClaimTemplateName"))
 
 
+NamedClaims = Callable[[str, str], ClaimSpec]
+"""A claim the pod names (`resourceClaimName`) as the allocator reads it, from its name in the pod and the
+ResourceClaim's name (see `named_claim_spec`)."""
+
+
 def pod_claim_specs(
     namespace: str,
     pod_claims: Iterable[Mapping[str, Any]],
     group_claims: Iterable[Mapping[str, Any]],
     templates: Mapping[str, Mapping[str, Any]],
+    named: NamedClaims | None = None,
 ) -> tuple[ClaimSpec, ...]:
-    """The pod's own claims made from templates, keyed by their name in the pod (`gpus`); claims shared
-    with its PodGroup and claims naming an existing ResourceClaim are not the pod's to allocate."""
+    """The pod's own claims, keyed by their name in the pod (`gpus`): those made from templates, and (with
+    `named`) the existing ResourceClaims it names. Claims shared with its PodGroup are the group's."""
     shared = {claim_identity(claim) for claim in group_claims}
-    return tuple(
-        _template_claim(namespace, claim, templates)
+    specs: list[ClaimSpec] = []
+    for claim in pod_claims:
+        if claim_identity(claim) in shared:
+            continue
+        if claim.get("resourceClaimTemplateName"):
+            specs.append(_template_claim(namespace, claim, templates))
+        elif claim.get("resourceClaimName") and named is not None:
+            specs.append(named(str(claim.get("name") or ""), str(claim["resourceClaimName"])))
+    return tuple(specs)
+
+
+def named_claim_spec(
+    name: str, claim_name: str, spec: Mapping[str, Any] | None, allocated: Sequence[str]
+) -> ClaimSpec:
+    """A ResourceClaim the pod names, as `name` in the pod: its `allocated` devices when it has some (the
+    pod then takes nothing new), else its `spec` to allocate, else (it does not exist) a claim no device
+    serves."""
+    if allocated:
+        return ClaimSpec(name, (), (), claim_name, tuple(sorted(allocated)))
+    if spec is None:
+        missing = DeviceAsk("missing-claim", MISSING_TEMPLATE_CLASS)
+        return ClaimSpec(name, (ClaimRequest("missing-claim", (missing,)),), (), claim_name)
+    return claim_spec(name, spec, resource_claim=claim_name)
+
+
+def named_claims(
+    pod_claims: Iterable[Mapping[str, Any]], group_claims: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """The existing ResourceClaims a pod names for itself (not through its PodGroup), in its order."""
+    shared = {claim_identity(claim) for claim in group_claims}
+    return [
+        str(claim["resourceClaimName"])
         for claim in pod_claims
-        if claim.get("resourceClaimTemplateName") and claim_identity(claim) not in shared
-    )
+        if claim.get("resourceClaimName") and claim_identity(claim) not in shared
+    ]
 
 
 def group_claim_specs(

@@ -121,6 +121,10 @@ class ClaimsView:
         """Per DeviceClass of `_rooms`: each node's devices of it, with their total of the capacity."""
         self._changed_nodes: set[NodeState] = set()
         """Nodes whose free capacity changed since the share rooms last took it (the snapshot's note)."""
+        self._named: dict[str, ClaimAllocation] = {}
+        """Existing ResourceClaims pods name (`namespace/name`), as allocated for the first of them."""
+        self._reservers: dict[str, set[str]] = {}
+        """Per such claim, the pods reserving it (placed with it, not ended)."""
 
     def fit(
         self,
@@ -291,9 +295,12 @@ class ClaimsView:
 
     def hold(self, owner: str, allocations: Sequence[ClaimAllocation]) -> None:
         """Record allocations of a pod (`owner` = its uid) or a PodGroup (its key): shares and devices not
-        on a node go into `usage` (a node's own exclusive devices are the snapshot's)."""
+        on a node go into `usage` (a node's own exclusive devices are the snapshot's). Claims the pod names
+        are the claim's own (see `reserve`)."""
         self.release(owner)
-        kept = tuple(_beyond_snapshot(allocation) for allocation in allocations)
+        kept = tuple(
+            _beyond_snapshot(allocation) for allocation in allocations if not allocation.resource_claim
+        )
         for allocation in kept:
             self.usage.take(allocation)
         self._by_owner[owner] = kept
@@ -344,6 +351,43 @@ class ClaimsView:
         for owner, held in aside.items():
             self.hold(owner, held)
 
+    # -- existing claims pods name ----------------------------------------------------------------------
+
+    def named_allocation(self, key: str) -> ClaimAllocation | None:
+        """The allocation of an existing ResourceClaim (`namespace/name`) some pod reserves, if any."""
+        return self._named.get(key)
+
+    def reserve(self, key: str, pod_uid: str, allocation: ClaimAllocation) -> bool:
+        """A pod placed with a claim it names; True when its allocation is new (this pod allocated it): its
+        shares and reached devices then go into `usage` until the last pod reserving it is gone (a node's
+        own exclusive devices are the caller's to keep in the snapshot)."""
+        self._reservers.setdefault(key, set()).add(pod_uid)
+        if key in self._named or not allocation.results:
+            return False
+        self._named[key] = allocation
+        self.usage.take(_beyond_snapshot(allocation))
+        self._note_rooms((allocation,))
+        return True
+
+    def unreserve(self, pod_uid: str) -> list[str]:
+        """A pod ended or left its node: the claims it reserved that no pod reserves any more, released."""
+        released: list[str] = []
+        for key, reservers in list(self._reservers.items()):
+            if pod_uid not in reservers:
+                continue
+            reservers.discard(pod_uid)
+            if reservers:
+                continue
+            del self._reservers[key]
+            allocation = self._named.pop(key, None)
+            if allocation is not None:
+                self.usage.release(_beyond_snapshot(allocation))
+                self._note_rooms((allocation,))
+                self._releases += 1
+                self._failed.clear()
+                released.append(key)
+        return released
+
     def share_rooms(self, device_class: str) -> dict[str, int]:
         """The room of each node's roomiest device of a shareable class as the share room index last
         measured it (empty before a cycle asked for it)."""
@@ -360,11 +404,16 @@ def _beyond_snapshot(allocation: ClaimAllocation) -> ClaimAllocation:
     return ClaimAllocation(allocation.claim, results, allocation.nodes)
 
 
-def exclusive_devices(allocations: Iterable[ClaimAllocation], node: NodeState) -> dict[str, tuple[str, ...]]:
+def exclusive_devices(
+    allocations: Iterable[ClaimAllocation], node: NodeState, *, named: bool = False
+) -> dict[str, tuple[str, ...]]:
     """A node's own exclusive devices in the allocations, under every class of the node that lists them,
-    so that the snapshot takes them out of each of its free lists."""
+    so that the snapshot takes them out of each of its free lists: those of the pod's own claims, or (with
+    `named`) those of the existing ResourceClaims it names."""
     names: list[str] = []
     for allocation in allocations:
+        if bool(allocation.resource_claim) != named:
+            continue  # a claim the pod names holds its devices for every pod sharing it
         for result in allocation.results:
             if result.consumed is None and result.device.node == node.name:
                 names.append(result.device.name)

@@ -17,17 +17,20 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from libs.core.dra.allocator import ClaimAllocation
 from libs.core.dra.claims import ClaimSpec
 from libs.core.dra.records import allocation_from_record, allocation_record, resource_claim_name
 from libs.core.dra.requests import (
     EXTENDED_RESOURCES_CLAIM,
     claim_devices,
     group_claim_specs,
+    named_claim_spec,
+    named_claims,
     pod_claim_specs,
 )
 
 from .book import TERMINAL, GroupRecord, PodBook, PodRecord
-from .claims import ClaimsView
+from .claims import ClaimsView, exclusive_devices
 from .cycle import schedule_podgroup
 from .hints import FreedCapacity, capacity_hint
 from .inputs import (
@@ -48,6 +51,7 @@ from .inventory import NodeInventory
 from .lifecycle import PodPhase, decide_gang_restart
 from .model import (
     CycleDecision,
+    GangReason,
     NodeAssignment,
     Placement,
     PodGroup,
@@ -63,6 +67,10 @@ from .snapshot import ClusterSnapshot, PlacementConflict
 
 NOMINATED_PREFIX = "nominated/"
 """Uid prefix of the stand-in pods that hold a nominated PodGroup's room in the snapshot."""
+CLAIM_PREFIX = "claim/"
+"""Uid prefix of the stand-ins that hold, in the snapshot, the node's own exclusive devices of an existing
+ResourceClaim pods share (`claim/<namespace>/<name>`), while any pod reserves it."""
+CLAIM_NOT_FOUND = 'resourceclaim "{name}" not found'
 CLAIMS_NOT_ALLOCATED = (
     "ResourceClaims {claims} were not allocated within {seconds:g} s; the placement was released"
 )
@@ -122,6 +130,7 @@ class SchedulerStateMachine:
         self._reserved: dict[str, list[str]] = {}
         self._capacity_cause: str | None = None
         self._claim_templates: dict[str, ApiObject] = {}
+        self._resource_claims: dict[str, ApiObject] = {}
         self._loading = False
         self._versions: dict[str, int] = {}
         self._tombstones: OrderedDict[str, float] = OrderedDict()
@@ -306,8 +315,12 @@ class SchedulerStateMachine:
             self._refresh(group.key)
         elif kind == "Pod":
             self._stored_pod(obj, cause)
-        elif kind == "ResourceClaim" and self._loading:
-            self._hold_allocated_claim(obj)
+        elif kind == "ResourceClaim":
+            self._resource_claims[obj.key] = obj
+            if self._loading:
+                self._hold_allocated_claim(obj)
+            else:
+                self._named_claim_changed(obj.key, cause)
 
     def _hold_allocated_claim(self, claim: ApiObject) -> None:
         """A new leader holds the shares and reached devices of the claims allocated to live pods and
@@ -397,6 +410,8 @@ class SchedulerStateMachine:
                 self._wake_everyone(cause)
         elif kind == "ResourceClaimTemplate" and self._claim_templates.pop(key, None) is not None:
             self._recompute_requests(self._pods_with_claims())
+        elif kind == "ResourceClaim" and self._resource_claims.pop(key, None) is not None:
+            self._named_claim_changed(key, cause)
 
     def _pods_finished(self, uids: Iterable[str], phase: PodPhase, cause: str | None) -> None:
         broken: set[str] = set()
@@ -552,8 +567,13 @@ class SchedulerStateMachine:
         cause = group.cause if group.attempts == 0 else (self._capacity_cause or group.cause)
         pending = len(group.pending)
         started = self._timer() if self._timer is not None else 0.0
-        decision = schedule_podgroup(
-            self.snapshot, core, self.book.pending_requests(group), now=now, bound_pods=len(group.placed)
+        missing = self._missing_claim(group)
+        decision = (
+            self._claim_not_found(group, missing, now)
+            if missing is not None
+            else schedule_podgroup(
+                self.snapshot, core, self.book.pending_requests(group), now=now, bound_pods=len(group.placed)
+            )
         )
         cycle_ms = (self._timer() - started) * 1000 if self._timer is not None else 0.0
         group.attempts += 1
@@ -576,7 +596,7 @@ class SchedulerStateMachine:
         return dataclasses.replace(
             ran,
             backoff_s=backoff_seconds(group.unschedulable_attempts),
-            preemption_priority=self._preemption_wanted(group, core.priority),
+            preemption_priority=None if missing else self._preemption_wanted(group, core.priority),
             condition_false=not group.scheduled,
         )
 
@@ -597,6 +617,7 @@ class SchedulerStateMachine:
             self.book.place(placement.pod_uid, placement.node_name, placement.devices, assumed=True)
         for owner, allocations in (decision.claims or {}).items():
             self.claims.hold(owner or group.key, allocations)
+            self._reserve_named(group.namespace, owner, allocations)
         group.unschedulable_attempts = 0
         group.preemption_requested = False
         self._nominations.pop(group.key, None)
@@ -744,6 +765,9 @@ class SchedulerStateMachine:
         placement = self.snapshot.unbind(uid)
         if self.claims.release(uid):
             self._wake_all = True  # shares and reached devices are no capacity the hints know of
+        for key in self.claims.unreserve(uid):
+            self.snapshot.unbind(CLAIM_PREFIX + key)
+            self._named_claim_changed(key, cause)
         if placement is None:
             return
         self._freed.add(placement)
@@ -842,12 +866,85 @@ class SchedulerStateMachine:
                 self.inventory.node_classes,
             )
             claims = pod_claim_specs(
-                pod.namespace, pod.spec.get("resourceClaims") or [], group_claims, templates
+                pod.namespace,
+                pod.spec.get("resourceClaims") or [],
+                group_claims,
+                templates,
+                lambda name, claim_name: self._named_claim_spec(pod.namespace, name, claim_name),
             )
         return pod_request(pod, self.inventory.catalog.extended_resources, devices, claims)
 
     def _templates(self) -> dict[str, Mapping[str, Any]]:
         return {key: template.spec for key, template in self._claim_templates.items()}
+
+    # -- existing ResourceClaims pods name ------------------------------------------------------------------
+
+    def _named_claim_spec(self, namespace: str, name: str, claim_name: str) -> ClaimSpec:
+        """A claim a pod names: pinned to its devices while some pod reserves it, else its spec."""
+        key = f"{namespace}/{claim_name}"
+        held = self.claims.named_allocation(key)
+        allocated = tuple(result.device.id for result in held.results) if held is not None else ()
+        stored = self._resource_claims.get(key)
+        return named_claim_spec(name, claim_name, stored.spec if stored is not None else None, allocated)
+
+    def _pods_naming(self, key: str) -> list[PodRecord]:
+        namespace, _, name = key.partition("/")
+        return [
+            pod
+            for pod in self._pods_with_claims()
+            if pod.obj.namespace == namespace
+            and any(
+                claim.get("resourceClaimName") == name for claim in pod.obj.spec.get("resourceClaims") or []
+            )
+        ]
+
+    def _named_claim_changed(self, key: str, cause: str | None) -> None:
+        """A claim pods name was applied, deleted, allocated or released: the pods waiting for it see it
+        anew, and are woken."""
+        waiting = [pod for pod in self._pods_naming(key) if pod.pending]
+        if waiting:
+            self._recompute_requests(waiting)
+            self._wake_everyone(cause)
+
+    def _missing_claim(self, group: GroupRecord) -> str | None:
+        """The first ResourceClaim a waiting pod of the group names that does not exist, if any."""
+        group_claims = [] if group.standalone else group.obj.spec.get("resourceClaims") or []
+        for uid in sorted(group.pending):
+            pod = self.book.pods[uid]
+            for name in named_claims(pod.obj.spec.get("resourceClaims") or [], group_claims):
+                if f"{pod.obj.namespace}/{name}" not in self._resource_claims:
+                    return name
+        return None
+
+    def _claim_not_found(self, group: GroupRecord, name: str, now: float) -> CycleDecision:
+        """The cycle of a group a pod of which names a ResourceClaim that does not exist: it waits for it,
+        in kube-scheduler's words, and no node is tried."""
+        reason = CLAIM_NOT_FOUND.format(name=name)
+        message = f"{GangReason.NODES_UNAVAILABLE.format(total=len(self.snapshot))}: {reason}."
+        pending = tuple(sorted(group.pending))
+        why = Unschedulable(message, {}, ResourceTotals(), group.min_count or 1, None)
+        return CycleDecision(group.key, (), (), None, pending, why, now)
+
+    def _reserve_named(self, namespace: str, owner: str, allocations: Iterable[ClaimAllocation]) -> None:
+        """A pod placed with claims it names reserves them; one it allocated holds the node's own exclusive
+        devices of it in the snapshot (a stand-in) until no pod reserves it."""
+        for allocation in allocations:
+            if not allocation.resource_claim or not owner:
+                continue
+            key = f"{namespace}/{allocation.resource_claim}"
+            if not self.claims.reserve(key, owner, allocation):
+                continue
+            self._hold_claim_devices(key, allocation)
+            self._named_claim_changed(key, None)
+
+    def _hold_claim_devices(self, key: str, allocation: ClaimAllocation) -> None:
+        nodes = {result.device.node for result in allocation.results if result.consumed is None}
+        for node in sorted(name for name in nodes if name is not None):
+            state = self.snapshot.nodes_by_name.get(node)
+            devices = exclusive_devices((allocation,), state, named=True) if state is not None else {}
+            if devices:
+                stand_in = PodRequest(uid=CLAIM_PREFIX + key, name=key)
+                self.snapshot.bind(stand_in, node, devices)
 
     def _claim_records(self, group: GroupRecord, decision: CycleDecision) -> dict[str, list[dict[str, Any]]]:
         """The decision's allocations as recorded in statuses and events, by pod uid (`""`: the group's)."""
@@ -856,7 +953,7 @@ class SchedulerStateMachine:
         for owner, allocations in (decision.claims or {}).items():
             owner_name = names.get(owner, "") if owner else group.obj.name
             records[owner] = [
-                allocation_record(allocation, resource_claim_name(owner_name, allocation.claim))
+                allocation_record(allocation, _claim_name(owner_name, allocation))
                 for allocation in allocations
                 if allocation.claim != EXTENDED_RESOURCES_CLAIM
             ]
@@ -906,15 +1003,17 @@ def _proposed_devices(group: GroupRecord, decision: CycleDecision) -> frozenset[
     """`(claim name, device id)` of every device the decision proposed for claims made from templates."""
     names = {placement.pod_uid: placement.pod_name for placement in decision.placements}
     return frozenset(
-        (
-            resource_claim_name(names.get(owner, "") if owner else group.obj.name, allocation.claim),
-            result.device.id,
-        )
+        (_claim_name(names.get(owner, "") if owner else group.obj.name, allocation), result.device.id)
         for owner, allocations in (decision.claims or {}).items()
         for allocation in allocations
         if allocation.claim != EXTENDED_RESOURCES_CLAIM
         for result in allocation.results
     )
+
+
+def _claim_name(owner_name: str, allocation: ClaimAllocation) -> str:
+    """The ResourceClaim of an allocation: the one the pod names, or the one made from a template."""
+    return allocation.resource_claim or resource_claim_name(owner_name, allocation.claim)
 
 
 def _pod_key(pod: PodRecord) -> PodKey:
