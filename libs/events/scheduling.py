@@ -45,7 +45,8 @@ class PodRef(_Part):
 
 
 class ClaimAllocation(_Part):
-    """The devices of one ResourceClaim made from a template, for one pod or for the whole PodGroup."""
+    """The devices of one ResourceClaim for one pod or for the whole PodGroup: made from a template, or an
+    existing claim the pod names (`shared`)."""
 
     claim: str = Field(description="ResourceClaim name")
     name: str = Field(default="", description="The claim's name in the pod's or PodGroup's resourceClaims")
@@ -53,6 +54,11 @@ class ClaimAllocation(_Part):
     pod_uid: str | None = Field(default=None, description="Uid of that pod")
     devices: list[dict[str, Any]] = Field(
         description="[{request, driver, pool, device, consumedCapacity?}]; consumedCapacity for shares"
+    )
+    shared: bool = Field(
+        default=False,
+        description="An existing ResourceClaim the pod names (resourceClaimName), reserved for each pod "
+        "naming it; no devices when it was allocated before",
     )
 
 

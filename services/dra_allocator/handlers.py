@@ -48,6 +48,7 @@ def proposal_of(payload: scheduling.PlacementProposed) -> Proposal:
             if allocation.pod is not None
             else ClaimOwner("PodGroup", group.name, group.uid),
             tuple(allocation.devices),
+            allocation.shared,
         )
         for allocation in payload.allocations
     )

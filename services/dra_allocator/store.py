@@ -3,8 +3,10 @@ one transaction (device rows, ResourceClaims, owners' claim statuses, events).
 
 A committed claim is a ResourceClaim named after its owner (`<pod>-<claim>`, `<podgroup>-<claim>`), owned by
 it, with the template's spec, `status.allocation` and `status.reservedFor`; the owner's
-`status.resourceClaimStatuses` names it. A released claim keeps its object with an empty status (nothing
-allocated, nothing reserving it).
+`status.resourceClaimStatuses` names it. An existing ResourceClaim pods name (`resourceClaimName`) is the
+user's: its `status.allocation` is written when the first pod allocates it, and `status.reservedFor` lists
+every pod reserving it. A released claim keeps its object with an empty status (nothing allocated, nothing
+reserving it).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from libs.core.dra.allocator import ClaimAllocation as DeviceAllocation
 from libs.core.dra.ledger import (
     ClaimLedger,
     ClaimOwner,
@@ -23,6 +26,7 @@ from libs.core.dra.ledger import (
     LedgerOutput,
     Proposal,
     ProposedClaim,
+    ReservationsEnded,
 )
 from libs.core.dra.records import allocation_from_record
 from libs.core.scheduling.objects import STANDALONE_PREFIX
@@ -67,6 +71,10 @@ async def load_ledger(uow: UnitOfWork) -> ClaimLedger:
         held = _held_claim(stored, ledger)
         if held is None:
             continue
+        if held.shared:
+            ledger.restore(held, [])
+            ended += [pod.uid for pod in held.reserved_for if pod.uid not in live]
+            continue
         if held.owner.kind == "Pod":
             ledger.restore(held, [held.owner.uid] if held.owner.uid in live else [])
             if held.owner.uid not in live:
@@ -89,13 +97,15 @@ def _held_claim(stored: StoredObject, ledger: ClaimLedger) -> HeldClaim | None:
     allocation = (stored.status.get("allocation") or {}).get("devices") or {}
     results = allocation.get("results") or []
     owners = stored.metadata.get("ownerReferences") or []
-    if not results or not owners:
+    if not results:
         return None
     found = allocation_from_record(
         {"devices": results}, ledger.inventory, key=f"{stored.namespace}/{stored.name}"
     )
     if found is None:
         return None
+    if not owners:
+        return _shared_claim(stored, found, results)
     owner = owners[0]
     annotations = stored.metadata.get("annotations") or {}
     return HeldClaim(
@@ -107,6 +117,18 @@ def _held_claim(stored: StoredObject, ledger: ClaimLedger) -> HeldClaim | None:
         found,
         tuple(results),
     )
+
+
+def _shared_claim(stored: StoredObject, found: DeviceAllocation, results: list[Any]) -> HeldClaim | None:
+    """An existing ResourceClaim pods name, held for the pods its `status.reservedFor` lists."""
+    pods = tuple(
+        ClaimOwner("Pod", str(entry.get("name")), str(entry.get("uid")))
+        for entry in stored.status.get("reservedFor") or []
+        if entry.get("resource") == "pods"
+    )
+    if not pods:
+        return None
+    return HeldClaim(stored.namespace, stored.name, "", pods[0], pods[0].uid, found, tuple(results), pods)
 
 
 def _proposal_of_status(group: StoredObject, proposal: Mapping[str, Any]) -> Proposal:
@@ -127,6 +149,7 @@ def _proposed(record: Mapping[str, Any], owner: ClaimOwner) -> ProposedClaim:
         str(record.get("name") or ""),
         owner,
         tuple(record.get("devices") or ()),
+        bool(record.get("shared")),
     )
 
 
@@ -143,11 +166,20 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[LedgerOutput], *, now
         claim for output in outcomes if isinstance(output, ClaimsCommitted) for claim in output.claims
     ]
     released = [claim for output in outcomes if isinstance(output, ClaimsReleased) for claim in output.claims]
-    await writer.prefetch(committed, released)
+    reserved = [
+        claim
+        for output in outcomes
+        if isinstance(output, ClaimsCommitted | ReservationsEnded)
+        for claim in (output.joined if isinstance(output, ClaimsCommitted) else output.claims)
+    ]
+    await writer.prefetch(committed, [*released, *reserved])
     await writer.devices(committed, released)
     for output in outcomes:
         if isinstance(output, ClaimsReleased):
             writer.released(output)
+        elif isinstance(output, ReservationsEnded):
+            for claim in output.claims:
+                writer.claim_object(claim)
         elif isinstance(output, ClaimsCommitted):
             writer.committed(output)
         elif isinstance(output, ClaimsRefused):
@@ -167,9 +199,9 @@ class _Writer:
         self._statuses: dict[str, tuple[StoredObject, JsonObject]] = {}
         self._created: list[ObjectDraft] = []
 
-    async def prefetch(self, committed: list[HeldClaim], released: list[HeldClaim]) -> None:
+    async def prefetch(self, committed: list[HeldClaim], others: list[HeldClaim]) -> None:
         """Every object the pass reads (claims, their owners, the owners' templates), in two queries."""
-        keys = {("ResourceClaim", claim.namespace, claim.name) for claim in (*committed, *released)}
+        keys = {("ResourceClaim", claim.namespace, claim.name) for claim in (*committed, *others)}
         keys |= {(claim.owner.kind, claim.namespace, claim.owner.name) for claim in committed}
         self._remember(await self.uow.objects.get_many(sorted(keys)))
         templates = {
@@ -199,8 +231,10 @@ class _Writer:
     def committed(self, committed: ClaimsCommitted) -> None:
         proposal = committed.proposal
         for claim in committed.claims:
-            self._claim_object(claim)
+            self.claim_object(claim)
             self._name_in_owner(claim)
+        for claim in committed.joined:
+            self.claim_object(claim)
         allocations = [
             ClaimAllocation(
                 claim=claim.name,
@@ -208,8 +242,9 @@ class _Writer:
                 pod=claim.owner.name if claim.owner.kind == "Pod" else None,
                 pod_uid=claim.owner.uid if claim.owner.kind == "Pod" else None,
                 devices=[dict(device) for device in claim.devices],
+                shared=claim.shared,
             )
-            for claim in (*committed.claims, *committed.kept)
+            for claim in (*committed.claims, *committed.kept, *committed.joined)
         ]
         self.emit(
             proposal.group_uid,
@@ -234,18 +269,27 @@ class _Writer:
             ),
         )
 
-    def _claim_object(self, claim: HeldClaim) -> None:
-        """A new ResourceClaim, or the allocation and reservation of one made before (released since)."""
+    def claim_object(self, claim: HeldClaim) -> None:
+        """A new ResourceClaim, or the allocation and reservation of one made before (released since, or
+        one pods name, which its users create)."""
         owner = claim.owner
         reserved = "podgroups" if owner.kind == "PodGroup" else "pods"
+        existing = self._objects.get(("ResourceClaim", claim.namespace, claim.name))
+        allocated_at = ((existing.status.get("allocation") or {}) if existing is not None else {}).get(
+            "allocationTimestamp"
+        )
         status: JsonObject = {
             "allocation": {
                 "devices": {"results": [dict(device) for device in claim.devices]},
-                "allocationTimestamp": self.now.isoformat(),
+                "allocationTimestamp": allocated_at
+                if claim.shared and allocated_at
+                else self.now.isoformat(),
             },
-            "reservedFor": [{"resource": reserved, "name": owner.name, "uid": owner.uid}],
+            "reservedFor": [
+                {"resource": reserved, "name": pod.name, "uid": pod.uid}
+                for pod in (claim.reserved_for or (owner,))
+            ],
         }
-        existing = self._objects.get(("ResourceClaim", claim.namespace, claim.name))
         if existing is not None:
             self._statuses[existing.uid] = (existing, status)
             return
@@ -293,9 +337,9 @@ class _Writer:
         return dict((template.spec.get("spec") or {}) if template is not None else {})
 
     def _name_in_owner(self, claim: HeldClaim) -> None:
-        """`status.resourceClaimStatuses` of the owner names the claim made for it."""
+        """`status.resourceClaimStatuses` of the owner names the claim made for it (not one it names)."""
         owner = self._objects.get((claim.owner.kind, claim.namespace, claim.owner.name))
-        if owner is None or owner.uid != claim.owner.uid:
+        if owner is None or owner.uid != claim.owner.uid or claim.shared:
             return
         current = self._statuses.get(owner.uid, (owner, owner.status))[1]
         entries = [

@@ -457,6 +457,7 @@ def _proposed_allocations(proposal: Mapping[str, Any]) -> list[ClaimAllocation]:
             pod=pod_name,
             pod_uid=str(pod.get("uid") or ""),
             devices=list(record.get("devices") or []),
+            shared=bool(record.get("shared")),
         )
         for pod_name, pod in sorted((proposal.get("pods") or {}).items())
         for record in pod.get("claims") or []

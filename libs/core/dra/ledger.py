@@ -5,12 +5,15 @@ The scheduler proposes exact devices for the claims of a placement; the ledger c
 refuses it whole: refused when one of its pods has ended, a device is no longer published, or a device is
 held by another claim or has too little capacity left (a proposal made on a view that has moved on). A
 pod's claims are released when the pod ends or is deleted; a PodGroup's when none of the pods it was
-allocated with is still live, or the PodGroup is deleted. Every decision is one output; the adapter writes
+allocated with is still live, or the PodGroup is deleted. An existing ResourceClaim pods name (`shared`)
+is allocated by the first proposal that brings devices for it, reserved for each pod proposed with it,
+and released when no pod reserves it any more. Every decision is one output; the adapter writes
 it (ResourceClaims, device rows, events) in one transaction.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +41,8 @@ class ProposedClaim:
     ref: str
     owner: ClaimOwner
     devices: tuple[Mapping[str, Any], ...]
+    shared: bool = False
+    """An existing ResourceClaim the pod names: no devices when it was allocated before."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +67,17 @@ class HeldClaim:
     group_uid: str
     allocation: ClaimAllocation
     devices: tuple[Mapping[str, Any], ...]
+    reserved_for: tuple[ClaimOwner, ...] = ()
+    """The pods reserving an existing ResourceClaim pods name (empty for a claim made from a template,
+    which its owner alone reserves)."""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def shared(self) -> bool:
+        return bool(self.reserved_for)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +89,8 @@ class ClaimsCommitted:
     replaced: tuple[HeldClaim, ...] = ()
     kept: tuple[HeldClaim, ...] = ()
     """Claims of the proposal committed before with the same devices (a proposal seen twice)."""
+    joined: tuple[HeldClaim, ...] = ()
+    """Existing ResourceClaims allocated before that the proposal's pods now reserve too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +106,14 @@ class ClaimsReleased:
     claims: tuple[HeldClaim, ...]
 
 
-LedgerOutput = ClaimsCommitted | ClaimsRefused | ClaimsReleased
+@dataclass(frozen=True, slots=True)
+class ReservationsEnded:
+    """Existing ResourceClaims some of whose pods ended while others still reserve them."""
+
+    claims: tuple[HeldClaim, ...]
+
+
+LedgerOutput = ClaimsCommitted | ClaimsRefused | ClaimsReleased | ReservationsEnded
 
 
 @dataclass
@@ -107,6 +128,7 @@ class ClaimLedger:
     _live_pods: dict[str, set[str]] = field(default_factory=dict)
     """PodGroup uid -> its live pods that its claims were allocated with."""
     _ended: set[str] = field(default_factory=set)
+    _unreserved: dict[str, HeldClaim] = field(default_factory=dict)
 
     # -- inputs -----------------------------------------------------------------------------------------
 
@@ -126,7 +148,8 @@ class ClaimLedger:
         if not ended:
             return
         self._ended |= ended
-        released = [claim for claim in self.held.values() if claim.owner.uid in ended]
+        released = [claim for claim in self.held.values() if claim.owner.uid in ended and not claim.shared]
+        released += self._unreserve(ended)
         for group_uid, live in list(self._live_pods.items()):
             if live & ended:
                 live -= ended
@@ -138,6 +161,22 @@ class ClaimLedger:
                         if claim.group_uid == group_uid and claim.owner.kind == "PodGroup"
                     ]
         self.release(released)
+
+    def _unreserve(self, ended: set[str]) -> list[HeldClaim]:
+        """Ended pods leave the shared claims they reserve; those no pod reserves any more, to release."""
+        released: list[HeldClaim] = []
+        for key, claim in list(self.held.items()):
+            if not claim.shared or not any(pod.uid in ended for pod in claim.reserved_for):
+                continue
+            left = tuple(pod for pod in claim.reserved_for if pod.uid not in ended)
+            if not left:
+                released.append(claim)
+                self._unreserved.pop(key, None)
+                continue
+            self.held[key] = self._unreserved[key] = dataclasses.replace(
+                claim, owner=left[0], reserved_for=left
+            )
+        return released
 
     def group_deleted(self, uid: str) -> None:
         self._live_pods.pop(uid, None)
@@ -160,6 +199,9 @@ class ClaimLedger:
         """Releases since the last pass, then each proposal committed or refused, in arrival order."""
         outputs: list[LedgerOutput] = list(self._released)
         self._released = []
+        if self._unreserved:
+            outputs.append(ReservationsEnded(tuple(self._unreserved.values())))
+            self._unreserved = {}
         pending, self._pending = self._pending, []
         for proposal in pending:
             outputs.append(self._decide(proposal))
@@ -172,14 +214,27 @@ class ClaimLedger:
         claims: list[HeldClaim] = []
         replaced: list[HeldClaim] = []
         kept: list[HeldClaim] = []
+        joined: dict[str, HeldClaim] = {}
         for proposed in proposal.claims:
             key = f"{proposal.namespace}/{proposed.name}"
+            known = self.held.get(key)
+            new = next((index for index, claim in enumerate(claims) if claim.key == key), None)
+            if proposed.shared and new is not None:
+                # Two pods of the proposal name one claim: the first brought its devices.
+                if (reason := _join(claims[new], proposed, joined)) is not None:
+                    return ClaimsRefused(proposal, reason)
+                claims[new] = joined.pop(key)
+                continue
+            if proposed.shared and (known is not None or not proposed.devices):
+                reason = _join(known, proposed, joined)
+                if reason is not None:
+                    return ClaimsRefused(proposal, reason)
+                continue
             allocation = self._allocation(key, proposed)
             if allocation is None:
                 return ClaimsRefused(
                     proposal, f"ResourceClaim {proposed.name}: a device is no longer published"
                 )
-            known = self.held.get(key)
             if known is not None:
                 if known.owner.uid != proposed.owner.uid:
                     return ClaimsRefused(proposal, f"ResourceClaim {proposed.name} belongs to another owner")
@@ -198,6 +253,7 @@ class ClaimLedger:
                     proposal.group_uid,
                     allocation,
                     proposed.devices,
+                    (proposed.owner,) if proposed.shared else (),
                 )
             )
         for claim in replaced:
@@ -210,8 +266,11 @@ class ClaimLedger:
         for claim in claims:
             self.held[claim.key] = claim
             self.usage.take(claim.allocation)
+        for key, claim in joined.items():
+            self.held[key] = claim
+            self._unreserved.pop(key, None)
         self._live_pods.setdefault(proposal.group_uid, set()).update(proposal.pod_uids)
-        return ClaimsCommitted(proposal, tuple(claims), tuple(replaced), tuple(kept))
+        return ClaimsCommitted(proposal, tuple(claims), tuple(replaced), tuple(kept), tuple(joined.values()))
 
     def _allocation(self, key: str, proposed: ProposedClaim) -> ClaimAllocation | None:
         return allocation_from_record({"devices": list(proposed.devices)}, self.inventory, key=key)
@@ -221,6 +280,27 @@ class ClaimLedger:
         for claim in claims:
             if self.held.pop(claim.key, None) is not None:
                 self.usage.release(claim.allocation)
+
+
+def _join(known: HeldClaim | None, proposed: ProposedClaim, joined: dict[str, HeldClaim]) -> str | None:
+    """A pod reserving an existing ResourceClaim allocated before (into `joined`); why not, if it cannot."""
+    if known is None:
+        return f"ResourceClaim {proposed.name} is not allocated"
+    if not known.shared:
+        return f"ResourceClaim {proposed.name} belongs to another owner"
+    if proposed.devices and sorted(map(_device_id, proposed.devices)) != sorted(
+        map(_device_id, known.devices)
+    ):
+        return f"ResourceClaim {proposed.name} is allocated other devices"
+    claim = joined.get(known.key, known)
+    if all(pod.uid != proposed.owner.uid for pod in claim.reserved_for):
+        claim = dataclasses.replace(claim, reserved_for=(*claim.reserved_for, proposed.owner))
+    joined[known.key] = claim
+    return None
+
+
+def _device_id(device: Mapping[str, Any]) -> str:
+    return f"{device.get('driver')}/{device.get('pool')}/{device.get('device')}"
 
 
 def _same_devices(known: HeldClaim, allocation: ClaimAllocation) -> bool:

@@ -8,6 +8,7 @@ in an overlay of its own, so a failed or discarded plan has nothing to undo.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -30,19 +31,39 @@ MAX_GROUP_OPTIONS = 64
 class ClaimOverlay:
     """Devices one plan has taken so far, on top of the snapshot and the committed usage."""
 
-    __slots__ = ("consumed", "nodes", "taken")
+    __slots__ = ("consumed", "named", "nodes", "taken")
 
     def __init__(self) -> None:
         self.taken: set[str] = set()
         self.consumed: dict[str, dict[str, int]] = {}
         self.nodes: set[str | None] = set()
         """Nodes whose own devices the plan took (None: a device reached from several nodes)."""
+        self.named: dict[str, tuple[str, ...]] = {}
+        """Existing ResourceClaims the plan allocated (by name), and their devices: the plan's later pods
+        naming one share it."""
 
     def touches(self, node: str) -> bool:
         return node in self.nodes or None in self.nodes
 
+    def pinned(self, claims: tuple[ClaimSpec, ...]) -> tuple[ClaimSpec, ...]:
+        """The claims, those the plan allocated already pinned to their devices."""
+        if not self.named or not any(claim.resource_claim in self.named for claim in claims):
+            return claims
+        return tuple(
+            dataclasses.replace(
+                claim, requests=(), constraints=(), allocated=self.named[claim.resource_claim]
+            )
+            if claim.resource_claim in self.named and not claim.allocated
+            else claim
+            for claim in claims
+        )
+
     def take(self, allocations: Iterable[ClaimAllocation]) -> None:
         for allocation in allocations:
+            if allocation.resource_claim and allocation.results:
+                self.named[allocation.resource_claim] = tuple(
+                    result.device.id for result in allocation.results
+                )
             for result in allocation.results:
                 self.nodes.add(result.device.node)
                 if result.consumed is None:
@@ -147,10 +168,11 @@ class ClaimsView:
             overlay = ClaimOverlay()
         available = _NodeAvailability(node, self.usage, overlay)
         for _ in range(limit):
-            allocations = allocate(claims, node.name, self.inventory, available)
+            asked = overlay.pinned(claims) if overlay is not None else claims
+            allocations = allocate(asked, node.name, self.inventory, available)
             if allocations is None:
                 self.refused.add(node.name)  # fewer than the resource filters let in
-                if pristine and not found:
+                if pristine and not found and asked is claims:
                     self._failed[key] = (claims, self._state(node))
                 break
             found.append(allocations)

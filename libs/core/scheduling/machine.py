@@ -150,7 +150,8 @@ class SchedulerStateMachine:
             for obj in world.objects:
                 self._stored(obj, None)
             self.inventory.flush()
-            if self._claim_templates:
+            self._hold_named_claims()
+            if self._claim_templates or self._resource_claims:
                 self._recompute_requests(self._pods_with_claims())
             for uid, node in world.bindings.items():
                 self._restore_binding(uid, node)
@@ -330,6 +331,8 @@ class SchedulerStateMachine:
         reserved = status.get("reservedFor") or []
         if not results or not reserved:
             return
+        if not claim.metadata.get("ownerReferences"):
+            return  # a claim pods name: held once the nodes are known (`_hold_named_claims`)
         holder = reserved[0]
         if holder.get("resource") == "podgroups":
             owner = f"{claim.namespace}/{holder.get('name')}"
@@ -343,6 +346,22 @@ class SchedulerStateMachine:
         allocation = allocation_from_record({"devices": results}, self.inventory.devices, key=claim.key)
         if allocation is not None:
             self.claims.add(owner, allocation)
+
+    def _hold_named_claims(self) -> None:
+        """A new leader's pods reserving existing ResourceClaims they name, as the claims' statuses say."""
+        for claim in self._resource_claims.values():
+            status = claim.status
+            results = ((status.get("allocation") or {}).get("devices") or {}).get("results")
+            if not results or claim.metadata.get("ownerReferences"):
+                continue
+            allocation = allocation_from_record({"devices": results}, self.inventory.devices, key=claim.key)
+            if allocation is None:
+                continue
+            allocation = dataclasses.replace(allocation, resource_claim=claim.name)
+            for holder in status.get("reservedFor") or []:
+                pod = self.book.pods.get(str(holder.get("uid")))
+                if pod is not None and pod.phase not in TERMINAL:
+                    self._reserve_named(claim.namespace, pod.uid, (allocation,))
 
     def _stale(self, obj: ApiObject) -> bool:
         """Whether the object was removed, or is older than the version held: events of one object may

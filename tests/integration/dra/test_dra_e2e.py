@@ -1,6 +1,7 @@
 """DRA end to end on a real nats-server and database: admission, node agent, scheduler and DRA allocator
 in-process. A NUMA gang with a rack fabric is placed in one rack, its claims allocated before its pods are
-bound, and released when they finish; two pods share one GPU by capacity."""
+bound, and released when they finish; two pods share one GPU by capacity; two pods naming one existing
+ResourceClaim share its GPU, and it is released after both."""
 
 from __future__ import annotations
 
@@ -134,3 +135,38 @@ async def test_two_pods_share_one_gpu_by_capacity(stack: Stack):
     }
     assert list(devices) == ["gpu-shared-0"]
     assert devices["gpu-shared-0"]["gpu.example.com/cores"] == "400m"
+
+
+async def test_two_pods_naming_one_claim_share_its_gpu_and_it_is_released_after_both(stack: Stack):
+    await stack.client.apply(example("08-dra-named-claim.yaml"))
+
+    running = await eventually(
+        lambda: pods_named(stack, "pair-"),
+        lambda pods: len(pods) == 2 and phases(pods) == {"Running"},
+        timeout_s=30,
+    )
+
+    assert len({p["spec"]["nodeName"] for p in running}) == 1
+    node = running[0]["spec"]["nodeName"]
+    claim = (await claims(stack))["shared-gpu"]
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert result["pool"] == node
+    assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["pair-a", "pair-b"]
+    assert {r["uid"] for r in claim["status"]["reservedFor"]} == {p["metadata"]["uid"] for p in running}
+    device = f"{result['driver']}/{result['pool']}/{result['device']}"
+    engine = create_engine(stack.settings.resolved_database_url())
+    try:
+        async with unit_of_work_factory(create_session_factory(engine))() as uow:
+            assert await uow.device_allocations.holders(device) == [f"{NAMESPACE}/shared-gpu"]
+
+        stack.agent_clock.advance(timedelta(seconds=31))
+        stack.agent.wake()
+        released = await eventually(
+            lambda: claims(stack), lambda found: not found["shared-gpu"].get("status"), timeout_s=30
+        )
+
+        assert released["shared-gpu"]["spec"]["devices"]["requests"][0]["name"] == "gpu"
+        async with unit_of_work_factory(create_session_factory(engine))() as uow:
+            assert await uow.device_allocations.holders(device) == []
+    finally:
+        await engine.dispose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from libs.core.dra import ClaimAllocation, DeviceUsage, allocate, allocate_for_group
 from libs.core.dra.allocator import DeviceResult
+from libs.core.dra.claims import ClaimSpec
 
 from .builders import RACK_KEY, claim, eight_gpus, exactly, fabric_slice, gpu, inventory, node_slice
 
@@ -288,3 +289,44 @@ def test_usage_check_reports_a_device_taken_since():
     assert usage.check(proposal) is None
     hold(usage, inv, "a", "gpu-0")
     assert usage.check(proposal) == "device gpu.example.com/a/gpu-0 is already allocated to other/claim"
+
+
+# -- claims allocated already (an existing ResourceClaim pods share) ------------------------------------------
+
+
+def allocated(*device_ids: str) -> ClaimSpec:
+    return ClaimSpec("gpu", (), (), "shared-gpu", device_ids)
+
+
+def test_an_allocated_claim_takes_nothing_on_the_node_of_its_device():
+    inv = inventory({"a": node_slice("a", eight_gpus()), "b": node_slice("b", eight_gpus())})
+    usage = DeviceUsage()
+    hold(usage, inv, "a", "gpu-0", claim_key="ml/shared-gpu")
+
+    (found,) = allocate([allocated("gpu.example.com/a/gpu-0")], "a", inv, usage) or ()
+
+    assert found.results == ()
+    assert found.resource_claim == "shared-gpu"
+    assert found.nodes == frozenset({"a"})
+
+
+def test_an_allocated_claim_refuses_a_node_that_does_not_reach_its_device():
+    inv = inventory({"a": node_slice("a", eight_gpus()), "b": node_slice("b", eight_gpus())})
+    assert allocate([allocated("gpu.example.com/a/gpu-0")], "b", inv, DeviceUsage()) is None
+
+
+def test_an_allocated_claim_whose_device_is_gone_refuses_every_node():
+    inv = inventory({"a": node_slice("a", eight_gpus())})
+    assert allocate([allocated("gpu.example.com/a/gpu-9")], "a", inv, DeviceUsage()) is None
+
+
+def test_an_allocated_fabric_claim_admits_the_nodes_its_selector_reaches():
+    labels = {"a": {RACK_KEY: "r1"}, "b": {RACK_KEY: "r2"}}
+    inv = inventory({"r1": fabric_slice("r1"), "a": node_slice("a", eight_gpus())}, labels)
+    fabric = allocated("fabric.example.com/rack-r1/fabric")
+
+    assert allocate([fabric], "b", inv, DeviceUsage()) is None
+    both = allocate([fabric, claim("own", exactly(count=2))], "a", inv, DeviceUsage())
+    assert names(both) == [[], ["gpu-0", "gpu-1"]]
+    assert both is not None
+    assert both[0].nodes == frozenset({"a"})

@@ -13,6 +13,7 @@ from libs.core.dra.ledger import (
     ClaimsReleased,
     Proposal,
     ProposedClaim,
+    ReservationsEnded,
 )
 
 from .builders import fabric_slice, gpu, node_slice
@@ -178,3 +179,97 @@ def test_a_claim_of_another_owner_is_not_taken_over():
 
     assert isinstance(refused, ClaimsRefused)
     assert "belongs to another owner" in refused.reason
+
+
+# -- existing ResourceClaims pods name ------------------------------------------------------------------------
+
+
+def sharing(pod: str, devices: list[dict]) -> Proposal:
+    """A standalone pod proposed with the existing claim `shared-gpu` it names."""
+    owner = ClaimOwner("Pod", pod, f"uid-{pod}")
+    claim = ProposedClaim("shared-gpu", "gpu", owner, tuple(devices), shared=True)
+    return Proposal("ml", f"pod/{pod}", f"uid-{pod}", (f"uid-{pod}",), (claim,))
+
+
+def test_the_first_pod_naming_a_claim_allocates_it_and_reserves_it():
+    book = ledger()
+    book.propose(sharing("a", [device("gpu-0")]))
+
+    (committed,) = book.run_pass()
+
+    assert isinstance(committed, ClaimsCommitted)
+    (claim,) = committed.claims
+    assert claim.key == "ml/shared-gpu"
+    assert [pod.name for pod in claim.reserved_for] == ["a"]
+    assert book.usage.holders == {"gpu.example.com/a/gpu-0": "ml/shared-gpu"}
+
+
+def test_later_pods_join_the_allocated_claim_and_take_nothing_new():
+    book = ledger()
+    book.propose(sharing("a", [device("gpu-0")]))
+    book.propose(sharing("b", []))
+    book.propose(sharing("c", [device("gpu-0")]))
+
+    _first, second, third = book.run_pass()
+
+    assert isinstance(second, ClaimsCommitted)
+    assert isinstance(third, ClaimsCommitted)
+    assert second.claims == ()
+    assert third.claims == ()
+    (joined,) = third.joined
+    assert [pod.name for pod in joined.reserved_for] == ["a", "b", "c"]
+    assert book.usage.holders == {"gpu.example.com/a/gpu-0": "ml/shared-gpu"}
+
+
+def test_a_pod_joining_a_claim_that_is_not_allocated_or_on_other_devices_is_refused():
+    book = ledger()
+    book.propose(sharing("b", []))
+    book.propose(sharing("a", [device("gpu-0")]))
+    book.propose(sharing("c", [device("gpu-1")]))
+
+    unallocated, committed, elsewhere = book.run_pass()
+
+    assert isinstance(unallocated, ClaimsRefused)
+    assert unallocated.reason == "ResourceClaim shared-gpu is not allocated"
+    assert isinstance(committed, ClaimsCommitted)
+    assert isinstance(elsewhere, ClaimsRefused)
+    assert elsewhere.reason == "ResourceClaim shared-gpu is allocated other devices"
+
+
+def test_the_claim_is_released_when_the_last_pod_reserving_it_ends():
+    book = ledger()
+    book.propose(sharing("a", [device("gpu-0")]))
+    book.propose(sharing("b", []))
+    book.run_pass()
+
+    book.pods_ended(["uid-a"])
+    (still,) = book.run_pass()
+
+    assert isinstance(still, ReservationsEnded)
+    assert [pod.name for pod in still.claims[0].reserved_for] == ["b"]
+    assert "ml/shared-gpu" in book.held
+
+    book.pods_ended(["uid-b"])
+    (released,) = book.run_pass()
+
+    assert isinstance(released, ClaimsReleased)
+    assert [claim.name for claim in released.claims] == ["shared-gpu"]
+    assert book.usage.holders == {}
+    assert book.held == {}
+
+
+def test_pods_of_one_proposal_naming_one_claim_allocate_it_once():
+    book = ledger()
+    owners = [ClaimOwner("Pod", pod, f"uid-{pod}") for pod in ("a", "b")]
+    claims = (
+        ProposedClaim("shared-gpu", "gpu", owners[0], (device("gpu-0"),), shared=True),
+        ProposedClaim("shared-gpu", "gpu", owners[1], (), shared=True),
+    )
+    book.propose(Proposal("ml", "g", "uid-g", ("uid-a", "uid-b"), claims))
+
+    (committed,) = book.run_pass()
+
+    assert isinstance(committed, ClaimsCommitted)
+    (claim,) = committed.claims
+    assert [pod.name for pod in claim.reserved_for] == ["a", "b"]
+    assert book.usage.holders == {"gpu.example.com/a/gpu-0": "ml/shared-gpu"}

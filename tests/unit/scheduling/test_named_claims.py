@@ -17,14 +17,15 @@ SHARED = [{"name": "gpu", "resourceClaimName": "shared-gpu"}]
 NODES = ("zone-0-b0-r0-n00", "zone-0-b0-r0-n01", "zone-0-b0-r1-n00", "zone-0-b0-r1-n01")
 
 
-def resource_claim(name: str = "shared-gpu", *requests: dict[str, Any]) -> Any:
-    asked = list(requests) or [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS, "count": 1}}]
+def resource_claim(name: str = "shared-gpu", status: dict[str, Any] | None = None) -> Any:
+    asked = [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS, "count": 1}}]
     return stored(
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
             "metadata": {"name": name, "namespace": "ml"},
             "spec": {"devices": {"requests": asked}},
+            "status": status or {},
         }
     )
 
@@ -197,3 +198,39 @@ def test_a_gang_waits_for_a_claim_one_of_its_pods_names(scheduler, clock):
 
     assert not ran.decision.placed
     assert ran.decision.message == '0/4 nodes are available: resourceclaim "shared-gpu" not found.'
+
+
+def test_a_new_leader_keeps_the_claims_device_and_pins_pods_naming_it(clock):
+    node = NODES[2]
+    running = sharing("a", phase="Running")
+    device = {"request": "gpu", "driver": GPU_CLASS, "pool": node, "device": "gpu-0"}
+    claim = resource_claim(
+        status={
+            "allocation": {"devices": {"results": [device]}},
+            "reservedFor": [{"resource": "pods", "name": "a", "uid": running.uid}],
+        }
+    )
+    scheduler = Machine(clock)
+    world = [*cluster(), workload(), running, sharing("b"), claim]
+    scheduler.load(World(world, {running.uid: node}), now=clock.now)
+
+    (ran,) = scheduler.run()
+
+    assert ran.decision.placements[0].node_name == node
+    assert free_gpus(scheduler) == 31
+    scheduler.finish([running.uid], PodPhase.SUCCEEDED)
+    assert free_gpus(scheduler) == 31  # b reserves it still
+
+
+def test_pods_of_one_gang_naming_a_claim_not_yet_allocated_share_one_allocation(scheduler, clock):
+    members = [sharing(f"g-{index}", group="g") for index in range(3)]
+    scheduler.admit(resource_claim(), podgroup("g", min_count=3), *members)
+
+    (ran,) = scheduler.run()
+
+    assert ran.decision.placed
+    assert len({placement.node_name for placement in ran.decision.placements}) == 1
+    recorded = [pod["claims"][0] for pod in ran.proposal_status["pods"].values()]
+    assert sorted(len(claim["devices"]) for claim in recorded) == [0, 0, 1]
+    assert {claim["resourceClaimName"] for claim in recorded} == {"shared-gpu"}
+    assert free_gpus(scheduler) == 31
