@@ -17,13 +17,6 @@ def resource_claim_name(owner: str, claim: str) -> str:
     return f"{owner}-{claim}"
 
 
-def allocated_devices(status: Mapping[str, Any]) -> tuple[str, ...]:
-    """The device ids (`driver/pool/device`) of a ResourceClaim's `status.allocation`, none when it is not
-    allocated."""
-    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
-    return tuple(f"{entry.get('driver')}/{entry.get('pool')}/{entry.get('device')}" for entry in results)
-
-
 def allocation_record(allocation: ClaimAllocation, claim_name: str) -> dict[str, Any]:
     """`{name, resourceClaimName, devices: [{request, driver, pool, device, consumedCapacity?}], shared?}`;
     `shared` marks an existing ResourceClaim the pod names (no devices: it was allocated before)."""

@@ -927,6 +927,8 @@ class SchedulerStateMachine:
 
     def _missing_claim(self, group: GroupRecord) -> str | None:
         """The first ResourceClaim a waiting pod of the group names that does not exist, if any."""
+        if not group.has_claims:
+            return None
         group_claims = [] if group.standalone else group.obj.spec.get("resourceClaims") or []
         for uid in sorted(group.pending):
             pod = self.book.pods[uid]

@@ -170,3 +170,30 @@ async def test_two_pods_naming_one_claim_share_its_gpu_and_it_is_released_after_
             assert await uow.device_allocations.holders(device) == []
     finally:
         await engine.dispose()
+
+
+def scheduled(pod: dict[str, Any]) -> tuple[str, str] | None:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled":
+            return str(condition.get("reason")), str(condition.get("message"))
+    return None
+
+
+async def test_a_pod_naming_a_missing_claim_waits_until_it_is_applied(stack: Stack):
+    claim, *pods = example("08-dra-named-claim.yaml")
+    await stack.client.apply(pods[:1])
+
+    (waiting,) = await eventually(
+        lambda: pods_named(stack, "pair-a"),
+        lambda found: len(found) == 1 and (scheduled(found[0]) or ("",))[0] == "Unschedulable",
+        timeout_s=30,
+    )
+
+    assert scheduled(waiting) == (
+        "Unschedulable",
+        '0/64 nodes are available: resourceclaim "shared-gpu" not found.',
+    )
+    await stack.client.apply([claim])
+    await eventually(
+        lambda: pods_named(stack, "pair-a"), lambda found: phases(found) == {"Running"}, timeout_s=30
+    )
