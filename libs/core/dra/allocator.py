@@ -308,11 +308,11 @@ def allocate(
     Each allocation names the nodes that reach all its devices (a rack fabric narrows them to the rack).
     `usage` is not changed; take the result with `usage.take`. A claim allocated already takes nothing: it
     only asks that the node reach its devices."""
-    if any(claim.allocated for claim in claims):
-        return _with_allocated(claims, node, inventory, usage, budget)
     ask = single_ask(claims)
     if ask is not None:
         return _first_fit(claims[0], ask, node, inventory, usage)
+    if any(claim.allocated for claim in claims):  # an allocated claim has no request: never a single ask
+        return _with_allocated(claims, node, inventory, usage, budget)
     search = _Search(claims, node, inventory, usage, budget)
     try:
         if not search.claim(0):

@@ -168,7 +168,7 @@ class ClaimsView:
             overlay = ClaimOverlay()
         available = _NodeAvailability(node, self.usage, overlay)
         for _ in range(limit):
-            asked = overlay.pinned(claims) if overlay is not None else claims
+            asked = overlay.pinned(claims) if overlay is not None and overlay.named else claims
             allocations = allocate(asked, node.name, self.inventory, available)
             if allocations is None:
                 self.refused.add(node.name)  # fewer than the resource filters let in
