@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from libs.client.output import render
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.uow import unit_of_work_factory
 from services.dra_allocator.app import DraAllocatorService
@@ -153,6 +154,10 @@ async def test_two_pods_naming_one_claim_share_its_gpu_and_it_is_released_after_
     assert result["pool"] == node
     assert sorted(r["name"] for r in claim["status"]["reservedFor"]) == ["pair-a", "pair-b"]
     assert {r["uid"] for r in claim["status"]["reservedFor"]} == {p["metadata"]["uid"] for p in running}
+    _, row = render("ResourceClaim", [claim], "").splitlines()  # as `podway get resourceclaims` shows it
+    _, state, devices, reserved_for, _ = row.split()
+    assert (state, devices) == ("allocated,reserved", f"{node}/{result['device']}")
+    assert sorted(reserved_for.split(",")) == ["pair-a", "pair-b"]
     device = f"{result['driver']}/{result['pool']}/{result['device']}"
     engine = create_engine(stack.settings.resolved_database_url())
     try:
