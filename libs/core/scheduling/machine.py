@@ -769,6 +769,7 @@ class SchedulerStateMachine:
     def _lose_pods(self, uids: Iterable[str], cause: str | None) -> None:
         broken = set()
         for uid in uids:
+            self._unreserve(uid, cause)
             pod = self.book.finish(uid, PodPhase.UNKNOWN)
             if pod is not None:
                 broken.add(pod.group_key)
@@ -784,9 +785,7 @@ class SchedulerStateMachine:
         placement = self.snapshot.unbind(uid)
         if self.claims.release(uid):
             self._wake_all = True  # shares and reached devices are no capacity the hints know of
-        for key in self.claims.unreserve(uid):
-            self.snapshot.unbind(CLAIM_PREFIX + key)
-            self._named_claim_changed(key, cause)
+        self._unreserve(uid, cause)
         if placement is None:
             return
         self._freed.add(placement)
@@ -957,6 +956,12 @@ class SchedulerStateMachine:
                 continue
             self._hold_claim_devices(key, allocation)
             self._named_claim_changed(key, None)
+
+    def _unreserve(self, uid: str, cause: str | None) -> None:
+        """A pod left its node: the claims it named that no pod reserves any more give their devices back."""
+        for key in self.claims.unreserve(uid):
+            self.snapshot.unbind(CLAIM_PREFIX + key)
+            self._named_claim_changed(key, cause)
 
     def _hold_claim_devices(self, key: str, allocation: ClaimAllocation) -> None:
         nodes = {result.device.node for result in allocation.results if result.consumed is None}

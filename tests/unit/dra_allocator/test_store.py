@@ -19,7 +19,7 @@ from services.dra_allocator import handlers
 from services.dra_allocator.handlers import apply_event
 from services.dra_allocator.store import load_ledger, write_outputs
 from services.scheduler import store as scheduler_store
-from tests.unit.scheduling.manifests import cluster, gang, podgroup, stored, workload
+from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, stored, workload
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SHAPE = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)
@@ -179,3 +179,85 @@ async def test_claims_are_released_when_the_pods_finish(uow_factory):
     assert all(claim.status == {} for claim in claims)
     assert events == ["claims.released"]
     assert holders == []
+
+
+SHARED_GPU = stored(
+    {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "shared-gpu", "namespace": "ml"},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+        },
+    }
+)
+
+
+async def shared_claim_proposed(uow_factory):
+    """Two standalone pods naming the claim `shared-gpu`, proposed by the scheduler in one pass."""
+    pods = [
+        pod(name, gpus=0, cpu="1", memory="1Gi", claims=[{"name": "gpu", "resourceClaimName": "shared-gpu"}])
+        for name in ("a", "b")
+    ]
+    objects = [*cluster(SHAPE), workload(), SHARED_GPU, *pods]
+    await store(uow_factory, objects)
+    machine = SchedulerStateMachine()
+    machine.load(World(objects, {}), now=NOW.timestamp())
+    async with uow_factory() as uow:
+        fence = await uow.leases.acquire_or_renew("scheduler", "a", NOW, timedelta(seconds=10))
+        await uow.commit()
+    async with uow_factory() as uow:
+        await scheduler_store.write_outputs(
+            uow, machine.run_pass(NOW.timestamp()), fence=fence.fence, now=NOW
+        )
+        await uow.commit()
+    proposals = []
+    async with uow_factory() as uow:
+        for each in pods:
+            events = [e.envelope for e in await uow.events.by_correlation(each.uid)]
+            proposals += [e for e in events if e.type == "placement.proposed"]
+    return pods, proposals
+
+
+async def reserved_for(uow_factory) -> tuple[dict, list[str]]:
+    async with uow_factory() as uow:
+        claim = await uow.objects.get("ResourceClaim", "ml", "shared-gpu")
+    assert claim is not None
+    return claim.status, sorted(entry["name"] for entry in claim.status.get("reservedFor") or [])
+
+
+async def test_a_claim_pods_name_is_allocated_once_reserved_for_both_and_released_after_both(uow_factory):
+    (a, b), proposals = await shared_claim_proposed(uow_factory)
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)
+    for proposal in proposals:
+        apply_event(ledger, proposal, parse_payload(proposal))
+    await allocate(uow_factory, ledger)
+
+    status, names = await reserved_for(uow_factory)
+    assert names == ["a", "b"]
+    (result,) = status["allocation"]["devices"]["results"]
+    device = f"{result['driver']}/{result['pool']}/{result['device']}"
+    async with uow_factory() as uow:
+        assert await uow.device_allocations.holders(device) == ["ml/shared-gpu"]
+        pod_a = await uow.objects.get("Pod", "ml", "a")
+    assert pod_a is not None
+    assert "resourceClaimStatuses" not in pod_a.status  # the pod names it: it was not made for it
+
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)  # a new leader
+    assert [pod.name for pod in ledger.held["ml/shared-gpu"].reserved_for] == ["a", "b"]
+    ledger.pods_ended([a.uid])
+    await allocate(uow_factory, ledger)
+    assert (await reserved_for(uow_factory))[1] == ["b"]
+
+    ledger.pods_ended([b.uid])
+    await allocate(uow_factory, ledger)
+
+    status, names = await reserved_for(uow_factory)
+    assert status == {}
+    async with uow_factory() as uow:
+        assert await uow.device_allocations.holders(device) == []
+        claim = await uow.objects.get("ResourceClaim", "ml", "shared-gpu")
+    assert claim is not None
+    assert claim.spec == SHARED_GPU.spec

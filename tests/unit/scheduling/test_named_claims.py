@@ -234,3 +234,12 @@ def test_pods_of_one_gang_naming_a_claim_not_yet_allocated_share_one_allocation(
     assert sorted(len(claim["devices"]) for claim in recorded) == [0, 0, 1]
     assert {claim["resourceClaimName"] for claim in recorded} == {"shared-gpu"}
     assert free_gpus(scheduler) == 31
+
+
+def test_the_claim_is_released_when_the_node_of_its_pods_goes(scheduler, clock):
+    scheduler.admit(resource_claim(), sharing("a", node_selector={"kubernetes.io/hostname": NODES[0]}))
+    scheduler.run()
+
+    scheduler.tell(ObjectRemoved("Node", "", NODES[0], scheduler.inventory.node(NODES[0]).uid))
+
+    assert scheduler.claims.named_allocation("ml/shared-gpu") is None
