@@ -45,7 +45,14 @@ def cluster_input(envelope: Envelope, payload: EventPayload) -> Input | None:
         return PodsBound(placements, cause)
     if isinstance(payload, scheduling.ClaimsAllocated):
         allocations = tuple(
-            (allocation.pod_uid, {"resourceClaimName": allocation.claim, "devices": allocation.devices})
+            (
+                allocation.pod_uid,
+                {
+                    "resourceClaimName": allocation.claim,
+                    "devices": allocation.devices,
+                    "shared": allocation.shared,
+                },
+            )
             for allocation in payload.allocations
         )
         return ClaimsHeld(payload.podgroup.uid, allocations, cause)

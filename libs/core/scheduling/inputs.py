@@ -76,7 +76,7 @@ class ClaimsHeld:
     preemptor, is told, so that it sees the shares and reached devices that a pod's node and devices do
     not show. Each entry is the pod uid owning the claim (None: the PodGroup's own claim) and the
     allocation as recorded (`{resourceClaimName, devices: [{request, driver, pool, device,
-    consumedCapacity?}]}`)."""
+    consumedCapacity?}], shared?}`; `shared`: an existing ResourceClaim the pod names)."""
 
     podgroup_uid: str
     allocations: tuple[tuple[str | None, Mapping[str, Any]], ...]

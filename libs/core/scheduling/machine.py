@@ -191,11 +191,16 @@ class SchedulerStateMachine:
                 self._hold_recorded(group.key, placed.get("claims") if isinstance(placed, Mapping) else None)
 
     def _hold_recorded(self, owner: str, records: object) -> None:
-        """Hold again the shares and reached devices of allocations recorded in a status."""
+        """Hold again the shares and reached devices of allocations recorded in a status (or announced),
+        and, for a pod, the existing ResourceClaims it names."""
         if not isinstance(records, list) or not records:
             return
-        allocations = [allocation_from_record(record, self.inventory.devices) for record in records]
-        self.claims.hold(owner, [allocation for allocation in allocations if allocation is not None])
+        found = [allocation_from_record(record, self.inventory.devices) for record in records]
+        allocations = [allocation for allocation in found if allocation is not None]
+        self.claims.hold(owner, allocations)
+        pod = self.book.pods.get(owner)
+        if pod is not None:
+            self._reserve_named(pod.obj.namespace, owner, allocations)
 
     def _bound_by_others(self, uid: str, node: str, devices: Mapping[str, tuple[str, ...]]) -> None:
         pod = self.book.pods.get(uid)

@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from libs.core.scheduling import PodPhase
-from libs.core.scheduling.inputs import ClaimsAllocated, ClaimsAllocationFailed, ObjectRemoved, World
+from libs.core.scheduling.inputs import (
+    ClaimsAllocated,
+    ClaimsAllocationFailed,
+    ClaimsHeld,
+    ObjectRemoved,
+    PodsBound,
+    World,
+)
 from tests.unit.scheduling.conftest import Clock, Machine
 from tests.unit.scheduling.manifests import cluster, pod, podgroup, stored, workload
 
@@ -243,3 +250,25 @@ def test_the_claim_is_released_when_the_node_of_its_pods_goes(scheduler, clock):
     scheduler.tell(ObjectRemoved("Node", "", NODES[0], scheduler.inventory.node(NODES[0]).uid))
 
     assert scheduler.claims.named_allocation("ml/shared-gpu") is None
+
+
+def test_an_observer_told_of_a_shared_claim_holds_its_device_once_until_both_pods_end(clock):
+    # The preemptor's view: pods bound by the scheduler, and the claims the allocator committed.
+    observer = Machine(clock)
+    a, b = sharing("a"), sharing("b")
+    observer.load(World([*cluster(), workload(), resource_claim(), a, b], {}), now=clock.now)
+    record = {
+        "resourceClaimName": "shared-gpu",
+        "devices": [{"request": "gpu", "driver": GPU_CLASS, "pool": NODES[3], "device": "gpu-5"}],
+        "shared": True,
+    }
+    observer.tell(PodsBound(((a.uid, NODES[3], {}), (b.uid, NODES[3], {}))))
+
+    observer.tell(ClaimsHeld(a.uid, ((a.uid, record),)))
+    observer.tell(ClaimsHeld(b.uid, ((b.uid, record),)))
+
+    assert free_gpus(observer) == 31
+    observer.finish([a.uid], PodPhase.SUCCEEDED)
+    assert free_gpus(observer) == 31
+    observer.finish([b.uid], PodPhase.SUCCEEDED)
+    assert free_gpus(observer) == 32
