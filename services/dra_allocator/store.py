@@ -293,6 +293,8 @@ class _Writer:
         if existing is not None:
             self._statuses[existing.uid] = (existing, status)
             return
+        if claim.shared:
+            return  # its user deleted it: it is not made again
         api_version = "scheduling.k8s.io/v1alpha2" if owner.kind == "PodGroup" else "v1"
         self._created.append(
             ObjectDraft(

@@ -261,3 +261,21 @@ async def test_a_claim_pods_name_is_allocated_once_reserved_for_both_and_release
         claim = await uow.objects.get("ResourceClaim", "ml", "shared-gpu")
     assert claim is not None
     assert claim.spec == SHARED_GPU.spec
+
+
+async def test_a_claim_pods_name_that_its_user_deleted_is_not_made_again(uow_factory):
+    (a, _), proposals = await shared_claim_proposed(uow_factory)
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)
+    for proposal in proposals:
+        apply_event(ledger, proposal, parse_payload(proposal))
+    await allocate(uow_factory, ledger)
+    async with uow_factory() as uow:
+        await uow.objects.delete("ResourceClaim", "ml", "shared-gpu")
+        await uow.commit()
+
+    ledger.pods_ended([a.uid])
+    await allocate(uow_factory, ledger)
+
+    async with uow_factory() as uow:
+        assert await uow.objects.get("ResourceClaim", "ml", "shared-gpu") is None
