@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from libs.cluster.generator import ClusterShape
 from libs.core.scheduling import PodPhase
 from libs.core.scheduling.inputs import (
     ClaimsAllocated,
@@ -24,8 +25,10 @@ SHARED = [{"name": "gpu", "resourceClaimName": "shared-gpu"}]
 NODES = ("zone-0-b0-r0-n00", "zone-0-b0-r0-n01", "zone-0-b0-r1-n00", "zone-0-b0-r1-n01")
 
 
-def resource_claim(name: str = "shared-gpu", status: dict[str, Any] | None = None) -> Any:
-    asked = [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS, "count": 1}}]
+def resource_claim(
+    name: str = "shared-gpu", status: dict[str, Any] | None = None, exactly: dict[str, Any] | None = None
+) -> Any:
+    asked = [{"name": "gpu", "exactly": exactly or {"deviceClassName": GPU_CLASS, "count": 1}}]
     return stored(
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -272,3 +275,24 @@ def test_an_observer_told_of_a_shared_claim_holds_its_device_once_until_both_pod
     assert free_gpus(observer) == 31
     observer.finish([b.uid], PodPhase.SUCCEEDED)
     assert free_gpus(observer) == 32
+
+
+def test_a_shared_claim_on_a_share_of_a_gpu_consumes_its_share_once(clock):
+    scheduler = Machine(clock)
+    shape = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2, shared_gpus_per_node=1)
+    scheduler.load(World(cluster(shape) + [workload()], {}), now=clock.now)
+    share = {
+        "deviceClassName": GPU_CLASS,
+        "selectors": [{"cel": {"expression": "device.allowMultipleAllocations"}}],
+        "capacity": {"requests": {"cores": "400m"}},
+    }
+    scheduler.admit(resource_claim(exactly=share), sharing("a"), sharing("b"))
+
+    first, second = scheduler.run()
+
+    assert first.decision.placements[0].node_name == second.decision.placements[0].node_name
+    (consumed,) = scheduler.claims.usage.consumed.values()
+    assert consumed[f"{GPU_CLASS}/cores"] == 400
+    for ran in (first, second):
+        scheduler.finish([ran.decision.placements[0].pod_uid], PodPhase.SUCCEEDED)
+    assert scheduler.claims.usage.consumed == {}
