@@ -310,14 +310,14 @@ class EventConsumer:
     async def _handle_all(
         self, events: Sequence[tuple[Envelope, EventPayload, dict[str, str] | None]]
     ) -> list[bool]:
-        duplicates = []
         async with self._uow_factory() as uow:
-            for envelope, payload, headers in events:
-                seen = await uow.inbox.seen(self.name, envelope.event_id)
+            duplicates = await uow.inbox.seen_many(
+                self.name, [envelope.event_id for envelope, _, _ in events]
+            )
+            for (envelope, payload, headers), seen in zip(events, duplicates, strict=True):
                 if not seen:
                     with self._story(envelope, headers):
                         await self._handler(envelope, payload, uow)
-                duplicates.append(seen)
             await uow.commit()
         return duplicates
 

@@ -264,11 +264,7 @@ class AdmissionService:
         await self._finish_deletions(uow, str(envelope.event_id))
 
     async def _finish_deletions(self, uow: UnitOfWork, cause: str | None) -> None:
-        marked = [
-            known_from_stored(o)
-            for kind in ("PodGroup", "Job")
-            for o in await uow.objects.find(kind, marked_for_deletion=True)
-        ]
+        marked = [known_from_stored(o) for o in await uow.objects.find_marked(("PodGroup", "Job"))]
         if not marked:
             return
         scope = [

@@ -392,31 +392,27 @@ class NodeAgentService:
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
     async def _succeed(self, finished: Iterable[RunningPod]) -> None:
-        """Record pods that ran their time: phase Succeeded, one `pods.succeeded` per PodGroup."""
-        by_group: dict[PodGroupKey | None, list[RunningPod]] = {}
-        for pod in finished:
-            by_group.setdefault(pod.podgroup, []).append(pod)
+        """Record pods that ran their time: phase Succeeded, one `pods.succeeded` per PodGroup; one read and
+        one write for all of them."""
+        pods = list(finished)
         now = self.clock()
         async with self.uow() as uow:
-            for podgroup, pods in by_group.items():
-                stored = {
-                    p.uid: p for p in await uow.objects.get_many([("Pod", p.namespace, p.name) for p in pods])
-                }
-                done: list[RunningPod] = []
-                succeeded: list[tuple[StoredObject, JsonObject]] = []
-                for pod in pods:
-                    current = stored.get(pod.uid)
-                    if current is None or current.status.get("phase") != "Running":
-                        continue
-                    succeeded.append(
-                        (current, {**current.status, "phase": "Succeeded", "finishedAt": iso(now)})
-                    )
-                    done.append(pod)
-                await uow.objects.update_statuses(succeeded)
-                await uow.bindings.release_many(pod.uid for pod in done)
-                if done:
-                    refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in done]
-                    uow.emit(self._envelope(PodsSucceeded(pods=refs), podgroup, done[0], now, None))
+            stored = {
+                p.uid: p for p in await uow.objects.get_many([("Pod", p.namespace, p.name) for p in pods])
+            }
+            done: dict[PodGroupKey | None, list[RunningPod]] = {}
+            succeeded: list[tuple[StoredObject, JsonObject]] = []
+            for pod in pods:
+                current = stored.get(pod.uid)
+                if current is None or current.status.get("phase") != "Running":
+                    continue
+                succeeded.append((current, {**current.status, "phase": "Succeeded", "finishedAt": iso(now)}))
+                done.setdefault(pod.podgroup, []).append(pod)
+            await uow.objects.update_statuses(succeeded)
+            await uow.bindings.release_many(pod.uid for group in done.values() for pod in group)
+            for podgroup, group in done.items():
+                refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in group]
+                uow.emit(self._envelope(PodsSucceeded(pods=refs), podgroup, group[0], now, None))
             await uow.commit()
 
     # -- helpers ----------------------------------------------------------------------------------------
