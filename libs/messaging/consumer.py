@@ -297,7 +297,7 @@ class EventConsumer:
         the messages are handled one by one (`process`), so a poison message is retried and dead-lettered alone
         while the others still land. Handlers must therefore tolerate being called again after a rollback.
         """
-        good: list[tuple[Msg, Envelope, EventPayload]] = []
+        good: list[tuple[int, Msg, Envelope, EventPayload]] = []
         outcomes: dict[int, ConsumeOutcome] = {}
         for index, msg in enumerate(messages):
             try:
@@ -306,17 +306,17 @@ class EventConsumer:
                 await self._dead_letter(msg, delivery_of(msg), exc.reason, str(exc))
                 outcomes[index] = ConsumeOutcome.DEAD_LETTERED
                 continue
-            good.append((msg, envelope, payload))
+            good.append((index, msg, envelope, payload))
         try:
-            duplicates = await self._handle_all([(e, p, m.headers) for m, e, p in good])
+            duplicates = await self._handle_all([(e, p, m.headers) for _, m, e, p in good])
         except Exception:
             log.warning("%s: a batch of %d failed; handling its messages one by one", self.name, len(good))
-            parsed = {id(m) for m, _, _ in good}  # Msg is unhashable: match by identity
+            parsed = {id(m) for _, m, _, _ in good}  # Msg is unhashable: match by identity
             return [await self.process(msg) for msg in messages if id(msg) in parsed]
-        for (msg, envelope, _), duplicate in zip(good, duplicates, strict=True):
+        for (index, msg, envelope, _), duplicate in zip(good, duplicates, strict=True):
             await msg.ack()
             outcome = ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
-            outcomes[messages.index(msg)] = outcome
+            outcomes[index] = outcome
             EVENTS_CONSUMED.labels(self.name, envelope.type, outcome.value).inc()
         return [outcomes[i] for i in sorted(outcomes)]
 

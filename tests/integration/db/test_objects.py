@@ -247,3 +247,24 @@ async def test_objects_created_together_go_in_together_or_not_at_all(uow_factory
     async with uow_factory() as uow:
         assert await uow.objects.get("PodGroup", "ml", "train-2") is None
         assert [o.name for o in await uow.objects.get_many([("PodGroup", "ml", "train-1")])] == ["train-1"]
+
+
+async def test_documents_read_back_as_written_even_with_integers_beyond_64_bits(
+    uow_factory: UowFactory,
+) -> None:
+    spec = {
+        "minCount": 2,
+        "huge": 2**70,
+        "ratio": 0.25,
+        "text": "ünïcode",
+        "nested": [{"a": None, "b": True}],
+    }
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft(spec=spec))
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        stored = await uow.objects.get("PodGroup", "ml", "train-0")
+
+    assert stored is not None
+    assert stored.spec == spec
