@@ -336,6 +336,9 @@ class EventConsumer:
         self, events: Sequence[tuple[Envelope, EventPayload, dict[str, str] | None]], uow: UnitOfWork
     ) -> None:
         if self._batch_handler is not None:
+            for envelope, _, headers in events:
+                with self._story(envelope, headers):
+                    pass  # each event's consumption is still a span of its story; the work is done once below
             if events:
                 await self._batch_handler([(envelope, payload) for envelope, payload, _ in events], uow)
             return
