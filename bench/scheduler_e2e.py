@@ -18,7 +18,8 @@ none) and `--run-seconds` override either case.
    `--apply-gangs` gangs as fast as admission takes them (16 applies in flight), and
    `apply_to_bound_pods_per_second` is their pods over the time from the first apply sent to the last
    `pods.bound` seen; `apply_to_bound_ms_p50`/`p99` run, for each pod, from the moment its gang's apply
-   was sent to its `pods.bound`; `apply_cpu_ms_per_pod_*` is the CPU each process spent per pod meanwhile.
+   was sent to its `pods.bound`; `apply_cpu_ms_per_pod_*` is the CPU each process spent per pod meanwhile,
+   and `apply_host_busy_cores` (`_steal_cores`) what the whole host used meanwhile (other work included).
    With pods finishing, the fleet holds at most its room per `--run-seconds`
    (`params.fleet_pods_per_second_ceiling`); phases 1 and 2 each start on an empty fleet.
 3. Latency: gangs are admitted at `--latency-rate` pods/s (default 500: half the 1,000 pods/s target; 0 =
@@ -65,7 +66,7 @@ from libs.api.annotations import RUN_SECONDS
 from libs.client.client import PodwayClient
 from libs.cluster.generator import RACK_KEY
 from libs.messaging.broker import provision_streams
-from libs.runtime.health import health_file, last_beat
+from libs.runtime.health import health_file, last_beat, process_name
 from libs.runtime.nats_server import EmbeddedNatsServer
 
 NAMESPACE = "bench"
@@ -546,7 +547,7 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
             # 1. Throughput: gangs wait for their Workload (PreEnqueue) until the scheduler has seen them all,
             #    then the Workload is applied and every gang is ready at once.
-            beacon_a = health_file(tmp / "scheduler-a" / "run", "scheduler")
+            beacon_a = health_file(tmp / "scheduler-a" / "run", process_name("scheduler", "a"))
             procs.start("scheduler-a", "services.scheduler.main", tmp / "scheduler-a", PODWAY_INSTANCE="a")
             await until_leader(beacon_a)
             backlog = list(names("tput", args.throughput_gangs))
@@ -587,10 +588,14 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                     raise SystemExit("--apply-gangs with pods that never finish needs more than the fleet")
                 applied = list(names("apply", args.apply_gangs))
                 expected = watch.bound_pods + len(applied) * args.gang_size
-                cpu_before = procs.cpu_seconds()
+                cpu_before, host_before = procs.cpu_seconds(), host_cpu_seconds()
+                window_started = time.monotonic()
                 await admit(client, watch, applied, args, workload=SHARED, run_seconds=args.run_seconds)
                 await wait_bound(watch, expected, timeout_s=300)
-                cpu_after = procs.cpu_seconds()
+                cpu_after, host_after = procs.cpu_seconds(), host_cpu_seconds()
+                window = time.monotonic() - window_started
+                for reading, start, end in zip(("busy", "steal"), host_before, host_after, strict=True):
+                    metrics[f"apply_host_{reading}_cores"] = round((end - start) / window, 2)
                 measured = watch.gangs("apply-")
                 sent = min(watch.applied_at[name] for name in applied)
                 done = max(watch.bound_at[uid] for uid in measured)
@@ -613,7 +618,9 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
             # 3. Latency at half the target rate, with a standby waiting.
             procs.start("scheduler-b", "services.scheduler.main", tmp / "scheduler-b", PODWAY_INSTANCE="b")
-            procs.wait_healthy("scheduler-b", health_file(tmp / "scheduler-b" / "run", "scheduler"))
+            procs.wait_healthy(
+                "scheduler-b", health_file(tmp / "scheduler-b" / "run", process_name("scheduler", "b"))
+            )
             rate = args.latency_rate or throughput / 2
             # The fleet must keep room for the takeover phase's gangs (pods run until the end).
             room = gang_room(args) - held

@@ -11,7 +11,7 @@ from sqlalchemy.exc import InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
-from libs.db.types import json_text
+from libs.db.types import json_text, json_value
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 PING_AFTER_IDLE_S = 1.0
@@ -36,6 +36,7 @@ def create_engine(
         url,
         echo=echo,
         json_serializer=json_text,
+        json_deserializer=json_value,
         pool_size=5,
         max_overflow=10,
         pool_use_lifo=True,
@@ -82,6 +83,7 @@ def _sqlite_engine(url: URL, *, echo: bool) -> AsyncEngine:
         url,
         echo=echo,
         json_serializer=json_text,
+        json_deserializer=json_value,
         connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
         **extra,
     )

@@ -53,6 +53,13 @@ class EventHandler(Protocol):
     async def __call__(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None: ...
 
 
+class EventBatchHandler(Protocol):
+    """What a service does with the fresh events of one fetched batch, in stream order, inside the consumer's
+    unit of work (as `EventHandler`, it must not commit): one read and one write for many events."""
+
+    async def __call__(self, events: Sequence[tuple[Envelope, EventPayload]], uow: UnitOfWork) -> None: ...
+
+
 class ConsumeOutcome(StrEnum):
     """What became of one delivered message."""
 
@@ -82,6 +89,8 @@ class EventConsumer:
     work; if `inbox.seen(name, event_id)` already, ack without effect; else run the handler, commit, ack. When
     the handler raises, nak with `retry_delay(attempt)`; on attempt `max_deliver` publish to the DLQ and ack.
     The server-side consumer has no delivery limit: the limit is enforced here, where the DLQ is.
+    With a `batch_handler` instead of a `handler`, the fresh events of a batch are handed over together, so that
+    a service reads and writes once for all of them.
 
     The batched pull loop outlives the bus: while nats-server is away it waits and pulls again once the
     connection is back; if the durable consumer is gone (the stream was deleted or the server lost its
@@ -94,7 +103,8 @@ class EventConsumer:
         *,
         name: str,
         subjects: Sequence[str],
-        handler: EventHandler,
+        handler: EventHandler | None = None,
+        batch_handler: EventBatchHandler | None = None,
         uow_factory: UnitOfWorkFactory,
         stream: str = EVENTS_STREAM,
         max_deliver: int = 5,
@@ -107,6 +117,8 @@ class EventConsumer:
     ) -> None:
         if not subjects:
             raise ValueError("a consumer needs at least one subject")
+        if (handler is None) == (batch_handler is None):
+            raise ValueError("a consumer needs a handler or a batch handler, not both")
         self.name = name
         self.subjects = list(subjects)
         self.stream = stream
@@ -114,6 +126,7 @@ class EventConsumer:
         self.ack_wait_s = ack_wait_s
         self.fetch_timeout_s = fetch_timeout_s
         self._handler = handler
+        self._batch_handler = batch_handler
         self._uow_factory = uow_factory
         self._retry_delay = retry_delay
         self._payload_parser = payload_parser
@@ -284,7 +297,7 @@ class EventConsumer:
         the messages are handled one by one (`process`), so a poison message is retried and dead-lettered alone
         while the others still land. Handlers must therefore tolerate being called again after a rollback.
         """
-        good: list[tuple[Msg, Envelope, EventPayload]] = []
+        good: list[tuple[int, Msg, Envelope, EventPayload]] = []
         outcomes: dict[int, ConsumeOutcome] = {}
         for index, msg in enumerate(messages):
             try:
@@ -293,33 +306,46 @@ class EventConsumer:
                 await self._dead_letter(msg, delivery_of(msg), exc.reason, str(exc))
                 outcomes[index] = ConsumeOutcome.DEAD_LETTERED
                 continue
-            good.append((msg, envelope, payload))
+            good.append((index, msg, envelope, payload))
         try:
-            duplicates = await self._handle_all([(e, p, m.headers) for m, e, p in good])
+            duplicates = await self._handle_all([(e, p, m.headers) for _, m, e, p in good])
         except Exception:
             log.warning("%s: a batch of %d failed; handling its messages one by one", self.name, len(good))
-            parsed = {id(m) for m, _, _ in good}  # Msg is unhashable: match by identity
+            parsed = {id(m) for _, m, _, _ in good}  # Msg is unhashable: match by identity
             return [await self.process(msg) for msg in messages if id(msg) in parsed]
-        for (msg, envelope, _), duplicate in zip(good, duplicates, strict=True):
+        for (index, msg, envelope, _), duplicate in zip(good, duplicates, strict=True):
             await msg.ack()
             outcome = ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
-            outcomes[messages.index(msg)] = outcome
+            outcomes[index] = outcome
             EVENTS_CONSUMED.labels(self.name, envelope.type, outcome.value).inc()
         return [outcomes[i] for i in sorted(outcomes)]
 
     async def _handle_all(
         self, events: Sequence[tuple[Envelope, EventPayload, dict[str, str] | None]]
     ) -> list[bool]:
-        duplicates = []
         async with self._uow_factory() as uow:
-            for envelope, payload, headers in events:
-                seen = await uow.inbox.seen(self.name, envelope.event_id)
-                if not seen:
-                    with self._story(envelope, headers):
-                        await self._handler(envelope, payload, uow)
-                duplicates.append(seen)
+            duplicates = await uow.inbox.seen_many(
+                self.name, [envelope.event_id for envelope, _, _ in events]
+            )
+            fresh = [event for event, seen in zip(events, duplicates, strict=True) if not seen]
+            await self._handle_fresh(fresh, uow)
             await uow.commit()
         return duplicates
+
+    async def _handle_fresh(
+        self, events: Sequence[tuple[Envelope, EventPayload, dict[str, str] | None]], uow: UnitOfWork
+    ) -> None:
+        if self._batch_handler is not None:
+            for envelope, _, headers in events:
+                with self._story(envelope, headers):
+                    pass  # each event's consumption is still a span of its story; the work is done once below
+            if events:
+                await self._batch_handler([(envelope, payload) for envelope, payload, _ in events], uow)
+            return
+        assert self._handler is not None
+        for envelope, payload, headers in events:
+            with self._story(envelope, headers):
+                await self._handler(envelope, payload, uow)
 
     async def process(self, msg: Msg) -> ConsumeOutcome:
         """Handle one delivered message and settle it (ack, nak, or dead-letter and ack)."""
@@ -369,7 +395,11 @@ class EventConsumer:
         async with self._uow_factory() as uow:
             if await uow.inbox.seen(self.name, envelope.event_id):
                 return True
-            await self._handler(envelope, payload, uow)
+            if self._batch_handler is not None:
+                await self._batch_handler([(envelope, payload)], uow)
+            else:
+                assert self._handler is not None
+                await self._handler(envelope, payload, uow)
             await uow.commit()
         return False
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import NoReturn, Self
@@ -59,6 +60,9 @@ class _PendingInbox:
             return True
         self.pending.append(key)
         return False
+
+    async def seen_many(self, consumer: str, event_ids: Sequence[uuid.UUID]) -> list[bool]:
+        return [await self.seen(consumer, event_id) for event_id in event_ids]
 
     async def delete_older_than(self, cutoff: datetime) -> int:
         return 0

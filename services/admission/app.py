@@ -41,6 +41,7 @@ from libs.events.rpc import (
 )
 from libs.events.scheduling import (
     PodGroupRestarted,
+    PodRef,
     PodsFailed,
     PodsSucceeded,
     PreemptionVictimsSelected,
@@ -137,7 +138,7 @@ class AdmissionService:
                     EventType.PODGROUP_RESTARTED.subject,
                     EventType.PREEMPTION_VICTIMS_SELECTED.subject,
                 ],
-                handler=self.on_pod_lifecycle,
+                batch_handler=self.on_pod_lifecycle,
                 uow_factory=self.uow,
                 batch_size=64,
                 on_reset=self.reconcile,
@@ -248,27 +249,34 @@ class AdmissionService:
             await uow.commit()
         return ApplyReply(request_id=request.request_id, results=decision.results)
 
-    async def on_pod_lifecycle(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
+    async def on_pod_lifecycle(
+        self, events: Sequence[tuple[Envelope, EventPayload]], uow: UnitOfWork
+    ) -> None:
         """Pods changing phase keep their Jobs' status current; pods finishing or going may let PodGroups and
-        Jobs marked for deletion go."""
-        if isinstance(payload, PodGroupRestarted | PreemptionVictimsSelected):
-            # A restarted or preempted gang of a Job gets fresh pods and is queued again.
-            context = self._context(str(envelope.event_id))
-            groups = [payload.podgroup] if isinstance(payload, PodGroupRestarted) else payload.victim_groups
-            for group in groups:
-                decision = await jobs.recreate_restarted_gang(uow, group, context)
-                await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
-            return
-        if isinstance(payload, PodsSucceeded | PodsFailed):
-            await jobs.refresh_job_status(uow, payload.pods, now=self.clock())
-        await self._finish_deletions(uow, str(envelope.event_id))
+        Jobs marked for deletion go. Once per batch: the Jobs of every pod that ended, then the deletions
+        (caused by the batch's last event)."""
+        ended: list[PodRef] = []
+        for envelope, payload in events:
+            if isinstance(payload, PodGroupRestarted | PreemptionVictimsSelected):
+                await self._recreate_gangs(envelope, payload, uow)
+            elif isinstance(payload, PodsSucceeded | PodsFailed):
+                ended += payload.pods
+        if ended:
+            await jobs.refresh_job_status(uow, ended, now=self.clock())
+        await self._finish_deletions(uow, str(events[-1][0].event_id))
+
+    async def _recreate_gangs(
+        self, envelope: Envelope, payload: PodGroupRestarted | PreemptionVictimsSelected, uow: UnitOfWork
+    ) -> None:
+        """A restarted or preempted gang of a Job gets fresh pods and is queued again."""
+        context = self._context(str(envelope.event_id))
+        groups = [payload.podgroup] if isinstance(payload, PodGroupRestarted) else payload.victim_groups
+        for group in groups:
+            decision = await jobs.recreate_restarted_gang(uow, group, context)
+            await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
 
     async def _finish_deletions(self, uow: UnitOfWork, cause: str | None) -> None:
-        marked = [
-            known_from_stored(o)
-            for kind in ("PodGroup", "Job")
-            for o in await uow.objects.find(kind, marked_for_deletion=True)
-        ]
+        marked = [known_from_stored(o) for o in await uow.objects.find_marked(("PodGroup", "Job"))]
         if not marked:
             return
         scope = [

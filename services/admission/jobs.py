@@ -16,12 +16,7 @@ from services.admission.store import iso, known_from_stored, load_view
 
 async def refresh_job_status(uow: UnitOfWork, pods: Iterable[PodRef], *, now: datetime) -> None:
     """Recompute the status of every Job that owns one of `pods`."""
-    keys = {("Pod", p.namespace, p.name) for p in pods}
-    owners: set[tuple[str, str]] = set()
-    for pod in await uow.objects.get_many(keys):
-        for ref in pod.metadata.get("ownerReferences") or []:
-            if ref.get("kind") == "Job" and ref.get("controller"):
-                owners.add((pod.namespace, str(ref.get("name"))))
+    owners = await uow.objects.controllers_of(sorted({("Pod", p.namespace, p.name) for p in pods}), "Job")
     await _refresh(uow, owners, now=now)
 
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from libs.api.annotations import run_seconds
 from libs.client.client import PodwayClient
@@ -29,7 +29,15 @@ from libs.events.admission import ObjectDeleted
 from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.rpc import ApplyReply
-from libs.events.scheduling import PodRef, PodsBound, PodsEvicted, PodsFailed, PodsRunning, PodsSucceeded
+from libs.events.scheduling import (
+    PodPlacement,
+    PodRef,
+    PodsBound,
+    PodsEvicted,
+    PodsFailed,
+    PodsRunning,
+    PodsSucceeded,
+)
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
@@ -52,6 +60,14 @@ REGISTER_CHUNK = 256
 CONSUMER_BATCH = 64
 REGISTER_PATIENCE_S = 60.0
 PodGroupKey = tuple[str, str, str]
+
+
+class PodStart(NamedTuple):
+    """Bound pods of one group (or one standalone pod) to start, and the event that bound them."""
+
+    placed: list[tuple[StoredObject, str]]
+    podgroup: PodGroupKey | None
+    cause: str | None
 
 
 def iso(moment: datetime) -> str:
@@ -84,7 +100,7 @@ class NodeAgentService:
         self.consumer = EventConsumer(
             name=f"node-agent-{settings.instance}",
             subjects=[EventType.PODS_BOUND.subject, EventType.PODS_EVICTED.subject],
-            handler=self.on_event,
+            batch_handler=self.on_events,
             uow_factory=self.uow,
             batch_size=CONSUMER_BATCH,
             fetch_timeout_s=0.5,
@@ -182,60 +198,97 @@ class NodeAgentService:
 
     # -- events -----------------------------------------------------------------------------------------
 
-    async def on_event(self, envelope: Envelope, payload: EventPayload, uow: UnitOfWork) -> None:
-        if isinstance(payload, PodsBound):
-            await self._start(envelope, payload, uow)
-        elif isinstance(payload, PodsEvicted):
-            await self._evict(envelope, payload, uow)
+    async def on_events(self, events: Sequence[tuple[Envelope, EventPayload]], uow: UnitOfWork) -> None:
+        """Bound pods start and evicted pods stop, in stream order; the pods of consecutive `pods.bound`
+        events start together (one read of their bindings, one of the pods, one write)."""
+        bound: list[tuple[Envelope, PodsBound]] = []
+        for envelope, payload in events:
+            if isinstance(payload, PodsBound):
+                bound.append((envelope, payload))
+            elif isinstance(payload, PodsEvicted):
+                await self._start(bound, uow)
+                bound = []
+                await self._evict(envelope, payload, uow)
+        await self._start(bound, uow)
 
-    async def _start(self, envelope: Envelope, bound: PodsBound, uow: UnitOfWork) -> None:
-        mine = [placement for placement in bound.pods if placement.node in self.nodes]
-        if not mine:
-            return
-        group = bound.podgroup
-        if group is not None:
-            bindings = {b.pod_uid: b.node_name for b in await uow.bindings.list_for_podgroup(group.uid)}
-            keys = [("Pod", group.namespace, placement.pod) for placement in mine]
-            stored = {pod.uid: pod for pod in await uow.objects.get_many(keys)}
-        else:
-            bindings, stored = {}, {}
-            for placement in mine:
-                binding = await uow.bindings.get(placement.pod_uid)
-                pod = await uow.objects.get_by_uid(placement.pod_uid)
-                if binding is not None and pod is not None:
-                    bindings[placement.pod_uid], stored[placement.pod_uid] = binding.node_name, pod
-        podgroup = (group.namespace, group.name, group.uid) if group is not None else None
-        placed: list[tuple[StoredObject, str]] = []
-        for placement in mine:
-            pod = stored.get(placement.pod_uid)
-            if bindings.get(placement.pod_uid) != placement.node:
-                log.warning("pod %s has no binding to %s; not running it", placement.pod, placement.node)
-                continue
-            if pod is not None:
-                placed.append((pod, placement.node))
-        await self._run_pods(uow, placed, podgroup, str(envelope.event_id))
+    async def _start(self, events: Sequence[tuple[Envelope, PodsBound]], uow: UnitOfWork) -> None:
+        mine = [(envelope, bound, self._mine(bound)) for envelope, bound in events]
+        grouped = [
+            placement for _, bound, placed in mine if bound.podgroup is not None for placement in placed
+        ]
+        bindings = {b.pod_uid: b for b in await uow.bindings.get_many(p.pod_uid for p in grouped)}
+        keys = [
+            ("Pod", bound.podgroup.namespace, p.pod)
+            for _, bound, placed in mine
+            if bound.podgroup
+            for p in placed
+        ]
+        stored = {pod.uid: pod for pod in await uow.objects.get_many(keys)}
+        starts: list[PodStart] = []
+        for envelope, bound, placements in mine:
+            group = bound.podgroup
+            if group is None:
+                nodes, pods = await self._standalone(placements, uow)
+            else:
+                held = (bindings.get(p.pod_uid) for p in placements)
+                nodes = {b.pod_uid: b.node_name for b in held if b and b.podgroup_uid == group.uid}
+                pods = stored
+            placed: list[tuple[StoredObject, str]] = []
+            for placement in placements:
+                pod = pods.get(placement.pod_uid)
+                if nodes.get(placement.pod_uid) != placement.node:
+                    log.warning("pod %s has no binding to %s; not running it", placement.pod, placement.node)
+                    continue
+                if pod is not None:
+                    placed.append((pod, placement.node))
+            podgroup = (group.namespace, group.name, group.uid) if group is not None else None
+            starts.append(PodStart(placed, podgroup, str(envelope.event_id)))
+        await self._run_pods(uow, starts)
 
-    async def _run_pods(
-        self,
-        uow: UnitOfWork,
-        placed: list[tuple[StoredObject, str]],
-        podgroup: PodGroupKey | None,
-        cause: str | None,
-    ) -> None:
-        """Start bound pods that are still Pending: phase Running, one `pods.running`."""
+    def _mine(self, bound: PodsBound) -> list[PodPlacement]:
+        return [placement for placement in bound.pods if placement.node in self.nodes]
+
+    @staticmethod
+    async def _standalone(
+        placements: Sequence[PodPlacement], uow: UnitOfWork
+    ) -> tuple[dict[str, str], dict[str, StoredObject]]:
+        """The bindings and pods of pods bound without a group, read one by one (each is its own story)."""
+        nodes: dict[str, str] = {}
+        pods: dict[str, StoredObject] = {}
+        for placement in placements:
+            binding = await uow.bindings.get(placement.pod_uid)
+            pod = await uow.objects.get_by_uid(placement.pod_uid)
+            if binding is not None and pod is not None:
+                nodes[placement.pod_uid], pods[placement.pod_uid] = binding.node_name, pod
+        return nodes, pods
+
+    async def _run_pods(self, uow: UnitOfWork, starts: Sequence[PodStart]) -> None:
+        """Start bound pods that are still Pending: phase Running, one `pods.running` per start, one write for
+        all of them."""
         now = self.clock()
         running: list[RunningPod] = []
-        started: list[tuple[StoredObject, JsonObject]] = []
-        for pod, node in placed:
-            if pod.status.get("phase", "Pending") != "Pending" or pod.deletion_requested_at is not None:
-                continue
-            status = {**pod.status, "phase": "Running", "startTime": iso(now), "podway": {"nodeName": node}}
-            started.append((pod, status))
-            running.append(self._running(pod, node, podgroup, now.timestamp()))
-        await uow.objects.update_statuses(started)
+        started: dict[str, tuple[StoredObject, JsonObject]] = {}
+        for placed, podgroup, cause in starts:
+            these: list[RunningPod] = []
+            for pod, node in placed:
+                if pod.status.get("phase", "Pending") != "Pending" or pod.deletion_requested_at is not None:
+                    continue
+                if pod.uid in started:
+                    continue  # bound twice in one batch: started once
+                status = {
+                    **pod.status,
+                    "phase": "Running",
+                    "startTime": iso(now),
+                    "podway": {"nodeName": node},
+                }
+                started[pod.uid] = (pod, status)
+                these.append(self._running(pod, node, podgroup, now.timestamp()))
+            if these:
+                refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in these]
+                uow.emit(self._envelope(PodsRunning(pods=refs), podgroup, these[0], now, cause))
+                running += these
+        await uow.objects.update_statuses(list(started.values()))
         if running:
-            refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in running]
-            uow.emit(self._envelope(PodsRunning(pods=refs), podgroup, running[0], now, cause))
             self.runtime.run(running)
             self._wake.set()
 
@@ -350,8 +403,9 @@ class NodeAgentService:
                     to_run.setdefault(self._podgroup_of(pod, binding.podgroup_uid), []).append(
                         (pod, binding.node_name)
                     )
-            for podgroup, placed in to_run.items():
-                await self._run_pods(uow, placed, podgroup, None)
+            await self._run_pods(
+                uow, [PodStart(placed, podgroup, None) for podgroup, placed in to_run.items()]
+            )
             await self._terminate(uow, to_terminate, None, None)
             await self._stop(uow, to_stop, None, "reconciled", None)
             await uow.commit()
@@ -392,31 +446,27 @@ class NodeAgentService:
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
     async def _succeed(self, finished: Iterable[RunningPod]) -> None:
-        """Record pods that ran their time: phase Succeeded, one `pods.succeeded` per PodGroup."""
-        by_group: dict[PodGroupKey | None, list[RunningPod]] = {}
-        for pod in finished:
-            by_group.setdefault(pod.podgroup, []).append(pod)
+        """Record pods that ran their time: phase Succeeded, one `pods.succeeded` per PodGroup; one read and
+        one write for all of them."""
+        pods = list(finished)
         now = self.clock()
         async with self.uow() as uow:
-            for podgroup, pods in by_group.items():
-                stored = {
-                    p.uid: p for p in await uow.objects.get_many([("Pod", p.namespace, p.name) for p in pods])
-                }
-                done: list[RunningPod] = []
-                succeeded: list[tuple[StoredObject, JsonObject]] = []
-                for pod in pods:
-                    current = stored.get(pod.uid)
-                    if current is None or current.status.get("phase") != "Running":
-                        continue
-                    succeeded.append(
-                        (current, {**current.status, "phase": "Succeeded", "finishedAt": iso(now)})
-                    )
-                    done.append(pod)
-                await uow.objects.update_statuses(succeeded)
-                await uow.bindings.release_many(pod.uid for pod in done)
-                if done:
-                    refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in done]
-                    uow.emit(self._envelope(PodsSucceeded(pods=refs), podgroup, done[0], now, None))
+            stored = {
+                p.uid: p for p in await uow.objects.get_many([("Pod", p.namespace, p.name) for p in pods])
+            }
+            done: dict[PodGroupKey | None, list[RunningPod]] = {}
+            succeeded: list[tuple[StoredObject, JsonObject]] = []
+            for pod in pods:
+                current = stored.get(pod.uid)
+                if current is None or current.status.get("phase") != "Running":
+                    continue
+                succeeded.append((current, {**current.status, "phase": "Succeeded", "finishedAt": iso(now)}))
+                done.setdefault(pod.podgroup, []).append(pod)
+            await uow.objects.update_statuses(succeeded)
+            await uow.bindings.release_many(pod.uid for group in done.values() for pod in group)
+            for podgroup, group in done.items():
+                refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in group]
+                uow.emit(self._envelope(PodsSucceeded(pods=refs), podgroup, group[0], now, None))
             await uow.commit()
 
     # -- helpers ----------------------------------------------------------------------------------------

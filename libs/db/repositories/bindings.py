@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Row, String, bindparam, delete, func, select, update
+from sqlalchemy import Row, String, any_, bindparam, delete, func, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -84,6 +85,10 @@ class SqlAlchemyBindingRepository:
     async def release_many(self, pod_uids: Iterable[str]) -> int:
         """Remove the bindings of pods that ended (they hold nothing any more); returns how many there were.
         Not fenced: the node agent that ran the pod releases it, whoever leads the scheduler."""
+        if dialect_of(self._session) == "postgresql":
+            # One statement text for any number of pods: prepared once per connection.
+            uids = list(dict.fromkeys(pod_uids))
+            return rowcount(await self._session.execute(_RELEASE_PG, {"uids": uids})) if uids else 0
         released = 0
         for chunk in _chunks(pod_uids):
             statement = delete(pod_bindings).where(pod_bindings.c.pod_uid.in_(chunk))
@@ -184,4 +189,7 @@ def _uids(session: AsyncSession, uids: Sequence[str]) -> dict[str, Any]:
     return {"uids": json_text(list(uids))}
 
 
+_RELEASE_PG = delete(pod_bindings).where(
+    pod_bindings.c.pod_uid == any_(bindparam("uids", type_=ARRAY(String)))
+)
 _BOUND_PODS = {dialect: _bound_pods(dialect) for dialect in ("postgresql", "sqlite")}

@@ -169,6 +169,15 @@ _MARK_PUBLISHED_PG = (
     .where(outbox.c.seq == any_(bindparam("seqs", type_=ARRAY(BigInteger))))
     .values(published_at=bindparam("at", type_=outbox.c.published_at.type))
 )
+_MARK_SEEN_PG = text(
+    """
+    INSERT INTO inbox (consumer, event_id, processed_at)
+    SELECT :consumer, given.event_id, :at FROM unnest(CAST(:event_ids AS uuid[])) AS given(event_id)
+    ON CONFLICT DO NOTHING
+    RETURNING event_id
+    """
+).bindparams(bindparam("at", type_=UtcDateTime()))
+"""`SqlAlchemyInbox.seen_many` on PostgreSQL: the ids it returns were not in the inbox yet."""
 _READ_SETTLED = text("SELECT pg_advisory_xact_lock(:key)")
 
 
@@ -275,6 +284,23 @@ class SqlAlchemyInbox:
         values = {"consumer": consumer, "event_id": event_id, "processed_at": self._clock()}
         result = await self._session.execute(insert_ignoring_duplicates(self._session, inbox, values))
         return rowcount(result) == 0
+
+    async def seen_many(self, consumer: str, event_ids: Sequence[uuid.UUID]) -> list[bool]:
+        """`seen` for each event, in order, in one statement on PostgreSQL: an id repeated in the list is
+        seen from its second time on."""
+        if not on_postgres(self._session):
+            return [await self.seen(consumer, event_id) for event_id in event_ids]
+        fresh = list(dict.fromkeys(event_ids))
+        if not fresh:
+            return []
+        parameters = {"consumer": consumer, "at": self._clock(), "event_ids": [str(e) for e in fresh]}
+        marked = {uuid.UUID(str(row[0])) for row in await self._session.execute(_MARK_SEEN_PG, parameters)}
+        first: set[uuid.UUID] = set()
+        answers = []
+        for event_id in event_ids:
+            answers.append(event_id not in marked or event_id in first)
+            first.add(event_id)
+        return answers
 
     async def delete_older_than(self, cutoff: datetime) -> int:
         """Retention: forget marks older than `cutoff` (far beyond any redelivery)."""

@@ -23,6 +23,7 @@ from sqlalchemy import (
     insert,
     literal_column,
     select,
+    text,
     tuple_,
     update,
 )
@@ -123,6 +124,38 @@ class SqlAlchemyObjectRepository:
             query = query.where(objects.c.metadata[("labels", key)].as_string() == value)
         rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))
         return [_to_object(row) for row in rows]
+
+    async def find_marked(self, kinds: Sequence[str]) -> list[StoredObject]:
+        """Objects of these kinds marked for deletion, in one query: by kind in the order given, then by
+        namespace/name."""
+        query = select(objects).where(objects.c.kind.in_(kinds), objects.c.deletion_requested_at.is_not(None))
+        rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))
+        rank = {kind: position for position, kind in enumerate(kinds)}
+        return sorted((_to_object(row) for row in rows), key=lambda obj: rank[obj.kind])
+
+    async def controllers_of(
+        self, keys: Iterable[tuple[str, str, str]], controller_kind: str
+    ) -> set[tuple[str, str]]:
+        """(namespace, name) of the controllers of kind `controller_kind` (`ownerReferences` with
+        `controller: true`) of the objects with these keys; on PostgreSQL without reading the objects back."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return set()
+        if not on_postgres(self._session):
+            return {
+                (obj.namespace, str(ref.get("name")))
+                for obj in await self.get_many(wanted)
+                for ref in obj.metadata.get("ownerReferences") or []
+                if ref.get("kind") == controller_kind and ref.get("controller")
+            }
+        kinds, namespaces, names = zip(*wanted, strict=True)
+        parameters = {
+            "given_kind": kinds,
+            "given_namespace": namespaces,
+            "given_name": names,
+            "controller_kind": controller_kind,
+        }
+        return {(row[0], row[1]) for row in await self._session.execute(_CONTROLLERS_PG, parameters)}
 
     async def find_awaiting_workloads(self, workloads: Iterable[tuple[str, str]]) -> list[StoredObject]:
         """Pods admitted before the v1.35 Workload their `workloadRef` names (annotation
@@ -308,6 +341,20 @@ _BY_KEYS_PG = select(objects).join(
     & (objects.c.name == _KEYS.c.name),
 )
 
+
+_CONTROLLERS_PG = text(
+    """
+    SELECT DISTINCT objects.namespace, owner ->> 'name'
+    FROM objects
+    JOIN unnest(CAST(:given_kind AS varchar[]), CAST(:given_namespace AS varchar[]),
+                CAST(:given_name AS varchar[])) AS given(kind, namespace, name)
+        ON objects.kind = given.kind AND objects.namespace = given.namespace AND objects.name = given.name
+    CROSS JOIN LATERAL jsonb_array_elements(
+        COALESCE(objects.metadata -> 'ownerReferences', '[]'::jsonb)) AS owner
+    WHERE owner ->> 'kind' = :controller_kind AND owner -> 'controller' = 'true'::jsonb
+    """
+)
+"""`controllers_of` on PostgreSQL: only the owners' names leave the database."""
 
 _AWAITED = unnest_rows(("namespace", String), ("workload", String))
 _AWAITED_BY: ColumnElement[Any] = literal_column(AWAITING_WORKLOAD_PG)

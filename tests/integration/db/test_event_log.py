@@ -102,6 +102,26 @@ async def test_inbox_says_whether_a_consumer_already_processed_an_event(uow_fact
         assert not await uow.inbox.seen("dra-allocator", event_id)
 
 
+async def test_inbox_marks_a_batch_of_events_at_once_and_tells_which_were_seen(
+    uow_factory: UowFactory,
+) -> None:
+    old, new, repeated = uuid7(), uuid7(), uuid7()
+    async with uow_factory() as uow:
+        assert not await uow.inbox.seen("node-agent", old)
+        await uow.commit()
+    async with uow_factory() as uow:
+        seen = await uow.inbox.seen_many("node-agent", [new, old, repeated, repeated])
+        assert seen == [False, True, False, True]
+        assert await uow.inbox.seen_many("node-agent", []) == []
+        await uow.commit()
+    async with uow_factory() as uow:
+        assert await uow.inbox.seen_many("node-agent", [repeated, new]) == [True, True]
+        assert await uow.inbox.seen_many("admission", [new]) == [False]
+        await uow.rollback()
+    async with uow_factory() as uow:
+        assert not await uow.inbox.seen("admission", new)
+
+
 async def test_retention_deletes_only_what_is_older_and_counts_it(
     uow_factory: UowFactory, fake_clock: FakeClock
 ) -> None:

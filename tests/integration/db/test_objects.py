@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import UTC, timedelta
 
 import pytest
 
 from libs.db.errors import ConflictError, NotFoundError
+from libs.db.records import ObjectDraft
 from libs.db.repositories.objects import MUST_NOT_EXIST
 from libs.db.uow import SqlAlchemyUnitOfWork
 from tests.conftest import FakeClock
@@ -175,6 +177,61 @@ async def test_find_can_keep_only_objects_marked_for_deletion(uow_factory: UowFa
     assert [o.name for o in every] == ["train-0", "train-1", "train-2"]
 
 
+async def test_objects_of_several_kinds_marked_for_deletion_come_in_one_query_kind_by_kind(
+    uow_factory: UowFactory,
+) -> None:
+    async with uow_factory() as uow:
+        for kind, name in [
+            ("PodGroup", "b"),
+            ("PodGroup", "a"),
+            ("Job", "a"),
+            ("Workload", "a"),
+            ("Job", "c"),
+        ]:
+            await uow.objects.upsert(make_draft(name, kind=kind))
+            await uow.objects.request_deletion(kind, "ml", name)
+        await uow.objects.upsert(make_draft("kept", kind="Job"))
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        marked = await uow.objects.find_marked(("PodGroup", "Job"))
+
+    assert [(o.kind, o.name) for o in marked] == [
+        ("PodGroup", "a"),
+        ("PodGroup", "b"),
+        ("Job", "a"),
+        ("Job", "c"),
+    ]
+
+
+async def test_controllers_of_objects_are_named_without_reading_the_objects(uow_factory: UowFactory) -> None:
+    def owned(name: str, *owners: dict[str, object]) -> ObjectDraft:
+        draft = make_draft(name, kind="Pod")
+        return dataclasses.replace(draft, metadata={"ownerReferences": list(owners)})
+
+    job = {"kind": "Job", "name": "train", "controller": True}
+    async with uow_factory() as uow:
+        await uow.objects.create_many(
+            [
+                owned("p-0", job),
+                owned("p-1", job, {"kind": "Job", "name": "watcher"}),  # not its controller
+                owned("p-2", {"kind": "ReplicaSet", "name": "rs", "controller": True}),
+                owned("p-3"),
+                owned("p-4", {**job, "name": "other"}),
+            ]
+        )
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        keys = [("Pod", "ml", name) for name in ("p-0", "p-1", "p-2", "p-3", "missing")]
+        assert await uow.objects.controllers_of(keys, "Job") == {("ml", "train")}
+        assert await uow.objects.controllers_of([("Pod", "ml", "p-4"), ("Pod", "ml", "p-0")], "Job") == {
+            ("ml", "train"),
+            ("ml", "other"),
+        }
+        assert await uow.objects.controllers_of([], "Job") == set()
+
+
 async def test_objects_created_together_go_in_together_or_not_at_all(uow_factory: UowFactory) -> None:
     async with uow_factory() as uow:
         created = await uow.objects.create_many([make_draft("train-0"), make_draft("train-1")])
@@ -190,3 +247,24 @@ async def test_objects_created_together_go_in_together_or_not_at_all(uow_factory
     async with uow_factory() as uow:
         assert await uow.objects.get("PodGroup", "ml", "train-2") is None
         assert [o.name for o in await uow.objects.get_many([("PodGroup", "ml", "train-1")])] == ["train-1"]
+
+
+async def test_documents_read_back_as_written_even_with_integers_beyond_64_bits(
+    uow_factory: UowFactory,
+) -> None:
+    spec = {
+        "minCount": 2,
+        "huge": 2**70,
+        "ratio": 0.25,
+        "text": "ünïcode",
+        "nested": [{"a": None, "b": True}],
+    }
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft(spec=spec))
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        stored = await uow.objects.get("PodGroup", "ml", "train-0")
+
+    assert stored is not None
+    assert stored.spec == spec

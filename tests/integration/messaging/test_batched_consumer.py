@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
+
+import pytest
 from nats.js import JetStreamContext
 
+from libs.db.ports import UnitOfWork
 from libs.events.catalogue import DLQ_STREAM
+from libs.events.envelope import Envelope, EventPayload
 from libs.messaging.broker import make_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.dead_letters import REASON_HEADER
@@ -100,3 +106,54 @@ async def test_an_event_is_handled_at_once_without_waiting_for_the_batch_to_fill
             await settled(js, i + 1)
 
     assert len(handler.calls) == 3
+
+
+class AdmitJobs:
+    """A batch handler: records the events of each call, then admits them as `AdmitJob` would."""
+
+    def __init__(self) -> None:
+        self.one = AdmitJob()
+        self.batches: list[list[uuid.UUID]] = []
+
+    async def __call__(self, events: Sequence[tuple[Envelope, EventPayload]], uow: UnitOfWork) -> None:
+        self.batches.append([envelope.event_id for envelope, _ in events])
+        for envelope, payload in events:
+            await self.one(envelope, payload, uow)
+
+
+async def test_a_batch_handler_gets_the_fresh_events_of_a_batch_together_in_stream_order(
+    nats_url: str, js: JetStreamContext, uow_factory: UowFactory
+) -> None:
+    envelopes = [job_submitted(f"req-{i:03d}") for i in range(100)]
+    for envelope in [*envelopes[:50], envelopes[10], *envelopes[50:]]:  # one delivered twice
+        await js.publish(SUBJECT, envelope.to_bytes())
+    handler = AdmitJobs()
+    broker = make_broker(nats_url, "admission")
+    consumer = EventConsumer(
+        name=CONSUMER,
+        subjects=[SUBJECT],
+        batch_handler=handler,
+        uow_factory=uow_factory,
+        batch_size=64,
+        fetch_timeout_s=0.2,
+    )
+    consumer.subscribe(broker)
+    async with running(broker, consumer):
+        await settled(js, 101)
+    assert [event_id for batch in handler.batches for event_id in batch] == [e.event_id for e in envelopes]
+    assert len(handler.batches) <= 10
+    async with uow_factory() as uow:
+        assert len(await uow.objects.find("Job")) == 100
+
+
+def test_a_consumer_takes_a_handler_or_a_batch_handler() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        EventConsumer(name=CONSUMER, subjects=[SUBJECT], uow_factory=lambda: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(ValueError, match="not both"):
+        EventConsumer(
+            name=CONSUMER,
+            subjects=[SUBJECT],
+            handler=AdmitJob(),
+            batch_handler=AdmitJobs(),
+            uow_factory=lambda: None,  # type: ignore[arg-type,return-value]
+        )
