@@ -262,8 +262,9 @@ def node_counts(states: Iterable[NodeState], dimension: str) -> Iterator[tuple[s
 
 
 class NodeTally:
-    """The nodes counted by free amount of each resource: how many nodes have exactly `n` free pod slots,
-    milli-CPU, memory bytes or devices of a class. A failed cycle reads from it how many nodes are short
+    """The nodes counted by free amount of each resource: how many nodes have exactly `n` free milli-CPU,
+    memory bytes or devices of a class, and how many have no free pod slot (`full`: a pod asks for one
+    slot, so no other amount is ever asked about). A failed cycle reads from it how many nodes are short
     of what without visiting them; the snapshot moves each node whose capacity changed as it changes.
 
     Only nodes that every pod may use are counted (not cordoned, no NoSchedule or NoExecute taint); the
@@ -271,10 +272,10 @@ class NodeTally:
     remembers what it contributes (`NodeState.tallied`), so that it moves from its old counts to its new.
     """
 
-    __slots__ = ("counted", "cpu", "devices", "memory", "pods", "screened")
+    __slots__ = ("counted", "cpu", "devices", "full", "memory", "screened")
 
     def __init__(self, states: Iterable[NodeState]) -> None:
-        self.pods: dict[int, int] = {}
+        self.full = 0
         self.cpu: dict[int, int] = {}
         self.memory: dict[int, int] = {}
         self.devices: dict[str, dict[int, int]] = {}
@@ -290,7 +291,7 @@ class NodeTally:
             return
         record = state.tallied = [state.free_pods, state.free_cpu, state.free_memory]
         self.counted += 1
-        _bump(self.pods, state.free_pods, 1)
+        self.full += state.free_pods < 1
         _bump(self.cpu, state.free_cpu, 1)
         _bump(self.memory, state.free_memory, 1)
         for cls, free in state.free_devices.items():
@@ -304,7 +305,7 @@ class NodeTally:
             return
         state.tallied = None
         self.counted -= 1
-        _bump(self.pods, record[0], -1)
+        self.full -= record[0] < 1
         _bump(self.cpu, record[1], -1)
         _bump(self.memory, record[2], -1)
         for cls, free in zip(state.free_devices, record[3:], strict=True):
@@ -319,13 +320,7 @@ class NodeTally:
         old, new = record[0], state.free_pods
         if new != old:
             record[0] = new
-            counts = self.pods
-            left = counts[old] - 1
-            if left:
-                counts[old] = left
-            else:
-                del counts[old]
-            counts[new] = counts.get(new, 0) + 1
+            self.full += (new < 1) - (old < 1)
         old, new = record[1], state.free_cpu
         if new != old:
             record[1] = new
