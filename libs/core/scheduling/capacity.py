@@ -83,30 +83,29 @@ def _rank(names: tuple[str, ...], ranks: dict[tuple[str, ...], dict[str, int]]) 
 def take(states: Sequence[NodeState], assignments: Sequence[NodeAssignment]) -> None:
     """Take checked assignments from their nodes; nodes in a row that share their domains (a gang in one
     rack) update those domains' aggregates once, together."""
+    taken: dict[str, int] = {}
     if len(states) == 1:
         _, count, cpu, memory, devices = assignments[0]
-        shift(states[0], cpu, memory, count, _remove_devices(states[0], devices))
+        _remove_devices(states[0], devices, taken)
+        shift(states[0], cpu, memory, count, list(taken.items()))
         return
     run: list[TopologyDomain] | None = None
     cpu_total = memory_total = pods_total = 0
-    taken: dict[str, int] = {}
     for state, (_, count, cpu, memory, devices) in zip(states, assignments, strict=True):
-        changes = _remove_devices(state, devices)
-        state.free_cpu -= cpu
-        state.free_memory -= memory
-        state.free_pods -= count
-        for stale in state.stale:
-            stale.add(state)
         domains = state.domains
         if domains != run:
             if run is not None:
                 _shift_domains(run, cpu_total, memory_total, pods_total, taken)
             run, cpu_total, memory_total, pods_total, taken = domains, 0, 0, 0, {}
+        _remove_devices(state, devices, taken)
+        state.free_cpu -= cpu
+        state.free_memory -= memory
+        state.free_pods -= count
+        for stale in state.stale:
+            stale.add(state)
         cpu_total += cpu
         memory_total += memory
         pods_total += count
-        for cls, removed in changes:
-            taken[cls] = taken.get(cls, 0) + removed
     if run is not None:
         _shift_domains(run, cpu_total, memory_total, pods_total, taken)
 
@@ -148,9 +147,9 @@ def give_back_many(state: NodeState, placements: Sequence[Placement]) -> None:
     shift(state, -cpu, -memory, -len(placements), changes)
 
 
-def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> list[tuple[str, int]]:
-    """Remove checked device names from the node's free lists: `(class, how many were removed)`."""
-    changes: list[tuple[str, int]] = []
+def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]], taken: dict[str, int]) -> None:
+    """Remove checked device names from the node's free lists, adding how many were removed per class to
+    `taken`."""
     for cls, names in devices.items():
         if not names:
             continue
@@ -161,8 +160,7 @@ def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> l
         else:
             gone = set(names)
             free[:] = [name for name in free if name not in gone]
-        changes.append((cls, old - len(free)))
-    return changes
+        taken[cls] = taken.get(cls, 0) + old - len(free)
 
 
 def shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int]]) -> None:
