@@ -83,30 +83,29 @@ def _rank(names: tuple[str, ...], ranks: dict[tuple[str, ...], dict[str, int]]) 
 def take(states: Sequence[NodeState], assignments: Sequence[NodeAssignment]) -> None:
     """Take checked assignments from their nodes; nodes in a row that share their domains (a gang in one
     rack) update those domains' aggregates once, together."""
+    taken: dict[str, int] = {}
     if len(states) == 1:
         _, count, cpu, memory, devices = assignments[0]
-        shift(states[0], cpu, memory, count, _remove_devices(states[0], devices))
+        _remove_devices(states[0], devices, taken)
+        shift(states[0], cpu, memory, count, list(taken.items()))
         return
     run: list[TopologyDomain] | None = None
     cpu_total = memory_total = pods_total = 0
-    taken: dict[str, int] = {}
     for state, (_, count, cpu, memory, devices) in zip(states, assignments, strict=True):
-        changes = _remove_devices(state, devices)
-        state.free_cpu -= cpu
-        state.free_memory -= memory
-        state.free_pods -= count
-        for stale in state.stale:
-            stale.add(state)
         domains = state.domains
         if domains != run:
             if run is not None:
                 _shift_domains(run, cpu_total, memory_total, pods_total, taken)
             run, cpu_total, memory_total, pods_total, taken = domains, 0, 0, 0, {}
+        _remove_devices(state, devices, taken)
+        state.free_cpu -= cpu
+        state.free_memory -= memory
+        state.free_pods -= count
+        for stale in state.stale:
+            stale.add(state)
         cpu_total += cpu
         memory_total += memory
         pods_total += count
-        for cls, removed in changes:
-            taken[cls] = taken.get(cls, 0) + removed
     if run is not None:
         _shift_domains(run, cpu_total, memory_total, pods_total, taken)
 
@@ -148,9 +147,9 @@ def give_back_many(state: NodeState, placements: Sequence[Placement]) -> None:
     shift(state, -cpu, -memory, -len(placements), changes)
 
 
-def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> list[tuple[str, int]]:
-    """Remove checked device names from the node's free lists: `(class, how many were removed)`."""
-    changes: list[tuple[str, int]] = []
+def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]], taken: dict[str, int]) -> None:
+    """Remove checked device names from the node's free lists, adding how many were removed per class to
+    `taken`."""
     for cls, names in devices.items():
         if not names:
             continue
@@ -161,8 +160,7 @@ def _remove_devices(state: NodeState, devices: Mapping[str, Sequence[str]]) -> l
         else:
             gone = set(names)
             free[:] = [name for name in free if name not in gone]
-        changes.append((cls, old - len(free)))
-    return changes
+        taken[cls] = taken.get(cls, 0) + old - len(free)
 
 
 def shift(state: NodeState, cpu: int, memory: int, pods: int, changes: list[tuple[str, int]]) -> None:
@@ -262,8 +260,9 @@ def node_counts(states: Iterable[NodeState], dimension: str) -> Iterator[tuple[s
 
 
 class NodeTally:
-    """The nodes counted by free amount of each resource: how many nodes have exactly `n` free pod slots,
-    milli-CPU, memory bytes or devices of a class. A failed cycle reads from it how many nodes are short
+    """The nodes counted by free amount of each resource: how many nodes have exactly `n` free milli-CPU,
+    memory bytes or devices of a class, and how many have no free pod slot (`full`: a pod asks for one
+    slot, so no other amount is ever asked about). A failed cycle reads from it how many nodes are short
     of what without visiting them; the snapshot moves each node whose capacity changed as it changes.
 
     Only nodes that every pod may use are counted (not cordoned, no NoSchedule or NoExecute taint); the
@@ -271,10 +270,10 @@ class NodeTally:
     remembers what it contributes (`NodeState.tallied`), so that it moves from its old counts to its new.
     """
 
-    __slots__ = ("counted", "cpu", "devices", "memory", "pods", "screened")
+    __slots__ = ("counted", "cpu", "devices", "full", "memory", "screened")
 
     def __init__(self, states: Iterable[NodeState]) -> None:
-        self.pods: dict[int, int] = {}
+        self.full = 0
         self.cpu: dict[int, int] = {}
         self.memory: dict[int, int] = {}
         self.devices: dict[str, dict[int, int]] = {}
@@ -290,7 +289,7 @@ class NodeTally:
             return
         record = state.tallied = [state.free_pods, state.free_cpu, state.free_memory]
         self.counted += 1
-        _bump(self.pods, state.free_pods, 1)
+        self.full += state.free_pods < 1
         _bump(self.cpu, state.free_cpu, 1)
         _bump(self.memory, state.free_memory, 1)
         for cls, free in state.free_devices.items():
@@ -304,7 +303,7 @@ class NodeTally:
             return
         state.tallied = None
         self.counted -= 1
-        _bump(self.pods, record[0], -1)
+        self.full -= record[0] < 1
         _bump(self.cpu, record[1], -1)
         _bump(self.memory, record[2], -1)
         for cls, free in zip(state.free_devices, record[3:], strict=True):
@@ -319,13 +318,7 @@ class NodeTally:
         old, new = record[0], state.free_pods
         if new != old:
             record[0] = new
-            counts = self.pods
-            left = counts[old] - 1
-            if left:
-                counts[old] = left
-            else:
-                del counts[old]
-            counts[new] = counts.get(new, 0) + 1
+            self.full += (new < 1) - (old < 1)
         old, new = record[1], state.free_cpu
         if new != old:
             record[1] = new

@@ -23,7 +23,7 @@ def node_reason_counts(snapshot: ClusterSnapshot, shape: PodShape) -> dict[str, 
     tally = snapshot.node_tally()
     cpu, memory, devices = shape.cpu_milli, shape.memory, shape.devices
     counts, short_pods, short_cpu, short_memory, short_devices = _judge(shape, tally.screened.values())
-    short_pods += fewer_than(tally.pods, 1)
+    short_pods += tally.full
     short_cpu += fewer_than(tally.cpu, cpu)
     short_memory += fewer_than(tally.memory, memory)
     for cls, count in devices:

@@ -125,9 +125,9 @@ def make_snapshot(nodes: Sequence[Node]) -> ClusterSnapshot:
 def assert_consistent(snapshot: ClusterSnapshot) -> None:
     """Every domain aggregate, index entry and tally count equals what recomputing from the nodes gives."""
     tally, recounted = snapshot.node_tally(), NodeTally(snapshot.node_states())
-    assert (tally.counted, tally.pods, tally.cpu, tally.memory) == (
+    assert (tally.counted, tally.full, tally.cpu, tally.memory) == (
         recounted.counted,
-        recounted.pods,
+        recounted.full,
         recounted.cpu,
         recounted.memory,
     )

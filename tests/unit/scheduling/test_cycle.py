@@ -393,6 +393,26 @@ def test_the_same_inputs_give_the_same_decision_whatever_the_pod_order() -> None
         assert schedule_podgroup(make_snapshot(nodes), group, shuffled, now=0.0) == expected
 
 
+def test_nodes_without_a_free_pod_slot_are_counted_as_they_fill_and_empty() -> None:
+    snapshot = make_snapshot([make_node("n1", pods=1), make_node("n2", pods=2)])
+    filler, filler_pods = make_gang("filler", 1, gpus=0, cpu=1, memory_gib=1)
+    group, pods = make_gang("train", 1, gpus=9)
+
+    assert schedule_podgroup(snapshot, group, pods, now=0.0).reason_counts == {
+        "Insufficient nvidia.com/gpu": 2
+    }
+    snapshot.apply(schedule_podgroup(snapshot, filler, filler_pods, now=1.0))
+    assert schedule_podgroup(snapshot, group, pods, now=2.0).reason_counts == {
+        "Too many pods": 1,
+        "Insufficient nvidia.com/gpu": 2,
+    }
+    snapshot.unbind(filler_pods[0].uid)
+    assert schedule_podgroup(snapshot, group, pods, now=3.0).reason_counts == {
+        "Insufficient nvidia.com/gpu": 2
+    }
+    assert_consistent(snapshot)
+
+
 def test_reasons_follow_the_snapshot_as_it_changes() -> None:
     snapshot = make_snapshot([make_node("n1", gpus=2), make_node("n2", gpus=2)])
     blocker, blocker_pods = make_gang("blocker", 2, gpus=2)
