@@ -74,9 +74,14 @@ async def test_a_user_watches_a_gang_start_and_sees_its_gpus(stack: Stack, nats_
         manifests = gang("watched", 4, gpus=2, topology_key="topology.example.com/rack")
         for doc in manifests:
             doc["metadata"].setdefault("labels", {})["team"] = "vision" if doc["kind"] == "Pod" else "x"
-        path = tmp_path / "gang.yaml"
-        path.write_text(yaml.safe_dump_all(manifests))
-        applied = await podway_on(nats_url, "apply", "-f", str(path))
+        # The pods first: they wait for their PodGroup (Pending) until the second apply lets them run.
+        pods, rest = tmp_path / "pods.yaml", tmp_path / "group.yaml"
+        pods.write_text(yaml.safe_dump_all([doc for doc in manifests if doc["kind"] == "Pod"]))
+        rest.write_text(yaml.safe_dump_all([doc for doc in manifests if doc["kind"] != "Pod"]))
+        applied = await podway_on(nats_url, "apply", "-f", str(pods))
+        assert applied.code == 0, applied.err
+        await watch.until(lambda lines: rows(lines, "Pending") == names)
+        applied = await podway_on(nats_url, "apply", "-f", str(rest))
         assert applied.code == 0, applied.err
 
         lines = await watch.until(lambda lines: rows(lines, "Running") == names)
