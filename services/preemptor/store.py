@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from libs.core.preemption import NominationEnded, Output, Preempted, RunningPod, Victim, VictimReason
 from libs.core.scheduling import ConditionReason, ConditionType
-from libs.core.scheduling.inputs import NominationRecord, World
+from libs.core.scheduling.inputs import WORLD_KINDS, NominationRecord, World
 from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject
 from libs.core.scheduling.outputs import GroupRef
 from libs.db.ports import UnitOfWork
@@ -31,18 +31,6 @@ from libs.events.scheduling import (
 )
 
 PRODUCER = "preemptor"
-LOAD_ORDER = (
-    "DeviceClass",
-    "Node",
-    "ResourceSlice",
-    "ResourceClaimTemplate",
-    "Workload",
-    "PodGroup",
-    "Pod",
-    "ResourceClaim",
-)
-"""What the scheduler loads: allocated ResourceClaims last, their holders known (a standalone pod's share
-is recorded nowhere else)."""
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
@@ -76,7 +64,7 @@ async def load_world(uow: UnitOfWork, now: datetime) -> World:
     objects: list[ApiObject] = []
     live: set[str] = set()
     leaving: set[str] = set()
-    for kind in LOAD_ORDER:
+    for kind in WORLD_KINDS:
         for stored in await uow.objects.find(kind):
             objects.append(api_object(stored))
             if kind == "Pod" and stored.status.get("phase") not in FINISHED_PHASES:

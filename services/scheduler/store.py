@@ -13,7 +13,7 @@ from typing import Any
 
 from libs.core import scheduling as core
 from libs.core.scheduling import ConditionReason, ConditionType, Placement
-from libs.core.scheduling.inputs import NominationRecord, World
+from libs.core.scheduling.inputs import WORLD_KINDS, NominationRecord, World
 from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject, pod_group_name
 from libs.core.scheduling.outputs import (
     AllocationFailed,
@@ -50,16 +50,6 @@ from libs.events.scheduling import (
 PRODUCER = "scheduler"
 CONDITION_OWNER = "scheduler"
 POD_SCHEDULED = "PodScheduled"
-LOAD_ORDER = (
-    "DeviceClass",
-    "Node",
-    "ResourceSlice",
-    "ResourceClaimTemplate",
-    "Workload",
-    "PodGroup",
-    "Pod",
-    "ResourceClaim",
-)
 GANG_RESTART_REASON = "GangRestart"
 WAITING_FOR_CLAIMS_REASON = "WaitingForResourceClaims"
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -94,7 +84,7 @@ async def load_world(uow: UnitOfWork, now: datetime) -> World:
     """
     objects: list[ApiObject] = []
     leaving: set[str] = set()
-    for kind in LOAD_ORDER:
+    for kind in WORLD_KINDS:
         for stored in await uow.objects.find(kind):
             objects.append(api_object(stored))
             if kind == "Pod" and stored.deletion_requested_at is not None:

@@ -131,6 +131,20 @@ class NominationRecord:
     expires_at: float
 
 
+WORLD_KINDS = (
+    "DeviceClass",
+    "Node",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "Workload",
+    "PodGroup",
+    "Pod",
+    "ResourceClaim",
+)
+"""The kinds a World is loaded from, in this order: allocated ResourceClaims last, their holders known (a
+standalone pod's share is recorded nowhere else)."""
+
+
 @dataclass(frozen=True, slots=True)
 class World:
     """What a new leader starts from: every object the scheduler reads (in dependency order), where the

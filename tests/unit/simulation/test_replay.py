@@ -85,34 +85,30 @@ def test_the_same_jobs_bind_the_same_pods_to_the_same_nodes():
     assert len(first.bound) == 40
 
 
-def test_a_higher_priority_gang_preempts_the_cheapest_lower_one_and_runs_before_it_would_have():
-    whole_node = tuple(PodDemand(f"low{i}", 1_000, 1_024, 8, 1000) for i in range(4))
-    urgent = tuple(PodDemand(f"hi{i}", 1_000, 1_024, 8, 1000) for i in range(2))
-    jobs = [
-        ReplayJob("gang-low", 0.0, 1_000.0, whole_node, 0, None),
-        ReplayJob("gang-urgent", 10.0, 50.0, urgent, 1000, RACK_KEY),
+def full_fleet_then(low_priority: int, low_run: float, later_priority: int) -> list[ReplayJob]:
+    """A gang taking every GPU of the fleet, then a 2-pod gang arriving at t=10 that runs 50 s."""
+    whole_fleet = tuple(PodDemand(f"low{i}", 1_000, 1_024, 8, 1000) for i in range(4))
+    later = tuple(PodDemand(f"later{i}", 1_000, 1_024, 8, 1000) for i in range(2))
+    return [
+        ReplayJob("gang-low", 0.0, low_run, whole_fleet, low_priority, None),
+        ReplayJob("gang-later", 10.0, 50.0, later, later_priority, RACK_KEY),
     ]
 
-    result = replay(cluster(), jobs)
+
+def test_a_higher_priority_gang_preempts_the_cheapest_lower_one_and_runs_before_it_would_have():
+    result = replay(cluster(), full_fleet_then(0, 1_000.0, 1000))
 
     assert result.preemption_requests == 1
     assert (result.gangs_preempted, result.pods_preempted) == (1, 4)
-    urgent_delays = sorted(result.delays)[-2:]
-    assert max(urgent_delays) < 20.0, "bound on the freed room, not after the low gang's 1,000 s"
+    later_delays = sorted(result.delays)[-2:]
+    assert max(later_delays) < 20.0, "bound on the freed room, not after the low gang's 1,000 s"
     assert result.never_placed == 0
     assert min(allocated for _, allocated in result.allocation) == 0
     assert result.allocation[-1][1] == 0, "the evicted pods' planned ends give back nothing twice"
 
 
 def test_equal_priority_never_preempts_in_the_replay():
-    whole_node = tuple(PodDemand(f"low{i}", 1_000, 1_024, 8, 1000) for i in range(4))
-    other = tuple(PodDemand(f"other{i}", 1_000, 1_024, 8, 1000) for i in range(2))
-    jobs = [
-        ReplayJob("gang-low", 0.0, 100.0, whole_node, 500, None),
-        ReplayJob("gang-other", 10.0, 50.0, other, 500, RACK_KEY),
-    ]
-
-    result = replay(cluster(), jobs)
+    result = replay(cluster(), full_fleet_then(500, 100.0, 500))
 
     assert result.gangs_preempted == 0
     assert sorted(result.delays)[-1] == 90.0
