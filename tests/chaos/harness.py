@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -222,19 +223,20 @@ class Faults:
     async def inject(self, fault: str) -> None:
         action, _, target = fault.partition(":")
         if action == "kill" and target == "nats-server":
-            os.kill(stack_info(self.data_dir)["nats_pid"], signal.SIGKILL)
+            _signal(stack_info(self.data_dir)["nats_pid"], signal.SIGKILL)
         elif action == "kill":
             pid = service_pid(self.data_dir, target)
             if pid is None:
                 return
-            os.kill(pid, signal.SIGKILL)
+            _signal(pid, signal.SIGKILL)
         elif action == "pause":
             pid = service_pid(self.data_dir, target)
             if pid is None:
                 return
-            os.kill(pid, signal.SIGSTOP)
+            _signal(pid, signal.SIGSTOP)
             await asyncio.sleep(LEASE_S * 2)  # past its lease: a paused leader must not write when it wakes
-            os.kill(pid, signal.SIGCONT)
+            # The supervisor may have replaced it meanwhile (its health beats stopped): nothing to wake then.
+            _signal(pid, signal.SIGCONT)
         elif action == "crash":
             await asyncio.to_thread(self.postgres.kill)
             await asyncio.sleep(1.0)
@@ -451,6 +453,12 @@ def main(argv: list[str] | None = None) -> int:
     figures = {k: v for k, v in asdict(report).items() if k != "answered"}
     print(json.dumps({**figures, "sync_answered": len(report.answered), "clean": report.clean}))
     return 0 if report.clean else 1
+
+
+def _signal(pid: int, signum: int) -> None:
+    """Signal a process that may have ended since it was looked up."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
 
 
 if __name__ == "__main__":
