@@ -55,14 +55,19 @@ class EventBuffer:
     """A bounded in-memory sink: `__call__` appends in O(1) and never blocks; `drain()` hands the batch over.
 
     When full, the oldest events are dropped and counted, so a stalled consumer cannot stall routing.
+    `on_nonempty`, if set, is called when an event lands in an empty buffer: a consumer waits for it instead
+    of polling an idle buffer.
     """
 
     def __init__(self, max_events: int = 100_000) -> None:
         self._events: deque[RouterEvent] = deque()
         self._max = max_events
         self.dropped = 0
+        self.on_nonempty: Callable[[], None] | None = None
 
     def __call__(self, event: RouterEvent) -> None:
+        if not self._events and self.on_nonempty is not None:
+            self.on_nonempty()
         if len(self._events) >= self._max:
             self._events.popleft()
             self.dropped += 1

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -141,6 +141,8 @@ class Router:
         self.scoreboard = Scoreboard()
         # Bounded: a router nobody drains (a library user with one process) keeps only the latest.
         self._outcomes: deque[AttemptOutcome] = deque(maxlen=MAX_UNSHARED_OUTCOMES)
+        # Called when an outcome arrives with none waiting to be drained: a sharer waits for it, never polls.
+        self.on_outcome: Callable[[], None] | None = None
 
     @property
     def policy(self) -> RoutingPolicy:
@@ -233,6 +235,11 @@ class Router:
         outcomes = list(self._outcomes)
         self._outcomes.clear()
         return outcomes
+
+    def _record_outcome(self, deployment: str, first_byte_s: float | None) -> None:
+        if not self._outcomes and self.on_outcome is not None:
+            self.on_outcome()
+        self._outcomes.append((deployment, first_byte_s))
 
     def record_peer_outcomes(self, outcomes: Iterable[AttemptOutcome]) -> None:
         """Feed the breakers with attempts another process of the same front made (its `drain_outcomes`), so
@@ -374,7 +381,7 @@ class Router:
         if traits.counts_against_breaker and judged:
             # Only ill health counts against the deployment and the model: not PT capacity, quota or the caller.
             self._transition(health.breaker.record_failure(now))
-            self._outcomes.append((candidate.name, None))
+            self._record_outcome(candidate.name, None)
             self.scoreboard.record_failure(call.request.feature, candidate.model)
         call.attempts.append(_attempt(call, dispatch, error, sent, failed_at, None))
         call.failed_at = failed_at
@@ -396,7 +403,7 @@ class Router:
         if budget is not None:
             budget.correct(call.estimate, usage.total_tokens, now)
         self._transition(call.generation.health[candidate.name].breaker.record_success(first_byte_s, now))
-        self._outcomes.append((candidate.name, first_byte_s))
+        self._record_outcome(candidate.name, first_byte_s)
         call.attempts.append(_attempt(call, dispatch, None, sent, done, first_byte_s))
         latency_ms = (done - call.started) * 1000.0
         first_byte_ms = (sent - call.started + first_byte_s) * 1000.0
@@ -526,7 +533,7 @@ class Router:
             dispatch.reservation.cancel(now)
         if REASON_TRAITS[error.reason].counts_against_breaker:
             self._transition(health.breaker.record_failure(now))
-            self._outcomes.append((dispatch.candidate.name, None))
+            self._record_outcome(dispatch.candidate.name, None)
             self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
         call.attempts.append(_attempt(call, dispatch, error, sent, time.perf_counter(), None))
         message = (

@@ -53,9 +53,10 @@ async def beat_forever(
 ) -> None:
     """Beat every `interval_s` until cancelled, while `alive()` says the service can still do its work (its
     connections are up or coming back); run it as a task beside the service. A service that stops beating
-    is restarted by its supervisor."""
+    is restarted by its supervisor. The file is written on a worker thread: on some filesystems a write and
+    rename take milliseconds, which on the event loop would delay every request in flight."""
     with suppress(asyncio.CancelledError):
         while True:
             if alive is None or alive():
-                beat(path)
+                await asyncio.to_thread(beat, path, detail=None)
             await sleep(interval_s)

@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 SERVICE = "llm_router"
 QUEUE_GROUP = "llm_router"
 WORK_CONSUMER = "llm-router-inference"
+# The router's own rows are handed to the relay at commit; polling only finds rows a crashed process left,
+# which it may not take before the relay's 2 s hand-off grace anyway. Polling faster costs an idle router CPU.
+RELAY_POLL_S = 1.0
 
 
 class RouterService:
@@ -96,7 +99,12 @@ class RouterService:
         self.engine = create_engine(settings.resolved_database_url())
         self.uow = unit_of_work_factory(create_session_factory(self.engine), after_commit=self._kick_relay)
         self.flusher = AuditFlusher(
-            self.buffer, self.uow, interval_s=settings.router_flush_interval_s, on_flush=self.metrics.flushed
+            self.buffer,
+            self.uow,
+            interval_s=settings.router_flush_interval_s,
+            linger_s=settings.router_flush_linger_s,
+            batch_events=settings.router_flush_batch,
+            on_flush=self.metrics.flushed,
         )
         self.broker = make_broker(settings.nats_url, f"{SERVICE}-{settings.instance}")
         self.relay: OutboxRelay | None = None
@@ -141,13 +149,14 @@ class RouterService:
         await start_broker(self.broker)
         self.peers = PeerOutcomes(router, self.settings.instance)
         await self.peers.start(self.broker)
-        self.relay = OutboxRelay(self.uow, jetstream(self.broker))
+        self.relay = OutboxRelay(self.uow, jetstream(self.broker), poll_interval_s=RELAY_POLL_S)
         self._flusher_task = asyncio.create_task(self.flusher.run(), name="audit-flusher")
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
-            asyncio.create_task(self.loop_lag.run(), name="loop-lag"),
             asyncio.create_task(self.peers.run(), name="breaker-outcomes"),
         ]
+        if self.cap.sheds_on_lag:  # the sampler wakes 50 times a second: only when something reads it
+            self._tasks.append(asyncio.create_task(self.loop_lag.run(), name="loop-lag"))
         if self.watcher is not None:
             self._tasks.append(asyncio.create_task(self._watch_policy(), name="policy-watcher"))
 

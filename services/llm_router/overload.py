@@ -75,11 +75,21 @@ class EventLoopLag:
         self.lag_s += self._smoothing * (max(0.0, late_s) - self.lag_s)
 
     async def run(self) -> None:
+        """Sample until cancelled. A bare timer callback, not a task's sleep: the sampler itself must cost
+        next to nothing on an idle loop."""
         loop = asyncio.get_running_loop()
-        while True:
-            asked = loop.time()
-            await asyncio.sleep(self.interval_s)
-            self.record(loop.time() - asked - self.interval_s)
+        handle: list[asyncio.TimerHandle] = []
+
+        def sample(asked: float) -> None:
+            now = loop.time()
+            self.record(now - asked - self.interval_s)
+            handle[:] = [loop.call_later(self.interval_s, sample, now)]
+
+        handle.append(loop.call_later(self.interval_s, sample, loop.time()))
+        try:
+            await asyncio.Event().wait()
+        finally:
+            handle[0].cancel()
 
 
 class InFlightCap:
@@ -97,6 +107,11 @@ class InFlightCap:
         self.refused = 0
         self._lag = lag
         self._max_lag_s = max_lag_s
+
+    @property
+    def sheds_on_lag(self) -> bool:
+        """Whether the event loop's lateness can refuse a request."""
+        return bool(self._max_lag_s)
 
     def shedding(self) -> Overloaded | None:
         """Why a sync request arriving now would be refused, if it would."""

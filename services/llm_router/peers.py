@@ -28,6 +28,8 @@ class PeerOutcomes:
 
     def __init__(self, router: Router, instance: str, *, interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self._router = router
+        self._pending = asyncio.Event()
+        router.on_outcome = self._pending.set
         self._instance = instance
         self.interval_s = interval_s
         self._broker: Broker | None = None
@@ -39,8 +41,11 @@ class PeerOutcomes:
         self._listener = await listen(broker, ROUTER_OUTCOMES_SUBJECT, self.receive)
 
     async def run(self) -> None:
+        """Share what the breakers heard `interval_s` after the first outcome of a batch; idle, never wake."""
         while True:
+            await self._pending.wait()
             await asyncio.sleep(self.interval_s)
+            self._pending.clear()
             try:
                 await self.publish_now()
             except Exception as exc:

@@ -33,6 +33,12 @@ class RouterSettings(PodwaySettings):
         default=None, gt=0, description="Work-queue items handled at once; default an eighth of the cap"
     )
     router_flush_interval_s: float = Field(
-        default=0.05, gt=0, description="Audit events are group-committed at least this often"
+        default=0.05, gt=0, description="Audit group commits are at least this far apart"
+    )
+    router_flush_linger_s: float = Field(
+        default=1.0, gt=0, description="An audit event waits at most this long for its group commit"
+    )
+    router_flush_batch: int = Field(
+        default=64, gt=0, description="Audit events that make a group commit due without lingering"
     )
     router_policy_poll_s: float = Field(default=1.0, gt=0, description="How often the policy file is checked")

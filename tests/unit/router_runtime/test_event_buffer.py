@@ -25,3 +25,15 @@ def test_full_buffer_drops_the_oldest_and_counts_them() -> None:
         buffer(make_event(n))
     assert buffer.dropped == 3
     assert [e.payload["n"] for e in buffer.drain()] == [3, 4]
+
+
+def test_a_consumer_hears_when_an_event_lands_in_an_empty_buffer_only() -> None:
+    buffer = EventBuffer()
+    heard: list[int] = []
+    buffer.on_nonempty = lambda: heard.append(len(buffer))
+    buffer(make_event(0))
+    buffer(make_event(1))
+    assert heard == [0]
+    buffer.drain()
+    buffer(make_event(2))
+    assert heard == [0, 0]

@@ -3,6 +3,8 @@ group-commits and never loses a batch to a failed commit."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from libs.core.routing import BreakerState, BreakerTransition, TripReason
@@ -162,3 +164,69 @@ async def test_an_unbounded_backlog_drops_the_oldest_events_and_counts_them():
     with pytest.raises(ConnectionError):
         await flusher.flush()
     assert flusher.dropped == 1
+
+
+class CountingDatabase:
+    """Counts the units of work opened on a real in-memory log."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.opened = 0
+
+    def __call__(self):
+        self.opened += 1
+        return self.real()
+
+
+def test_a_few_events_linger_and_a_full_batch_is_due_once_the_spacing_allows():
+    buffer = EventBuffer()
+    flusher = AuditFlusher(buffer, FlakyDatabase(), interval_s=0.05, linger_s=1.0, batch_events=3)
+    buffer(completed("req-1"))
+    assert flusher.due_in(10.0, first_at=10.0, flushed_at=9.0) == pytest.approx(1.0)
+    assert flusher.due_in(10.6, first_at=10.0, flushed_at=9.0) == pytest.approx(0.4)
+    assert flusher.due_in(11.0, first_at=10.0, flushed_at=9.0) <= 0
+    buffer(completed("req-2"))
+    buffer(completed("req-3"))
+    assert flusher.due_in(10.0, first_at=10.0, flushed_at=9.0) <= 0, "a full batch does not linger"
+    assert flusher.due_in(10.0, first_at=10.0, flushed_at=9.98) == pytest.approx(0.03), (
+        "but keeps the spacing"
+    )
+
+
+async def test_an_idle_flusher_opens_no_unit_of_work_and_closing_writes_what_lingers():
+    buffer = EventBuffer()
+    async with in_memory_unit_of_work_factory() as uow_factory:
+        database = CountingDatabase(uow_factory)
+        flusher = AuditFlusher(buffer, database, linger_s=3600.0, batch_events=100)
+        running = asyncio.create_task(flusher.run())
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert database.opened == 0
+        buffer(completed("req-1"))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert database.opened == 0, "one event lingers for its batch"
+        flusher.close()
+        await asyncio.wait_for(running, 10)
+        assert flusher.written == 1
+
+
+async def test_a_full_batch_is_written_without_waiting_for_the_linger():
+    buffer = EventBuffer()
+    async with in_memory_unit_of_work_factory() as uow_factory:
+        written = asyncio.Event()
+        flusher = AuditFlusher(
+            buffer,
+            uow_factory,
+            interval_s=0.001,
+            linger_s=3600.0,
+            batch_events=2,
+            on_flush=lambda events, seconds: written.set(),
+        )
+        running = asyncio.create_task(flusher.run())
+        buffer(completed("req-1"))
+        buffer(completed("req-2"))
+        await asyncio.wait_for(written.wait(), 10)
+        assert flusher.written == 2
+        flusher.close()
+        await asyncio.wait_for(running, 10)

@@ -6,8 +6,11 @@ from __future__ import annotations
 from libs.core.routing import BreakerState
 from libs.events.routing import AttemptOutcomes
 from libs.router_runtime import ManualClock, Router
+from libs.router_runtime.contracts import InferRequest
 from libs.router_runtime.example_policy import example_policy
 from services.llm_router.peers import PeerOutcomes
+from tests.unit.router_service.test_prompt_recording import PROMPT
+from tests.unit.router_service.test_prompt_recording import router as answering_router
 
 
 def make_router() -> Router:
@@ -51,3 +54,15 @@ def test_the_router_hands_over_the_outcomes_its_breakers_heard_once():
     router = make_router()
     router.record_peer_outcomes([("claude-haiku-od", None)])  # a peer's: not handed on again
     assert router.drain_outcomes() == []
+
+
+async def test_the_sharer_is_woken_by_the_first_outcome_of_a_batch_only():
+    router, _ = answering_router(record=False)
+    woken: list[str] = []
+    router.on_outcome = lambda: woken.append("woken")
+    for n in range(3):
+        await router.infer(InferRequest(feature="search-answer", messages=PROMPT, request_id=f"req-{n}"))
+    assert woken == ["woken"], "outcomes waiting to be shared do not wake the sharer again"
+    assert len(router.drain_outcomes()) == 3
+    await router.infer(InferRequest(feature="search-answer", messages=PROMPT, request_id="req-3"))
+    assert woken == ["woken", "woken"]
