@@ -34,6 +34,7 @@ from libs.providers.base import (
     Usage,
     split_system,
 )
+from libs.providers.http_pool import HttpPool
 from libs.providers.sigv4 import AwsCredentials, SigV4Signer
 
 _session: Any = None
@@ -138,6 +139,8 @@ class ConverseCall:
         self._signer = SigV4Signer(client.meta.region_name, client.meta.service_model.signing_name)
         self._max_connections = max_connections
         self._http: aiohttp.ClientSession | None = None
+        self._pool: HttpPool | None = None
+        self._targets: dict[tuple[str, str], str] = {}
 
     def _session(self) -> aiohttp.ClientSession:
         if self._http is None:  # created in the running loop, on first use
@@ -147,17 +150,19 @@ class ConverseCall:
 
     async def send(self, request: ProviderRequest) -> dict[str, Any]:
         """The parsed Converse answer; raises ProviderError."""
+        if self._pool is None:  # created in the running loop, on first use
+            self._pool = HttpPool(self._origin, max_connections=self._max_connections)
+        path, body, headers = await self._signed(request, "converse")
         try:
-            async with await self._post(request, "converse") as response:
-                raw = await response.read()
-                if response.status != 200:
-                    raise response_error(
-                        response.status, response.headers.get("x-amzn-ErrorType"), raw, request.tier
-                    )
-        except (aiohttp.ClientError, OSError) as exc:
+            answer = await self._pool.post(path, body, headers)
+        except OSError as exc:
             raise transport_error(exc) from None
-        answer: dict[str, Any] = orjson.loads(raw)
-        return answer
+        if answer.status != 200:
+            raise response_error(
+                answer.status, answer.headers.get("x-amzn-errortype"), answer.body, request.tier
+            )
+        converse: dict[str, Any] = orjson.loads(answer.body)
+        return converse
 
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """ConverseStream's events as (event type, payload), decoded with botocore's event-stream parser as
@@ -182,12 +187,18 @@ class ConverseCall:
             raise transport_error(exc) from None
 
     async def _post(self, request: ProviderRequest, operation: str) -> Any:
+        path, body, headers = await self._signed(request, operation)
+        return self._session().post(self._origin + path, data=body, headers=headers)
+
+    async def _signed(self, request: ProviderRequest, operation: str) -> tuple[str, bytes, dict[str, str]]:
+        """The path, body and signed headers of one call."""
         params = converse_params(request)
         model = params.pop("modelId")
         body = orjson.dumps(params)
-        path = f"{self._path_prefix}{quote(model, safe='')}/{operation}"
-        headers = self._signer.headers(self._host, path, body, await self._credentials())
-        return self._session().post(self._origin + path, data=body, headers=headers)
+        path = self._targets.get((model, operation))
+        if path is None:
+            path = self._targets[model, operation] = f"{self._path_prefix}{quote(model, safe='')}/{operation}"
+        return path, body, self._signer.headers(self._host, path, body, await self._credentials())
 
     async def _credentials(self) -> AwsCredentials:
         credentials = self._client._request_signer._credentials
@@ -197,6 +208,8 @@ class ConverseCall:
         return AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
 
     async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
         if self._http is not None:
             await self._http.close()
 

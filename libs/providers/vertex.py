@@ -35,6 +35,7 @@ import orjson
 
 from libs.core.routing import FailureReason, ProviderSpec, Tier, classify_vertex
 from libs.providers.base import Chunk, Completion, ProviderError, ProviderRequest, Usage, split_system
+from libs.providers.http_pool import HttpPool
 
 REQUEST_TYPE_HEADER = "x-vertex-ai-llm-request-type"
 _REQUEST_TYPE = {Tier.PROVISIONED: "dedicated", Tier.ON_DEMAND: "shared"}
@@ -171,9 +172,11 @@ class GenerateCall:
 
     def __init__(self, host: str, model_prefix: str, credentials: Any) -> None:
         origin = host if "://" in host else f"https://{host}"
-        self._url_prefix = f"{origin.rstrip('/')}/v1/{model_prefix}"
+        self._origin = origin.rstrip("/")
+        self._url_prefix = f"{self._origin}/v1/{model_prefix}"
         self._credentials = credentials
         self._http: aiohttp.ClientSession | None = None
+        self._pool: HttpPool | None = None
 
     def _session(self) -> aiohttp.ClientSession:
         if self._http is None:  # created in the running loop, on first use
@@ -184,21 +187,21 @@ class GenerateCall:
     async def send(self, request: ProviderRequest) -> Completion:
         """One whole answer; raises ProviderError."""
         started = time.perf_counter()
+        if self._pool is None:  # created in the running loop, on first use
+            self._pool = HttpPool(self._origin)
         url = f"{self._url_prefix}{request.model}:generateContent"
         headers = {"content-type": "application/json", REQUEST_TYPE_HEADER: _REQUEST_TYPE[request.tier]}
         try:
             await self._credentials.before_request(None, "POST", url, headers)
-            async with self._session().post(
-                url, data=orjson.dumps(generate_body(request)), headers=headers
-            ) as response:
-                raw = await response.read()
-                status = response.status
+            answer = await self._pool.post(
+                url[len(self._origin) :], orjson.dumps(generate_body(request)), headers
+            )
         except Exception as exc:
             raise vertex_error(exc, request.tier) from None
         first_byte_s = time.perf_counter() - started
-        if status != 200:
-            raise response_error(status, raw, request.tier)
-        return completion_of(orjson.loads(raw), request.tier, first_byte_s)
+        if answer.status != 200:
+            raise response_error(answer.status, answer.body, request.tier)
+        return completion_of(orjson.loads(answer.body), request.tier, first_byte_s)
 
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[Chunk, None]:
         """streamGenerateContent as server-sent events (`alt=sse`), each `data:` line handed on as it arrives;
@@ -235,6 +238,8 @@ class GenerateCall:
         yield Chunk("", usage=usage, served_tier=served)
 
     async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
         if self._http is not None:
             await self._http.close()
 

@@ -11,8 +11,6 @@ from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
 from libs.core.routing import PolicyError, RoutingPolicy
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.records import OutboxMessage
@@ -34,10 +32,11 @@ from libs.router_runtime import (
     read_policy_file,
 )
 from libs.runtime.health import beat_forever, health_file, process_name
+from libs.runtime.http_server import HttpServer
 from libs.runtime.listener import inherited_listener, url_of
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.llm_router.audit import AuditFlusher, AuditSink
-from services.llm_router.http_front import create_metrics_app, create_openai_app
+from services.llm_router.http_front import MetricsOnly, OpenAIFront
 from services.llm_router.metrics import RouterMetrics
 from services.llm_router.nats_front import Feedback, RecentAnswers, Scoreboard, SyncInference
 from services.llm_router.overload import EventLoopLag, InFlightCap, default_max_in_flight
@@ -115,7 +114,7 @@ class RouterService:
         self.http_url: str | None = None
         self.metrics_url: str | None = None
         self._servers: list[RequestServer] = []
-        self._runners: list[web.AppRunner] = []
+        self._http_servers: list[HttpServer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._flusher_task: asyncio.Task[None] | None = None
 
@@ -221,8 +220,8 @@ class RouterService:
         # 1. Stop taking requests; let those in progress finish. 2. Write what they left in the buffer.
         for server in self._servers:
             await _bounded(server.close(), "closing the NATS front")
-        for runner in self._runners:
-            await _bounded(runner.cleanup(), "closing the HTTP front")
+        for http_server in self._http_servers:
+            await _bounded(http_server.close(), "closing the HTTP front")
         if self.work is not None:
             await _bounded(self.work.stop(), "stopping the work queue")
         if self.peers is not None:
@@ -268,36 +267,27 @@ class RouterService:
             self.check_policy()
 
     async def _serve_http(self, router: Router) -> None:
-        app = create_openai_app(router, self.cap, self.metrics)
+        front = HttpServer(OpenAIFront(router, self.cap, self.metrics))
         if self.settings.router_http_fd is not None:
             listener = inherited_listener(self.settings.router_http_fd)
-            runner = self._runner(app)
-            await runner.setup()
-            await web.SockSite(runner, listener).start()
+            await self._started(front).start(sock=listener)
             self.http_url = url_of(listener)
         elif self.settings.router_http_port >= 0:
-            self.http_url = await self._listen(
-                app, self.settings.router_http_host, self.settings.router_http_port
-            )
+            host = self.settings.router_http_host
+            port = self.settings.router_http_port
+            # SO_REUSEPORT lets replicas started by hand share a port (podway up shares one socket instead).
+            _, bound = await self._started(front).start(host=host, port=port, reuse_port=port != 0)
+            self.http_url = f"http://{host}:{bound}"
         if self.settings.metrics_port >= 0:
-            metrics_app = create_metrics_app(self.metrics)
-            self.metrics_url = (
-                await self._listen(metrics_app, self.settings.router_http_host, self.settings.metrics_port)
-                + "/metrics"
+            metrics = self._started(HttpServer(MetricsOnly(self.metrics)))
+            _, bound = await metrics.start(
+                host=self.settings.router_http_host, port=self.settings.metrics_port
             )
+            self.metrics_url = f"http://{self.settings.router_http_host}:{bound}/metrics"
 
-    def _runner(self, app: web.Application) -> web.AppRunner:
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
-        self._runners.append(runner)
-        return runner
-
-    async def _listen(self, app: web.Application, host: str, port: int) -> str:
-        runner = self._runner(app)
-        await runner.setup()
-        # SO_REUSEPORT lets replicas started by hand share a port (podway up shares one socket instead).
-        site = web.TCPSite(runner, host, port, backlog=1024, reuse_port=port != 0)
-        await site.start()
-        return f"http://{host}:{runner.addresses[0][1]}"
+    def _started(self, server: HttpServer) -> HttpServer:
+        self._http_servers.append(server)
+        return server
 
     def _write_run_file(self, run_dir: Path) -> None:
         """Where this replica's HTTP front and metrics listen, for the CLI and the demo."""

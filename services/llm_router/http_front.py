@@ -20,7 +20,6 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import orjson
-from aiohttp import web
 
 from libs.events.routing import MAX_REQUEST_ID_LENGTH
 from libs.providers import Message
@@ -35,6 +34,7 @@ from libs.router_runtime import (
     TextDelta,
     new_request_id,
 )
+from libs.runtime.http_server import HttpRequest, HttpResponse, ResponseStream
 from services.llm_router.metrics import CONTENT_TYPE, RouterMetrics
 from services.llm_router.overload import InFlightCap, Overloaded
 from services.llm_router.wire import ROUTER_REPORTED
@@ -47,9 +47,6 @@ FEATURE_MODEL_PREFIX = "feature:"
 DEFAULT_MAX_TOKENS = 256
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 FINISH_REASONS = {"max_tokens": "length", "MAX_TOKENS": "length", "length": "length"}
-ROUTER_KEY = web.AppKey("router", Router)
-CAP_KEY = web.AppKey("cap", InFlightCap)
-METRICS_KEY = web.AppKey("metrics", RouterMetrics)
 
 
 class ApiError(Exception):
@@ -64,56 +61,110 @@ class ApiError(Exception):
         self.code = code
         self.retry_after_s = retry_after_s
 
-    def response(self) -> web.Response:
+    def response(self) -> HttpResponse:
         body = {"error": {"message": str(self), "type": self.type, "param": None, "code": self.code}}
-        headers = {}
+        headers = []
         if self.retry_after_s is not None:
-            headers["Retry-After"] = str(max(1, math.ceil(self.retry_after_s)))
+            headers.append(("Retry-After", str(max(1, math.ceil(self.retry_after_s)))))
         return _json_response(body, status=self.status, headers=headers)
 
 
-def create_openai_app(router: Router, cap: InFlightCap, metrics: RouterMetrics) -> web.Application:
-    """The aiohttp application of the front."""
-    app = web.Application(middlewares=[_errors])
-    app[ROUTER_KEY] = router
-    app[CAP_KEY] = cap
-    app[METRICS_KEY] = metrics
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_get("/v1/models", list_models)
-    app.router.add_get("/metrics", metrics_page)
-    return app
+class OpenAIFront:
+    """The front's handler for `libs.runtime.http_server`: routes by path, answers errors in OpenAI's format."""
+
+    def __init__(self, router: Router, cap: InFlightCap, metrics: RouterMetrics) -> None:
+        self.router = router
+        self.cap = cap
+        self.metrics = metrics
+        self._routes = {
+            "/v1/chat/completions": ("POST", self.chat_completions),
+            "/v1/models": ("GET", self.list_models),
+            "/metrics": ("GET", self.metrics_page),
+        }
+
+    async def __call__(self, request: HttpRequest) -> HttpResponse | None:
+        route = self._routes.get(request.path.rstrip("/") or "/")
+        if route is None:
+            return ApiError(
+                404, f"no route {request.path}", type_="invalid_request_error", code="not_found"
+            ).response()
+        method, handle = route
+        if request.method != method:
+            return ApiError(
+                405,
+                f"{request.method} is not allowed on {request.path}",
+                type_="invalid_request_error",
+                code="method_not_allowed",
+            ).response()
+        try:
+            return await handle(request)
+        except ApiError as exc:
+            return exc.response()
+        except Exception as exc:
+            if request.streaming:
+                raise  # the server cuts the stream short
+            log.exception("%s %s failed", request.method, request.path)
+            return ApiError(
+                500, f"{type(exc).__name__}: {exc}", type_="server_error", code="internal_error"
+            ).response()
+
+    async def metrics_page(self, request: HttpRequest) -> HttpResponse:
+        return metrics_response(self.metrics)
+
+    async def list_models(self, request: HttpRequest) -> HttpResponse:
+        """The features the key may use, as `feature:<name>` model ids."""
+        features = _allowed_features(request, self.router)
+        data = [
+            {"id": f"{FEATURE_MODEL_PREFIX}{name}", "object": "model", "created": 0, "owned_by": "podway"}
+            for name in features
+        ]
+        return _json_response({"object": "list", "data": data})
+
+    async def chat_completions(self, request: HttpRequest) -> HttpResponse | None:
+        router, cap, metrics = self.router, self.cap, self.metrics
+        allowed = _allowed_features(request, router)
+        body = _json_body(request)
+        feature = _feature(request, body)
+        if feature not in allowed:
+            metrics.refused(feature, "forbidden", router.policy.features)
+            raise ApiError(
+                403,
+                f"this key may not use feature {feature!r}",
+                type_="invalid_request_error",
+                code="feature_not_allowed",
+            )
+        infer = _infer_request(request, body, feature)
+        try:
+            with cap.admit():
+                if infer.stream:
+                    await _stream(request, router, infer, body)
+                    return None
+                result = await router.infer(infer)
+        except (Overloaded, RoutingError) as exc:
+            if not isinstance(exc, ROUTER_REPORTED):
+                metrics.refused(feature, exc.reason, router.policy.features)
+            raise _api_error(exc) from exc
+        return _json_response(_completion(result), headers=[(REQUEST_ID_HEADER, result.request_id)])
 
 
-def create_metrics_app(metrics: RouterMetrics) -> web.Application:
+class MetricsOnly:
     """Only `/metrics`, for the service's metrics port."""
-    app = web.Application()
-    app[METRICS_KEY] = metrics
-    app.router.add_get("/metrics", metrics_page)
-    return app
+
+    def __init__(self, metrics: RouterMetrics) -> None:
+        self.metrics = metrics
+
+    async def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path != "/metrics":
+            return HttpResponse(404, b"not found", content_type="text/plain")
+        return metrics_response(self.metrics)
 
 
-@web.middleware
-async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
-    try:
-        response: web.StreamResponse = await handler(request)
-    except ApiError as exc:
-        return exc.response()
-    except web.HTTPException:
-        raise
-    except Exception as exc:
-        log.exception("%s %s failed", request.method, request.path)
-        return ApiError(
-            500, f"{type(exc).__name__}: {exc}", type_="server_error", code="internal_error"
-        ).response()
-    return response
+def metrics_response(metrics: RouterMetrics) -> HttpResponse:
+    return HttpResponse(200, metrics.exposition(), content_type=CONTENT_TYPE)
 
 
-async def metrics_page(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[METRICS_KEY].exposition(), headers={"Content-Type": CONTENT_TYPE})
-
-
-def _allowed_features(request: web.Request, router: Router) -> tuple[str, ...]:
-    header = request.headers.get("Authorization", "")
+def _allowed_features(request: HttpRequest, router: Router) -> tuple[str, ...]:
+    header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
     api_key = router.policy.api_keys.get(key.strip()) if scheme.lower() == "bearer" else None
     if api_key is None:
@@ -123,52 +174,15 @@ def _allowed_features(request: web.Request, router: Router) -> tuple[str, ...]:
     return api_key.features
 
 
-async def list_models(request: web.Request) -> web.Response:
-    """The features the key may use, as `feature:<name>` model ids."""
-    router = request.app[ROUTER_KEY]
-    features = _allowed_features(request, router)
-    data = [
-        {"id": f"{FEATURE_MODEL_PREFIX}{name}", "object": "model", "created": 0, "owned_by": "podway"}
-        for name in features
-    ]
-    return _json_response({"object": "list", "data": data})
+def _json_response(
+    body: Any, *, status: int = 200, headers: list[tuple[str, str]] | None = None
+) -> HttpResponse:
+    return HttpResponse(status, orjson.dumps(body), headers or ())
 
 
-async def chat_completions(request: web.Request) -> web.StreamResponse:
-    router, cap, metrics = request.app[ROUTER_KEY], request.app[CAP_KEY], request.app[METRICS_KEY]
-    allowed = _allowed_features(request, router)
-    body = await _json_body(request)
-    feature = _feature(request, body)
-    if feature not in allowed:
-        metrics.refused(feature, "forbidden", router.policy.features)
-        raise ApiError(
-            403,
-            f"this key may not use feature {feature!r}",
-            type_="invalid_request_error",
-            code="feature_not_allowed",
-        )
-    infer = _infer_request(request, body, feature)
+def _json_body(request: HttpRequest) -> dict[str, Any]:
     try:
-        with cap.admit():
-            if infer.stream:
-                return await _stream(request, router, infer, body)
-            result = await router.infer(infer)
-    except (Overloaded, RoutingError) as exc:
-        if not isinstance(exc, ROUTER_REPORTED):
-            metrics.refused(feature, exc.reason, router.policy.features)
-        raise _api_error(exc) from exc
-    return _json_response(_completion(result), headers={REQUEST_ID_HEADER: result.request_id})
-
-
-def _json_response(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=orjson.dumps(body), status=status, headers=headers, content_type="application/json"
-    )
-
-
-async def _json_body(request: web.Request) -> dict[str, Any]:
-    try:
-        body = orjson.loads(await request.read())
+        body = orjson.loads(request.body)
     except orjson.JSONDecodeError as exc:
         raise _invalid(f"request body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
@@ -180,8 +194,8 @@ def _invalid(message: str, code: str = "invalid_request") -> ApiError:
     return ApiError(400, message, type_="invalid_request_error", code=code)
 
 
-def _feature(request: web.Request, body: dict[str, Any]) -> str:
-    feature = request.headers.get(FEATURE_HEADER)
+def _feature(request: HttpRequest, body: dict[str, Any]) -> str:
+    feature = request.headers.get(FEATURE_HEADER.lower())
     model = body.get("model")
     if not feature and isinstance(model, str) and model.startswith(FEATURE_MODEL_PREFIX):
         feature = model.removeprefix(FEATURE_MODEL_PREFIX)
@@ -190,7 +204,7 @@ def _feature(request: web.Request, body: dict[str, Any]) -> str:
     return feature
 
 
-def _infer_request(request: web.Request, body: dict[str, Any], feature: str) -> InferRequest:
+def _infer_request(request: HttpRequest, body: dict[str, Any], feature: str) -> InferRequest:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise _invalid("messages: must be a non-empty list")
@@ -201,7 +215,7 @@ def _infer_request(request: web.Request, body: dict[str, Any], feature: str) -> 
         raise _invalid("max_tokens: must be a positive integer")
     if temperature is not None and not isinstance(temperature, int | float):
         raise _invalid("temperature: must be a number")
-    request_id = request.headers.get(REQUEST_ID_HEADER) or new_request_id()
+    request_id = request.headers.get(REQUEST_ID_HEADER.lower()) or new_request_id()
     if len(request_id) > MAX_REQUEST_ID_LENGTH:
         raise _invalid(f"{REQUEST_ID_HEADER}: must be at most {MAX_REQUEST_ID_LENGTH} characters")
     return InferRequest(
@@ -288,29 +302,26 @@ def _completion(result: InferResult) -> dict[str, Any]:
     }
 
 
-async def _stream(
-    request: web.Request, router: Router, infer: InferRequest, body: dict[str, Any]
-) -> web.StreamResponse:
+async def _stream(request: HttpRequest, router: Router, infer: InferRequest, body: dict[str, Any]) -> None:
     events = router.stream(infer)
     try:
         first = await anext(events)  # failover before the first byte happens in here, unseen by the client
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                REQUEST_ID_HEADER: infer.request_id,
-            }
+        response = await request.stream(
+            200,
+            [
+                ("Content-Type", "text/event-stream"),
+                ("Cache-Control", "no-cache"),
+                (REQUEST_ID_HEADER, infer.request_id),
+            ],
         )
-        await response.prepare(request)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         await _relay(response, infer, first, events, include_usage)
-        return response
     finally:
         await events.aclose()
 
 
 async def _relay(
-    response: web.StreamResponse,
+    response: ResponseStream,
     infer: InferRequest,
     first: StreamEvent,
     events: AsyncGenerator[StreamEvent, None],

@@ -1,0 +1,150 @@
+"""A lean keep-alive HTTP/1.1 client for the providers' whole-answer calls (Converse, generateContent).
+
+Why not aiohttp's client for these: a call to an endpoint answering at once costs the router more in
+aiohttp's request, connector and response objects than in everything else it does for the request. Here a
+request is one `write` of bytes built in one go, the answer is parsed by llhttp (`httptools`) as it arrives,
+and a connection goes back to its pool when its answer is whole and the server keeps it alive. TLS is
+asyncio's. Streaming calls stay on aiohttp: they are long-lived, and their cost is in the stream.
+
+Failures are `ConnectionError`s (refused, reset, closed before the answer was whole, or an answer that is not
+HTTP); a call cancelled (the router's deadline) closes its connection, which is never reused half-read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httptools
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAnswer:
+    """A whole answer: status, headers (names lower-case) and body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class AnswerCutShort(ConnectionError):
+    """The connection ended, or the answer was not HTTP, before the answer was whole."""
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._parser = httptools.HttpResponseParser(self)
+        self._answer: asyncio.Future[HttpAnswer] | None = None
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self.keep_alive = True
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail(AnswerCutShort(f"the connection closed before the answer was whole ({exc or 'EOF'})"))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(AnswerCutShort(f"the answer is not HTTP: {exc}"))
+            self.close()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.keep_alive = self._parser.should_keep_alive()
+        answer = HttpAnswer(self._parser.get_status_code(), self._headers, b"".join(self._body))
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_result(answer)
+
+    def _fail(self, error: Exception) -> None:
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_exception(error)
+
+    async def exchange(self, request: bytes) -> HttpAnswer:
+        if self.closed or self.transport is None or self.transport.is_closing():
+            raise AnswerCutShort("the connection is closed")
+        self._headers, self._body = {}, []
+        self._answer = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return await self._answer
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class HttpPool:
+    """POSTs to one origin (`https://host:port`) over at most `max_connections` kept-alive connections."""
+
+    def __init__(self, origin: str, *, max_connections: int = 256) -> None:
+        parts = urlsplit(origin)
+        self._tls = parts.scheme == "https"
+        self._host = parts.hostname or "localhost"
+        self._port = parts.port or (443 if self._tls else 80)
+        self._host_header = parts.netloc
+        self._ssl = ssl.create_default_context() if self._tls else None
+        self._idle: list[_Connection] = []
+        self._slots = asyncio.Semaphore(max_connections)
+        self._closed = False
+
+    async def post(self, target: str, body: bytes, headers: Mapping[str, str]) -> HttpAnswer:
+        """POST `body` to `target` (path and query, already encoded); raises ConnectionError or OSError."""
+        lines = [f"POST {target} HTTP/1.1", f"Content-Length: {len(body)}"]
+        if not any(name.lower() == "host" for name in headers):
+            lines.append(f"Host: {self._host_header}")
+        lines.extend(f"{name}: {value}" for name, value in headers.items())
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        async with self._slots:
+            connection = await self._connection()
+            try:
+                answer = await connection.exchange(request)
+            except BaseException:
+                connection.close()
+                raise
+            if connection.keep_alive and not connection.closed and not self._closed:
+                self._idle.append(connection)
+            else:
+                connection.close()
+            return answer
+
+    async def _connection(self) -> _Connection:
+        while self._idle:
+            connection = self._idle.pop()
+            if not connection.closed:
+                return connection
+        loop = asyncio.get_running_loop()
+        _, connection = await loop.create_connection(
+            _Connection,
+            self._host,
+            self._port,
+            ssl=self._ssl,
+            server_hostname=self._host if self._tls else None,
+        )
+        return connection
+
+    @property
+    def idle_connections(self) -> int:
+        """Connections kept alive and waiting for a call."""
+        return len(self._idle)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for connection in self._idle:
+            connection.close()
+        self._idle.clear()

@@ -1,0 +1,113 @@
+"""The providers' keep-alive client: connections reused, chunked answers read whole, and an answer cut short
+or a call cancelled never leaves a half-read connection in the pool."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from libs.providers.http_pool import AnswerCutShort, HttpPool
+from libs.runtime.http_server import HttpRequest, HttpResponse, HttpServer
+
+
+class Upstream:
+    """An endpoint that counts its connections and answers as told by the path."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.hanging = asyncio.Event()
+
+    async def __call__(self, request: HttpRequest) -> HttpResponse | None:
+        if request.path == "/chunked":
+            stream = await request.stream(200, [("Content-Type", "application/json")])
+            await stream.write(b'{"text": ')
+            await stream.write(b'"whole"}')
+            return None
+        if request.path == "/hang":
+            self.hanging.set()
+            await self.release.wait()
+        body = b'{"path": "%s", "auth": "%s", "size": %d}' % (
+            request.path.encode(),
+            request.headers.get("authorization", "").encode(),
+            len(request.body),
+        )
+        return HttpResponse(429 if request.path == "/busy" else 200, body, [("x-amzn-ErrorType", "Busy")])
+
+
+async def start(upstream: Upstream) -> tuple[HttpServer, str]:
+    server = HttpServer(upstream)
+    host, port = await server.start(host="127.0.0.1", port=0)
+    return server, f"http://{host}:{port}"
+
+
+async def test_calls_reuse_one_kept_alive_connection_and_carry_headers_and_body():
+    server, origin = await start(Upstream())
+    pool = HttpPool(origin)
+    try:
+        for _ in range(3):
+            answer = await pool.post("/model/x/converse", b"12345", {"Authorization": "sig"})
+            assert answer.status == 200
+            assert answer.body == b'{"path": "/model/x/converse", "auth": "sig", "size": 5}'
+        assert len(server.connections) == 1
+        busy = await pool.post("/busy", b"", {})
+        assert (busy.status, busy.headers["x-amzn-errortype"]) == (429, "Busy")
+    finally:
+        await pool.aclose()
+        await server.close()
+
+
+async def test_a_chunked_answer_is_read_whole():
+    server, origin = await start(Upstream())
+    pool = HttpPool(origin)
+    try:
+        assert (await pool.post("/chunked", b"", {})).body == b'{"text": "whole"}'
+    finally:
+        await pool.aclose()
+        await server.close()
+
+
+async def test_a_cancelled_call_closes_its_connection_and_the_next_call_opens_another():
+    upstream = Upstream()
+    server, origin = await start(upstream)
+    pool = HttpPool(origin)
+    try:
+        call = asyncio.create_task(pool.post("/hang", b"", {}))
+        await asyncio.wait_for(upstream.hanging.wait(), 10)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        upstream.release.set()
+        assert (await pool.post("/after", b"", {})).status == 200
+        assert pool.idle_connections == 1
+    finally:
+        await pool.aclose()
+        await server.close()
+
+
+async def test_an_answer_cut_short_is_a_connection_error():
+    async def cut_short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(cut_short, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = HttpPool(f"http://127.0.0.1:{port}")
+    try:
+        with pytest.raises(AnswerCutShort):
+            await pool.post("/", b"", {})
+        assert pool.idle_connections == 0
+    finally:
+        await pool.aclose()
+        server.close()
+
+
+async def test_a_refused_connection_is_an_os_error():
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = probe.sockets[0].getsockname()[1]
+    probe.close()
+    await probe.wait_closed()
+    with pytest.raises(OSError):
+        await HttpPool(f"http://127.0.0.1:{port}").post("/", b"", {})

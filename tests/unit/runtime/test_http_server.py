@@ -1,0 +1,112 @@
+"""The lean HTTP/1.1 server: keep-alive and pipelining in order, chunked bodies both ways, limits, and errors
+that answer or close instead of hanging."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from libs.runtime.http_server import HttpRequest, HttpResponse, HttpServer
+
+
+async def handler(request: HttpRequest) -> HttpResponse | None:
+    if request.path == "/boom":
+        raise RuntimeError("boom")
+    if request.path == "/stream":
+        stream = await request.stream(200, [("Content-Type", "text/event-stream")])
+        for word in (b"alpha", b"bravo"):
+            await stream.write(b"data: " + word + b"\n\n")
+        return None
+    if request.path == "/slow":
+        await asyncio.sleep(0.01)
+    body = f"{request.method} {request.path}?{request.query} {len(request.body)}".encode()
+    return HttpResponse(200, body, [("X-Echo", request.headers.get("x-echo", ""))], content_type="text/plain")
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[str, int]]:
+    http = HttpServer(handler, max_body_bytes=1024)
+    address = await http.start(host="127.0.0.1", port=0)
+    yield address
+    await http.close()
+
+
+async def exchange(address: tuple[str, int], raw: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection(*address)
+    writer.write(raw)
+    await writer.drain()
+    data = await asyncio.wait_for(reader.read(), 10)  # until the server closes
+    writer.close()
+    return data
+
+
+async def test_pipelined_requests_are_answered_in_order_on_one_connection(server):
+    raw = (
+        b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+        b"GET /fast?q=1 HTTP/1.1\r\nHost: x\r\nX-Echo: yes\r\n\r\n"
+        b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    data = await exchange(server, raw)
+    assert data.count(b"HTTP/1.1 200 OK") == 3
+    first, second, third = (data.index(b) for b in (b"POST /slow? 3", b"GET /fast?q=1 0", b"GET /last? 0"))
+    assert first < second < third, "answers keep the order of the requests"
+    assert b"X-Echo: yes" in data
+    assert data.count(b"Connection: close") == 1
+
+
+async def test_a_chunked_request_body_is_read_whole(server):
+    raw = (
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        b"3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n"
+    )
+    assert b"POST /echo? 7" in await exchange(server, raw)
+
+
+async def test_a_streamed_answer_is_chunked_and_terminated(server):
+    data = await exchange(server, b"GET /stream HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding: chunked" in head
+    assert body == b"d\r\ndata: alpha\n\n\r\nd\r\ndata: bravo\n\n\r\n0\r\n\r\n"
+
+
+async def test_a_body_over_the_limit_is_413_and_the_connection_closes(server):
+    raw = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2048\r\n\r\n" + b"x" * 2048
+    data = await exchange(server, raw)
+    assert data.startswith(b"HTTP/1.1 413 ")
+    assert b"Connection: close" in data
+
+
+async def test_a_malformed_request_is_400_and_the_connection_closes(server):
+    data = await exchange(server, b"NOT HTTP AT ALL\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 400 ")
+
+
+async def test_a_failing_handler_answers_500_and_the_connection_serves_on(server):
+    raw = b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    data = await exchange(server, raw)
+    assert data.startswith(b"HTTP/1.1 500 ")
+    assert b"GET /after? 0" in data
+
+
+async def test_closing_lets_a_request_in_progress_finish():
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def waiting(request: HttpRequest) -> HttpResponse:
+        started.set()
+        await release.wait()
+        return HttpResponse(200, b"done", content_type="text/plain")
+
+    http = HttpServer(waiting)
+    address = await http.start(host="127.0.0.1", port=0)
+    answer = asyncio.create_task(exchange(address, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+    await asyncio.wait_for(started.wait(), 10)
+    closing = asyncio.create_task(http.close(grace_s=30))
+    await asyncio.sleep(0)
+    release.set()
+    await asyncio.wait_for(closing, 10)
+    data = await asyncio.wait_for(answer, 10)
+    assert data.endswith(b"done")
+    assert b"Connection: close" in data, "a server closing does not keep the connection alive"
