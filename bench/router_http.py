@@ -12,7 +12,9 @@ outstanding; none is held back) first straight to the emulator (the request the 
 then through the front (an OpenAI chat completion with a bearer key and `model: feature:<name>`). Latency is
 measured from the moment each request is sent to its whole answer. `added_ms_pXX` is the front's percentile
 minus the raw call's at the same rate and path. `router_cpu_ms_per_request` is the CPU the router processes
-used (all of it: HTTP, policy, SDK call, audit, metrics, NATS) over the requests they answered.
+used (all of it: HTTP, policy, SDK call, audit, metrics, NATS) over the requests they answered;
+`emulator_cpu_ms_per_request`, what the emulators' process used per raw call at the same rate, is a floor
+for comparison: one HTTP server doing next to nothing per request on the same host.
 `max_rate_added_p99_under_5ms` is the highest rate at which both paths added under 5 ms at p99 with no errors.
 SSE (measured first, at light load): one streamed request at a time, time to the first byte of the body,
 straight from the emulator and through the front. Breakers are held closed, so that a rate the host cannot
@@ -311,13 +313,18 @@ async def _measure(
             key = f"{int(rate)}rps"
             ok = True
             for path in PATHS:
+                emulator_cpu = emulators_cpu_seconds()
                 raw = await open_loop(http, raw_call(urls, path, args.max_tokens), rate, args.duration)
+                emulator_cpu = emulators_cpu_seconds() - emulator_cpu
                 cpu = front.cpu_seconds()
                 through = await open_loop(
                     http, front_call(front.url, path, args.max_tokens), rate, args.duration
                 )
                 cpu = front.cpu_seconds() - cpu
                 figures = _figures(raw, through, cpu)
+                figures["emulator_cpu_ms_per_request"] = (
+                    round(emulator_cpu * 1000.0 / len(raw.latencies_ms), 3) if raw.latencies_ms else None
+                )
                 metrics |= {f"{path}_{key}_{name}": value for name, value in figures.items()}
                 added_p99 = figures["added_ms_p99"]
                 ok = ok and through.errors == 0 and added_p99 is not None and added_p99 < ADDED_P99_TARGET_MS
@@ -325,6 +332,16 @@ async def _measure(
                 under_target.append(rate)
         metrics["max_rate_added_p99_under_5ms"] = max(under_target) if under_target else None
     return metrics
+
+
+def emulators_cpu_seconds() -> float:
+    """CPU used so far by the emulators' process (this process's child running `libs.emulators`)."""
+    used = 0.0
+    for child in psutil.Process().children(recursive=True):
+        with suppress(psutil.Error):
+            if "libs.emulators" in child.cmdline():
+                used += cpu_seconds(child)
+    return used
 
 
 def _figures(raw: Run, through: Run, cpu_s: float) -> dict[str, Any]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from urllib.parse import quote
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -33,14 +34,15 @@ class SigV4Signer:
         self.region = region
         self.service = service
         self._key: tuple[str, str, bytes] | None = None  # (secret key, date, signing key)
+        self._canonical_paths: dict[str, str] = {}
+        self._stamp: tuple[int, str] = (-1, "")  # (second, its x-amz-date)
 
     def headers(
         self, host: str, path: str, body: bytes, credentials: AwsCredentials, *, now: datetime | None = None
     ) -> dict[str, str]:
         """The headers to send with `POST path` (the path as it goes on the wire, already percent-encoded):
         the signed ones and `Authorization`."""
-        moment = now or datetime.now(UTC)
-        amz_date = moment.strftime("%Y%m%dT%H%M%SZ")
+        amz_date = now.strftime("%Y%m%dT%H%M%SZ") if now is not None else self._amz_date()
         date = amz_date[:8]
         headers = {"content-type": "application/json", "host": host, "x-amz-date": amz_date}
         if credentials.token:
@@ -49,8 +51,7 @@ class SigV4Signer:
         canonical = "\n".join(
             (
                 "POST",
-                # SigV4 encodes the path once more for every service but S3, as botocore does.
-                quote(path, safe="/~"),
+                self._canonical_path(path),
                 "",
                 *(f"{name}:{headers[name]}" for name in sorted(headers)),
                 "",
@@ -66,6 +67,21 @@ class SigV4Signer:
             f"SignedHeaders={signed}, Signature={signature.hexdigest()}"
         )
         return headers
+
+    def _amz_date(self) -> str:
+        second = int(time.time())
+        if self._stamp[0] != second:
+            self._stamp = (second, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(second)))
+        return self._stamp[1]
+
+    def _canonical_path(self, path: str) -> str:
+        canonical = self._canonical_paths.get(path)
+        if canonical is None:
+            if len(self._canonical_paths) > 1024:  # paths name models: a handful, unless something is amiss
+                self._canonical_paths.clear()
+            # SigV4 encodes the path once more for every service but S3, as botocore does.
+            canonical = self._canonical_paths[path] = quote(path, safe="/~")
+        return canonical
 
     def _signing_key(self, secret_key: str, date: str) -> bytes:
         cached = self._key
