@@ -2,7 +2,7 @@
 name and endpoint.
 
 The calls themselves do not go through botocore's request pipeline: the body is the one the SDK would
-serialise, signed with the same SigV4 (tests check the signatures equal), sent on a pooled aiohttp session,
+serialise, signed with the same SigV4 (tests check the signatures equal), sent on a pooled keep-alive connection,
 and the answer read directly (JSON for Converse; ConverseStream's binary event stream decoded by botocore's own
 event-stream parser as the bytes arrive). Through botocore the same Converse call cost ~1.2 ms of CPU (its
 generic serialiser, endpoint ruleset, event hooks, SigV4 over a generic request, and parser); this way a
@@ -18,7 +18,6 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import aiohttp
 import orjson
 from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
@@ -128,7 +127,8 @@ class BedrockProvider:
 
 
 class ConverseCall:
-    """Converse on a pooled aiohttp session, signed with the client's credentials (see the module)."""
+    """Converse and ConverseStream on a pooled keep-alive client (libs.providers.http_pool), signed with the
+    client's credentials (see the module)."""
 
     def __init__(self, client: Any, *, max_connections: int) -> None:
         self._client = client
@@ -138,23 +138,19 @@ class ConverseCall:
         self._path_prefix = f"{endpoint.path.rstrip('/')}/model/"
         self._signer = SigV4Signer(client.meta.region_name, client.meta.service_model.signing_name)
         self._max_connections = max_connections
-        self._http: aiohttp.ClientSession | None = None
         self._pool: HttpPool | None = None
         self._targets: dict[tuple[str, str], str] = {}
 
-    def _session(self) -> aiohttp.ClientSession:
-        if self._http is None:  # created in the running loop, on first use
-            connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=60)
-            self._http = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",))
-        return self._http
+    def _http(self) -> HttpPool:
+        if self._pool is None:  # created in the running loop, on first use
+            self._pool = HttpPool(self._origin, max_connections=self._max_connections)
+        return self._pool
 
     async def send(self, request: ProviderRequest) -> dict[str, Any]:
         """The parsed Converse answer; raises ProviderError."""
-        if self._pool is None:  # created in the running loop, on first use
-            self._pool = HttpPool(self._origin, max_connections=self._max_connections)
         path, body, headers = await self._signed(request, "converse")
         try:
-            answer = await self._pool.post(path, body, headers)
+            answer = await self._http().post(path, body, headers)
         except OSError as exc:
             raise transport_error(exc) from None
         if answer.status != 200:
@@ -167,28 +163,25 @@ class ConverseCall:
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """ConverseStream's events as (event type, payload), decoded with botocore's event-stream parser as
         the bytes arrive; an in-stream exception raises ProviderError."""
+        path, body, headers = await self._signed(request, "converse-stream")
         try:
-            async with await self._post(request, "converse-stream") as response:
-                if response.status != 200:
-                    raw = await response.read()
+            async with self._http().stream(path, body, headers) as answer:
+                if answer.status != 200:
+                    raw = await answer.read()
                     raise response_error(
-                        response.status, response.headers.get("x-amzn-ErrorType"), raw, request.tier
+                        answer.status, answer.headers.get("x-amzn-errortype"), raw, request.tier
                     )
                 frames = EventStreamBuffer()
-                async for data in response.content.iter_any():
+                async for data in answer.chunks():
                     frames.add_data(data)
                     for message in frames:
-                        headers = message.headers
-                        if headers.get(":message-type") == "event":
-                            yield headers[":event-type"], orjson.loads(message.payload)
+                        event_headers = message.headers
+                        if event_headers.get(":message-type") == "event":
+                            yield event_headers[":event-type"], orjson.loads(message.payload)
                         else:
-                            raise stream_error(headers, message.payload, request.tier)
-        except (aiohttp.ClientError, OSError, ChecksumMismatch, ParserError) as exc:
+                            raise stream_error(event_headers, message.payload, request.tier)
+        except (OSError, ChecksumMismatch, ParserError) as exc:
             raise transport_error(exc) from None
-
-    async def _post(self, request: ProviderRequest, operation: str) -> Any:
-        path, body, headers = await self._signed(request, operation)
-        return self._session().post(self._origin + path, data=body, headers=headers)
 
     async def _signed(self, request: ProviderRequest, operation: str) -> tuple[str, bytes, dict[str, str]]:
         """The path, body and signed headers of one call."""
@@ -210,8 +203,6 @@ class ConverseCall:
     async def aclose(self) -> None:
         if self._pool is not None:
             await self._pool.aclose()
-        if self._http is not None:
-            await self._http.close()
 
 
 def response_error(status: int, error_type: str | None, raw: bytes, tier: Tier) -> ProviderError:
@@ -260,7 +251,7 @@ def converse_params(request: ProviderRequest) -> dict[str, Any]:
 
 def transport_error(exc: Exception) -> ProviderError:
     """Connection failures and timeouts count as `timeout`; anything else at the transport as `unavailable`."""
-    connection = isinstance(exc, (aiohttp.ClientConnectionError, OSError))
+    connection = isinstance(exc, OSError)
     reason = FailureReason.TIMEOUT if connection else FailureReason.UNAVAILABLE
     return ProviderError(reason, f"{type(exc).__name__}: {exc}", code=type(exc).__name__)
 

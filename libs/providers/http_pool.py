@@ -4,7 +4,8 @@ Why not aiohttp's client for these: a call to an endpoint answering at once cost
 aiohttp's request, connector and response objects than in everything else it does for the request. Here a
 request is one `write` of bytes built in one go, the answer is parsed by llhttp (`httptools`) as it arrives,
 and a connection goes back to its pool when its answer is whole and the server keeps it alive. TLS is
-asyncio's. Streaming calls stay on aiohttp: they are long-lived, and their cost is in the stream.
+asyncio's. A streamed answer (ConverseStream, streamGenerateContent) hands on its body as it arrives, and
+stops reading from the socket while its reader is `MAX_UNREAD_CHUNKS` behind.
 
 Failures are `ConnectionError`s (refused, reset, closed before the answer was whole, or an answer that is not
 HTTP); a call cancelled (the router's deadline) closes its connection, which is never reused half-read.
@@ -13,8 +14,10 @@ HTTP); a call cancelled (the router's deadline) closes its connection, which is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -34,6 +37,9 @@ class AnswerCutShort(ConnectionError):
     """The connection ended, or the answer was not HTTP, before the answer was whole."""
 
 
+MAX_UNREAD_CHUNKS = 64
+
+
 class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -43,6 +49,12 @@ class _Connection(asyncio.Protocol):
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
         self.keep_alive = True
+        # A streamed answer: its head, its unread body chunks, whether it is whole, who waits for more.
+        self._head: asyncio.Future[tuple[int, dict[str, str]]] | None = None
+        self._unread: deque[bytes] = deque()
+        self.whole = False
+        self._more: asyncio.Future[None] | None = None
+        self._paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -51,6 +63,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._fail(AnswerCutShort(f"the connection closed before the answer was whole ({exc or 'EOF'})"))
+        self._wake()
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -62,22 +75,67 @@ class _Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
+    def on_headers_complete(self) -> None:
+        if self._head is not None and not self._head.done():
+            self._head.set_result((self._parser.get_status_code(), self._headers))
+
     def on_body(self, body: bytes) -> None:
-        self._body.append(body)
+        if self._head is None:
+            self._body.append(body)
+            return
+        self._unread.append(body)
+        if len(self._unread) >= MAX_UNREAD_CHUNKS and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
 
     def on_message_complete(self) -> None:
         self.keep_alive = self._parser.should_keep_alive()
+        self.whole = True
+        if self._head is not None:
+            self._wake()
+            return
         answer = HttpAnswer(self._parser.get_status_code(), self._headers, b"".join(self._body))
         if self._answer is not None and not self._answer.done():
             self._answer.set_result(answer)
 
     def _fail(self, error: Exception) -> None:
-        if self._answer is not None and not self._answer.done():
-            self._answer.set_exception(error)
+        for waiter in (self._answer, self._head):
+            if waiter is not None and not waiter.done():
+                waiter.set_exception(error)
+
+    def _wake(self) -> None:
+        if self._more is not None and not self._more.done():
+            self._more.set_result(None)
+
+    async def start_stream(self, request: bytes) -> tuple[int, dict[str, str]]:
+        """Send `request`; the answer's status and headers once they arrive (the body is `next_chunk`'s)."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            raise AnswerCutShort("the connection is closed")
+        self._headers, self._unread, self.whole = {}, deque(), False
+        self._head = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return await self._head
+
+    async def next_chunk(self) -> bytes | None:
+        """The next piece of a streamed body as it arrived, or None once the body is whole."""
+        while not self._unread:
+            if self.whole:
+                return None
+            if self.closed:
+                raise AnswerCutShort("the connection closed before the answer was whole")
+            self._more = asyncio.get_running_loop().create_future()
+            await self._more
+        chunk = self._unread.popleft()
+        if self._paused and len(self._unread) < MAX_UNREAD_CHUNKS // 2 and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return chunk
 
     async def exchange(self, request: bytes) -> HttpAnswer:
         if self.closed or self.transport is None or self.transport.is_closing():
             raise AnswerCutShort("the connection is closed")
+        self._head = None
         self._headers, self._body = {}, []
         self._answer = asyncio.get_running_loop().create_future()
         self.transport.write(request)
@@ -87,6 +145,24 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+
+class StreamedAnswer:
+    """An answer whose body is read as it arrives."""
+
+    def __init__(self, status: int, headers: dict[str, str], connection: _Connection) -> None:
+        self.status = status
+        self.headers = headers
+        self._connection = connection
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's pieces as they arrive (chunked encoding already undone)."""
+        while (chunk := await self._connection.next_chunk()) is not None:
+            yield chunk
+
+    async def read(self) -> bytes:
+        """The rest of the body, whole."""
+        return b"".join([chunk async for chunk in self.chunks()])
 
 
 class HttpPool:
@@ -105,23 +181,46 @@ class HttpPool:
 
     async def post(self, target: str, body: bytes, headers: Mapping[str, str]) -> HttpAnswer:
         """POST `body` to `target` (path and query, already encoded); raises ConnectionError or OSError."""
+        async with self._slots:
+            connection = await self._connection()
+            try:
+                answer = await connection.exchange(self._request(target, body, headers))
+            except BaseException:
+                connection.close()
+                raise
+            self._release(connection)
+            return answer
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, target: str, body: bytes, headers: Mapping[str, str]
+    ) -> AsyncIterator[StreamedAnswer]:
+        """POST, and read the answer's body as it arrives; leaving the block early closes the connection."""
+        async with self._slots:
+            connection = await self._connection()
+            try:
+                status, answer_headers = await connection.start_stream(self._request(target, body, headers))
+                yield StreamedAnswer(status, answer_headers, connection)
+            except BaseException:
+                connection.close()
+                raise
+            if connection.whole:
+                self._release(connection)
+            else:
+                connection.close()
+
+    def _request(self, target: str, body: bytes, headers: Mapping[str, str]) -> bytes:
         lines = [f"POST {target} HTTP/1.1", f"Content-Length: {len(body)}"]
         if not any(name.lower() == "host" for name in headers):
             lines.append(f"Host: {self._host_header}")
         lines.extend(f"{name}: {value}" for name, value in headers.items())
-        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-        async with self._slots:
-            connection = await self._connection()
-            try:
-                answer = await connection.exchange(request)
-            except BaseException:
-                connection.close()
-                raise
-            if connection.keep_alive and not connection.closed and not self._closed:
-                self._idle.append(connection)
-            else:
-                connection.close()
-            return answer
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+    def _release(self, connection: _Connection) -> None:
+        if connection.keep_alive and not connection.closed and not self._closed:
+            self._idle.append(connection)
+        else:
+            connection.close()
 
     async def _connection(self) -> _Connection:
         while self._idle:

@@ -12,11 +12,12 @@ enforces it by running each step in its own task (`asyncio.wait_for`), and the r
 attempt by its first-byte timeout and the request's deadline. Together these save ~0.1 ms of CPU per call
 (~15% of the call).
 
-Against an `api_endpoint` (the REST transport), generateContent (the hot path) is sent by `GenerateCall`: the
-JSON body the REST transport would send, with the transport's own credentials and host, on a pooled aiohttp
-session, the JSON answer read directly. Through the client the same call cost ~1 ms of CPU (proto-plus,
-path transcoding, protobuf's JSON mapping both ways, google-auth's session); this way a fraction of that.
-Streaming, and the gRPC transport against Vertex itself, stay on the client.
+Against an `api_endpoint` (the REST transport), generateContent (the hot path) and streamGenerateContent are
+sent by `GenerateCall`: the JSON body the REST transport would send, with the transport's own credentials and
+host, on a pooled keep-alive connection (libs.providers.http_pool), the JSON answer (or each SSE line) read
+directly. Through the client the same call cost ~1 ms of CPU (proto-plus, path transcoding, protobuf's JSON
+mapping both ways, google-auth's session); this way a fraction of that. The gRPC transport against Vertex
+itself stays on the client.
 
 The tier travels in the `X-Vertex-AI-LLM-Request-Type` header: `dedicated` for PT (a 429 then means PT is
 exhausted, and the router re-issues on its OD deployment with `shared`), `shared` for on-demand.
@@ -168,32 +169,24 @@ class VertexProvider:
 
 
 class GenerateCall:
-    """generateContent on a pooled aiohttp session with the REST transport's host and credentials."""
+    """generateContent and its stream on a pooled keep-alive client (libs.providers.http_pool) with the REST
+    transport's host and credentials."""
 
     def __init__(self, host: str, model_prefix: str, credentials: Any) -> None:
         origin = host if "://" in host else f"https://{host}"
         self._origin = origin.rstrip("/")
         self._url_prefix = f"{self._origin}/v1/{model_prefix}"
         self._credentials = credentials
-        self._http: aiohttp.ClientSession | None = None
         self._pool: HttpPool | None = None
-
-    def _session(self) -> aiohttp.ClientSession:
-        if self._http is None:  # created in the running loop, on first use
-            connector = aiohttp.TCPConnector(limit=256, keepalive_timeout=60)
-            self._http = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",))
-        return self._http
 
     async def send(self, request: ProviderRequest) -> Completion:
         """One whole answer; raises ProviderError."""
         started = time.perf_counter()
-        if self._pool is None:  # created in the running loop, on first use
-            self._pool = HttpPool(self._origin)
         url = f"{self._url_prefix}{request.model}:generateContent"
         headers = {"content-type": "application/json", REQUEST_TYPE_HEADER: _REQUEST_TYPE[request.tier]}
         try:
             await self._credentials.before_request(None, "POST", url, headers)
-            answer = await self._pool.post(
+            answer = await self._http().post(
                 url[len(self._origin) :], orjson.dumps(generate_body(request)), headers
             )
         except Exception as exc:
@@ -212,22 +205,21 @@ class GenerateCall:
         served = request.tier.value
         try:
             await self._credentials.before_request(None, "POST", url, headers)
-            async with self._session().post(
-                url, data=orjson.dumps(generate_body(request)), headers=headers
-            ) as response:
-                if response.status != 200:
-                    raise response_error(response.status, await response.read(), request.tier)
-                async for line in response.content:
+            body = orjson.dumps(generate_body(request))
+            async with self._http().stream(url[len(self._origin) :], body, headers) as answer:
+                if answer.status != 200:
+                    raise response_error(answer.status, await answer.read(), request.tier)
+                async for line in _lines(answer.chunks()):
                     if not line.startswith(b"data:"):
                         continue
-                    answer = orjson.loads(line[5:])
-                    error = answer.get("error")
+                    event = orjson.loads(line[5:])
+                    error = event.get("error")
                     if error is not None:
                         raise response_error(int(error.get("code") or 503), line[5:], request.tier)
-                    completion = completion_of(answer, request.tier, 0.0)
+                    completion = completion_of(event, request.tier, 0.0)
                     if completion.text:
                         yield Chunk(completion.text)
-                    if "usageMetadata" in answer:
+                    if "usageMetadata" in event:
                         usage, served = completion.usage, completion.served_tier
         except ProviderError:
             raise
@@ -237,11 +229,26 @@ class GenerateCall:
             raise ProviderError(FailureReason.UNAVAILABLE, "stream ended without usage metadata")
         yield Chunk("", usage=usage, served_tier=served)
 
+    def _http(self) -> HttpPool:
+        if self._pool is None:  # created in the running loop, on first use
+            self._pool = HttpPool(self._origin)
+        return self._pool
+
     async def aclose(self) -> None:
         if self._pool is not None:
             await self._pool.aclose()
-        if self._http is not None:
-            await self._http.close()
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The lines of a body arriving in pieces, each as soon as its end has arrived."""
+    pending = b""
+    async for chunk in chunks:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line
+    if pending:
+        yield pending
 
 
 def generate_body(request: ProviderRequest) -> dict[str, Any]:

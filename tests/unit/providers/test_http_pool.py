@@ -24,6 +24,12 @@ class Upstream:
             await stream.write(b'{"text": ')
             await stream.write(b'"whole"}')
             return None
+        if request.path == "/events":
+            stream = await request.stream(200, [("Content-Type", "text/event-stream")])
+            for n in range(3):
+                await stream.write(b"data: %d\n\n" % n)
+                await self.release.wait()  # each piece leaves before the next is written
+            return None
         if request.path == "/hang":
             self.hanging.set()
             await self.release.wait()
@@ -111,3 +117,36 @@ async def test_a_refused_connection_is_an_os_error():
     await probe.wait_closed()
     with pytest.raises(OSError):
         await HttpPool(f"http://127.0.0.1:{port}").post("/", b"", {})
+
+
+async def test_a_streamed_answer_hands_on_each_piece_before_the_next_is_written():
+    upstream = Upstream()
+    server, origin = await start(upstream)
+    pool = HttpPool(origin)
+    try:
+        async with pool.stream("/events", b"", {}) as answer:
+            assert answer.status == 200
+            chunks = answer.chunks()
+            assert await anext(chunks) == b"data: 0\n\n"
+            upstream.release.set()
+            assert [chunk async for chunk in chunks] == [b"data: 1\n\n", b"data: 2\n\n"]
+        assert pool.idle_connections == 1, "a stream read to its end leaves its connection for the next call"
+        assert (await pool.post("/after", b"", {})).status == 200
+        assert len(server.connections) == 1
+    finally:
+        await pool.aclose()
+        await server.close()
+
+
+async def test_leaving_a_stream_early_closes_its_connection():
+    upstream = Upstream()
+    server, origin = await start(upstream)
+    pool = HttpPool(origin)
+    try:
+        async with pool.stream("/events", b"", {}) as answer:
+            assert await anext(answer.chunks()) == b"data: 0\n\n"
+        assert pool.idle_connections == 0, "a half-read connection is never reused"
+        upstream.release.set()
+    finally:
+        await pool.aclose()
+        await server.close()
