@@ -30,7 +30,8 @@ from libs.router_runtime.example_policy import example_policy_document
 ROOT = Path(__file__).resolve().parents[2]
 PODWAY = [sys.executable, "-m", "libs.client.cli"]
 FLUSH_INTERVAL_S = 0.2
-# A buffered answer is written by the flush that starts after it; a commit on a busy host can take a while.
+# A buffered answer is written by a commit at most one linger (here the interval) after it; a commit on a busy
+# host can take a while.
 LOSS_WINDOW_S = FLUSH_INTERVAL_S + 1.0
 READ_AFTER_KILL_S = 0.5
 WORKERS = 6
@@ -39,6 +40,7 @@ WORKERS = 6
 def podway(data_dir: Path, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     env = os.environ | {
         "PODWAY_ROUTER_FLUSH_INTERVAL_S": str(FLUSH_INTERVAL_S),
+        "PODWAY_ROUTER_FLUSH_LINGER_S": str(FLUSH_INTERVAL_S),
         "PODWAY_LOG_LEVEL": "WARNING",
     }
     return subprocess.run(
