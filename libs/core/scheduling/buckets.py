@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any, Self
 
@@ -128,6 +128,17 @@ class BucketIndex:
             if total >= enough:
                 break
         return total
+
+    def counts_from(self, count: int) -> list[int]:
+        """The counts of at least `count` that hold names, ascending (see `bucket`)."""
+        if self.stale:
+            self.settle()
+        counts = self._counts
+        return counts[bisect_left(counts, count) :]
+
+    def bucket(self, count: int) -> Sequence[str]:
+        """The names of exactly `count`, by name; read after `counts_from`, which settles the index."""
+        return self._buckets.get(count, ())
 
     def count_of(self, name: str) -> int | None:
         """The bucket holding `name`, None if it is not indexed."""

@@ -28,6 +28,8 @@ from .snapshot import ClusterSnapshot
 
 _name_of = attrgetter("name")
 _new_tuple = tuple.__new__
+_ANYWHERE: tuple[Reach | None] = (None,)
+"""The one reach of a PodGroup without claims of its own (a tuple: no generator to start and drop)."""
 
 
 def schedule_podgroup(
@@ -76,7 +78,7 @@ def schedule_podgroup(
     if snapshot.claims is not None:
         snapshot.claims.refused.clear()
         snapshot.claims.group_refused = False
-    for reach in _reaches(snapshot, group):
+    for reach in _reaches(snapshot, group) if group.claims else _ANYWHERE:
         for scope in scopes:
             found = search(
                 snapshot, scope, batches, demand, floor, required, all_or_none=all_or_none, reach=reach

@@ -5,7 +5,7 @@ Nothing here changes the snapshot: capacity a cycle takes is tracked in a cycle-
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -158,6 +158,11 @@ def _too_few_slots(snapshot: ClusterSnapshot, domain: TopologyDomain, shape: Pod
     return index.units(shape.primary_request, count) < count
 
 
+_ORDERED_WHEN_READ = 16
+"""A level of at most this many domains (blocks, zones) is put in order when a cycle reads it rather than
+indexed: sorting a few domains costs less than moving them in an index at every change of a node."""
+
+
 def _candidates(
     snapshot: ClusterSnapshot, scope: Scope, batches: Sequence[Batch], demand: Demand
 ) -> Iterator[TopologyDomain]:
@@ -170,11 +175,18 @@ def _candidates(
     values = scope.values
     if values is None:
         values = _selected_values(key, batches)
-    if values is None:
+    if values is None and (len(level.domains) > _ORDERED_WHEN_READ or dimension in level.index):
         return map(level.domains.__getitem__, snapshot.domain_index(level, dimension).at_least(minimum))
-    chosen = [level.domains[value] for value in values if value in level.domains]
-    chosen.sort(key=lambda domain: (domain.count(dimension), domain.value))
-    return iter([domain for domain in chosen if domain.count(dimension) >= minimum])
+    domains = level.domains
+    chosen = domains.values() if values is None else [domains[value] for value in values if value in domains]
+    return iter(_tightest_first(chosen, dimension, minimum))
+
+
+def _tightest_first(domains: Iterable[TopologyDomain], dimension: str, minimum: int) -> list[TopologyDomain]:
+    """The domains holding at least `minimum` of the dimension, in a domain index's order."""
+    held = [domain for domain in domains if domain.count(dimension) >= minimum]
+    held.sort(key=lambda domain: (domain.count(dimension), domain.value))
+    return held
 
 
 def _selected_values(key: str, batches: Sequence[Batch]) -> tuple[str, ...] | None:

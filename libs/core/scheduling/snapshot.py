@@ -29,7 +29,8 @@ from .model import (
     PodRequest,
     ResourceTotals,
 )
-from .topology import DomainIndex, NodeIndex, TopologyDomain, TopologyLevel
+from .nesting import Nesting
+from .topology import DomainIndex, NestedNodeIndex, NodeIndex, TopologyDomain, TopologyLevel
 
 _T = TypeVar("_T")
 _uid_of = itemgetter(0)
@@ -126,8 +127,11 @@ class ClusterSnapshot:
             level = self._levels[key] = build_level(key, self._nodes.values())
         return level
 
-    def node_index(self, domain: TopologyDomain, dimension: str) -> NodeIndex | None:
-        """The domain's nodes bucketed by free count of a dimension, indexed for its whole level on first use."""
+    def node_index(self, domain: TopologyDomain, dimension: str) -> NodeIndex | NestedNodeIndex | None:
+        """The domain's nodes bucketed by free count of a dimension, indexed for its whole level on first use.
+
+        The level above the narrowest topology key (blocks, over racks) reads its nodes through the
+        narrowest level's indexes while its domains are made of whole domains of that level."""
         index = domain.node_index.get(dimension)
         if index is None and dimension not in domain.level.node_dimensions:
             self._index_nodes(domain.level, dimension)
@@ -151,6 +155,12 @@ class ClusterSnapshot:
         return self._tally
 
     def _index_nodes(self, level: TopologyLevel, dimension: str) -> None:
+        finer = self._finer_level(level)
+        if finer is not None and level.nesting is None:
+            level.nesting = Nesting.of(level.key, finer.key, self._nodes.values())
+        if finer is not None and level.nesting is not None:
+            self._nest_nodes(level, finer, level.nesting, dimension)
+            return
         level.node_dimensions.add(dimension)
         members: dict[str, list[NodeState]] = {value: [] for value in level.domains}
         for state in self._nodes.values():
@@ -164,6 +174,46 @@ class ClusterSnapshot:
         for states in members.values():
             for state in states:
                 state.note_stale()
+
+    def _finer_level(self, level: TopologyLevel) -> TopologyLevel | None:
+        """The narrowest topology level, for the level just above it (None for any other)."""
+        keys = self.topology_keys
+        if len(keys) < 2 or level.key != keys[-2]:
+            return None
+        return self.level(keys[-1])
+
+    def _nest_nodes(
+        self, level: TopologyLevel, finer: TopologyLevel, nesting: Nesting, dimension: str
+    ) -> None:
+        """Give each domain of the level a node index read through those of the finer domains it holds."""
+        if dimension not in finer.node_dimensions:
+            self._index_nodes(finer, dimension)
+        for value, parts in nesting.parts().items():
+            indexes: list[NodeIndex] = []
+            for part in parts:
+                index = finer.domains[part].node_index[dimension]
+                assert isinstance(index, NodeIndex)  # the narrowest level is never read through another
+                indexes.append(index)
+            level.domains[value].node_index[dimension] = NestedNodeIndex(dimension, indexes)
+        level.node_dimensions.add(dimension)
+        nesting.dimensions.add(dimension)
+
+    def _renest(self, old: Mapping[str, str] | None, new: Mapping[str, str] | None) -> None:
+        """Count a node's change of labels in the nestings; a nesting it changes is dropped, to be found
+        again when next read."""
+        for level in self._levels.values():
+            nesting = level.nesting
+            if nesting is not None and not nesting.keeps(old, new):
+                self._unnest(level)
+
+    def _unnest(self, level: TopologyLevel) -> None:
+        nesting, level.nesting = level.nesting, None
+        if nesting is None:
+            return
+        for dimension in nesting.dimensions:
+            level.node_dimensions.discard(dimension)
+            for domain in level.domains.values():
+                domain.node_index.pop(dimension, None)
 
     def watch_nodes(self, changed: set[NodeState]) -> None:
         """From now on, put every node whose free capacity changes into `changed`, as the node indexes'
@@ -214,6 +264,7 @@ class ClusterSnapshot:
         self.node_generation += 1
         if node.name in self._nodes:
             raise ValueError(f"duplicate node {node.name}")
+        self._renest(None, node.labels)
         state = self._nodes[node.name] = NodeState(node, self._ranks)
         self._join_all(state)
 
@@ -222,6 +273,7 @@ class ClusterSnapshot:
         self.version += 1
         self.node_generation += 1
         state = self._nodes.pop(name)
+        self._renest(state.labels, None)
         if self._tally is not None:
             self._tally.remove(state)
         for domain in list(state.domains):
@@ -234,6 +286,7 @@ class ClusterSnapshot:
         self.version += 1
         self.node_generation += 1
         old = self._nodes.pop(node.name)
+        self._renest(old.labels, node.labels)
         if self._tally is not None:
             self._tally.remove(old)
         for domain in list(old.domains):
@@ -262,21 +315,33 @@ class ClusterSnapshot:
         move_domain(domain, state, +1)
         state.domains.append(domain)
         for dimension, index in domain.node_index.items():
-            if dimension == CPU_DIMENSION or dimension in state.free_devices:
+            if isinstance(index, NodeIndex) and (
+                dimension == CPU_DIMENSION or dimension in state.free_devices
+            ):
                 index.place(state.name, state.count(dimension))
 
     def _leave(self, state: NodeState, domain: TopologyDomain) -> None:
         for index in domain.node_index.values():
-            index.discard(state.name)
-            index.stale.discard(state)
+            if isinstance(index, NodeIndex):
+                index.discard(state.name)
+                index.stale.discard(state)
         state.domains.remove(domain)
         move_domain(domain, state, -1)
         level = domain.level
         if domain.node_count == 0 and domain is not self._cluster:
+            self._unnest_above(level)
             for domain_index in level.index.values():
                 domain_index.discard(domain.value)
                 domain_index.stale.discard(domain)
             del level.domains[domain.value]
+
+    def _unnest_above(self, level: TopologyLevel) -> None:
+        """A domain of `level` is gone: a level read through its node indexes is read so no longer."""
+        keys = self.topology_keys
+        if len(keys) >= 2 and level.key == keys[-1]:
+            above = self._levels.get(keys[-2])
+            if above is not None:
+                self._unnest(above)
 
     # -- pods ---------------------------------------------------------------------------------------
 

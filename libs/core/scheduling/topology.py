@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from .buckets import BucketIndex
@@ -9,6 +11,7 @@ from .model import CPU_DIMENSION, ResourceTotals, TopologyDomainRef
 
 if TYPE_CHECKING:
     from .capacity import NodeState
+    from .nesting import Nesting
 
 
 class NodeIndex(BucketIndex):
@@ -35,6 +38,36 @@ class NodeIndex(BucketIndex):
                 ]
             )
         stale.clear()
+
+
+class NestedNodeIndex:
+    """A domain's nodes bucketed by free count of one dimension, read from the node indexes of the finer
+    domains it is made of (a block's from its racks'), in the same order a `NodeIndex` of its own walks
+    them: a node whose capacity changes then moves in its finer domain's index alone."""
+
+    __slots__ = ("dimension", "parts")
+
+    def __init__(self, dimension: str, parts: list[NodeIndex]) -> None:
+        self.dimension = dimension
+        self.parts = parts
+
+    def at_least(self, count: int) -> Iterator[str]:
+        """Names with a count of at least `count`, tightest first, then by name (see `BucketIndex`)."""
+        counts = sorted({value for part in self.parts for value in part.counts_from(count)})
+        return chain.from_iterable(map(self._bucket, counts))
+
+    def _bucket(self, count: int) -> list[str]:
+        # The parts' buckets are each sorted: the sort merges their runs.
+        return sorted(chain.from_iterable([part.bucket(count) for part in self.parts]))
+
+    def units(self, size: int, enough: int) -> int:
+        """`BucketIndex.units` over the parts together: their sum, which stops growing at `enough`."""
+        total = 0
+        for part in self.parts:
+            total += part.units(size, enough - total)
+            if total >= enough:
+                break
+        return total
 
 
 class DomainIndex(BucketIndex):
@@ -93,7 +126,7 @@ class TopologyDomain:
         self.free_memory = 0
         self.free_pods = 0
         self.free_devices: dict[str, int] = {}
-        self.node_index: dict[str, NodeIndex] = {}
+        self.node_index: dict[str, NodeIndex | NestedNodeIndex] = {}
         self.ref = TopologyDomainRef(key, value) if key else None
         self.stale: list[set[NodeState]] = []
 
@@ -125,7 +158,7 @@ class TopologyLevel:
     indexes, the level's are settled when read: `stale` lists their stale sets.
     """
 
-    __slots__ = ("domains", "index", "key", "node_dimensions", "stale")
+    __slots__ = ("domains", "index", "key", "nesting", "node_dimensions", "stale")
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -133,6 +166,9 @@ class TopologyLevel:
         self.index: dict[str, DomainIndex] = {}
         self.node_dimensions: set[str] = set()
         self.stale: list[set[TopologyDomain]] = []
+        self.nesting: Nesting | None = None
+        """How the level's domains are made of the next finer level's, when its node indexes are read
+        through that level's (`NestedNodeIndex`)."""
 
     def index_domains(self, index: DomainIndex) -> None:
         """Keep `index` as the level's domain index of its dimension."""

@@ -144,12 +144,14 @@ def assert_consistent(snapshot: ClusterSnapshot) -> None:
             for cls, free in domain.free_devices.items():
                 assert free == sum(len(node.free_devices.get(cls, ())) for node in members), (domain, cls)
             for dimension, index in domain.node_index.items():
-                for node in members:
-                    if dimension == CPU_DIMENSION or dimension in node.free_devices:
-                        assert index.count_of(node.name) == node.count(dimension), (domain, node.name)
-                assert len(index) == sum(
-                    1 for node in members if dimension == CPU_DIMENSION or dimension in node.free_devices
-                )
+                indexed = [
+                    node for node in members if dimension == CPU_DIMENSION or dimension in node.free_devices
+                ]
+                tightest_first = sorted(indexed, key=lambda node: (node.count(dimension), node.name))
+                assert list(index.at_least(0)) == [node.name for node in tightest_first], (domain, dimension)
+                for size in (1, 2, 3):
+                    held = sum(node.count(dimension) // size for node in indexed)
+                    assert index.units(size, 10**9) == held, (domain, dimension, size)
             for dimension, index in level.index.items():
                 assert index.count_of(value) == domain.count(dimension), (domain, dimension)
     for node in snapshot.node_states():

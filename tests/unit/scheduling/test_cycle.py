@@ -216,6 +216,22 @@ def test_racks_with_equal_leftover_are_chosen_by_name() -> None:
     assert schedule_podgroup(snapshot, group, pods, now=0.0).domain == TopologyDomainRef(RACK_KEY, "r1")
 
 
+def test_domains_come_in_the_same_order_from_a_few_sorted_when_read_as_from_many_indexed() -> None:
+    for racks in (3, 40):  # a level of a few domains is sorted when read, one of many is indexed
+        snapshot = make_snapshot(make_racks({f"r{rack:02d}": 1 for rack in range(racks)}))
+        for rack in range(racks):
+            _fill(snapshot, f"r{rack:02d}-n0", (rack * 5) % 8)
+        tried = []
+        for count in range(1, 8):
+            group, pods = make_gang(f"g{count}", 1, gpus=count, topology_key=RACK_KEY)
+            domain = schedule_podgroup(snapshot, group, pods, now=0.0).domain
+            assert domain is not None
+            tried.append(domain.value)
+
+        free = {f"r{rack:02d}": 8 - (rack * 5) % 8 for rack in range(racks)}
+        assert tried == [min((f, r) for r, f in free.items() if f >= count)[1] for count in range(1, 8)]
+
+
 def test_domain_aggregates_only_prune_the_nodes_decide() -> None:
     snapshot = make_snapshot(make_racks({"fragmented": 2, "whole": 1}))
     _fill(snapshot, "fragmented-n0", 5)

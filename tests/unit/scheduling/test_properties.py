@@ -38,6 +38,9 @@ TAINT = Taint("dedicated", "ml")
 @st.composite
 def nodes(draw: Any, name: str) -> Node:
     rack = draw(st.sampled_from([*RACKS, None]))
+    block = RACKS.get(rack) if rack else None
+    if draw(st.integers(0, 7)) == 0:  # a rack seen in another block, or a node in a block but in no rack
+        block = draw(st.sampled_from(sorted(set(RACKS.values()))))
     return make_node(
         name,
         gpus=draw(st.integers(0, 8)),
@@ -45,7 +48,7 @@ def nodes(draw: Any, name: str) -> Node:
         memory_gib=draw(st.integers(1, 512)),
         pods=draw(st.integers(1, 12)),
         rack=rack,
-        block=RACKS.get(rack) if rack else None,
+        block=block,
         taints=[TAINT] if draw(st.integers(0, 5)) == 0 else [],
         unschedulable=draw(st.integers(0, 7)) == 0,
     )

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from libs.core.scheduling import RACK_KEY, PlacementConflict, schedule_podgroup
+from libs.core.scheduling import BLOCK_KEY, RACK_KEY, ClusterSnapshot, PlacementConflict, schedule_podgroup
 from libs.core.scheduling.model import CPU_DIMENSION
+from libs.core.scheduling.topology import NestedNodeIndex, NodeIndex
 
 from .builders import GIB, GPU, assert_consistent, make_gang, make_node, make_pod, make_racks, make_snapshot
 
@@ -209,4 +210,62 @@ def test_a_fresh_decision_applied_after_the_snapshot_changed_is_checked_again() 
 
     with pytest.raises(PlacementConflict):
         snapshot.apply(decision)
+    assert_consistent(snapshot)
+
+
+def _block_order(snapshot: ClusterSnapshot, block: str) -> list[str]:
+    domain = snapshot.level(BLOCK_KEY).domains[block]
+    index = snapshot.node_index(domain, GPU)
+    assert index is not None
+    return list(index.at_least(1))
+
+
+def test_a_block_made_of_whole_racks_reads_its_nodes_through_the_racks_indexes() -> None:
+    snapshot = make_snapshot(
+        [*make_racks({"r2": 2, "r1": 2}, block="b1"), *make_racks({"r3": 1}, block="b2")]
+    )
+    snapshot.bind(make_pod("a", gpus=6), "r2-n1")
+    snapshot.bind(make_pod("b", gpus=6), "r1-n0")
+
+    assert _block_order(snapshot, "b1") == ["r1-n0", "r2-n1", "r1-n1", "r2-n0"]
+    assert isinstance(snapshot.level(BLOCK_KEY).domains["b1"].node_index[GPU], NestedNodeIndex)
+    snapshot.unbind("uid-a")
+    assert _block_order(snapshot, "b1") == ["r1-n0", "r1-n1", "r2-n0", "r2-n1"]
+    assert_consistent(snapshot)
+
+
+def test_a_rack_seen_in_a_second_block_gives_the_blocks_indexes_of_their_own() -> None:
+    snapshot = make_snapshot([*make_racks({"r1": 2}, block="b1"), *make_racks({"r2": 1}, block="b2")])
+    assert _block_order(snapshot, "b1") == ["r1-n0", "r1-n1"]
+
+    snapshot.add_node(make_node("r1-n2", rack="r1", block="b2", gpus=4))
+
+    assert _block_order(snapshot, "b2") == ["r1-n2", "r2-n0"]
+    assert _block_order(snapshot, "b1") == ["r1-n0", "r1-n1"]
+    assert isinstance(snapshot.level(BLOCK_KEY).domains["b1"].node_index[GPU], NodeIndex)
+    assert_consistent(snapshot)
+
+
+def test_racks_joining_leaving_and_moving_keep_the_blocks_order() -> None:
+    snapshot = make_snapshot(make_racks({"r1": 2, "r2": 1}, block="b1"))
+    assert _block_order(snapshot, "b1") == ["r1-n0", "r1-n1", "r2-n0"]
+
+    snapshot.add_node(make_node("r0-n0", rack="r0", block="b1", gpus=2))
+    assert _block_order(snapshot, "b1") == ["r0-n0", "r1-n0", "r1-n1", "r2-n0"]
+    snapshot.update_node(make_node("r2-n0", rack="r2", block="b1", gpus=1))
+    assert _block_order(snapshot, "b1") == ["r2-n0", "r0-n0", "r1-n0", "r1-n1"]
+    snapshot.update_node(make_node("r1-n1", rack="r2", block="b1", gpus=3))
+    assert _block_order(snapshot, "b1") == ["r2-n0", "r0-n0", "r1-n1", "r1-n0"]
+    snapshot.remove_node("r0-n0")
+    assert _block_order(snapshot, "b1") == ["r2-n0", "r1-n1", "r1-n0"]
+    assert_consistent(snapshot)
+
+
+def test_a_node_with_a_block_but_no_rack_gives_the_blocks_indexes_of_their_own() -> None:
+    snapshot = make_snapshot(make_racks({"r1": 1}, block="b1"))
+    assert _block_order(snapshot, "b1") == ["r1-n0"]
+
+    snapshot.add_node(make_node("loose", block="b1", gpus=2))
+
+    assert _block_order(snapshot, "b1") == ["loose", "r1-n0"]
     assert_consistent(snapshot)
