@@ -97,6 +97,11 @@ class SqlAlchemyBindingRepository:
 
     async def get_many(self, pod_uids: Iterable[str]) -> list[PodBinding]:
         """The bindings of these pods that exist, ordered by pod uid."""
+        if dialect_of(self._session) == "postgresql":
+            uids = list(dict.fromkeys(pod_uids))
+            if not uids:
+                return []
+            return [_to_binding(row) for row in await self._session.execute(_BINDINGS_PG, {"uids": uids})]
         found: list[PodBinding] = []
         for chunk in _chunks(pod_uids):
             query = select(pod_bindings).where(pod_bindings.c.pod_uid.in_(chunk))
@@ -197,4 +202,10 @@ def _uids(session: AsyncSession, uids: Sequence[str]) -> dict[str, Any]:
 _RELEASE_PG = delete(pod_bindings).where(
     pod_bindings.c.pod_uid == any_(bindparam("uids", type_=ARRAY(String)))
 )
+_BINDINGS_PG = (
+    select(pod_bindings)
+    .where(pod_bindings.c.pod_uid == any_(bindparam("uids", type_=ARRAY(String))))
+    .order_by(pod_bindings.c.pod_uid)
+)
+"""`get_many` on PostgreSQL: one statement text for any number of pods, prepared once per connection."""
 _BOUND_PODS = {dialect: _bound_pods(dialect) for dialect in ("postgresql", "sqlite")}

@@ -219,8 +219,8 @@ class SqlAlchemyObjectRepository:
         now = self._clock()
         dialect = dialect_of(self._session)
         rows = [(current.uid, current.resource_version, status) for current, status in changes]
-        statement = _STATUS_UPDATES[dialect].values(updated_at=now)
-        written = set((await self._session.execute(statement, _given_rows(dialect, rows))).scalars())
+        parameters = {**_given_rows(dialect, rows), "updated_at": now}
+        written = set((await self._session.execute(_STATUS_UPDATES[dialect], parameters)).scalars())
         if len(written) != len(rows):
             missed = sorted(f"{c.kind} {c.namespace}/{c.name}" for c, _ in changes if c.uid not in written)
             raise ConflictError(f"changed concurrently: {', '.join(missed)}")
@@ -370,7 +370,8 @@ _AWAITING_PG = (
 def _status_updates(dialect: str) -> Update:
     """`UPDATE objects ... FROM <the given rows>` whose text does not depend on how many rows are given: it is
     compiled once and prepared once per connection, where a VALUES list would be compiled and prepared anew on
-    every call. See `_given_rows` for how the rows are passed."""
+    every call; the time is a parameter too, so that no call builds a statement of its own. See `_given_rows`
+    for how the rows are passed."""
     if dialect == "postgresql":
         given = unnest_rows(("uid", String), ("expected", BigInteger), ("status", String))
         uid: ColumnElement[Any] = given.c.uid
@@ -384,7 +385,11 @@ def _status_updates(dialect: str) -> Update:
     return (
         update(objects)
         .where(objects.c.uid == uid, objects.c.resource_version == expected)
-        .values(status=status, resource_version=objects.c.resource_version + 1)
+        .values(
+            status=status,
+            resource_version=objects.c.resource_version + 1,
+            updated_at=bindparam("updated_at", type_=objects.c.updated_at.type),
+        )
         .returning(objects.c.uid)
     )
 
