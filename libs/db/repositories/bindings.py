@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Row, String, any_, bindparam, delete, func, literal, select, update
+from sqlalchemy import BigInteger, Row, String, any_, bindparam, delete, func, literal, select, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -23,7 +24,7 @@ from libs.db.repositories._sql import (
 )
 from libs.db.repositories.leases import assert_epoch
 from libs.db.schema import objects, pod_bindings
-from libs.db.types import json_text
+from libs.db.types import UtcDateTime, json_text
 
 
 class SqlAlchemyBindingRepository:
@@ -69,11 +70,8 @@ class SqlAlchemyBindingRepository:
         )
         rows = [_row(binding, fence) for binding in bindings if binding.pod_uid in present]
         if rows:
-            statement = insert_ignoring_duplicates(self._session, pod_bindings, {}).returning(
-                pod_bindings.c.pod_uid
-            )
             try:
-                inserted = len((await self._session.execute(statement, rows)).all())
+                inserted = len((await self._insert_returning(rows)).all())
             except DBAPIError as exc:
                 if is_stale_epoch(exc):
                     raise StaleEpochError(f"binding {len(rows)} pods: {fence} is stale") from exc
@@ -81,6 +79,24 @@ class SqlAlchemyBindingRepository:
             if inserted != len(rows):
                 raise AlreadyBoundError(f"{len(rows) - inserted} of {len(rows)} pods are already bound")
         return [uid for uid in uids if uid not in present]
+
+    async def _insert_returning(self, rows: list[dict[str, Any]]) -> Any:
+        """INSERT ... ON CONFLICT DO NOTHING RETURNING pod_uid of the rows (one fence); on PostgreSQL one
+        statement text for any number of rows, prepared once per connection."""
+        if dialect_of(self._session) != "postgresql":
+            statement = insert_ignoring_duplicates(self._session, pod_bindings, {}).returning(
+                pod_bindings.c.pod_uid
+            )
+            return await self._session.execute(statement, rows)
+        parameters = {
+            "given_pod_uid": [row["pod_uid"] for row in rows],
+            "given_node_name": [row["node_name"] for row in rows],
+            "given_podgroup_uid": [row["podgroup_uid"] for row in rows],
+            "given_bound_at": [row["bound_at"] for row in rows],
+            "lease_name": rows[0]["lease_name"],
+            "epoch": rows[0]["epoch"],
+        }
+        return await self._session.execute(_INSERT_PG, parameters)
 
     async def release_many(self, pod_uids: Iterable[str]) -> int:
         """Remove the bindings of pods that ended (they hold nothing any more); returns how many there were.
@@ -209,3 +225,22 @@ _BINDINGS_PG = (
 )
 """`get_many` on PostgreSQL: one statement text for any number of pods, prepared once per connection."""
 _BOUND_PODS = {dialect: _bound_pods(dialect) for dialect in ("postgresql", "sqlite")}
+_GIVEN_BINDINGS = unnest_rows(
+    ("pod_uid", String), ("node_name", String), ("podgroup_uid", String), ("bound_at", UtcDateTime())
+)
+_INSERT_PG = (
+    postgresql.insert(pod_bindings)
+    .from_select(
+        ["pod_uid", "node_name", "podgroup_uid", "lease_name", "epoch", "bound_at"],
+        select(
+            _GIVEN_BINDINGS.c.pod_uid,
+            _GIVEN_BINDINGS.c.node_name,
+            _GIVEN_BINDINGS.c.podgroup_uid,
+            bindparam("lease_name", type_=String),
+            bindparam("epoch", type_=BigInteger),
+            _GIVEN_BINDINGS.c.bound_at,
+        ),
+    )
+    .on_conflict_do_nothing()
+    .returning(pod_bindings.c.pod_uid)
+)
