@@ -117,7 +117,8 @@ class SqlAlchemyBindingRepository:
             uids = list(dict.fromkeys(pod_uids))
             if not uids:
                 return []
-            return [_to_binding(row) for row in await self._session.execute(_BINDINGS_PG, {"uids": uids})]
+            rows = await self._session.execute(_BINDINGS_PG, {"uids": uids})
+            return sorted((_to_binding(row) for row in rows), key=lambda binding: binding.pod_uid)
         found: list[PodBinding] = []
         for chunk in _chunks(pod_uids):
             query = select(pod_bindings).where(pod_bindings.c.pod_uid.in_(chunk))
@@ -218,10 +219,8 @@ def _uids(session: AsyncSession, uids: Sequence[str]) -> dict[str, Any]:
 _RELEASE_PG = delete(pod_bindings).where(
     pod_bindings.c.pod_uid == any_(bindparam("uids", type_=ARRAY(String)))
 )
-_BINDINGS_PG = (
-    select(pod_bindings)
-    .where(pod_bindings.c.pod_uid == any_(bindparam("uids", type_=ARRAY(String))))
-    .order_by(pod_bindings.c.pod_uid)
+_BINDINGS_PG = select(pod_bindings).where(
+    pod_bindings.c.pod_uid == any_(bindparam("uids", type_=ARRAY(String)))
 )
 """`get_many` on PostgreSQL: one statement text for any number of pods, prepared once per connection."""
 _BOUND_PODS = {dialect: _bound_pods(dialect) for dialect in ("postgresql", "sqlite")}
@@ -244,3 +243,5 @@ _INSERT_PG = (
     .on_conflict_do_nothing()
     .returning(pod_bindings.c.pod_uid)
 )
+"""`bind_many`'s insert on PostgreSQL: the rows as arrays and the fence as two parameters, so that one text
+serves every gang size (a VALUES list would be compiled, prepared and planned anew for each size)."""
