@@ -187,7 +187,6 @@ events = Table(
     Column("subject_uid", String(36), nullable=True),
     Column("payload", JsonDocument, nullable=False),
     Index(None, "correlation_id", "seq"),
-    Index(None, "type", "seq"),
     Index(None, "occurred_at"),
 )
 

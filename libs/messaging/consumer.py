@@ -31,7 +31,7 @@ from libs.messaging.dead_letters import DeadLetterReason, dead_letter
 from libs.messaging.delivery import Delivery, delivery_of
 from libs.runtime.logging import correlated
 from libs.runtime.metrics import DLQ_DEPTH, EVENTS_CONSUMED, EVENTS_DEAD_LETTERED
-from libs.runtime.tracing import consuming
+from libs.runtime.tracing import consuming, tracing_enabled
 
 log = logging.getLogger(__name__)
 
@@ -336,9 +336,10 @@ class EventConsumer:
         self, events: Sequence[tuple[Envelope, EventPayload, dict[str, str] | None]], uow: UnitOfWork
     ) -> None:
         if self._batch_handler is not None:
-            for envelope, _, headers in events:
-                with self._story(envelope, headers):
-                    pass  # each event's consumption is still a span of its story; the work is done once below
+            if tracing_enabled():
+                for envelope, _, headers in events:
+                    with self._story(envelope, headers):
+                        pass  # each event's consumption is still a span of its story; the work is done below
             if events:
                 await self._batch_handler([(envelope, payload) for envelope, payload, _ in events], uow)
             return
@@ -372,11 +373,12 @@ class EventConsumer:
     def _story(self, envelope: Envelope, headers: dict[str, str] | None) -> Iterator[None]:
         """Logs carry the event's correlation id, and its handling is a span of the story's trace."""
         correlation = envelope.correlation_id
-        with (
-            correlated(correlation),
-            consuming(self.name, envelope.type, str(envelope.event_id), correlation, headers),
-        ):
-            yield
+        with correlated(correlation):
+            if not tracing_enabled():
+                yield
+                return
+            with consuming(self.name, envelope.type, str(envelope.event_id), correlation, headers):
+                yield
 
     async def _process_or_release(self, msg: Msg) -> None:
         """`process`, and if even settling failed (bus or DLQ down), release the message for a later retry."""

@@ -266,6 +266,7 @@ class NodeAgentService:
         """Start bound pods that are still Pending: phase Running, one `pods.running` per start, one write for
         all of them."""
         now = self.clock()
+        start_time = iso(now)
         running: list[RunningPod] = []
         started: dict[str, tuple[StoredObject, JsonObject]] = {}
         for placed, podgroup, cause in starts:
@@ -278,7 +279,7 @@ class NodeAgentService:
                 status = {
                     **pod.status,
                     "phase": "Running",
-                    "startTime": iso(now),
+                    "startTime": start_time,
                     "podway": {"nodeName": node},
                 }
                 started[pod.uid] = (pod, status)
@@ -450,6 +451,7 @@ class NodeAgentService:
         one write for all of them."""
         pods = list(finished)
         now = self.clock()
+        finished_at = iso(now)
         async with self.uow() as uow:
             stored = {
                 p.uid: p for p in await uow.objects.get_many([("Pod", p.namespace, p.name) for p in pods])
@@ -460,7 +462,9 @@ class NodeAgentService:
                 current = stored.get(pod.uid)
                 if current is None or current.status.get("phase") != "Running":
                     continue
-                succeeded.append((current, {**current.status, "phase": "Succeeded", "finishedAt": iso(now)}))
+                succeeded.append(
+                    (current, {**current.status, "phase": "Succeeded", "finishedAt": finished_at})
+                )
                 done.setdefault(pod.podgroup, []).append(pod)
             await uow.objects.update_statuses(succeeded)
             await uow.bindings.release_many(pod.uid for group in done.values() for pod in group)

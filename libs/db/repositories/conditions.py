@@ -38,7 +38,7 @@ class SqlAlchemyConditionRepository:
             return []
         now = self._clock()
         dialect = dialect_of(self._session)
-        await self._session.execute(_BUMPS[dialect].values(updated_at=now), _given(dialect, many))
+        await self._session.execute(_BUMPS[dialect], {**_given(dialect, many), "updated_at": now})
         statement = _UPSERTS[dialect]
         rows = [
             dataclasses.asdict(dataclasses.replace(c, last_transition_time=c.last_transition_time or now))
@@ -126,7 +126,8 @@ _COMPARED = (("uid", String), ("type", String), ("status", String), ("reason", S
 
 def _bump(dialect: str) -> Any:
     """`UPDATE objects SET resource_version = resource_version + 1` for the objects whose given conditions
-    differ from the stored ones (run before the upsert). The text does not depend on how many are given."""
+    differ from the stored ones (run before the upsert). The text does not depend on how many are given, nor
+    on the time, which is a parameter: no call builds a statement of its own."""
     if dialect == "postgresql":
         given: Any = unnest_rows(*_COMPARED, ("generation", BigInteger))
         column = {name: given.c[name] for name, _ in (*_COMPARED, ("generation", None))}
@@ -147,7 +148,10 @@ def _bump(dialect: str) -> Any:
     return (
         update(objects)
         .where(objects.c.uid == column["uid"], ~unchanged)
-        .values(resource_version=objects.c.resource_version + 1)
+        .values(
+            resource_version=objects.c.resource_version + 1,
+            updated_at=bindparam("updated_at", type_=objects.c.updated_at.type),
+        )
     )
 
 

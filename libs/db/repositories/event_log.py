@@ -192,7 +192,8 @@ class SqlAlchemyEventLog:
         return await self._fetch(select(events).where(events.c.correlation_id == correlation_id))
 
     async def by_type(self, type_: str, *, limit: int = 1000) -> list[StoredEvent]:
-        """Events of one type, oldest first."""
+        """Events of one type, oldest first: a walk of the log in `seq` order (no index by type; the product
+        reads a story by correlation id, and this serves tests and tools)."""
         return await self._fetch(select(events).where(events.c.type == type_).limit(limit))
 
     async def correlations_with(self, type_: str, correlation_ids: Sequence[str]) -> set[str]:
