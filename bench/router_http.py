@@ -7,7 +7,7 @@ embedded nats-server and the SQLite audit log, auditing and counting metrics as 
 is the client. All of them share the machine's cores.
 
 For each rate and each path (Bedrock through Claude Haiku on-demand, Vertex through Gemini Flash on-demand)
-the client offers `--duration` seconds of requests open-loop (a request is sent at its time whatever is
+the client offers `--duration` seconds of requests (at least `--min-requests`) open-loop (a request is sent at its time whatever is
 outstanding; none is held back) first straight to the emulator (the request the SDK sends, as bare HTTP),
 then through the front (an OpenAI chat completion with a bearer key and `model: feature:<name>`). Latency is
 measured from the moment each request is sent to its whole answer. `added_ms_pXX` is the front's percentile
@@ -67,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rates", default="100,300,500,1000", help="offered requests per second, comma-separated"
     )
     parser.add_argument("--duration", type=float, default=4.0, help="seconds of load per rate, path and side")
+    parser.add_argument(
+        "--min-requests",
+        type=int,
+        default=1000,
+        help="requests per rate, path and side at least (a low rate runs longer than --duration)",
+    )
     parser.add_argument("--processes", type=int, default=0, help="router processes; 0 = one per CPU")
     parser.add_argument(
         "--warmup", type=float, default=2.0, help="seconds of load at 100 req/s before measuring"
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     params = {
         "rates": rates,
         "duration_s": args.duration,
+        "min_requests": args.min_requests,
         "router_processes": front.processes,
         "warmup_s": args.warmup,
         "sse_requests": args.sse_requests,
@@ -314,12 +321,11 @@ async def _measure(
             ok = True
             for path in PATHS:
                 emulator_cpu = emulators_cpu_seconds()
-                raw = await open_loop(http, raw_call(urls, path, args.max_tokens), rate, args.duration)
+                seconds = measured_seconds(rate, args.duration, args.min_requests)
+                raw = await open_loop(http, raw_call(urls, path, args.max_tokens), rate, seconds)
                 emulator_cpu = emulators_cpu_seconds() - emulator_cpu
                 cpu = front.cpu_seconds()
-                through = await open_loop(
-                    http, front_call(front.url, path, args.max_tokens), rate, args.duration
-                )
+                through = await open_loop(http, front_call(front.url, path, args.max_tokens), rate, seconds)
                 cpu = front.cpu_seconds() - cpu
                 figures = _figures(raw, through, cpu)
                 figures["emulator_cpu_ms_per_request"] = (
@@ -332,6 +338,12 @@ async def _measure(
                 under_target.append(rate)
         metrics["max_rate_added_p99_under_5ms"] = max(under_target) if under_target else None
     return metrics
+
+
+def measured_seconds(rate: float, duration_s: float, min_requests: int) -> float:
+    """How long to offer `rate`: `duration_s`, or longer if that is fewer than `min_requests` (a p99 of 400
+    samples is their fourth-largest: one descheduling of the client decides it)."""
+    return max(duration_s, min_requests / rate)
 
 
 def emulators_cpu_seconds() -> float:
