@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import socket
 from collections import deque
@@ -257,7 +258,7 @@ class HttpConnection(asyncio.Protocol):
             self._transport.write(data)
 
     def _refuse(self, status: int, message: str) -> None:
-        body = f'{{"error": {{"message": "{message}", "type": "invalid_request_error"}}}}'.encode()
+        body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
         self._write(encode_response(HttpResponse(status, body), keep_alive=False))
         self.close()
 
