@@ -41,6 +41,14 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def sqlite_time(value: datetime) -> str:
+    """An aware datetime as `UtcDateTime` stores it on SQLite (naive UTC text, to the microsecond), for
+    statements written for the driver."""
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: pass an aware UTC datetime")
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
 def json_text(value: Any) -> str:
     """A JSON document as the text Podway stores and compares."""
     # Sorted keys: equal documents serialise to equal text, which SQLite compares. orjson is ~5x faster than

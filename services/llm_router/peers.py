@@ -10,6 +10,7 @@ nothing to dead-letter); outcomes of an interval when the bus is away are not sh
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 from pydantic import ValidationError
@@ -31,6 +32,8 @@ class PeerOutcomes:
         self._pending = asyncio.Event()
         router.on_outcome = self._pending.set
         self._instance = instance
+        # Every process hears its own messages too: those are known by their first bytes, before parsing them.
+        self._own_prefix = b'{"instance":' + json.dumps(instance).encode() + b","
         self.interval_s = interval_s
         self._broker: Broker | None = None
         self._listener: Listener | None = None
@@ -63,6 +66,8 @@ class PeerOutcomes:
 
     def receive(self, data: bytes) -> None:
         """Feed the breakers with a peer's outcomes (this process's own are skipped)."""
+        if data.startswith(self._own_prefix):
+            return
         try:
             message = AttemptOutcomes.model_validate_json(data)
         except ValidationError as exc:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -16,12 +16,10 @@ from sqlalchemy import (
     any_,
     bindparam,
     delete,
-    insert,
     select,
     text,
     update,
 )
-from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -29,7 +27,7 @@ from libs.db.ports import Clock
 from libs.db.records import OutboxMessage, StoredEvent
 from libs.db.repositories._sql import insert_ignoring_duplicates, on_postgres, rowcount
 from libs.db.schema import events, inbox, outbox
-from libs.db.types import UtcDateTime, json_text
+from libs.db.types import UtcDateTime, json_text, sqlite_time
 from libs.events.envelope import AggregateRef, Envelope
 
 # Any constant shared by every Podway process; names the PostgreSQL advisory lock that settles the log for
@@ -51,25 +49,25 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
     """
     if not envelopes:
         return []
-    messages = [
-        OutboxMessage(
-            seq=0,
-            event_id=envelope.event_id,
-            subject=envelope.nats_subject,
-            data=envelope.to_bytes(),
-            created_at=now,
-        )
-        for envelope in envelopes
-    ]
+    subjects = [envelope.nats_subject for envelope in envelopes]
+    data = [envelope.to_bytes() for envelope in envelopes]
     if on_postgres(session):
-        seq_of = await _append_pg(session, envelopes, messages, now)
+        seq_of = await _append_pg(session, envelopes, subjects, data, now)
     else:
-        seq_of = await _append_sqlite(session, envelopes, messages, now)
-    return [dataclasses.replace(m, seq=seq_of[m.event_id]) for m in messages if m.event_id in seq_of]
+        seq_of = await _append_sqlite(session, envelopes, subjects, data, now)
+    return [
+        OutboxMessage(seq, envelope.event_id, subject, body, now)
+        for envelope, subject, body in zip(envelopes, subjects, data, strict=True)
+        if (seq := seq_of.get(envelope.event_id)) is not None
+    ]
 
 
 async def _append_pg(
-    session: AsyncSession, envelopes: Sequence[Envelope], messages: Sequence[OutboxMessage], now: datetime
+    session: AsyncSession,
+    envelopes: Sequence[Envelope],
+    nats_subjects: list[str],
+    data: list[bytes],
+    now: datetime,
 ) -> dict[uuid.UUID, int]:
     """One statement, one round trip: take the lock, queue the new outbox rows (seqs in emit order), log them.
     Returns the seq of each envelope appended now."""
@@ -78,8 +76,8 @@ async def _append_pg(
         "lock": OUTBOX_APPEND_LOCK,
         "now": now,
         "event_id": [str(envelope.event_id) for envelope in envelopes],
-        "nats_subject": [m.subject for m in messages],
-        "data": [m.data for m in messages],
+        "nats_subject": nats_subjects,
+        "data": data,
         "type": [envelope.type for envelope in envelopes],
         "schema_version": [envelope.schema_version for envelope in envelopes],
         "occurred_at": [envelope.occurred_at for envelope in envelopes],
@@ -96,31 +94,74 @@ async def _append_pg(
 
 
 async def _append_sqlite(
-    session: AsyncSession, envelopes: Sequence[Envelope], messages: Sequence[OutboxMessage], now: datetime
+    session: AsyncSession,
+    envelopes: Sequence[Envelope],
+    nats_subjects: list[str],
+    data: list[bytes],
+    now: datetime,
 ) -> dict[uuid.UUID, int]:
-    # Two statements for the whole batch: the new outbox rows (seqs in parameter order), then their log rows.
-    outbox_rows = [
-        {
-            "event_id": m.event_id,
-            "subject": m.subject,
-            "data": m.data,
-            "created_at": now,
-            "published_at": None,
-        }
-        for m in messages
-    ]
-    returned = await session.execute(
-        sqlite.insert(outbox).on_conflict_do_nothing().returning(outbox.c.event_id, outbox.c.seq), outbox_rows
-    )
-    seq_of = {row.event_id: int(row.seq) for row in returned}
-    appended = [
-        _event_row(envelope, seq_of[envelope.event_id])
+    """Two statements per slice of rows, on the driver: the new outbox rows (seqs in parameter order), then
+    their log rows. Values are written as the schema's column types store them on SQLite (uuids as 32 hex
+    digits, times as naive UTC text, JSON as `json_text`): going through the types' processors row by row
+    cost more than the inserts themselves."""
+    connection = await session.connection()
+    created_at = sqlite_time(now)
+    seq_of: dict[uuid.UUID, int] = {}
+    for start in range(0, len(envelopes), _SQLITE_ROWS_PER_INSERT):
+        end = start + _SQLITE_ROWS_PER_INSERT
+        ids = {envelope.event_id.hex: envelope.event_id for envelope in envelopes[start:end]}
+        parameters: list[Any] = []
+        for event_id, subject, body in zip(ids, nats_subjects[start:end], data[start:end], strict=True):
+            parameters += (event_id, subject, body, created_at)
+        returned = await connection.exec_driver_sql(_outbox_insert_sqlite(len(ids)), tuple(parameters))
+        seq_of.update((ids[event_id], seq) for event_id, seq in cast("list[tuple[str, int]]", returned.all()))
+    rows = [
+        _event_row_sqlite(envelope, seq)
         for envelope in envelopes
-        if envelope.event_id in seq_of
+        if (seq := seq_of.get(envelope.event_id)) is not None
     ]
-    if appended:
-        await session.execute(insert(events), appended)
+    if rows:
+        await connection.exec_driver_sql(_EVENTS_INSERT_SQLITE, rows)
     return seq_of
+
+
+_SQLITE_ROWS_PER_INSERT = 500
+"""Rows per outbox INSERT on SQLite: 2,000 parameters, well under its limit of 32,766."""
+
+
+@functools.lru_cache(maxsize=64)
+def _outbox_insert_sqlite(rows: int) -> str:
+    values = ", ".join(["(?, ?, ?, ?)"] * rows)
+    return (
+        f"INSERT INTO outbox (event_id, subject, data, created_at) VALUES {values} "
+        "ON CONFLICT (event_id) DO NOTHING RETURNING event_id, seq"
+    )
+
+
+_EVENTS_INSERT_SQLITE = (
+    "INSERT INTO events (event_id, seq, type, schema_version, occurred_at, producer, correlation_id, "
+    "causation_id, subject_kind, subject_namespace, subject_name, subject_uid, payload) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _event_row_sqlite(envelope: Envelope, seq: int) -> tuple[Any, ...]:
+    subject = envelope.subject
+    return (
+        envelope.event_id.hex,
+        seq,
+        envelope.type,
+        envelope.schema_version,
+        sqlite_time(envelope.occurred_at),
+        envelope.producer,
+        envelope.correlation_id,
+        envelope.causation_id,
+        subject.kind if subject else None,
+        subject.namespace if subject else None,
+        subject.name if subject else None,
+        subject.uid if subject else None,
+        json_text(envelope.payload),
+    )
 
 
 _APPEND_PG = text(
@@ -265,7 +306,14 @@ class SqlAlchemyOutbox:
             # One statement text for any number of rows: prepared once per connection.
             await self._session.execute(_MARK_PUBLISHED_PG, {"seqs": list(seqs), "at": at})
         else:
-            await self._session.execute(update(outbox).where(outbox.c.seq.in_(seqs)).values(published_at=at))
+            low, high = min(seqs), max(seqs)
+            # The relay's batches are runs of consecutive seqs: a range reads as one index range scan.
+            chosen = (
+                outbox.c.seq.between(low, high)
+                if high - low + 1 == len(set(seqs))
+                else outbox.c.seq.in_(seqs)
+            )
+            await self._session.execute(update(outbox).where(chosen).values(published_at=at))
 
     async def delete_published_before(self, cutoff: datetime) -> int:
         """Retention: drop published rows older than `cutoff` (the audit log keeps the events)."""
@@ -306,25 +354,6 @@ class SqlAlchemyInbox:
     async def delete_older_than(self, cutoff: datetime) -> int:
         """Retention: forget marks older than `cutoff` (far beyond any redelivery)."""
         return rowcount(await self._session.execute(delete(inbox).where(inbox.c.processed_at < cutoff)))
-
-
-def _event_row(envelope: Envelope, seq: int) -> dict[str, Any]:
-    subject = envelope.subject
-    return {
-        "event_id": envelope.event_id,
-        "seq": seq,
-        "type": envelope.type,
-        "schema_version": envelope.schema_version,
-        "occurred_at": envelope.occurred_at,
-        "producer": envelope.producer,
-        "correlation_id": envelope.correlation_id,
-        "causation_id": envelope.causation_id,
-        "subject_kind": subject.kind if subject else None,
-        "subject_namespace": subject.namespace if subject else None,
-        "subject_name": subject.name if subject else None,
-        "subject_uid": subject.uid if subject else None,
-        "payload": envelope.payload,
-    }
 
 
 def _to_stored_event(row: Row[Any]) -> StoredEvent:

@@ -187,3 +187,44 @@ async def test_an_event_appended_again_is_skipped_and_the_new_ones_are_written(
     assert [e.envelope for e in logged] == [already, new]
     assert [m.event_id for m in queued] == [already.event_id, new.event_id]
     assert [m.event_id for m in handed] == [new.event_id], "only what this commit added goes to the relay"
+
+
+async def test_an_append_larger_than_one_statement_keeps_emit_order_and_reads_back_equal(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    # 1,203 rows: more than SQLite's slice of 500 rows per statement, with a partial last slice.
+    emitted = [make_envelope(correlation_id="big", payload={"n": n}) for n in range(1203)]
+    handed: list[OutboxMessage] = []
+    async with uow_factory() as uow:
+        uow._after_commit = handed.extend
+        for envelope in emitted:
+            uow.emit(envelope)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        logged = await uow.events.by_correlation("big")
+        queued = await uow.outbox.unpublished(limit=2000)
+    assert [e.envelope for e in logged] == emitted
+    assert [m.seq for m in handed] == sorted({m.seq for m in handed})
+    assert queued == handed
+    assert all(m.created_at == fake_clock.now for m in queued)
+
+
+async def test_marking_published_takes_exactly_the_given_rows_whether_or_not_they_are_a_run(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    handed: list[OutboxMessage] = []
+    async with uow_factory() as uow:
+        uow._after_commit = handed.extend
+        for n in range(8):
+            uow.emit(make_envelope(payload={"n": n}))
+        await uow.commit()
+    seqs = [m.seq for m in handed]
+
+    async with uow_factory() as uow:
+        await uow.outbox.mark_published(seqs[1:4], at=fake_clock.now)  # a run
+        await uow.outbox.mark_published([seqs[5], seqs[7]], at=fake_clock.now)  # with a gap
+        await uow.commit()
+    async with uow_factory() as uow:
+        left = await uow.outbox.unpublished(limit=10)
+    assert [m.seq for m in left] == [seqs[0], seqs[4], seqs[6]]

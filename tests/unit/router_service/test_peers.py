@@ -3,6 +3,8 @@ messages dropped."""
 
 from __future__ import annotations
 
+import pytest
+
 from libs.core.routing import BreakerState
 from libs.events.routing import AttemptOutcomes
 from libs.router_runtime import ManualClock, Router
@@ -66,3 +68,16 @@ async def test_the_sharer_is_woken_by_the_first_outcome_of_a_batch_only():
     assert len(router.drain_outcomes()) == 3
     await router.infer(InferRequest(feature="search-answer", messages=PROMPT, request_id="req-3"))
     assert woken == ["woken", "woken"]
+
+
+def test_its_own_messages_are_known_before_parsing_and_a_peer_with_a_longer_name_is_not_taken_for_it(
+    caplog: pytest.LogCaptureFixture,
+):
+    router = make_router()
+    peers = PeerOutcomes(router, "0")
+    own = message("0", [("claude-haiku-pt", None)])
+    peers.receive(own.replace(b"null", b'"not parsed"'))  # would be refused as malformed if it were parsed
+    peers.receive(message("01", [("claude-haiku-pt", None)]))
+    assert "malformed" not in caplog.text, "its own message was skipped unparsed"
+    assert peers.received == 1
+    assert router.breakers()["claude-haiku-pt"].window_requests == 1
