@@ -43,6 +43,9 @@ class RelayPass:
     failed: int = 0
 
 
+PUBLISHES_PER_SLICE = 16
+"""Messages sent between two yields to the event loop: a batch of hundreds takes milliseconds to send."""
+
 MARK_DELAY_S = 0.25
 """How long the fast path lets published rows wait to be marked, so that one transaction marks many batches.
 Well inside the poll path's hand-off grace, so a row is never published twice for being marked late; a
@@ -203,7 +206,11 @@ class OutboxRelay:
     async def _publish(self, messages: Sequence[OutboxMessage]) -> list[PubAck | BaseException]:
         futures = []
         traced = tracing_enabled()
-        for message in messages:  # sent in seq order; JetStream stores them in arrival order
+        for position, message in enumerate(
+            messages
+        ):  # sent in seq order; JetStream stores them in that order
+            if position and position % PUBLISHES_PER_SLICE == 0:
+                await asyncio.sleep(0)  # let the process's other work run between slices of a large batch
             headers = {MSG_ID_HEADER: str(message.event_id)}
             if traced and (context := record_published(message.data)):
                 headers |= context
