@@ -7,9 +7,11 @@ embedded nats-server and the SQLite audit log, auditing and counting metrics as 
 is the client. All of them share the machine's cores.
 
 For each rate and each path (Bedrock through Claude Haiku on-demand, Vertex through Gemini Flash on-demand)
-the client offers `--duration` seconds of requests (at least `--min-requests`) open-loop (a request is sent at its time whatever is
-outstanding; none is held back) first straight to the emulator (the request the SDK sends, as bare HTTP),
-then through the front (an OpenAI chat completion with a bearer key and `model: feature:<name>`). Latency is
+the client offers `--duration` seconds of requests (at least `--min-requests`) open-loop (a request is sent
+at its time whatever is outstanding; none is held back) straight to the emulator (the request the SDK sends,
+as bare HTTP) and as many through the front (an OpenAI chat completion with a bearer key and
+`model: feature:<name>`), alternating the two in one-second windows so that both meet the same swings of
+the host's speed. Latency is
 measured from the moment each request is sent to its whole answer. `added_ms_pXX` is the front's percentile
 minus the raw call's at the same rate and path. `router_cpu_ms_per_request` is the CPU the router processes
 used (all of it: HTTP, policy, SDK call, audit, metrics, NATS) over the requests they answered;
@@ -17,7 +19,7 @@ used (all of it: HTTP, policy, SDK call, audit, metrics, NATS) over the requests
 for comparison: one HTTP server doing next to nothing per request on the same host.
 `max_rate_added_p99_under_5ms` is the highest rate at which both paths added under 5 ms at p99 with no errors.
 SSE (measured first, at light load): one streamed request at a time, time to the first byte of the body,
-straight from the emulator and through the front. Breakers are held closed, so that a rate the host cannot
+straight from the emulator and through the front in turn. Breakers are held closed, so that a rate the host cannot
 carry (the router's own backlog looks like slow deployments) does not fail the phases after it.
 
 What it leaves out: network between hosts (everything is on 127.0.0.1), real provider latency (the emulators
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import tempfile
 import time
@@ -58,6 +61,9 @@ FEATURES = {"bedrock": "bench-bedrock", "vertex": "bench-vertex"}
 API_KEY = "bench-key"
 ADDED_P99_TARGET_MS = 5.0
 REQUEST_TIMEOUT_S = 10.0
+WINDOW_S = 1.0
+"""Raw and front calls alternate in windows this long: the host's speed swings by tens of percent over
+seconds, and measured one after the other the two could see different hosts."""
 READY_TIMEOUT_S = 300.0  # router processes import both cloud SDKs; a busy 2-core host takes a while
 
 
@@ -232,6 +238,12 @@ class Run:
     def percentile(self, fraction: float) -> float | None:
         return percentile_or_none(self.latencies_ms, fraction)
 
+    def add(self, other: Run) -> None:
+        """Take in another run of the same call (one window of an interleaved measurement)."""
+        self.latencies_ms += other.latencies_ms
+        self.errors += other.errors
+        self.elapsed_s += other.elapsed_s
+
 
 async def open_loop(http: aiohttp.ClientSession, call: Call, rate: float, duration_s: float) -> Run:
     """Offer `rate * duration_s` requests at `rate` per second, each sent at its time; wait for all."""
@@ -295,16 +307,15 @@ async def _measure(
             await open_loop(http, raw_call(urls, path, args.max_tokens), 100, args.warmup)
             await open_loop(http, front_call(front.url, path, args.max_tokens), 100, args.warmup)
         for path in PATHS:
-            raw_ttfb = sorted(
-                await first_byte_ms(
-                    http, raw_call(urls, path, args.max_tokens, stream=True), args.sse_requests
+            raw_ttfb: list[float] = []
+            front_ttfb: list[float] = []
+            for _ in range(args.sse_requests):  # one of each in turn, as the rates' windows alternate
+                raw_ttfb += await first_byte_ms(http, raw_call(urls, path, args.max_tokens, stream=True), 1)
+                front_ttfb += await first_byte_ms(
+                    http, front_call(front.url, path, args.max_tokens, stream=True), 1
                 )
-            )
-            front_ttfb = sorted(
-                await first_byte_ms(
-                    http, front_call(front.url, path, args.max_tokens, stream=True), args.sse_requests
-                )
-            )
+            raw_ttfb.sort()
+            front_ttfb.sort()
             raw_p50, front_p50 = percentile_or_none(raw_ttfb, 0.5), percentile_or_none(front_ttfb, 0.5)
             metrics |= {
                 f"{path}_sse_ttfb_ms_p50_raw": _round(raw_p50),
@@ -320,13 +331,15 @@ async def _measure(
             key = f"{int(rate)}rps"
             ok = True
             for path in PATHS:
-                emulator_cpu = emulators_cpu_seconds()
                 seconds = measured_seconds(rate, args.duration, args.min_requests)
-                raw = await open_loop(http, raw_call(urls, path, args.max_tokens), rate, seconds)
-                emulator_cpu = emulators_cpu_seconds() - emulator_cpu
-                cpu = front.cpu_seconds()
-                through = await open_loop(http, front_call(front.url, path, args.max_tokens), rate, seconds)
-                cpu = front.cpu_seconds() - cpu
+                raw, through, emulator_cpu, cpu = await interleaved(
+                    http,
+                    raw_call(urls, path, args.max_tokens),
+                    front_call(front.url, path, args.max_tokens),
+                    rate,
+                    seconds,
+                    front,
+                )
                 figures = _figures(raw, through, cpu)
                 figures["emulator_cpu_ms_per_request"] = (
                     round(emulator_cpu * 1000.0 / len(raw.latencies_ms), 3) if raw.latencies_ms else None
@@ -338,6 +351,25 @@ async def _measure(
                 under_target.append(rate)
         metrics["max_rate_added_p99_under_5ms"] = max(under_target) if under_target else None
     return metrics
+
+
+async def interleaved(
+    http: aiohttp.ClientSession, raw_call: Call, front_call: Call, rate: float, seconds: float, front: Front
+) -> tuple[Run, Run, float, float]:
+    """`seconds` of each call at `rate`, in alternating windows of `WINDOW_S` (raw first), so that both see
+    the same swings of the host's speed; returns both runs, the emulators' CPU seconds over the raw windows
+    and the router's over the front windows."""
+    raw, through = Run(), Run()
+    emulator_cpu = router_cpu = 0.0
+    windows = max(1, math.ceil(seconds / WINDOW_S))
+    for _ in range(windows):
+        used = emulators_cpu_seconds()
+        raw.add(await open_loop(http, raw_call, rate, seconds / windows))
+        emulator_cpu += emulators_cpu_seconds() - used
+        used = front.cpu_seconds()
+        through.add(await open_loop(http, front_call, rate, seconds / windows))
+        router_cpu += front.cpu_seconds() - used
+    return raw, through, emulator_cpu, router_cpu
 
 
 def measured_seconds(rate: float, duration_s: float, min_requests: int) -> float:
