@@ -18,7 +18,11 @@ $(VENV)/.installed: pyproject.toml uv.lock
 	$(UV) sync --frozen
 	@touch $@
 
-install: $(VENV)/.installed ## create the virtual environment from the lock file
+COMPILED_CORE := $(VENV)/podway-compiled/stamp.json
+$(COMPILED_CORE): $(VENV)/.installed $(wildcard libs/core/scheduling/*.py) deploy/compile_core.py
+	$(PY) deploy/compile_core.py
+
+install: $(VENV)/.installed $(COMPILED_CORE) ## create the virtual environment from the lock file, compile the scheduling core
 
 demo: install ## run the whole stack on embedded defaults and show every capability, each step checked; writes report.html
 	$(PODWAY) demo --report report.html

@@ -46,3 +46,11 @@ def percentile_or_none(values: Iterable[float], fraction: float) -> float | None
     if not ordered:
         return None
     return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
+def scheduling_core() -> str:
+    """How the scheduling core runs in this environment (and in the services it starts): see
+    `libs.core.scheduling.native`."""
+    from libs.core import scheduling
+
+    return "compiled (mypyc)" if scheduling.COMPILED else "interpreted"

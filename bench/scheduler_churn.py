@@ -48,7 +48,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.measure import percentile
+from bench.measure import percentile, scheduling_core
 from libs.core.scheduling import BLOCK_KEY, RACK_KEY, ClusterSnapshot, PodGroup, PodRequest, schedule_podgroup
 from libs.runtime.memory import tune_collector
 
@@ -304,5 +304,6 @@ def churn_params(args: argparse.Namespace) -> dict[str, Any]:
         "gpus_per_pod": dict(zip(map(str, GPUS_PER_POD), GPUS_PER_POD_WEIGHTS, strict=True)),
         "topology": {"rack": 0.5, "block": 0.25, "block_preferring_rack": 0.25},
         "python": sys.version.split()[0],
+        "scheduling_core": scheduling_core(),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import scheduler_churn
-from bench.measure import percentile
+from bench.measure import percentile, scheduling_core
 from libs.core.scheduling import (
     BLOCK_KEY,
     HOSTNAME_KEY,
@@ -194,6 +194,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "fill_target": fill,
         "topology_key": RACK_KEY,
         "python": sys.version.split()[0],
+        "scheduling_core": scheduling_core(),
         "load_average_1m": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(),
     }

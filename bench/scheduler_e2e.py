@@ -61,7 +61,7 @@ import orjson
 import psutil
 
 from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
-from bench.measure import cpu_seconds, host_cpu_seconds, percentile, postgres_cpu_seconds
+from bench.measure import cpu_seconds, host_cpu_seconds, percentile, postgres_cpu_seconds, scheduling_core
 from libs.api.annotations import RUN_SECONDS
 from libs.client.client import PodwayClient
 from libs.cluster.generator import RACK_KEY
@@ -735,6 +735,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "database": "postgres",
         # Other processes on the host take CPU from the five processes measured here.
         "host_cpus": os.cpu_count(),
+        "scheduling_core": scheduling_core(),
         "host_load_avg_1m_before": round(load_before, 2),
         "host_load_avg_1m_after": round(load_after, 2),
     }

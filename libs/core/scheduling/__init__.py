@@ -4,6 +4,12 @@ queue, queueing hints and PodGroup lifecycle.
 No I/O and no clock reads: time comes in as `now` (seconds), so the simulator replays it exactly.
 """
 
+# ruff: noqa: E402 - the compiled modules are chosen before any of them is imported
+from .native import use_compiled
+
+COMPILED = use_compiled(__path__)
+"""Whether the hot modules run compiled by mypyc (see `native`); before any of them is imported."""
+
 from .cycle import schedule_podgroup
 from .lifecycle import (
     Condition,

@@ -3,32 +3,34 @@
 from __future__ import annotations
 
 from libs.core.scheduling.buckets import BucketIndex
+from libs.core.scheduling.capacity import NodeState
+from libs.core.scheduling.model import CPU_DIMENSION
+from libs.core.scheduling.topology import NodeIndex
+from tests.unit.scheduling.builders import make_node
 
 
-class _Counted(BucketIndex):
-    """An index over a table of counts that notes changed names, as the snapshot's indexes do."""
-
-    __slots__ = ("counts",)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: dict[str, int] = {}
-
-    def settle(self) -> None:
-        self.place_all([(name, self.counts[name]) for name in self.stale])
-        self.stale.clear()
-
-    def change(self, name: str, count: int) -> None:
-        self.counts[name] = count
-        self.stale.add(name)
-
-
-def _index(**counts: int) -> _Counted:
-    index = _Counted()
+def _index(**counts: int) -> BucketIndex:
+    index = BucketIndex()
     for name, count in counts.items():
         index.place(name, count)
-        index.counts[name] = count
     return index
+
+
+class _Cores:
+    """A node index by free whole cores over real node states, changed the way the snapshot changes them:
+    a node's capacity moves and the node is only noted in the index's `stale`."""
+
+    def __init__(self, **cores: int) -> None:
+        self.nodes = {
+            name: NodeState(make_node(name, gpus=0, cpu=count), {}) for name, count in cores.items()
+        }
+        self.index = NodeIndex(CPU_DIMENSION)
+        self.index.place_all((name, count) for name, count in cores.items())
+
+    def change(self, name: str, cores: int) -> None:
+        node = self.nodes[name]
+        node.free_cpu = cores * 1000
+        self.index.stale.add(node)
 
 
 def test_names_come_tightest_first_then_by_name() -> None:
@@ -39,21 +41,21 @@ def test_names_come_tightest_first_then_by_name() -> None:
 
 
 def test_a_read_places_the_changed_names_first() -> None:
-    index = _index(a=1, b=2)
-    index.change("a", 4)
+    cores = _Cores(a=1, b=2)
+    cores.change("a", 4)
 
-    assert list(index.at_least(2)) == ["b", "a"]
-    assert not index.stale
+    assert list(cores.index.at_least(2)) == ["b", "a"]
+    assert not cores.index.stale
 
 
 def test_an_index_nobody_reads_only_notes_its_changes() -> None:
-    index = _index(a=1, b=2)
-    index.change("a", 3)
-    index.change("a", 0)
+    cores = _Cores(a=1, b=2)
+    cores.change("a", 3)
+    cores.change("a", 0)
 
-    assert index.stale == {"a"}
-    assert index.count_of("a") == 0
-    assert not index.stale
+    assert cores.index.stale == {cores.nodes["a"]}
+    assert cores.index.count_of("a") == 0
+    assert not cores.index.stale
 
 
 def test_units_counts_what_the_names_hold_together_and_stops_at_enough() -> None:
