@@ -9,11 +9,22 @@ from libs.db.records import OutboxMessage
 from libs.db.retention import delete_events_older_than
 from libs.db.uow import SqlAlchemyUnitOfWork
 from libs.events.catalogue import EventType
-from libs.events.envelope import uuid7
+from libs.events.envelope import Envelope, uuid7
 from tests.conftest import FakeClock
 from tests.integration.db.builders import T0, make_draft, make_envelope
 
 UowFactory = Callable[[], SqlAlchemyUnitOfWork]
+
+
+async def emit_together(uow_factory: UowFactory, envelopes: list[Envelope]) -> list[OutboxMessage]:
+    """Emit the envelopes in one unit of work; returns the outbox rows its commit handed to the relay."""
+    handed: list[OutboxMessage] = []
+    async with uow_factory() as uow:
+        uow._after_commit = handed.extend
+        for envelope in envelopes:
+            uow.emit(envelope)
+        await uow.commit()
+    return handed
 
 
 async def test_state_and_emitted_events_commit_together(uow_factory: UowFactory) -> None:
@@ -150,12 +161,7 @@ async def test_events_emitted_together_are_queued_and_logged_in_emit_order(uow_f
         make_envelope(kind, correlation_id="pg-1")
         for kind in (EventType.PODGROUP_CYCLE_STARTED, EventType.PODGROUP_CYCLE_PLACED, EventType.PODS_BOUND)
     ]
-    handed: list[OutboxMessage] = []
-    async with uow_factory() as uow:
-        uow._after_commit = handed.extend
-        for envelope in emitted:
-            uow.emit(envelope)
-        await uow.commit()
+    handed = await emit_together(uow_factory, emitted)
 
     async with uow_factory() as uow:
         queued = await uow.outbox.unpublished(limit=10)
@@ -194,12 +200,7 @@ async def test_an_append_larger_than_one_statement_keeps_emit_order_and_reads_ba
 ) -> None:
     # 1,203 rows: more than SQLite's slice of 500 rows per statement, with a partial last slice.
     emitted = [make_envelope(correlation_id="big", payload={"n": n}) for n in range(1203)]
-    handed: list[OutboxMessage] = []
-    async with uow_factory() as uow:
-        uow._after_commit = handed.extend
-        for envelope in emitted:
-            uow.emit(envelope)
-        await uow.commit()
+    handed = await emit_together(uow_factory, emitted)
 
     async with uow_factory() as uow:
         logged = await uow.events.by_correlation("big")
@@ -213,12 +214,7 @@ async def test_an_append_larger_than_one_statement_keeps_emit_order_and_reads_ba
 async def test_marking_published_takes_exactly_the_given_rows_whether_or_not_they_are_a_run(
     uow_factory: UowFactory, fake_clock: FakeClock
 ) -> None:
-    handed: list[OutboxMessage] = []
-    async with uow_factory() as uow:
-        uow._after_commit = handed.extend
-        for n in range(8):
-            uow.emit(make_envelope(payload={"n": n}))
-        await uow.commit()
+    handed = await emit_together(uow_factory, [make_envelope(payload={"n": n}) for n in range(8)])
     seqs = [m.seq for m in handed]
 
     async with uow_factory() as uow:
