@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 
+from libs.core import scheduling
 from libs.core.scheduling import MachineSettings, SchedulerStateMachine
 from libs.core.scheduling.outputs import Binding, CycleRan, Output
 from libs.db.ports import UnitOfWork
@@ -62,7 +63,14 @@ class SchedulerService(LeasedService[SchedulerStateMachine, Output]):
         machine = SchedulerStateMachine(self.machine_settings, timer=time.perf_counter)
         # In a thread, so that the service's loop keeps taking events while a large world is built.
         await asyncio.to_thread(machine.load, world, now=now)
-        log.info("scheduler world", extra={"nodes": len(machine.snapshot), "pods": len(machine.book.pods)})
+        log.info(
+            "scheduler world",
+            extra={
+                "nodes": len(machine.snapshot),
+                "pods": len(machine.book.pods),
+                "core": "compiled" if scheduling.COMPILED else "interpreted",
+            },
+        )
         return machine
 
     def apply(
