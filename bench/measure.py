@@ -53,4 +53,4 @@ def scheduling_core() -> str:
     `libs.core.scheduling.native`."""
     from libs.core import scheduling
 
-    return "compiled (mypyc)" if scheduling.COMPILED else "interpreted"
+    return scheduling.CORE

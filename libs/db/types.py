@@ -29,9 +29,7 @@ class UtcDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            raise ValueError(f"naive datetime {value!r}: pass an aware UTC datetime")
-        value = value.astimezone(UTC)
+        value = _utc(value)
         # SQLite keeps the text as given; dropping the offset keeps values comparable as strings.
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
@@ -41,12 +39,16 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def _utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: pass an aware UTC datetime")
+    return value.astimezone(UTC)
+
+
 def sqlite_time(value: datetime) -> str:
     """An aware datetime as `UtcDateTime` stores it on SQLite (naive UTC text, to the microsecond), for
     statements written for the driver."""
-    if value.tzinfo is None:
-        raise ValueError(f"naive datetime {value!r}: pass an aware UTC datetime")
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+    return _utc(value).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
 def json_text(value: Any) -> str:

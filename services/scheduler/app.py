@@ -68,7 +68,7 @@ class SchedulerService(LeasedService[SchedulerStateMachine, Output]):
             extra={
                 "nodes": len(machine.snapshot),
                 "pods": len(machine.book.pods),
-                "core": "compiled" if scheduling.COMPILED else "interpreted",
+                "core": scheduling.CORE,
             },
         )
         return machine

@@ -9,6 +9,8 @@ from .native import use_compiled
 
 COMPILED = use_compiled(__path__)
 """Whether the hot modules run compiled by mypyc (see `native`); before any of them is imported."""
+CORE = "compiled (mypyc)" if COMPILED else "interpreted"
+"""The same, as benchmarks and logs say it."""
 
 from .cycle import schedule_podgroup
 from .lifecycle import (

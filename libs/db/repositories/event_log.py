@@ -109,11 +109,12 @@ async def _append_sqlite(
     seq_of: dict[uuid.UUID, int] = {}
     for start in range(0, len(envelopes), _SQLITE_ROWS_PER_INSERT):
         end = start + _SQLITE_ROWS_PER_INSERT
-        ids = {envelope.event_id.hex: envelope.event_id for envelope in envelopes[start:end]}
+        chunk = envelopes[start:end]
+        ids = {envelope.event_id.hex: envelope.event_id for envelope in chunk}
         parameters: list[Any] = []
-        for event_id, subject, body in zip(ids, nats_subjects[start:end], data[start:end], strict=True):
-            parameters += (event_id, subject, body, created_at)
-        returned = await connection.exec_driver_sql(_outbox_insert_sqlite(len(ids)), tuple(parameters))
+        for envelope, subject, body in zip(chunk, nats_subjects[start:end], data[start:end], strict=True):
+            parameters += (envelope.event_id.hex, subject, body, created_at)
+        returned = await connection.exec_driver_sql(_outbox_insert_sqlite(len(chunk)), tuple(parameters))
         seq_of.update((ids[event_id], seq) for event_id, seq in cast("list[tuple[str, int]]", returned.all()))
     rows = [
         _event_row_sqlite(envelope, seq)
