@@ -81,6 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--processes", type=int, default=0, help="router processes; 0 = one per CPU")
     parser.add_argument(
+        "--event-loop", choices=("uvloop", "asyncio"), default="uvloop", help="the router's event loop"
+    )
+    parser.add_argument(
         "--warmup", type=float, default=2.0, help="seconds of load at 100 req/s before measuring"
     )
     parser.add_argument("--sse-requests", type=int, default=200, help="streamed requests per path and side")
@@ -94,7 +97,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with (
         _emulators() as urls,
         tempfile.TemporaryDirectory(prefix="podway-bench-router-http-") as tmp,
-        router_front(urls, Path(tmp), args.processes) as front,
+        router_front(urls, Path(tmp), args.processes, event_loop=args.event_loop) as front,
     ):
         metrics = asyncio.run(_measure(args, rates, urls, front))
     params = {
@@ -102,6 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "duration_s": args.duration,
         "min_requests": args.min_requests,
         "router_processes": front.processes,
+        "router_event_loop": args.event_loop,
         "warmup_s": args.warmup,
         "sse_requests": args.sse_requests,
         "max_tokens": args.max_tokens,
@@ -153,8 +157,11 @@ def bench_policy_document(urls: dict[str, str]) -> dict[str, Any]:
 
 
 @contextmanager
-def router_front(urls: dict[str, str], data_dir: Path, processes: int) -> Iterator[Front]:
-    """The router service as `podway up` runs it (shared socket, `processes` processes) on a fresh data dir."""
+def router_front(
+    urls: dict[str, str], data_dir: Path, processes: int, *, event_loop: str = "uvloop"
+) -> Iterator[Front]:
+    """The router service as `podway up` runs it (shared socket, `processes` processes on `event_loop`) on a
+    fresh data dir."""
     from libs.client.commands.stack import prepare_stack
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -169,7 +176,8 @@ def router_front(urls: dict[str, str], data_dir: Path, processes: int) -> Iterat
     )
     stack = Stack(settings, services=("llm_router",), prepare=prepare_stack)
     try:
-        info = stack.start()
+        with _environment(PODWAY_ROUTER_EVENT_LOOP=event_loop):  # the router processes inherit it
+            info = stack.start()
         if not stack.wait_ready(timeout_s=READY_TIMEOUT_S):
             logs = "\n".join(p.read_text()[-1500:] for p in sorted((data_dir / "logs").glob("*.log")))
             raise RuntimeError(f"the router did not become healthy:\n{logs}")
@@ -178,6 +186,20 @@ def router_front(urls: dict[str, str], data_dir: Path, processes: int) -> Iterat
         yield Front(info.router_url, len(pids), pids)
     finally:
         stack.stop()
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 # --- requests ------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import hypothesis
 import pytest
+import uvloop
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -31,6 +32,16 @@ T = TypeVar("T")
 hypothesis.settings.register_profile("suite", derandomize=True)
 hypothesis.settings.register_profile("explore", derandomize=False)
 hypothesis.settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], Any]]:
+    """asyncio's loop for every test; a module with `ON_BOTH_EVENT_LOOPS = True` runs each test once on it and
+    once on uvloop's (the router's)."""
+    factories: dict[str, Callable[[], Any]] = {"asyncio": asyncio.new_event_loop}
+    if getattr(getattr(item, "module", None), "ON_BOTH_EVENT_LOOPS", False):
+        factories["uvloop"] = uvloop.new_event_loop
+    return factories
+
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 

@@ -19,6 +19,7 @@ import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -57,8 +58,7 @@ class _Connection(asyncio.Protocol):
         self._paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not its subclasses
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

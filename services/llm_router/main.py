@@ -8,7 +8,8 @@ from services.llm_router.settings import RouterSettings
 
 
 def main() -> None:
-    run_service("llm_router", RouterSettings(), RouterService)
+    settings = RouterSettings()
+    run_service("llm_router", settings, RouterService, event_loop=settings.router_event_loop)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Literal
+
 from pydantic import Field
 
 from libs.runtime.settings import PodwaySettings
@@ -40,5 +43,9 @@ class RouterSettings(PodwaySettings):
     )
     router_flush_batch: int = Field(
         default=64, gt=0, description="Audit events that make a group commit due without lingering"
+    )
+    router_event_loop: Literal["asyncio", "uvloop"] = Field(
+        default="uvloop" if sys.platform != "win32" else "asyncio",
+        description="The event loop the router runs on: uvloop proxies a request on less CPU than asyncio's",
     )
     router_policy_poll_s: float = Field(default=1.0, gt=0, description="How often the policy file is checked")

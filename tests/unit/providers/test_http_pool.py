@@ -10,6 +10,8 @@ import pytest
 from libs.providers.http_pool import AnswerCutShort, HttpPool
 from libs.runtime.http_server import HttpRequest, HttpResponse, HttpServer
 
+ON_BOTH_EVENT_LOOPS = True  # the router runs on uvloop
+
 
 class Upstream:
     """An endpoint that counts its connections and answers as told by the path."""

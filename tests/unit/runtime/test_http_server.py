@@ -10,6 +10,8 @@ import pytest
 
 from libs.runtime.http_server import HttpRequest, HttpResponse, HttpServer
 
+ON_BOTH_EVENT_LOOPS = True  # the router runs on uvloop
+
 
 async def handler(request: HttpRequest) -> HttpResponse | None:
     if request.path == "/boom":
