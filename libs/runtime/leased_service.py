@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import StaleEpochError
@@ -50,7 +50,12 @@ Output = TypeVar("Output")
 
 
 class _Reload(Exception):
-    """A pass could not be written: its assumptions are lost, so the world is read again."""
+    """A pass could not be written: its assumptions are lost, so the world is read again; `lost` are the
+    outputs it could not write."""
+
+    def __init__(self, lost: Sequence[object] = ()) -> None:
+        super().__init__()
+        self.lost = list(lost)
 
 
 @dataclass(eq=False)
@@ -137,6 +142,10 @@ class LeasedService(ABC, Generic[World, Output]):
     @abstractmethod
     async def write(self, uow: UnitOfWork, outputs: list[Output], fence: Fence) -> None:
         """Write a pass's outputs in the unit of work (the service renews the lease and commits)."""
+
+    def lost(self, world: World, outputs: list[Output]) -> None:
+        """The outputs of a pass that could not be written, handed to the world read again after it: what
+        they answered that the database does not keep must be decided again (default: nothing)."""
 
     def written(self, outputs: list[Output], took_s: float) -> None:
         """A pass's outputs were committed (for metrics)."""
@@ -232,12 +241,16 @@ class LeasedService(ABC, Generic[World, Output]):
     async def _lead(self, term: _Term[World]) -> None:
         try:
             await self._start_consumer(term)
+            lost: list[Output] = []
             while True:
                 await self._load(term)
+                if lost:
+                    assert term.world is not None
+                    self.lost(term.world, lost)
                 try:
                     await self._run_forever(term)
-                except _Reload:
-                    continue
+                except _Reload as reload:
+                    lost = cast(list[Output], reload.lost)
         except StaleEpochError:
             log.warning("%s epoch %d is stale: another replica leads; stopping", self.name, term.fence.epoch)
             self.elector.forget()
@@ -345,7 +358,7 @@ class LeasedService(ABC, Generic[World, Output]):
             raise
         except Exception as exc:
             log.exception("%s: writing %d outputs failed; loading the world again", self.name, len(outputs))
-            raise _Reload() from exc
+            raise _Reload(outputs) from exc
         self.elector.renewed(lease, sent)
         took = time.monotonic() - sent
         if took > self.elector.renew_every_s:

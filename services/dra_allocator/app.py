@@ -46,6 +46,9 @@ class DraAllocatorService(LeasedService[ClaimLedger, LedgerOutput]):
     async def write(self, uow: UnitOfWork, outputs: list[LedgerOutput], fence: Fence) -> None:
         await write_outputs(uow, outputs, now=self.clock())
 
+    def lost(self, world: ClaimLedger, outputs: list[LedgerOutput]) -> None:
+        world.propose_lost(outputs)
+
     def written(self, outputs: list[LedgerOutput], took_s: float) -> None:
         committed = sum(len(output.claims) for output in outputs if isinstance(output, ClaimsCommitted))
         if committed:

@@ -3,14 +3,20 @@ one transaction (device rows, ResourceClaims, owners' claim statuses, events).
 
 A committed claim is a ResourceClaim named after its owner (`<pod>-<claim>`, `<podgroup>-<claim>`), owned by
 it, with the template's spec, `status.allocation` and `status.reservedFor`; the owner's
-`status.resourceClaimStatuses` names it. An existing ResourceClaim pods name (`resourceClaimName`) is the
-user's: its `status.allocation` is written when the first pod allocates it, and `status.reservedFor` lists
-every pod reserving it. A released claim keeps its object with an empty status (nothing allocated, nothing
-reserving it).
+`status.resourceClaimStatuses` names it; it is deleted when released (its pod ended, or its PodGroup's pods
+all did), as upstream's resourceclaim controller deletes the claims it made for a pod once the pod is done.
+An existing ResourceClaim pods name (`resourceClaimName`) is the user's: its `status.allocation` is written
+when the first pod allocates it, `status.reservedFor` lists every pod reserving it, and once released it
+keeps its object with an empty status (nothing allocated, nothing reserving it).
+
+The device rows are the database's guard against two holders of a device; a new leader reconciles them
+with the claims it finds allocated (`ClaimLedger.reconcile`), so rows a failed pass left behind never hold
+a device for ever.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -22,6 +28,8 @@ from libs.core.dra.ledger import (
     ClaimsCommitted,
     ClaimsRefused,
     ClaimsReleased,
+    DeviceRow,
+    DevicesReconciled,
     HeldClaim,
     LedgerOutput,
     Proposal,
@@ -30,11 +38,14 @@ from libs.core.dra.ledger import (
 )
 from libs.core.dra.records import allocation_from_record
 from libs.core.scheduling.objects import STANDALONE_PREFIX
+from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
 from libs.db.records import DeviceHold, DeviceShare, JsonObject, ObjectDraft, StoredObject
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.scheduling import ClaimAllocation, ClaimsAllocated, ClaimsAllocationFailed, PodGroupRef
 from libs.events.scheduling import ClaimsReleased as ClaimsReleasedEvent
+
+log = logging.getLogger(__name__)
 
 PRODUCER = "dra-allocator"
 RESOURCE_API = "resource.k8s.io/v1"
@@ -84,6 +95,7 @@ async def load_ledger(uow: UnitOfWork) -> ClaimLedger:
         ledger.restore(held, members)
         if not members:
             orphans.append(held)
+    ledger.reconcile(DeviceRow(*row) for row in await uow.device_allocations.rows())
     ledger.pods_ended(ended)
     ledger.release(orphans)
     for group in groups:
@@ -162,6 +174,10 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[LedgerOutput], *, now
     ConflictError: the pass is lost and the ledger reloaded."""
     outcomes = list(outputs)
     writer = _Writer(uow, now)
+    for output in outcomes:
+        if isinstance(output, DevicesReconciled):  # first: releases after it give back from what it sets
+            await uow.device_allocations.release(output.claims, [])
+            await uow.device_allocations.set_consumed(output.consumed)
     committed = [
         claim for output in outcomes if isinstance(output, ClaimsCommitted) for claim in output.claims
     ]
@@ -197,6 +213,9 @@ class _Writer:
         self.now = now
         self._objects: dict[tuple[str, str, str], StoredObject] = {}
         self._statuses: dict[str, tuple[StoredObject, JsonObject]] = {}
+        self._cleared: dict[str, StoredObject] = {}
+        """Released claims pods name, whose status is emptied unless they are gone or changed meanwhile."""
+        self._deleted: list[str] = []
         self._created: list[ObjectDraft] = []
 
     async def prefetch(self, committed: list[HeldClaim], others: list[HeldClaim]) -> None:
@@ -255,8 +274,12 @@ class _Writer:
     def released(self, released: ClaimsReleased) -> None:
         for claim in released.claims:
             stored = self._objects.get(("ResourceClaim", claim.namespace, claim.name))
-            if stored is not None and stored.status:
-                self._statuses[stored.uid] = (stored, {})
+            if stored is None:
+                continue
+            if _made_for(stored) is not None:
+                self._deleted.append(stored.uid)
+            elif stored.status:
+                self._cleared[stored.uid] = stored
         group = next((claim.owner for claim in released.claims if claim.owner.kind == "PodGroup"), None)
         self.emit(
             released.group_uid,
@@ -290,6 +313,9 @@ class _Writer:
                 for pod in (claim.reserved_for or (owner,))
             ],
         }
+        if existing is not None and _made_for(existing) not in (None, owner.uid):
+            self._deleted.append(existing.uid)  # made for an earlier object of the owner's name: replaced
+            existing = None
         if existing is not None:
             self._statuses[existing.uid] = (existing, status)
             return
@@ -358,8 +384,26 @@ class _Writer:
         )
 
     async def flush(self) -> None:
+        await self.uow.objects.delete_by_uids(self._deleted)
         await self.uow.objects.create_many(self._created)
         await self.uow.objects.update_statuses(list(self._statuses.values()))
+        cleared: list[tuple[StoredObject, JsonObject]] = [
+            (stored, {}) for uid, stored in self._cleared.items() if uid not in self._statuses
+        ]
+        try:
+            await self.uow.objects.update_statuses(cleared)
+        except ConflictError:
+            # Deleted (or changed) by its user since it was read: nothing of it to clear, and failing the
+            # pass for it would lose the device rows' release with it.
+            log.info("released ResourceClaims changed meanwhile; their status is left as it is")
+
+
+def _made_for(claim: StoredObject) -> str | None:
+    """The uid of the pod or PodGroup a claim was made for (its controller); None for a claim pods name."""
+    for reference in claim.metadata.get("ownerReferences") or []:
+        if reference.get("controller"):
+            return str(reference.get("uid"))
+    return None
 
 
 def _device_rows(claim: HeldClaim) -> tuple[list[DeviceHold], list[DeviceShare]]:

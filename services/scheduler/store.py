@@ -235,7 +235,10 @@ class _Writer:
             await self._set_status(ran.group, proposal=dict(ran.proposal_status or {}))
             if ran.condition_false:
                 message = f"waiting for ResourceClaims {', '.join(ran.claims)} to be allocated"
-                await self._group_condition(ran.group, False, WAITING_FOR_CLAIMS_REASON, message)
+                if ran.group.standalone:
+                    await self._pod_condition(ran.group.uid, False, WAITING_FOR_CLAIMS_REASON, message)
+                else:
+                    await self._group_condition(ran.group, False, WAITING_FOR_CLAIMS_REASON, message)
             return 0
         assert ran.bind is not None
         await self.bind(ran.bind, story)

@@ -113,7 +113,27 @@ class ReservationsEnded:
     claims: tuple[HeldClaim, ...]
 
 
-LedgerOutput = ClaimsCommitted | ClaimsRefused | ClaimsReleased | ReservationsEnded
+@dataclass(frozen=True, slots=True)
+class DeviceRow:
+    """A device the database records as held by a claim (its `device_allocations` row)."""
+
+    claim: str
+    device: str
+    exclusive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DevicesReconciled:
+    """Device rows of claims the ledger does not hold, to forget, and the consumed capacity of the shareable
+    devices among them, to set to what the held claims consume (`(device, capacity, consumed)`). Such rows
+    are left when a ResourceClaim is deleted while the pass that would have released it fails: the world
+    read again no longer has the claim, and the devices would stay taken for ever."""
+
+    claims: tuple[str, ...]
+    consumed: tuple[tuple[str, str, int], ...]
+
+
+LedgerOutput = ClaimsCommitted | ClaimsRefused | ClaimsReleased | ReservationsEnded | DevicesReconciled
 
 
 @dataclass
@@ -129,17 +149,49 @@ class ClaimLedger:
     """PodGroup uid -> its live pods that its claims were allocated with."""
     _ended: set[str] = field(default_factory=set)
     _unreserved: dict[str, HeldClaim] = field(default_factory=dict)
+    _reconciled: DevicesReconciled | None = None
 
     # -- inputs -----------------------------------------------------------------------------------------
 
     def propose(self, proposal: Proposal) -> None:
         self._pending.append(proposal)
 
+    def propose_lost(self, outputs: Iterable[LedgerOutput]) -> None:
+        """Decide again the proposals a pass answered but could not write (this ledger was read again since):
+        their placements still wait for an answer, and a standalone pod's proposal is in no PodGroup's
+        status for a new world to find. One already pending again (from a PodGroup's status) is not added."""
+        pending = {proposal.group_uid for proposal in self._pending}
+        for output in outputs:
+            lost = output.proposal if isinstance(output, ClaimsCommitted | ClaimsRefused) else None
+            if lost is not None and lost.group_uid not in pending:
+                pending.add(lost.group_uid)
+                self._pending.append(lost)
+
     def restore(self, claim: HeldClaim, live_pods: Iterable[str]) -> None:
         """Hold a claim found allocated in the database (a new leader's world)."""
         self.held[claim.key] = claim
         self.usage.take(claim.allocation)
         self._live_pods.setdefault(claim.group_uid, set()).update(live_pods)
+
+    def reconcile(self, rows: Iterable[DeviceRow]) -> None:
+        """Compare the database's device rows with the claims restored (before any is released): rows of
+        claims not held are forgotten in the next pass."""
+        orphans: set[str] = set()
+        shared: set[str] = set()
+        for row in rows:
+            if row.claim not in self.held:
+                orphans.add(row.claim)
+                if not row.exclusive:
+                    shared.add(row.device)
+        if not orphans:
+            return
+        consumed: list[tuple[str, str, int]] = []
+        for device_id in sorted(shared):
+            device = self.inventory.devices.get(device_id)
+            used = self.usage.consumed.get(device_id, {})
+            names = set(used) | set(device.capacity if device is not None else ())
+            consumed += [(device_id, name, used.get(name, 0)) for name in sorted(names)]
+        self._reconciled = DevicesReconciled(tuple(sorted(orphans)), tuple(consumed))
 
     def pods_ended(self, uids: Iterable[str]) -> None:
         """Pods that succeeded, failed or were deleted: their claims go, and their PodGroup's once none of
@@ -196,8 +248,11 @@ class ClaimLedger:
     # -- the pass ---------------------------------------------------------------------------------------
 
     def run_pass(self) -> list[LedgerOutput]:
-        """Releases since the last pass, then each proposal committed or refused, in arrival order."""
-        outputs: list[LedgerOutput] = list(self._released)
+        """Device rows to reconcile (first pass of a world), releases since the last pass, then each proposal
+        committed or refused, in arrival order."""
+        outputs: list[LedgerOutput] = [self._reconciled] if self._reconciled is not None else []
+        self._reconciled = None
+        outputs += self._released
         self._released = []
         if self._unreserved:
             outputs.append(ReservationsEnded(tuple(self._unreserved.values())))

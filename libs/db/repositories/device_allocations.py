@@ -67,6 +67,24 @@ class SqlAlchemyDeviceAllocationRepository:
                 .values(consumed=device_capacity.c.consumed - share.amount)
             )
 
+    async def rows(self) -> list[tuple[str, str, bool]]:
+        """Every device held: `(claim, device, exclusive)`, by claim and device."""
+        result = await self._session.execute(
+            select(
+                device_allocations.c.claim, device_allocations.c.device, device_allocations.c.exclusive
+            ).order_by(device_allocations.c.claim, device_allocations.c.device)
+        )
+        return [(claim, device, bool(exclusive)) for claim, device, exclusive in result]
+
+    async def set_consumed(self, consumed: Sequence[tuple[str, str, int]]) -> None:
+        """Set the consumed capacity of shareable devices: `(device, capacity, consumed)`."""
+        for device, name, amount in consumed:
+            await self._session.execute(
+                update(device_capacity)
+                .where(device_capacity.c.device == device, device_capacity.c.name == name)
+                .values(consumed=amount)
+            )
+
     async def holders(self, device: str) -> list[str]:
         """The claims holding a device, by name."""
         rows = await self._session.execute(

@@ -257,6 +257,12 @@ class SqlAlchemyObjectRepository:
             )
         return deleted > 0
 
+    async def delete_by_uids(self, uids: Sequence[str]) -> int:
+        """Delete objects (and their conditions) by uid, in one statement; how many existed."""
+        if not uids:
+            return 0
+        return rowcount(await self._session.execute(delete(objects).where(objects.c.uid.in_(list(uids)))))
+
     async def _get_for_update(self, kind: str, namespace: str, name: str) -> StoredObject | None:
         row = (await self._session.execute(_by_key(kind, namespace, name).with_for_update())).first()
         return _to_object(row) if row else None

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from libs.client.output import render
+from libs.core.dra.ledger import ClaimsCommitted
 from libs.db.engine import create_engine, create_session_factory
+from libs.db.errors import ConflictError
 from libs.db.uow import unit_of_work_factory
 from services.dra_allocator.app import DraAllocatorService
 from tests.integration.scheduler.conftest import Stack, example
@@ -107,8 +109,8 @@ async def test_a_numa_gang_with_a_rack_fabric_is_allocated_bound_and_released(st
 
     stack.agent_clock.advance(timedelta(seconds=31))
     stack.agent.wake()
-    await eventually(
-        lambda: claims(stack), lambda found: all(not c.get("status") for c in found.values()), timeout_s=30
+    assert await eventually(lambda: claims(stack), lambda found: found == {}, timeout_s=30) == {}, (
+        "the claims made for the pods go when they finish"
     )
     engine = create_engine(stack.settings.resolved_database_url())
     try:
@@ -116,6 +118,42 @@ async def test_a_numa_gang_with_a_rack_fabric_is_allocated_bound_and_released(st
             assert await uow.device_allocations.holders(f"fabric.example.com/{rack}/fabric") == []
     finally:
         await engine.dispose()
+
+
+async def test_a_gang_deleted_and_applied_again_gets_claims_of_its_own(stack: Stack):
+    manifests = example("06-dra-numa-gang.yaml")
+    await stack.client.apply(manifests)
+    first = await eventually(
+        lambda: pods_named(stack, "numa-train-worker-0-"),
+        lambda pods: len(pods) == 4 and phases(pods) == {"Running"},
+        timeout_s=30,
+    )
+    for manifest in reversed(manifests):
+        metadata = manifest["metadata"]
+        await stack.client.delete(manifest["kind"], metadata["name"], metadata.get("namespace"))
+    stack.agent.wake()
+    assert await eventually(lambda: claims(stack), lambda found: found == {}, timeout_s=30) == {}
+    gone = await eventually(
+        lambda: pods_named(stack, "numa-train-worker-0-"), lambda pods: pods == [], timeout_s=30
+    )
+    assert gone == []
+
+    await stack.client.apply(manifests)
+    again = await eventually(
+        lambda: pods_named(stack, "numa-train-worker-0-"),
+        lambda pods: len(pods) == 4 and phases(pods) == {"Running"},
+        timeout_s=20,  # under the scheduler's 30 s wait for claims: allocated at once, not after a time-out
+    )
+
+    assert phases(again) == {"Running"}
+    assert {p["metadata"]["uid"] for p in again}.isdisjoint(p["metadata"]["uid"] for p in first)
+    allocated = await claims(stack)
+    for pod in again:
+        claim = allocated[f"{pod['metadata']['name']}-gpus"]
+        assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+        assert claim["status"]["reservedFor"] == [
+            {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+        ]
 
 
 async def test_two_pods_share_one_gpu_by_capacity(stack: Stack):
@@ -202,3 +240,29 @@ async def test_a_pod_naming_a_missing_claim_waits_until_it_is_applied(stack: Sta
     await eventually(
         lambda: pods_named(stack, "pair-a"), lambda found: phases(found) == {"Running"}, timeout_s=30
     )
+
+
+async def test_a_pass_that_could_not_be_written_is_decided_again_after_the_reload(stack: Stack, monkeypatch):
+    """Standalone pods' proposals are in no PodGroup's status: a failed write must not leave them to the
+    scheduler's 30 s wait for claims."""
+    from services.dra_allocator import app
+
+    failures: list[int] = []
+    write = app.write_outputs
+
+    async def fails_once(uow, outputs, *, now):
+        if not failures and any(isinstance(output, ClaimsCommitted) for output in outputs):
+            failures.append(len(outputs))
+            raise ConflictError("the database refused the pass")
+        await write(uow, outputs, now=now)
+
+    monkeypatch.setattr(app, "write_outputs", fails_once)
+    await stack.client.apply(example("08-dra-named-claim.yaml"))
+
+    running = await eventually(
+        lambda: pods_named(stack, "pair-"),
+        lambda pods: len(pods) == 2 and phases(pods) == {"Running"},
+        timeout_s=20,
+    )
+    assert failures, "a pass failed to be written"
+    assert phases(running) == {"Running"}, "bound well before the scheduler's 30 s wait for claims ends"

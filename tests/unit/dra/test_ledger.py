@@ -11,6 +11,8 @@ from libs.core.dra.ledger import (
     ClaimsCommitted,
     ClaimsRefused,
     ClaimsReleased,
+    DeviceRow,
+    DevicesReconciled,
     Proposal,
     ProposedClaim,
     ReservationsEnded,
@@ -273,3 +275,54 @@ def test_pods_of_one_proposal_naming_one_claim_allocate_it_once():
     (claim,) = committed.claims
     assert [pod.name for pod in claim.reserved_for] == ["a", "b"]
     assert book.usage.holders == {"gpu.example.com/a/gpu-0": "ml/shared-gpu"}
+
+
+def test_device_rows_of_claims_not_held_are_reconciled_first_and_shares_set_to_what_is_held():
+    book = ledger()
+    share = {"consumedCapacity": {"gpu.example.com/cores": "300m", "gpu.example.com/memory": "0"}}
+    book.propose(proposal("g", {"p0": [device("gpu-7", **share)]}))
+    (committed,) = book.run_pass()
+    assert isinstance(committed, ClaimsCommitted)
+    shared = "gpu.example.com/a/gpu-7"
+    rows = [
+        DeviceRow("ml/p0-gpus", shared, exclusive=False),
+        DeviceRow("ml/gone-gpus", shared, exclusive=False),  # its claim was deleted; its share stayed
+        DeviceRow("ml/gone-gpus", "gpu.example.com/a/gpu-0", exclusive=True),
+    ]
+
+    book.reconcile(rows)
+    book.propose(proposal("h", {"q0": [device("gpu-0")]}))
+    reconciled, *decided = book.run_pass()
+
+    assert reconciled == DevicesReconciled(
+        ("ml/gone-gpus",), ((shared, "gpu.example.com/cores", 300), (shared, "gpu.example.com/memory", 0))
+    )
+    assert [type(output) for output in decided] == [ClaimsCommitted]
+    assert book.run_pass() == [], "reported once"
+
+
+def test_rows_of_held_claims_need_no_reconciling():
+    book = ledger()
+    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+    book.run_pass()
+
+    book.reconcile([DeviceRow("ml/p0-gpus", "gpu.example.com/a/gpu-0", exclusive=True)])
+
+    assert book.run_pass() == []
+
+
+def test_proposals_of_a_pass_that_was_not_written_are_decided_again_once():
+    book = ledger()
+    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+    book.propose(proposal("h", {"q0": [device("gpu-0")]}))
+    lost = book.run_pass()  # committed for g, refused for h: neither reached the database
+
+    again = ledger()  # the world read again
+    again.propose(proposal("g", {"p0": [device("gpu-0")]}))  # g's, found again in its PodGroup's status
+    again.propose_lost(lost)
+    decided = again.run_pass()
+
+    assert [(type(output), output.proposal.group_name) for output in decided] == [
+        (ClaimsCommitted, "g"),
+        (ClaimsRefused, "h"),
+    ]

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from libs.cluster.generator import ClusterShape
-from libs.core.dra.ledger import ClaimLedger, ClaimsRefused
+from libs.core.dra.ledger import ClaimLedger, ClaimsRefused, DevicesReconciled
 from libs.core.scheduling import SchedulerStateMachine
 from libs.core.scheduling.inputs import World
 from libs.db.records import ObjectDraft
@@ -176,9 +176,95 @@ async def test_claims_are_released_when_the_pods_finish(uow_factory):
         claims = await uow.objects.find("ResourceClaim", "ml")
         events = [e.envelope.type for e in await uow.events.by_type("claims.released")]
         holders = await uow.device_allocations.holders(released.claims[0].allocation.results[0].device.id)
-    assert all(claim.status == {} for claim in claims)
+        rows = await uow.device_allocations.rows()
+    assert claims == [], "the claims made for the pods and their PodGroup go with them"
     assert events == ["claims.released"]
     assert holders == []
+    assert rows == []
+
+
+async def test_a_claim_left_by_an_earlier_pod_of_the_same_name_is_replaced(uow_factory):
+    _group, objects, _proposal = await proposed(uow_factory)
+    first = next(obj for obj in objects if obj.kind == "Pod" and obj.name == "g-0")
+    stale = {"ownerReferences": [{"kind": "Pod", "name": "g-0", "uid": "earlier-g-0", "controller": True}]}
+    async with uow_factory() as uow:
+        await uow.objects.create_many(
+            [ObjectDraft("ResourceClaim", "resource.k8s.io/v1", "ml", "g-0-gpus", {}, stale, {})]
+        )
+        await uow.commit()
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)
+
+    await allocate(uow_factory, ledger)
+
+    async with uow_factory() as uow:
+        claim = await uow.objects.get("ResourceClaim", "ml", "g-0-gpus")
+    assert claim is not None
+    assert claim.metadata["ownerReferences"][0]["uid"] == first.uid
+    assert claim.status["reservedFor"] == [{"resource": "pods", "name": "g-0", "uid": first.uid}]
+    assert claim.spec["devices"]["constraints"], "made from the template again"
+
+
+async def test_a_new_leader_forgets_device_rows_of_claims_that_are_gone(uow_factory):
+    """A pass that would have released a claim failed after its user deleted it: the rows stay behind. The
+    next world reconciles them, and the device serves the next proposal."""
+    _group, _objects, _proposal = await proposed(uow_factory)
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)
+    (committed,) = await allocate(uow_factory, ledger)
+    taken = committed.claims[0]
+    device = taken.allocation.results[0].device.id
+    async with uow_factory() as uow:
+        await uow.objects.delete("ResourceClaim", taken.namespace, taken.name)
+        bound = await uow.objects.get("PodGroup", "ml", "g")
+        assert bound is not None
+        status = {k: v for k, v in bound.status.items() if k != "proposal"}  # the scheduler bound it
+        await uow.objects.update_status("PodGroup", "ml", "g", status)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        again = await load_ledger(uow)
+    outputs = again.run_pass()
+    async with uow_factory() as uow:
+        await write_outputs(uow, outputs, now=NOW)
+        await uow.commit()
+
+    (reconciled,) = [output for output in outputs if isinstance(output, DevicesReconciled)]
+    assert reconciled.claims == (taken.key,)
+    async with uow_factory() as uow:
+        assert await uow.device_allocations.holders(device) == []
+        held = {claim for claim, _, _ in await uow.device_allocations.rows()}
+    assert held == {claim.key for claim in committed.claims} - {taken.key}
+    async with uow_factory() as uow:
+        assert (await load_ledger(uow)).run_pass() == [], "nothing left to reconcile"
+
+
+async def test_releasing_a_claim_its_user_deletes_meanwhile_still_gives_its_devices_back(uow_factory):
+    (a, b), proposals = await shared_claim_proposed(uow_factory)
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)
+    for proposal in proposals:
+        apply_event(ledger, proposal, parse_payload(proposal))
+    await allocate(uow_factory, ledger)
+    ledger.pods_ended([a.uid, b.uid])
+    outputs = ledger.run_pass()
+
+    async with uow_factory() as uow:
+        read = uow.objects.get_many
+
+        async def read_then_deleted(keys):
+            found = await read(keys)
+            await uow.objects.delete("ResourceClaim", "ml", "shared-gpu")  # its user, right after the read
+            return found
+
+        uow.objects.get_many = read_then_deleted
+        await write_outputs(uow, outputs, now=NOW)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        assert await uow.device_allocations.rows() == []
+        events = [e.envelope.type for e in await uow.events.by_type("claims.released")]
+    assert events == ["claims.released"]
 
 
 SHARED_GPU = stored(

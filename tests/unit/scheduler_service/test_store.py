@@ -245,3 +245,25 @@ async def test_a_proposal_is_recorded_with_its_placement_and_cleared_when_it_is_
     assert set(proposed.status["proposal"]["pods"]) == {"g-0", "g-1"}
     assert (condition.status, condition.reason) == ("False", "WaitingForResourceClaims")
     assert "proposal" not in refused.status
+
+
+async def test_a_pod_without_a_podgroup_waiting_for_its_claims_says_so(uow_factory):
+    alone = pod(
+        "solo",
+        gpus=0,
+        cpu="1",
+        memory="1Gi",
+        claims=[{"name": "fabric", "resourceClaimTemplateName": "rack-fabric"}],
+    )
+    objects = [*cluster(SMALL), workload(), alone]
+    await store(uow_factory, objects)
+    fence = await lease(uow_factory)
+    machine = scheduled_world(objects)
+
+    await write(uow_factory, machine.run_pass(NOW.timestamp()), fence)
+    async with uow_factory() as uow:
+        condition = await uow.conditions.get(alone.uid, "PodScheduled")
+
+    assert condition is not None
+    assert (condition.status, condition.reason) == ("False", "WaitingForResourceClaims")
+    assert condition.message == "waiting for ResourceClaims fabric to be allocated"
