@@ -25,6 +25,7 @@ from libs.core.dra.allocator import ClaimAllocation as DeviceAllocation
 from libs.core.dra.ledger import (
     ClaimLedger,
     ClaimOwner,
+    ClaimsCollected,
     ClaimsCommitted,
     ClaimsRefused,
     ClaimsReleased,
@@ -81,6 +82,9 @@ async def load_ledger(uow: UnitOfWork) -> ClaimLedger:
     for stored in await uow.objects.find("ResourceClaim"):
         held = _held_claim(stored, ledger)
         if held is None:
+            owner = _made_for(stored)
+            if owner is not None and owner not in live and owner not in group_keys:
+                ledger.collect([stored.uid])
             continue
         if held.shared:
             ledger.restore(held, [])
@@ -176,8 +180,10 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[LedgerOutput], *, now
     writer = _Writer(uow, now)
     for output in outcomes:
         if isinstance(output, DevicesReconciled):  # first: releases after it give back from what it sets
-            await uow.device_allocations.release(output.claims, [])
+            await uow.device_allocations.forget(output.rows)
             await uow.device_allocations.set_consumed(output.consumed)
+        elif isinstance(output, ClaimsCollected):
+            await uow.objects.delete_by_uids(output.uids)
     committed = [
         claim for output in outcomes if isinstance(output, ClaimsCommitted) for claim in output.claims
     ]

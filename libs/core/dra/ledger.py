@@ -124,16 +124,27 @@ class DeviceRow:
 
 @dataclass(frozen=True, slots=True)
 class DevicesReconciled:
-    """Device rows of claims the ledger does not hold, to forget, and the consumed capacity of the shareable
-    devices among them, to set to what the held claims consume (`(device, capacity, consumed)`). Such rows
-    are left when a ResourceClaim is deleted while the pass that would have released it fails: the world
-    read again no longer has the claim, and the devices would stay taken for ever."""
+    """Device rows that no held claim accounts for (`(claim, device)`), to forget, and the consumed capacity
+    of the shareable devices among them, to set to what the held claims consume (`(device, capacity,
+    consumed)`). Such rows are left when a ResourceClaim is deleted (or made again under its name) while
+    the pass that would have released it fails: the world read again no longer has that allocation, and
+    the devices would stay taken for ever."""
 
-    claims: tuple[str, ...]
+    rows: tuple[tuple[str, str], ...]
     consumed: tuple[tuple[str, str, int], ...]
 
 
-LedgerOutput = ClaimsCommitted | ClaimsRefused | ClaimsReleased | ReservationsEnded | DevicesReconciled
+@dataclass(frozen=True, slots=True)
+class ClaimsCollected:
+    """ResourceClaims made for a pod or PodGroup that is gone or done, found with nothing allocated (left by
+    a release that kept the object): deleted, as upstream's garbage collector deletes what an owner leaves."""
+
+    uids: tuple[str, ...]
+
+
+LedgerOutput = (
+    ClaimsCommitted | ClaimsRefused | ClaimsReleased | ReservationsEnded | DevicesReconciled | ClaimsCollected
+)
 
 
 @dataclass
@@ -150,6 +161,7 @@ class ClaimLedger:
     _ended: set[str] = field(default_factory=set)
     _unreserved: dict[str, HeldClaim] = field(default_factory=dict)
     _reconciled: DevicesReconciled | None = None
+    _collected: tuple[str, ...] = ()
 
     # -- inputs -----------------------------------------------------------------------------------------
 
@@ -174,13 +186,14 @@ class ClaimLedger:
         self._live_pods.setdefault(claim.group_uid, set()).update(live_pods)
 
     def reconcile(self, rows: Iterable[DeviceRow]) -> None:
-        """Compare the database's device rows with the claims restored (before any is released): rows of
-        claims not held are forgotten in the next pass."""
-        orphans: set[str] = set()
+        """Compare the database's device rows with the claims restored (before any is released): rows no
+        held claim accounts for are forgotten in the next pass."""
+        orphans: set[tuple[str, str]] = set()
         shared: set[str] = set()
         for row in rows:
-            if row.claim not in self.held:
-                orphans.add(row.claim)
+            held = self.held.get(row.claim)
+            if held is None or all(result.device.id != row.device for result in held.allocation.results):
+                orphans.add((row.claim, row.device))
                 if not row.exclusive:
                     shared.add(row.device)
         if not orphans:
@@ -192,6 +205,10 @@ class ClaimLedger:
             names = set(used) | set(device.capacity if device is not None else ())
             consumed += [(device_id, name, used.get(name, 0)) for name in sorted(names)]
         self._reconciled = DevicesReconciled(tuple(sorted(orphans)), tuple(consumed))
+
+    def collect(self, uids: Iterable[str]) -> None:
+        """Claim objects whose owner is gone or done and that hold nothing: deleted in the next pass."""
+        self._collected = tuple(sorted({*self._collected, *uids}))
 
     def pods_ended(self, uids: Iterable[str]) -> None:
         """Pods that succeeded, failed or were deleted: their claims go, and their PodGroup's once none of
@@ -252,6 +269,9 @@ class ClaimLedger:
         committed or refused, in arrival order."""
         outputs: list[LedgerOutput] = [self._reconciled] if self._reconciled is not None else []
         self._reconciled = None
+        if self._collected:
+            outputs.append(ClaimsCollected(self._collected))
+            self._collected = ()
         outputs += self._released
         self._released = []
         if self._unreserved:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -75,6 +75,16 @@ class SqlAlchemyDeviceAllocationRepository:
             ).order_by(device_allocations.c.claim, device_allocations.c.device)
         )
         return [(claim, device, bool(exclusive)) for claim, device, exclusive in result]
+
+    async def forget(self, rows: Sequence[tuple[str, str]]) -> None:
+        """Delete device rows `(claim, device)` (no share is given back: see `set_consumed`)."""
+        for start in range(0, len(rows), 500):
+            chunk = list(rows[start : start + 500])
+            await self._session.execute(
+                delete(device_allocations).where(
+                    tuple_(device_allocations.c.claim, device_allocations.c.device).in_(chunk)
+                )
+            )
 
     async def set_consumed(self, consumed: Sequence[tuple[str, str, int]]) -> None:
         """Set the consumed capacity of shareable devices: `(device, capacity, consumed)`."""

@@ -288,6 +288,7 @@ def test_device_rows_of_claims_not_held_are_reconciled_first_and_shares_set_to_w
         DeviceRow("ml/p0-gpus", shared, exclusive=False),
         DeviceRow("ml/gone-gpus", shared, exclusive=False),  # its claim was deleted; its share stayed
         DeviceRow("ml/gone-gpus", "gpu.example.com/a/gpu-0", exclusive=True),
+        DeviceRow("ml/p0-gpus", "gpu.example.com/a/gpu-1", exclusive=True),  # of an earlier p0-gpus
     ]
 
     book.reconcile(rows)
@@ -295,7 +296,12 @@ def test_device_rows_of_claims_not_held_are_reconciled_first_and_shares_set_to_w
     reconciled, *decided = book.run_pass()
 
     assert reconciled == DevicesReconciled(
-        ("ml/gone-gpus",), ((shared, "gpu.example.com/cores", 300), (shared, "gpu.example.com/memory", 0))
+        (
+            ("ml/gone-gpus", "gpu.example.com/a/gpu-0"),
+            ("ml/gone-gpus", shared),
+            ("ml/p0-gpus", "gpu.example.com/a/gpu-1"),
+        ),
+        ((shared, "gpu.example.com/cores", 300), (shared, "gpu.example.com/memory", 0)),
     )
     assert [type(output) for output in decided] == [ClaimsCommitted]
     assert book.run_pass() == [], "reported once"

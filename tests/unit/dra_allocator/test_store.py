@@ -230,7 +230,9 @@ async def test_a_new_leader_forgets_device_rows_of_claims_that_are_gone(uow_fact
         await uow.commit()
 
     (reconciled,) = [output for output in outputs if isinstance(output, DevicesReconciled)]
-    assert reconciled.claims == (taken.key,)
+    assert reconciled.rows == tuple(
+        sorted((taken.key, result.device.id) for result in taken.allocation.results)
+    )
     async with uow_factory() as uow:
         assert await uow.device_allocations.holders(device) == []
         held = {claim for claim, _, _ in await uow.device_allocations.rows()}
@@ -365,3 +367,25 @@ async def test_a_claim_pods_name_that_its_user_deleted_is_not_made_again(uow_fac
 
     async with uow_factory() as uow:
         assert await uow.objects.get("ResourceClaim", "ml", "shared-gpu") is None
+
+
+async def test_a_new_leader_deletes_claims_left_empty_by_owners_that_are_gone(uow_factory):
+    (a, _b), _proposals = await shared_claim_proposed(uow_factory)
+    owned_by_a = {"ownerReferences": [{"kind": "Pod", "name": "a", "uid": a.uid, "controller": True}]}
+    owned_by_gone = {"ownerReferences": [{"kind": "Pod", "name": "z", "uid": "gone", "controller": True}]}
+    async with uow_factory() as uow:
+        await uow.objects.create_many(
+            [
+                ObjectDraft("ResourceClaim", "resource.k8s.io/v1", "ml", "a-gpu", {}, owned_by_a, {}),
+                ObjectDraft("ResourceClaim", "resource.k8s.io/v1", "ml", "z-gpu", {}, owned_by_gone, {}),
+            ]
+        )
+        await uow.commit()
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)
+
+    await allocate(uow_factory, ledger)
+
+    async with uow_factory() as uow:
+        names = sorted(claim.name for claim in await uow.objects.find("ResourceClaim", "ml"))
+    assert names == ["a-gpu", "shared-gpu"], "the live pod's claim and the claim pods name stay"
