@@ -79,23 +79,18 @@ async def dra_steps(demo: Demo) -> None:
         out("\n".join("   " + line for line in claim_lines(by_name["numa-train-worker-0-0-gpus"])))
 
     async def gang_claims_released() -> None:
+        def gang_claims(items: list[dict[str, Any]]) -> list[str]:
+            return sorted(c["metadata"]["name"] for c in items if c["metadata"]["name"].startswith("numa-"))
+
         claims = await wait_for(
             lambda: client.get("ResourceClaim", namespace="ml"),
-            lambda items: all(
-                not c.get("status") for c in items if c["metadata"]["name"].startswith("numa-")
-            ),
+            lambda items: not gang_claims(items),
             timeout_s=30,
         )
-        check(
-            all(not c.get("status") for c in claims if c["metadata"]["name"].startswith("numa-")),
-            "the claims must be released when the gang's pods finish",
-        )
+        check(not gang_claims(claims), "the claims made for the gang must go when its pods finish")
         types = await _story(demo, "ml/numa-train-worker-0")
         check("claims.released" in types, "the release must be told")
-        out(
-            "   pods succeeded; claims deallocated: "
-            + ", ".join(sorted(c["metadata"]["name"] for c in claims))
-        )
+        out("   pods succeeded; the claims made for them released and deleted (claims.released)")
 
     async def two_pods_share_one_gpu() -> None:
         await client.apply([SHARED_SLICE])
