@@ -112,6 +112,7 @@ class HttpConnection(asyncio.Protocol):
         self._idle: asyncio.TimerHandle | None = None
         self._keep_alive = True
         self._streaming = False
+        self._unsent_head = b""
         self._reset_message()
 
     # Transport callbacks -----------------------------------------------------------------------------------
@@ -210,7 +211,7 @@ class HttpConnection(asyncio.Protocol):
         while self._queue and not self._closed:
             request, keep_alive = self._queue.popleft()
             self._keep_alive = keep_alive and not self._server.closing
-            self._streaming = False
+            self._streaming, self._unsent_head = False, b""
             response = await self._answer(request)
             if self._closed:
                 return
@@ -218,7 +219,7 @@ class HttpConnection(asyncio.Protocol):
             if response is not None:
                 self._write(encode_response(response, keep_alive=self._keep_alive))
             elif self._streaming:
-                self._write(b"0\r\n\r\n")
+                self._write(self._take_head() + b"0\r\n\r\n")
             if not self._keep_alive:
                 self.close()
                 return
@@ -231,27 +232,34 @@ class HttpConnection(asyncio.Protocol):
             raise
         except Exception:
             log.exception("%s %s failed", request.method, request.path)
-            if self._streaming:  # the head is out: end the connection without the last chunk, so the
-                self.close()  # client sees an answer cut short rather than a complete one
+            if self._streaming and not self._unsent_head:  # the head is out: end the connection without
+                self.close()  # the last chunk, so the client sees an answer cut short, not a complete one
                 return None
+            self._streaming, self._unsent_head = False, b""
             return HttpResponse(500, b'{"error": {"message": "internal error", "type": "server_error"}}')
         if response is None and not self._streaming:
             raise RuntimeError(f"the handler of {request.path} neither answered nor streamed")
         return response
 
     async def start_stream(self, status: int, headers: Headers) -> ResponseStream:
+        """The head goes out with the first chunk: one write, one wake-up of the client, for both."""
         extra = "Transfer-Encoding: chunked\r\n" + ("" if self._keep_alive else "Connection: close\r\n")
         self._streaming = True
-        await self.send(_head(status, headers, extra))
+        self._unsent_head = _head(status, headers, extra)
         return ResponseStream(self)
 
     async def send(self, data: bytes) -> None:
-        """Write, then wait while the transport's buffer is over its high-water mark."""
+        """Write (after the head, if it is not out yet), then wait while the transport's buffer is over its
+        high-water mark."""
         if self._closed:
             raise ConnectionResetError("the client went away")
-        self._write(data)
+        self._write(self._take_head() + data)
         if self._writable is not None and not self._writable.done():
             await self._writable
+
+    def _take_head(self) -> bytes:
+        head, self._unsent_head = self._unsent_head, b""
+        return head
 
     def _write(self, data: bytes) -> None:
         if self._transport is not None and not self._closed:

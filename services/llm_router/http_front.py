@@ -335,11 +335,12 @@ async def _relay(
         payload = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "choices": [choice]}
         return _sse(payload | extra)
 
-    await response.write(chunk({"role": "assistant", "content": ""}))
+    opening = chunk({"role": "assistant", "content": ""})  # goes out with the first text: one write
     event: StreamEvent = first
     try:
         while isinstance(event, TextDelta):
-            await response.write(chunk({"content": event.text}))
+            await response.write(opening + chunk({"content": event.text}))
+            opening = b""
             event = await anext(events)
     except RoutingError as exc:  # the stream broke after text went out: say so, and no [DONE]
         await response.write(
@@ -348,7 +349,9 @@ async def _relay(
         return
     assert isinstance(event, StreamCompleted)
     result = event.result
-    await response.write(chunk({}, _finish_reason(result), model=result.model, podway=_podway(result)))
+    await response.write(
+        opening + chunk({}, _finish_reason(result), model=result.model, podway=_podway(result))
+    )
     if include_usage:
         usage = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "choices": []}
         await response.write(_sse(usage | {"usage": _usage(result)}))

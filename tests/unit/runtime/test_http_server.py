@@ -21,6 +21,16 @@ async def handler(request: HttpRequest) -> HttpResponse | None:
         for word in (b"alpha", b"bravo"):
             await stream.write(b"data: " + word + b"\n\n")
         return None
+    if request.path == "/stream-nothing":
+        await request.stream(200, [("Content-Type", "text/event-stream")])
+        return None
+    if request.path == "/stream-then-boom":
+        await request.stream(200, [("Content-Type", "text/event-stream")])
+        raise RuntimeError("failed before the first chunk")
+    if request.path == "/stream-boom-later":
+        stream = await request.stream(200, [("Content-Type", "text/event-stream")])
+        await stream.write(b"data: alpha\n\n")
+        raise RuntimeError("failed after the first chunk")
     if request.path == "/slow":
         await asyncio.sleep(0.01)
     body = f"{request.method} {request.path}?{request.query} {len(request.body)}".encode()
@@ -71,6 +81,31 @@ async def test_a_streamed_answer_is_chunked_and_terminated(server):
     head, _, body = data.partition(b"\r\n\r\n")
     assert b"Transfer-Encoding: chunked" in head
     assert body == b"d\r\ndata: alpha\n\n\r\nd\r\ndata: bravo\n\n\r\n0\r\n\r\n"
+
+
+async def test_a_stream_that_writes_nothing_is_a_whole_empty_answer(server):
+    data = await exchange(server, b"GET /stream-nothing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert body == b"0\r\n\r\n"
+
+
+async def test_a_stream_that_fails_before_its_first_chunk_is_still_a_500(server):
+    """The head waits for the first chunk, so nothing is out yet and the answer can still be an error."""
+    raw = b"GET /stream-then-boom HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    data = await exchange(server, raw)
+    assert data.startswith(b"HTTP/1.1 500 ")
+    assert b"text/event-stream" not in data
+    assert b"GET /after? 0" in data
+
+
+async def test_a_stream_that_fails_after_its_first_chunk_is_cut_short(server):
+    raw = b"GET /stream-boom-later HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n"
+    data = await exchange(server, raw)
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert body == b"d\r\ndata: alpha\n\n\r\n", "no last chunk: the client sees an answer cut short"
+    assert b"/after" not in data
 
 
 async def test_a_body_over_the_limit_is_413_and_the_connection_closes(server):
