@@ -120,6 +120,19 @@ async def test_a_numa_gang_with_a_rack_fabric_is_allocated_bound_and_released(st
         await engine.dispose()
 
 
+async def remaining(stack: Stack, manifests: list[dict[str, Any]]) -> list[str]:
+    """The objects of `manifests` that still exist (terminating ones included)."""
+    wanted = {(m["kind"], m["metadata"]["name"]) for m in manifests}
+    found: list[str] = []
+    for kind in sorted({kind for kind, _ in wanted}):
+        found += [
+            f"{kind}/{o['metadata']['name']}"
+            for o in await stack.client.get(kind, namespace=NAMESPACE)
+            if (kind, o["metadata"]["name"]) in wanted
+        ]
+    return found
+
+
 async def test_a_gang_deleted_and_applied_again_gets_claims_of_its_own(stack: Stack):
     manifests = example("06-dra-numa-gang.yaml")
     await stack.client.apply(manifests)
@@ -133,12 +146,11 @@ async def test_a_gang_deleted_and_applied_again_gets_claims_of_its_own(stack: St
         await stack.client.delete(manifest["kind"], metadata["name"], metadata.get("namespace"))
     stack.agent.wake()
     assert await eventually(lambda: claims(stack), lambda found: found == {}, timeout_s=30) == {}
-    gone = await eventually(
-        lambda: pods_named(stack, "numa-train-worker-0-"), lambda pods: pods == [], timeout_s=30
-    )
-    assert gone == []
+    left = await eventually(lambda: remaining(stack, manifests), lambda found: found == [], timeout_s=30)
+    assert left == [], "everything deleted, as `podway delete --wait` waits for"
 
-    await stack.client.apply(manifests)
+    reply = await stack.client.apply(manifests)
+    assert {r.outcome for r in reply.results} == {"created"}
     again = await eventually(
         lambda: pods_named(stack, "numa-train-worker-0-"),
         lambda pods: len(pods) == 4 and phases(pods) == {"Running"},
