@@ -79,12 +79,13 @@ async def load_ledger(uow: UnitOfWork) -> ClaimLedger:
     group_keys = {group.uid: f"{group.namespace}/{group.name}" for group in groups}
     ended: list[str] = []
     orphans: list[HeldClaim] = []
+    leftovers: list[str] = []
     for stored in await uow.objects.find("ResourceClaim"):
         held = _held_claim(stored, ledger)
         if held is None:
             owner = _made_for(stored)
             if owner is not None and owner not in live and owner not in group_keys:
-                ledger.collect([stored.uid])
+                leftovers.append(stored.uid)
             continue
         if held.shared:
             ledger.restore(held, [])
@@ -99,6 +100,7 @@ async def load_ledger(uow: UnitOfWork) -> ClaimLedger:
         ledger.restore(held, members)
         if not members:
             orphans.append(held)
+    ledger.collect(leftovers)
     ledger.reconcile(DeviceRow(*row) for row in await uow.device_allocations.rows())
     ledger.pods_ended(ended)
     ledger.release(orphans)

@@ -242,12 +242,7 @@ async def test_a_new_leader_forgets_device_rows_of_claims_that_are_gone(uow_fact
 
 
 async def test_releasing_a_claim_its_user_deletes_meanwhile_still_gives_its_devices_back(uow_factory):
-    (a, b), proposals = await shared_claim_proposed(uow_factory)
-    async with uow_factory() as uow:
-        ledger = await load_ledger(uow)
-    for proposal in proposals:
-        apply_event(ledger, proposal, parse_payload(proposal))
-    await allocate(uow_factory, ledger)
+    (a, b), ledger = await shared_claim_allocated(uow_factory)
     ledger.pods_ended([a.uid, b.uid])
     outputs = ledger.run_pass()
 
@@ -307,6 +302,18 @@ async def shared_claim_proposed(uow_factory):
     return pods, proposals
 
 
+async def shared_claim_allocated(uow_factory):
+    """Both pods' proposals taken in by a new ledger and `shared-gpu` allocated for them; the pods and the
+    ledger."""
+    pods, proposals = await shared_claim_proposed(uow_factory)
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)
+    for proposal in proposals:
+        apply_event(ledger, proposal, parse_payload(proposal))
+    await allocate(uow_factory, ledger)
+    return pods, ledger
+
+
 async def reserved_for(uow_factory) -> tuple[dict, list[str]]:
     async with uow_factory() as uow:
         claim = await uow.objects.get("ResourceClaim", "ml", "shared-gpu")
@@ -315,12 +322,7 @@ async def reserved_for(uow_factory) -> tuple[dict, list[str]]:
 
 
 async def test_a_claim_pods_name_is_allocated_once_reserved_for_both_and_released_after_both(uow_factory):
-    (a, b), proposals = await shared_claim_proposed(uow_factory)
-    async with uow_factory() as uow:
-        ledger = await load_ledger(uow)
-    for proposal in proposals:
-        apply_event(ledger, proposal, parse_payload(proposal))
-    await allocate(uow_factory, ledger)
+    (a, b), ledger = await shared_claim_allocated(uow_factory)
 
     status, names = await reserved_for(uow_factory)
     assert names == ["a", "b"]
@@ -352,12 +354,7 @@ async def test_a_claim_pods_name_is_allocated_once_reserved_for_both_and_release
 
 
 async def test_a_claim_pods_name_that_its_user_deleted_is_not_made_again(uow_factory):
-    (a, _), proposals = await shared_claim_proposed(uow_factory)
-    async with uow_factory() as uow:
-        ledger = await load_ledger(uow)
-    for proposal in proposals:
-        apply_event(ledger, proposal, parse_payload(proposal))
-    await allocate(uow_factory, ledger)
+    (a, _), ledger = await shared_claim_allocated(uow_factory)
     async with uow_factory() as uow:
         await uow.objects.delete("ResourceClaim", "ml", "shared-gpu")
         await uow.commit()
