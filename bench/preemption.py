@@ -19,7 +19,8 @@ node agent stops an evicted pod at once).
 The collector is tuned and the filled fleet frozen out of its reach, as in the services.
 
 Left out: DRA claims (victims free GPUs counted as devices, not claims), the event bus and the database
-in the core case, and preemptors arriving while earlier victims are still terminating.
+in the core case, preemptors arriving while earlier victims are still terminating, and the low gangs of
+the last fill batch (withdrawn: they did not fit, and would otherwise preempt lower-priority gangs).
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ from bench.measure import percentile
 from bench.objects import api_object as _object
 from libs.core.preemption import Preempted, PreemptorStateMachine
 from libs.core.scheduling import PodPhase
-from libs.core.scheduling.inputs import Nominated, ObjectStored, PodsBound, PodsFinished, World
+from libs.core.scheduling.inputs import (
+    Nominated,
+    ObjectRemoved,
+    ObjectStored,
+    PodsBound,
+    PodsFinished,
+    World,
+)
 from libs.core.scheduling.machine import MachineSettings, SchedulerStateMachine
 from libs.core.scheduling.objects import ApiObject
 from libs.core.scheduling.outputs import Binding, CycleRan
@@ -101,6 +109,13 @@ def _core(args: argparse.Namespace) -> dict[str, Any]:
             _tell(scheduler, preemptor, ObjectStored(obj), now)
         if not _bind(scheduler, preemptor, scheduler.run_pass(now), now):
             break
+    # The last batch did not fit: its gangs are withdrawn, so that only the stream of high-priority gangs
+    # preempts (a pending low gang of priority 100 would otherwise preempt those of 10 as the fleet churns).
+    for group in [g for g in scheduler.book.groups.values() if g.pending and not g.placed]:
+        for uid in sorted(group.pending):
+            pod = scheduler.book.pods[uid].obj
+            _tell(scheduler, preemptor, ObjectRemoved("Pod", pod.namespace, pod.name, uid), now)
+        _tell(scheduler, preemptor, ObjectRemoved("PodGroup", group.namespace, group.name, group.uid), now)
     low_pods = sum(1 for pod in scheduler.book.pods.values() if pod.node is not None)
     # As the services do once their world is loaded: the fleet out of the garbage collector's reach.
     freeze_long_lived()

@@ -69,7 +69,9 @@ class GroupRecord:
     attempts: int = 0
     unschedulable_attempts: int = 0
     cause: str | None = None
-    preemption_requested: bool = False
+    preemption_asked: int = -1
+    """The world's preemption generation when the group last asked for preemption (-1: not since it was
+    placed): it asks again only once the world changed in a way that could change the answer."""
     timed_out: bool = False
     awaiting_claims: CycleDecision | None = None
     claims_wait: int = 0

@@ -137,6 +137,10 @@ class SchedulerStateMachine:
         self._freed = FreedCapacity()
         self._wake_all = False
         self._claims_deadlines: list[tuple[float, str, int]] = []
+        self._preemption_generation = 0
+        self._preemptable_from: int | None = None
+        """The lowest priority of the pods bound since the last pass: units a parked group of a higher
+        priority may now preempt."""
 
     # -- loading ------------------------------------------------------------------------------------------
 
@@ -212,6 +216,7 @@ class SchedulerStateMachine:
             self.book.place(uid, node, {}, assumed=False)
         else:
             self.book.place(uid, node, placement.devices, assumed=False)
+        self._preemptable((pod,))
         self._refresh(pod.group_key)
 
     def drop_outputs(self) -> None:
@@ -643,7 +648,7 @@ class SchedulerStateMachine:
             self.claims.hold(owner or group.key, allocations)
             self._reserve_named(group.namespace, owner, allocations)
         group.unschedulable_attempts = 0
-        group.preemption_requested = False
+        group.preemption_asked = -1
         self._nominations.pop(group.key, None)
         if group.has_claims:
             self.queue.await_claims(group.key)
@@ -704,6 +709,7 @@ class SchedulerStateMachine:
             group.domain = domain
         first = not group.scheduled
         group.scheduled = True
+        self._preemptable(self.book.pods[p.pod_uid] for p in decision.placements)
         return Binding(
             group=self._ref(group),
             placements=decision.placements,
@@ -722,13 +728,16 @@ class SchedulerStateMachine:
             self._release_group_claims(group.key)
 
     def _preemption_wanted(self, group: GroupRecord, priority: int) -> int | None:
-        """Ask the preemptor once per unschedulable spell, when lower-priority pods hold capacity."""
-        if group.preemption_requested or group.key in self._nominations:
+        """Ask the preemptor after a failed cycle when lower-priority pods hold capacity, and again after
+        each later failed cycle once the answer could differ (pods were bound or ended, a nomination or a
+        node changed): kube-scheduler runs PostFilter on every failed cycle; the queue's back-off bounds
+        how often. Not while a nomination holds room for the group."""
+        if group.preemption_asked == self._preemption_generation or group.key in self._nominations:
             return None
         lowest = self.book.lowest_running_priority()
         if lowest is None or lowest >= priority:
             return None
-        group.preemption_requested = True
+        group.preemption_asked = self._preemption_generation
         return priority
 
     def _time_out(self, timed_out: PodGroupTimedOut) -> TimedOut | None:
@@ -788,6 +797,7 @@ class SchedulerStateMachine:
 
     def _unbind(self, uid: str, cause: str | None) -> None:
         placement = self.snapshot.unbind(uid)
+        self._preemption_generation += 1
         if self.claims.release(uid):
             self._wake_all = True  # shares and reached devices are no capacity the hints know of
         self._unreserve(uid, cause)
@@ -802,10 +812,25 @@ class SchedulerStateMachine:
         if cause is not None:
             self._capacity_cause = cause
         self._wake_all = True
+        self._preemption_generation += 1
+
+    def _preemptable(self, pods: Iterable[PodRecord]) -> None:
+        """Pods were bound: a parked group of a higher priority may now preempt them, so it tries again
+        (and asks the preemptor again if it still does not fit)."""
+        priorities = [self.book.priority_of(pod) for pod in pods]
+        if not priorities:
+            return
+        self._preemption_generation += 1
+        lowest = min(priorities)
+        if self._preemptable_from is None or lowest < self._preemptable_from:
+            self._preemptable_from = lowest
 
     def _wake_parked(self, now: float) -> None:
         if self._loading:
             return
+        if self._preemptable_from is not None and not self._wake_all:
+            self.stats.wakeups += self.queue.wake_above(now, self._preemptable_from)
+        self._preemptable_from = None
         if self._wake_all:
             self.stats.wakeups += self.queue.wake(now)
         elif self._freed:

@@ -316,6 +316,18 @@ class SchedulingQueue:
             self._back_off(entry, now)
         return len(moved)
 
+    def wake_above(self, now: float, priority: int) -> int:
+        """Pods of `priority` were bound: parked groups of a higher priority may preempt them now, so they
+        move on (to back-off, or active if that ended). Returns how many moved."""
+        moved = [
+            entry
+            for entry in (self._entries[key] for key in self._parked_keys)
+            if entry.group.priority > priority
+        ]
+        for entry in moved:
+            self._back_off(entry, now)
+        return len(moved)
+
     def activate(self, key: str, now: float) -> bool:
         """A parked or backing-off group is ready now, its back-off waived (the room a preemptor made for it
         came free); returns whether it moved."""

@@ -266,3 +266,41 @@ def test_a_new_term_asks_again_for_the_unschedulable_groups_a_lower_priority_cou
     assert [a.preemptor.name for a in answers] == ["high"]
     assert answers[0].cause is None
     assert {v.owner.name for v in answers[0].decision.victims} == {"low"}
+
+
+def test_a_gang_whose_first_request_found_nothing_asks_again_once_a_unit_it_may_preempt_appears():
+    """One low and three equal-priority pods hold the four nodes the high gang needs: the first request
+    rightly finds nothing. The equal-priority pods end and a new low-priority gang takes their nodes: the
+    high gang asks again, and evicting the two low-priority units fits it."""
+    pair = Pair()
+    low = podgroup("low", min_count=1, priority=10)
+    equal = podgroup("equal", min_count=3, priority=1000)
+    pair.admit(low, *gang("low", 1, gpus=8), equal, *gang("equal", 3, gpus=8))
+    pair.schedule()
+    high = podgroup("high", min_count=4, priority=1000)
+    pair.admit(high, *gang("high", 4, gpus=8))
+    (first,) = pair.schedule()
+    assert first.preemption_priority == 1000
+    assert pair.preempt(high).decision.victims == ()
+
+    equal_uids = tuple(p.uid for p in pair.scheduler.book.pods.values() if p.group_key == "ml/equal")
+    for machine in (pair.scheduler, pair.preemptor):
+        machine.handle(PodsFinished(equal_uids, PodPhase.SUCCEEDED), now=pair.now)
+    later = podgroup("later", min_count=3, priority=10)
+    pair.admit(later, *gang("later", 3, gpus=8))
+    placed_now = {o.group.name for o in pair.schedule() if o.decision.placed}
+    assert placed_now == {"later"}  # the high gang backs off; the low gang takes the freed nodes
+
+    asked = []
+    for _ in range(4):  # well before the five-minute flush: the binding of the low gang woke it
+        pair.now += 30
+        asked += [o for o in pair.schedule() if o.preemption_priority is not None]
+        if asked:
+            break
+    assert asked, "the high gang never asked again"
+    answer = pair.preempt(high)
+    assert {v.owner.name for v in answer.decision.victims} == {"low", "later"}
+    pair.evict(answer)
+    pair.now += 1
+    (placed,) = pair.schedule()
+    assert placed.decision.placed

@@ -7,6 +7,7 @@ from libs.core.scheduling.inputs import (
     ClaimsAllocated,
     ClaimsAllocationFailed,
     Nominated,
+    NominationCleared,
     ObjectRemoved,
     World,
 )
@@ -201,7 +202,9 @@ def test_a_gang_that_breaks_is_left_alone_when_its_policy_says_never(scheduler, 
     assert scheduler.run_pass(clock.now) == []
 
 
-def test_preemption_is_requested_once_when_lower_priority_pods_hold_the_room(scheduler, clock):
+def test_preemption_is_requested_once_while_nothing_changes_when_lower_priority_pods_hold_the_room(
+    scheduler, clock
+):
     admit(scheduler, podgroup("low", min_count=4, priority=10), *gang("low", 4, gpus=8))
     scheduler.run_pass(clock.now)
     admit(scheduler, podgroup("high", min_count=1, priority=1000), *gang("high", 1, gpus=8))
@@ -213,6 +216,23 @@ def test_preemption_is_requested_once_when_lower_priority_pods_hold_the_room(sch
     assert first.preemption_priority == 1000
     assert not second.decision.placed
     assert second.preemption_priority is None
+
+
+def test_preemption_is_requested_again_once_the_nomination_it_got_is_cleared(scheduler, clock):
+    admit(scheduler, podgroup("low", min_count=4, priority=10), *gang("low", 4, gpus=8))
+    scheduler.run_pass(clock.now)
+    high = podgroup("high", min_count=1, priority=1000)
+    admit(scheduler, high, *gang("high", 1, gpus=8))
+    (first,) = scheduler.run_pass(clock.now)
+    scheduler.tell(Nominated(high.uid, ("nowhere",), clock.now + 60))
+    clock.now += 2
+    assert all(o.preemption_priority is None for o in scheduler.run_pass(clock.now))
+
+    scheduler.tell(NominationCleared(high.uid))
+    clock.now += 2
+    (again,) = scheduler.run_pass(clock.now)
+
+    assert first.preemption_priority == again.preemption_priority == 1000
 
 
 def test_no_preemption_is_requested_when_only_equal_or_higher_priority_pods_run(scheduler, clock):
