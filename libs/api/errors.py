@@ -287,6 +287,32 @@ def already_exists_status(kind: str, name: str, message: str) -> dict[str, Any]:
     }
 
 
+def qualified_resource(kind: str) -> str:
+    """A kind's resource as the API server qualifies it in messages: `pods`, `jobs.batch`,
+    `podgroups.scheduling.k8s.io`."""
+    group = group_of_kind(kind)
+    return f"{resource_name(kind)}.{group}" if group else resource_name(kind)
+
+
+def conflict_status(kind: str, name: str, detail: str) -> dict[str, Any]:
+    """A `Status` (reason Conflict, code 409) for a write whose object changed since it was read:
+    `Operation cannot be fulfilled on pods "x": the object has been modified; ...`."""
+    details: dict[str, Any] = {"name": name, "kind": resource_name(kind)}
+    group = group_of_kind(kind)
+    if group:
+        details["group"] = group
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'Operation cannot be fulfilled on {qualified_resource(kind)} "{name}": {detail}',
+        "reason": "Conflict",
+        "details": details,
+        "code": 409,
+    }
+
+
 def internal_error_status(message: str) -> dict[str, Any]:
     """A `Status` (reason InternalError, code 500) for a request the server failed to carry out."""
     return {

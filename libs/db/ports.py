@@ -76,10 +76,24 @@ class ObjectRepository(Protocol):
         self, changes: Sequence[tuple[StoredObject, JsonObject]]
     ) -> list[StoredObject]: ...
 
-    async def request_deletion(self, kind: str, namespace: str, name: str) -> StoredObject: ...
+    async def request_deletion(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        *,
+        expected_uid: str | None = None,
+        expected_resource_version: int | None = None,
+    ) -> StoredObject: ...
 
     async def delete(
-        self, kind: str, namespace: str, name: str, *, expected_resource_version: int | None = None
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        *,
+        expected_resource_version: int | None = None,
+        expected_uid: str | None = None,
     ) -> bool: ...
 
     async def delete_by_uids(self, uids: Sequence[str]) -> int: ...

@@ -41,6 +41,8 @@ RECOVER_WAIT_S = 0.5
 """The pause between attempts while the bus, the consumer or its stream is away."""
 DLQ_CHECK_S = 15.0
 """How often a consumer reads the dead-letter stream's depth for the `podway_dlq_depth` gauge."""
+STOP_GRACE_S = 1.0
+"""How long a stopping pull loop may take beyond one pull to finish the batch in hand."""
 DRAIN_TIMEOUT_S = 0.001
 """How long a batch waits for messages beyond the one that started it (the pull request's expiry). Short: a
 gang's events arrive together, and what misses a batch is delivered into the next one, not lost."""
@@ -114,6 +116,7 @@ class EventConsumer:
         payload_parser: Callable[[Envelope], EventPayload] = parse_payload,
         batch_size: int = 1,
         on_reset: Callable[[], Awaitable[None]] | None = None,
+        settle: Callable[[Sequence[Msg]], Awaitable[None]] | None = None,
     ) -> None:
         if not subjects:
             raise ValueError("a consumer needs at least one subject")
@@ -133,7 +136,10 @@ class EventConsumer:
         self._broker: NatsBroker | None = None
         self.batch_size = batch_size
         self._on_reset = on_reset
+        self._settle = settle
+        """Who acknowledges handled messages (default: the consumer, at once); see `HeldAcks`."""
         self._pull_task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._dlq_task: asyncio.Task[None] | None = None
 
     async def ensure(self, js: JetStreamContext) -> None:
@@ -178,6 +184,7 @@ class EventConsumer:
             self._dlq_task = asyncio.create_task(self._watch_dead_letters(), name=f"dlq-{self.name}")
         if self.batch_size <= 1 or self._pull_task is not None:
             return
+        self._stopping = False
         if self._broker is None:
             raise RuntimeError(f"consumer {self.name} is not subscribed to a broker")
         subscription = await self._broker.connection.jetstream().pull_subscribe_bind(
@@ -186,18 +193,23 @@ class EventConsumer:
         self._pull_task = asyncio.create_task(self._pull_loop(subscription), name=f"consume-{self.name}")
 
     async def stop(self) -> None:
-        """Stop the batched pull loop; its subscription is closed first so a drain never hangs."""
+        """Stop the batched pull loop: it ends after the batch in hand (what it fetches from then on goes
+        back to the stream), or is cancelled if that takes longer than a pull; its subscription is closed
+        first so a drain never hangs."""
         if self._dlq_task is not None:
             # Not awaited: a cancelled nats-py request may swallow the cancellation; the task ends at its next
             # wake-up, when it sees it was cancelled.
             self._dlq_task.cancel()
             self._dlq_task = None
-        if self._pull_task is None:
+        task, self._pull_task = self._pull_task, None
+        if task is None:
             return
-        self._pull_task.cancel()
+        self._stopping = True
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), timeout=self.fetch_timeout_s + STOP_GRACE_S)
+        task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await self._pull_task
-        self._pull_task = None
+            await task
 
     async def _watch_dead_letters(self) -> None:
         broker = self._broker
@@ -215,7 +227,7 @@ class EventConsumer:
     async def _pull_loop(self, subscription: JetStreamContext.PullSubscription) -> None:
         idle_since = time.monotonic()
         try:
-            while True:
+            while not self._stopping:
                 try:
                     messages = await self._next_batch(subscription)
                 except (TimeoutError, nats.errors.TimeoutError):
@@ -228,8 +240,14 @@ class EventConsumer:
                     subscription = await self._recover(subscription, exc)
                     continue
                 idle_since = time.monotonic()
+                if self._stopping:
+                    await self._release(messages)
+                    return
                 try:
                     await self.process_batch(messages)
+                except asyncio.CancelledError:
+                    await self._release(messages)
+                    raise
                 except Exception:
                     log.exception("%s: a batch could not be settled; releasing it", self.name)
                     for msg in messages:
@@ -238,6 +256,25 @@ class EventConsumer:
         finally:
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
+            await self._release_undelivered(subscription)
+
+    async def _release_undelivered(self, subscription: JetStreamContext.PullSubscription) -> None:
+        """Messages the server delivered to this consumer that no fetch took (they came for a pull that was
+        cancelled) go back soon, not after the ack wait. nats-py keeps them in the subscription's queue."""
+        queue = getattr(getattr(subscription, "_sub", None), "_pending_queue", None)
+        undelivered = []
+        while queue is not None and not queue.empty():
+            msg = queue.get_nowait()
+            if msg.reply and msg.reply.startswith("$JS.ACK."):
+                undelivered.append(msg)
+        await self._release(undelivered)
+
+    async def _release(self, messages: Sequence[Msg]) -> None:
+        """Fetched messages this consumer will not handle go back soon, not after the ack wait (and not to
+        its last pull request, which outlives it on the server by its expiry)."""
+        for msg in messages:
+            with contextlib.suppress(Exception):
+                await msg.nak(delay=self.release_delay_s)
 
     async def _recover(
         self, subscription: JetStreamContext.PullSubscription, error: Exception | None
@@ -313,8 +350,8 @@ class EventConsumer:
             log.warning("%s: a batch of %d failed; handling its messages one by one", self.name, len(good))
             parsed = {id(m) for _, m, _, _ in good}  # Msg is unhashable: match by identity
             return [await self.process(msg) for msg in messages if id(msg) in parsed]
-        for (index, msg, envelope, _), duplicate in zip(good, duplicates, strict=True):
-            await msg.ack()
+        await self._acknowledge([msg for _, msg, _, _ in good])
+        for (index, _msg, envelope, _), duplicate in zip(good, duplicates, strict=True):
             outcome = ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
             outcomes[index] = outcome
             EVENTS_CONSUMED.labels(self.name, envelope.type, outcome.value).inc()
@@ -364,10 +401,17 @@ class EventConsumer:
             outcome = await self._retry_or_dead_letter(msg, delivery, envelope, exc)
             EVENTS_CONSUMED.labels(self.name, envelope.type, outcome.value).inc()
             return outcome
-        await msg.ack()
+        await self._acknowledge([msg])
         outcome = ConsumeOutcome.DUPLICATE if duplicate else ConsumeOutcome.PROCESSED
         EVENTS_CONSUMED.labels(self.name, envelope.type, outcome.value).inc()
         return outcome
+
+    async def _acknowledge(self, handled: Sequence[Msg]) -> None:
+        if self._settle is not None:
+            await self._settle(handled)
+            return
+        for msg in handled:
+            await msg.ack()
 
     @contextlib.contextmanager
     def _story(self, envelope: Envelope, headers: dict[str, str] | None) -> Iterator[None]:
@@ -430,6 +474,12 @@ class EventConsumer:
         await dead_letter(self._broker, self.name, msg, delivery, reason, detail)
         EVENTS_DEAD_LETTERED.labels(self.name, reason.value).inc()
         await msg.ack()
+
+    @property
+    def release_delay_s(self) -> float:
+        """How long a message given back by a consumer that stops waits before it is delivered again: longer
+        than the consumer's last pull request may wait on the server."""
+        return 2 * self.fetch_timeout_s
 
     def _consumer_config(self) -> ConsumerConfig:
         return ConsumerConfig(

@@ -33,6 +33,7 @@ from libs.db.uow import unit_of_work_factory
 from libs.events.envelope import Envelope, EventPayload
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
+from libs.messaging.held_acks import HeldAcks
 from libs.messaging.relay import OutboxRelay
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat, health_file, process_name
@@ -72,6 +73,9 @@ class _Term(Generic[World]):
     consumer: EventConsumer | None = None
     reset: bool = False
     """Its consumer lost events (created again): the world is loaded again from the database."""
+    acks: HeldAcks = field(default_factory=HeldAcks)
+    """What the world applied, acknowledged only once a fenced write begun after it committed."""
+    checkpoint_due: float = 0.0
 
 
 class LeasedService(ABC, Generic[World, Output]):
@@ -84,6 +88,11 @@ class LeasedService(ABC, Generic[World, Output]):
     name: str
     subjects: Sequence[str]
     consumer_batch = 64
+    checkpoint_s = 0.1
+    """How long applied events wait for a fenced write to acknowledge them before a checkpoint (a renewal
+    of the lease alone) is written for them."""
+    checkpoint_events = 256
+    """Held acknowledgements that make a checkpoint due at once (the consumer delivers at most 1,000)."""
 
     def __init__(
         self,
@@ -273,6 +282,7 @@ class LeasedService(ABC, Generic[World, Output]):
             batch_size=self.consumer_batch,
             fetch_timeout_s=0.5,
             on_reset=lambda: self._reset(term),
+            settle=term.acks.hold,
         )
         consumer.subscribe(broker)
         term.broker, term.consumer = broker, consumer
@@ -288,13 +298,15 @@ class LeasedService(ABC, Generic[World, Output]):
         if consumer is not None:
             with contextlib.suppress(Exception):
                 await consumer.stop()
+            # While the connection is up: what the term held goes to whoever leads next.
+            await term.acks.give_back(delay_s=consumer.release_delay_s)
         if broker is not None:
             with contextlib.suppress(Exception):
                 await broker.stop()
 
     async def _on_event(self, term: _Term[World], envelope: Envelope, payload: EventPayload) -> None:
         if self._term is not term:
-            raise RuntimeError("no longer the leader; leave the event to the one that is")
+            return  # the term is over: its held acknowledgements go back to the stream for the next leader
         if term.world is None:
             term.buffer.append((envelope, payload))
             return
@@ -330,22 +342,58 @@ class LeasedService(ABC, Generic[World, Output]):
                 log.warning("%s: events were lost with the stream; loading the world again", self.name)
                 raise _Reload()
             now = self.seconds()
+            applied = term.acks.take()
             outputs = self.run_pass(world, now)
             if outputs:
-                await self._write(term, outputs)
+                await self._write(term, outputs, applied)
                 continue
+            await self._settle(term, applied)
             term.wake.clear()
             timeout = self.tick_s
             wakeup = self.next_wakeup(world)
             if wakeup is not None:
                 timeout = max(0.0, min(timeout, wakeup - now))
+            if len(term.acks):
+                timeout = min(timeout, max(0.0, term.checkpoint_due - time.monotonic()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(term.wake.wait(), timeout)
 
-    async def _write(self, term: _Term[World], outputs: list[Output]) -> None:
-        """One fenced transaction per pass, which also renews the lease: a write holds the lease row until
-        it commits, so a renewal of its own would only wait for it."""
+    async def _settle(self, term: _Term[World], applied: list[Any]) -> None:
+        """Acknowledge events a pass with nothing to write followed, once a checkpoint commits: at most every
+        `checkpoint_s`, or at once when many are held."""
+        if not applied:
+            return
+        if len(term.acks) + len(applied) < self.checkpoint_events and time.monotonic() < term.checkpoint_due:
+            term.acks.put_back(applied)
+            return
+        try:
+            await self._checkpoint(term)
+        except StaleEpochError:
+            term.acks.put_back(applied)  # given back once the term's consumer has stopped
+            raise
+        except Exception:
+            log.warning("%s: a checkpoint failed; its events stay unacknowledged", self.name, exc_info=True)
+            term.acks.put_back(applied)
+            return
+        await term.acks.ack(applied)
+
+    async def _checkpoint(self, term: _Term[World]) -> None:
+        """A fenced renewal of the lease: the events applied before it began are the term's to keep."""
         sent = time.monotonic()
+        term.checkpoint_due = sent + self.checkpoint_s
+        async with self.uow() as uow:
+            lease = await uow.leases.renew(term.fence, self.holder, self.clock(), self.elector.ttl)
+            if lease is None:
+                raise StaleEpochError(f"lease {self.name} is no longer held at epoch {term.fence.epoch}")
+            await uow.commit()
+        self.elector.renewed(lease, sent)
+
+    async def _write(self, term: _Term[World], outputs: list[Output], applied: list[Any]) -> None:
+        """One fenced transaction per pass, which also renews the lease: a write holds the lease row until
+        it commits, so a renewal of its own would only wait for it. The events applied before the pass are
+        acknowledged once it commits."""
+        sent = time.monotonic()
+        term.checkpoint_due = sent + self.checkpoint_s
         try:
             async with self.uow() as uow:
                 await self.write(uow, outputs, term.fence)
@@ -355,10 +403,16 @@ class LeasedService(ABC, Generic[World, Output]):
                     raise StaleEpochError(f"lease {self.name} is no longer held at epoch {term.fence.epoch}")
                 await uow.commit()
         except StaleEpochError:
+            term.acks.put_back(applied)
             raise
         except Exception as exc:
             log.exception("%s: writing %d outputs failed; loading the world again", self.name, len(outputs))
+            # The events come again, to the world read again, so that it answers them (and `lost` decides
+            # again what the pass answered that no event will ask again).
+            term.inbox = MemoryInbox()
+            await term.acks.give_back(applied)
             raise _Reload(outputs) from exc
+        await term.acks.ack(applied)
         self.elector.renewed(lease, sent)
         took = time.monotonic() - sent
         if took > self.elector.renew_every_s:

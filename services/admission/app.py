@@ -4,13 +4,14 @@ submitted as events, and completes PodGroup deletions once their pods have finis
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from libs.api.errors import internal_error_status
+from libs.api.errors import conflict_status, internal_error_status
 from libs.api.limits import check_document_shape
 from libs.core.admission.apply import (
     ApplyContext,
@@ -238,6 +239,16 @@ class AdmissionService:
 
     async def on_delete(self, body: bytes) -> ApplyReply:
         request = DeleteRequest.model_validate_json(body)
+        for _ in range(CONFLICT_RETRIES - 1):
+            with contextlib.suppress(ConflictError):
+                return await self._delete_once(request)
+        try:
+            return await self._delete_once(request)
+        except ConflictError as error:
+            return _conflict_reply(request, str(error))
+
+    async def _delete_once(self, request: DeleteRequest) -> ApplyReply:
+        """Decide the delete on what is stored now and write it, on the preconditions it read."""
         key = (request.kind, request.namespace or "", request.name)
         async with self.uow() as uow:
             view = await load_view(uow, [key])
@@ -306,6 +317,20 @@ class AdmissionService:
         request = EventsRequest.model_validate_json(body)
         async with self.uow() as uow:
             return await queries.events(uow, request)
+
+
+def _conflict_reply(request: DeleteRequest, detail: str) -> ApplyReply:
+    """A delete whose object kept changing under it, answered as the API server answers (409 Conflict)."""
+    status = conflict_status(request.kind, request.name, detail)
+    result = ObjectResult(
+        kind=request.kind,
+        namespace=request.namespace or None,
+        name=request.name,
+        outcome="rejected",
+        message=status["message"],
+        status=status,
+    )
+    return ApplyReply(request_id=request.request_id, results=[result])
 
 
 def _failed_reply(prepared: PreparedApply, error: Exception) -> ApplyReply:

@@ -90,10 +90,14 @@ async def write_decision(
     Removals go first (a recreated pod replaces one of the same name); new objects go in one statement; an
     object written twice in a group (created, then updated) keeps order."""
     for removal in decision.removals:
+        # The decision read this incarnation at this version: a write that raced it is a conflict, never a
+        # removal of what replaced it.
+        uid, version = removal.uid or None, removal.expected_resource_version or None
+        key = (removal.kind, removal.namespace, removal.name)
         if removal.mark_only:
-            await uow.objects.request_deletion(removal.kind, removal.namespace, removal.name)
+            await uow.objects.request_deletion(*key, expected_uid=uid, expected_resource_version=version)
         else:
-            await uow.objects.delete(removal.kind, removal.namespace, removal.name)
+            await uow.objects.delete(*key, expected_uid=uid, expected_resource_version=version)
     creates: list[ObjectDraft] = []
     created: set[tuple[str, str, str]] = set()
     for write in decision.writes:

@@ -234,27 +234,46 @@ class SqlAlchemyObjectRepository:
             for current, status in changes
         ]
 
-    async def request_deletion(self, kind: str, namespace: str, name: str) -> StoredObject:
-        """Mark an object for deletion; the owning controller deletes it once it has cleaned up."""
+    async def request_deletion(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        *,
+        expected_uid: str | None = None,
+        expected_resource_version: int | None = None,
+    ) -> StoredObject:
+        """Mark an object for deletion; the owning controller deletes it once it has cleaned up. With
+        preconditions, only the incarnation (uid) and version they name is marked (ConflictError)."""
         current = await self._require(kind, namespace, name, None)
+        _check_preconditions(current, expected_uid, expected_resource_version)
         if current.deletion_requested_at is not None:
             return current
         return await self._write(current, {"deletion_requested_at": self._clock()})
 
     async def delete(
-        self, kind: str, namespace: str, name: str, *, expected_resource_version: int | None = None
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        *,
+        expected_resource_version: int | None = None,
+        expected_uid: str | None = None,
     ) -> bool:
-        """Delete an object (and its conditions); False when it did not exist."""
+        """Delete an object (and its conditions); False when it did not exist. With preconditions, only the
+        incarnation (uid) and version they name is deleted: another one is a ConflictError."""
         statement = delete(objects).where(
             objects.c.kind == kind, objects.c.namespace == namespace, objects.c.name == name
         )
         if expected_resource_version is not None:
             statement = statement.where(objects.c.resource_version == expected_resource_version)
+        if expected_uid is not None:
+            statement = statement.where(objects.c.uid == expected_uid)
         deleted = rowcount(await self._session.execute(statement))
-        if deleted == 0 and expected_resource_version is not None and await self.get(kind, namespace, name):
-            raise ConflictError(
-                f"{kind} {namespace}/{name} changed since version {expected_resource_version}"
-            )
+        if deleted == 0 and (expected_resource_version is not None or expected_uid is not None):
+            current = await self.get(kind, namespace, name)
+            if current is not None:
+                _check_preconditions(current, expected_uid, expected_resource_version)
         return deleted > 0
 
     async def delete_by_uids(self, uids: Sequence[str]) -> int:
@@ -365,6 +384,21 @@ def _by_key(kind: str, namespace: str, name: str) -> Select[Any]:
 
 def _to_object(row: Row[Any]) -> StoredObject:
     return StoredObject(**row._asdict())
+
+
+OBJECT_MODIFIED = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+
+
+def _check_preconditions(current: StoredObject, uid: str | None, resource_version: int | None) -> None:
+    """The API server's preconditions of a delete: the incarnation, then the version (its wording)."""
+    if uid is not None and uid != current.uid:
+        raise ConflictError(
+            f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current.uid}"
+        )
+    if resource_version is not None and resource_version != current.resource_version:
+        raise ConflictError(OBJECT_MODIFIED)
 
 
 def _ref(draft: ObjectDraft) -> str:

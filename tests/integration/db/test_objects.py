@@ -8,12 +8,14 @@ from datetime import UTC, timedelta
 
 import pytest
 
+from libs.core.admission.model import BatchDecision, ObjectRemoval
 from libs.db.errors import ConflictError, NotFoundError
 from libs.db.records import ObjectDraft
 from libs.db.repositories.objects import MUST_NOT_EXIST
 from libs.db.uow import SqlAlchemyUnitOfWork
+from services.admission.store import write_decision
 from tests.conftest import FakeClock
-from tests.integration.db.builders import make_draft
+from tests.integration.db.builders import T0, make_draft
 
 UowFactory = Callable[[], SqlAlchemyUnitOfWork]
 
@@ -268,3 +270,49 @@ async def test_documents_read_back_as_written_even_with_integers_beyond_64_bits(
 
     assert stored is not None
     assert stored.spec == spec
+
+
+async def test_a_removal_decided_on_an_earlier_incarnation_leaves_the_new_one_alone(
+    uow_factory: UowFactory,
+) -> None:
+    async with uow_factory() as uow:
+        old = await uow.objects.upsert(
+            make_draft(uid="incarnation-1"), expected_resource_version=MUST_NOT_EXIST
+        )
+        await uow.commit()
+    # Deleted and applied again while a controller decided to remove what it had read.
+    async with uow_factory() as uow:
+        await uow.objects.delete("PodGroup", "ml", "train-0")
+        await uow.objects.upsert(make_draft(uid="incarnation-2"), expected_resource_version=MUST_NOT_EXIST)
+        await uow.commit()
+    decision = BatchDecision(
+        removals=[ObjectRemoval("PodGroup", "ml", "train-0", old.uid, old.resource_version)]
+    )
+
+    async with uow_factory() as uow:
+        with pytest.raises(ConflictError, match="UID in precondition: incarnation-1"):
+            await write_decision(uow, decision, now=T0)
+    marked = dataclasses.replace(decision.removals[0], mark_only=True)
+    async with uow_factory() as uow:
+        with pytest.raises(ConflictError, match="UID in precondition: incarnation-1"):
+            await write_decision(uow, BatchDecision(removals=[marked]), now=T0)
+
+    async with uow_factory() as uow:
+        kept = await uow.objects.get("PodGroup", "ml", "train-0")
+    assert kept is not None
+    assert kept.uid == "incarnation-2"
+    assert kept.deletion_requested_at is None
+
+
+async def test_a_removal_decided_on_an_earlier_version_is_a_conflict(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        read = await uow.objects.upsert(make_draft(), expected_resource_version=MUST_NOT_EXIST)
+        await uow.objects.upsert(make_draft(spec={"minCount": 3}))
+        await uow.commit()
+    decision = BatchDecision(
+        removals=[ObjectRemoval("PodGroup", "ml", "train-0", read.uid, read.resource_version)]
+    )
+
+    async with uow_factory() as uow:
+        with pytest.raises(ConflictError, match="the object has been modified"):
+            await write_decision(uow, decision, now=T0)

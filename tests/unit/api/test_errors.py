@@ -5,6 +5,7 @@ from __future__ import annotations
 from libs.api.errors import (
     ErrorType,
     FieldPath,
+    conflict_status,
     duplicate,
     forbidden,
     format_invalid,
@@ -122,3 +123,21 @@ def test_cause_reasons_are_the_kubernetes_cause_types():
         "FieldValueForbidden",
         "FieldValueNotFound",
     ]
+
+
+def test_a_conflict_names_the_qualified_resource_as_the_api_server_does():
+    core = conflict_status("Pod", "p-0", "the object has been modified; please apply your changes")
+    grouped = conflict_status(
+        "PodGroup", "g", "Precondition failed: UID in precondition: a, UID in object meta: b"
+    )
+
+    assert core["message"] == (
+        'Operation cannot be fulfilled on pods "p-0": the object has been modified; please apply your changes'
+    )
+    assert (core["code"], core["reason"], core["details"]) == (
+        409,
+        "Conflict",
+        {"name": "p-0", "kind": "pods"},
+    )
+    assert grouped["message"].startswith('Operation cannot be fulfilled on podgroups.scheduling.k8s.io "g": ')
+    assert grouped["details"]["group"] == "scheduling.k8s.io"
