@@ -23,6 +23,8 @@ from libs.events.rpc import (
     EventsRequest,
     GetReply,
     GetRequest,
+    NodePowerReply,
+    NodePowerRequest,
 )
 from libs.messaging.broker import NatsEndpoint, make_broker
 from libs.messaging.publisher import NatsPublisher
@@ -102,6 +104,13 @@ class PodwayClient:
         body = DeleteRequest(request_id=str(uuid.uuid4()), kind=kind, namespace=ns, name=name)
         raw = await request(self.broker, RpcSubject.ADMISSION_DELETE, body, timeout_s=self.timeout_s)
         return ApplyReply.model_validate_json(raw)
+
+    async def node_power(self, node: str, *, on: bool) -> NodePowerReply:
+        """Take a node's host away (`on=False`: its agent stops beating for it, its pods die unreported) or
+        bring it back; RpcUnavailable when no node agent serves that node."""
+        body = NodePowerRequest(node=node, on=on)
+        raw = await request(self.broker, RpcSubject.NODE_AGENT_POWER, body, timeout_s=self.timeout_s)
+        return NodePowerReply.model_validate_json(raw)
 
     async def submit_job(self, job: dict[str, Any], *, request_id: str | None = None) -> str:
         """Publish `job.submitted`; admission admits (and expands) the Job. Returns the request id."""

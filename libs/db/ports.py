@@ -148,6 +148,14 @@ class NominationRepository(Protocol):
     async def clear(self, podgroup_uid: str) -> bool: ...
 
 
+class NodeHeartbeatRepository(Protocol):
+    """Beat counts of the nodes the node agents serve."""
+
+    async def beat(self, nodes: Collection[str], agent: str, at: datetime) -> None: ...
+
+    async def counts(self) -> dict[str, int]: ...
+
+
 class DeviceAllocationRepository(Protocol):
     """Devices held by ResourceClaims: the database refuses a second holder of an exclusive device and a share
     beyond capacity."""
@@ -244,6 +252,9 @@ class UnitOfWork(Protocol):
 
     @property
     def nominations(self) -> NominationRepository: ...
+
+    @property
+    def node_heartbeats(self) -> NodeHeartbeatRepository: ...
 
     @property
     def events(self) -> EventLog: ...

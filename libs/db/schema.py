@@ -120,6 +120,17 @@ nominations = Table(
     Column("nominated_at", UtcDateTime, nullable=False),
 )
 
+# Node agents' heartbeats: a count per node the agent serves, bumped at every beat. The scheduler watches the
+# counts (never the times, written by the agents' clocks) to tell a node that went quiet.
+node_heartbeats = Table(
+    "node_heartbeats",
+    metadata,
+    Column("node_name", String(253), primary_key=True),
+    Column("agent", String(253), nullable=False),
+    Column("beats", BigInteger, nullable=False),
+    Column("heard_at", UtcDateTime, nullable=False),
+)
+
 # Devices held by allocated ResourceClaims (`claim` is `namespace/name`), written by the DRA allocator under
 # its lease: an exclusive device has at most one holder (the partial unique index), and the shares of a
 # shareable device never consume more of a capacity than it has (the check, in milli-units).

@@ -15,6 +15,7 @@ from libs.db.repositories.conditions import SqlAlchemyConditionRepository
 from libs.db.repositories.device_allocations import SqlAlchemyDeviceAllocationRepository
 from libs.db.repositories.event_log import SqlAlchemyEventLog, SqlAlchemyInbox, SqlAlchemyOutbox, append
 from libs.db.repositories.leases import SqlAlchemyLeaseRepository, assert_epoch
+from libs.db.repositories.node_heartbeats import SqlAlchemyNodeHeartbeatRepository
 from libs.db.repositories.nominations import SqlAlchemyNominationRepository
 from libs.db.repositories.objects import SqlAlchemyObjectRepository
 from libs.events.envelope import Envelope
@@ -58,6 +59,7 @@ class SqlAlchemyUnitOfWork:
         self.bindings = SqlAlchemyBindingRepository(session)
         self.leases = SqlAlchemyLeaseRepository(session)
         self.nominations = SqlAlchemyNominationRepository(session)
+        self.node_heartbeats = SqlAlchemyNodeHeartbeatRepository(session)
         self.device_allocations = SqlAlchemyDeviceAllocationRepository(session)
         self.events = SqlAlchemyEventLog(session)
         self.outbox = SqlAlchemyOutbox(session)

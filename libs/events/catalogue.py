@@ -28,6 +28,9 @@ class EventType(StrEnum):
     JOB_EXPANDED = "job.expanded"
     NODE_REGISTERED = "node.registered"
     NODE_UPDATED = "node.updated"
+    NODE_NOT_READY = "node.not_ready"
+    NODE_READY = "node.ready"
+    NODE_LOST = "node.lost"
     RESOURCESLICE_PUBLISHED = "resourceslice.published"
     PODGROUP_CYCLE_STARTED = "podgroup.cycle.started"
     PODGROUP_CYCLE_PLACED = "podgroup.cycle.placed"
@@ -71,6 +74,7 @@ class RpcSubject(StrEnum):
     ADMISSION_GET = "podway.rpc.admission.get"
     ADMISSION_EVENTS = "podway.rpc.admission.events"
     ROUTER_INFER = "podway.rpc.router.infer"
+    NODE_AGENT_POWER = "podway.rpc.node_agent.power"
 
 
 class WorkSubject(StrEnum):

@@ -87,3 +87,18 @@ class ErrorReply(_Message):
     """A request the service could not process at all (malformed request)."""
 
     error: str
+
+
+class NodePowerRequest(_Message):
+    """Take a node away (its host goes dark: no beats, its pods die unreported) or bring it back."""
+
+    node: str
+    on: bool
+
+
+class NodePowerReply(_Message):
+    node: str
+    agent: str
+    on: bool
+    pods_stopped: int = Field(default=0, description="Pods that died with the host (taking it away)")
+    pods_failed: int = Field(default=0, description="Pods reported failed because the host restarted")

@@ -109,6 +109,9 @@ class PlacementProposed(EventPayload):
     allocations: list[ClaimAllocation] = Field(
         default_factory=list, description="The exact devices proposed for each claim made from a template"
     )
+    proposed_at: str = Field(
+        default="", description="Which placement this is (`status.proposal.proposedAt`), to answer it once"
+    )
 
 
 @event_model
@@ -226,3 +229,34 @@ class PodGroupRestarted(EventPayload):
     podgroup: PodGroupRef
     reason: str
     evicted: list[PodRef] = Field(default_factory=list)
+
+
+@event_model
+class NodeNotReady(EventPayload):
+    """A watched node went unheard past the grace period: Ready is Unknown, nothing new is placed there."""
+
+    TYPE = EventType.NODE_NOT_READY
+    node: str = Field(description="Node name")
+    since: float = Field(description="When it became NotReady (Unix seconds)")
+    message: str
+
+
+@event_model
+class NodeReady(EventPayload):
+    """A node that was NotReady or lost beats again: Ready is True."""
+
+    TYPE = EventType.NODE_READY
+    node: str = Field(description="Node name")
+    since: float = Field(description="When it was heard again (Unix seconds)")
+
+
+@event_model
+class NodeLost(EventPayload):
+    """A node is gone (unheard past the eviction timeout, or deleted): the pods that held room on it failed
+    (`NodeLost`), their bindings released; a `pods.failed` per PodGroup follows."""
+
+    TYPE = EventType.NODE_LOST
+    node: str = Field(description="Node name")
+    pods: list[PodRef] = Field(default_factory=list, description="The pods that failed with it")
+    deleted: bool = Field(description="The Node object was deleted (else: unheard past the eviction timeout)")
+    message: str

@@ -55,7 +55,8 @@ class Durable:
 
 @dataclass(frozen=True)
 class Served:
-    """Core request/reply subjects a user answers, as a member of one queue group."""
+    """Core request/reply subjects a user answers, as a member of one queue group (none: every server
+    hears each request, and the one it concerns answers)."""
 
     subject: str
     queue: str
@@ -108,7 +109,8 @@ class NatsUser:
         return subjects
 
     def subscribe(self) -> list[str]:
-        return [f"{served.subject} {served.queue}" for served in self.serves] + [*self.watches, self.inbox]
+        served = [f"{s.subject} {s.queue}" if s.queue else s.subject for s in self.serves]
+        return [*served, *self.watches, self.inbox]
 
 
 USERS: tuple[NatsUser, ...] = (
@@ -152,6 +154,9 @@ USERS: tuple[NatsUser, ...] = (
             EventType.PODS_FAILED,  # pending pods of a gang that timed out
             EventType.PODS_EVICTED,  # a gang restarted after losing a pod
             EventType.PODGROUP_RESTARTED,
+            EventType.NODE_NOT_READY,
+            EventType.NODE_READY,
+            EventType.NODE_LOST,
         ),
         durables=(Durable(EVENTS_STREAM, "scheduler"),),
         checks=(EVENTS_STREAM, DLQ_STREAM),
@@ -185,6 +190,8 @@ USERS: tuple[NatsUser, ...] = (
             EventType.OBJECT_DELETED,  # pods it terminated
         ),
         calls=(RpcSubject.ADMISSION_APPLY, RpcSubject.ADMISSION_GET),
+        serves=(Served(RpcSubject.NODE_AGENT_POWER, ""),),  # each agent hears it; the node's own answers
+        answers=("client",),
         # One durable per agent instance (PODWAY_INSTANCE): list each instance a deployment runs.
         durables=(Durable(EVENTS_STREAM, "node-agent-0"),),
         checks=(EVENTS_STREAM, DLQ_STREAM),
@@ -224,6 +231,7 @@ USERS: tuple[NatsUser, ...] = (
             RpcSubject.ADMISSION_GET,
             RpcSubject.ADMISSION_EVENTS,
             RpcSubject.ROUTER_INFER,
+            RpcSubject.NODE_AGENT_POWER,
             ROUTER_SCOREBOARD_SUBJECT,
             ROUTER_STATUS_SUBJECT,
             INFERENCE_FEEDBACK_SUBJECT,

@@ -25,7 +25,9 @@ __all__ = ["ERROR_HEADER", "RpcError", "RpcTimeout", "RpcUnavailable", "request"
 
 ERROR_HEADER = "Podway-Rpc-Error"
 
-RpcHandler = Callable[[bytes], Awaitable[bytes | BaseModel]]
+RpcHandler = Callable[[bytes], Awaitable[bytes | BaseModel | None]]
+"""Request bytes in, the reply out; None when the request is another server's to answer (with no queue
+group, every server hears it: the one it concerns answers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +91,10 @@ def _serve(client: Client, route: _Route) -> Callable[[Msg], Awaitable[None]]:
 async def _answer(client: Client, route: _Route, msg: Msg) -> None:
     started = time.perf_counter()
     try:
-        reply, headers = _encode(await route.handler(msg.data)), None
+        answer = await route.handler(msg.data)
+        if answer is None:
+            return
+        reply, headers = _encode(answer), None
     except Exception as exc:
         log.exception("rpc %s failed", route.subject)
         reply, headers = str(exc).encode(), {ERROR_HEADER: type(exc).__name__}

@@ -76,6 +76,7 @@ class _Term(Generic[World]):
     acks: HeldAcks = field(default_factory=HeldAcks)
     """What the world applied, acknowledged only once a fenced write begun after it committed."""
     checkpoint_due: float = 0.0
+    observe_due: float = 0.0
 
 
 class LeasedService(ABC, Generic[World, Output]):
@@ -93,6 +94,8 @@ class LeasedService(ABC, Generic[World, Output]):
     of the lease alone) is written for them."""
     checkpoint_events = 256
     """Held acknowledgements that make a checkpoint due at once (the consumer delivers at most 1,000)."""
+    observe_every_s: float | None = None
+    """How often `observe` reads what no event tells (None: never)."""
 
     def __init__(
         self,
@@ -151,6 +154,9 @@ class LeasedService(ABC, Generic[World, Output]):
     @abstractmethod
     async def write(self, uow: UnitOfWork, outputs: list[Output], fence: Fence) -> None:
         """Write a pass's outputs in the unit of work (the service renews the lease and commits)."""
+
+    async def observe(self, world: World, now: float) -> None:
+        """Read into the world what no event tells (e.g. node heartbeats), every `observe_every_s`."""
 
     def lost(self, world: World, outputs: list[Output]) -> None:
         """The outputs of a pass that could not be written, handed to the world read again after it: what
@@ -342,6 +348,9 @@ class LeasedService(ABC, Generic[World, Output]):
                 log.warning("%s: events were lost with the stream; loading the world again", self.name)
                 raise _Reload()
             now = self.seconds()
+            if self.observe_every_s is not None and time.monotonic() >= term.observe_due:
+                term.observe_due = time.monotonic() + self.observe_every_s
+                await self.observe(world, now)
             applied = term.acks.take()
             outputs = self.run_pass(world, now)
             if outputs:
@@ -355,6 +364,8 @@ class LeasedService(ABC, Generic[World, Output]):
                 timeout = max(0.0, min(timeout, wakeup - now))
             if len(term.acks):
                 timeout = min(timeout, max(0.0, term.checkpoint_due - time.monotonic()))
+            if self.observe_every_s is not None:
+                timeout = min(timeout, max(0.0, term.observe_due - time.monotonic()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(term.wake.wait(), timeout)
 

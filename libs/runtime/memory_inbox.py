@@ -23,6 +23,7 @@ from libs.db.ports import (
     DeviceAllocationRepository,
     EventLog,
     LeaseRepository,
+    NodeHeartbeatRepository,
     NominationRepository,
     ObjectRepository,
     Outbox,
@@ -97,6 +98,10 @@ class MemoryUnitOfWork:
 
     @property
     def nominations(self) -> NominationRepository:
+        _no_database()
+
+    @property
+    def node_heartbeats(self) -> NodeHeartbeatRepository:
         _no_database()
 
     @property

@@ -42,6 +42,21 @@ class PodwaySettings(BaseSettings):
         default=30.0, description="Scheduler: how long a placement waits for its claims before it is released"
     )
     time_compression: float = Field(default=1.0, description="Node agent: simulated seconds per second")
+    node_heartbeat_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="Node agent: how often it beats for its nodes (the scheduler reads twice as often)",
+    )
+    node_monitor_grace_seconds: float = Field(
+        default=40.0,
+        gt=0,
+        description="Scheduler: a node unheard this long is NotReady (nothing new goes there)",
+    )
+    node_eviction_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="Scheduler: a node NotReady this long is lost, and the pods on it fail",
+    )
     router_policy: Path | None = Field(default=None, description="Router policy YAML")
     router_http_address: str = Field(
         default="127.0.0.1:8400",

@@ -57,7 +57,7 @@ from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries
 from services.admission.batcher import ApplyBatcher, Footprint
-from services.admission.store import known_from_stored, load_view, write_decision
+from services.admission.store import iso, known_from_stored, load_view, write_decision
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ class AdmissionService:
             scope = [known_from_stored(o) for o in await queries.namespace_objects(uow, key[1])]
             pods = [o.uid for o in scope if o.kind == "Pod"]
             bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
-            decision = decide_delete(key, view, scope, bound, request.request_id)
+            decision = decide_delete(key, view, scope, bound, request.request_id, now=iso(self.clock()))
             await write_decision(uow, decision, now=self.clock())
             await uow.commit()
         return ApplyReply(request_id=request.request_id, results=decision.results)
@@ -295,7 +295,9 @@ class AdmissionService:
             for namespace in sorted({obj.namespace for obj in marked})
             for o in await queries.namespace_objects(uow, namespace)
         ]
-        decision = finish_pending_deletions(marked, scope, request_id=cause or "reconcile")
+        pods = [o.uid for o in scope if o.kind == "Pod"]
+        bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
+        decision = finish_pending_deletions(marked, scope, bound, request_id=cause or "reconcile")
         await write_decision(uow, decision, now=self.clock(), causation_id=cause)
 
     async def reconcile(self) -> None:

@@ -53,4 +53,4 @@ def proposal_of(payload: scheduling.PlacementProposed) -> Proposal:
         for allocation in payload.allocations
     )
     pods = tuple(placement.pod_uid for placement in payload.placements)
-    return Proposal(group.namespace, group.name, group.uid, pods, claims)
+    return Proposal(group.namespace, group.name, group.uid, pods, claims, payload.proposed_at)

@@ -54,6 +54,8 @@ POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 """Annotation of a claim made from a template: its name in the owner's `resourceClaims` (as upstream)."""
 GROUP_UID = "podway.io/podgroup-uid"
 """Annotation of a claim: the PodGroup (or standalone pod) it was allocated with."""
+PROPOSED_AT = "proposedAt"
+"""`status.podway.proposedAt` of a claim: the placement it was committed for (answered once)."""
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
@@ -84,7 +86,9 @@ async def load_ledger(uow: UnitOfWork) -> ClaimLedger:
         held = _held_claim(stored, ledger)
         if held is None:
             owner = _made_for(stored)
-            if owner is not None and owner not in live and owner not in group_keys:
+            if (owner is not None and owner not in live and owner not in group_keys) or (
+                stored.deletion_requested_at is not None
+            ):
                 leftovers.append(stored.uid)
             continue
         if held.shared:
@@ -134,7 +138,12 @@ def _held_claim(stored: StoredObject, ledger: ClaimLedger) -> HeldClaim | None:
         str(annotations.get(GROUP_UID) or owner.get("uid")),
         found,
         tuple(results),
+        proposed_at=_proposed_at(stored),
     )
+
+
+def _proposed_at(stored: StoredObject) -> str:
+    return str((stored.status.get("podway") or {}).get(PROPOSED_AT) or "")
 
 
 def _shared_claim(stored: StoredObject, found: DeviceAllocation, results: list[Any]) -> HeldClaim | None:
@@ -146,7 +155,17 @@ def _shared_claim(stored: StoredObject, found: DeviceAllocation, results: list[A
     )
     if not pods:
         return None
-    return HeldClaim(stored.namespace, stored.name, "", pods[0], pods[0].uid, found, tuple(results), pods)
+    return HeldClaim(
+        stored.namespace,
+        stored.name,
+        "",
+        pods[0],
+        pods[0].uid,
+        found,
+        tuple(results),
+        pods,
+        _proposed_at(stored),
+    )
 
 
 def _proposal_of_status(group: StoredObject, proposal: Mapping[str, Any]) -> Proposal:
@@ -158,7 +177,8 @@ def _proposal_of_status(group: StoredObject, proposal: Mapping[str, Any]) -> Pro
     owner = ClaimOwner("PodGroup", group.name, group.uid)
     claims += [_proposed(record, owner) for record in proposal.get("claims") or []]
     pod_uids = tuple(str(pod.get("uid") or "") for _, pod in sorted(pods.items()))
-    return Proposal(group.namespace, group.name, group.uid, pod_uids, tuple(claims))
+    proposed_at = str(proposal.get("proposedAt") or "")
+    return Proposal(group.namespace, group.name, group.uid, pod_uids, tuple(claims), proposed_at)
 
 
 def _proposed(record: Mapping[str, Any], owner: ClaimOwner) -> ProposedClaim:
@@ -194,7 +214,9 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[LedgerOutput], *, now
         claim
         for output in outcomes
         if isinstance(output, ClaimsCommitted | ReservationsEnded)
-        for claim in (output.joined if isinstance(output, ClaimsCommitted) else output.claims)
+        for claim in (
+            (*output.kept, *output.joined) if isinstance(output, ClaimsCommitted) else output.claims
+        )
     ]
     await writer.prefetch(committed, [*released, *reserved])
     await writer.devices(committed, released)
@@ -260,7 +282,7 @@ class _Writer:
         for claim in committed.claims:
             self.claim_object(claim)
             self._name_in_owner(claim)
-        for claim in committed.joined:
+        for claim in (*committed.kept, *committed.joined):
             self.claim_object(claim)
         allocations = [
             ClaimAllocation(
@@ -284,8 +306,8 @@ class _Writer:
             stored = self._objects.get(("ResourceClaim", claim.namespace, claim.name))
             if stored is None:
                 continue
-            if _made_for(stored) is not None:
-                self._deleted.append(stored.uid)
+            if _made_for(stored) is not None or stored.deletion_requested_at is not None:
+                self._deleted.append(stored.uid)  # made for its owner, or its deletion waited for this
             elif stored.status:
                 self._cleared[stored.uid] = stored
         group = next((claim.owner for claim in released.claims if claim.owner.kind == "PodGroup"), None)
@@ -320,6 +342,7 @@ class _Writer:
                 {"resource": reserved, "name": pod.name, "uid": pod.uid}
                 for pod in (claim.reserved_for or (owner,))
             ],
+            "podway": {PROPOSED_AT: claim.proposed_at},
         }
         if existing is not None and _made_for(existing) not in (None, owner.uid):
             self._deleted.append(existing.uid)  # made for an earlier object of the owner's name: replaced

@@ -26,10 +26,11 @@ from libs.db.ports import UnitOfWork
 from libs.db.records import JsonObject, OutboxMessage, StoredObject
 from libs.db.uow import unit_of_work_factory
 from libs.events.admission import ObjectDeleted
-from libs.events.catalogue import EventType
+from libs.events.catalogue import EventType, RpcSubject
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
-from libs.events.rpc import ApplyReply
+from libs.events.rpc import ApplyReply, NodePowerReply, NodePowerRequest
 from libs.events.scheduling import (
+    NodeLost,
     PodPlacement,
     PodRef,
     PodsBound,
@@ -41,7 +42,7 @@ from libs.events.scheduling import (
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
-from libs.messaging.rpc import RpcTimeout, RpcUnavailable
+from libs.messaging.rpc import RpcTimeout, RpcUnavailable, serve_rpc
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
 from libs.runtime.shutdown import bounded, cancel_tasks
@@ -56,6 +57,8 @@ PRODUCER = "node-agent"
 DISRUPTION_TARGET = "DisruptionTarget"
 DELETED = "Deleted"
 """The eviction reason of a pod deleted while it runs: the agent stops it and deletes it."""
+NODE_RESTARTED = "NodeRestarted"
+"""The reason of a pod that ran on a host taken away and brought back before its node was lost."""
 REGISTER_CHUNK = 256
 CONSUMER_BATCH = 64
 REGISTER_PATIENCE_S = 60.0
@@ -97,9 +100,15 @@ class NodeAgentService:
         self.sessions = create_session_factory(self.engine)
         self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
         self.broker = make_broker(settings.nats_url, f"node-agent-{settings.instance}")
+        self.down: set[str] = set()
+        """Nodes whose host was taken away (`podway cluster node-down`): no beats, no pods."""
         self.consumer = EventConsumer(
             name=f"node-agent-{settings.instance}",
-            subjects=[EventType.PODS_BOUND.subject, EventType.PODS_EVICTED.subject],
+            subjects=[
+                EventType.PODS_BOUND.subject,
+                EventType.PODS_EVICTED.subject,
+                EventType.NODE_LOST.subject,
+            ],
             batch_handler=self.on_events,
             uow_factory=self.uow,
             batch_size=CONSUMER_BATCH,
@@ -107,6 +116,7 @@ class NodeAgentService:
             on_reset=self.reconcile,
         )
         self.consumer.subscribe(self.broker)
+        serve_rpc(self.broker, RpcSubject.NODE_AGENT_POWER, self.on_power, queue="")
         self.relay: OutboxRelay | None = None
         self.runtime = PodRuntime()
         self._wake = asyncio.Event()
@@ -124,6 +134,7 @@ class NodeAgentService:
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self._run_timers(), name="pod-timers"),
+            asyncio.create_task(self._beat_forever(), name="node-heartbeats"),
         ]
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
@@ -209,6 +220,8 @@ class NodeAgentService:
                 await self._start(bound, uow)
                 bound = []
                 await self._evict(envelope, payload, uow)
+            elif isinstance(payload, NodeLost):
+                self._forget_lost(payload)
         await self._start(bound, uow)
 
     async def _start(self, events: Sequence[tuple[Envelope, PodsBound]], uow: UnitOfWork) -> None:
@@ -246,7 +259,14 @@ class NodeAgentService:
         await self._run_pods(uow, starts)
 
     def _mine(self, bound: PodsBound) -> list[PodPlacement]:
-        return [placement for placement in bound.pods if placement.node in self.nodes]
+        """Placements on this agent's nodes whose host is up (a dark host starts nothing)."""
+        return [p for p in bound.pods if p.node in self.nodes and p.node not in self.down]
+
+    def _forget_lost(self, lost: NodeLost) -> None:
+        """The scheduler failed the pods of a node it lost: stop running them here (they ended)."""
+        if lost.node in self.nodes:
+            for ref in lost.pods:
+                self.runtime.stop(ref.uid)
 
     @staticmethod
     async def _standalone(
@@ -377,6 +397,77 @@ class NodeAgentService:
                     subject=subject,
                 )
             )
+
+    # -- heartbeats and hosts -------------------------------------------------------------------------------
+
+    async def _beat_forever(self) -> None:
+        """Beat for every node whose host is up, every `node_heartbeat_seconds` (the scheduler watches)."""
+        while True:
+            try:
+                await self.beat()
+            except Exception:
+                log.warning("node heartbeat failed; beating again later", exc_info=True)
+            await asyncio.sleep(self.settings.node_heartbeat_seconds)
+
+    async def beat(self) -> None:
+        async with self.uow() as uow:
+            await uow.node_heartbeats.beat(self.nodes - self.down, self._agent_name, self.clock())
+            await uow.commit()
+
+    @property
+    def _agent_name(self) -> str:
+        return f"node-agent-{self.settings.instance}"
+
+    async def on_power(self, body: bytes) -> NodePowerReply | None:
+        """Take a node's host away or bring it back; a node of another agent is that agent's to answer."""
+        request = NodePowerRequest.model_validate_json(body)
+        if request.node not in self.nodes:
+            return None
+        if not request.on:
+            self.down.add(request.node)
+            stopped = [pod for pod in self.runtime.pods() if pod.node == request.node]
+            for pod in stopped:
+                self.runtime.stop(pod.uid)  # died with the host: nobody reports them
+            log.warning("node %s taken away: %d pod(s) died with it", request.node, len(stopped))
+            return NodePowerReply(
+                node=request.node, agent=self._agent_name, on=False, pods_stopped=len(stopped)
+            )
+        self.down.discard(request.node)
+        failed = await self._restarted(request.node)
+        await self.beat()
+        await self.reconcile()
+        log.info("node %s is back: %d pod(s) failed with its restart", request.node, failed)
+        return NodePowerReply(node=request.node, agent=self._agent_name, on=True, pods_failed=failed)
+
+    async def _restarted(self, node: str) -> int:
+        """A host back from the dark: the pods the database still has Running there died with it (unless
+        the scheduler lost the node meanwhile: then they failed already). Failed, `NodeRestarted`, their
+        bindings released, a `pods.failed` per PodGroup."""
+        now = self.clock()
+        async with self.uow() as uow:
+            by_group: dict[PodGroupKey | None, list[RunningPod]] = {}
+            changes: list[tuple[StoredObject, JsonObject]] = []
+            for binding in await uow.bindings.list_for_node(node):
+                pod = await uow.objects.get_by_uid(binding.pod_uid)
+                if pod is None or pod.status.get("phase") != "Running" or pod.uid in self.runtime:
+                    continue
+                message = f"node {node} restarted while the pod ran"
+                changes.append(
+                    (pod, {**pod.status, "phase": "Failed", "reason": NODE_RESTARTED, "message": message})
+                )
+                podgroup = self._podgroup_of(pod, binding.podgroup_uid)
+                by_group.setdefault(podgroup, []).append(
+                    RunningPod(pod.uid, pod.namespace, pod.name, node, podgroup, None)
+                )
+            await uow.objects.update_statuses(changes)
+            await uow.bindings.release_many(pod.uid for pod, _ in changes)
+            for podgroup, pods in by_group.items():
+                refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=node) for p in pods]
+                uow.emit(
+                    self._envelope(PodsFailed(pods=refs, reason=NODE_RESTARTED), podgroup, pods[0], now, None)
+                )
+            await uow.commit()
+        return len(changes)
 
     # -- reconciling ----------------------------------------------------------------------------------------
 

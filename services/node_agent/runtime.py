@@ -42,6 +42,9 @@ class PodRuntime:
             if pod.finishes_at is not None:
                 heapq.heappush(self._timers, (pod.finishes_at, pod.uid))
 
+    def pods(self) -> list[RunningPod]:
+        return list(self._pods.values())
+
     def stop(self, uid: str) -> RunningPod | None:
         return self._pods.pop(uid, None)
 

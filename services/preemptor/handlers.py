@@ -6,10 +6,12 @@ from libs.core.scheduling import PodPhase
 from libs.core.scheduling.inputs import (
     ClaimsHeld,
     Input,
+    NodeHealthChanged,
     PodsBound,
     PodsEvicted,
     PodsFinished,
 )
+from libs.core.scheduling.node_health import NodeCondition
 from libs.core.scheduling.object_events import OBJECT_EVENTS, object_input
 from libs.events import scheduling
 from libs.events.catalogue import EventType
@@ -25,6 +27,8 @@ SUBJECTS = [
         EventType.PODS_FAILED,
         EventType.PODS_EVICTED,
         EventType.PREEMPTION_REQUESTED,
+        EventType.NODE_NOT_READY,
+        EventType.NODE_READY,
     )
 ]
 """Everything that changes which pods hold room (devices and shares included) where, and the requests for
@@ -62,4 +66,8 @@ def cluster_input(envelope: Envelope, payload: EventPayload) -> Input | None:
         return PodsFinished(tuple(pod.uid for pod in payload.pods), PodPhase.FAILED, cause)
     if isinstance(payload, scheduling.PodsEvicted):
         return PodsEvicted(tuple(pod.uid for pod in payload.pods), cause)
+    if isinstance(payload, scheduling.NodeNotReady):
+        return NodeHealthChanged(payload.node, NodeCondition.NOT_READY, payload.since, cause)
+    if isinstance(payload, scheduling.NodeReady):
+        return NodeHealthChanged(payload.node, NodeCondition.READY, payload.since, cause)
     return None

@@ -17,6 +17,7 @@ from libs.core.scheduling import ConditionReason, ConditionType
 from libs.core.scheduling.inputs import WORLD_KINDS, NominationRecord, World
 from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject
 from libs.core.scheduling.outputs import GroupRef
+from libs.db.node_health import node_health_records
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition, Nomination, StoredObject
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
@@ -79,7 +80,8 @@ async def load_world(uow: UnitOfWork, now: datetime) -> World:
         NominationRecord(n.podgroup_uid, n.nodes, n.expires_at.timestamp())
         for n in await uow.nominations.active(now)
     )
-    return World(objects, bindings, frozenset(leaving), nominations)
+    health = await node_health_records(uow, (obj for obj in objects if obj.kind == "Node"), now)
+    return World(objects, bindings, frozenset(leaving), nominations, health)
 
 
 async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, now: datetime) -> None:

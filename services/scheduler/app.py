@@ -12,6 +12,8 @@ import time
 
 from libs.core import scheduling
 from libs.core.scheduling import MachineSettings, SchedulerStateMachine
+from libs.core.scheduling.inputs import NodesHeard
+from libs.core.scheduling.node_health import NodeHealthSettings
 from libs.core.scheduling.outputs import Binding, CycleRan, Output
 from libs.db.ports import UnitOfWork
 from libs.db.records import Fence
@@ -44,8 +46,12 @@ class SchedulerService(LeasedService[SchedulerStateMachine, Output]):
     ) -> None:
         super().__init__(settings, clock=clock, holder=holder, tick_s=tick_s)
         self.machine_settings = machine_settings or MachineSettings(
-            claims_timeout_s=settings.claims_timeout_seconds
+            claims_timeout_s=settings.claims_timeout_seconds,
+            node_health=NodeHealthSettings(
+                monitor_grace_s=settings.node_monitor_grace_seconds, eviction_s=settings.node_eviction_seconds
+            ),
         )
+        self.observe_every_s = settings.node_heartbeat_seconds / 2
         self.metrics = SchedulerMetrics()
         self.metrics_port: int | None = None
 
@@ -79,6 +85,13 @@ class SchedulerService(LeasedService[SchedulerStateMachine, Output]):
         event = machine_input(envelope, payload)
         if event is not None:
             world.handle(event, now=now)
+
+    async def observe(self, world: SchedulerStateMachine, now: float) -> None:
+        """The node agents' beat counts: a node whose count stops moving goes NotReady, then lost."""
+        async with self.plain_uow() as uow:
+            beats = await uow.node_heartbeats.counts()
+        if beats:
+            world.handle(NodesHeard(beats), now=self.seconds())
 
     def run_pass(self, world: SchedulerStateMachine, now: float) -> list[Output]:
         outputs = world.run_pass(now)

@@ -14,17 +14,22 @@ from typing import Any
 from libs.core import scheduling as core
 from libs.core.scheduling import ConditionReason, ConditionType, Placement
 from libs.core.scheduling.inputs import WORLD_KINDS, NominationRecord, World
+from libs.core.scheduling.node_health import LOST_MESSAGE, NOT_READY_MESSAGE, NodeCondition
 from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject, pod_group_name
 from libs.core.scheduling.outputs import (
     AllocationFailed,
     Binding,
     CycleRan,
+    Disrupted,
     GroupRef,
+    NodeHealthChange,
+    NodeLost,
     Output,
     PodKey,
     Restart,
     TimedOut,
 )
+from libs.db.node_health import NODE_READY, node_health_records
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition, Fence, JsonObject, PodBinding, StoredObject
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
@@ -46,6 +51,9 @@ from libs.events.scheduling import (
     PreemptionRequested,
     TopologyDomainRef,
 )
+from libs.events.scheduling import NodeLost as NodeLostEvent
+from libs.events.scheduling import NodeNotReady as NodeNotReadyEvent
+from libs.events.scheduling import NodeReady as NodeReadyEvent
 
 PRODUCER = "scheduler"
 CONDITION_OWNER = "scheduler"
@@ -53,6 +61,10 @@ POD_SCHEDULED = "PodScheduled"
 GANG_RESTART_REASON = "GangRestart"
 WAITING_FOR_CLAIMS_REASON = "WaitingForResourceClaims"
 FINISHED_PHASES = ("Succeeded", "Failed")
+NODE_LOST_REASON = "NodeLost"
+"""A pod's `status.reason` when the node it held room on was lost or deleted."""
+TAINT_MANAGER_REASON = "DeletionByTaintManager"
+POD_GC_REASON = "DeletionByPodGC"
 
 
 def api_object(stored: StoredObject) -> ApiObject:
@@ -122,7 +134,8 @@ async def load_world(uow: UnitOfWork, now: datetime) -> World:
         NominationRecord(n.podgroup_uid, n.nodes, n.expires_at.timestamp())
         for n in await uow.nominations.active(now)
     )
-    return World(objects, bindings, frozenset(leaving & live), nominations)
+    health = await node_health_records(uow, (obj for obj in objects if obj.kind == "Node"), now)
+    return World(objects, bindings, frozenset(leaving & live), nominations, health)
 
 
 async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, fence: Fence, now: datetime) -> int:
@@ -149,6 +162,12 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, fence: Fe
             await writer.timed_out(outcome)
         elif isinstance(outcome, Restart):
             await writer.restart(outcome)
+        elif isinstance(outcome, Disrupted):
+            await writer.disrupted(outcome)
+        elif isinstance(outcome, NodeHealthChange):
+            await writer.node_health(outcome)
+        elif isinstance(outcome, NodeLost):
+            await writer.node_lost(outcome)
     await writer.flush()
     await uow.bindings.bind_many(writer.bindings, fence=fence)
     return bound
@@ -197,7 +216,7 @@ class _Writer:
         keys = {
             ("PodGroup", outcome.group.namespace, outcome.group.name)
             for outcome in outcomes
-            if not outcome.group.standalone
+            if not isinstance(outcome, NodeHealthChange | NodeLost) and not outcome.group.standalone
         }
         self.podgroups = {stored.uid: stored for stored in await self.uow.objects.get_many(sorted(keys))}
 
@@ -230,6 +249,7 @@ class _Writer:
                     placements=placements,
                     claims=list(ran.claims),
                     allocations=_proposed_allocations(ran.proposal_status or {}),
+                    proposed_at=str((ran.proposal_status or {}).get("proposedAt") or ""),
                 )
             )
             await self._set_status(ran.group, proposal=dict(ran.proposal_status or {}))
@@ -356,6 +376,101 @@ class _Writer:
                 reason=GANG_RESTART_REASON,
                 message=restart.message,
             )
+
+    async def disrupted(self, disrupted: Disrupted) -> None:
+        """A gang placed anew: its placement forgotten, `PodGroupScheduled` False until it is bound again."""
+        await self._set_status(disrupted.group, placement={"domain": None, "nodes": [], "pods": {}})
+        await self._group_condition(disrupted.group, False, disrupted.reason, disrupted.message)
+
+    async def node_health(self, change: NodeHealthChange) -> None:
+        """A node NotReady (Ready Unknown) or Ready again: its condition and `node.not_ready` / `node.ready`."""
+        node = await self.uow.objects.get("Node", "", change.node)
+        if node is None:
+            return
+        if change.condition == NodeCondition.READY:
+            self._node_condition(node, "True", change.condition, "kubelet is posting ready status")
+            self._emit_for_node(node, NodeReadyEvent(node=node.name, since=change.since))
+        else:
+            self._node_condition(node, "Unknown", change.condition, NOT_READY_MESSAGE)
+            event = NodeNotReadyEvent(node=node.name, since=change.since, message=NOT_READY_MESSAGE)
+            self._emit_for_node(node, event)
+
+    async def node_lost(self, lost: NodeLost) -> None:
+        """The pods that held room on a lost or deleted node fail (`NodeLost`, `DisruptionTarget`) and let go
+        of their bindings; `node.lost`, then a `pods.failed` per PodGroup (or pod), in the pods' stories."""
+        node = await self.uow.objects.get("Node", "", lost.node)
+        if lost.deleted:
+            message = f"node {lost.node} was deleted"
+            disruption, detail = POD_GC_REASON, "PodGC: node no longer exists"
+        else:
+            message = f"node {lost.node} was lost: unheard past the eviction timeout"
+            disruption, detail = TAINT_MANAGER_REASON, "Taint manager: deleting due to NoExecute taint"
+        failed = await self._fail_pods([pod for _, pod in lost.pods], message)
+        for pod in failed:
+            self._conditions[(pod.uid, ConditionType.DISRUPTION_TARGET)] = Condition(
+                object_uid=pod.uid,
+                type=ConditionType.DISRUPTION_TARGET,
+                status="True",
+                owner=CONDITION_OWNER,
+                reason=disruption,
+                message=detail,
+            )
+        await self.uow.bindings.release_many(pod.uid for pod in failed)
+        event = NodeLostEvent(node=lost.node, pods=_pod_refs(failed), deleted=lost.deleted, message=message)
+        if node is not None:
+            self._node_condition(node, "Unknown", NodeCondition.LOST, LOST_MESSAGE)
+            cause = self._emit_for_node(node, event, lost.cause)
+        else:
+            subject = AggregateRef(kind="Node", namespace="", name=lost.node, uid="")
+            envelope = Envelope.wrap(
+                event, producer=PRODUCER, correlation_id=lost.node, occurred_at=self.now,
+                causation_id=lost.cause, subject=subject,
+            )  # fmt: skip
+            self.uow.emit(envelope)
+            cause = str(envelope.event_id)
+        uids = {pod.uid for pod in failed}
+        stories: dict[GroupRef, list[PodKey]] = {}
+        for group, pod in lost.pods:
+            if pod.uid in uids:
+                stories.setdefault(group, []).append(pod)
+        for group, pods in stories.items():
+            _Story(self, group, cause).emit(PodsFailed(pods=_pod_refs(pods), reason=NODE_LOST_REASON))
+
+    async def _fail_pods(self, pods: Sequence[PodKey], message: str) -> list[PodKey]:
+        """Pods still holding room there, Failed with reason NodeLost (compare-and-set on what was read)."""
+        stored = {
+            p.uid: p for p in await self.uow.objects.get_many([("Pod", k.namespace, k.name) for k in pods])
+        }
+        changes: list[tuple[StoredObject, JsonObject]] = []
+        failed: list[PodKey] = []
+        for pod in pods:
+            current = stored.get(pod.uid)
+            if current is None or current.status.get("phase") in FINISHED_PHASES:
+                continue
+            status = {**current.status, "phase": "Failed", "reason": NODE_LOST_REASON, "message": message}
+            changes.append((current, status))
+            failed.append(pod)
+        await self.uow.objects.update_statuses(changes)
+        return failed
+
+    def _node_condition(self, node: StoredObject, status: str, reason: str, message: str) -> None:
+        self._conditions[(node.uid, NODE_READY)] = Condition(
+            object_uid=node.uid,
+            type=NODE_READY,
+            status=status,
+            owner=CONDITION_OWNER,
+            reason=reason,
+            message=message,
+        )
+
+    def _emit_for_node(self, node: StoredObject, payload: EventPayload, cause: str | None = None) -> str:
+        subject = AggregateRef(kind="Node", namespace="", name=node.name, uid=node.uid)
+        envelope = Envelope.wrap(
+            payload, producer=PRODUCER, correlation_id=node.uid, occurred_at=self.now, causation_id=cause,
+            subject=subject,
+        )  # fmt: skip
+        self.uow.emit(envelope)
+        return str(envelope.event_id)
 
     async def flush(self) -> None:
         """Write the statuses and conditions gathered over the pass."""

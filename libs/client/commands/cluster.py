@@ -1,4 +1,5 @@
-"""`podway cluster generate`: a synthetic GPU fleet as Node and ResourceSlice manifests."""
+"""`podway cluster`: a synthetic GPU fleet as Node and ResourceSlice manifests (`generate`), and a node's host
+taken away and brought back on a running stack (`node-down`, `node-up`)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,36 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_node_power(args: argparse.Namespace) -> int:
+    import sys
+
+    from libs.client.commands.objects import with_client
+    from libs.messaging.errors import RpcError, RpcUnavailable
+
+    on = args.cluster_command == "node-up"
+
+    async def work(client: Any) -> int:
+        try:
+            reply = await client.node_power(args.node, on=on)
+        except RpcUnavailable:
+            print(
+                f'Error from server (NotFound): nodes "{args.node}" not found: no node agent serves it',
+                file=sys.stderr,
+            )
+            return 1
+        if on:
+            print(f"node/{reply.node} up ({reply.agent}): {reply.pods_failed} pod(s) failed with its restart")
+        else:
+            print(f"node/{reply.node} down ({reply.agent}): {reply.pods_stopped} pod(s) died with it")
+        return 0
+
+    try:
+        return with_client(args, work)
+    except RpcError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+
+
 def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
     cluster = sub.add_parser("cluster", help="synthetic clusters")
     verbs = cluster.add_subparsers(dest="cluster_command", required=True)
@@ -50,3 +81,11 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         "--shared-gpus-per-node", type=int, default=0, help="last GPUs of each node shareable by capacity"
     )
     gen.set_defaults(handler=cmd_generate)
+    for verb, what in (
+        ("node-down", "take a node's host away: its agent stops beating for it and its pods die unreported"),
+        ("node-up", "bring a node's host back: it beats again; pods that died with it are reported failed"),
+    ):
+        power = verbs.add_parser(verb, help=what)
+        common(power)
+        power.add_argument("node", help="the Node's name")
+        power.set_defaults(handler=cmd_node_power)

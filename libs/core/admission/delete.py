@@ -2,17 +2,18 @@
 
 A pod that holds no node (not bound, or finished) is deleted at once; a bound pod that still runs is marked
 and evicted (`pods.evicted`, reason Deleted): its node agent stops it and deletes it. A PodGroup is deleted
-once none of its pods is left that has not finished. A Job takes what it controls (by uid) with it, and is
+once none of its pods holds a node (at once when none is placed). A Job takes what it controls (by uid) with it, and is
 deleted itself once nothing it owns remains. A Workload takes the PodGroups created for its v1.35 pods with it
 (v1.35 has no PodGroup object; see `implied_pod_group`). Everything else is deleted at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 
 from libs.api.annotations import WORKLOAD_REF_NAME
-from libs.core.admission.events import deleted_event, evicted_event
+from libs.core.admission.events import admitted_event, deleted_event, evicted_event
 from libs.core.admission.model import (
     AdmissionView,
     BatchDecision,
@@ -77,8 +78,10 @@ def decide_delete(
     scope: list[KnownObject],
     bound: Mapping[str, str],
     request_id: str,
+    *,
+    now: str,
 ) -> BatchDecision:
-    """Delete one object. `scope` holds the objects of its namespace that it may own or that may hold it
+    """Delete one object (`now`: the time a deletion mark records). `scope` holds the objects of its namespace that it may own or that may hold it
     (Workloads, PodGroups, Pods); `bound` maps the uid of every bound pod among them to its node."""
     target = view.get(key)
     if target is None:
@@ -94,20 +97,20 @@ def decide_delete(
             )
         )
         return decision
-    deletion = _Deletion(scope, bound, request_id)
+    deletion = _Deletion(scope, bound, request_id, now)
     result = deletion.delete(target)
     return deletion.finish(result)
 
 
 def finish_pending_deletions(
-    marked: list[KnownObject], scope: list[KnownObject], request_id: str
+    marked: list[KnownObject], scope: list[KnownObject], bound: Mapping[str, str], request_id: str
 ) -> BatchDecision:
-    """Objects marked for deletion that nothing holds any more are deleted now: a PodGroup whose pods have
-    all finished (or are gone), then a Job that owns nothing any more. `scope` holds the Workloads,
-    PodGroups and Pods of their namespaces."""
-    deletion = _Deletion(scope, {}, request_id)
+    """Objects marked for deletion that nothing holds any more are deleted now: a PodGroup none of whose
+    pods holds a node any more, then a Job that owns nothing any more. `scope` holds the Workloads,
+    PodGroups and Pods of their namespaces; `bound` maps the uid of every bound pod among them to its node."""
+    deletion = _Deletion(scope, bound, request_id)
     for group in (obj for obj in marked if obj.kind == "PodGroup"):
-        if all(pod_finished(pod) for pod in deletion.pods_of(group)):
+        if not deletion.holding(group):
             deletion.decision.results.append(deletion.remove(group))
     for job in (obj for obj in marked if obj.kind == "Job"):
         if not deletion.owned_by(job):
@@ -118,10 +121,13 @@ def finish_pending_deletions(
 class _Deletion:
     """One deletion's bookkeeping: what goes now, what is marked, which pods are evicted."""
 
-    def __init__(self, scope: list[KnownObject], bound: Mapping[str, str], request_id: str) -> None:
+    def __init__(
+        self, scope: list[KnownObject], bound: Mapping[str, str], request_id: str, now: str = ""
+    ) -> None:
         self.objects = {obj.key: obj for obj in scope}
         self.bound = bound
         self.request_id = request_id
+        self.now = now
         self.decision = BatchDecision()
         # Evicted pods by PodGroup name, or by uid for pods without one: one `pods.evicted` each.
         self._evicted: dict[tuple[str, str], list[PodRef]] = {}
@@ -133,6 +139,8 @@ class _Deletion:
             return self._podgroup(obj)
         if obj.kind == "Job":
             return self._job(obj)
+        if obj.kind == "ResourceClaim":
+            return self._claim(obj)
         if obj.kind == "Workload":
             for group in implied_by(obj, list(self.objects.values())):
                 self._podgroup(group)
@@ -158,7 +166,19 @@ class _Deletion:
         return _result(obj, "deleted")
 
     def _mark(self, obj: KnownObject, message: str) -> ObjectResult:
+        """Mark it for deletion; the services that keep a view of it see it marked (the API server's watch
+        shows the object with its `deletionTimestamp`)."""
         self.decision.removals.append(_removal(obj, mark_only=True))
+        if not obj.deletion_requested:
+            metadata = {**(obj.manifest.get("metadata") or {}), "deletionTimestamp": self.now}
+            marked = dataclasses.replace(
+                obj,
+                resource_version=obj.resource_version + 1,
+                manifest={**obj.manifest, "metadata": metadata},
+                deletion_requested=True,
+            )
+            event = admitted_event(marked, "updated", [], self.request_id, self._correlation(obj))
+            self.decision.events.append(event)
         return _result(obj, "pending", message)
 
     def _pod(self, pod: KnownObject) -> ObjectResult:
@@ -172,11 +192,24 @@ class _Deletion:
             self._evicted.setdefault(story, []).append(ref)
         return self._mark(pod, f"terminating on node {node}")
 
+    def holding(self, group: KnownObject) -> list[KnownObject]:
+        """The group's pods that hold a node and have not finished: its deletion waits for them. Pods that
+        wait for a cycle hold nothing, and the scheduler places no pod of a group being deleted."""
+        return [pod for pod in self.pods_of(group) if pod.uid in self.bound and not pod_finished(pod)]
+
     def _podgroup(self, group: KnownObject) -> ObjectResult:
-        running = [pod for pod in self.pods_of(group) if not pod_finished(pod)]
+        running = self.holding(group)
         if not running:
             return self.remove(group)
         return self._mark(group, f"deletion waits for {len(running)} pod(s) of the group to finish")
+
+    def _claim(self, claim: KnownObject) -> ObjectResult:
+        """A claim pods reserve stays, marked, until none does (upstream's delete-protection finalizer): its
+        devices are theirs until then. The DRA allocator deletes it once it releases it."""
+        reserved = (claim.manifest.get("status") or {}).get("reservedFor") or []
+        if not reserved:
+            return self.remove(claim)
+        return self._mark(claim, f"deletion waits for {len(reserved)} pod(s) reserving the claim")
 
     def _job(self, job: KnownObject) -> ObjectResult:
         owned = self.owned_by(job)

@@ -54,6 +54,9 @@ class Proposal:
     group_uid: str
     pod_uids: tuple[str, ...]
     claims: tuple[ProposedClaim, ...]
+    proposed_at: str = ""
+    """Which placement this is (`status.proposal.proposedAt`): one seen again (an event delivered again, or
+    the status a new leader reads) is answered once; a placement proposed anew is answered again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,8 @@ class HeldClaim:
     reserved_for: tuple[ClaimOwner, ...] = ()
     """The pods reserving an existing ResourceClaim pods name (empty for a claim made from a template,
     which its owner alone reserves)."""
+    proposed_at: str = ""
+    """The placement it was committed for (see `Proposal.proposed_at`)."""
 
     @property
     def key(self) -> str:
@@ -279,10 +284,30 @@ class ClaimLedger:
             self._unreserved = {}
         pending, self._pending = self._pending, []
         for proposal in pending:
-            outputs.append(self._decide(proposal))
+            decided = self._decide(proposal)
+            if decided is not None:
+                outputs.append(decided)
         return outputs
 
-    def _decide(self, proposal: Proposal) -> ClaimsCommitted | ClaimsRefused:
+    def _answered(self, proposal: Proposal) -> bool:
+        """Whether every claim of this very placement is held as committed for it: its answer was written
+        with the commit, so answering again would answer one request twice."""
+        if not proposal.proposed_at or not proposal.claims:
+            return False
+        for proposed in proposal.claims:
+            held = self.held.get(f"{proposal.namespace}/{proposed.name}")
+            if held is None or held.proposed_at != proposal.proposed_at:
+                return False
+            if held.shared and all(pod.uid != proposed.owner.uid for pod in held.reserved_for):
+                return False
+            if not held.shared and held.owner.uid != proposed.owner.uid:
+                return False
+        return True
+
+    def _decide(self, proposal: Proposal) -> ClaimsCommitted | ClaimsRefused | None:
+        """Commit or refuse a proposal; None for one answered already (every claim committed for it)."""
+        if self._answered(proposal):
+            return None
         ended = [uid for uid in proposal.pod_uids if uid in self._ended]
         if ended:
             return ClaimsRefused(proposal, f"{len(ended)} pod(s) of the proposed placement have ended")
@@ -314,7 +339,8 @@ class ClaimLedger:
                 if known.owner.uid != proposed.owner.uid:
                     return ClaimsRefused(proposal, f"ResourceClaim {proposed.name} belongs to another owner")
                 if _same_devices(known, allocation):
-                    kept.append(known)  # already committed (a proposal seen twice)
+                    # Committed before with these devices, for this placement or one proposed anew.
+                    kept.append(dataclasses.replace(known, proposed_at=proposal.proposed_at))
                     continue
                 # The scheduler gave up on the placement this was committed for (its pods were never bound)
                 # and proposes again for the same owner: the new devices replace the old.
@@ -329,6 +355,7 @@ class ClaimLedger:
                     allocation,
                     proposed.devices,
                     (proposed.owner,) if proposed.shared else (),
+                    proposal.proposed_at,
                 )
             )
         for claim in replaced:
@@ -341,6 +368,8 @@ class ClaimLedger:
         for claim in claims:
             self.held[claim.key] = claim
             self.usage.take(claim.allocation)
+        for claim in kept:
+            self.held[claim.key] = claim
         for key, claim in joined.items():
             self.held[key] = claim
             self._unreserved.pop(key, None)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .lifecycle import PodPhase
+from .node_health import NodeCondition
 from .objects import ApiObject
 
 
@@ -108,6 +109,23 @@ class NominationCleared:
     cause: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class NodesHeard:
+    """The node agents' beat counts, as read now (node name -> count)."""
+
+    beats: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHealthChanged:
+    """Another service decided that a node became NotReady, lost or Ready again (its `node.*` event)."""
+
+    node: str
+    condition: NodeCondition
+    since: float
+    cause: str | None = None
+
+
 Input = (
     ObjectStored
     | ObjectRemoved
@@ -119,7 +137,19 @@ Input = (
     | ClaimsAllocationFailed
     | Nominated
     | NominationCleared
+    | NodesHeard
+    | NodeHealthChanged
 )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHealthRecord:
+    """A watched node as stored, for a new leader: its beat count and its Ready condition."""
+
+    node: str
+    beats: int
+    condition: NodeCondition
+    since: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,3 +185,4 @@ class World:
     bindings: dict[str, str]
     leaving: frozenset[str] = frozenset()
     nominations: tuple[NominationRecord, ...] = ()
+    node_health: tuple[NodeHealthRecord, ...] = ()

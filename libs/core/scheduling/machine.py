@@ -38,6 +38,8 @@ from .inputs import (
     ClaimsAllocationFailed,
     ClaimsHeld,
     Input,
+    NodeHealthChanged,
+    NodesHeard,
     Nominated,
     NominationCleared,
     ObjectRemoved,
@@ -60,8 +62,21 @@ from .model import (
     TopologyDomainRef,
     Unschedulable,
 )
+from .node_health import UNREACHABLE_TAINT, HealthChange, NodeCondition, NodeHealth, NodeHealthSettings
 from .objects import ApiObject, parse_timestamp, pod_group_name, pod_request
-from .outputs import AllocationFailed, Binding, CycleRan, GroupRef, Output, PodKey, Restart, TimedOut
+from .outputs import (
+    AllocationFailed,
+    Binding,
+    CycleRan,
+    Disrupted,
+    GroupRef,
+    NodeHealthChange,
+    NodeLost,
+    Output,
+    PodKey,
+    Restart,
+    TimedOut,
+)
 from .queue import PodGroupTimedOut, QueueState, SchedulingQueue, backoff_seconds
 from .snapshot import ClusterSnapshot, PlacementConflict
 
@@ -71,9 +86,12 @@ CLAIM_PREFIX = "claim/"
 """Uid prefix of the stand-ins that hold, in the snapshot, the node's own exclusive devices of an existing
 ResourceClaim pods share (`claim/<namespace>/<name>`), while any pod reserves it."""
 CLAIM_NOT_FOUND = 'resourceclaim "{name}" not found'
+CLAIM_BEING_DELETED = 'resourceclaim "{name}" is being deleted'
 CLAIMS_NOT_ALLOCATED = (
     "ResourceClaims {claims} were not allocated within {seconds:g} s; the placement was released"
 )
+DISRUPTED_REASON = "Disrupted"
+DISRUPTED_MESSAGE = "every pod of the gang left its node before finishing; the gang waits to be placed again"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +107,8 @@ class MachineSettings:
     """How long a removed uid is remembered, so that a late event about it is ignored."""
     queueing_hints: bool = True
     """Wake only the parked groups a release of capacity could help (off: every parked group)."""
+    node_health: NodeHealthSettings = dataclasses.field(default_factory=NodeHealthSettings)
+    """When an unheard node is NotReady, and when its pods fail."""
 
 
 @dataclass(slots=True)
@@ -137,6 +157,9 @@ class SchedulerStateMachine:
         self._freed = FreedCapacity()
         self._wake_all = False
         self._claims_deadlines: list[tuple[float, str, int]] = []
+        self.health = NodeHealth(self.settings.node_health)
+        self._unreachable: set[str] = set()
+        """Nodes not Ready: they carry the unreachable taint, so nothing new is placed there."""
         self._preemption_generation = 0
         self._preemptable_from: int | None = None
         """The lowest priority of the pods bound since the last pass: units a parked group of a higher
@@ -151,6 +174,10 @@ class SchedulerStateMachine:
         self._loading = True
         self.inventory.defer()
         try:
+            for record in world.node_health:
+                self.health.restore(record.node, record.beats, record.condition, record.since, now=now)
+                if record.condition != NodeCondition.READY:
+                    self._unreachable.add(record.node)
             for obj in world.objects:
                 self._stored(obj, None)
             self.inventory.flush()
@@ -296,13 +323,18 @@ class SchedulerStateMachine:
             self._nominate(event)
         elif isinstance(event, NominationCleared):
             self._clear_nomination(event.podgroup_uid)
+        elif isinstance(event, NodesHeard):
+            for change in self.health.heard(event.beats, now=now):
+                self._health_changed(change, None)
+        elif isinstance(event, NodeHealthChanged):
+            self._taint(event.node, event.condition != NodeCondition.READY, event.cause)
 
     def _stored(self, obj: ApiObject, cause: str | None) -> None:
         if self._stale(obj):
             return
         kind = obj.kind
         if kind == "Node":
-            if self.inventory.put_node(obj):
+            if self.inventory.put_node(self._tainted(obj)):
                 self._wake_everyone(cause)
         elif kind == "ResourceSlice":
             if self.inventory.put_slice(obj):
@@ -429,7 +461,10 @@ class SchedulerStateMachine:
             self.book.workloads.pop(key, None)
             self.queue.remove_workload(event.namespace, event.name)
         elif kind == "Node":
-            self._lose_pods(self.inventory.remove_node(event.name), cause)
+            self.health.forget(event.name)
+            self._unreachable.discard(event.name)
+            uids = self.inventory.remove_node(event.name)
+            self._lose_node(event.name, uids, since=self._now, deleted=True, cause=cause)
         elif kind == "ResourceSlice":
             if self.inventory.remove_slice(event.name):
                 self._wake_everyone(cause)
@@ -460,6 +495,7 @@ class SchedulerStateMachine:
             self._maybe_restart(key, cause)
             self._refresh(key)
         for key in sorted(touched):
+            self._maybe_disrupted(key, cause)
             self._release_idle_group_claims(key)
 
     def _nominate(self, event: Nominated) -> None:
@@ -550,24 +586,27 @@ class SchedulerStateMachine:
         """Everything decided since the last pass, then one cycle per ready PodGroup (at most
         `max_cycles_per_pass`), most important first."""
         self._now = now
+        # 1. Nodes unheard too long become NotReady, then lost (their pods fail).
+        for change in self.health.due(now):
+            self._health_changed(change, None)
         outputs, self._outputs = self._outputs, []
-        # 1. Removed uids are forgotten once no late event about them can come any more.
+        # 2. Removed uids are forgotten once no late event about them can come any more.
         self._forget_tombstones(now)
-        # 2. Placements waiting too long for their claims are released.
+        # 3. Placements waiting too long for their claims are released.
         outputs += self._expire_claims_waits(now)
-        # 3. Gangs pending for longer than they may wait give up.
+        # 4. Gangs pending for longer than they may wait give up.
         for timed_out in self.queue.expire(now):
             gave_up = self._time_out(timed_out)
             if gave_up is not None:
                 outputs.append(gave_up)
-        # 4. Parked groups that what changed could help are woken (queueing hints). The room held for
+        # 5. Parked groups that what changed could help are woken (queueing hints). The room held for
         # nominated groups is let go meanwhile, so that a nominated group sees its room come free.
         for key in list(self._reserved):
             self._release(key)
         self._wake_parked(now)
-        # 5. Room nominated for a preemptor is held for it alone.
+        # 6. Room nominated for a preemptor is held for it alone.
         self._reserve(now)
-        # 6. One cycle per ready group on the one snapshot; placements are assumed at once.
+        # 7. One cycle per ready group on the one snapshot; placements are assumed at once.
         placed = 0
         for _ in range(self.settings.max_cycles_per_pass):
             if placed >= self.settings.max_pods_per_pass:
@@ -583,12 +622,18 @@ class SchedulerStateMachine:
 
     def next_wakeup(self) -> float | None:
         """When a pass next has something to do on time alone (a back-off, a deadline), if ever."""
-        times = [t for t in (self.queue.next_wakeup(), self._next_claims_deadline()) if t is not None]
+        candidates = (self.queue.next_wakeup(), self._next_claims_deadline(), self.health.next_deadline())
+        times = [t for t in candidates if t is not None]
         return min(times) if times else None
 
     def _cycle(self, key: str, now: float) -> CycleRan | None:
         group = self.book.groups.get(key)
-        if group is None or group.timed_out or not group.pending:
+        if (
+            group is None
+            or group.timed_out
+            or not group.pending
+            or group.obj.metadata.get("deletionTimestamp")
+        ):
             self.queue.remove(key)
             return None
         self._release(key)
@@ -780,18 +825,89 @@ class SchedulerStateMachine:
         group.placement = {}
         self._outputs.append(Restart(self._ref(group), restart.message, tuple(evicted), cause))
 
-    def _lose_pods(self, uids: Iterable[str], cause: str | None) -> None:
-        broken = set()
+    # -- nodes ----------------------------------------------------------------------------------------------
+
+    def _health_changed(self, change: HealthChange, cause: str | None) -> None:
+        """A watched node became NotReady (tainted), lost (its pods fail) or Ready again (untainted)."""
+        if change.condition == NodeCondition.LOST:
+            state = self.snapshot.nodes_by_name.get(change.node)
+            uids = tuple(sorted(state.pod_uids)) if state is not None else ()
+            self._lose_node(change.node, uids, since=change.since, deleted=False, cause=cause)
+            return
+        self._taint(change.node, change.condition == NodeCondition.NOT_READY, cause)
+        self._outputs.append(NodeHealthChange(change.node, change.condition, change.since))
+
+    def _taint(self, node: str, unreachable: bool, cause: str | None) -> None:
+        if (node in self._unreachable) == unreachable:
+            return
+        if unreachable:
+            self._unreachable.add(node)
+        else:
+            self._unreachable.discard(node)
+        stored = self.inventory.node(node)
+        if stored is not None:
+            self.inventory.put_node(self._tainted(stored))
+        if not unreachable:
+            self._wake_everyone(cause)
+
+    def _tainted(self, node: ApiObject) -> ApiObject:
+        """A Node as placement sees it: an unreachable one carries `node.kubernetes.io/unreachable`
+        (NoSchedule), as the node lifecycle controller taints it."""
+        taints = [t for t in node.spec.get("taints") or [] if t.get("key") != UNREACHABLE_TAINT]
+        if node.name in self._unreachable:
+            taints.append({"key": UNREACHABLE_TAINT, "effect": "NoSchedule"})
+        if taints == list(node.spec.get("taints") or []):
+            return node
+        return dataclasses.replace(node, spec={**node.spec, "taints": taints})
+
+    def _lose_node(
+        self, node: str, uids: Iterable[str], *, since: float, deleted: bool, cause: str | None
+    ) -> None:
+        """The pods that held room on a node that is gone fail (as the pod garbage collector and the taint
+        manager fail them), their room and claims let go, and their gangs restart per their policy."""
+        lost: list[tuple[GroupRef, PodKey]] = []
+        broken: set[str] = set()
         for uid in uids:
-            self._unreserve(uid, cause)
-            pod = self.book.finish(uid, PodPhase.UNKNOWN)
-            if pod is not None:
+            pod = self.book.pods.get(uid)
+            if pod is None or pod.phase in TERMINAL:
+                continue
+            group = self.book.groups.get(pod.group_key)
+            if group is not None and group.awaiting_claims is not None and uid in group.placed:
+                message = f"node {node} of the proposed placement was lost"
+                self._outputs.append(self._release_claims_wait(group, message, cause))
+            if pod.node is None:
+                self._unbind(uid, cause)  # only proposed there: it lets go of its claims and waits again
+                continue
+            if group is not None:
+                lost.append((self._ref(group), _pod_key(pod)))
+            was_evicting = pod.evicting
+            self.book.finish(uid, PodPhase.FAILED)
+            self._unbind(uid, cause)
+            if not was_evicting:
                 broken.add(pod.group_key)
+        self._outputs.append(NodeLost(node, tuple(lost), since, deleted, cause))
         self._wake_everyone(cause)
         for key in sorted(broken):
             self._maybe_restart(key, cause)
+            self._maybe_disrupted(key, cause)
             self._refresh(key)
             self._release_idle_group_claims(key)
+
+    def _maybe_disrupted(self, key: str, cause: str | None) -> None:
+        """A scheduled gang none of whose pods holds room any more, not all of them done, is placed anew
+        wherever it fits: it is not held to the domain it was given."""
+        group = self.book.groups.get(key)
+        if group is None or group.standalone or not group.scheduled or group.awaiting_claims is not None:
+            return
+        members = list(self.book.members(key))
+        if any(pod.node is not None and pod.phase not in TERMINAL for pod in members):
+            return
+        if members and all(pod.phase == PodPhase.SUCCEEDED for pod in members):
+            return
+        group.scheduled = False
+        group.domain = None
+        group.placement = {}
+        self._outputs.append(Disrupted(self._ref(group), DISRUPTED_REASON, DISRUPTED_MESSAGE, cause))
 
     # -- capacity and wake-ups ----------------------------------------------------------------------------
 
@@ -891,7 +1007,8 @@ class SchedulerStateMachine:
         group = self.book.groups.get(key)
         if group is None or group.timed_out or group.awaiting_claims is not None:
             return
-        if not group.pending:
+        # A group being deleted places nothing more (its deletion waits only for pods already placed).
+        if not group.pending or group.obj.metadata.get("deletionTimestamp"):
             if self.queue.state(key) not in (None, QueueState.IN_FLIGHT):
                 self.queue.remove(key)
             return
@@ -955,21 +1072,24 @@ class SchedulerStateMachine:
             self._wake_everyone(cause)
 
     def _missing_claim(self, group: GroupRecord) -> str | None:
-        """The first ResourceClaim a waiting pod of the group names that does not exist, if any."""
+        """Why a ResourceClaim a waiting pod of the group names cannot be used (it does not exist, or it is
+        being deleted), in kube-scheduler's words, if one cannot."""
         if not group.has_claims:
             return None
         group_claims = [] if group.standalone else group.obj.spec.get("resourceClaims") or []
         for uid in sorted(group.pending):
             pod = self.book.pods[uid]
             for name in named_claims(pod.obj.spec.get("resourceClaims") or [], group_claims):
-                if f"{pod.obj.namespace}/{name}" not in self._resource_claims:
-                    return name
+                claim = self._resource_claims.get(f"{pod.obj.namespace}/{name}")
+                if claim is None:
+                    return CLAIM_NOT_FOUND.format(name=name)
+                if claim.metadata.get("deletionTimestamp"):
+                    return CLAIM_BEING_DELETED.format(name=name)
         return None
 
-    def _claim_not_found(self, group: GroupRecord, name: str, now: float) -> CycleDecision:
-        """The cycle of a group a pod of which names a ResourceClaim that does not exist: it waits for it,
-        in kube-scheduler's words, and no node is tried."""
-        reason = CLAIM_NOT_FOUND.format(name=name)
+    def _claim_not_found(self, group: GroupRecord, reason: str, now: float) -> CycleDecision:
+        """The cycle of a group a pod of which names a ResourceClaim it cannot use: it waits, and no node is
+        tried."""
         message = f"{GangReason.NODES_UNAVAILABLE.format(total=len(self.snapshot))}: {reason}."
         pending = tuple(sorted(group.pending))
         why = Unschedulable(message, {}, ResourceTotals(), group.min_count or 1, None)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .model import CycleDecision, Placement, TopologyDomainRef
+from .node_health import NodeCondition
 
 
 class GroupRef(NamedTuple):
@@ -99,4 +100,37 @@ class Restart:
     cause: str | None
 
 
-Output = CycleRan | Binding | AllocationFailed | TimedOut | Restart
+@dataclass(frozen=True, slots=True)
+class NodeHealthChange:
+    """A watched node became NotReady (`node.not_ready`) or Ready again (`node.ready`): its Ready condition."""
+
+    node: str
+    condition: NodeCondition
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLost:
+    """A node is gone (unheard past the eviction timeout, or deleted): the pods that held room on it fail,
+    `NodeLost` with `DisruptionTarget`, their bindings released (`node.lost`, `pods.failed`)."""
+
+    node: str
+    pods: tuple[tuple[GroupRef, PodKey], ...]
+    """Each pod that failed, with the PodGroup (or the pod's own group) whose story it belongs to."""
+    since: float
+    deleted: bool
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Disrupted:
+    """Every pod of a scheduled gang left its node unfinished (preempted, lost): the gang is placed anew,
+    its domain and placement forgotten and `PodGroupScheduled` False until then."""
+
+    group: GroupRef
+    reason: str
+    message: str
+    cause: str | None = None
+
+
+Output = CycleRan | Binding | AllocationFailed | TimedOut | Restart | NodeHealthChange | NodeLost | Disrupted

@@ -19,6 +19,7 @@ TABLES = {
     "device_allocations",
     "device_capacity",
     "nominations",
+    "node_heartbeats",
     "objects",
     "conditions",
     "leases",

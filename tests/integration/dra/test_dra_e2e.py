@@ -46,15 +46,21 @@ SHARED_SLICE = {
 
 
 @pytest.fixture
-async def stack(scheduling_stack: Stack) -> AsyncIterator[Stack]:  # noqa: F811
-    """The scheduling stack with the DRA allocator leading too."""
-    allocator = DraAllocatorService(scheduling_stack.settings)
-    await allocator.start()
-    await eventually(lambda: _leading(allocator), bool, timeout_s=20)
+async def allocator(scheduling_stack: Stack) -> AsyncIterator[DraAllocatorService]:  # noqa: F811
+    """The DRA allocator, leading."""
+    service = DraAllocatorService(scheduling_stack.settings)
+    await service.start()
+    await eventually(lambda: _leading(service), bool, timeout_s=20)
     try:
-        yield scheduling_stack
+        yield service
     finally:
-        await allocator.stop()
+        await service.stop()
+
+
+@pytest.fixture
+async def stack(scheduling_stack: Stack, allocator: DraAllocatorService) -> Stack:  # noqa: F811
+    """The scheduling stack with the DRA allocator leading too."""
+    return scheduling_stack
 
 
 async def _leading(allocator: DraAllocatorService) -> bool:
@@ -225,6 +231,60 @@ async def test_two_pods_naming_one_claim_share_its_gpu_and_it_is_released_after_
             assert await uow.device_allocations.holders(device) == []
     finally:
         await engine.dispose()
+
+
+async def test_a_claim_deleted_while_its_pods_run_holds_its_gpu_until_they_end_even_across_a_restart(
+    stack: Stack, allocator: DraAllocatorService
+):
+    await stack.client.apply(example("08-dra-named-claim.yaml"))
+    running = await eventually(
+        lambda: pods_named(stack, "pair-"),
+        lambda pods: len(pods) == 2 and phases(pods) == {"Running"},
+        timeout_s=30,
+    )
+    node = running[0]["spec"]["nodeName"]
+
+    reply = await stack.client.delete("ResourceClaim", "shared-gpu", namespace=NAMESPACE)
+    assert reply.results[0].outcome == "pending"
+    claim = (await claims(stack))["shared-gpu"]
+    assert claim["metadata"].get("deletionTimestamp")
+    # A new allocator reads the claim as held: the GPU is not handed out to a pod that wants every GPU there.
+    await allocator.stop()
+    restarted = DraAllocatorService(stack.settings.model_copy(update={"instance": "1"}))
+    await restarted.start()
+    await eventually(lambda: _leading(restarted), bool, timeout_s=20)
+    try:
+        greedy = pod_wanting_all_gpus("greedy", node)
+        await stack.client.apply([greedy])
+        waiting = await eventually(
+            lambda: pods_named(stack, "greedy"),
+            lambda pods: (
+                "cannot allocate all claims" in str(pods[0].get("status")) or phases(pods) == {"Running"}
+            ),
+            timeout_s=30,
+        )
+        assert phases(waiting) != {"Running"}
+
+        stack.agent_clock.advance(timedelta(seconds=31))
+        stack.agent.wake()
+        gone = await eventually(lambda: claims(stack), lambda found: "shared-gpu" not in found, timeout_s=30)
+        assert "shared-gpu" not in gone
+    finally:
+        await restarted.stop()
+
+
+def pod_wanting_all_gpus(name: str, node: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"requests": {"nvidia.com/gpu": "8"}}}
+            ],
+        },
+    }
 
 
 def scheduled(pod: dict[str, Any]) -> tuple[str, str] | None:

@@ -61,6 +61,10 @@ def probes_for(me: NatsUser) -> list[Probe]:
     probes += [Probe("publish", subject, subject in me.calls) for subject in RPC_SUBJECTS]
     for owner in USERS:
         for served in owner.serves:
+            if not served.queue:  # every server hears each request: its owner only, in or out of a group
+                probes.append(Probe("subscription", served.subject, owner is me))
+                probes.append(Probe("subscription", served.subject, owner is me, queue="intruders"))
+                continue
             probes.append(Probe("subscription", served.subject, owner is me, queue=served.queue))
             probes.append(Probe("subscription", served.subject, False))  # outside the queue group
             probes.append(Probe("subscription", served.subject, False, queue="intruders"))

@@ -12,12 +12,13 @@ from pathlib import Path
 from libs.api.manifests import load_documents
 from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
-from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject
+from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, known_from_mapping
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 JOB = ("Job", "ml", "finetune")
 GROUP = ("PodGroup", "ml", "finetune-worker-0")
+STAMP = NOW.isoformat()
 
 
 def example(name: str) -> list[dict]:
@@ -68,7 +69,7 @@ def events(decision: BatchDecision, type_: str) -> list:
 def test_deleting_a_job_whose_pods_hold_no_node_deletes_everything_at_once():
     view = job_view()
 
-    decision = decide_delete(JOB, view, scope(view), {}, "req")
+    decision = decide_delete(JOB, view, scope(view), {}, "req", now=STAMP)
 
     assert decision.results[0].outcome == "deleted"
     assert gone(decision) == {(o.kind, o.name) for o in scope(view)} | {("Job", "finetune")}
@@ -85,7 +86,7 @@ def test_deleting_a_running_job_evicts_its_bound_pods_and_holds_the_podgroup_and
         view.put(pod)
     bound = {p.uid: f"node-{i}" for i, p in enumerate(running + done)}
 
-    decision = decide_delete(JOB, view, scope(view), bound, "req")
+    decision = decide_delete(JOB, view, scope(view), bound, "req", now=STAMP)
 
     assert decision.results[0].outcome == "pending"
     assert held(decision) == {("Job", "finetune"), ("PodGroup", "finetune-worker-0")} | {
@@ -104,7 +105,7 @@ def test_a_pod_already_being_deleted_is_not_evicted_twice():
     pod = marked(with_phase(pods(view)[0], "Running"))
     view.put(pod)
 
-    decision = decide_delete(pod.key, view, scope(view), {pod.uid: "node-a"}, "req")
+    decision = decide_delete(pod.key, view, scope(view), {pod.uid: "node-a"}, "req", now=STAMP)
 
     assert decision.results[0].outcome == "pending"
     assert events(decision, "pods.evicted") == []
@@ -114,7 +115,7 @@ def test_a_pending_pod_without_a_binding_is_deleted_at_once():
     view = job_view()
     pod = pods(view)[0]
 
-    decision = decide_delete(pod.key, view, scope(view), {}, "req")
+    decision = decide_delete(pod.key, view, scope(view), {}, "req", now=STAMP)
 
     assert decision.results[0].outcome == "deleted"
     assert gone(decision) == {("Pod", pod.name)}
@@ -122,14 +123,25 @@ def test_a_pending_pod_without_a_binding_is_deleted_at_once():
     assert deleted.correlation_id == view.get(GROUP).uid
 
 
-def test_deleting_a_podgroup_waits_while_its_pods_have_not_finished():
+def test_deleting_a_podgroup_waits_while_its_placed_pods_have_not_finished():
     view = job_view()
+    bound = {pod.uid: "node-a" for pod in pods(view)}
 
-    decision = decide_delete(GROUP, view, scope(view), {}, "req")
+    decision = decide_delete(GROUP, view, scope(view), bound, "req", now=STAMP)
 
     assert decision.results[0].outcome == "pending"
     assert held(decision) == {("PodGroup", "finetune-worker-0")}
-    assert decision.events == []
+    (marked,) = decision.events  # the scheduler learns it is being deleted: it places nothing more of it
+    assert marked.payload.object["metadata"]["deletionTimestamp"]
+
+
+def test_deleting_a_podgroup_none_of_whose_pods_is_placed_deletes_it_at_once():
+    view = job_view()
+
+    decision = decide_delete(GROUP, view, scope(view), {}, "req", now=STAMP)
+
+    assert decision.results[0].outcome == "deleted"
+    assert gone(decision) == {("PodGroup", "finetune-worker-0")}
 
 
 def test_marked_podgroups_and_jobs_go_once_nothing_holds_them():
@@ -138,20 +150,21 @@ def test_marked_podgroups_and_jobs_go_once_nothing_holds_them():
     others = [o for o in scope(view) if o.kind != "Pod" and o.key != GROUP]
     every_pod = pods(view)
 
-    waiting = finish_pending_deletions([group, job], [group, *others, *every_pod], "r")
+    bound = {pod.uid: "node-a" for pod in every_pod}
+    waiting = finish_pending_deletions([group, job], [group, *others, *every_pod], bound, "r")
     assert waiting.removals == []
 
     finished = [with_phase(p, "Succeeded") for p in every_pod[:4]]
-    group_only = finish_pending_deletions([group, job], [group, *finished], "r")
+    group_only = finish_pending_deletions([group, job], [group, *finished], bound, "r")
     assert gone(group_only) == {("PodGroup", "finetune-worker-0")}, "the Job still owns its finished pods"
 
-    nothing_left = finish_pending_deletions([group, job], [group], "r")
+    nothing_left = finish_pending_deletions([group, job], [group], {}, "r")
     assert gone(nothing_left) == {("PodGroup", "finetune-worker-0"), ("Job", "finetune")}
     assert [r.outcome for r in nothing_left.results] == ["deleted", "deleted"]
 
 
 def test_deleting_something_missing_answers_not_found():
-    decision = decide_delete(("Pod", "ml", "ghost"), AdmissionView(), [], {}, "req")
+    decision = decide_delete(("Pod", "ml", "ghost"), AdmissionView(), [], {}, "req", now=STAMP)
     assert decision.results[0].outcome == "not_found"
     assert decision.results[0].message == 'pods "ghost" not found'
 
@@ -205,7 +218,7 @@ def test_a_v135_workload_takes_the_podgroup_made_for_its_pods_with_it():
     for pod in pods(view):
         view.put(with_phase(pod, "Succeeded"))
 
-    decision = decide_delete(LEGACY_WORKLOAD, view, scope(view), {}, "req")
+    decision = decide_delete(LEGACY_WORKLOAD, view, scope(view), {}, "req", now=STAMP)
 
     assert gone(decision) == {("Workload", "legacy-train"), ("PodGroup", "legacy-train-workers")}
 
@@ -214,8 +227,9 @@ def test_the_podgroup_made_for_v135_pods_waits_for_its_running_pods_when_the_wor
     view = legacy_view()
     for pod in pods(view):
         view.put(with_phase(pod, "Running"))
+    bound = {pod.uid: "node-a" for pod in pods(view)}
 
-    decision = decide_delete(LEGACY_WORKLOAD, view, scope(view), {}, "req")
+    decision = decide_delete(LEGACY_WORKLOAD, view, scope(view), bound, "req", now=STAMP)
 
     assert gone(decision) == {("Workload", "legacy-train")}
     assert held(decision) == {("PodGroup", "legacy-train-workers")}
@@ -229,6 +243,29 @@ def test_a_workload_leaves_podgroups_its_user_created_alone():
     workload = next(o for o in view.objects.values() if o.kind == "Workload")
     assert any(o.kind == "PodGroup" for o in view.objects.values())
 
-    decision = decide_delete(workload.key, view, scope(view), {}, "req")
+    decision = decide_delete(workload.key, view, scope(view), {}, "req", now=STAMP)
 
     assert gone(decision) == {("Workload", workload.name)}
+
+
+def test_a_resource_claim_pods_reserve_is_only_marked_until_none_does():
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "shared-gpu", "namespace": "ml", "uid": "claim-uid", "resourceVersion": "3"},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+        },
+        "status": {"reservedFor": [{"resource": "pods", "name": "pair-a", "uid": "pod-uid"}]},
+    }
+    view = AdmissionView()
+    view.put(known_from_mapping("ResourceClaim", "ml", "shared-gpu", claim))
+    key = ("ResourceClaim", "ml", "shared-gpu")
+
+    reserved = decide_delete(key, view, [], {}, "req", now=STAMP)
+    view.put(known_from_mapping("ResourceClaim", "ml", "shared-gpu", {**claim, "status": {}}))
+    released = decide_delete(key, view, [], {}, "req", now=STAMP)
+
+    assert reserved.results[0].outcome == "pending"
+    assert held(reserved) == {("ResourceClaim", "shared-gpu")}
+    assert gone(released) == {("ResourceClaim", "shared-gpu")}

@@ -141,16 +141,44 @@ def test_a_deleted_podgroup_releases_every_claim_it_came_with():
     assert [claim.name for claim in released.claims] == ["p0-gpus"]
 
 
-def test_a_proposal_seen_twice_is_committed_once():
+def test_a_placement_seen_twice_is_committed_and_answered_once():
     book = ledger()
-    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
-    book.propose(proposal("g", {"p0": [device("gpu-0")]}))
+    placed = dataclasses.replace(proposal("g", {"p0": [device("gpu-0")]}), proposed_at="t1")
+    book.propose(placed)
+    book.propose(placed)  # its event delivered again, or its status read by a new leader
 
-    first, second = book.run_pass()
+    (first,) = book.run_pass()
 
     assert isinstance(first, ClaimsCommitted)
-    assert isinstance(second, ClaimsCommitted)
-    assert second.claims == ()
+    assert [claim.proposed_at for claim in first.claims] == ["t1"]
+
+
+def test_a_new_leader_does_not_answer_again_a_placement_whose_claims_it_finds_committed_for_it():
+    book = ledger()
+    placed = dataclasses.replace(proposal("g", {"p0": [device("gpu-0")]}), proposed_at="t1")
+    book.propose(placed)
+    (committed,) = book.run_pass()
+
+    successor = ledger()
+    for claim in committed.claims:
+        successor.restore(claim, ["uid-p0"])
+    successor.propose(placed)
+
+    assert successor.run_pass() == []
+
+
+def test_the_same_devices_proposed_for_a_new_placement_are_answered_again():
+    book = ledger()
+    book.propose(dataclasses.replace(proposal("g", {"p0": [device("gpu-0")]}), proposed_at="t1"))
+    book.run_pass()
+    # The scheduler gave up waiting and placed the gang again, on the same devices.
+    book.propose(dataclasses.replace(proposal("g", {"p0": [device("gpu-0")]}), proposed_at="t2"))
+
+    (again,) = book.run_pass()
+
+    assert isinstance(again, ClaimsCommitted)
+    assert again.claims == ()
+    assert [claim.proposed_at for claim in again.kept] == ["t2"]
 
 
 def test_a_claim_proposed_again_for_the_same_pod_gets_the_new_devices():

@@ -1,5 +1,6 @@
 """The scheduler state machine: inputs in, outputs out, on a clock the test moves."""
 
+import dataclasses
 from collections import Counter
 
 from libs.core.scheduling import RACK_KEY, PodPhase, TopologyDomainRef
@@ -11,7 +12,7 @@ from libs.core.scheduling.inputs import (
     ObjectRemoved,
     World,
 )
-from libs.core.scheduling.outputs import AllocationFailed, Binding, CycleRan, Restart, TimedOut
+from libs.core.scheduling.outputs import AllocationFailed, Binding, CycleRan, Disrupted, Restart, TimedOut
 from tests.unit.scheduling.conftest import SMALL, Machine
 from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, two_gpus_template, workload
 
@@ -190,8 +191,12 @@ def test_a_running_gang_that_breaks_is_restarted_when_its_policy_says_always(sch
     assert isinstance(restart, Restart)
     assert sorted(p.uid for p in restart.evict) == sorted(p.pod_uid for p in rest)
     assert restart.cause == "crash"
-    # The evicted pods failing is the restart going through, not another break.
+    # The evicted pods failing is the restart going through, not another break: the gang waits to be placed
+    # again, anywhere.
     scheduler.finish([p.pod_uid for p in rest], PodPhase.FAILED, "evicted")
+    (disrupted,) = scheduler.run_pass(clock.now)
+    assert isinstance(disrupted, Disrupted)
+    assert (disrupted.group.uid, disrupted.cause) == (group.uid, "evicted")
     assert scheduler.run_pass(clock.now) == []
 
 
@@ -328,3 +333,16 @@ def test_devices_a_pods_claim_asks_for_are_part_of_where_it_fits(scheduler, cloc
 
     assert not ran.decision.placed
     assert ran.decision.message == "0/4 nodes are available. only 16 of the 17 pods the gang needs fit."
+
+
+def test_a_podgroup_marked_for_deletion_is_not_scheduled(scheduler, clock):
+    group = podgroup("g", min_count=2)
+    scheduler.admit(*gang("g", 2))
+    deleting = dataclasses.replace(
+        group, metadata={**group.metadata, "deletionTimestamp": "2026-11-30T12:00:00Z"}, resource_version=2
+    )
+
+    scheduler.admit(deleting)
+
+    assert scheduler.run_pass(clock.now) == []
+    assert group.key not in scheduler.queue
