@@ -140,6 +140,8 @@ class EventConsumer:
         """Who acknowledges handled messages (default: the consumer, at once); see `HeldAcks`."""
         self._pull_task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._waiting = False
+        """The pull loop waits for a first message: nothing fetched is in hand."""
         self._dlq_task: asyncio.Task[None] | None = None
 
     async def ensure(self, js: JetStreamContext) -> None:
@@ -193,9 +195,10 @@ class EventConsumer:
         self._pull_task = asyncio.create_task(self._pull_loop(subscription), name=f"consume-{self.name}")
 
     async def stop(self) -> None:
-        """Stop the batched pull loop: it ends after the batch in hand (what it fetches from then on goes
-        back to the stream), or is cancelled if that takes longer than a pull; its subscription is closed
-        first so a drain never hangs."""
+        """Stop the batched pull loop: a loop waiting for a first message is cancelled at once (what the
+        server sent meanwhile waits in the subscription's queue and goes back); otherwise it ends after the
+        batch in hand (what it fetches from then on goes back to the stream), or is cancelled if that takes
+        longer than a pull."""
         if self._dlq_task is not None:
             # Not awaited: a cancelled nats-py request may swallow the cancellation; the task ends at its next
             # wake-up, when it sees it was cancelled.
@@ -205,8 +208,9 @@ class EventConsumer:
         if task is None:
             return
         self._stopping = True
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(task), timeout=self.fetch_timeout_s + STOP_GRACE_S)
+        if not self._waiting:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), timeout=self.fetch_timeout_s + STOP_GRACE_S)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -321,7 +325,11 @@ class EventConsumer:
         A single `fetch(batch_size)` that starts on an empty stream keeps its pull open until the whole batch
         has arrived or the fetch times out: events trickling in would wait for those that come after them.
         """
-        first = await subscription.fetch(1, timeout=self.fetch_timeout_s)
+        self._waiting = True
+        try:
+            first = await subscription.fetch(1, timeout=self.fetch_timeout_s)
+        finally:
+            self._waiting = False
         try:
             return first + await subscription.fetch(self.batch_size - 1, timeout=DRAIN_TIMEOUT_S)
         except (TimeoutError, nats.errors.TimeoutError):
