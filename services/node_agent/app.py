@@ -127,14 +127,16 @@ class NodeAgentService:
             self.relay.kick(committed)
 
     async def start(self) -> None:
+        # Beat first, as a kubelet renews its lease whatever else it does: registering a large cluster
+        # through a busy admission must not make a restarted agent's nodes look lost.
+        self._tasks = [asyncio.create_task(self._beat_forever(), name="node-heartbeats")]
         await self.register()
         await self.restore()
         await start_broker(self.broker, [self.consumer])
         self.relay = OutboxRelay(self.uow, jetstream(self.broker), clock=self.clock)
-        self._tasks = [
+        self._tasks += [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self._run_timers(), name="pod-timers"),
-            asyncio.create_task(self._beat_forever(), name="node-heartbeats"),
         ]
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
