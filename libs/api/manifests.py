@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import ValidationError
@@ -34,9 +34,11 @@ from libs.api.priority import resolve_priority_in_place
 from libs.api.validation import validate_object, validate_update
 
 __all__ = [
+    "FIELD_VALIDATIONS",
     "KIND_ORDER",
     "MODELS",
     "NAMESPACED_KINDS",
+    "FieldValidation",
     "InvalidObjectError",
     "ManifestError",
     "ValidationResult",
@@ -65,6 +67,12 @@ MODELS: Final[dict[tuple[str, str], type[ApiObject]]] = {
         Pod,
     )
 }
+
+FieldValidation = Literal["Strict", "Warn", "Ignore"]
+"""What admission does with unknown fields, as the API server's `fieldValidation`: refuse the object,
+admit it with a warning per field, or admit it silently."""
+
+FIELD_VALIDATIONS: Final[tuple[FieldValidation, ...]] = ("Strict", "Warn", "Ignore")
 
 _TYPE_DETAILS: Final = {
     "int_type": "must be an integer",
@@ -239,6 +247,7 @@ def validate_document(
     old: ApiObject | Mapping[str, Any] | None = None,
     priority_classes: Mapping[str, PriorityClass] | None = None,
     converted: bool = False,
+    field_validation: FieldValidation = "Warn",
 ) -> ValidationResult:
     """Admit one document: convert a v1.35 shape (with a warning), decode, default, resolve priority (when
     the known PriorityClasses are given), validate, and validate the update against `old` when the object
@@ -247,7 +256,8 @@ def validate_document(
     Convert a whole batch with conversion.convert_documents first when pods may carry v1.35 workloadRefs:
     only the batch conversion creates their implied PodGroups; then pass `converted=True` to skip converting
     (and copying) each document again. Pass `priority_classes` on updates whenever the stored `old` object was
-    admitted with them, so that both sides carry resolved priorities. `doc` is never changed."""
+    admitted with them, so that both sides carry resolved priorities. `field_validation` says what unknown
+    fields do (the API server's default, Warn, unless given). `doc` is never changed."""
     document, warnings = (dict(doc), []) if converted else convert_document(doc)
     try:
         obj = parse_object(document)
@@ -255,7 +265,12 @@ def validate_document(
         return ValidationResult(None, warnings=tuple(warnings), problem=str(error), status_code=400)
     except InvalidObjectError as error:
         return _rejected(error.kind, document, error.errors, warnings)
-    warnings += [f'unknown field "{path}"' for path in unknown_fields(obj)]
+    unknown = (
+        [f'unknown field "{path}"' for path in unknown_fields(obj)] if field_validation != "Ignore" else []
+    )
+    if unknown and field_validation == "Strict":
+        return _undecodable(obj, strict_decoding_message(obj, unknown), warnings)
+    warnings += unknown
     warnings += [
         f'unknown Podway annotation "{key}"' for key in unknown_podway_annotations(obj.metadata.annotations)
     ]
@@ -271,6 +286,28 @@ def validate_document(
         return _rejected(obj.KIND, document, errors, warnings)
     return ValidationResult(
         obj, warnings=tuple(warnings), kind=obj.KIND, name=obj.name, namespace=obj.namespace
+    )
+
+
+def strict_decoding_message(obj: ApiObject, unknown: Sequence[str]) -> str:
+    """The API server's refusal of an object with unknown fields under `fieldValidation=Strict`:
+    `Job in version "v1" cannot be handled as a Job: strict decoding error: unknown field "spec.x", ...`."""
+    version = (obj.api_version or obj.API_VERSION).rpartition("/")[2]
+    return (
+        f'{obj.KIND} in version "{version}" cannot be handled as a {obj.KIND}: '
+        f"strict decoding error: {', '.join(unknown)}"
+    )
+
+
+def _undecodable(obj: ApiObject, problem: str, warnings: list[str]) -> ValidationResult:
+    return ValidationResult(
+        None,
+        warnings=tuple(warnings),
+        kind=obj.KIND,
+        name=obj.name,
+        namespace=obj.namespace,
+        problem=problem,
+        status_code=400,
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any, Self
 
 from libs.api.kinds import is_namespaced
 from libs.api.lists import DEFAULT_CHUNK_SIZE
+from libs.api.manifests import FieldValidation
 from libs.events.admission import JobSubmitted
 from libs.events.catalogue import RpcSubject
 from libs.events.envelope import AggregateRef, Envelope
@@ -89,12 +90,18 @@ class PodwayClient:
         namespace: str | None = None,
         dry_run: bool = False,
         create_only: bool = False,
+        field_validation: FieldValidation = "Warn",
     ) -> ApplyReply:
         """Apply manifests in one request; each gets its own result (created, unchanged, updated, rejected).
-        With `create_only`, objects that exist are left as they are."""
+        With `create_only`, objects that exist are left as they are; `field_validation` says what unknown
+        fields do (Strict refuses the object, Warn admits it with warnings, Ignore admits it silently)."""
         docs = [with_namespace(m, namespace) for m in manifests]
         body = ApplyRequest(
-            request_id=str(uuid.uuid4()), manifests=docs, dry_run=dry_run, create_only=create_only
+            request_id=str(uuid.uuid4()),
+            manifests=docs,
+            dry_run=dry_run,
+            create_only=create_only,
+            field_validation=field_validation,
         )
         raw = await request(self.broker, RpcSubject.ADMISSION_APPLY, body, timeout_s=self.timeout_s)
         return ApplyReply.model_validate_json(raw)

@@ -179,7 +179,9 @@ class AdmissionService:
         for position, manifest in enumerate(request.manifests):
             check_document_shape(manifest, position)  # refused whole, as the API server refuses a body
         # Converted here, as requests arrive, so that it overlaps the group commit in progress.
-        batch = prepare_batch(request.manifests, create_only=request.create_only)
+        batch = prepare_batch(
+            request.manifests, create_only=request.create_only, field_validation=request.field_validation
+        )
         prepared = PreparedApply(request.request_id, batch)
         if request.dry_run:
             return await self._dry_run(prepared)

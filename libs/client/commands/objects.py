@@ -110,7 +110,9 @@ def cmd_apply(args: argparse.Namespace) -> int:
     docs = sorted(read_manifests(Path(args.filename)), key=lambda d: kind_rank(str(d.get("kind"))))
 
     async def work(client: PodwayClient) -> int:
-        reply = await client.apply(docs, namespace=args.namespace, dry_run=args.dry_run)
+        reply = await client.apply(
+            docs, namespace=args.namespace, dry_run=args.dry_run, field_validation=args.validate
+        )
         for warning in reply.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
         for result in reply.results:
@@ -156,6 +158,17 @@ def cmd_delete(args: argparse.Namespace) -> int:
         )
 
     return with_client(args, work)
+
+
+def field_validation(text: str) -> str:
+    """`--validate=strict|warn|ignore` (or kubectl's true/false) as the API server's fieldValidation."""
+    spelled = {"strict": "Strict", "true": "Strict", "warn": "Warn", "ignore": "Ignore", "false": "Ignore"}
+    value = spelled.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f'invalid - validate option "{text}"; must be one of: strict (or true), warn, ignore (or false)'
+        )
+    return value
 
 
 def _flag(text: str) -> bool:
@@ -292,6 +305,13 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     apply.add_argument("-f", "--filename", required=True)
     apply.add_argument("-n", "--namespace", default=None)
     apply.add_argument("--dry-run", action="store_true")
+    apply.add_argument(
+        "--validate",
+        type=field_validation,
+        default="Strict",
+        help="unknown fields: strict refuses the object (default), warn applies it with a warning, "
+        "ignore applies it silently (true/false as kubectl: strict/ignore)",
+    )
     apply.set_defaults(handler=_guard(cmd_apply))
 
     delete = sub.add_parser("delete", help="delete objects: -f FILE or KIND NAME")

@@ -12,7 +12,7 @@ from libs.api.conversion import convert_documents, legacy_pod_group_name, worklo
 from libs.api.errors import FieldError, already_exists_status, being_deleted_message
 from libs.api.jobs import expand_job
 from libs.api.kinds import is_namespaced, kind_rank
-from libs.api.manifests import ManifestError, parse_object, validate_document
+from libs.api.manifests import FieldValidation, ManifestError, parse_object, validate_document
 from libs.api.models.batch import Job
 from libs.api.models.core import Pod
 from libs.api.models.meta import ApiObject
@@ -79,6 +79,8 @@ class PreparedBatch:
     """What each Job of the batch expands to, by the Job's key."""
     create_only: bool = False
     """Objects that exist are left as they are (`kubectl create`, without the error)."""
+    field_validation: FieldValidation = "Warn"
+    """What unknown fields in the batch's documents do (the API server's `fieldValidation`)."""
 
     @property
     def reads_everything(self) -> bool:
@@ -87,12 +89,16 @@ class PreparedBatch:
         return any(kind == "PriorityClass" for kind, _, _ in self.writes)
 
 
-def prepare_batch(docs: list[dict[str, Any]], *, create_only: bool = False) -> PreparedBatch:
+def prepare_batch(
+    docs: list[dict[str, Any]], *, create_only: bool = False, field_validation: FieldValidation = "Warn"
+) -> PreparedBatch:
     """Convert once; name every stored object the batch may read and write."""
     converted, warnings = convert_documents(docs)
     reads, writes, generated = footprint(converted)
     unique_warnings = list(dict.fromkeys(warnings))
-    return PreparedBatch(converted, unique_warnings, reads, frozenset(writes), generated, create_only)
+    return PreparedBatch(
+        converted, unique_warnings, reads, frozenset(writes), generated, create_only, field_validation
+    )
 
 
 def footprint(
@@ -183,7 +189,7 @@ def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) ->
         if existing is not None:
             results[index] = _left_as_it_is(existing)
         else:
-            results[index] = admit_document(doc, view, decision, ctx)
+            results[index] = admit_document(doc, view, decision, ctx, field_validation=batch.field_validation)
     decision.results = [r for r in results if r is not None]
     return decision
 
@@ -258,9 +264,13 @@ def admit_document(
     ctx: ApplyContext,
     *,
     generated_uid: str | None = None,
+    field_validation: FieldValidation = "Ignore",
 ) -> ObjectResult:
     """Decide one document, appending its write and events to `decision`. The server assigns the uid of a
-    new object (a uid in the document is ignored), except that a controller's `generated_uid` is kept."""
+    new object (a uid in the document is ignored), except that a controller's `generated_uid` is kept.
+
+    `field_validation` is for documents a user sent; what a controller makes from an admitted object was
+    checked with that object, hence Ignore by default."""
     key = raw_key(doc)
     existing = view.get(key) if key else None
     workload: Workload | None = None
@@ -274,6 +284,7 @@ def admit_document(
         old=existing.manifest if existing else None,
         priority_classes=view.priority_classes,
         converted=True,
+        field_validation=field_validation,
     )
     if reference_errors and result.problem is None:
         result = dataclasses.replace(result, obj=None, errors=(*result.errors, *reference_errors))

@@ -258,3 +258,42 @@ def test_a_batch_footprint_reads_its_references_but_writes_only_its_own_objects(
 
     assert batch.writes == {("PodGroup", "ns", "g"), ("Pod", "ns", "p")}
     assert batch.keys == {("PodGroup", "ns", "g"), ("Pod", "ns", "p"), ("Workload", "ns", "w")}
+
+
+def _job_with_unknown_fields() -> list[dict]:
+    (job,) = example("05-indexed-job.yaml")
+    job["spec"]["paralelism"] = job["spec"].pop("parallelism")
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["requets"] = {"cpu": "1"}
+    return [job]
+
+
+def test_a_strict_apply_refuses_an_object_with_unknown_fields_and_writes_nothing_of_it():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml"))
+    batch = prepare_batch(_job_with_unknown_fields(), field_validation="Strict")
+
+    decision = admit_batch(batch, view, ctx())
+
+    (result,) = decision.results
+    assert (result.kind, result.name, result.outcome) == ("Job", "finetune", "rejected")
+    assert result.message == (
+        'Job in version "v1" cannot be handled as a Job: strict decoding error: unknown field '
+        '"spec.paralelism", unknown field "spec.template.spec.containers[0].resources.requets"'
+    )
+    assert decision.writes == []
+
+
+def test_a_warned_job_is_admitted_with_its_warnings_and_its_pods_are_not_refused_for_them():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml"))
+    batch = prepare_batch(_job_with_unknown_fields(), field_validation="Warn")
+
+    decision = admit_batch(batch, view, ctx())
+
+    (result,) = decision.results
+    assert result.outcome == "created"
+    assert result.warnings == [
+        'unknown field "spec.paralelism"',
+        'unknown field "spec.template.spec.containers[0].resources.requets"',
+    ]
+    assert {w.kind for w in decision.writes} == {"Job", "Pod"}  # not a gang: parallelism was misspelt
