@@ -169,24 +169,28 @@ def _job_keys(doc: Mapping[str, Any]) -> set[ObjectKey]:
 
 
 def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) -> BatchDecision:
-    """Decide every manifest of one prepared apply request (see prepare_batch).
+    """Decide every manifest of one prepared apply request (see prepare_batch), each on its own, as kubectl
+    applies a file object by object: one refused object does not stop the others.
 
-    1. Refuse the whole request when it would create an object whose name an object being deleted holds.
-    2. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
-    3. Validate each against its stored version; store what changed; answer each in request order.
-    """
+    1. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
+    2. Refuse a document that would create an object whose name an object being deleted holds (a Job: or
+       any object it expands to, since a Job is expanded whole or not at all).
+    3. Validate the others against their stored version; store what changed; answer each in request order.
+
+    A gang written out by hand (Workload, PodGroup, Pods) needs no all-or-nothing here: the scheduler binds
+    none of its pods before minCount of them exist, so an apply that lands part of it binds nothing."""
     decision = BatchDecision()
     converted = batch.documents
     decision.warnings.extend(batch.warnings)
-    held = name_held_by_deletion(batch, view)
-    if held is not None:
-        return _refused_whole(batch, held, decision, ctx)
     results: list[ObjectResult | None] = [None] * len(converted)
     for index in sorted(range(len(converted)), key=lambda i: kind_rank(str(converted[i].get("kind")))):
         doc = converted[index]
         key = raw_key(doc)
-        existing = view.get(key) if key is not None and batch.create_only else None
-        if existing is not None:
+        existing = view.get(key) if key is not None else None
+        held = name_held_by_deletion(key, existing, batch, view)
+        if held is not None:
+            results[index] = _refused(doc, held, decision, ctx)
+        elif existing is not None and batch.create_only:
             results[index] = _left_as_it_is(existing)
         else:
             results[index] = admit_document(doc, view, decision, ctx, field_validation=batch.field_validation)
@@ -205,41 +209,37 @@ def _left_as_it_is(existing: KnownObject) -> ObjectResult:
     )
 
 
-def name_held_by_deletion(batch: PreparedBatch, view: AdmissionView) -> KnownObject | None:
-    """An object being deleted whose name the batch would create again: one of its documents, or what a new
-    Job of it expands to."""
-    for doc in batch.documents:
-        key = raw_key(doc)
-        existing = view.get(key) if key else None
-        if existing is not None and existing.deletion_requested:
-            return existing
-        if key is not None and existing is None:
-            for generated in sorted(batch.generated.get(key, ())):
-                child = view.get(generated)
-                if child is not None and child.deletion_requested:
-                    return child
+def name_held_by_deletion(
+    key: ObjectKey | None, existing: KnownObject | None, batch: PreparedBatch, view: AdmissionView
+) -> KnownObject | None:
+    """The object being deleted whose name a document would create again: the document's own, or, for a
+    new Job, that of an object it expands to."""
+    if existing is not None and existing.deletion_requested:
+        return existing
+    if key is not None and existing is None:
+        for generated in sorted(batch.generated.get(key, ())):
+            child = view.get(generated)
+            if child is not None and child.deletion_requested:
+                return child
     return None
 
 
-def _refused_whole(
-    batch: PreparedBatch, held: KnownObject, decision: BatchDecision, ctx: ApplyContext
-) -> BatchDecision:
-    """Every manifest of the request rejected, as the API server answers the create that hit `held`."""
+def _refused(
+    doc: Mapping[str, Any], held: KnownObject, decision: BatchDecision, ctx: ApplyContext
+) -> ObjectResult:
+    """A document answered as the API server answers the create that hit `held` (AlreadyExists)."""
     message = being_deleted_message(held.kind, held.name)
-    for doc in batch.documents:
-        kind, namespace, name = raw_key(doc) or (str(doc.get("kind") or ""), "", "")
-        status = already_exists_status(held.kind, held.name, message)
-        result = ObjectResult(
-            kind=kind or None,
-            namespace=namespace or None,
-            name=name or None,
-            outcome="rejected",
-            message=message,
-            status=status,
-        )
-        decision.results.append(result)
-        decision.events.append(refused_event(result, ctx.request_id))
-    return decision
+    kind, namespace, name = raw_key(doc) or (str(doc.get("kind") or ""), "", "")
+    result = ObjectResult(
+        kind=kind or None,
+        namespace=namespace or None,
+        name=name or None,
+        outcome="rejected",
+        message=message,
+        status=already_exists_status(held.kind, held.name, message),
+    )
+    decision.events.append(refused_event(result, ctx.request_id))
+    return result
 
 
 def write_runs(decisions: list[BatchDecision]) -> list[BatchDecision]:
