@@ -297,3 +297,36 @@ def test_a_warned_job_is_admitted_with_its_warnings_and_its_pods_are_not_refused
         'unknown field "spec.template.spec.containers[0].resources.requets"',
     ]
     assert {w.kind for w in decision.writes} == {"Job", "Pod"}  # not a gang: parallelism was misspelt
+
+
+def test_changing_a_stored_pods_requests_is_forbidden_and_writes_nothing():
+    view = AdmissionView()
+    docs = example("01-priorityclasses.yaml") + example("03-gang-workload.yaml")
+    applied(view, docs)
+    pod = next(d for d in docs if d["kind"] == "Pod")
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64"
+
+    decision = applied(view, [pod])
+
+    (result,) = decision.results
+    assert result.outcome == "rejected"
+    assert result.message.splitlines() == [
+        f'The Pod "{pod["metadata"]["name"]}" is invalid:',
+        "* spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+        "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
+        "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was "
+        "previously negative)",
+    ]
+    assert decision.writes == []
+
+
+def test_a_pods_labels_may_still_change():
+    view = AdmissionView()
+    docs = example("01-priorityclasses.yaml") + example("03-gang-workload.yaml")
+    applied(view, docs)
+    pod = next(d for d in docs if d["kind"] == "Pod")
+    pod["metadata"]["labels"] = {"team": "ml"}
+
+    decision = applied(view, [pod])
+
+    assert [r.outcome for r in decision.results] == ["updated"]
