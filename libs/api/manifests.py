@@ -42,6 +42,7 @@ __all__ = [
     "InvalidObjectError",
     "ManifestError",
     "ValidationResult",
+    "decode_manifest",
     "is_namespaced",
     "load_documents",
     "model_for",
@@ -112,19 +113,67 @@ class InvalidObjectError(ValueError):
         return to_status(self.kind, self.name, self.errors)
 
 
+def decode_manifest(data: bytes) -> str:
+    """The text of a manifest file. Raises ManifestError naming the byte offset of the first byte that is not
+    UTF-8 (the only encoding a manifest may have), e.g. `invalid UTF-8 at byte 123`."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ManifestError(f"invalid UTF-8 at byte {error.start}") from error
+
+
+class _ManifestLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key set twice in one mapping is recorded, for the document to be refused
+    as kubectl refuses it (PyYAML would keep the last value silently)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates: list[tuple[int, str]] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[tuple[str, str]] = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = (key_node.tag, key_node.value)
+            if key in seen:
+                self.duplicates.append((key_node.start_mark.line + 1, key_node.value))
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse_documents(text: str) -> list[Any]:
+    loader = _ManifestLoader(text)
+    documents: list[Any] = []
+    try:
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            documents.append(loader.get_data())
+            if loader.duplicates:
+                lines = "\n".join(
+                    f'  line {line}: key "{key}" already set in map'
+                    for line, key in sorted(loader.duplicates)
+                )
+                raise ManifestError(f"error converting YAML to JSON: yaml: unmarshal errors:\n{lines}")
+    finally:
+        loader.dispose()
+    return documents
+
+
 def load_documents(text: str) -> list[dict[str, Any]]:
     """The documents of a multi-document YAML (or JSON) text; empty documents are skipped and `kind: List`
-    documents are expanded into their items. Raises ManifestError for bad YAML, a non-mapping document or a
-    text over the limits of libs/api/limits.py."""
+    documents are expanded into their items. Raises ManifestError for bad YAML (a key set twice in a mapping
+    included), a non-mapping document or a text over the limits of libs/api/limits.py."""
     try:
         check_request_size(text)
-        raw_documents = list(yaml.safe_load_all(text))
+        raw_documents = _parse_documents(text)
     except LimitExceeded as error:
         raise ManifestError(str(error)) from error
     except yaml.YAMLError as error:
-        raise ManifestError(f"error parsing YAML: {error}") from error
+        raise ManifestError(f"error converting YAML to JSON: yaml: {error}") from error
     except RecursionError as error:  # the YAML composer recurses once per nesting level
-        raise ManifestError(f"error parsing YAML: nested deeper than the parser allows ({error})") from error
+        raise ManifestError(
+            f"error converting YAML to JSON: yaml: nested deeper than the parser allows ({error})"
+        ) from error
     documents: list[dict[str, Any]] = []
     for position, raw in enumerate(raw_documents):
         if raw is None:

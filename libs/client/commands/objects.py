@@ -24,9 +24,11 @@ class CliError(Exception):
     """A problem the user must fix; printed without a traceback."""
 
 
-def read_manifests(path: Path) -> list[dict[str, Any]]:
-    """Documents of a file, or of every YAML/JSON file in a directory (sorted by kind when applied)."""
-    from libs.api.manifests import ManifestError, load_documents
+def read_manifests(path: Path, verb: str) -> list[dict[str, Any]]:
+    """Documents of a file, or of every YAML/JSON file in a directory (sorted by kind when applied). A file
+    that cannot be read as manifests is refused naming it, as kubectl does; so is finding no object at all
+    (`error: no objects passed to apply`)."""
+    from libs.api.manifests import ManifestError, decode_manifest, load_documents
 
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
@@ -37,9 +39,11 @@ def read_manifests(path: Path) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for file in files:
         try:
-            docs += load_documents(file.read_text())
+            docs += load_documents(decode_manifest(file.read_bytes()))
         except ManifestError as exc:
-            raise CliError(f"error: {file}: {exc}") from exc
+            raise CliError(f"error: error parsing {file}: {exc}") from exc
+    if not docs:
+        raise CliError(f"error: no objects passed to {verb}")
     return docs
 
 
@@ -77,7 +81,7 @@ def describe_result(result: ObjectResult) -> str:
 def cmd_validate(args: argparse.Namespace) -> int:
     from libs.api.manifests import validate_document
 
-    docs = read_manifests(Path(args.filename))
+    docs = read_manifests(Path(args.filename), "validate")
     failed = 0
     for doc in docs:
         result = validate_document(doc)
@@ -97,7 +101,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     from libs.api.conversion import convert_documents
 
-    docs, warnings = convert_documents(read_manifests(Path(args.filename)))
+    docs, warnings = convert_documents(read_manifests(Path(args.filename), "convert"))
     for warning in dict.fromkeys(warnings):
         print(f"Warning: {warning}", file=sys.stderr)
     print(yaml.safe_dump_all(docs, sort_keys=False), end="")
@@ -107,7 +111,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     from libs.api.kinds import kind_rank
 
-    docs = sorted(read_manifests(Path(args.filename)), key=lambda d: kind_rank(str(d.get("kind"))))
+    docs = sorted(read_manifests(Path(args.filename), "apply"), key=lambda d: kind_rank(str(d.get("kind"))))
 
     async def work(client: PodwayClient) -> int:
         reply = await client.apply(
@@ -136,7 +140,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
                 str((d.get("metadata") or {}).get("name")),
                 (d.get("metadata") or {}).get("namespace") or args.namespace,
             )
-            for d in reversed(read_manifests(Path(args.filename)))
+            for d in reversed(read_manifests(Path(args.filename), "delete"))
         ]
     elif args.kind and args.name:
         targets = [Target(resolve_kind(args.kind), args.name, args.namespace)]
