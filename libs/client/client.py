@@ -30,7 +30,7 @@ from libs.events.rpc import (
 from libs.messaging.broker import NatsEndpoint, make_broker
 from libs.messaging.publisher import NatsPublisher
 from libs.messaging.rpc import RpcUnavailable, request
-from libs.messaging.watch import watch_events
+from libs.messaging.watch import subscribed_events, watch_events
 
 DEFAULT_NAMESPACE = "default"
 CONNECT_TIMEOUT_S = 5.0
@@ -121,8 +121,15 @@ class PodwayClient:
 
     async def submit_job(self, job: dict[str, Any], *, request_id: str | None = None) -> str:
         """Publish `job.submitted`; admission admits (and expands) the Job. Returns the request id."""
+        return (await self.publish_job(job, request_id=request_id)).correlation_id
+
+    async def publish_job(
+        self, job: dict[str, Any], *, request_id: str | None = None, namespace: str | None = None
+    ) -> Envelope:
+        """Publish `job.submitted` (the Job in `namespace`, or `default`, when it names none) and return the
+        envelope: its event id, and its request id as correlation id, which admission's answer carries."""
         request_id = request_id or str(uuid.uuid4())
-        job = with_namespace(job, None)
+        job = with_namespace(job, namespace)
         meta = job.get("metadata") or {}
         envelope = Envelope.wrap(
             JobSubmitted(request_id=request_id, manifest=job),
@@ -132,7 +139,7 @@ class PodwayClient:
             subject=AggregateRef(kind="Job", namespace=meta.get("namespace"), name=str(meta.get("name", ""))),
         )
         await NatsPublisher(self.broker).publish(envelope)
-        return request_id
+        return envelope
 
     async def get(
         self,
@@ -170,6 +177,11 @@ class PodwayClient:
         body = EventsRequest(correlation_id=correlation_id, podgroup=podgroup, after_seq=after_seq)
         raw = await request(self.broker, RpcSubject.ADMISSION_EVENTS, body, timeout_s=self.timeout_s)
         return EventsReply.model_validate_json(raw)
+
+    def watching(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[Envelope]]:
+        """`async with client.watching() as events:`: subscribed on entry, so that no event published from
+        inside the block is missed (as `watch()` may miss those published before its first step)."""
+        return subscribed_events(self.broker)
 
     async def watch(self) -> AsyncIterator[Envelope]:
         """Events as they are published, from now on."""

@@ -136,6 +136,19 @@ class JobExpanded(EventPayload):
 
 
 @event_model
+class JobFinished(EventPayload):
+    """A batch/v1 Job reached its terminal condition (`Complete` or `Failed`); it never leaves it."""
+
+    TYPE = EventType.JOB_FINISHED
+    namespace: str = Field(description="Namespace of the Job")
+    name: str = Field(description="Job name")
+    uid: str = Field(description="Job uid")
+    condition: Literal["Complete", "Failed"] = Field(description="The terminal condition reached")
+    reason: str = Field(default="", description="The condition's reason, e.g. BackoffLimitExceeded")
+    message: str = Field(default="", description="The condition's message")
+
+
+@event_model
 class NodeUpdated(_Admitted):
     """A registered Node changed (labels, taints, cordon, allocatable)."""
 

@@ -283,7 +283,7 @@ def cmd_events(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+def guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
@@ -298,11 +298,11 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     validate = sub.add_parser("validate", help="validate manifests offline (exit 1 when invalid)")
     validate.add_argument("-f", "--filename", required=True)
     validate.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    validate.set_defaults(handler=_guard(cmd_validate))
+    validate.set_defaults(handler=guard(cmd_validate))
 
     convert = sub.add_parser("convert", help="print the v1alpha2 form of v1alpha1 (v1.35) manifests")
     convert.add_argument("-f", "--filename", required=True)
-    convert.set_defaults(handler=_guard(cmd_convert))
+    convert.set_defaults(handler=guard(cmd_convert))
 
     apply = sub.add_parser("apply", help="apply manifests from a file or a directory")
     common(apply)
@@ -316,7 +316,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         help="unknown fields: strict refuses the object (default), warn applies it with a warning, "
         "ignore applies it silently (true/false as kubectl: strict/ignore)",
     )
-    apply.set_defaults(handler=_guard(cmd_apply))
+    apply.set_defaults(handler=guard(cmd_apply))
 
     delete = sub.add_parser("delete", help="delete objects: -f FILE or KIND NAME")
     common(delete)
@@ -335,7 +335,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     delete.add_argument(
         "--timeout", default="60s", help="how long --wait waits, e.g. 90s, 5m (0s: look once)"
     )
-    delete.set_defaults(handler=_guard(cmd_delete))
+    delete.set_defaults(handler=guard(cmd_delete))
 
     get = sub.add_parser("get", help="list objects of a kind (-w watches, -l selects by label)")
     common(get)
@@ -354,14 +354,14 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         default=DEFAULT_CHUNK_SIZE,
         help=f"read a list in pages of this many items (default {DEFAULT_CHUNK_SIZE}; 0: in one answer)",
     )
-    get.set_defaults(handler=_guard(cmd_get), reads_only=True)
+    get.set_defaults(handler=guard(cmd_get), reads_only=True)
 
     desc = sub.add_parser("describe", help="show one object with its conditions and story")
     common(desc)
     desc.add_argument("kind")
     desc.add_argument("name")
     desc.add_argument("-n", "--namespace", default=None)
-    desc.set_defaults(handler=_guard(cmd_describe), reads_only=True)
+    desc.set_defaults(handler=guard(cmd_describe), reads_only=True)
 
     events = sub.add_parser("events", help="print a story from the audit log (--follow keeps printing)")
     common(events)
@@ -373,7 +373,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     events.add_argument(
         "-f", "--follow", action="store_true", help="keep printing events as they are committed"
     )
-    events.set_defaults(handler=_guard(cmd_events), reads_only=True)
+    events.set_defaults(handler=guard(cmd_events), reads_only=True)
 
 
 def _non_negative(text: str) -> int:

@@ -80,6 +80,23 @@ def job_status(job: KnownObject, pods: list[KnownObject], *, now: str) -> Manife
     return status
 
 
+TERMINAL_CONDITIONS = ("Complete", "Failed")
+
+
+def newly_finished(old_status: Manifest, new_status: Manifest) -> dict[str, Any] | None:
+    """The terminal condition (`Complete` or `Failed`, status True) `new_status` reached and `old_status`
+    had not: what `job.finished` announces, once."""
+
+    def terminal(status: Manifest) -> list[dict[str, Any]]:
+        return [
+            c
+            for c in status.get("conditions") or []
+            if c.get("type") in TERMINAL_CONDITIONS and c.get("status") == "True"
+        ]
+
+    return None if terminal(old_status) else next(iter(terminal(new_status)), None)
+
+
 def job_failed(job: KnownObject) -> bool:
     conditions = (job.manifest.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
