@@ -64,6 +64,10 @@ QuantityMap = Annotated[dict[str, Quantity], BeforeValidator(_none_to_dict)]
 Timestamp = Annotated[str, BeforeValidator(_timestamp_to_str)]
 """An RFC 3339 time in its wire form."""
 
+PODWAY_STATUS: Final = "podway"
+"""The status block where Podway's controllers record what upstream has no field for (the node a pod ran
+on, a PodGroup's derived phase, when a claim's allocation was proposed)."""
+
 NONE_TO_LIST = BeforeValidator(_none_to_list)
 """Put on `list[...]` fields so that an explicit `null` reads as an empty list."""
 
@@ -85,7 +89,8 @@ class ApiModel(BaseModel):
     )
 
     PASSED_THROUGH: ClassVar[frozenset[str]] = frozenset()
-    """Fields of the upstream (v1.36) type that Podway carries without reading, in their wire spelling."""
+    """Fields of the upstream (v1.36) type that Podway carries without reading, in their wire spelling, and
+    the Podway-only status blocks its controllers write (see PODWAY_STATUS), which `get` shows."""
 
     def to_wire(self) -> dict[str, Any]:
         """The camelCase JSON-ready dict, leaving out nulls and empty defaults as Go's `omitempty` does."""

@@ -8,7 +8,15 @@ from typing import Annotated, Final
 from pydantic import Field
 
 from libs.api.kinds import CORE_V1
-from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, ApiModel, PassThroughModel, QuantityMap, StrMap
+from libs.api.models.base import (
+    NONE_TO_DICT,
+    NONE_TO_LIST,
+    PODWAY_STATUS,
+    ApiModel,
+    PassThroughModel,
+    QuantityMap,
+    StrMap,
+)
 from libs.api.models.meta import ApiObject
 from libs.api.quantity import canonical_amounts
 
@@ -204,6 +212,7 @@ class PodStatus(PassThroughModel):
 
     PASSED_THROUGH = frozenset(
         {
+            PODWAY_STATUS,
             "allocatedResources",
             "containerStatuses",
             "ephemeralContainerStatuses",

@@ -11,6 +11,7 @@ from libs.api.kinds import RESOURCE_V1
 from libs.api.models.base import (
     NONE_TO_DICT,
     NONE_TO_LIST,
+    PODWAY_STATUS,
     ApiModel,
     PassThroughModel,
     Quantity,
@@ -157,7 +158,7 @@ class ResourceClaimConsumerReference(PassThroughModel):
 class ResourceClaimStatus(PassThroughModel):
     """Allocation and reservations, written by the DRA allocator."""
 
-    PASSED_THROUGH = frozenset({"devices"})
+    PASSED_THROUGH = frozenset({"devices", PODWAY_STATUS})
 
     allocation: AllocationResult | None = None
     reserved_for: Annotated[list[ResourceClaimConsumerReference], NONE_TO_LIST] = Field(default_factory=list)

@@ -23,6 +23,7 @@ from libs.api.formats import (
     label_key_errors,
     label_value_errors,
 )
+from libs.api.models.base import PODWAY_STATUS
 from libs.api.models.core import (
     TAINT_EFFECTS,
     TOLERATION_OPERATORS,
@@ -257,10 +258,21 @@ def validate_pod_update(old: Pod, new: Pod) -> list[FieldError]:
     errors = check_unchanged(
         old.spec.scheduling_group, new.spec.scheduling_group, SPEC.child("schedulingGroup")
     )
-    old_spec = old.spec.to_wire()
-    if _without_mutable_fields(new.spec.to_wire(), old_spec) != old_spec:
+    old_spec, new_spec = old.spec.to_wire(), new.spec.to_wire()
+    if new_spec.get("nodeName") in (None, _node_ran_on(old)):
+        # A binding is not part of the stored spec: `podway get` shows it as spec.nodeName, so a manifest
+        # read back from it names the node the pod is on, and one written by hand names none. Neither
+        # asks for a change.
+        _take(new_spec, old_spec, "nodeName")
+    if _without_mutable_fields(new_spec, old_spec) != old_spec:
         errors.append(forbidden(SPEC, POD_UPDATE_FORBIDDEN))
     return errors
+
+
+def _node_ran_on(pod: Pod) -> str | None:
+    block = (pod.status.model_extra or {}).get(PODWAY_STATUS)
+    node = block.get("nodeName") if isinstance(block, dict) else None
+    return node if isinstance(node, str) else None
 
 
 def _without_mutable_fields(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import yaml
 from libs.api.manifests import load_documents
 from tests.integration.cli.conftest import EXAMPLES, ROOT, Run, podway_on
 from tests.integration.scheduler.conftest import Stack
-from tests.integration.scheduler.manifests import NAMESPACE, pod
+from tests.integration.scheduler.manifests import NAMESPACE, gang, pod
 from tests.support import eventually
 
 pytestmark = pytest.mark.parametrize(
@@ -159,3 +159,22 @@ async def test_submit_wait_exits_1_when_admission_refuses_the_job(
     assert run.out.startswith("job.batch/finetune submitted (event ")
     assert 'The Job "finetune" is invalid:' in run.err
     assert "no-such-class" in run.err
+
+
+async def test_objects_read_back_with_get_apply_again_under_strict_validation(
+    stack: Stack, nats_url: str, tmp_path: Path
+):
+    await stack.client.apply(gang("again", 2))
+    await eventually(
+        lambda: stack.client.get("Pod", namespace=NAMESPACE),
+        lambda pods: len(pods) == 2 and all((p.get("status") or {}).get("phase") == "Running" for p in pods),
+        timeout_s=30,
+    )
+    for kind in ("pods", "podgroups", "workloads"):
+        shown = await podway_on(nats_url, "get", kind, "-n", NAMESPACE, "-o", "yaml")
+        path = tmp_path / f"{kind}.yaml"
+        path.write_text(shown.out)
+
+        again = await podway_on(nats_url, "apply", "-f", str(path))
+
+        assert (again.code, again.err) == (0, ""), kind

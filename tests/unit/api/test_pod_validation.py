@@ -205,3 +205,21 @@ def test_a_pod_update_may_change_images_deadline_added_tolerations_labels_and_an
     new["metadata"]["annotations"] = {"note": "x"}
 
     assert _update_errors(old, new) == []
+
+
+def test_a_pod_read_back_with_the_node_it_runs_on_is_no_spec_change():
+    old = make_pod()
+    old["status"] = {"phase": "Running", "podway": {"nodeName": "node-a"}}
+    read_back = make_pod(nodeName="node-a")
+    read_back["status"] = old["status"]
+
+    assert _update_errors(old, read_back) == []
+    assert _update_errors(old, make_pod(nodeName="node-b")) == [FORBIDDEN_UPDATE]
+    assert _update_errors(read_back, make_pod()) == []  # a manifest that names no node moves nothing
+
+
+def test_podways_own_status_blocks_are_known_fields():
+    pod = make_pod()
+    pod["status"] = {"phase": "Running", "podway": {"nodeName": "node-a"}}
+
+    assert validate_document(pod, field_validation="Strict").ok
