@@ -34,7 +34,6 @@ from libs.api.priority import resolve_priority_in_place
 from libs.api.validation import validate_object, validate_update
 
 __all__ = [
-    "FIELD_VALIDATIONS",
     "KIND_ORDER",
     "MODELS",
     "NAMESPACED_KINDS",
@@ -72,8 +71,6 @@ MODELS: Final[dict[tuple[str, str], type[ApiObject]]] = {
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
 """What admission does with unknown fields, as the API server's `fieldValidation`: refuse the object,
 admit it with a warning per field, or admit it silently."""
-
-FIELD_VALIDATIONS: Final[tuple[FieldValidation, ...]] = ("Strict", "Warn", "Ignore")
 
 _TYPE_DETAILS: Final = {
     "int_type": "must be an integer",

@@ -123,13 +123,11 @@ class PodwayClient:
         """Publish `job.submitted`; admission admits (and expands) the Job. Returns the request id."""
         return (await self.publish_job(job, request_id=request_id)).correlation_id
 
-    async def publish_job(
-        self, job: dict[str, Any], *, request_id: str | None = None, namespace: str | None = None
-    ) -> Envelope:
-        """Publish `job.submitted` (the Job in `namespace`, or `default`, when it names none) and return the
-        envelope: its event id, and its request id as correlation id, which admission's answer carries."""
+    async def publish_job(self, job: dict[str, Any], *, request_id: str | None = None) -> Envelope:
+        """Publish `job.submitted` and return the envelope: its event id, and its request id as correlation
+        id, which admission's answer carries."""
         request_id = request_id or str(uuid.uuid4())
-        job = with_namespace(job, namespace)
+        job = with_namespace(job, None)
         meta = job.get("metadata") or {}
         envelope = Envelope.wrap(
             JobSubmitted(request_id=request_id, manifest=job),

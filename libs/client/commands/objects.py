@@ -84,7 +84,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     docs = read_manifests(Path(args.filename), "validate")
     failed = 0
     for doc in docs:
-        result = validate_document(doc)
+        result = validate_document(doc, field_validation=args.validate)
         for warning in result.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
         if result.ok:
@@ -173,6 +173,16 @@ def field_validation(text: str) -> str:
             f'invalid - validate option "{text}"; must be one of: strict (or true), warn, ignore (or false)'
         )
     return value
+
+
+def add_validate_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--validate",
+        type=field_validation,
+        default="Strict",
+        help="unknown fields: strict refuses the object (default), warn takes it with a warning, "
+        "ignore takes it silently (true/false as kubectl: strict/ignore)",
+    )
 
 
 def _flag(text: str) -> bool:
@@ -298,6 +308,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     validate = sub.add_parser("validate", help="validate manifests offline (exit 1 when invalid)")
     validate.add_argument("-f", "--filename", required=True)
     validate.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    add_validate_flag(validate)
     validate.set_defaults(handler=guard(cmd_validate))
 
     convert = sub.add_parser("convert", help="print the v1alpha2 form of v1alpha1 (v1.35) manifests")
@@ -309,13 +320,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     apply.add_argument("-f", "--filename", required=True)
     apply.add_argument("-n", "--namespace", default=None)
     apply.add_argument("--dry-run", action="store_true")
-    apply.add_argument(
-        "--validate",
-        type=field_validation,
-        default="Strict",
-        help="unknown fields: strict refuses the object (default), warn applies it with a warning, "
-        "ignore applies it silently (true/false as kubectl: strict/ignore)",
-    )
+    add_validate_flag(apply)
     apply.set_defaults(handler=guard(cmd_apply))
 
     delete = sub.add_parser("delete", help="delete objects: -f FILE or KIND NAME")

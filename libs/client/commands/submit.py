@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from libs.client.commands.objects import CliError, field_validation, guard, read_manifests, with_client
+from libs.client.commands.objects import CliError, add_validate_flag, guard, read_manifests, with_client
 
 if TYPE_CHECKING:
     from libs.client.client import PodwayClient
@@ -109,10 +109,5 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         "--wait", action="store_true", help="follow each Job to Complete or Failed (or its refusal)"
     )
     submit.add_argument("--timeout", default="30m", help="how long --wait waits, e.g. 90s, 5m (0s: no limit)")
-    submit.add_argument(
-        "--validate",
-        type=field_validation,
-        default="Strict",
-        help="unknown fields: strict refuses the Job (default), warn submits it with a warning, ignore",
-    )
+    add_validate_flag(submit)
     submit.set_defaults(handler=guard(cmd_submit))

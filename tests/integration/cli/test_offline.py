@@ -122,3 +122,22 @@ def test_apply_refuses_bytes_that_are_not_utf8_naming_the_file_and_offset(tmp_pa
     offset = POD.index("name: a") + len("name: caf")
     assert (run.code, run.err.strip()) == (1, f"error: error parsing {path}: invalid UTF-8 at byte {offset}")
     assert "Traceback" not in run.err
+
+
+def test_validate_refuses_unknown_fields_unless_told_to_warn(tmp_path):
+    job = (EXAMPLES / "05-indexed-job.yaml").read_text().replace("parallelism:", "paralelism:")
+    path = tmp_path / "job.yaml"
+    path.write_text(job)
+
+    strict = podway("validate", "-f", str(path))
+    warned = podway("validate", "-f", str(path), "--validate=warn")
+    wrong = podway("validate", "-f", str(path), "--validate=maybe")
+
+    assert (strict.code, strict.out.strip()) == (
+        1,
+        'Job in version "v1" cannot be handled as a Job: strict decoding error: unknown field "spec.paralelism"',
+    )
+    assert (warned.code, warned.out.strip()) == (0, "job/finetune valid")
+    assert warned.err.strip() == 'Warning: unknown field "spec.paralelism"'
+    assert wrong.code == 2
+    assert 'invalid - validate option "maybe"' in wrong.err
