@@ -56,9 +56,13 @@ class PodAdmitted(_Admitted):
 
 @event_model
 class JobAdmitted(_Admitted):
-    """A batch/v1 Job was stored."""
+    """A batch/v1 Job was stored, or, submitted again as it is stored, left as it is."""
 
     TYPE = EventType.JOB_ADMITTED
+    # Wider than its base on purpose: only a Job can be answered `unchanged` (see job.submitted).
+    outcome: Literal["created", "updated", "unchanged"] = Field(  # type: ignore[assignment]
+        description="What the apply did; `unchanged` answers a Job submitted again as it is stored"
+    )
 
 
 @event_model

@@ -17,6 +17,7 @@ from libs.core.admission.apply import (
     ApplyContext,
     PreparedBatch,
     admit_batch,
+    admit_submission,
     prepare_batch,
     raw_key,
     write_runs,
@@ -234,7 +235,7 @@ class AdmissionService:
         assert isinstance(payload, JobSubmitted)
         batch = prepare_batch([payload.manifest])
         view = await load_view(uow, batch.keys)
-        decision = admit_batch(batch, view, self._context(payload.request_id))
+        decision = admit_submission(batch, view, self._context(payload.request_id))
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
 
     # --- delete ------------------------------------------------------------------------------------

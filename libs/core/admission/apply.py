@@ -24,6 +24,7 @@ from libs.core.admission.events import (
     expanded_event,
     refused_event,
     rejected_event,
+    unchanged_job_event,
 )
 from libs.core.admission.manifests import stored_spec
 from libs.core.admission.model import (
@@ -195,6 +196,17 @@ def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) ->
         else:
             results[index] = admit_document(doc, view, decision, ctx, field_validation=batch.field_validation)
     decision.results = [r for r in results if r is not None]
+    return decision
+
+
+def admit_submission(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) -> BatchDecision:
+    """Decide Jobs submitted as events (`job.submitted`), as admit_batch decides an apply, and answer a Job
+    submitted again as it is stored with an event too: a submitter has no reply to learn it from."""
+    decision = admit_batch(batch, view, ctx)
+    for result in decision.results:
+        known = view.get((result.kind or "", result.namespace or "", result.name or ""))
+        if result.kind == "Job" and result.outcome == "unchanged" and known is not None:
+            decision.events.append(unchanged_job_event(known, ctx.request_id))
     return decision
 
 

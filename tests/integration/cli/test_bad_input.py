@@ -124,7 +124,9 @@ async def finished(process: asyncio.subprocess.Process) -> Run:
     return Run(process.returncode, out.decode(), err.decode())
 
 
-async def test_submit_wait_follows_a_job_from_its_event_to_complete(stack: Stack, nats_url: str):
+async def test_submit_wait_follows_a_job_from_its_event_to_complete_and_answers_it_again(
+    stack: Stack, nats_url: str
+):
     job = str(EXAMPLES / "05-indexed-job.yaml")  # a gang of 8 pods that run 20 s each
 
     process = await podway_in_background(nats_url, "submit", "-f", job, "--wait")
@@ -144,6 +146,11 @@ async def test_submit_wait_follows_a_job_from_its_event_to_complete(stack: Stack
     assert (admitted, complete) == ("job.batch/finetune created", "job.batch/finetune Complete")
     (stored,) = await stack.client.get("Job", "finetune", NAMESPACE)
     assert stored["status"]["conditions"][0]["type"] == "Complete"
+
+    again = await finished(await podway_in_background(nats_url, "submit", "-f", job, "--wait"))
+
+    assert again.code == 0, again.err
+    assert again.out.splitlines()[1:] == ["job.batch/finetune unchanged", "job.batch/finetune Complete"]
 
 
 async def test_submit_wait_exits_1_when_admission_refuses_the_job(

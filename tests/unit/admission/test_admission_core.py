@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from libs.api.manifests import load_documents
-from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
+from libs.core.admission.apply import ApplyContext, admit_batch, admit_submission, prepare_batch
 from libs.core.admission.jobs import compress_indexes, job_status, recreate_gang_pods
 from libs.core.admission.model import AdmissionView, KnownObject
 
@@ -330,3 +330,21 @@ def test_a_pods_labels_may_still_change():
     decision = applied(view, [pod])
 
     assert [r.outcome for r in decision.results] == ["updated"]
+
+
+def test_a_job_submitted_again_as_it_is_stored_is_answered_with_an_unchanged_event():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml"))
+    job = example("05-indexed-job.yaml")
+    admit_submission(prepare_batch(job), view, ctx())
+
+    again = admit_submission(prepare_batch(job), view, ctx())
+
+    assert outcomes(again) == [("Job", "finetune", "unchanged")]
+    assert again.writes == []
+    (answer,) = again.events
+    assert (answer.payload.TYPE.value, answer.payload.outcome, answer.payload.request_id) == (
+        "job.admitted",
+        "unchanged",
+        "req-1",
+    )

@@ -18,7 +18,9 @@ def envelope(payload: EventPayload) -> Envelope:
     return Envelope.wrap(payload, producer="admission", correlation_id="c", occurred_at=T0)
 
 
-def admitted(name: str, request_id: str, uid: str, status: dict[str, Any] | None = None) -> Envelope:
+def admitted(
+    name: str, request_id: str, uid: str, status: dict[str, Any] | None = None, outcome: str = "created"
+) -> Envelope:
     manifest = {"kind": "Job", "metadata": {"name": name}, "status": status or {}}
     return envelope(
         JobAdmitted(
@@ -27,7 +29,7 @@ def admitted(name: str, request_id: str, uid: str, status: dict[str, Any] | None
             namespace="ml",
             name=name,
             uid=uid,
-            outcome="created",
+            outcome=outcome,
             resource_version=1,
             object=manifest,
             request_id=request_id,
@@ -81,9 +83,9 @@ def test_a_job_submitted_again_after_it_finished_is_answered_by_its_admission():
     jobs = Submissions([SubmittedJob("ml", "a", "req-a")])
     status = {"conditions": [{"type": "Complete", "status": "True"}]}
 
-    lines = jobs.heard(admitted("a", "req-a", "uid-a", status))
+    lines = jobs.heard(admitted("a", "req-a", "uid-a", status, outcome="unchanged"))
 
-    assert [line.text for line in lines] == ["job.batch/a created", "job.batch/a Complete"]
+    assert [line.text for line in lines] == ["job.batch/a unchanged", "job.batch/a Complete"]
     assert jobs.done
 
 
