@@ -72,10 +72,12 @@ def with_client(args: argparse.Namespace, work: Callable[[PodwayClient], Corouti
 
 
 def describe_result(result: ObjectResult) -> str:
+    """One object's answer as kubectl prints it: `pod/x created`, `pod/x configured`, or the refusal."""
     kind = (result.kind or "object").lower()
     if result.outcome == "rejected":
         return result.message
-    return f"{kind}/{result.name} {result.outcome}" + (f" ({result.message})" if result.message else "")
+    outcome = "configured" if result.outcome == "updated" else result.outcome
+    return f"{kind}/{result.name} {outcome}" + (f" ({result.message})" if result.message else "")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -89,6 +89,12 @@ async def test_changing_a_pods_requests_is_forbidden_as_the_api_server_forbids_i
     (stored,) = await stack.client.get("Pod", "steady", NAMESPACE)
     assert stored["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "1"
 
+    labelled = pod("steady")
+    labelled["metadata"]["labels"] = {"team": "ml"}
+    relabelled = await podway_on(nats_url, "apply", "-f", write(tmp_path, "c.yaml", [labelled]))
+
+    assert (relabelled.code, relabelled.out.strip()) == (0, "pod/steady configured")
+
 
 async def test_submit_refuses_a_malformed_job_before_publishing_anything(
     stack: Stack, nats_url: str, tmp_path: Path
