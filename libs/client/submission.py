@@ -4,8 +4,9 @@ admitted, finishes Complete or Failed. What `podway submit --wait` prints and de
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from libs.api.jobs import terminal_condition
 from libs.events.admission import JobAdmitted, JobFinished, ObjectRejected
 from libs.events.envelope import Envelope
 from libs.events.registry import parse_payload
@@ -53,7 +54,9 @@ class Submissions:
         """The Jobs refused or Failed."""
         return [job for job in self.jobs if job.outcome in ("Failed", "Refused")]
 
+    @property
     def pending(self) -> list[SubmittedJob]:
+        """The Jobs still waiting for their outcome."""
         return [job for job in self.jobs if job.outcome is None]
 
     def heard(self, envelope: Envelope) -> list[Line]:
@@ -77,7 +80,7 @@ class Submissions:
         lines = [Line(f"Warning: {warning}", error=True) for warning in payload.warnings]
         lines.append(Line(f"{job.ref} {payload.outcome}"))
         # A Job submitted again after it finished keeps its terminal condition: no job.finished follows.
-        finished = _terminal_condition(payload.object)
+        finished = terminal_condition(payload.object.get("status") or {})
         if finished is not None:
             lines += self._finish(job, finished["type"], str(finished.get("reason") or ""))
         return lines
@@ -97,11 +100,3 @@ class Submissions:
         job.outcome = "Complete" if condition == "Complete" else "Failed"
         detail = f" ({reason})" if reason else ""
         return [Line(f"{job.ref} {job.outcome}{detail}", error=job.outcome == "Failed")]
-
-
-def _terminal_condition(job: dict[str, Any]) -> dict[str, Any] | None:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return next(
-        (c for c in conditions if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"),
-        None,
-    )

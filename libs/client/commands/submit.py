@@ -6,18 +6,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from libs.client.commands.objects import CliError, add_validate_flag, guard, read_manifests, with_client
 
 if TYPE_CHECKING:
+    from libs.api.manifests import FieldValidation
     from libs.client.client import PodwayClient
     from libs.client.submission import Line, Submissions
+    from libs.events.envelope import Envelope
 
 
-def jobs_to_submit(docs: list[dict[str, Any]], validate: str) -> list[dict[str, Any]]:
+def jobs_to_submit(docs: list[dict[str, Any]], validate: FieldValidation) -> list[dict[str, Any]]:
     """The batch/v1 Jobs of the files, every one checked first: CliError listing each refusal when any is
     malformed (nothing is then published). Other kinds are skipped with a warning."""
     from libs.api.manifests import validate_document
@@ -32,7 +34,7 @@ def jobs_to_submit(docs: list[dict[str, Any]], validate: str) -> list[dict[str, 
                 file=sys.stderr,
             )
             continue
-        result = validate_document(doc, field_validation=validate)  # type: ignore[arg-type]
+        result = validate_document(doc, field_validation=validate)
         for warning in result.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
         if result.ok:
@@ -74,7 +76,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             try:
                 await asyncio.wait_for(_follow(followed, events, _print), timeout_s or None)
             except TimeoutError:
-                for waiting in followed.pending():
+                for waiting in followed.pending:
                     _print_error(f"error: timed out waiting for the condition on jobs/{waiting.name}")
                 return 1
             return 1 if followed.failed else 0
@@ -82,7 +84,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return with_client(args, work)
 
 
-async def _follow(followed: Submissions, events: Any, show: Callable[[Line], None]) -> None:
+async def _follow(
+    followed: Submissions, events: AsyncIterator[Envelope], show: Callable[[Line], None]
+) -> None:
     async for envelope in events:
         for line in followed.heard(envelope):
             show(line)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.api.jobs import COMPLETION_INDEX, expand_job
+from libs.api.jobs import COMPLETION_INDEX, expand_job, terminal_condition
 from libs.api.manifests import parse_object
 from libs.api.models.batch import Job
 from libs.core.admission.apply import ApplyContext, admit_document
@@ -80,21 +80,10 @@ def job_status(job: KnownObject, pods: list[KnownObject], *, now: str) -> Manife
     return status
 
 
-TERMINAL_CONDITIONS = ("Complete", "Failed")
-
-
 def newly_finished(old_status: Manifest, new_status: Manifest) -> dict[str, Any] | None:
-    """The terminal condition (`Complete` or `Failed`, status True) `new_status` reached and `old_status`
-    had not: what `job.finished` announces, once."""
-
-    def terminal(status: Manifest) -> list[dict[str, Any]]:
-        return [
-            c
-            for c in status.get("conditions") or []
-            if c.get("type") in TERMINAL_CONDITIONS and c.get("status") == "True"
-        ]
-
-    return None if terminal(old_status) else next(iter(terminal(new_status)), None)
+    """The terminal condition (`Complete` or `Failed`) `new_status` reached and `old_status` had not: what
+    `job.finished` announces, once."""
+    return None if terminal_condition(old_status) else terminal_condition(new_status)
 
 
 def job_failed(job: KnownObject) -> bool:
