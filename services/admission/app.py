@@ -17,6 +17,7 @@ from libs.core.admission.apply import (
     ApplyContext,
     PreparedBatch,
     admit_batch,
+    admit_submission,
     prepare_batch,
     raw_key,
     write_runs,
@@ -179,7 +180,9 @@ class AdmissionService:
         for position, manifest in enumerate(request.manifests):
             check_document_shape(manifest, position)  # refused whole, as the API server refuses a body
         # Converted here, as requests arrive, so that it overlaps the group commit in progress.
-        batch = prepare_batch(request.manifests, create_only=request.create_only)
+        batch = prepare_batch(
+            request.manifests, create_only=request.create_only, field_validation=request.field_validation
+        )
         prepared = PreparedApply(request.request_id, batch)
         if request.dry_run:
             return await self._dry_run(prepared)
@@ -232,7 +235,7 @@ class AdmissionService:
         assert isinstance(payload, JobSubmitted)
         batch = prepare_batch([payload.manifest])
         view = await load_view(uow, batch.keys)
-        decision = admit_batch(batch, view, self._context(payload.request_id))
+        decision = admit_submission(batch, view, self._context(payload.request_id))
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
 
     # --- delete ------------------------------------------------------------------------------------

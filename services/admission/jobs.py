@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from libs.api.jobs import JOB_NAME_LABEL
 from libs.core.admission.apply import ApplyContext
-from libs.core.admission.jobs import job_status, recreate_gang_pods
-from libs.core.admission.model import BatchDecision
+from libs.core.admission.jobs import job_status, newly_finished, recreate_gang_pods
+from libs.core.admission.model import BatchDecision, KnownObject
 from libs.db.ports import UnitOfWork
+from libs.events.admission import JobFinished
+from libs.events.envelope import AggregateRef, Envelope
 from libs.events.scheduling import PodGroupRef, PodRef
-from services.admission.store import iso, known_from_stored, load_view
+from services.admission.store import PRODUCER, iso, known_from_stored, load_view
 
 
 async def refresh_job_status(uow: UnitOfWork, pods: Iterable[PodRef], *, now: datetime) -> None:
@@ -38,6 +41,22 @@ async def _refresh(uow: UnitOfWork, owners: set[tuple[str, str]], *, now: dateti
         status = job_status(job, siblings, now=iso(now))
         if status != stored.status:
             await uow.objects.update_status("Job", namespace, name, status)
+            finished = newly_finished(stored.status, status)
+            if finished is not None:
+                uow.emit(_finished_event(job, finished, now))
+
+
+def _finished_event(job: KnownObject, condition: dict[str, Any], now: datetime) -> Envelope:
+    payload = JobFinished(
+        namespace=job.namespace,
+        name=job.name,
+        uid=job.uid,
+        condition=condition["type"],
+        reason=str(condition.get("reason") or ""),
+        message=str(condition.get("message") or ""),
+    )
+    subject = AggregateRef(kind="Job", namespace=job.namespace, name=job.name, uid=job.uid)
+    return Envelope.wrap(payload, producer=PRODUCER, correlation_id=job.uid, occurred_at=now, subject=subject)
 
 
 async def recreate_restarted_gang(uow: UnitOfWork, ref: PodGroupRef, ctx: ApplyContext) -> BatchDecision:

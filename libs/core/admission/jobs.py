@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.api.jobs import COMPLETION_INDEX, expand_job
+from libs.api.jobs import COMPLETION_INDEX, expand_job, terminal_condition
 from libs.api.manifests import parse_object
 from libs.api.models.batch import Job
 from libs.core.admission.apply import ApplyContext, admit_document
@@ -78,6 +78,12 @@ def job_status(job: KnownObject, pods: list[KnownObject], *, now: str) -> Manife
     if "completionTime" in old:
         status["completionTime"] = old["completionTime"]
     return status
+
+
+def newly_finished(old_status: Manifest, new_status: Manifest) -> dict[str, Any] | None:
+    """The terminal condition (`Complete` or `Failed`) `new_status` reached and `old_status` had not: what
+    `job.finished` announces, once."""
+    return None if terminal_condition(old_status) else terminal_condition(new_status)
 
 
 def job_failed(job: KnownObject) -> bool:
