@@ -1,5 +1,5 @@
-"""What a run left behind, read for the invariant check (libs/core/invariants): every object, binding and
-audit event, in one transaction."""
+"""What a run left behind, read for the invariant check (libs/core/invariants): every object, binding, device
+allocation and audit event, in one transaction."""
 
 from __future__ import annotations
 
@@ -7,22 +7,29 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from libs.core.invariants import BindingRow, RecordedEvent, Records
+from libs.core.invariants import BindingRow, DeviceAllocationRow, RecordedEvent, Records
 from libs.core.scheduling.objects import ApiObject
 from libs.db.engine import create_engine
-from libs.db.schema import events, objects, pod_bindings
+from libs.db.schema import device_allocations, events, objects, pod_bindings
 
 
 async def load_records(database_url: str, expected_requests: frozenset[str] = frozenset()) -> Records:
-    """Every object, binding and audit event (in commit order), read in one transaction."""
+    """Every object, binding, device allocation and audit event (in commit order), read in one transaction."""
     engine = create_engine(database_url)
     try:
         async with engine.connect() as connection, connection.begin():
             object_rows = (await connection.execute(sa.select(objects))).all()
             binding_rows = (await connection.execute(sa.select(pod_bindings))).all()
+            device_rows = (await connection.execute(sa.select(device_allocations))).all()
             event_rows = (
                 await connection.execute(
-                    sa.select(events.c.type, events.c.correlation_id, events.c.payload).order_by(events.c.seq)
+                    sa.select(
+                        events.c.event_id,
+                        events.c.type,
+                        events.c.correlation_id,
+                        events.c.causation_id,
+                        events.c.payload,
+                    ).order_by(events.c.seq)
                 )
             ).all()
     finally:
@@ -30,8 +37,12 @@ async def load_records(database_url: str, expected_requests: frozenset[str] = fr
     return Records(
         objects=[_api_object(row) for row in object_rows],
         bindings=[BindingRow(row.pod_uid, row.node_name) for row in binding_rows],
-        events=[RecordedEvent(row.type, row.correlation_id, row.payload) for row in event_rows],
+        events=[
+            RecordedEvent(row.type, row.correlation_id, row.payload, str(row.event_id), row.causation_id)
+            for row in event_rows
+        ],
         expected_requests=expected_requests,
+        device_allocations=[DeviceAllocationRow(row.claim, row.device, row.exclusive) for row in device_rows],
     )
 
 

@@ -1,0 +1,99 @@
+"""The audit log as causal chains: each answer names the event it answered and that event is in the log, each
+apply is answered, and each inference request ends exactly once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from libs.events.catalogue import EventType
+
+from .records import RecordedEvent, Violation, event_time_ms
+
+ANSWERS = frozenset(
+    event.value
+    for event in (
+        EventType.PODGROUP_CYCLE_PLACED,
+        EventType.PODGROUP_UNSCHEDULABLE,
+        EventType.PLACEMENT_PROPOSED,
+        EventType.CLAIMS_ALLOCATED,
+        EventType.CLAIMS_ALLOCATION_FAILED,
+        EventType.PODS_BOUND,
+        EventType.PODGROUP_SCHEDULED,
+        EventType.PREEMPTION_REQUESTED,
+        EventType.PODGROUP_NOMINATED,
+        EventType.PODS_RUNNING,
+        EventType.PODS_SUCCEEDED,
+    )
+)
+"""Events that only ever answer another event: each must name it (`causation_id`)."""
+APPLIES = frozenset({EventType.PODGROUP_ADMITTED.value, EventType.POD_ADMITTED.value})
+APPLY_ENDINGS = frozenset(
+    event.value
+    for event in (
+        EventType.PODS_BOUND,
+        EventType.PODGROUP_UNSCHEDULABLE,
+        EventType.PODS_EVICTED,
+        EventType.OBJECT_REJECTED,
+        EventType.OBJECT_DELETED,
+        EventType.PODGROUP_TIMED_OUT,
+    )
+)
+"""What answers an admitted PodGroup or pod: bound, told why not (yet), evicted, rejected or deleted."""
+OUTCOMES = frozenset({EventType.INFERENCE_COMPLETED.value, EventType.INFERENCE_FAILED.value})
+ROUTING_STEPS = frozenset({EventType.ROUTER_SPILLOVER.value, EventType.ROUTER_FAILOVER.value})
+
+
+def answers_name_their_cause(events: Sequence[RecordedEvent]) -> list[Violation]:
+    """Every answer names its cause, and every cause an event names is in the log, unless retention took it:
+    a cause made (by its UUIDv7) before the oldest event kept is gone by policy, not lost."""
+    logged = {event.event_id for event in events}
+    kept_since = min((t for event in events if (t := event_time_ms(event.event_id)) is not None), default=0)
+    found = []
+    for event in events:
+        cause = event.causation_id
+        if not cause:
+            if event.type in ANSWERS:
+                found.append(Violation("answer-names-cause", event.event_id, f"{event.type} names no cause"))
+        elif cause not in logged and (event_time_ms(cause) or kept_since) >= kept_since:
+            detail = f"{event.type} answers {cause}, which is not in the log"
+            found.append(Violation("answer-names-cause", event.event_id, detail))
+    return found
+
+
+def applies_are_answered(events: Iterable[RecordedEvent]) -> list[Violation]:
+    """Each admitted PodGroup or pod is answered later in its story: bound, unschedulable (and why), evicted,
+    rejected or deleted."""
+    waiting: dict[str, str] = {}
+    for event in events:
+        if event.type in APPLIES:
+            waiting.setdefault(event.correlation_id, event.type)
+        elif event.type in APPLY_ENDINGS:
+            waiting.pop(event.correlation_id, None)
+    return [
+        Violation("apply-is-answered", story, f"{kind}, then no binding, eviction or rejection")
+        for story, kind in sorted(waiting.items())
+    ]
+
+
+def one_outcome_per_request(events: Iterable[RecordedEvent], expected: frozenset[str]) -> list[Violation]:
+    """No inference request has two outcomes; each request a harness submitted, or the router spilled over
+    or failed over, has one."""
+    outcomes: Counter[str] = Counter()
+    routed: set[str] = set()
+    for event in events:
+        if event.type in OUTCOMES:
+            outcomes[event.correlation_id] += 1
+        elif event.type in ROUTING_STEPS:
+            routed.add(event.correlation_id)
+    found = [
+        Violation("one-outcome-per-request", request, f"{count} outcomes")
+        for request, count in sorted(outcomes.items())
+        if count > 1
+    ]
+    found += [
+        Violation("one-outcome-per-request", request, "no outcome")
+        for request in sorted(expected | routed)
+        if not outcomes[request]
+    ]
+    return found

@@ -1,0 +1,56 @@
+"""The audit log as causal chains: answers name causes that are in the log, applies are answered, requests
+end once."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from libs.core.invariants import RecordedEvent, Records, check
+from libs.events.envelope import uuid7
+from tests.unit.invariants.builders import bound, chain, event, logged, names
+
+
+def only(*events: RecordedEvent) -> Records:
+    return Records(objects=[], bindings=[], events=list(events))
+
+
+def test_an_answer_without_a_cause_is_named() -> None:
+    admitted, placed, binding = chain(event("podgroup.cycle.placed"), bound(("a", "n1")))
+    assert check(only(admitted, placed, binding)) == []
+    orphan = dataclasses.replace(placed, causation_id=None)
+    (violation,) = check(only(admitted, orphan, binding))
+    assert (violation.invariant, violation.subject) == ("answer-names-cause", orphan.event_id)
+    assert violation.detail == "podgroup.cycle.placed names no cause"
+
+
+def test_a_cause_missing_from_the_log_is_named_unless_retention_took_it() -> None:
+    admitted, placed, binding = chain(event("podgroup.cycle.placed"), bound(("a", "n1")))
+    unheard = str(uuid7(int(1e12) * 3))  # made after everything kept: lost, not pruned
+    lost = dataclasses.replace(placed, causation_id=unheard)
+    assert names(only(admitted, lost, binding)) == ["answer-names-cause"]
+    pruned = str(uuid7(1_000))  # made before the oldest event kept
+    assert check(only(admitted, dataclasses.replace(placed, causation_id=pruned), binding)) == []
+
+
+def test_an_admitted_group_never_answered_is_named() -> None:
+    (admitted,) = chain()
+    (violation,) = check(only(admitted))
+    assert (violation.invariant, violation.subject) == ("apply-is-answered", "c")
+    told_why = chain(event("podgroup.cycle.started"), event("podgroup.unschedulable"))
+    assert check(only(*told_why)) == []
+
+
+def test_a_request_the_router_spilled_over_has_exactly_one_outcome() -> None:
+    spilled, done = logged(event("router.spillover", "r1"), event("inference.completed", "r1"))
+    done = dataclasses.replace(done, causation_id=spilled.event_id)
+    assert names(only(spilled)) == ["one-outcome-per-request"]
+    assert check(only(spilled, done)) == []
+
+
+def test_requests_have_exactly_one_outcome() -> None:
+    done = RecordedEvent("inference.completed", "r1", {})
+    failed = RecordedEvent("inference.failed", "r1", {})
+    assert names(only(done, failed)) == ["one-outcome-per-request"]
+    missing = Records(objects=[], bindings=[], events=[done], expected_requests=frozenset({"r1", "r2"}))
+    (violation,) = check(missing)
+    assert (violation.subject, violation.detail) == ("r2", "no outcome")
