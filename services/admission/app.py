@@ -233,6 +233,7 @@ class AdmissionService:
         batch = prepare_batch([payload.manifest])
         view = await load_view(uow, batch.keys)
         decision = admit_batch(batch, view, self._context(payload.request_id))
+        uow.record(envelope)  # a client published it: the log keeps what the admission answers
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
 
     # --- delete ------------------------------------------------------------------------------------

@@ -42,19 +42,27 @@ APPLY_ENDINGS = frozenset(
 """What answers an admitted PodGroup or pod: bound, told why not (yet), evicted, rejected or deleted."""
 OUTCOMES = frozenset({EventType.INFERENCE_COMPLETED.value, EventType.INFERENCE_FAILED.value})
 ROUTING_STEPS = frozenset({EventType.ROUTER_SPILLOVER.value, EventType.ROUTER_FAILOVER.value})
+REQUEST_STEPS = OUTCOMES | ROUTING_STEPS
 
 
 def answers_name_their_cause(events: Sequence[RecordedEvent]) -> list[Violation]:
-    """Every answer names its cause, and every cause an event names is in the log, unless retention took it:
-    a cause made (by its UUIDv7) before the oldest event kept is gone by policy, not lost."""
+    """Every answer names its cause, and every cause an event names is in the log, unless retention took it
+    (a cause made, by its UUIDv7, before the oldest event kept is gone by policy, not lost) or it begins an
+    inference request's story (the work item that asked for it is no event)."""
     logged = {event.event_id for event in events}
     kept_since = min((t for event in events if (t := event_time_ms(event.event_id)) is not None), default=0)
+    requests_begun: set[str] = set()
     found = []
     for event in events:
         cause = event.causation_id
+        begins_request = event.type in REQUEST_STEPS and event.correlation_id not in requests_begun
+        if event.type in REQUEST_STEPS:
+            requests_begun.add(event.correlation_id)
         if not cause:
             if event.type in ANSWERS:
                 found.append(Violation("answer-names-cause", event.event_id, f"{event.type} names no cause"))
+        elif begins_request:
+            continue
         elif cause not in logged and (event_time_ms(cause) or kept_since) >= kept_since:
             detail = f"{event.type} answers {cause}, which is not in the log"
             found.append(Violation("answer-names-cause", event.event_id, detail))

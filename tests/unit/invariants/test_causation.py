@@ -32,6 +32,14 @@ def test_a_cause_missing_from_the_log_is_named_unless_retention_took_it() -> Non
     assert check(only(admitted, dataclasses.replace(placed, causation_id=pruned), binding)) == []
 
 
+def test_an_inference_request_may_begin_with_the_work_item_that_asked_for_it() -> None:
+    work_item = str(uuid7(int(1e12) * 3))
+    spilled, done = logged(event("router.spillover", "r1"), event("inference.completed", "r1"))
+    begun = dataclasses.replace(spilled, causation_id=work_item)
+    assert check(only(begun, dataclasses.replace(done, causation_id=spilled.event_id))) == []
+    assert names(only(begun, dataclasses.replace(done, causation_id=work_item))) == ["answer-names-cause"]
+
+
 def test_an_admitted_group_never_answered_is_named() -> None:
     (admitted,) = chain()
     (violation,) = check(only(admitted))
