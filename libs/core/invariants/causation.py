@@ -1,5 +1,5 @@
 """The audit log as causal chains: each answer names the event it answered and that event is in the log, each
-apply is answered, and each inference request ends exactly once."""
+apply is answered, and no inference request ends twice."""
 
 from __future__ import annotations
 
@@ -70,11 +70,12 @@ def answers_name_their_cause(events: Sequence[RecordedEvent]) -> list[Violation]
 
 
 def applies_are_answered(events: Iterable[RecordedEvent]) -> list[Violation]:
-    """Each admitted PodGroup or pod is answered later in its story: bound, unschedulable (and why), evicted,
-    rejected or deleted."""
+    """Each PodGroup, and each pod of no PodGroup, created by an apply is answered later in its story: bound,
+    unschedulable (and why), evicted, rejected or deleted. A pod of a PodGroup is answered in its group's
+    story (its own may begin before the group is stored)."""
     waiting: dict[str, str] = {}
     for event in events:
-        if event.type in APPLIES:
+        if event.type in APPLIES and _created_for_the_scheduler(event):
             waiting.setdefault(event.correlation_id, event.type)
         elif event.type in APPLY_ENDINGS:
             waiting.pop(event.correlation_id, None)
@@ -84,16 +85,18 @@ def applies_are_answered(events: Iterable[RecordedEvent]) -> list[Violation]:
     ]
 
 
+def _created_for_the_scheduler(event: RecordedEvent) -> bool:
+    if event.payload.get("outcome", "created") != "created":
+        return False
+    spec = (event.payload.get("object") or {}).get("spec") or {}
+    return event.type != EventType.POD_ADMITTED or not (spec.get("schedulingGroup") or {}).get("podGroupName")
+
+
 def one_outcome_per_request(events: Iterable[RecordedEvent], expected: frozenset[str]) -> list[Violation]:
-    """No inference request has two outcomes; each request a harness submitted, or the router spilled over
-    or failed over, has one."""
-    outcomes: Counter[str] = Counter()
-    routed: set[str] = set()
-    for event in events:
-        if event.type in OUTCOMES:
-            outcomes[event.correlation_id] += 1
-        elif event.type in ROUTING_STEPS:
-            routed.add(event.correlation_id)
+    """No inference request has two outcomes; each request a harness submitted has one. (A synchronous
+    request's audit events may be lost with a router that dies before its group commit, so a request the log
+    shows routed but not ended is no violation.)"""
+    outcomes = Counter(event.correlation_id for event in events if event.type in OUTCOMES)
     found = [
         Violation("one-outcome-per-request", request, f"{count} outcomes")
         for request, count in sorted(outcomes.items())
@@ -101,7 +104,7 @@ def one_outcome_per_request(events: Iterable[RecordedEvent], expected: frozenset
     ]
     found += [
         Violation("one-outcome-per-request", request, "no outcome")
-        for request in sorted(expected | routed)
+        for request in sorted(expected)
         if not outcomes[request]
     ]
     return found

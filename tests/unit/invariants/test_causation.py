@@ -48,11 +48,13 @@ def test_an_admitted_group_never_answered_is_named() -> None:
     assert check(only(*told_why)) == []
 
 
-def test_a_request_the_router_spilled_over_has_exactly_one_outcome() -> None:
-    spilled, done = logged(event("router.spillover", "r1"), event("inference.completed", "r1"))
-    done = dataclasses.replace(done, causation_id=spilled.event_id)
-    assert names(only(spilled)) == ["one-outcome-per-request"]
-    assert check(only(spilled, done)) == []
+def test_a_standalone_pod_is_answered_in_its_own_story_and_a_gangs_pod_in_its_groups() -> None:
+    standalone = {"outcome": "created", "object": {"spec": {}}}
+    of_a_gang = {"outcome": "created", "object": {"spec": {"schedulingGroup": {"podGroupName": "g"}}}}
+    (alone,) = logged(event("pod.admitted", "uid-p", **standalone))
+    assert names(only(alone)) == ["apply-is-answered"]
+    (early,) = logged(event("pod.admitted", "uid-p", **of_a_gang))  # before its PodGroup was stored
+    assert check(only(early)) == []
 
 
 def test_requests_have_exactly_one_outcome() -> None:
