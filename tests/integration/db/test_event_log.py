@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 
 from libs.db.records import OutboxMessage
-from libs.db.retention import delete_events_older_than
 from libs.db.uow import SqlAlchemyUnitOfWork
 from libs.events.catalogue import EventType
 from libs.events.envelope import Envelope, uuid7
 from tests.conftest import FakeClock
-from tests.integration.db.builders import T0, make_draft, make_envelope
+from tests.integration.db.builders import make_draft, make_envelope
 
 UowFactory = Callable[[], SqlAlchemyUnitOfWork]
 
@@ -131,29 +129,6 @@ async def test_inbox_marks_a_batch_of_events_at_once_and_tells_which_were_seen(
         await uow.rollback()
     async with uow_factory() as uow:
         assert not await uow.inbox.seen("admission", new)
-
-
-async def test_retention_deletes_only_what_is_older_and_counts_it(
-    uow_factory: UowFactory, fake_clock: FakeClock
-) -> None:
-    old, new = make_envelope(occurred_at=T0 - timedelta(days=40)), make_envelope(occurred_at=T0)
-    async with uow_factory() as uow:
-        uow.emit(old)
-        uow.emit(new)
-        await uow.inbox.seen("scheduler", old.event_id)
-        await uow.commit()
-    async with uow_factory() as uow:
-        first = (await uow.outbox.unpublished(limit=1))[0]
-        await uow.outbox.mark_published([first.seq], at=T0 - timedelta(days=40))
-        await uow.commit()
-
-    async with uow_factory() as uow:
-        report = await delete_events_older_than(uow, fake_clock.now - timedelta(days=30))
-
-    assert (report.events, report.outbox, report.inbox, report.total) == (1, 1, 0, 2)
-    async with uow_factory() as uow:
-        assert [e.envelope for e in await uow.events.since(0)] == [new]
-        assert [m.event_id for m in await uow.outbox.unpublished(limit=10)] == [new.event_id]
 
 
 async def test_events_emitted_together_are_queued_and_logged_in_emit_order(uow_factory: UowFactory) -> None:
