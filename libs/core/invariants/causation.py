@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from libs.events.catalogue import EventType
 
-from .records import RecordedEvent, Violation, event_time_ms
+from .records import RecordedEvent, Violation, event_time_ms, kept_since_ms
 
 ANSWERS = frozenset(
     event.value
@@ -50,7 +50,7 @@ def answers_name_their_cause(events: Sequence[RecordedEvent]) -> list[Violation]
     (a cause made, by its UUIDv7, before the oldest event kept is gone by policy, not lost) or it begins an
     inference request's story (the work item that asked for it is no event)."""
     logged = {event.event_id for event in events}
-    kept_since = min((t for event in events if (t := event_time_ms(event.event_id)) is not None), default=0)
+    kept_since = kept_since_ms(events)
     requests_begun: set[str] = set()
     found = []
     for event in events:

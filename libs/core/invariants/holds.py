@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from libs.core.scheduling.lifecycle import PodPhase
@@ -17,7 +17,7 @@ from libs.core.scheduling.objects import (
 )
 from libs.events.catalogue import EventType
 
-from .records import RecordedEvent, Violation
+from .records import RecordedEvent, Violation, kept_since_ms
 
 ENDED = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED})
 # After one of these, a pod may be bound again (a restarted gang's pods are placed anew).
@@ -98,9 +98,11 @@ def pods_bound_once(events: Iterable[RecordedEvent]) -> list[Violation]:
 
 
 def state_has_its_event(
-    pods: Iterable[ApiObject], holds: Mapping[str, str], events: Iterable[RecordedEvent]
+    pods: Iterable[ApiObject], holds: Mapping[str, str], events: Sequence[RecordedEvent]
 ) -> list[Violation]:
-    """Every hold has its `pods.bound` and every running pod its `pods.running` in the audit log."""
+    """Every hold has its `pods.bound` and every running pod its `pods.running` in the audit log, unless the
+    pod is older than the oldest event the log keeps (retention may have taken its story)."""
+    kept_since = kept_since_ms(events)
     bound: set[str] = set()
     running: set[str] = set()
     for event in events:
@@ -110,6 +112,8 @@ def state_has_its_event(
             running.update(_pod_uids(event.payload))
     found = []
     for pod in pods:
+        if 0 < pod.created_at * 1000 < kept_since:
+            continue
         if pod.uid in holds and pod.uid not in bound:
             found.append(Violation("binding-has-event", pod.key, f"holds {holds[pod.uid]}, no pods.bound"))
         if pod_phase(pod) is PodPhase.RUNNING and pod.uid not in running:

@@ -64,3 +64,9 @@ def event_time_ms(event_id: str) -> int | None:
     except ValueError:
         return None
     return parsed.int >> 80 if parsed.version == 7 else None
+
+
+def kept_since_ms(events: Sequence[RecordedEvent]) -> int:
+    """When the oldest event the log still keeps was made (milliseconds); 0 for an empty log. What happened
+    before it may have been pruned by retention."""
+    return min((t for event in events if (t := event_time_ms(event.event_id)) is not None), default=0)

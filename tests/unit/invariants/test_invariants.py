@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from libs.core.invariants import BindingRow, Records, check
-from tests.unit.invariants.builders import bound, chain, ended, gang, names, node, pod
+from libs.core.invariants.records import event_time_ms
+from tests.unit.invariants.builders import bound, chain, ended, event, gang, logged, names, node, pod
 
 
 def test_a_clean_run_has_no_violation() -> None:
@@ -87,3 +90,15 @@ def test_state_without_its_event_is_named() -> None:
         objects=[node("n1"), pod("a", phase="Running")], bindings=[BindingRow("uid-a", "n1")], events=[]
     )
     assert names(records) == ["binding-has-event", "running-has-event"]
+
+
+def test_a_pod_older_than_the_log_kept_may_have_lost_its_events_to_retention() -> None:
+    (kept,) = logged(event("node.ready", "uid-n1", node="n1"))
+    made = event_time_ms(kept.event_id) or 0
+
+    def pod_made_at(ms: int) -> Records:
+        running = dataclasses.replace(pod("a", phase="Running"), created_at=ms / 1000)
+        return Records(objects=[node("n1"), running], bindings=[BindingRow("uid-a", "n1")], events=[kept])
+
+    assert check(pod_made_at(made - 1000)) == []
+    assert names(pod_made_at(made + 1000)) == ["binding-has-event", "running-has-event"]
