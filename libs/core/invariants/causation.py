@@ -21,13 +21,13 @@ ANSWERS = frozenset(
         EventType.PODS_BOUND,
         EventType.PODGROUP_SCHEDULED,
         EventType.PREEMPTION_REQUESTED,
+        EventType.PREEMPTION_VICTIMS_SELECTED,
         EventType.PODGROUP_NOMINATED,
         EventType.PODS_RUNNING,
         EventType.PODS_SUCCEEDED,
     )
 )
 """Events that only ever answer another event: each must name it (`causation_id`)."""
-APPLIES = frozenset({EventType.PODGROUP_ADMITTED.value, EventType.POD_ADMITTED.value})
 APPLY_ENDINGS = frozenset(
     event.value
     for event in (
@@ -70,12 +70,12 @@ def answers_name_their_cause(events: Sequence[RecordedEvent]) -> list[Violation]
 
 
 def applies_are_answered(events: Iterable[RecordedEvent]) -> list[Violation]:
-    """Each PodGroup, and each pod of no PodGroup, created by an apply is answered later in its story: bound,
-    unschedulable (and why), evicted, rejected or deleted. A pod of a PodGroup is answered in its group's
-    story (its own may begin before the group is stored)."""
+    """Each PodGroup an apply created is answered later in its story: bound, unschedulable (and why),
+    evicted, rejected or deleted. (A pod of no PodGroup that waits is answered by its `PodScheduled`
+    condition alone, which is no event.)"""
     waiting: dict[str, str] = {}
     for event in events:
-        if event.type in APPLIES and _created_for_the_scheduler(event):
+        if event.type == EventType.PODGROUP_ADMITTED and event.payload.get("outcome", "created") == "created":
             waiting.setdefault(event.correlation_id, event.type)
         elif event.type in APPLY_ENDINGS:
             waiting.pop(event.correlation_id, None)
@@ -83,13 +83,6 @@ def applies_are_answered(events: Iterable[RecordedEvent]) -> list[Violation]:
         Violation("apply-is-answered", story, f"{kind}, then no binding, eviction or rejection")
         for story, kind in sorted(waiting.items())
     ]
-
-
-def _created_for_the_scheduler(event: RecordedEvent) -> bool:
-    if event.payload.get("outcome", "created") != "created":
-        return False
-    spec = (event.payload.get("object") or {}).get("spec") or {}
-    return event.type != EventType.POD_ADMITTED or not (spec.get("schedulingGroup") or {}).get("podGroupName")
 
 
 def one_outcome_per_request(events: Iterable[RecordedEvent], expected: frozenset[str]) -> list[Violation]:

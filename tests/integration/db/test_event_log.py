@@ -199,3 +199,11 @@ async def test_marking_published_takes_exactly_the_given_rows_whether_or_not_the
     async with uow_factory() as uow:
         left = await uow.outbox.unpublished(limit=10)
     assert [m.seq for m in left] == [seqs[0], seqs[4], seqs[6]]
+
+
+async def test_the_latest_event_of_each_story_is_found_in_one_call(uow_factory: UowFactory) -> None:
+    first, second, other = (make_envelope(correlation_id=story) for story in ("pg-1", "pg-1", "pg-2"))
+    await emit_together(uow_factory, [first, other, second])
+    async with uow_factory() as uow:
+        latest = await uow.events.latest_of(["pg-1", "pg-2", "pg-none"])
+    assert latest == {"pg-1": str(second.event_id), "pg-2": str(other.event_id)}

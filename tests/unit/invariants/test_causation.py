@@ -48,13 +48,12 @@ def test_an_admitted_group_never_answered_is_named() -> None:
     assert check(only(*told_why)) == []
 
 
-def test_a_standalone_pod_is_answered_in_its_own_story_and_a_gangs_pod_in_its_groups() -> None:
-    standalone = {"outcome": "created", "object": {"spec": {}}}
-    of_a_gang = {"outcome": "created", "object": {"spec": {"schedulingGroup": {"podGroupName": "g"}}}}
-    (alone,) = logged(event("pod.admitted", "uid-p", **standalone))
-    assert names(only(alone)) == ["apply-is-answered"]
-    (early,) = logged(event("pod.admitted", "uid-p", **of_a_gang))  # before its PodGroup was stored
-    assert check(only(early)) == []
+def test_an_update_or_a_pod_alone_asks_no_answer_of_the_log() -> None:
+    (updated,) = logged(event("podgroup.admitted", "uid-g", outcome="updated"))
+    (alone,) = logged(event("pod.admitted", "uid-p", outcome="created"))  # waits with its condition only
+    assert check(only(updated, alone)) == []
+    (created,) = logged(event("podgroup.admitted", "uid-g", outcome="created"))
+    assert names(only(created)) == ["apply-is-answered"]
 
 
 def test_requests_have_exactly_one_outcome() -> None:
