@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from libs.client.client import PodwayClient
 from libs.db.engine import create_engine
-from libs.db.schema import events, objects, outbox
+from libs.db.schema import events, leases, objects, outbox
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from tests.integration.scheduler.conftest import example
@@ -94,3 +94,6 @@ async def test_two_admission_replicas_admit_everything_once(
         database_url, sa.select(events.c.causation_id).where(events.c.type == "job.admitted")
     )
     assert {cause for (cause,) in causes} == {str(event_id) for (event_id,) in submitted}
+    # Both replicas run the retention schedule; one of them holds its lease.
+    (holder,) = await _rows(database_url, sa.select(leases.c.holder).where(leases.c.name == "retention"))
+    assert holder[0].startswith(("admission-0-", "admission-1-"))
