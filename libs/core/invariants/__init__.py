@@ -16,6 +16,7 @@ from .devices import (
     claim_holders,
     claims_in_use,
     device_held_once,
+    held_whole,
     node_devices_not_overcommitted,
     published_devices,
 )
@@ -43,11 +44,6 @@ def check(records: Records) -> list[Violation]:
     devices = published_devices(slices)
     holders = claim_holders(claims, records.device_allocations)
     in_use = claims_in_use(claims, pods, by_kind["PodGroup"], holds)
-    held_whole = frozenset(
-        device
-        for device, by_claim in holders.items()
-        if any(claim in in_use and consumed is None for claim, consumed in by_claim.items())
-    )
     nodes = frozenset(node.name for node in by_kind["Node"])
     return [
         *holds_end_with_their_pods(pods, holds),
@@ -57,7 +53,7 @@ def check(records: Records) -> list[Violation]:
         *state_has_its_event(pods, holds, records.events),
         *device_held_once(holders, devices, in_use),
         *node_devices_not_overcommitted(
-            by_kind["Node"], pods, holds, by_kind["DeviceClass"], slices, held_whole
+            by_kind["Node"], pods, holds, by_kind["DeviceClass"], slices, held_whole(holders, in_use)
         ),
         *holds_on_live_nodes(nodes, lost_nodes(records.events), pods, holds, holders, devices),
         *answers_name_their_cause(records.events),

@@ -39,7 +39,7 @@ APPLY_ENDINGS = frozenset(
         EventType.PODGROUP_TIMED_OUT,
     )
 )
-"""What answers an admitted PodGroup or pod: bound, told why not (yet), evicted, rejected or deleted."""
+"""What answers an admitted PodGroup: bound, told why not (yet), evicted, rejected or deleted."""
 OUTCOMES = frozenset({EventType.INFERENCE_COMPLETED.value, EventType.INFERENCE_FAILED.value})
 ROUTING_STEPS = frozenset({EventType.ROUTER_SPILLOVER.value, EventType.ROUTER_FAILOVER.value})
 REQUEST_STEPS = OUTCOMES | ROUTING_STEPS

@@ -85,6 +85,15 @@ def claims_in_use(
     )
 
 
+def held_whole(holders: Holders, in_use: frozenset[str]) -> frozenset[str]:
+    """Devices a claim in use holds for itself."""
+    return frozenset(
+        device
+        for device, by_claim in holders.items()
+        if any(claim in in_use and consumed is None for claim, consumed in by_claim.items())
+    )
+
+
 def device_held_once(
     holders: Holders, devices: Mapping[str, PublishedDevice], in_use: frozenset[str]
 ) -> list[Violation]:
