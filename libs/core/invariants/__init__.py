@@ -11,7 +11,7 @@ from collections import defaultdict
 from libs.core.scheduling.objects import ApiObject
 
 from .answers import gangs_ask_again, preemptions_answered, proposals_answered
-from .causation import answers_name_their_cause, applies_are_answered, one_outcome_per_request
+from .causation import answers_name_their_cause, applies_are_answered, one_outcome_per_request, told_why
 from .devices import (
     claim_holders,
     claims_in_use,
@@ -57,7 +57,7 @@ def check(records: Records) -> list[Violation]:
         ),
         *holds_on_live_nodes(nodes, lost_nodes(records.events), pods, holds, holders, devices),
         *answers_name_their_cause(records.events),
-        *applies_are_answered(records.events),
+        *applies_are_answered(records.events, told_why(pods)),
         *proposals_answered(records.events, present),
         *preemptions_answered(records.events, present),
         *gangs_ask_again(records.events, pods, present),

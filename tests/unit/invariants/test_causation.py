@@ -7,7 +7,7 @@ import dataclasses
 
 from libs.core.invariants import RecordedEvent, Records, check
 from libs.events.envelope import uuid7
-from tests.unit.invariants.builders import bound, chain, event, logged, names
+from tests.unit.invariants.builders import bound, chain, event, logged, names, pod
 
 
 def only(*events: RecordedEvent) -> Records:
@@ -48,12 +48,17 @@ def test_an_admitted_group_never_answered_is_named() -> None:
     assert check(only(*told_why)) == []
 
 
-def test_an_update_or_a_pod_alone_asks_no_answer_of_the_log() -> None:
+def test_a_pod_alone_is_answered_in_its_story_or_by_its_condition_and_a_gangs_pod_in_its_groups() -> None:
+    alone = {"outcome": "created", "object": {"spec": {}}}
+    of_a_gang = {"outcome": "created", "object": {"spec": {"schedulingGroup": {"podGroupName": "g"}}}}
+    (admitted,) = logged(event("pod.admitted", "uid-p", **alone))
+    assert names(only(admitted)) == ["apply-is-answered"]
+    waiting = pod("p")
+    told = dataclasses.replace(waiting, status={"conditions": [{"type": "PodScheduled", "status": "False"}]})
+    assert check(Records(objects=[told], bindings=[], events=[admitted])) == []
+    (early,) = logged(event("pod.admitted", "uid-q", **of_a_gang))  # before its PodGroup was stored
     (updated,) = logged(event("podgroup.admitted", "uid-g", outcome="updated"))
-    (alone,) = logged(event("pod.admitted", "uid-p", outcome="created"))  # waits with its condition only
-    assert check(only(updated, alone)) == []
-    (created,) = logged(event("podgroup.admitted", "uid-g", outcome="created"))
-    assert names(only(created)) == ["apply-is-answered"]
+    assert check(only(early, updated)) == []
 
 
 def test_requests_have_exactly_one_outcome() -> None:
@@ -63,3 +68,15 @@ def test_requests_have_exactly_one_outcome() -> None:
     missing = Records(objects=[], bindings=[], events=[done], expected_requests=frozenset({"r1", "r2"}))
     (violation,) = check(missing)
     assert (violation.subject, violation.detail) == ("r2", "no outcome")
+
+
+def test_a_queued_request_the_router_began_has_one_outcome_and_a_synchronous_one_may_have_lost_its_own() -> (
+    None
+):
+    work_item = str(uuid7(int(1e12) * 3))
+    spilled, done = logged(event("router.spillover", "queued"), event("inference.completed", "queued"))
+    begun = dataclasses.replace(spilled, causation_id=work_item)
+    assert names(only(begun)) == ["one-outcome-per-request"]
+    assert check(only(begun, dataclasses.replace(done, causation_id=spilled.event_id))) == []
+    (sync,) = logged(event("router.spillover", "sync"))  # its outcome died with its router's group commit
+    assert check(only(sync)) == []
