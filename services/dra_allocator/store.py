@@ -109,18 +109,12 @@ async def load_ledger(uow: UnitOfWork) -> ClaimLedger:
     ledger.reconcile(DeviceRow(*row) for row in await uow.device_allocations.rows())
     ledger.pods_ended(ended)
     ledger.release(orphans)
-    for group in groups:
-        proposal = group.status.get("proposal")
-        if isinstance(proposal, Mapping):
-            ledger.propose(_proposal_of_status(group, proposal, await _proposal_event(uow, group.uid)))
+    waiting = [group for group in groups if isinstance(group.status.get("proposal"), Mapping)]
+    # The `placement.proposed` each waiting placement came from, for its answer to name.
+    proposed = await uow.events.latest_of([g.uid for g in waiting], EventType.PLACEMENT_PROPOSED)
+    for group in waiting:
+        ledger.propose(_proposal_of_status(group, group.status["proposal"], proposed.get(group.uid)))
     return ledger
-
-
-async def _proposal_event(uow: UnitOfWork, group_uid: str) -> str | None:
-    """The `placement.proposed` a waiting placement came from, for its answer to name."""
-    story = await uow.events.by_correlation(group_uid)
-    proposed = [e for e in story if e.envelope.type == EventType.PLACEMENT_PROPOSED]
-    return str(proposed[-1].envelope.event_id) if proposed else None
 
 
 def _held_claim(stored: StoredObject, ledger: ClaimLedger) -> HeldClaim | None:

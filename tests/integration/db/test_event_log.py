@@ -207,3 +207,12 @@ async def test_the_latest_event_of_each_story_is_found_in_one_call(uow_factory: 
     async with uow_factory() as uow:
         latest = await uow.events.latest_of(["pg-1", "pg-2", "pg-none"])
     assert latest == {"pg-1": str(second.event_id), "pg-2": str(other.event_id)}
+
+
+async def test_the_latest_event_of_a_type_in_each_story_is_found(uow_factory: UowFactory) -> None:
+    proposed = make_envelope(EventType.PLACEMENT_PROPOSED, correlation_id="pg-1")
+    after = make_envelope(EventType.PODGROUP_CYCLE_STARTED, correlation_id="pg-1")
+    await emit_together(uow_factory, [proposed, after])
+    async with uow_factory() as uow:
+        latest = await uow.events.latest_of(["pg-1"], EventType.PLACEMENT_PROPOSED)
+    assert latest == {"pg-1": str(proposed.event_id)}
