@@ -28,7 +28,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "up": ("stack", "start the stack (embedded NATS and SQLite unless URLs are given)"),
     "down": ("stack", "stop the stack started in the data dir"),
     "demo": ("stack", "run the stack and show every capability end to end, each step checked"),
-    "gc": ("stack", "delete audit events older than an age (explicit retention)"),
+    "gc": ("stack", "prune now what the retention policy lets go (audit events, outbox and inbox rows)"),
     "migrate": (
         "stack",
         "upgrade the database and provision the NATS streams (or --downgrade REV, --revision MSG)",

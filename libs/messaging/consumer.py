@@ -84,6 +84,20 @@ def exponential_backoff(attempt: int, *, base_s: float = 1.0, cap_s: float = 60.
     return float(min(cap_s, base_s * 2 ** (attempt - 1)))
 
 
+MAX_DELIVER = 5
+ACK_WAIT_S = 30.0
+
+
+def redelivery_window_s(
+    max_deliver: int = MAX_DELIVER,
+    ack_wait_s: float = ACK_WAIT_S,
+    retry_delay: Callable[[int], float] = exponential_backoff,
+) -> float:
+    """The longest an event can still be delivered to a consumer after its first delivery: each attempt
+    waits out its ack, then its backoff. Past it, the consumer's inbox mark of the event is no longer needed."""
+    return max_deliver * ack_wait_s + sum(retry_delay(attempt) for attempt in range(1, max_deliver))
+
+
 class EventConsumer:
     """A durable JetStream pull consumer that processes each event once.
 
@@ -109,8 +123,8 @@ class EventConsumer:
         batch_handler: EventBatchHandler | None = None,
         uow_factory: UnitOfWorkFactory,
         stream: str = EVENTS_STREAM,
-        max_deliver: int = 5,
-        ack_wait_s: float = 30.0,
+        max_deliver: int = MAX_DELIVER,
+        ack_wait_s: float = ACK_WAIT_S,
         retry_delay: Callable[[int], float] = exponential_backoff,
         fetch_timeout_s: float = 1.0,
         payload_parser: Callable[[Envelope], EventPayload] = parse_payload,

@@ -54,6 +54,7 @@ from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
+from libs.runtime.retention import RetentionSchedule, policy_from
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries
@@ -156,6 +157,15 @@ class AdmissionService:
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.batcher.run(), name="apply-batcher"),
         ]
+        if self.settings.retention_interval_seconds > 0:
+            retention = RetentionSchedule(
+                self.uow,
+                policy_from(self.settings),
+                holder=f"admission-{self.settings.instance}-{uuid.uuid4().hex[:6]}",
+                interval_s=self.settings.retention_interval_seconds,
+                clock=self.clock,
+            )
+            self._tasks.append(asyncio.create_task(retention.run(), name="retention"))
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
             self._tasks.append(asyncio.create_task(beat_forever(beacon, alive=self.connected), name="health"))
@@ -236,6 +246,7 @@ class AdmissionService:
         batch = prepare_batch([payload.manifest])
         view = await load_view(uow, batch.keys)
         decision = admit_submission(batch, view, self._context(payload.request_id))
+        uow.record(envelope)  # a client published it: the log keeps what the admission answers
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
 
     # --- delete ------------------------------------------------------------------------------------

@@ -268,7 +268,8 @@ def _with_allocation(page: str, client: ReadClient, node: dict[str, Any]) -> str
         for s in client.get("ResourceSlice")
         if (s.get("spec") or {}).get("nodeName") == node["metadata"]["name"]
     ]
-    (usage,) = fleet_usage([node], slices, client.get("Pod", all_namespaces=True)).nodes
+    pods = client.get("Pod", all_namespaces=True)
+    (usage,) = fleet_usage([node], slices, pods, client.get("ResourceClaim", all_namespaces=True)).nodes
     head, sep, tail = page.partition("\nEvents:")
     return "\n".join([head, *node_allocation(node, usage)]) + sep + tail
 

@@ -199,6 +199,7 @@ class SchedulerStateMachine:
             self._loading = False
         for key in sorted(self.book.groups):
             group = self.book.groups[key]
+            group.cause = world.causes.get(group.uid, group.cause)
             proposal = group.obj.status.get("proposal")
             if isinstance(proposal, Mapping) and not group.standalone:
                 self._restore_proposal(group, proposal)
