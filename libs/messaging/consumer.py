@@ -8,6 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -157,6 +158,8 @@ class EventConsumer:
         self._waiting = False
         """The pull loop waits for a first message: nothing fetched is in hand."""
         self._dlq_task: asyncio.Task[None] | None = None
+        self.replay_since: Callable[[], datetime] = _replay_since
+        """Where a durable consumer created again starts: the redelivery window before now."""
 
     async def ensure(self, js: JetStreamContext) -> None:
         """Create the durable consumer, or update it to this configuration (new subjects, ack wait).
@@ -318,7 +321,9 @@ class EventConsumer:
             await asyncio.sleep(RECOVER_WAIT_S)
             return subscription
         try:
-            await self.ensure(js)
+            # Its position is lost: take up again only what the inbox may still remember (what retention
+            # keeps), not the stream's whole history; `on_reset` re-derives the rest from the database.
+            await js.add_consumer(self.stream, self._consumer_config(since=self.replay_since()))
             renewed = await js.pull_subscribe_bind(durable=self.name, stream=self.stream)
         except Exception as exc:
             log.warning("%s: the consumer cannot be created again yet (%r)", self.name, exc)
@@ -503,16 +508,21 @@ class EventConsumer:
         than the consumer's last pull request may wait on the server."""
         return 2 * self.fetch_timeout_s
 
-    def _consumer_config(self) -> ConsumerConfig:
+    def _consumer_config(self, since: datetime | None = None) -> ConsumerConfig:
         return ConsumerConfig(
             durable_name=self.name,
             filter_subjects=self.subjects,
-            deliver_policy=DeliverPolicy.ALL,
+            deliver_policy=DeliverPolicy.ALL if since is None else DeliverPolicy.BY_START_TIME,
+            opt_start_time=since,
             ack_policy=JsAckPolicy.EXPLICIT,
             ack_wait=self.ack_wait_s,
             max_deliver=-1,
             max_ack_pending=1000,
         )
+
+
+def _replay_since() -> datetime:
+    return datetime.now(UTC) - timedelta(seconds=redelivery_window_s())
 
 
 def parse_message(
