@@ -437,11 +437,16 @@ class LeasedService(ABC, Generic[World, Output]):
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:
-    """Cancel a term's task and wait until it ended. Again and again: on Python 3.11 `asyncio.wait_for` may
-    swallow a cancellation that arrives as the awaited event fires, and the term would run on (its loops
-    also end once it is no longer the service's term)."""
-    while not task.done():
-        task.cancel()
-        await asyncio.wait({task}, timeout=1.0)
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        task.result()
+    """Cancel a term's task once and wait until it ended. Once: a second cancellation could cut short the
+    rollback of a transaction the first one interrupted. On Python 3.11 `asyncio.wait_for` may swallow a
+    cancellation that arrives as the awaited event fires; the term's loops then end on their own at their
+    next turn (at most `tick_s` away), as it is no longer the service's term."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # the caller itself is being cancelled
+    except Exception:
+        log.debug("a term ended with an error as it was cancelled", exc_info=True)

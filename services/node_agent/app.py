@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from libs.api.annotations import run_seconds
-from libs.client.client import PodwayClient
 from libs.cluster.device_classes import device_classes_of
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.ports import UnitOfWork
@@ -29,7 +29,7 @@ from libs.db.uow import unit_of_work_factory
 from libs.events.admission import ObjectDeleted
 from libs.events.catalogue import EventType, RpcSubject
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
-from libs.events.rpc import ApplyReply, NodePowerReply, NodePowerRequest
+from libs.events.rpc import ApplyReply, ApplyRequest, NodePowerReply, NodePowerRequest
 from libs.events.scheduling import (
     NodeLost,
     PodPlacement,
@@ -43,7 +43,7 @@ from libs.events.scheduling import (
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
-from libs.messaging.rpc import RpcTimeout, RpcUnavailable, serve_rpc
+from libs.messaging.rpc import RpcTimeout, RpcUnavailable, request, serve_rpc
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
 from libs.runtime.shutdown import bounded, cancel_tasks
@@ -65,6 +65,7 @@ NODE_RESTARTED = "NodeRestarted"
 REGISTER_CHUNK = 256
 CONSUMER_BATCH = 64
 REGISTER_PATIENCE_S = 60.0
+REGISTER_TIMEOUT_S = 60.0
 PodGroupKey = tuple[str, str, str]
 
 
@@ -167,14 +168,22 @@ class NodeAgentService:
         """Apply the cluster's Nodes and ResourceSlices through admission (waiting for it to answer), after
         the DeviceClasses of their drivers, which are created when absent and never changed."""
         assert self.settings.nats_url is not None
-        async with PodwayClient(self.settings.nats_url, timeout_s=60, name="node-agent") as client:
+        broker = make_broker(self.settings.nats_url, "node-agent")
+        await broker.connect()
+
+        def ask(body: ApplyRequest) -> Awaitable[bytes]:
+            return request(broker, RpcSubject.ADMISSION_APPLY, body, timeout_s=REGISTER_TIMEOUT_S)
+
+        try:
             classes = await self._apply_when_admission_answers(
-                client, device_classes_of(self.manifests), create_only=True
+                ask, device_classes_of(self.manifests), create_only=True
             )
             self._log_rejections(classes)
             for start in range(0, len(self.manifests), REGISTER_CHUNK):
                 chunk = self.manifests[start : start + REGISTER_CHUNK]
-                self._log_rejections(await self._apply_when_admission_answers(client, chunk))
+                self._log_rejections(await self._apply_when_admission_answers(ask, chunk))
+        finally:
+            await broker.stop()
 
     def _log_rejections(self, reply: ApplyReply) -> None:
         for result in reply.results:
@@ -182,13 +191,19 @@ class NodeAgentService:
                 log.error("registration rejected: %s", result.message)
 
     async def _apply_when_admission_answers(
-        self, client: PodwayClient, chunk: list[dict[str, Any]], *, create_only: bool = False
+        self,
+        ask: Callable[[ApplyRequest], Awaitable[bytes]],
+        chunk: list[dict[str, Any]],
+        *,
+        create_only: bool = False,
     ) -> ApplyReply:
+        """Admission's apply RPC, asked again while admission is not answering yet (the stack is starting)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + REGISTER_PATIENCE_S
+        body = ApplyRequest(request_id=str(uuid.uuid4()), manifests=chunk, create_only=create_only)
         while True:
             try:
-                return await client.apply(chunk, create_only=create_only)
+                return ApplyReply.model_validate_json(await ask(body))
             except (RpcUnavailable, RpcTimeout):
                 if loop.time() > deadline:
                     raise

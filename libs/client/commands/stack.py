@@ -73,7 +73,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     extra = []
     if "llm_router" in services and settings.router_policy is None:
         # No policy given: the router serves the deployed policy on the local Bedrock and Vertex emulators.
-        from libs.client.demo_router import prepare_router_demo
+        from libs.demo.router import prepare_router_demo
 
         plan = prepare_router_demo(settings.data_dir.resolve())
         settings = settings.model_copy(update={"router_policy": plan.policy_path})
@@ -266,7 +266,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from libs.client.demo import main as demo_main
+    from libs.demo.run import main as demo_main
 
     return demo_main(args.data_dir, args.report)
 

@@ -3,6 +3,7 @@ back the events it applied, and its successor sees every one of them."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from libs.db.ports import UnitOfWork
@@ -97,3 +98,33 @@ async def _applied_some(service: Recorder) -> bool:
 
 async def _has_all(service: Recorder, expected: set[str]) -> bool:
     return service.world is not None and expected <= set(service.world)
+
+
+class SwallowsOneCancellation(Recorder):
+    """A service whose pass swallows the first cancellation, as `asyncio.wait_for` may on Python 3.11."""
+
+    observe_every_s = 0.0
+    swallowed = 0
+
+    async def observe(self, world: list[str], now: float) -> None:
+        try:
+            await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            if self.swallowed:
+                raise
+            self.swallowed += 1
+
+
+async def test_a_term_that_swallowed_its_cancellation_still_ends_when_leadership_ends(
+    nats_url, database_url, tmp_path
+):
+    settings = PodwaySettings(nats_url=nats_url, database_url=database_url, lease_seconds=LEASE_SECONDS)
+    service = SwallowsOneCancellation(settings, clock=FakeClock(), holder="only")
+    await service.start()
+    try:
+        await eventually(lambda: _world_ready(service))
+        await asyncio.wait_for(service._deposed(), timeout=10)
+        assert service.swallowed == 1
+        assert service.world is None
+    finally:
+        await service.stop()

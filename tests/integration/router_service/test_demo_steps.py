@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from libs.client.client import PodwayClient
-from libs.client.demo import Demo
-from libs.client.demo_router import RouterEndpoints, prepare_router_demo, router_steps, write_demo_policy
+from libs.demo.router import RouterEndpoints, prepare_router_demo, router_steps, write_demo_policy
+from libs.demo.steps import Demo
 from libs.emulators import serve
 from libs.router_runtime import read_policy_file
 from libs.runtime.settings import PodwaySettings

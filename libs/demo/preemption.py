@@ -8,9 +8,9 @@ from functools import partial
 from typing import Any
 
 from libs.client.client import PodwayClient
-from libs.client.demo import Demo, check, wait_for
-from libs.client.demo_scheduling import RACK, gang
 from libs.client.describe import event_line
+from libs.demo.scheduling import RACK, gang
+from libs.demo.steps import Demo, check, wait_for
 
 NAMESPACE = "preempt"
 SCAVENGER = {

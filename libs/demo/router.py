@@ -1,7 +1,7 @@
 """The LLM router's part of `podway demo`: every routing capability shown against the local emulators, each
 step checked.
 
-How the demo wires it (libs/client/demo.py):
+How the demo wires it (libs/demo/run.py):
 
     plan = prepare_router_demo(data_dir)                    # free emulator ports, the demo policy file
     settings = PodwaySettings(data_dir=data_dir, router_policy=plan.policy_path, ...)
@@ -32,8 +32,8 @@ import aiohttp
 import yaml
 
 from libs.client.commands.router import RouterClient, user_call
-from libs.client.demo import Demo, check
 from libs.client.describe import event_line
+from libs.demo.steps import Demo, check
 from libs.events.routing import FeedbackReport, InferenceAnswer
 from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH, example_policy_document
 from libs.runtime.supervisor import ServiceSpec

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.client.demo import Demo, check, example, wait_for
 from libs.client.describe import claim_lines, event_line, node_device_lines
 from libs.client.output import render
+from libs.demo.steps import Demo, check, example, wait_for
 
 SHARED_NODE = "zone-0-b0-r0-n00"
 SHARED_SLICE = {

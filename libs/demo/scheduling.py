@@ -8,9 +8,9 @@ from functools import partial
 from typing import Any
 
 from libs.client.client import PodwayClient
-from libs.client.demo import Demo, check, example, wait_for
 from libs.client.describe import event_line
 from libs.client.output import render
+from libs.demo.steps import Demo, check, example, wait_for
 
 RACK = "topology.example.com/rack"
 
