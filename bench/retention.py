@@ -36,7 +36,7 @@ from libs.db.retention import prune
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope
-from libs.runtime.retention import policy_from
+from libs.leasing.retention import policy_from
 from libs.runtime.settings import PodwaySettings
 
 PER = 10_000

@@ -45,12 +45,12 @@ from libs.client.client import PodwayClient
 from libs.client.commands.router import RouterClient
 from libs.core.routing import RoutingPolicy, parse_policy
 from libs.db.migrate import upgrade
-from libs.events.routing import ChatMessage, InferenceCall
+from libs.events.inference import ChatMessage, InferenceCall
 from libs.messaging.broker import provision_streams
 from libs.messaging.rpc import RpcError
 from libs.providers import Message, Provider, close_providers, open_providers
-from libs.router_runtime import EventBuffer, InferRequest, InferResult, Router, RoutingError, new_request_id
-from libs.router_runtime.example_policy import example_policy_document
+from libs.router import EventBuffer, InferRequest, InferResult, Router, RoutingError, new_request_id
+from libs.router.example_policy import example_policy_document
 from libs.runtime.nats_server import EmbeddedNatsServer
 
 PROMPT = (Message("user", "Summarise the incident timeline for the on-call channel in two sentences."),)

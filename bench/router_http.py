@@ -51,7 +51,7 @@ import yaml
 
 from bench.measure import cpu_seconds, percentile_or_none
 from bench.router import NO_BREAKER, _emulators, _round
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH, example_policy_document
+from libs.router.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH, example_policy_document
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.stack import Stack
 

@@ -54,7 +54,7 @@ from bench.router_http import (
     raw_call,
     router_front,
 )
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH
+from libs.router.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH
 
 LITELLM_PACKAGES = ("litellm[proxy]", "aiobotocore[boto3]", "google-auth")
 MASTER_KEY = "sk-podway-bench"

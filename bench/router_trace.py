@@ -37,8 +37,8 @@ from bench.router import _control, _emulators, _round
 from libs.core.routing import RoutingPolicy, parse_policy
 from libs.events.catalogue import EventType
 from libs.providers import Message, close_providers, open_providers
-from libs.router_runtime import EventBuffer, InferRequest, InferResult, Router, RoutingError
-from libs.router_runtime.example_policy import (
+from libs.router import EventBuffer, InferRequest, InferResult, Router, RoutingError
+from libs.router.example_policy import (
     CLAUDE_HAIKU_OD,
     CLAUDE_HAIKU_PT_ARN,
     GEMINI_FLASH,

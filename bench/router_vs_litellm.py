@@ -58,8 +58,8 @@ from libs.providers import (
     close_providers,
     open_providers,
 )
-from libs.router_runtime import EventBuffer, InferRequest, Router
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH, example_policy_document
+from libs.router import EventBuffer, InferRequest, Router
+from libs.router.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH, example_policy_document
 
 PROMPT = "Summarise the incident timeline for the on-call channel in two sentences."
 CLOUDS = ("bedrock", "vertex")

@@ -18,7 +18,7 @@ from typing import Any
 
 from libs.core.placement import POLICY_NAMES, GpuFleet, make_policy
 from libs.core.simulation.inflation import run_inflation
-from libs.simulation.traces import load_trace
+from libs.experiments.traces import load_trace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -34,8 +34,8 @@ import yaml
 from libs.client.commands.router import RouterClient, user_call
 from libs.client.describe import event_line
 from libs.demo.steps import Demo, check
-from libs.events.routing import FeedbackReport, InferenceAnswer
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH, example_policy_document
+from libs.events.inference import FeedbackReport, InferenceAnswer
+from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH, example_policy_document
 from libs.runtime.supervisor import ServiceSpec
 
 API_KEY = "team-search"

@@ -34,7 +34,7 @@ from libs.events.catalogue import (
     WorkSubject,
     dlq_subject,
 )
-from libs.events.routing import (
+from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
     ROUTER_OUTCOMES_SUBJECT,
     ROUTER_SCOREBOARD_SUBJECT,

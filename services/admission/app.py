@@ -48,13 +48,13 @@ from libs.events.scheduling import (
     PodsSucceeded,
     PreemptionVictimsSelected,
 )
+from libs.leasing.retention import RetentionSchedule, policy_from
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
-from libs.runtime.retention import RetentionSchedule, policy_from
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries

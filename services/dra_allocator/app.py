@@ -13,7 +13,7 @@ from libs.core.dra.ledger import ClaimLedger, ClaimsCommitted, LedgerOutput
 from libs.db.ports import UnitOfWork
 from libs.db.records import Fence
 from libs.events.envelope import Envelope, EventPayload
-from libs.runtime.leased_service import LeasedService
+from libs.leasing.leased_service import LeasedService
 from services.dra_allocator.handlers import SUBJECTS, apply_event
 from services.dra_allocator.store import load_ledger, write_outputs
 

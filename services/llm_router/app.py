@@ -1,4 +1,4 @@
-"""The LLM router service: the in-process router (libs.router_runtime) behind NATS, a work queue and an
+"""The LLM router service: the in-process router (libs.router) behind NATS, a work queue and an
 OpenAI-compatible HTTP front. Wiring only: every routing decision is made by libs.core.routing through the
 router; this module connects its interfaces, its audit trail, its metrics and its in-flight cap."""
 
@@ -16,17 +16,17 @@ from libs.db.engine import create_engine, create_session_factory
 from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
-from libs.events.routing import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT, ROUTER_STATUS_SUBJECT
+from libs.events.inference import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT, ROUTER_STATUS_SUBJECT
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.streaming_rpc import RequestServer, serve_requests
 from libs.messaging.work_queue import WorkQueueConsumer
 from libs.providers import Provider, close_providers, open_providers
-from libs.router_runtime import (
-    Clock,
+from libs.router import (
     EventBuffer,
     PolicyFileWatcher,
     Router,
+    RouterClock,
     RouterEvent,
     SystemClock,
     read_policy_file,
@@ -70,7 +70,7 @@ class RouterService:
         self,
         settings: RouterSettings,
         *,
-        clock: Clock | None = None,
+        clock: RouterClock | None = None,
         policy: RoutingPolicy | None = None,
         providers: Mapping[str, Provider] | None = None,
     ) -> None:
@@ -79,7 +79,7 @@ class RouterService:
         if policy is None and settings.router_policy is None:
             raise ValueError("the router service needs PODWAY_ROUTER_POLICY (a policy file)")
         self.settings = settings
-        self.clock: Clock = clock or SystemClock()
+        self.clock: RouterClock = clock or SystemClock()
         self._policy = policy
         self._injected_providers = providers
         self.loop_lag = EventLoopLag()

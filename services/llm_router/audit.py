@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from libs.db.ports import UnitOfWorkFactory
 from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope
+from libs.events.inference import ROUTER_PRODUCER
 from libs.events.registry import PAYLOAD_MODELS
-from libs.events.routing import ROUTER_PRODUCER
-from libs.router_runtime import EventBuffer, RouterEvent
+from libs.router import EventBuffer, RouterEvent
 
 log = logging.getLogger(__name__)
 

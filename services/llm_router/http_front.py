@@ -21,9 +21,9 @@ from typing import Any
 
 import orjson
 
-from libs.events.routing import MAX_REQUEST_ID_LENGTH
+from libs.events.inference import MAX_REQUEST_ID_LENGTH
 from libs.providers import Message
-from libs.router_runtime import (
+from libs.router import (
     BudgetExceeded,
     InferRequest,
     InferResult,

@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 
 from libs.core.routing import BreakerSnapshot, BreakerState, SkipReason
 from libs.events.catalogue import EventType
-from libs.router_runtime import RouterEvent
+from libs.router import RouterEvent
 from libs.runtime.metrics import PROCESS_REGISTRY
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0, 60.0)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from libs.events.catalogue import EventType
-from libs.events.routing import (
+from libs.events.inference import (
     FRAME_CHUNK,
     FRAME_END,
     FRAME_ERROR,
@@ -30,7 +30,7 @@ from libs.events.routing import (
 )
 from libs.messaging.rpc import ERROR_HEADER
 from libs.messaging.streaming_rpc import IncomingRequest
-from libs.router_runtime import Clock, Router, RouterEvent, RoutingError, StreamCompleted, TextDelta
+from libs.router import Router, RouterClock, RouterEvent, RoutingError, StreamCompleted, TextDelta
 from services.llm_router.metrics import RouterMetrics
 from services.llm_router.overload import InFlightCap, Overloaded
 from services.llm_router.wire import ROUTER_REPORTED, answer, infer_request, refusal
@@ -122,7 +122,7 @@ class Feedback:
         router: Router,
         recent: RecentAnswers,
         emit: Callable[[RouterEvent], None],
-        clock: Clock,
+        clock: RouterClock,
     ) -> None:
         self._router = router
         self._recent = recent

@@ -15,9 +15,9 @@ import logging
 
 from pydantic import ValidationError
 
-from libs.events.routing import ROUTER_OUTCOMES_SUBJECT, AttemptOutcomes
+from libs.events.inference import ROUTER_OUTCOMES_SUBJECT, AttemptOutcomes
 from libs.messaging.broadcast import Broker, Listener, broadcast, listen
-from libs.router_runtime import Router
+from libs.router import Router
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from collections import deque
 from datetime import UTC, datetime
 
 from libs.events.catalogue import EventType
-from libs.events.routing import DeploymentStatus, RecentError, RouterStatusReply
+from libs.events.inference import DeploymentStatus, RecentError, RouterStatusReply
 from libs.messaging.streaming_rpc import IncomingRequest
-from libs.router_runtime import Clock, Router, RouterEvent
+from libs.router import Router, RouterClock, RouterEvent
 from services.llm_router.metrics import MOVES_WITHOUT_AN_ATTEMPT, SPILLS_AFTER_A_FAILED_ATTEMPT
 
 RECENT_ERRORS = 20
@@ -54,7 +54,7 @@ class RecentErrors:
 class RouterStatus:
     """Serves `podway.rpc.router.status`."""
 
-    def __init__(self, router: Router, errors: RecentErrors, instance: str, clock: Clock) -> None:
+    def __init__(self, router: Router, errors: RecentErrors, instance: str, clock: RouterClock) -> None:
         self._router = router
         self._errors = errors
         self._instance = instance

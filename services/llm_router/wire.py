@@ -1,12 +1,12 @@
-"""Between the router's objects and the wire messages of libs.events.routing."""
+"""Between the router's objects and the wire messages of libs.events.inference."""
 
 from __future__ import annotations
 
 from pydantic import ValidationError
 
-from libs.events.routing import AttemptReport, InferenceAnswer, InferenceCall, InferenceRefusal, TokenUsage
+from libs.events.inference import AttemptReport, InferenceAnswer, InferenceCall, InferenceRefusal, TokenUsage
 from libs.providers import Message
-from libs.router_runtime import (
+from libs.router import (
     Attempt,
     BudgetExceeded,
     DeadlineExceeded,

@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from libs.events.catalogue import EventType
 from libs.events.envelope import Envelope
-from libs.events.routing import InferenceWork
+from libs.events.inference import InferenceWork
 from libs.messaging.work_queue import Deferral, MalformedWork
-from libs.router_runtime import BudgetExceeded, Clock, Router, RouterEvent, RoutingError
+from libs.router import BudgetExceeded, Router, RouterClock, RouterEvent, RoutingError
 from services.llm_router.audit import OUTCOME_TYPES, AuditSink, CausalChain
 from services.llm_router.overload import InFlightCap
 from services.llm_router.wire import infer_request, refusal
@@ -26,7 +26,7 @@ from services.llm_router.wire import infer_request, refusal
 class AsyncInference:
     """The work handler of the inference queue (see the module docstring)."""
 
-    def __init__(self, router: Router, sink: AuditSink, cap: InFlightCap, clock: Clock) -> None:
+    def __init__(self, router: Router, sink: AuditSink, cap: InFlightCap, clock: RouterClock) -> None:
         self._router = router
         self._sink = sink
         self._cap = cap

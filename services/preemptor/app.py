@@ -13,13 +13,13 @@ import logging
 import time
 from functools import partial
 
-from libs.core.preemption import Output, PreemptorSettings, PreemptorStateMachine
+from libs.core.preemption import PreemptionOutput, PreemptorSettings, PreemptorStateMachine
 from libs.db.ports import UnitOfWork
 from libs.db.records import Fence
 from libs.events.envelope import Envelope, EventPayload
 from libs.events.scheduling import PreemptionRequested
+from libs.leasing.leased_service import LeasedService
 from libs.runtime.clock import Clock, utc_now
-from libs.runtime.leased_service import LeasedService
 from libs.runtime.settings import PodwaySettings
 from services.preemptor.handlers import SUBJECTS, cluster_input
 from services.preemptor.store import load_world, unschedulable_groups, write_outputs
@@ -27,7 +27,7 @@ from services.preemptor.store import load_world, unschedulable_groups, write_out
 log = logging.getLogger(__name__)
 
 
-class PreemptorService(LeasedService[PreemptorStateMachine, Output]):
+class PreemptorService(LeasedService[PreemptorStateMachine, PreemptionOutput]):
     """`start()` / `stop()`; `clock` times the lease, the nominations and every written timestamp."""
 
     name = "preemptor"
@@ -63,11 +63,11 @@ class PreemptorService(LeasedService[PreemptorStateMachine, Output]):
         if event is not None:
             world.handle(event, now=now)
 
-    def run_pass(self, world: PreemptorStateMachine, now: float) -> list[Output]:
+    def run_pass(self, world: PreemptorStateMachine, now: float) -> list[PreemptionOutput]:
         return world.run_pass(now)
 
     def next_wakeup(self, world: PreemptorStateMachine) -> float | None:
         return world.next_wakeup()
 
-    async def write(self, uow: UnitOfWork, outputs: list[Output], fence: Fence) -> None:
+    async def write(self, uow: UnitOfWork, outputs: list[PreemptionOutput], fence: Fence) -> None:
         await write_outputs(uow, outputs, now=self.clock())

@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from libs.core.preemption import NominationEnded, Output, Preempted, RunningPod, Victim, VictimReason
+from libs.core.preemption import (
+    NominationEnded,
+    Preempted,
+    PreemptionOutput,
+    RunningPod,
+    Victim,
+    VictimReason,
+)
 from libs.core.scheduling import ConditionReason, ConditionType
 from libs.core.scheduling.inputs import WORLD_KINDS, NominationRecord, World
 from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject
@@ -84,7 +91,7 @@ async def load_world(uow: UnitOfWork, now: datetime) -> World:
     return World(objects, bindings, frozenset(leaving), nominations, health)
 
 
-async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, now: datetime) -> None:
+async def write_outputs(uow: UnitOfWork, outputs: Iterable[PreemptionOutput], *, now: datetime) -> None:
     """Write a pass's decisions in the caller's unit of work (the caller commits)."""
     conditions: list[Condition] = []
     for output in outputs:

@@ -18,8 +18,8 @@ from libs.core.scheduling.outputs import Binding, CycleRan, Output
 from libs.db.ports import UnitOfWork
 from libs.db.records import Fence
 from libs.events.envelope import Envelope, EventPayload
+from libs.leasing.leased_service import LeasedService
 from libs.runtime.clock import Clock, utc_now
-from libs.runtime.leased_service import LeasedService
 from libs.runtime.settings import PodwaySettings
 from services.scheduler.handlers import SUBJECTS, machine_input
 from services.scheduler.metrics import SchedulerMetrics

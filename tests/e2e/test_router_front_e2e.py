@@ -25,7 +25,7 @@ import yaml
 
 from libs.client.audit_gaps import audit_gaps
 from libs.emulators import serve
-from libs.router_runtime.example_policy import example_policy_document
+from libs.router.example_policy import example_policy_document
 
 ROOT = Path(__file__).resolve().parents[2]
 PODWAY = [sys.executable, "-m", "libs.client.cli"]

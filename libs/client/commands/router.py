@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from libs.client.client import PodwayClient
 from libs.client.commands.objects import CliError, nats_url_of
 from libs.events.catalogue import RpcSubject, WorkSubject
-from libs.events.routing import (
+from libs.events.inference import (
     FRAME_CHUNK,
     FRAME_END,
     FRAME_ERROR,

@@ -21,9 +21,9 @@ def _seeds(text: str) -> list[int]:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from libs.simulation.experiments import policies_named, summary_table, write_metrics
-    from libs.simulation.manifests import is_manifest_trace
-    from libs.simulation.traces import TraceError, load_trace
+    from libs.experiments.experiments import policies_named, summary_table, write_metrics
+    from libs.experiments.manifests import is_manifest_trace
+    from libs.experiments.traces import TraceError, load_trace
 
     def progress(line: str) -> None:
         if not args.quiet:
@@ -40,14 +40,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return 2
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.protocol == "inflation":
-        from libs.simulation.experiments import inflation_metrics
-        from libs.simulation.plots import plot_allocation
+        from libs.experiments.experiments import inflation_metrics
+        from libs.experiments.plots import plot_allocation
 
         metrics, _ = inflation_metrics(trace, policies, args.seeds, ratio=args.ratio, progress=progress)
         plot = plot_allocation(metrics, out_dir / "gpu_allocation.png")
     else:
-        from libs.simulation.plots import plot_delay_cdf
-        from libs.simulation.replay import replay_metrics
+        from libs.experiments.plots import plot_delay_cdf
+        from libs.experiments.replay import replay_metrics
 
         if not trace.timed:
             print(
@@ -65,11 +65,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def _replay_manifests(args: argparse.Namespace, out_dir: Path, progress: Callable[[str], None]) -> int:
     """Podway manifests (a YAML file or directory), every workload arriving at once, through the machine."""
-    from libs.simulation.experiments import summary_table, write_metrics
-    from libs.simulation.manifests import load_manifest_trace
-    from libs.simulation.plots import plot_delay_cdf
-    from libs.simulation.replay import manifest_replay_metrics
-    from libs.simulation.traces import TraceError
+    from libs.experiments.experiments import summary_table, write_metrics
+    from libs.experiments.manifests import load_manifest_trace
+    from libs.experiments.plots import plot_delay_cdf
+    from libs.experiments.replay import manifest_replay_metrics
+    from libs.experiments.traces import TraceError
 
     if args.protocol != "replay":
         print(f"error: {args.trace}: manifests replay only (--protocol replay)", file=sys.stderr)

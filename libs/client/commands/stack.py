@@ -233,7 +233,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
     from libs.db.engine import create_engine, create_session_factory
     from libs.db.retention import prune
     from libs.db.uow import unit_of_work_factory
-    from libs.runtime.retention import policy_from
+    from libs.leasing.retention import policy_from
 
     settings = settings_from(args)
     policy = policy_from(settings)

@@ -17,8 +17,8 @@ from .search import find_victims
 from .world import (
     NominationEnded,
     NominationEndReason,
-    Output,
     Preempted,
+    PreemptionOutput,
     PreemptorSettings,
     PreemptorStateMachine,
 )
@@ -29,9 +29,9 @@ __all__ = [
     "DisruptionMode",
     "NominationEndReason",
     "NominationEnded",
-    "Output",
     "Preempted",
     "PreemptionDecision",
+    "PreemptionOutput",
     "PreemptionReason",
     "Preemptor",
     "PreemptorSettings",

@@ -86,7 +86,7 @@ class NominationEnded:
     cause: str | None = None
 
 
-Output = Preempted | NominationEnded
+PreemptionOutput = Preempted | NominationEnded
 
 
 @dataclass(slots=True)
@@ -201,10 +201,10 @@ class PreemptorStateMachine:
 
     # -- the pass -----------------------------------------------------------------------------------------
 
-    def run_pass(self, now: float) -> list[Output]:
+    def run_pass(self, now: float) -> list[PreemptionOutput]:
         """Nominations that ended, then one decision per request, in the order they came."""
         self._expire(now)
-        outputs: list[Output] = list(self._ended)
+        outputs: list[PreemptionOutput] = list(self._ended)
         self._ended = []
         taken = list(self._requests.items())[: self.settings.max_requests_per_pass]
         for uid, _ in taken:

@@ -1,8 +1,14 @@
 """Pure routing core: decision, capacity tracking, circuit breakers, error normalisation, scoreboard (the policy
-document itself is in libs/api/routing)."""
+document itself is in libs/api/router_policy)."""
 
-from libs.api.routing.loader import PolicyError, PolicyIssue, load_policy, parse_policy, policy_json_schema
-from libs.api.routing.policy import (
+from libs.api.router_policy.loader import (
+    PolicyError,
+    PolicyIssue,
+    load_policy,
+    parse_policy,
+    policy_json_schema,
+)
+from libs.api.router_policy.policy import (
     BreakerSettings,
     Capacity,
     Cost,

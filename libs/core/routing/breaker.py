@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from libs.api.routing.policy import BreakerSettings
+from libs.api.router_policy.policy import BreakerSettings
 
 WINDOW_BUCKETS = 10
 

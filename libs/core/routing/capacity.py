@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from libs.api.routing.policy import Capacity
+from libs.api.router_policy.policy import Capacity
 
 
 def estimate_tokens(prompt_chars: int, max_tokens: int) -> int:

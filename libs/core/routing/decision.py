@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from libs.api.routing.policy import Deployment, Feature, LatencyClass, RoutingPolicy, Tier
+from libs.api.router_policy.policy import Deployment, Feature, LatencyClass, RoutingPolicy, Tier
 from libs.core.routing.breaker import CircuitBreaker
 from libs.core.routing.capacity import CapacityTracker, Reservation
 from libs.core.routing.reasons import REASON_TRAITS, FailureReason

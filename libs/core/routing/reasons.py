@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from libs.api.routing.policy import Tier
+from libs.api.router_policy.policy import Tier
 
 
 class FailureReason(StrEnum):

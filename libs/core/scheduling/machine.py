@@ -123,7 +123,7 @@ class WakeStats:
 
 
 @dataclass(frozen=True, slots=True)
-class _Nomination:
+class _NominatedRoom:
     nodes: tuple[str, ...]
     expires_at: float
 
@@ -149,7 +149,7 @@ class SchedulerStateMachine:
         self.stats = WakeStats()
         self._now = 0.0
         self._outputs: list[Output] = []
-        self._nominations: dict[str, _Nomination] = {}
+        self._nominations: dict[str, _NominatedRoom] = {}
         self._reserved: dict[str, list[str]] = {}
         self._capacity_cause: str | None = None
         self._claim_templates: dict[str, ApiObject] = {}
@@ -194,7 +194,7 @@ class SchedulerStateMachine:
             for nomination in world.nominations:
                 key = self.book.group_uids.get(nomination.podgroup_uid)
                 if key is not None and nomination.expires_at > now:
-                    self._nominations[key] = _Nomination(nomination.nodes, nomination.expires_at)
+                    self._nominations[key] = _NominatedRoom(nomination.nodes, nomination.expires_at)
         finally:
             self._loading = False
         for key in sorted(self.book.groups):
@@ -506,7 +506,7 @@ class SchedulerStateMachine:
         key = self.book.group_uids.get(event.podgroup_uid)
         if key is None:
             return
-        self._nominations[key] = _Nomination(tuple(event.nodes), event.expires_at)
+        self._nominations[key] = _NominatedRoom(tuple(event.nodes), event.expires_at)
         self._wake_everyone(event.cause)
 
     def _clear_nomination(self, group_uid: str) -> None:
@@ -983,7 +983,7 @@ class SchedulerStateMachine:
                 # Its room is free (the victims have ended): retry it now, whatever its back-off.
                 self.queue.activate(key, now)
 
-    def _hold(self, group: GroupRecord, nomination: _Nomination) -> list[str]:
+    def _hold(self, group: GroupRecord, nomination: _NominatedRoom) -> list[str]:
         """Stand-ins of the group's waiting pods take the nominated room, so no other group takes it."""
         held: list[str] = []
         for uid in sorted(group.pending):

@@ -10,7 +10,7 @@ from libs.core.retention import RetentionPolicy
 from libs.db.retention import prune
 from libs.db.uow import SqlAlchemyUnitOfWork
 from libs.events.envelope import Envelope
-from libs.runtime.retention import LEASE_INTERVALS, RetentionSchedule
+from libs.leasing.retention import LEASE_INTERVALS, RetentionSchedule
 from tests.conftest import FakeClock
 from tests.integration.db.builders import make_envelope
 

@@ -11,9 +11,9 @@ from libs.db.records import Fence
 from libs.events.catalogue import EventType
 from libs.events.envelope import Envelope, EventPayload
 from libs.events.scheduling import PodRef, PodsSucceeded
+from libs.leasing.leased_service import LeasedService
 from libs.messaging.broker import make_broker
 from libs.messaging.publisher import NatsPublisher
-from libs.runtime.leased_service import LeasedService
 from libs.runtime.settings import PodwaySettings
 from tests.conftest import FakeClock
 from tests.integration.db.builders import T0

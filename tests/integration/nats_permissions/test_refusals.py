@@ -16,7 +16,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM, WORK_STREAM, EventType, RpcSubject, WorkSubject
-from libs.events.routing import (
+from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
     ROUTER_OUTCOMES_SUBJECT,
     ROUTER_SCOREBOARD_SUBJECT,

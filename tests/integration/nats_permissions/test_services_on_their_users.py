@@ -16,7 +16,7 @@ import pytest
 from libs.client.client import PodwayClient
 from libs.client.commands.router import RouterClient, user_call
 from libs.emulators import RunningEmulators, serve
-from libs.router_runtime import ManualClock
+from libs.router import ManualClock
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from services.llm_router.app import RouterService

@@ -10,8 +10,8 @@ import pytest
 from libs.core.routing import RoutingPolicy, parse_policy
 from libs.emulators import RunningEmulators, serve
 from libs.providers import Message, Provider, close_providers, open_providers
-from libs.router_runtime import EventBuffer, InferRequest, ManualClock, Router
-from libs.router_runtime.example_policy import example_policy, example_policy_document
+from libs.router import EventBuffer, InferRequest, ManualClock, Router
+from libs.router.example_policy import example_policy, example_policy_document
 
 CLAUDE_FIRST = ["claude-haiku", "gemini-flash"]
 GEMINI_FIRST = ["gemini-flash", "claude-haiku"]

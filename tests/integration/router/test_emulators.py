@@ -10,7 +10,7 @@ from botocore.eventstream import EventStreamBuffer
 from libs.emulators import RunningEmulators, serve
 from libs.emulators.control import Grant, Refusal
 from libs.emulators.eventstream import event, exception
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
 
 VERTEX_PATH = f"/v1/projects/acme-ai/locations/us-central1/publishers/google/models/{GEMINI_FLASH}"
 VERTEX_BODY = {

@@ -7,7 +7,7 @@ import pytest
 from libs.core.routing import FailureReason, Tier
 from libs.emulators import RunningEmulators
 from libs.providers import Message, Provider, ProviderError, ProviderRequest
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH
+from libs.router.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH
 
 MODELS = {"bedrock": CLAUDE_HAIKU_OD, "vertex": GEMINI_FLASH}  # on-demand model ids
 SERVER_ERRORS = {"bedrock": (503, "ServiceUnavailableException"), "vertex": (503, "UNAVAILABLE")}

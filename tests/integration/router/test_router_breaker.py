@@ -5,8 +5,8 @@ from __future__ import annotations
 from libs.core.routing import BreakerState, SpilloverReason
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
-from libs.router_runtime import EventBuffer, ManualClock, Router
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN
+from libs.router import EventBuffer, ManualClock, Router
+from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN
 from tests.integration.router.conftest import CLAUDE_FIRST, RouterFactory, ask
 
 QUICK_RAMP = {"ramp": [0.5, 1.0], "ramp_step_s": 2, "ramp_min_requests": 2}

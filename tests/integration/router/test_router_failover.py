@@ -7,14 +7,14 @@ import pytest
 from libs.core.routing import FailureReason
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
-from libs.router_runtime import (
+from libs.router import (
     BudgetExceeded,
     EventBuffer,
     NoDeploymentAvailable,
     RequestRejected,
     UnknownFeature,
 )
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
 from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterFactory, ask
 
 

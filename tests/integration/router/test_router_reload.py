@@ -11,9 +11,9 @@ import yaml
 from libs.core.routing import PolicyError
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
-from libs.router_runtime import EventBuffer
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
-from libs.router_runtime.policy_file import PolicyFileWatcher
+from libs.router import EventBuffer
+from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router.policy_file import PolicyFileWatcher
 from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterFactory, ask, make_policy
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from libs.core.routing import SkipReason, SpilloverReason, Tier
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
-from libs.router_runtime import EventBuffer
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router import EventBuffer
+from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
 from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterFactory, ask
 
 

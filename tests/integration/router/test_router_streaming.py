@@ -5,7 +5,7 @@ from __future__ import annotations
 from libs.core.routing import FailureReason
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
-from libs.router_runtime import (
+from libs.router import (
     EventBuffer,
     InferRequest,
     InferResult,
@@ -14,7 +14,7 @@ from libs.router_runtime import (
     StreamCompleted,
     TextDelta,
 )
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
 from tests.integration.router.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterFactory, ask
 
 

@@ -17,10 +17,10 @@ from libs.db.engine import create_engine, create_session_factory
 from libs.db.records import StoredEvent
 from libs.db.uow import unit_of_work_factory
 from libs.emulators import RunningEmulators, serve
-from libs.events.routing import InferenceCall
+from libs.events.inference import InferenceCall
 from libs.providers import Provider
-from libs.router_runtime import ManualClock
-from libs.router_runtime.example_policy import example_policy_document
+from libs.router import ManualClock
+from libs.router.example_policy import example_policy_document
 from services.llm_router.app import RouterService
 from services.llm_router.settings import RouterSettings
 from tests.support import eventually

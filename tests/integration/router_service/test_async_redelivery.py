@@ -13,12 +13,12 @@ from libs.core.routing import parse_policy
 from libs.db.uow import SqlAlchemyUnitOfWork
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import WORK_STREAM, WorkSubject
-from libs.events.routing import ChatMessage, InferenceWork
+from libs.events.inference import ChatMessage, InferenceWork
 from libs.messaging.broker import make_broker, start_broker
 from libs.messaging.work_queue import WorkQueueConsumer, enqueue
 from libs.providers import close_providers, open_providers
-from libs.router_runtime import EventBuffer, ManualClock, Router
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD, example_policy_document
+from libs.router import EventBuffer, ManualClock, Router
+from libs.router.example_policy import CLAUDE_HAIKU_OD, example_policy_document
 from services.llm_router.app import WORK_CONSUMER
 from services.llm_router.audit import AuditSink
 from services.llm_router.overload import InFlightCap

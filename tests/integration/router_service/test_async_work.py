@@ -6,9 +6,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from libs.events.catalogue import WorkSubject
-from libs.events.routing import InferenceCall, InferenceWork
+from libs.events.inference import InferenceCall, InferenceWork
 from libs.messaging.work_queue import enqueue
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_OD
+from libs.router.example_policy import CLAUDE_HAIKU_OD
 from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
 from tests.support import eventually
 

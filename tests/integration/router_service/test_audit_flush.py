@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from libs.db.uow import SqlAlchemyUnitOfWork
-from libs.router_runtime import EventBuffer
+from libs.router import EventBuffer
 from services.llm_router.audit import AuditFlusher
 from tests.support import AcknowledgementLost
 from tests.unit.router_service.test_audit import completed, failover

@@ -3,7 +3,7 @@ story as a causal chain."""
 
 from __future__ import annotations
 
-from libs.router_runtime.example_policy import GEMINI_FLASH
+from libs.router.example_policy import GEMINI_FLASH
 from tests.conftest import SQLITE_ONLY
 from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
 

@@ -10,7 +10,7 @@ from libs.client.client import PodwayClient
 from libs.demo.router import RouterEndpoints, prepare_router_demo, router_steps, write_demo_policy
 from libs.demo.steps import Demo
 from libs.emulators import serve
-from libs.router_runtime import read_policy_file
+from libs.router import read_policy_file
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from services.llm_router.app import RouterService

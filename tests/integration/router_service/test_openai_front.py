@@ -7,7 +7,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from libs.router_runtime.example_policy import GEMINI_FLASH
+from libs.router.example_policy import GEMINI_FLASH
 from tests.conftest import SQLITE_ONLY
 from tests.integration.router_service.conftest import RouterStack, StackFactory
 

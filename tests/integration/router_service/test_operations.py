@@ -10,10 +10,10 @@ import yaml
 
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import RpcSubject
-from libs.events.routing import FRAME_END, FRAME_ERROR, STREAM_HEADER, FeedbackReport, InferenceRefusal
+from libs.events.inference import FRAME_END, FRAME_ERROR, STREAM_HEADER, FeedbackReport, InferenceRefusal
 from libs.messaging.streaming_rpc import stream_request
 from libs.providers import Completion, Provider, ProviderRequest, open_providers
-from libs.router_runtime.example_policy import example_policy
+from libs.router.example_policy import example_policy
 from tests.conftest import SQLITE_ONLY
 from tests.integration.router_service.conftest import (
     CLAUDE_FIRST,

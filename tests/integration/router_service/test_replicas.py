@@ -11,7 +11,7 @@ from libs.db.engine import create_engine, create_session_factory
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import EventType
 from libs.providers import Message
-from libs.router_runtime import InferRequest
+from libs.router import InferRequest
 from services.llm_router.app import RouterService
 from tests.integration.router_service.conftest import CLAUDE_FIRST, RouterStack, StackFactory, ask
 from tests.support import eventually

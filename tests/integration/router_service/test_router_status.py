@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from libs.client.commands.router import cmd_status
-from libs.events.routing import DeploymentStatus, RouterStatusReply
+from libs.events.inference import DeploymentStatus, RouterStatusReply
 from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
 
 

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from libs.events.catalogue import RpcSubject
-from libs.events.routing import FRAME_END, FRAME_ERROR, STREAM_HEADER, InferenceAnswer, InferenceRefusal
+from libs.events.inference import FRAME_END, FRAME_ERROR, STREAM_HEADER, InferenceAnswer, InferenceRefusal
 from libs.messaging.rpc import ERROR_HEADER, RpcError, request
 from libs.messaging.streaming_rpc import Reply, stream_request
-from libs.router_runtime.example_policy import CLAUDE_HAIKU_PT_ARN
+from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN
 from tests.conftest import SQLITE_ONLY
 from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
 

@@ -12,10 +12,10 @@ from libs.db.ports import UnitOfWork
 from libs.events.admission import JobSubmitted
 from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM, EventType
 from libs.events.envelope import Envelope, EventPayload
+from libs.leasing.memory_inbox import MemoryInbox, MemoryUnitOfWork
 from libs.messaging.broker import make_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.dead_letters import ATTEMPTS_HEADER, REASON_HEADER
-from libs.runtime.memory_inbox import MemoryInbox, MemoryUnitOfWork
 from tests.integration.db.builders import T0
 from tests.integration.messaging.conftest import eventually, running, stream_messages
 

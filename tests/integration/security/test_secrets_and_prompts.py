@@ -19,7 +19,7 @@ from libs.client.commands.router import RouterClient, user_call
 from libs.db.engine import create_engine
 from libs.db.schema import metadata
 from libs.emulators import RunningEmulators, serve
-from libs.router_runtime import ManualClock
+from libs.router import ManualClock
 from libs.runtime.logging import JsonFormatter
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService

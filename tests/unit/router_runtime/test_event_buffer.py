@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from libs.events.catalogue import EventType
-from libs.router_runtime import EventBuffer, RouterEvent
+from libs.router import EventBuffer, RouterEvent
 
 
 def make_event(n: int) -> RouterEvent:

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from libs.core.routing import PolicyError
-from libs.router_runtime import read_policy_file
-from libs.router_runtime.example_policy import EXAMPLE_POLICY_PATH as DEPLOYED
+from libs.router import read_policy_file
+from libs.router.example_policy import EXAMPLE_POLICY_PATH as DEPLOYED
 
 ENV = {"PODWAY_BEDROCK_ENDPOINT": "http://127.0.0.1:4001", "PODWAY_VERTEX_ENDPOINT": "http://127.0.0.1:4002"}
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from libs.core.routing import parse_policy
-from libs.events.routing import ChatMessage, InferenceWork
+from libs.events.inference import ChatMessage, InferenceWork
 from libs.messaging.work_queue import Deferral, MalformedWork
 from libs.providers import Chunk, Completion, ProviderRequest, Usage
-from libs.router_runtime import EventBuffer, ManualClock, Router
-from libs.router_runtime.example_policy import example_policy_document
+from libs.router import EventBuffer, ManualClock, Router
+from libs.router.example_policy import example_policy_document
 from services.llm_router.audit import AuditSink
 from services.llm_router.overload import InFlightCap
 from services.llm_router.work import AsyncInference

@@ -10,8 +10,8 @@ import pytest
 from libs.core.routing import BreakerState, BreakerTransition, TripReason
 from libs.db.testing import in_memory_unit_of_work_factory
 from libs.events.catalogue import EventType
-from libs.router_runtime import EventBuffer, RouterEvent
-from libs.router_runtime.events import breaker_event
+from libs.router import EventBuffer, RouterEvent
+from libs.router.events import breaker_event
 from services.llm_router.audit import AuditFlusher, AuditSink, CausalChain, to_envelope
 
 T = 1_800_000_000.0

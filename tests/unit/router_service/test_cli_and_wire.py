@@ -6,8 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from libs.client.cli import build_parser
-from libs.events.routing import InferenceCall
-from libs.router_runtime import BudgetExceeded, UnknownFeature
+from libs.events.inference import InferenceCall
+from libs.router import BudgetExceeded, UnknownFeature
 from services.llm_router.overload import Overloaded
 from services.llm_router.wire import refusal
 

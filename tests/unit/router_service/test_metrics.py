@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from libs.events.catalogue import EventType
-from libs.router_runtime import EventBuffer, RouterEvent
+from libs.router import EventBuffer, RouterEvent
 from services.llm_router.audit import AuditFlusher
 from services.llm_router.metrics import RouterMetrics
 from tests.unit.router_service.test_audit import FlakyDatabase, completed

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from libs.core.routing import BreakerState
-from libs.events.routing import AttemptOutcomes
-from libs.router_runtime import ManualClock, Router
-from libs.router_runtime.contracts import InferRequest
-from libs.router_runtime.example_policy import example_policy
+from libs.events.inference import AttemptOutcomes
+from libs.router import ManualClock, Router
+from libs.router.contracts import InferRequest
+from libs.router.example_policy import example_policy
 from services.llm_router.peers import PeerOutcomes
 from tests.unit.router_service.test_prompt_recording import PROMPT
 from tests.unit.router_service.test_prompt_recording import router as answering_router

@@ -9,10 +9,10 @@ import pytest
 from libs.core.routing import parse_policy
 from libs.events.catalogue import EventType
 from libs.providers import Message, ProviderError
-from libs.router_runtime import EventBuffer, ManualClock, Router
-from libs.router_runtime.contracts import InferRequest
-from libs.router_runtime.errors import RoutingError
-from libs.router_runtime.example_policy import example_policy_document
+from libs.router import EventBuffer, ManualClock, Router
+from libs.router.contracts import InferRequest
+from libs.router.errors import RoutingError
+from libs.router.example_policy import example_policy_document
 from services.llm_router.audit import AuditSink, CausalChain
 from tests.unit.router_service.test_async_inference import NOW, AnsweringProvider
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from libs.core.routing import RoutingPolicy, parse_policy
-from libs.router_runtime.example_policy import EXAMPLE_POLICY_PATH, example_policy_document
+from libs.router.example_policy import EXAMPLE_POLICY_PATH, example_policy_document
 
 EXAMPLE_POLICY_TEXT = EXAMPLE_POLICY_PATH.read_text()
 

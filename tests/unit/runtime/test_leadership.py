@@ -6,7 +6,7 @@ import pytest
 
 from libs.db.records import Fence
 from libs.db.testing import in_memory_unit_of_work_factory
-from libs.runtime.leadership import LeaderElector
+from libs.leasing.leadership import LeaderElector
 
 TTL = timedelta(seconds=10)
 

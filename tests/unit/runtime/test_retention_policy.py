@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from libs.core.retention import RetentionPolicy, retention_policy
+from libs.leasing.retention import policy_from
 from libs.messaging.consumer import redelivery_window_s
 from libs.messaging.streams import DUPLICATE_WINDOW_S
-from libs.runtime.retention import policy_from
 from libs.runtime.settings import PodwaySettings
 from tests.conftest import FakeClock
 

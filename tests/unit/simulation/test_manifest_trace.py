@@ -11,8 +11,8 @@ import yaml
 from libs.client.cli import main
 from libs.cluster.generator import ClusterShape, generate_cluster
 from libs.core.simulation.replay import replay_arrivals
-from libs.simulation.manifests import load_manifest_trace
-from libs.simulation.traces import TraceError
+from libs.experiments.manifests import load_manifest_trace
+from libs.experiments.traces import TraceError
 from tests.integration.scheduler.manifests import gang, pod
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"

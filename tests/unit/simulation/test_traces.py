@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from libs.core.placement import PodDemand
-from libs.simulation.traces import TraceError, load_trace
+from libs.experiments.traces import TraceError, load_trace
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,4,T4\nn1,16000,65536,0,\n"
 PODS = (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from libs.router_runtime.contracts import Attempt
+from libs.router.contracts import Attempt
 
 
 class RoutingError(Exception):

@@ -36,8 +36,8 @@ from libs.core.routing import (
 )
 from libs.events.catalogue import EventType
 from libs.providers import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest
-from libs.router_runtime.clock import Clock, SystemClock
-from libs.router_runtime.contracts import (
+from libs.router.clock import RouterClock, SystemClock
+from libs.router.contracts import (
     Attempt,
     InferRequest,
     InferResult,
@@ -45,7 +45,7 @@ from libs.router_runtime.contracts import (
     StreamEvent,
     TextDelta,
 )
-from libs.router_runtime.errors import (
+from libs.router.errors import (
     BudgetExceeded,
     DeadlineExceeded,
     MidStreamFailure,
@@ -54,7 +54,7 @@ from libs.router_runtime.errors import (
     RoutingError,
     UnknownFeature,
 )
-from libs.router_runtime.events import EventBuffer, EventSink, RouterEvent, breaker_event
+from libs.router.events import EventBuffer, EventSink, RouterEvent, breaker_event
 
 PROBE_MESSAGES = (Message("user", "ping"),)
 
@@ -130,7 +130,7 @@ class Router:
         self,
         policy: RoutingPolicy,
         providers: Mapping[str, Provider],
-        clock: Clock | None = None,
+        clock: RouterClock | None = None,
         event_sink: EventSink | None = None,
     ) -> None:
         self._clock = clock or SystemClock()

@@ -5,8 +5,8 @@ requests and results, errors, events, injected clock, and the policy file it rea
 The llm_router service puts it behind NATS and HTTP; the benchmarks and the demo use it too.
 """
 
-from libs.router_runtime.clock import Clock, ManualClock, SystemClock
-from libs.router_runtime.contracts import (
+from libs.router.clock import ManualClock, RouterClock, SystemClock
+from libs.router.contracts import (
     Attempt,
     InferRequest,
     InferResult,
@@ -15,7 +15,7 @@ from libs.router_runtime.contracts import (
     TextDelta,
     new_request_id,
 )
-from libs.router_runtime.errors import (
+from libs.router.errors import (
     BudgetExceeded,
     DeadlineExceeded,
     MidStreamFailure,
@@ -24,15 +24,14 @@ from libs.router_runtime.errors import (
     RoutingError,
     UnknownFeature,
 )
-from libs.router_runtime.events import EventBuffer, EventSink, RouterEvent
-from libs.router_runtime.policy_file import PolicyFileWatcher, read_policy_file
-from libs.router_runtime.router import AttemptOutcome, Router
+from libs.router.events import EventBuffer, EventSink, RouterEvent
+from libs.router.policy_file import PolicyFileWatcher, read_policy_file
+from libs.router.router import AttemptOutcome, Router
 
 __all__ = [
     "Attempt",
     "AttemptOutcome",
     "BudgetExceeded",
-    "Clock",
     "DeadlineExceeded",
     "EventBuffer",
     "EventSink",
@@ -44,6 +43,7 @@ __all__ = [
     "PolicyFileWatcher",
     "RequestRejected",
     "Router",
+    "RouterClock",
     "RouterEvent",
     "RoutingError",
     "StreamCompleted",

@@ -1,6 +1,6 @@
 """A service with one active replica on a fenced lease, around a core state machine.
 
-While it holds the lease (`libs.runtime.leadership.LeaseThread`) the service consumes events into an
+While it holds the lease (`libs.leasing.leadership.LeaseThread`) the service consumes events into an
 in-memory world (a state machine of `libs/core`), runs its passes, and writes each pass's outputs in one
 fenced transaction that also renews the lease; a standby only retries the lease. Each term starts by
 listening, then loads its world from the database, then applies what arrived meanwhile. A write that fails
@@ -31,15 +31,15 @@ from libs.db.ports import UnitOfWork
 from libs.db.records import Fence, OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.envelope import Envelope, EventPayload
+from libs.leasing.leadership import LeaseThread
+from libs.leasing.memory_inbox import MemoryInbox, MemoryUnitOfWork
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.held_acks import HeldAcks
 from libs.messaging.relay import OutboxRelay
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat, health_file, process_name
-from libs.runtime.leadership import LeaseThread
 from libs.runtime.memory import freeze_long_lived
-from libs.runtime.memory_inbox import MemoryInbox, MemoryUnitOfWork
 from libs.runtime.metrics import LEADER, PASS_SECONDS
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
@@ -47,7 +47,7 @@ from libs.runtime.shutdown import bounded, cancel_tasks
 log = logging.getLogger(__name__)
 
 World = TypeVar("World")
-Output = TypeVar("Output")
+Decision = TypeVar("Decision")
 
 
 class _Reload(Exception):
@@ -79,7 +79,7 @@ class _Term(Generic[World]):
     observe_due: float = 0.0
 
 
-class LeasedService(ABC, Generic[World, Output]):
+class LeasedService(ABC, Generic[World, Decision]):
     """`start()` / `stop()`; `clock` times the lease, the world and every written timestamp.
 
     Subclasses name themselves (`name`: the lease, the durable consumer and the logs), list the event
@@ -144,7 +144,7 @@ class LeasedService(ABC, Generic[World, Output]):
         """A consumed event into the world."""
 
     @abstractmethod
-    def run_pass(self, world: World, now: float) -> list[Output]:
+    def run_pass(self, world: World, now: float) -> list[Decision]:
         """What the world decides now, to be written."""
 
     @abstractmethod
@@ -152,17 +152,17 @@ class LeasedService(ABC, Generic[World, Output]):
         """When a pass next has something to do on time alone."""
 
     @abstractmethod
-    async def write(self, uow: UnitOfWork, outputs: list[Output], fence: Fence) -> None:
+    async def write(self, uow: UnitOfWork, outputs: list[Decision], fence: Fence) -> None:
         """Write a pass's outputs in the unit of work (the service renews the lease and commits)."""
 
     async def observe(self, world: World, now: float) -> None:
         """Read into the world what no event tells (e.g. node heartbeats), every `observe_every_s`."""
 
-    def lost(self, world: World, outputs: list[Output]) -> None:
+    def lost(self, world: World, outputs: list[Decision]) -> None:
         """The outputs of a pass that could not be written, handed to the world read again after it: what
         they answered that the database does not keep must be decided again (default: nothing)."""
 
-    def written(self, outputs: list[Output], took_s: float) -> None:
+    def written(self, outputs: list[Decision], took_s: float) -> None:
         """A pass's outputs were committed (for metrics)."""
 
     def leadership_changed(self, leading: bool) -> None:
@@ -254,7 +254,7 @@ class LeasedService(ABC, Generic[World, Output]):
     async def _lead(self, term: _Term[World]) -> None:
         try:
             await self._start_consumer(term)
-            lost: list[Output] = []
+            lost: list[Decision] = []
             while self._term is term:
                 await self._load(term)
                 if lost:
@@ -263,7 +263,7 @@ class LeasedService(ABC, Generic[World, Output]):
                 try:
                     await self._run_forever(term)
                 except _Reload as reload:
-                    lost = cast(list[Output], reload.lost)
+                    lost = cast(list[Decision], reload.lost)
         except StaleEpochError:
             log.warning("%s epoch %d is stale: another replica leads; stopping", self.name, term.fence.epoch)
             self.elector.forget()
@@ -400,7 +400,7 @@ class LeasedService(ABC, Generic[World, Output]):
             await uow.commit()
         self.elector.renewed(lease, sent)
 
-    async def _write(self, term: _Term[World], outputs: list[Output], applied: list[Any]) -> None:
+    async def _write(self, term: _Term[World], outputs: list[Decision], applied: list[Any]) -> None:
         """One fenced transaction per pass, which also renews the lease: a write holds the lease row until
         it commits, so a renewal of its own would only wait for it. The events applied before the pass are
         acknowledged once it commits."""

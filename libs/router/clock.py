@@ -6,7 +6,7 @@ import time
 from typing import Protocol
 
 
-class Clock(Protocol):
+class RouterClock(Protocol):
     """`now()` is monotonic seconds for decisions; `wall()` is Unix seconds for event timestamps."""
 
     def now(self) -> float: ...

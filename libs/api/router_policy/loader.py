@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from libs.api.routing.policy import RoutingPolicy, Tier
+from libs.api.router_policy.policy import RoutingPolicy, Tier
 
 
 @dataclass(frozen=True, slots=True)

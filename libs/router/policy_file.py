@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from libs.core.routing import PolicyError, PolicyIssue, RoutingPolicy, load_policy
-from libs.router_runtime.router import Router
+from libs.router.router import Router
 
 PLACEHOLDER = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?\}$")
 _ENDPOINT_FIELDS = ("region", "endpoint_url", "project", "location", "api_endpoint")
