@@ -1,65 +1,73 @@
-"""Keeping Job status current as the pods it owns change phase."""
+"""The Job controller's wiring: load a Job with what it owns, sync it, write what it decided."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 
-from libs.api.jobs import JOB_NAME_LABEL
+from libs.api.jobs import JOB_NAME_LABEL, gang_pod_group_name
 from libs.core.admission.apply import ApplyContext
-from libs.core.admission.jobs import job_status, recreate_gang_pods
-from libs.core.admission.model import BatchDecision
+from libs.core.admission.delete import owned_by
+from libs.core.admission.job_controller import REPLICA_FAILURE, sync_job
 from libs.db.ports import UnitOfWork
 from libs.events.scheduling import PodGroupRef, PodRef
-from services.admission.store import iso, known_from_stored, load_view
+from services.admission.store import known_from_stored, load_view, write_decision
+
+JobKey = tuple[str, str]
+"""(namespace, name) of a Job."""
 
 
-async def refresh_job_status(uow: UnitOfWork, pods: Iterable[PodRef], *, now: datetime) -> None:
-    """Recompute the status of every Job that owns one of `pods`."""
-    owners = await uow.objects.controllers_of(sorted({("Pod", p.namespace, p.name) for p in pods}), "Job")
-    await _refresh(uow, owners, now=now)
+async def jobs_of_pods(uow: UnitOfWork, pods: Iterable[PodRef]) -> set[JobKey]:
+    """The Jobs that control any of these pods."""
+    return await uow.objects.controllers_of(sorted({("Pod", p.namespace, p.name) for p in pods}), "Job")
 
 
-async def refresh_every_job_status(uow: UnitOfWork, *, now: datetime) -> None:
-    """Recompute the status of every Job (when the events that would have said what changed were lost)."""
-    await _refresh(uow, {(job.namespace, job.name) for job in await uow.objects.find("Job")}, now=now)
+async def jobs_of_groups(uow: UnitOfWork, groups: Iterable[PodGroupRef]) -> set[JobKey]:
+    """The Jobs that control any of these PodGroups."""
+    keys = sorted({("PodGroup", g.namespace, g.name) for g in groups})
+    return await uow.objects.controllers_of(keys, "Job")
 
 
-async def _refresh(uow: UnitOfWork, owners: set[tuple[str, str]], *, now: datetime) -> None:
-    for namespace, name in sorted(owners):
+async def jobs_named_by_pods(uow: UnitOfWork, pods: Iterable[tuple[str, str]]) -> set[JobKey]:
+    """The Jobs whose names a deleted pod's name starts with (a Job's pods are named after it; the pod
+    itself is gone, so its labels can no longer say)."""
+    candidates = {
+        ("Job", namespace, "-".join(parts[:cut]))
+        for namespace, name in pods
+        for parts in [name.split("-")]
+        for cut in range(1, len(parts))
+    }
+    return {(job.namespace, job.name) for job in await uow.objects.get_many(sorted(candidates))}
+
+
+async def jobs_failing_to_create(uow: UnitOfWork) -> set[JobKey]:
+    """Jobs that said a wave was refused: worth trying again once what refused it may have changed."""
+    return {
+        (job.namespace, job.name)
+        for job in await uow.objects.find("Job")
+        if any(c.get("type") == REPLICA_FAILURE for c in job.status.get("conditions") or [])
+    }
+
+
+async def every_job(uow: UnitOfWork) -> set[JobKey]:
+    return {(job.namespace, job.name) for job in await uow.objects.find("Job")}
+
+
+async def sync_jobs(uow: UnitOfWork, jobs: Iterable[JobKey], ctx: ApplyContext, cause: str | None) -> None:
+    """Sync each Job once (see sync_job) and write what it decided in the unit of work."""
+    for namespace, name in sorted(set(jobs)):
         stored = await uow.objects.get("Job", namespace, name)
         if stored is None:
             continue
         job = known_from_stored(stored)
-        siblings = [
-            known_from_stored(o)
-            for o in await uow.objects.find("Pod", namespace, labels={JOB_NAME_LABEL: name})
-        ]
-        status = job_status(job, siblings, now=iso(now))
-        if status != stored.status:
-            await uow.objects.update_status("Job", namespace, name, status)
-
-
-async def recreate_restarted_gang(uow: UnitOfWork, ref: PodGroupRef, ctx: ApplyContext) -> BatchDecision:
-    """A restarted gang owned by a Job gets fresh pods; other gangs are left to their owners."""
-    stored = await uow.objects.get("PodGroup", ref.namespace, ref.name)
-    owner = (
-        next(
-            (
-                r
-                for r in (stored.metadata.get("ownerReferences") or [])
-                if r.get("kind") == "Job" and r.get("controller")
-            ),
-            None,
-        )
-        if stored
-        else None
-    )
-    if stored is None or owner is None:
-        return BatchDecision()
-    job = await uow.objects.get("Job", ref.namespace, str(owner.get("name")))
-    if job is None:
-        return BatchDecision()
-    pods = [known_from_stored(o) for o in await uow.objects.find("Pod", ref.namespace)]
-    view = await load_view(uow, [p.key for p in pods])
-    return recreate_gang_pods(known_from_stored(job), known_from_stored(stored), pods, view, ctx)
+        found = await uow.objects.find("Pod", namespace, labels={JOB_NAME_LABEL: name})
+        found += await uow.objects.get_many([("PodGroup", namespace, gang_pod_group_name(name))])
+        owned = owned_by(job, [known_from_stored(o) for o in found])
+        view = await load_view(uow, [*(o.key for o in owned), ("Workload", namespace, name)])
+        pods = [o.uid for o in owned if o.kind == "Pod"]
+        bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
+        sync = sync_job(job, owned, bound, view, ctx)
+        await write_decision(uow, sync.decision, now=ctx.now, causation_id=cause)
+        if sync.status != stored.status:
+            await uow.objects.update_status(
+                "Job", namespace, name, sync.status, expected_resource_version=stored.resource_version
+            )

@@ -346,3 +346,20 @@ def test_a_podgroup_marked_for_deletion_is_not_scheduled(scheduler, clock):
 
     assert scheduler.run_pass(clock.now) == []
     assert group.key not in scheduler.queue
+
+
+def test_a_gang_whose_pods_are_deleted_from_their_nodes_is_placed_anew_outside_its_old_domain(
+    scheduler, clock
+):
+    admit(scheduler, podgroup("g", min_count=2, topology_key=RACK_KEY), *gang("g", 2, gpus=2))
+    (first,) = scheduler.run_pass(clock.now)
+    assert first.bind.domain is not None
+
+    for placement in first.bind.placements:
+        uid, name = placement.pod_uid, placement.pod_name
+        scheduler.handle(ObjectRemoved("Pod", "ml", name, uid, "deleted"), now=clock.now)
+
+    (disrupted,) = scheduler.run_pass(clock.now)
+    assert isinstance(disrupted, Disrupted)
+    group = scheduler.book.groups["ml/g"]
+    assert (group.domain, group.scheduled, group.placement) == (None, False, {})
