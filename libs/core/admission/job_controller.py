@@ -160,9 +160,10 @@ def _create(wave: Wave, view: AdmissionView, ctx: ApplyContext) -> tuple[BatchDe
     """The wave admitted whole, or, when admission refuses any of it, nothing but the refusal's events and
     its message."""
     decision = BatchDecision()
+    story = next((o.uid for o in wave.replaced if o.kind == "PodGroup"), None)
     for obj in wave.replaced:
         decision.removals.append(_removal(obj))
-        decision.events.append(deleted_event(obj, ctx.request_id, obj.uid))
+        decision.events.append(deleted_event(obj, ctx.request_id, story or obj.uid))
         view.drop(obj.key)
     results = [admit_document(o.to_wire(), view, decision, ctx, own_policy=True) for o in wave.created]
     refused = next((r for r in results if r.outcome == "rejected"), None)
