@@ -9,7 +9,14 @@ from typing import Any
 
 from libs.api.manifests import load_documents
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
-from libs.events.scheduling import PodGroupRef, PodRef, PodsEvicted, PreemptionVictimsSelected
+from libs.events.scheduling import (
+    PodGroupRef,
+    PodRef,
+    PodsEvicted,
+    PodsFailed,
+    PodsSucceeded,
+    PreemptionVictimsSelected,
+)
 from libs.messaging.publisher import NatsPublisher
 from tests.integration.scheduler.conftest import Stack
 from tests.integration.scheduler.manifests import NAMESPACE
@@ -234,3 +241,60 @@ async def test_a_gang_that_cannot_be_recreated_says_failed_create_and_is_recreat
     again = await eventually(lambda: pods_of(stack, "cheap"), lambda p: phases(p) == ["Running"] * 2)
     assert not {p["metadata"]["uid"] for p in again} & {p["metadata"]["uid"] for p in running}
     assert "ReplicaFailure" not in conditions(await status_of(stack, "cheap"))
+
+
+async def end_pods(
+    stack: Stack, group: PodGroupRef, pods: list[dict[str, Any]], payload: EventPayload
+) -> None:
+    """Pods ended on their nodes as their node agent reports it: status, binding released, one event."""
+    phase = "Succeeded" if isinstance(payload, PodsSucceeded) else "Failed"
+    async with stack.admission.uow() as uow:
+        for pod in pods:
+            status = {**pod["status"], "phase": phase, **({"reason": "Error"} if phase == "Failed" else {})}
+            await uow.objects.update_status("Pod", NAMESPACE, pod["metadata"]["name"], status)
+        await uow.bindings.release_many(p["metadata"]["uid"] for p in pods)
+        subject = AggregateRef(kind="PodGroup", namespace=NAMESPACE, name=group.name, uid=group.uid)
+        uow.emit(
+            Envelope.wrap(
+                payload,
+                producer="node-agent",
+                correlation_id=group.uid,
+                occurred_at=datetime.now(UTC),
+                subject=subject,
+            )
+        )
+        await uow.commit()
+
+
+async def test_a_restarted_gang_runs_again_only_the_indexes_that_did_not_succeed(stack: Stack):
+    await stack.client.apply([job("indexed", parallelism=4, completions=4, indexed=True, gpus=8)])
+    running = await eventually(lambda: pods_of(stack, "indexed"), lambda p: phases(p) == ["Running"] * 4)
+    by_name = {p["metadata"]["name"]: p for p in running}
+    (group,) = await stack.client.get("PodGroup", "indexed-worker-0", NAMESPACE)
+    ref = PodGroupRef(namespace=NAMESPACE, name="indexed-worker-0", uid=group["metadata"]["uid"])
+    done = [by_name["indexed-worker-0-0"], by_name["indexed-worker-0-1"]]
+    crashed = [by_name["indexed-worker-0-2"]]
+
+    await end_pods(stack, ref, done, PodsSucceeded(pods=pod_refs(done)))
+    await end_pods(stack, ref, crashed, PodsFailed(pods=pod_refs(crashed), reason="Error"))
+
+    # The scheduler restarts the gang (evicting index 3); once it stopped, indexes 2 and 3 run again.
+    again = await eventually(
+        lambda: pods_of(stack, "indexed"),
+        lambda pods: phases(pods) == ["Running", "Running", "Succeeded", "Succeeded"],
+        timeout_s=30,
+    )
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in again}
+    assert [uids[n] for n in ("indexed-worker-0-0", "indexed-worker-0-1")] == [
+        p["metadata"]["uid"] for p in done
+    ]
+    assert uids["indexed-worker-0-2"] != crashed[0]["metadata"]["uid"]
+    assert uids["indexed-worker-0-3"] != by_name["indexed-worker-0-3"]["metadata"]["uid"]
+    (new_group,) = await stack.client.get("PodGroup", "indexed-worker-0", NAMESPACE)
+    assert new_group["metadata"]["uid"] != ref.uid
+    assert new_group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    status = await eventually(lambda: status_of(stack, "indexed"), lambda s: s.get("ready") == 2)
+    assert (status["completedIndexes"], status["succeeded"], status["failed"]) == ("0-1", 2, 1)
+    assert "podgroup.restarted" in [
+        e["type"] for e in (await stack.client.events(correlation_id=ref.uid)).events
+    ]
