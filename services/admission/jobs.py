@@ -8,7 +8,9 @@ from libs.api.jobs import JOB_NAME_LABEL, gang_pod_group_name
 from libs.core.admission.apply import ApplyContext
 from libs.core.admission.delete import owned_by
 from libs.core.admission.job_controller import REPLICA_FAILURE, sync_job
+from libs.core.admission.model import KnownObject, ObjectKey
 from libs.db.ports import UnitOfWork
+from libs.db.records import StoredObject
 from libs.events.scheduling import PodGroupRef, PodRef
 from services.admission.store import known_from_stored, load_view, write_decision
 
@@ -53,7 +55,9 @@ async def every_job(uow: UnitOfWork) -> set[JobKey]:
 
 
 async def sync_jobs(uow: UnitOfWork, jobs: Iterable[JobKey], ctx: ApplyContext, cause: str | None) -> None:
-    """Sync each Job once (see sync_job) and write what it decided in the unit of work."""
+    """Sync each Job once (see sync_job) and write what it decided in the unit of work. What they own, the
+    bindings of their pods and every PriorityClass are read once for all of them."""
+    loaded: list[tuple[StoredObject, KnownObject, list[KnownObject]]] = []
     for namespace, name in sorted(set(jobs)):
         stored = await uow.objects.get("Job", namespace, name)
         if stored is None:
@@ -61,13 +65,22 @@ async def sync_jobs(uow: UnitOfWork, jobs: Iterable[JobKey], ctx: ApplyContext, 
         job = known_from_stored(stored)
         found = await uow.objects.find("Pod", namespace, labels={JOB_NAME_LABEL: name})
         found += await uow.objects.get_many([("PodGroup", namespace, gang_pod_group_name(name))])
-        owned = owned_by(job, [known_from_stored(o) for o in found])
-        view = await load_view(uow, [*(o.key for o in owned), ("Workload", namespace, name)])
-        pods = [o.uid for o in owned if o.kind == "Pod"]
-        bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
+        loaded.append((stored, job, owned_by(job, [known_from_stored(o) for o in found])))
+    if not loaded:
+        return
+    keys = [key for _, job, owned in loaded for key in [*(o.key for o in owned), _workload_of(job)]]
+    view = await load_view(uow, keys)
+    pods = [o.uid for _, _, owned in loaded for o in owned if o.kind == "Pod"]
+    bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
+    for stored, job, owned in loaded:
         sync = sync_job(job, owned, bound, view, ctx)
         await write_decision(uow, sync.decision, now=ctx.now, causation_id=cause)
         if sync.status != stored.status:
             await uow.objects.update_status(
-                "Job", namespace, name, sync.status, expected_resource_version=stored.resource_version
+                "Job", job.namespace, job.name, sync.status, expected_resource_version=stored.resource_version
             )
+
+
+def _workload_of(job: KnownObject) -> ObjectKey:
+    """The Workload a gang Job generated (its new PodGroups refer to its template)."""
+    return ("Workload", job.namespace, job.name)
