@@ -64,7 +64,7 @@ def sync_job(
 ) -> JobSync:
     """Bring one Job a step closer to what its spec asks, as upstream's Job controller does.
 
-    1. A Job being deleted, complete or failed only has its status kept current.
+    1. A Job being deleted or complete only has its status kept current; one that failed stops its pods.
     2. A suspended Job stops its active pods (condition `Suspended`); a resumed one starts again.
     3. Otherwise the next wave is created: plain pods up to `parallelism` while completions are left; a gang
        once none of its pods is active any more (victims hold their room until they stopped), as a new
@@ -76,8 +76,12 @@ def sync_job(
     now = _iso(ctx)
     pods = [o for o in owned if o.kind == "Pod"]
     old = job.manifest.get("status") or {}
-    if job.deletion_requested or finished(old) or finished(job_status(job, pods, now=now)):
-        return JobSync(BatchDecision(), job_status(job, pods, now=now))
+    current = job_status(job, pods, now=now)
+    if job.deletion_requested or finished(current):
+        # A Job that failed stops what still runs of it, as upstream terminates a failed Job's pods.
+        failed = not job.deletion_requested and _has_condition(current, "Failed")
+        stopping = [p for p in pods if is_active(p)] if failed else []
+        return JobSync(stop_pods(stopping, owned, bound, ctx.request_id, now=now), current)
     parsed = parse_object(job.manifest)
     assert isinstance(parsed, Job)
     if parsed.spec.suspend:
@@ -113,7 +117,7 @@ def _suspend(
 def _running(status: Manifest, old: Manifest, now: str) -> Manifest:
     """A Job not suspended has started (again, after a suspension)."""
     conditions = list(status.get("conditions") or [])
-    if any(c.get("type") == SUSPENDED and c.get("status") == "True" for c in conditions):
+    if _has_condition(status, SUSPENDED):
         resumed = {"type": SUSPENDED, "status": "False", "reason": "JobResumed", "message": "Job resumed"}
         conditions = _with_condition(conditions, resumed, now)
         return {**status, "conditions": conditions, "startTime": now}
@@ -206,6 +210,10 @@ def _with_condition(conditions: list[Manifest], condition: Manifest, now: str) -
     since = old.get("lastTransitionTime") if old and old.get("status") == condition["status"] else now
     others = [c for c in conditions if c.get("type") != condition["type"]]
     return [*others, {**condition, "lastTransitionTime": since}]
+
+
+def _has_condition(status: Manifest, kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
 def _removal(obj: KnownObject) -> ObjectRemoval:

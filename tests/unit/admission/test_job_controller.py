@@ -187,11 +187,16 @@ def test_failures_of_replaced_pods_still_count_against_the_backoff_limit():
     assert "conditions" not in first.status
     with_status(view, pods(view, job)[0], phase="Failed", reason="Error")  # backoffLimit is 2
 
-    second = sync(view, "finetune")
+    running = pods(view, job)[1]
+    with_status(view, running, phase="Running")
+
+    second = sync(view, "finetune", bound={running.uid: "node-1"})
 
     assert second.status["failed"] == 3
     assert second.status["conditions"][0]["reason"] == "BackoffLimitExceeded"
     assert second.decision.writes == []
+    stopped = [(r.name, r.mark_only) for r in second.decision.removals]
+    assert (running.name, True) in stopped, "a failed Job stops what still runs of it"
 
 
 def test_a_gang_admission_refuses_says_failed_create_and_is_created_once_the_cause_is_gone():
