@@ -206,6 +206,8 @@ class SchedulerStateMachine:
         if pod is None or pod.phase in TERMINAL or pod.node is not None:
             return
         group = self.book.groups.get(pod.group_key)
+        if group is not None:
+            group.scheduled = True  # its pods hold nodes, whatever its status says
         recorded = (group.placement.get(pod.obj.name) if group else None) or {}
         same = recorded.get("node") == node and recorded.get("uid") == uid
         devices = recorded.get("devices") if same else None

@@ -363,3 +363,15 @@ def test_a_gang_whose_pods_are_deleted_from_their_nodes_is_placed_anew_outside_i
     assert isinstance(disrupted, Disrupted)
     group = scheduler.book.groups["ml/g"]
     assert (group.domain, group.scheduled, group.placement) == (None, False, {})
+
+
+def test_a_new_leader_does_not_take_a_gang_placed_anew_for_scheduled(clock):
+    reset = {"placement": {"domain": None, "nodes": [], "pods": {}}}  # as a restart or a disruption leaves it
+    group = podgroup("g", min_count=8, topology_key=RACK_KEY, status=reset)
+    scheduler = Machine(clock)
+    scheduler.load(World([*cluster(SMALL), workload(), group, *gang("g", 8, gpus=8)], {}), now=clock.now)
+
+    (ran,) = scheduler.run_pass(clock.now)
+
+    assert not ran.decision.placed
+    assert ran.condition_false, "its pods are queued: PodGroupScheduled must not stay True"
