@@ -131,3 +131,20 @@ def test_requests_have_exactly_one_outcome() -> None:
     missing = Records(objects=[], bindings=[], events=[done], expected_requests=frozenset({"r1", "r2"}))
     (violation,) = check(missing)
     assert (violation.subject, violation.detail) == ("r2", "no outcome")
+
+
+def test_pods_of_an_earlier_podgroup_of_the_same_name_do_not_count_for_its_replacement() -> None:
+    replacement = gang("g", 3)  # a Job's gang replaced: the three indexes left wait for it
+    old_group = {"namespace": "ml", "name": "g", "uid": "uid-g-before"}
+    done = [pod(name, group="g", phase="Succeeded", ran_on="n1") for name in ("a", "b")]
+    bound_before = RecordedEvent(
+        "pods.bound",
+        "c",
+        {"pods": [{"pod_uid": p.uid, "node": "n1"} for p in done], "podgroup": old_group},
+    )
+    records = Records(
+        objects=[replacement, *done, pod("c", group="g"), pod("d", group="g"), pod("e", group="g")],
+        bindings=[],
+        events=[bound_before],
+    )
+    assert check(records) == []
