@@ -86,9 +86,7 @@ def expand_job(job: Job) -> JobExpansion:
     if not is_gang_job(job):
         return JobExpansion(workload=None, podgroup=None, pods=_plain_pods(job))
     workload = _gang_workload(job)
-    template = workload.spec.pod_group_templates[0]
-    pod_group = instantiate_pod_group(workload, template, gang_pod_group_name(job.name))
-    pod_group.metadata = _owned_metadata(job, "PodGroup", pod_group.name, annotations=_gang_annotations(job))
+    pod_group = _gang_pod_group(job, workload)
     pods = [] if job.spec.suspend else [_gang_pod(job, index) for index in range(job.spec.parallelism or 0)]
     return JobExpansion(workload=workload, podgroup=pod_group, pods=pods)
 
@@ -96,11 +94,18 @@ def expand_job(job: Job) -> JobExpansion:
 def gang_pod_group(job: Job, min_count: int) -> PodGroup:
     """The gang Job's PodGroup for a gang of `min_count` pods: a restarted gang runs only the indexes that
     did not succeed, so its new PodGroup waits for those alone."""
-    pod_group = expand_job(job.model_copy(update={"spec": job.spec.model_copy(update={"suspend": True})}))
-    assert pod_group.podgroup is not None
-    group = pod_group.podgroup
+    pod_group = _gang_pod_group(job, _gang_workload(job))
     policy = PodGroupSchedulingPolicy(gang=GangSchedulingPolicy(min_count=min_count))
-    return group.model_copy(update={"spec": group.spec.model_copy(update={"scheduling_policy": policy})})
+    return pod_group.model_copy(
+        update={"spec": pod_group.spec.model_copy(update={"scheduling_policy": policy})}
+    )
+
+
+def _gang_pod_group(job: Job, workload: Workload) -> PodGroup:
+    template = workload.spec.pod_group_templates[0]
+    pod_group = instantiate_pod_group(workload, template, gang_pod_group_name(job.name))
+    pod_group.metadata = _owned_metadata(job, "PodGroup", pod_group.name, annotations=_gang_annotations(job))
+    return pod_group
 
 
 def job_pods(job: Job, indexes: list[int]) -> list[Pod]:
