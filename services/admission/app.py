@@ -1,5 +1,6 @@
 """The admission service: the API front door. Answers apply / delete / get / events requests, admits Jobs
-submitted as events, and completes PodGroup deletions once their pods have finished."""
+submitted as events, syncs Jobs as the Job controller does when they or their pods change, and completes
+PodGroup deletions once their pods have finished."""
 
 from __future__ import annotations
 
