@@ -8,7 +8,7 @@ DATA_DIR ?= .podway
 MSG ?= change
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test lint typecheck bench up down compose-up migrate revision soak clean
+.PHONY: help install demo test test-fast lint typecheck bench up down compose-up migrate revision soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -27,9 +27,13 @@ install: $(VENV)/.installed $(COMPILED_CORE) ## create the virtual environment f
 demo: install ## run the whole stack on embedded defaults and show every capability, each step checked; writes report.html
 	$(PODWAY) demo --report report.html
 
-test: install ## the import rules, then the test suite (PostgreSQL tests use PODWAY_TEST_DATABASE_URL or 127.0.0.1:5432/test)
+TEST_WORKERS ?= 4
+test: install ## the import rules, then the test suite on $(TEST_WORKERS) workers (PostgreSQL tests use PODWAY_TEST_DATABASE_URL or 127.0.0.1:5432/test)
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal --durations=15
+
+test-fast: install ## the unit tests only: the loop while editing
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal tests/unit
 
 lint: install ## ruff and the import rules
 	$(VENV)/bin/ruff check .

@@ -6,8 +6,9 @@ so each incarnation of a Job (each uid) generates new identities."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from libs.api import annotations as podway
 from libs.api.kinds import BATCH_V1
@@ -46,6 +47,7 @@ __all__ = [
     "is_gang_job",
     "job_pods",
     "job_uid",
+    "terminal_condition",
     "validate_job_update",
 ]
 
@@ -203,3 +205,12 @@ def _pod(job: Job, name: str, index: int) -> Pod:
     spec = template.spec.model_copy(deep=True)
     spec.restart_policy = spec.restart_policy or DEFAULT_JOB_RESTART_POLICY
     return Pod(metadata=_owned_metadata(job, "Pod", name, labels=labels, annotations=annotations), spec=spec)
+
+
+def terminal_condition(status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The condition a Job's status ended with (`Complete` or `Failed`, status True), None while it runs."""
+    conditions = status.get("conditions") or []
+    return next(
+        (c for c in conditions if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"),
+        None,
+    )

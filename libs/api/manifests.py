@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import yaml
 from pydantic import ValidationError
@@ -37,9 +37,11 @@ __all__ = [
     "KIND_ORDER",
     "MODELS",
     "NAMESPACED_KINDS",
+    "FieldValidation",
     "InvalidObjectError",
     "ManifestError",
     "ValidationResult",
+    "decode_manifest",
     "is_namespaced",
     "load_documents",
     "model_for",
@@ -65,6 +67,10 @@ MODELS: Final[dict[tuple[str, str], type[ApiObject]]] = {
         Pod,
     )
 }
+
+FieldValidation = Literal["Strict", "Warn", "Ignore"]
+"""What admission does with unknown fields, as the API server's `fieldValidation`: refuse the object,
+admit it with a warning per field, or admit it silently."""
 
 _TYPE_DETAILS: Final = {
     "int_type": "must be an integer",
@@ -104,19 +110,67 @@ class InvalidObjectError(ValueError):
         return to_status(self.kind, self.name, self.errors)
 
 
+def decode_manifest(data: bytes) -> str:
+    """The text of a manifest file. Raises ManifestError naming the byte offset of the first byte that is not
+    UTF-8 (the only encoding a manifest may have), e.g. `invalid UTF-8 at byte 123`."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ManifestError(f"invalid UTF-8 at byte {error.start}") from error
+
+
+class _ManifestLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a key set twice in one mapping is recorded, for the document to be refused
+    as kubectl refuses it (PyYAML would keep the last value silently)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates: list[tuple[int, str]] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[tuple[str, str]] = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = (key_node.tag, key_node.value)
+            if key in seen:
+                self.duplicates.append((key_node.start_mark.line + 1, key_node.value))
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse_documents(text: str) -> list[Any]:
+    loader = _ManifestLoader(text)
+    documents: list[Any] = []
+    try:
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            documents.append(loader.get_data())
+            if loader.duplicates:
+                lines = "\n".join(
+                    f'  line {line}: key "{key}" already set in map'
+                    for line, key in sorted(loader.duplicates)
+                )
+                raise ManifestError(f"error converting YAML to JSON: yaml: unmarshal errors:\n{lines}")
+    finally:
+        loader.dispose()
+    return documents
+
+
 def load_documents(text: str) -> list[dict[str, Any]]:
     """The documents of a multi-document YAML (or JSON) text; empty documents are skipped and `kind: List`
-    documents are expanded into their items. Raises ManifestError for bad YAML, a non-mapping document or a
-    text over the limits of libs/api/limits.py."""
+    documents are expanded into their items. Raises ManifestError for bad YAML (a key set twice in a mapping
+    included), a non-mapping document or a text over the limits of libs/api/limits.py."""
     try:
         check_request_size(text)
-        raw_documents = list(yaml.safe_load_all(text))
+        raw_documents = _parse_documents(text)
     except LimitExceeded as error:
         raise ManifestError(str(error)) from error
     except yaml.YAMLError as error:
-        raise ManifestError(f"error parsing YAML: {error}") from error
+        raise ManifestError(f"error converting YAML to JSON: yaml: {error}") from error
     except RecursionError as error:  # the YAML composer recurses once per nesting level
-        raise ManifestError(f"error parsing YAML: nested deeper than the parser allows ({error})") from error
+        raise ManifestError(
+            f"error converting YAML to JSON: yaml: nested deeper than the parser allows ({error})"
+        ) from error
     documents: list[dict[str, Any]] = []
     for position, raw in enumerate(raw_documents):
         if raw is None:
@@ -239,6 +293,7 @@ def validate_document(
     old: ApiObject | Mapping[str, Any] | None = None,
     priority_classes: Mapping[str, PriorityClass] | None = None,
     converted: bool = False,
+    field_validation: FieldValidation = "Warn",
 ) -> ValidationResult:
     """Admit one document: convert a v1.35 shape (with a warning), decode, default, resolve priority (when
     the known PriorityClasses are given), validate, and validate the update against `old` when the object
@@ -247,7 +302,8 @@ def validate_document(
     Convert a whole batch with conversion.convert_documents first when pods may carry v1.35 workloadRefs:
     only the batch conversion creates their implied PodGroups; then pass `converted=True` to skip converting
     (and copying) each document again. Pass `priority_classes` on updates whenever the stored `old` object was
-    admitted with them, so that both sides carry resolved priorities. `doc` is never changed."""
+    admitted with them, so that both sides carry resolved priorities. `field_validation` says what unknown
+    fields do (the API server's default, Warn, unless given). `doc` is never changed."""
     document, warnings = (dict(doc), []) if converted else convert_document(doc)
     try:
         obj = parse_object(document)
@@ -255,7 +311,12 @@ def validate_document(
         return ValidationResult(None, warnings=tuple(warnings), problem=str(error), status_code=400)
     except InvalidObjectError as error:
         return _rejected(error.kind, document, error.errors, warnings)
-    warnings += [f'unknown field "{path}"' for path in unknown_fields(obj)]
+    unknown = (
+        [f'unknown field "{path}"' for path in unknown_fields(obj)] if field_validation != "Ignore" else []
+    )
+    if unknown and field_validation == "Strict":
+        return _undecodable(obj, strict_decoding_message(obj, unknown), warnings)
+    warnings += unknown
     warnings += [
         f'unknown Podway annotation "{key}"' for key in unknown_podway_annotations(obj.metadata.annotations)
     ]
@@ -271,6 +332,28 @@ def validate_document(
         return _rejected(obj.KIND, document, errors, warnings)
     return ValidationResult(
         obj, warnings=tuple(warnings), kind=obj.KIND, name=obj.name, namespace=obj.namespace
+    )
+
+
+def strict_decoding_message(obj: ApiObject, unknown: Sequence[str]) -> str:
+    """The API server's refusal of an object with unknown fields under `fieldValidation=Strict`:
+    `Job in version "v1" cannot be handled as a Job: strict decoding error: unknown field "spec.x", ...`."""
+    version = (obj.api_version or obj.API_VERSION).rpartition("/")[2]
+    return (
+        f'{obj.KIND} in version "{version}" cannot be handled as a {obj.KIND}: '
+        f"strict decoding error: {', '.join(unknown)}"
+    )
+
+
+def _undecodable(obj: ApiObject, problem: str, warnings: list[str]) -> ValidationResult:
+    return ValidationResult(
+        None,
+        warnings=tuple(warnings),
+        kind=obj.KIND,
+        name=obj.name,
+        namespace=obj.namespace,
+        problem=problem,
+        status_code=400,
     )
 
 

@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "bus-sync": "bench.bus_sync",
     "simulate": "bench.simulate",
     "cli-start": "bench.cli_start",
+    "retention": "bench.retention",
 }
 
 # `make bench` runs these, hetero and churn as lines of their own so every figure appears.
@@ -47,6 +48,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("bus-sync", []),
     ("simulate", []),
     ("cli-start", []),
+    ("retention", []),
 ]
 
 

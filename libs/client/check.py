@@ -38,6 +38,7 @@ def run(database_url: str, output: str = "text", expected_requests: frozenset[st
     checked = {
         "objects": len(records.objects),
         "bindings": len(records.bindings),
+        "device_allocations": len(records.device_allocations),
         "events": len(records.events),
     }
     print(report(found, checked, output))

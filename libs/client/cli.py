@@ -18,6 +18,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "validate": ("objects", "validate manifests offline (exit 1 when invalid)"),
     "convert": ("objects", "print the v1alpha2 form of v1alpha1 (v1.35) manifests"),
     "apply": ("objects", "apply manifests from a file or a directory"),
+    "submit": ("submit", "publish batch/v1 Jobs as job.submitted events (--wait follows them)"),
     "delete": ("objects", "delete objects: -f FILE or KIND NAME"),
     "get": ("objects", "list objects of a kind (-w watches, -l selects by label)"),
     "describe": ("objects", "show one object with its conditions and story"),
@@ -27,7 +28,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "up": ("stack", "start the stack (embedded NATS and SQLite unless URLs are given)"),
     "down": ("stack", "stop the stack started in the data dir"),
     "demo": ("stack", "run the stack and show every capability end to end, each step checked"),
-    "gc": ("stack", "delete audit events older than an age (explicit retention)"),
+    "gc": ("stack", "prune now what the retention policy lets go (audit events, outbox and inbox rows)"),
     "migrate": (
         "stack",
         "upgrade the database and provision the NATS streams (or --downgrade REV, --revision MSG)",

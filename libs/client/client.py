@@ -12,6 +12,7 @@ from typing import Any, Self
 
 from libs.api.kinds import is_namespaced
 from libs.api.lists import DEFAULT_CHUNK_SIZE
+from libs.api.manifests import FieldValidation
 from libs.events.admission import JobSubmitted
 from libs.events.catalogue import RpcSubject
 from libs.events.envelope import AggregateRef, Envelope
@@ -29,7 +30,7 @@ from libs.events.rpc import (
 from libs.messaging.broker import NatsEndpoint, make_broker
 from libs.messaging.publisher import NatsPublisher
 from libs.messaging.rpc import RpcUnavailable, request
-from libs.messaging.watch import watch_events
+from libs.messaging.watch import subscribed_events, watch_events
 
 DEFAULT_NAMESPACE = "default"
 CONNECT_TIMEOUT_S = 5.0
@@ -89,12 +90,18 @@ class PodwayClient:
         namespace: str | None = None,
         dry_run: bool = False,
         create_only: bool = False,
+        field_validation: FieldValidation = "Warn",
     ) -> ApplyReply:
         """Apply manifests in one request; each gets its own result (created, unchanged, updated, rejected).
-        With `create_only`, objects that exist are left as they are."""
+        With `create_only`, objects that exist are left as they are; `field_validation` says what unknown
+        fields do (Strict refuses the object, Warn admits it with warnings, Ignore admits it silently)."""
         docs = [with_namespace(m, namespace) for m in manifests]
         body = ApplyRequest(
-            request_id=str(uuid.uuid4()), manifests=docs, dry_run=dry_run, create_only=create_only
+            request_id=str(uuid.uuid4()),
+            manifests=docs,
+            dry_run=dry_run,
+            create_only=create_only,
+            field_validation=field_validation,
         )
         raw = await request(self.broker, RpcSubject.ADMISSION_APPLY, body, timeout_s=self.timeout_s)
         return ApplyReply.model_validate_json(raw)
@@ -114,6 +121,11 @@ class PodwayClient:
 
     async def submit_job(self, job: dict[str, Any], *, request_id: str | None = None) -> str:
         """Publish `job.submitted`; admission admits (and expands) the Job. Returns the request id."""
+        return (await self.publish_job(job, request_id=request_id)).correlation_id
+
+    async def publish_job(self, job: dict[str, Any], *, request_id: str | None = None) -> Envelope:
+        """Publish `job.submitted` and return the envelope: its event id, and its request id as correlation
+        id, which admission's answer carries."""
         request_id = request_id or str(uuid.uuid4())
         job = with_namespace(job, None)
         meta = job.get("metadata") or {}
@@ -125,7 +137,7 @@ class PodwayClient:
             subject=AggregateRef(kind="Job", namespace=meta.get("namespace"), name=str(meta.get("name", ""))),
         )
         await NatsPublisher(self.broker).publish(envelope)
-        return request_id
+        return envelope
 
     async def get(
         self,
@@ -163,6 +175,11 @@ class PodwayClient:
         body = EventsRequest(correlation_id=correlation_id, podgroup=podgroup, after_seq=after_seq)
         raw = await request(self.broker, RpcSubject.ADMISSION_EVENTS, body, timeout_s=self.timeout_s)
         return EventsReply.model_validate_json(raw)
+
+    def watching(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[Envelope]]:
+        """`async with client.watching() as events:`: subscribed on entry, so that no event published from
+        inside the block is missed (as `watch()` may miss those published before its first step)."""
+        return subscribed_events(self.broker)
 
     async def watch(self) -> AsyncIterator[Envelope]:
         """Events as they are published, from now on."""

@@ -64,10 +64,30 @@ def describe(obj: dict[str, Any], events: list[dict[str, Any]], extra: list[str]
     ] or ["  <none>"]
     if obj.get("kind") == "ResourceClaim":
         lines += claim_lines(obj)
+    if obj.get("kind") == "Node":
+        lines.append("Taints:       " + (", ".join(node_taints(obj)) or "<none>"))
     lines += extra or []
     lines.append("Events:")
     lines += ["  " + event_line(e) for e in events] or ["  <none>"]
     return "\n".join(lines)
+
+
+UNREACHABLE = "node.kubernetes.io/unreachable:NoSchedule"
+
+
+def node_taints(node: dict[str, Any]) -> list[str]:
+    """`key[=value]:effect` of the node's taints, with the unreachable taint a node not Ready carries (the
+    scheduler taints it while its Ready condition is Unknown)."""
+    taints = [
+        f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"
+        for t in (node.get("spec") or {}).get("taints") or []
+    ]
+    ready = next(
+        (c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), None
+    )
+    if ready is not None and ready.get("status") == "Unknown" and UNREACHABLE not in taints:
+        taints.append(UNREACHABLE)
+    return taints
 
 
 def claim_lines(claim: dict[str, Any]) -> list[str]:

@@ -1,9 +1,11 @@
 """GPU use of the fleet by node and by rack, from Nodes, ResourceSlices and Pods as `get` returns them
 (`podway top nodes`, and the occupancy series of `podway report`).
 
-A node's GPUs are the devices of its ResourceSlices whose driver is a GPU driver (`gpu` in its name); a pod
-holds the GPUs its containers request as an extended resource (`<vendor>/gpu`, which a DeviceClass's
-`extendedResourceName` backs with those devices) while it is bound and not finished.
+A node's GPUs are the devices of its ResourceSlices whose driver is a GPU driver (`gpu` in its name). What is
+held is what is bound, never a pod's spec as its user wrote it: a pod holds the GPUs its containers request as
+an extended resource (`<vendor>/gpu`, which a DeviceClass's `extendedResourceName` backs with those devices)
+on the node it is bound to (`status.podway.nodeName`, as `get` reports it) while it is not finished, and an
+allocated ResourceClaim reserved for someone holds the node's GPUs its allocation names (a shared GPU once).
 """
 
 from __future__ import annotations
@@ -96,20 +98,30 @@ def _quantity(text: str, *, millis: bool) -> int:
 
 
 def fleet_usage(
-    nodes: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
+    nodes: Iterable[Mapping[str, Any]],
+    slices: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]] = (),
 ) -> FleetUsage:
     usage: dict[str, NodeUsage] = {}
     for node in nodes:
         meta = node.get("metadata") or {}
         name = str(meta.get("name"))
         usage[name] = NodeUsage(name, (meta.get("labels") or {}).get(RACK_LABEL, "-"))
+    gpu_nodes: dict[str, str] = {}
+    """GPU device (`driver/pool/device`) -> its node."""
     for piece in slices:
         spec = piece.get("spec") or {}
         node_usage = usage.get(str(spec.get("nodeName")))
         if node_usage is not None and "gpu" in str(spec.get("driver", "")):
             node_usage.gpus += len(spec.get("devices") or [])
+            pool = (spec.get("pool") or {}).get("name")
+            for device in spec.get("devices") or []:
+                gpu_nodes[f"{spec.get('driver')}/{pool}/{device.get('name')}"] = node_usage.name
+    for device in sorted(_claimed(claims) & gpu_nodes.keys()):
+        usage[gpu_nodes[device]].allocated += 1
     for pod in pods:
-        node_name = (pod.get("spec") or {}).get("nodeName")
+        node_name = ((pod.get("status") or {}).get("podway") or {}).get("nodeName")
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         node_usage = usage.get(str(node_name))
         if node_usage is None or phase in FINISHED:
@@ -124,6 +136,18 @@ def fleet_usage(
             if "memory" in requests:
                 node_usage.memory_bytes += _quantity(requests["memory"], millis=False)
     return FleetUsage(sorted(usage.values(), key=lambda n: n.name))
+
+
+def _claimed(claims: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Devices allocated to claims that someone reserves."""
+    held: set[str] = set()
+    for claim in claims:
+        status = claim.get("status") or {}
+        if not status.get("reservedFor"):
+            continue
+        for result in ((status.get("allocation") or {}).get("devices") or {}).get("results") or []:
+            held.add(f"{result.get('driver')}/{result.get('pool')}/{result.get('device')}")
+    return held
 
 
 def _bar(allocated: int, total: int, width: int = 16) -> str:

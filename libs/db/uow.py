@@ -48,6 +48,7 @@ class SqlAlchemyUnitOfWork:
         self._fence = fence
         self._after_commit = after_commit
         self._pending: list[Envelope] = []
+        self._heard: list[Envelope] = []
         self._session: AsyncSession | None = None
 
     async def __aenter__(self) -> Self:
@@ -84,21 +85,32 @@ class SqlAlchemyUnitOfWork:
         """Publish `envelope` if, and only if, this unit of work commits."""
         self._pending.append(envelope)
 
+    def record(self, envelope: Envelope) -> None:
+        """Keep in the audit log, if this unit of work commits, an event that came from outside (a client's
+        `job.submitted`), so that the events answering it name a cause the log holds; it is not published
+        again."""
+        self._heard.append(envelope)
+
     async def commit(self) -> None:
         """Check the fence, append emitted events, commit, then signal the relay."""
         session = self._require_session()
         if self._fence is not None and self.leases.renewed != self._fence:
             # A renewal in this transaction has verified the epoch and holds the row: no need to ask again.
             await assert_epoch(session, self._fence.lease, self._fence.epoch)
-        committed = await append(session, self._pending, self._clock())
-        self._pending = []
+        now = self._clock()
+        committed = await append(session, [*self._heard, *self._pending], now)
+        if self._heard:
+            heard = {envelope.event_id for envelope in self._heard}
+            await self.outbox.mark_published([m.seq for m in committed if m.event_id in heard], now)
+            committed = [m for m in committed if m.event_id not in heard]
+        self._pending, self._heard = [], []
         await session.commit()
         if committed and self._after_commit is not None:
             self._after_commit(committed)
 
     async def rollback(self) -> None:
         """Discard state changes and emitted events."""
-        self._pending = []
+        self._pending, self._heard = [], []
         await self._require_session().rollback()
 
     def _require_session(self) -> AsyncSession:

@@ -56,9 +56,13 @@ class PodAdmitted(_Admitted):
 
 @event_model
 class JobAdmitted(_Admitted):
-    """A batch/v1 Job was stored."""
+    """A batch/v1 Job was stored, or, submitted again as it is stored, left as it is."""
 
     TYPE = EventType.JOB_ADMITTED
+    # Wider than its base on purpose: only a Job can be answered `unchanged` (see job.submitted).
+    outcome: Literal["created", "updated", "unchanged"] = Field(  # type: ignore[assignment]
+        description="What the apply did; `unchanged` answers a Job submitted again as it is stored"
+    )
 
 
 @event_model
@@ -133,6 +137,19 @@ class JobExpanded(EventPayload):
     workload_name: str | None = Field(default=None, description="Generated Workload, for gang Jobs")
     podgroup_name: str | None = Field(default=None, description="Generated PodGroup, for gang Jobs")
     pod_names: list[str] = Field(description="Generated Pods, in index order")
+
+
+@event_model
+class JobFinished(EventPayload):
+    """A batch/v1 Job reached its terminal condition (`Complete` or `Failed`); it never leaves it."""
+
+    TYPE = EventType.JOB_FINISHED
+    namespace: str = Field(description="Namespace of the Job")
+    name: str = Field(description="Job name")
+    uid: str = Field(description="Job uid")
+    condition: Literal["Complete", "Failed"] = Field(description="The terminal condition reached")
+    reason: str = Field(default="", description="The condition's reason, e.g. BackoffLimitExceeded")
+    message: str = Field(default="", description="The condition's message")
 
 
 @event_model

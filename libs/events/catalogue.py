@@ -26,6 +26,7 @@ class EventType(StrEnum):
     OBJECT_REJECTED = "object.rejected"
     OBJECT_DELETED = "object.deleted"
     JOB_EXPANDED = "job.expanded"
+    JOB_FINISHED = "job.finished"
     NODE_REGISTERED = "node.registered"
     NODE_UPDATED = "node.updated"
     NODE_NOT_READY = "node.not_ready"

@@ -22,6 +22,11 @@ class ApplyRequest(_Message):
     create_only: bool = Field(
         default=False, description="As `kubectl create`: an object that exists is left as it is (unchanged)"
     )
+    field_validation: Literal["Strict", "Warn", "Ignore"] = Field(
+        default="Warn",
+        description="Unknown fields: refuse the object (Strict), admit it with a warning per field (Warn), "
+        "or admit it silently (Ignore); the API server's `fieldValidation`",
+    )
 
 
 class ObjectResult(_Message):

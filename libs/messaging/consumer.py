@@ -8,6 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
@@ -84,6 +85,20 @@ def exponential_backoff(attempt: int, *, base_s: float = 1.0, cap_s: float = 60.
     return float(min(cap_s, base_s * 2 ** (attempt - 1)))
 
 
+MAX_DELIVER = 5
+ACK_WAIT_S = 30.0
+
+
+def redelivery_window_s(
+    max_deliver: int = MAX_DELIVER,
+    ack_wait_s: float = ACK_WAIT_S,
+    retry_delay: Callable[[int], float] = exponential_backoff,
+) -> float:
+    """The longest an event can still be delivered to a consumer after its first delivery: each attempt
+    waits out its ack, then its backoff. Past it, the consumer's inbox mark of the event is no longer needed."""
+    return max_deliver * ack_wait_s + sum(retry_delay(attempt) for attempt in range(1, max_deliver))
+
+
 class EventConsumer:
     """A durable JetStream pull consumer that processes each event once.
 
@@ -109,8 +124,8 @@ class EventConsumer:
         batch_handler: EventBatchHandler | None = None,
         uow_factory: UnitOfWorkFactory,
         stream: str = EVENTS_STREAM,
-        max_deliver: int = 5,
-        ack_wait_s: float = 30.0,
+        max_deliver: int = MAX_DELIVER,
+        ack_wait_s: float = ACK_WAIT_S,
         retry_delay: Callable[[int], float] = exponential_backoff,
         fetch_timeout_s: float = 1.0,
         payload_parser: Callable[[Envelope], EventPayload] = parse_payload,
@@ -140,7 +155,11 @@ class EventConsumer:
         """Who acknowledges handled messages (default: the consumer, at once); see `HeldAcks`."""
         self._pull_task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._waiting = False
+        """The pull loop waits for a first message: nothing fetched is in hand."""
         self._dlq_task: asyncio.Task[None] | None = None
+        self.replay_since: Callable[[], datetime] = _replay_since
+        """Where a durable consumer created again starts: the redelivery window before now."""
 
     async def ensure(self, js: JetStreamContext) -> None:
         """Create the durable consumer, or update it to this configuration (new subjects, ack wait).
@@ -193,9 +212,10 @@ class EventConsumer:
         self._pull_task = asyncio.create_task(self._pull_loop(subscription), name=f"consume-{self.name}")
 
     async def stop(self) -> None:
-        """Stop the batched pull loop: it ends after the batch in hand (what it fetches from then on goes
-        back to the stream), or is cancelled if that takes longer than a pull; its subscription is closed
-        first so a drain never hangs."""
+        """Stop the batched pull loop: a loop waiting for a first message is cancelled at once (what the
+        server sent meanwhile waits in the subscription's queue and goes back); otherwise it ends after the
+        batch in hand (what it fetches from then on goes back to the stream), or is cancelled if that takes
+        longer than a pull."""
         if self._dlq_task is not None:
             # Not awaited: a cancelled nats-py request may swallow the cancellation; the task ends at its next
             # wake-up, when it sees it was cancelled.
@@ -205,8 +225,9 @@ class EventConsumer:
         if task is None:
             return
         self._stopping = True
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(asyncio.shield(task), timeout=self.fetch_timeout_s + STOP_GRACE_S)
+        if not self._waiting:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), timeout=self.fetch_timeout_s + STOP_GRACE_S)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -300,7 +321,9 @@ class EventConsumer:
             await asyncio.sleep(RECOVER_WAIT_S)
             return subscription
         try:
-            await self.ensure(js)
+            # Its position is lost: take up again only what the inbox may still remember (what retention
+            # keeps), not the stream's whole history; `on_reset` re-derives the rest from the database.
+            await js.add_consumer(self.stream, self._consumer_config(since=self.replay_since()))
             renewed = await js.pull_subscribe_bind(durable=self.name, stream=self.stream)
         except Exception as exc:
             log.warning("%s: the consumer cannot be created again yet (%r)", self.name, exc)
@@ -321,7 +344,11 @@ class EventConsumer:
         A single `fetch(batch_size)` that starts on an empty stream keeps its pull open until the whole batch
         has arrived or the fetch times out: events trickling in would wait for those that come after them.
         """
-        first = await subscription.fetch(1, timeout=self.fetch_timeout_s)
+        self._waiting = True
+        try:
+            first = await subscription.fetch(1, timeout=self.fetch_timeout_s)
+        finally:
+            self._waiting = False
         try:
             return first + await subscription.fetch(self.batch_size - 1, timeout=DRAIN_TIMEOUT_S)
         except (TimeoutError, nats.errors.TimeoutError):
@@ -481,16 +508,21 @@ class EventConsumer:
         than the consumer's last pull request may wait on the server."""
         return 2 * self.fetch_timeout_s
 
-    def _consumer_config(self) -> ConsumerConfig:
+    def _consumer_config(self, since: datetime | None = None) -> ConsumerConfig:
         return ConsumerConfig(
             durable_name=self.name,
             filter_subjects=self.subjects,
-            deliver_policy=DeliverPolicy.ALL,
+            deliver_policy=DeliverPolicy.ALL if since is None else DeliverPolicy.BY_START_TIME,
+            opt_start_time=since,
             ack_policy=JsAckPolicy.EXPLICIT,
             ack_wait=self.ack_wait_s,
             max_deliver=-1,
             max_ack_pending=1000,
         )
+
+
+def _replay_since() -> datetime:
+    return datetime.now(UTC) - timedelta(seconds=redelivery_window_s())
 
 
 def parse_message(

@@ -126,6 +126,7 @@ USERS: tuple[NatsUser, ...] = (
             EventType.OBJECT_REJECTED,
             EventType.OBJECT_DELETED,
             EventType.JOB_EXPANDED,
+            EventType.JOB_FINISHED,
             EventType.NODE_REGISTERED,
             EventType.NODE_UPDATED,
             EventType.RESOURCESLICE_PUBLISHED,

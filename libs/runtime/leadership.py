@@ -19,13 +19,22 @@ from libs.runtime.shutdown import STOP_STEP_TIMEOUT_S, bounded
 
 log = logging.getLogger(__name__)
 
+RETRY_AFTER_FAILURE_S = 0.5
+"""A renewal that failed (the database refused a transaction or was away) is tried again this soon."""
+
+
+class _RenewalFailed(Exception):
+    """The attempt got no answer from the database: neither renewed nor refused."""
+
 
 class LeaderElector:
     """Holds lease `name` for `holder`: takes it when it is free or has lapsed, renews it every third of
     its length, and reports each change: `on_elected(fence)` must return promptly (start work in a task),
-    `on_deposed()` must stop every write at once. A renewal that fails, is refused or does not answer
-    before the lease would lapse (by this process's monotonic clock, counted from when the last successful
-    renewal was sent) deposes this replica.
+    `on_deposed()` must stop every write at once. A renewal that is refused deposes this replica; one that
+    fails (the database is locked, restarting, away) is tried again every `RETRY_AFTER_FAILURE_S` while the
+    lease is known valid, as client-go's leader election retries until its renew deadline; only when none
+    succeeded before the lease would lapse (by this process's monotonic clock, counted from when the last
+    successful renewal was sent) is this replica deposed.
     """
 
     def __init__(
@@ -38,8 +47,11 @@ class LeaderElector:
         clock: Clock,
         on_elected: Callable[[Fence], Awaitable[None]],
         on_deposed: Callable[[], Awaitable[None]],
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._uow_factory = uow_factory
+        self._monotonic = monotonic
+        self._retry_soon = False
         self.name = name
         self.holder = holder
         self.ttl = ttl
@@ -59,11 +71,23 @@ class LeaderElector:
         """Elect and renew until cancelled."""
         while True:
             await self.tick()
-            await asyncio.sleep(self.renew_every_s if self.leading else self.retry_every_s)
+            if self._retry_soon:
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+            else:
+                await asyncio.sleep(self.renew_every_s if self.leading else self.retry_every_s)
 
     async def tick(self) -> None:
         """One attempt: take or renew the lease, and report what changed."""
-        await self._settle(await self._try())
+        try:
+            lease = await self._try()
+        except _RenewalFailed:
+            self._retry_soon = self.leading
+            if self.leading and self._monotonic() < self._valid_until:
+                return  # still valid: keep leading, try again soon
+            lease = None
+        else:
+            self._retry_soon = False
+        await self._settle(lease)
 
     async def step_down(self) -> None:
         """Stop leading and let the lease lapse now, so a standby takes over without waiting."""
@@ -76,14 +100,14 @@ class LeaderElector:
                 await uow.commit()
 
     async def _try(self) -> Lease | None:
-        sent = time.monotonic()
+        sent = self._monotonic()
         if not self.leading:
             self._valid_until = sent + self.ttl.total_seconds()
         attempt = asyncio.ensure_future(self._acquire_or_renew())
         # Wait as long as the lease is known to be valid: a write that renews it meanwhile (and holds the
         # lease row, so this attempt waits for it) extends the wait.
         while not attempt.done():
-            remaining = self._valid_until - time.monotonic()
+            remaining = self._valid_until - self._monotonic()
             if remaining <= 0:
                 attempt.cancel()
                 log.warning("lease %s: no answer before the lease would lapse", self.name)
@@ -93,7 +117,7 @@ class LeaderElector:
             lease = attempt.result()
         except Exception as exc:
             log.warning("lease %s: acquire or renew failed: %r", self.name, exc)
-            return None
+            raise _RenewalFailed() from exc
         if lease is not None:
             self._valid_until = max(self._valid_until, sent + self.ttl.total_seconds())
         return lease

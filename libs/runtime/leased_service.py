@@ -248,16 +248,14 @@ class LeasedService(ABC, Generic[World, Output]):
         LEADER.labels(self.name).set(0)
         self.leadership_changed(False)
         if term.task is not None and term.task is not asyncio.current_task():
-            term.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await term.task
+            await _cancelled(term.task)
         await self._stop_consumer(term)
 
     async def _lead(self, term: _Term[World]) -> None:
         try:
             await self._start_consumer(term)
             lost: list[Output] = []
-            while True:
+            while self._term is term:
                 await self._load(term)
                 if lost:
                     assert term.world is not None
@@ -342,7 +340,7 @@ class LeasedService(ABC, Generic[World, Output]):
     async def _run_forever(self, term: _Term[World]) -> None:
         world = term.world
         assert world is not None
-        while True:
+        while self._term is term:
             if term.reset:
                 term.reset = False
                 log.warning("%s: events were lost with the stream; loading the world again", self.name)
@@ -350,7 +348,10 @@ class LeasedService(ABC, Generic[World, Output]):
             now = self.seconds()
             if self.observe_every_s is not None and time.monotonic() >= term.observe_due:
                 term.observe_due = time.monotonic() + self.observe_every_s
-                await self.observe(world, now)
+                try:
+                    await self.observe(world, now)
+                except Exception as exc:  # the database is away: observe again next time
+                    log.warning("%s: observing failed (%r); trying again later", self.name, exc)
             applied = term.acks.take()
             outputs = self.run_pass(world, now)
             if outputs:
@@ -433,3 +434,14 @@ class LeasedService(ABC, Generic[World, Output]):
             )  # fmt: skip
         PASS_SECONDS.labels(self.name).observe(took)
         self.written(outputs, took)
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    """Cancel a term's task and wait until it ended. Again and again: on Python 3.11 `asyncio.wait_for` may
+    swallow a cancellation that arrives as the awaited event fires, and the term would run on (its loops
+    also end once it is no longer the service's term)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        task.result()

@@ -127,6 +127,9 @@ class MemoryUnitOfWork:
     def emit(self, envelope: Envelope) -> None:
         _no_database()
 
+    def record(self, envelope: Envelope) -> None:
+        _no_database()
+
     async def commit(self) -> None:
         self._store.record(self._inbox.pending)
         self._inbox.pending = []

@@ -57,6 +57,26 @@ class PodwaySettings(BaseSettings):
         ge=0,
         description="Scheduler: a node NotReady this long is lost, and the pods on it fail",
     )
+    retention_events_days: float = Field(
+        default=30.0, gt=0, description="Retention: days the audit log keeps an event (`podway events`)"
+    )
+    retention_outbox_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="Retention: seconds a published outbox row is kept (default and least: the JetStream "
+        "duplicate window, twice and once)",
+    )
+    retention_inbox_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="Retention: seconds a consumer's inbox mark is kept (default and least: the redelivery "
+        "window, twice and once)",
+    )
+    retention_interval_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="Retention: how often admission prunes (one replica at a time); 0: only `podway gc` does",
+    )
     router_policy: Path | None = Field(default=None, description="Router policy YAML")
     router_http_address: str = Field(
         default="127.0.0.1:8400",

@@ -18,6 +18,7 @@ from libs.core.admission.apply import (
     ApplyContext,
     PreparedBatch,
     admit_batch,
+    admit_submission,
     prepare_batch,
     raw_key,
     write_runs,
@@ -57,6 +58,7 @@ from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
+from libs.runtime.retention import RetentionSchedule, policy_from
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries
@@ -158,6 +160,15 @@ class AdmissionService:
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.batcher.run(), name="apply-batcher"),
         ]
+        if self.settings.retention_interval_seconds > 0:
+            retention = RetentionSchedule(
+                self.uow,
+                policy_from(self.settings),
+                holder=f"admission-{self.settings.instance}-{uuid.uuid4().hex[:6]}",
+                interval_s=self.settings.retention_interval_seconds,
+                clock=self.clock,
+            )
+            self._tasks.append(asyncio.create_task(retention.run(), name="retention"))
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
             self._tasks.append(asyncio.create_task(beat_forever(beacon, alive=self.connected), name="health"))
@@ -182,7 +193,9 @@ class AdmissionService:
         for position, manifest in enumerate(request.manifests):
             check_document_shape(manifest, position)  # refused whole, as the API server refuses a body
         # Converted here, as requests arrive, so that it overlaps the group commit in progress.
-        batch = prepare_batch(request.manifests, create_only=request.create_only)
+        batch = prepare_batch(
+            request.manifests, create_only=request.create_only, field_validation=request.field_validation
+        )
         prepared = PreparedApply(request.request_id, batch)
         if request.dry_run:
             return await self._dry_run(prepared)
@@ -247,7 +260,8 @@ class AdmissionService:
         assert isinstance(payload, JobSubmitted)
         batch = prepare_batch([payload.manifest])
         view = await load_view(uow, batch.keys)
-        decision = admit_batch(batch, view, self._context(payload.request_id))
+        decision = admit_submission(batch, view, self._context(payload.request_id))
+        uow.record(envelope)  # a client published it: the log keeps what the admission answers
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
         await self._sync_applied_jobs(uow, [decision], self._context(payload.request_id))
 

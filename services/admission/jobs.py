@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
 
 from libs.api.jobs import JOB_NAME_LABEL, gang_pod_group_name
 from libs.core.admission.apply import ApplyContext
 from libs.core.admission.delete import owned_by
 from libs.core.admission.job_controller import REPLICA_FAILURE, sync_job
+from libs.core.admission.jobs import newly_finished
 from libs.core.admission.model import KnownObject, ObjectKey
 from libs.db.ports import UnitOfWork
 from libs.db.records import StoredObject
+from libs.events.admission import JobFinished
+from libs.events.envelope import AggregateRef, Envelope
 from libs.events.scheduling import PodGroupRef, PodRef
-from services.admission.store import known_from_stored, load_view, write_decision
+from services.admission.store import PRODUCER, known_from_stored, load_view, write_decision
 
 JobKey = tuple[str, str]
 """(namespace, name) of a Job."""
@@ -79,8 +84,33 @@ async def sync_jobs(uow: UnitOfWork, jobs: Iterable[JobKey], ctx: ApplyContext, 
             await uow.objects.update_status(
                 "Job", job.namespace, job.name, sync.status, expected_resource_version=stored.resource_version
             )
+            finished = newly_finished(stored.status, sync.status)
+            if finished is not None:
+                uow.emit(_finished_event(job, finished, ctx.now, cause))
 
 
 def _workload_of(job: KnownObject) -> ObjectKey:
     """The Workload a gang Job generated (its new PodGroups refer to its template)."""
     return ("Workload", job.namespace, job.name)
+
+
+def _finished_event(
+    job: KnownObject, condition: dict[str, Any], now: datetime, cause: str | None
+) -> Envelope:
+    payload = JobFinished(
+        namespace=job.namespace,
+        name=job.name,
+        uid=job.uid,
+        condition=condition["type"],
+        reason=str(condition.get("reason") or ""),
+        message=str(condition.get("message") or ""),
+    )
+    subject = AggregateRef(kind="Job", namespace=job.namespace, name=job.name, uid=job.uid)
+    return Envelope.wrap(
+        payload,
+        producer=PRODUCER,
+        correlation_id=job.uid,
+        occurred_at=now,
+        causation_id=cause,
+        subject=subject,
+    )

@@ -87,15 +87,18 @@ def _condition(condition: StoredCondition) -> dict[str, Any]:
 
 
 async def _with_nodes(uow: UnitOfWork, pods: list[dict[str, Any]]) -> None:
-    """`spec.nodeName`: the node a pod is bound to, or, once it ended and released its binding, the node its
-    agent recorded when it started it."""
+    """`spec.nodeName`: the node a pod is bound to (whatever its spec says), or, once it ended and released its
+    binding, the node its agent recorded when it started it; `status.podway.nodeName` says the same, and only
+    that (never a node the spec names that nothing bound)."""
     bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(p["metadata"]["uid"] for p in pods)}
     for pod in pods:
         spec = pod.setdefault("spec", {})
-        ran_on = ((pod.get("status") or {}).get("podway") or {}).get("nodeName")
-        node = spec.get("nodeName") or bound.get(pod["metadata"]["uid"]) or ran_on
-        if node:
-            spec["nodeName"] = node
+        status = pod.setdefault("status", {})
+        ran_on = (status.get("podway") or {}).get("nodeName")
+        held = bound.get(pod["metadata"]["uid"]) or ran_on
+        if held:
+            spec["nodeName"] = held
+            status["podway"] = {**(status.get("podway") or {}), "nodeName": held}
 
 
 async def _with_summary(uow: UnitOfWork, group: dict[str, Any], scope: pending.Scope) -> None:

@@ -22,23 +22,25 @@ SUBJECTS = [
 
 def apply_event(ledger: ClaimLedger, envelope: Envelope, payload: EventPayload) -> None:
     """Take one consumed event into the ledger; events of no concern to it are ignored."""
+    cause = str(envelope.event_id)
     if isinstance(payload, admission.ResourceSlicePublished):
         ledger.inventory.put_slice(payload.name, payload.object.get("spec") or {})
     elif isinstance(payload, admission.ObjectDeleted):
         if payload.kind == "ResourceSlice":
             ledger.inventory.remove_slice(payload.name)
         elif payload.kind == "Pod":
-            ledger.pods_ended([payload.uid])
+            ledger.pods_ended([payload.uid], cause)
         elif payload.kind == "PodGroup":
-            ledger.group_deleted(payload.uid)
+            ledger.group_deleted(payload.uid, cause)
     elif isinstance(payload, scheduling.PodsSucceeded | scheduling.PodsFailed):
-        ledger.pods_ended([pod.uid for pod in payload.pods])
+        ledger.pods_ended([pod.uid for pod in payload.pods], cause)
     elif isinstance(payload, scheduling.PlacementProposed):
-        ledger.propose(proposal_of(payload))
+        ledger.propose(proposal_of(payload, cause))
 
 
-def proposal_of(payload: scheduling.PlacementProposed) -> Proposal:
-    """The ledger's proposal from the scheduler's event (a standalone pod's group has the pod's uid)."""
+def proposal_of(payload: scheduling.PlacementProposed, cause: str | None = None) -> Proposal:
+    """The ledger's proposal from the scheduler's event `cause` (a standalone pod's group has the pod's
+    uid)."""
     group = payload.podgroup
     claims = tuple(
         ProposedClaim(
@@ -53,4 +55,4 @@ def proposal_of(payload: scheduling.PlacementProposed) -> Proposal:
         for allocation in payload.allocations
     )
     pods = tuple(placement.pod_uid for placement in payload.placements)
-    return Proposal(group.namespace, group.name, group.uid, pods, claims, payload.proposed_at)
+    return Proposal(group.namespace, group.name, group.uid, pods, claims, payload.proposed_at, cause)

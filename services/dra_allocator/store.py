@@ -42,6 +42,7 @@ from libs.core.scheduling.objects import STANDALONE_PREFIX
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
 from libs.db.records import DeviceHold, DeviceShare, JsonObject, ObjectDraft, StoredObject
+from libs.events.catalogue import EventType
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.scheduling import ClaimAllocation, ClaimsAllocated, ClaimsAllocationFailed, PodGroupRef
 from libs.events.scheduling import ClaimsReleased as ClaimsReleasedEvent
@@ -108,10 +109,11 @@ async def load_ledger(uow: UnitOfWork) -> ClaimLedger:
     ledger.reconcile(DeviceRow(*row) for row in await uow.device_allocations.rows())
     ledger.pods_ended(ended)
     ledger.release(orphans)
-    for group in groups:
-        proposal = group.status.get("proposal")
-        if isinstance(proposal, Mapping):
-            ledger.propose(_proposal_of_status(group, proposal))
+    waiting = [group for group in groups if isinstance(group.status.get("proposal"), Mapping)]
+    # The `placement.proposed` each waiting placement came from, for its answer to name.
+    proposed = await uow.events.latest_of([g.uid for g in waiting], EventType.PLACEMENT_PROPOSED)
+    for group in waiting:
+        ledger.propose(_proposal_of_status(group, group.status["proposal"], proposed.get(group.uid)))
     return ledger
 
 
@@ -168,7 +170,7 @@ def _shared_claim(stored: StoredObject, found: DeviceAllocation, results: list[A
     )
 
 
-def _proposal_of_status(group: StoredObject, proposal: Mapping[str, Any]) -> Proposal:
+def _proposal_of_status(group: StoredObject, proposal: Mapping[str, Any], cause: str | None) -> Proposal:
     claims: list[ProposedClaim] = []
     pods = proposal.get("pods") or {}
     for pod_name, pod in sorted(pods.items()):
@@ -178,7 +180,7 @@ def _proposal_of_status(group: StoredObject, proposal: Mapping[str, Any]) -> Pro
     claims += [_proposed(record, owner) for record in proposal.get("claims") or []]
     pod_uids = tuple(str(pod.get("uid") or "") for _, pod in sorted(pods.items()))
     proposed_at = str(proposal.get("proposedAt") or "")
-    return Proposal(group.namespace, group.name, group.uid, pod_uids, tuple(claims), proposed_at)
+    return Proposal(group.namespace, group.name, group.uid, pod_uids, tuple(claims), proposed_at, cause)
 
 
 def _proposed(record: Mapping[str, Any], owner: ClaimOwner) -> ProposedClaim:
@@ -233,6 +235,7 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[LedgerOutput], *, now
                 output.proposal.group_uid,
                 _subject(output.proposal),
                 ClaimsAllocationFailed(podgroup=_group_ref(output.proposal), reason=output.reason),
+                output.proposal.cause,
             )
     await writer.flush()
 
@@ -299,6 +302,7 @@ class _Writer:
             proposal.group_uid,
             _subject(proposal),
             ClaimsAllocated(podgroup=_group_ref(proposal), allocations=allocations),
+            proposal.cause,
         )
 
     def released(self, released: ClaimsReleased) -> None:
@@ -320,6 +324,7 @@ class _Writer:
                 if group is not None
                 else None,
             ),
+            released.cause,
         )
 
     def claim_object(self, claim: HeldClaim) -> None:
@@ -407,10 +412,17 @@ class _Writer:
         entries.append({"name": claim.ref, "resourceClaimName": claim.name})
         self._statuses[owner.uid] = (owner, {**current, "resourceClaimStatuses": entries})
 
-    def emit(self, correlation: str, subject: AggregateRef | None, payload: EventPayload) -> None:
+    def emit(
+        self, correlation: str, subject: AggregateRef | None, payload: EventPayload, cause: str | None
+    ) -> None:
         self.uow.emit(
             Envelope.wrap(
-                payload, producer=PRODUCER, correlation_id=correlation, occurred_at=self.now, subject=subject
+                payload,
+                producer=PRODUCER,
+                correlation_id=correlation,
+                occurred_at=self.now,
+                causation_id=cause,
+                subject=subject,
             )
         )
 

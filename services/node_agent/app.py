@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -57,6 +58,8 @@ PRODUCER = "node-agent"
 DISRUPTION_TARGET = "DisruptionTarget"
 DELETED = "Deleted"
 """The eviction reason of a pod deleted while it runs: the agent stops it and deletes it."""
+STARTED_BY = "startedBy"
+"""`status.podway.startedBy`: the `pods.running` a pod's ending answers, kept across restarts of its agent."""
 NODE_RESTARTED = "NodeRestarted"
 """The reason of a pod that ran on a host taken away and brought back before its node was lost."""
 REGISTER_CHUNK = 256
@@ -127,14 +130,16 @@ class NodeAgentService:
             self.relay.kick(committed)
 
     async def start(self) -> None:
+        # Beat first, as a kubelet renews its lease whatever else it does: registering a large cluster
+        # through a busy admission must not make a restarted agent's nodes look lost.
+        self._tasks = [asyncio.create_task(self._beat_forever(), name="node-heartbeats")]
         await self.register()
         await self.restore()
         await start_broker(self.broker, [self.consumer])
         self.relay = OutboxRelay(self.uow, jetstream(self.broker), clock=self.clock)
-        self._tasks = [
+        self._tasks += [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self._run_timers(), name="pod-timers"),
-            asyncio.create_task(self._beat_forever(), name="node-heartbeats"),
         ]
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
@@ -306,8 +311,12 @@ class NodeAgentService:
                 these.append(self._running(pod, node, podgroup, now.timestamp()))
             if these:
                 refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in these]
-                uow.emit(self._envelope(PodsRunning(pods=refs), podgroup, these[0], now, cause))
-                running += these
+                envelope = self._envelope(PodsRunning(pods=refs), podgroup, these[0], now, cause)
+                uow.emit(envelope)
+                told = str(envelope.event_id)
+                for p in these:
+                    started[p.uid][1]["podway"][STARTED_BY] = told
+                running += [dataclasses.replace(p, started_by=told) for p in these]
         await uow.objects.update_statuses(list(started.values()))
         if running:
             self.runtime.run(running)
@@ -565,7 +574,9 @@ class NodeAgentService:
             await uow.bindings.release_many(pod.uid for group in done.values() for pod in group)
             for podgroup, group in done.items():
                 refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=p.node) for p in group]
-                uow.emit(self._envelope(PodsSucceeded(pods=refs), podgroup, group[0], now, None))
+                uow.emit(
+                    self._envelope(PodsSucceeded(pods=refs), podgroup, group[0], now, group[0].started_by)
+                )
             await uow.commit()
 
     # -- helpers ----------------------------------------------------------------------------------------
@@ -576,7 +587,8 @@ class NodeAgentService:
         seconds = run_seconds(pod.metadata.get("annotations") or {})
         compression = self.settings.time_compression or 1.0
         finishes_at = started_at + seconds / compression if seconds is not None else None
-        return RunningPod(pod.uid, pod.namespace, pod.name, node, podgroup, finishes_at)
+        started_by = (pod.status.get("podway") or {}).get(STARTED_BY)
+        return RunningPod(pod.uid, pod.namespace, pod.name, node, podgroup, finishes_at, started_by)
 
     def _envelope(
         self,

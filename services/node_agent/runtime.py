@@ -17,6 +17,8 @@ class RunningPod:
     node: str
     podgroup: tuple[str, str, str] | None
     finishes_at: float | None
+    started_by: str | None = None
+    """The `pods.running` that told it started, which its ending answers."""
 
 
 class PodRuntime:

@@ -112,10 +112,14 @@ async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> li
         nodes=list(decision.nodes) if decision.victims else [],
         reason=decision.reason,
     )
-    if not decision.victims and preempted.cause is None:
-        # Asked again by a new term, not by the scheduler: nothing to tell when nothing can be done.
-        return []
-    cause = _emit(uow, selected, preemptor, now, preempted.cause)
+    cause = preempted.cause
+    if cause is None:
+        # Asked again by a new term, not by the scheduler: nothing to tell when nothing can be done, and
+        # victims chosen answer the latest of the group's story (the request an earlier term may have missed).
+        if not decision.victims:
+            return []
+        cause = (await uow.events.latest_of([preemptor.uid])).get(preemptor.uid)
+    cause = _emit(uow, selected, preemptor, now, cause)
     if not decision.victims:
         return []
     assert preempted.expires_at is not None

@@ -135,7 +135,16 @@ async def load_world(uow: UnitOfWork, now: datetime) -> World:
         for n in await uow.nominations.active(now)
     )
     health = await node_health_records(uow, (obj for obj in objects if obj.kind == "Node"), now)
-    return World(objects, bindings, frozenset(leaving & live), nominations, health)
+    waiting = {_story_of(obj, groups) for obj in objects if obj.uid in live and obj.uid not in bindings}
+    causes = await uow.events.latest_of(waiting)
+    return World(objects, bindings, frozenset(leaving & live), nominations, health, causes)
+
+
+def _story_of(pod: ApiObject, groups: Mapping[str, ApiObject]) -> str:
+    """The uid a pod's scheduling story is told under: its PodGroup's, or its own."""
+    name = pod_group_name(pod)
+    group = groups.get(f"{pod.namespace}/{name}") if name else None
+    return group.uid if group is not None else pod.uid
 
 
 async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, fence: Fence, now: datetime) -> int:

@@ -1,7 +1,8 @@
 """A seeded chaos run: `podway up` (every service, the router on its emulators) on a private PostgreSQL cluster,
 a mixed load of gang Jobs (rack-constrained, high-priority ones that must preempt, DRA claims) and inference
-requests (sync and queued), while every service is killed with SIGKILL, the scheduler is paused past its lease,
-the embedded nats-server is killed and PostgreSQL crashes and comes back. Afterwards every Job must have reached
+requests (sync and queued), while every service is killed with SIGKILL, each leased service is paused past its
+lease, a node running pods is taken away until it is lost and then brought back, the embedded nats-server is
+killed and PostgreSQL crashes and comes back. Afterwards every Job must have reached
 a decision, every accepted queued request exactly one outcome, and `podway check` must find nothing.
 
 `make soak` runs the full size (`python -m tests.chaos.harness --jobs 2000 --requests 5000`); CI runs a smoke
@@ -21,6 +22,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +44,18 @@ EXAMPLES = ROOT / "deploy" / "examples"
 SERVICES = ("admission", "scheduler", "preemptor", "dra_allocator", "node_agent", "llm_router")
 LEASED = ("scheduler", "preemptor", "dra_allocator")
 LEASE_S = 3.0
+NODE_HEALTH = {
+    "PODWAY_NODE_HEARTBEAT_SECONDS": "1",
+    "PODWAY_NODE_MONITOR_GRACE_SECONDS": "12",
+    "PODWAY_NODE_EVICTION_SECONDS": "6",
+}
+"""Short node health timings: a node taken away is NotReady after 12 s of silence and lost 6 s later (a
+restarted node agent beats within seconds; PostgreSQL's crash holds beats for a few)."""
+NODE_LOST_AFTER_S = 12 + 6
 FAULTS = (
     *(f"kill:{s}" for s in SERVICES),
     *(f"pause:{s}" for s in LEASED),
+    "lose:node",
     "kill:nats-server",
     "crash:postgres",
 )
@@ -74,6 +85,9 @@ class ChaosReport:
     requests_without_outcome: int = 0
     audit_events_lost: int = 0
     faults_injected: list[str] = field(default_factory=list)
+    nodes_lost: list[str] = field(default_factory=list)
+    node_lost_events: int = 0
+    pods_failed_node_lost: int = 0
     invariants_violated: int = 0
     violations: list[str] = field(default_factory=list)
     answered: list[str] = field(default_factory=list, repr=False)
@@ -161,7 +175,7 @@ def load(plan: ChaosPlan) -> list[dict[str, Any]]:
 
 def podway(data_dir: Path, *args: str, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "libs.client.cli", *args, "--data-dir", str(data_dir)]
-    env = {**os.environ, "PODWAY_LEASE_SECONDS": str(LEASE_S)}
+    env = {**os.environ, "PODWAY_LEASE_SECONDS": str(LEASE_S), **NODE_HEALTH}
     return subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
     )
@@ -188,6 +202,7 @@ def start_standbys(data_dir: Path) -> list[subprocess.Popen[bytes]]:
         "PODWAY_DATA_DIR": info["data_dir"],
         "PODWAY_LEASE_SECONDS": str(LEASE_S),
         "PODWAY_INSTANCE": "1",
+        **NODE_HEALTH,
     }
     logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -215,10 +230,19 @@ def stop_standbys(standbys: list[subprocess.Popen[bytes]]) -> None:
 
 
 class Faults:
-    def __init__(self, data_dir: Path, postgres: PrivatePostgres, report: ChaosReport) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        postgres: PrivatePostgres,
+        report: ChaosReport,
+        client: PodwayClient,
+        rng: random.Random,
+    ) -> None:
         self.data_dir = data_dir
         self.postgres = postgres
         self.report = report
+        self.client = client
+        self.rng = rng
 
     async def inject(self, fault: str) -> None:
         action, _, target = fault.partition(":")
@@ -237,15 +261,54 @@ class Faults:
             await asyncio.sleep(LEASE_S * 2)  # past its lease: a paused leader must not write when it wakes
             # The supervisor may have replaced it meanwhile (its health beats stopped): nothing to wake then.
             _signal(pid, signal.SIGCONT)
+        elif action == "lose":
+            node = await self._busy_node()
+            if node is None:
+                return
+            await self._power(node, "node-down")
+            # Past the grace period and the eviction timeout: the node is lost and its pods are failed.
+            await asyncio.sleep(NODE_LOST_AFTER_S + 2)
+            await self._power(node, "node-up")
+            self.report.nodes_lost.append(node)
         elif action == "crash":
             await asyncio.to_thread(self.postgres.kill)
             await asyncio.sleep(1.0)
             await asyncio.to_thread(self.postgres.start)
         self.report.faults_injected.append(fault)
 
-    async def run(self, plan: ChaosPlan, rng: random.Random) -> None:
+    async def _busy_node(self) -> str | None:
+        """The node whose running pod finishes last (seeded choice among ties), once one runs pods long
+        enough to be there when the node is lost; None if none does for a minute."""
+        for _ in range(60):
+            pods = await _retrying(lambda: self.client.get("Pod", all_namespaces=True))
+            finishing = {
+                p["spec"]["nodeName"]: _finishes_at(p)
+                for p in sorted(pods, key=_finishes_at)
+                if p.get("spec", {}).get("nodeName") and p.get("status", {}).get("phase") == "Running"
+            }
+            latest = max(finishing.values(), default=0.0)
+            if latest - time.time() > NODE_LOST_AFTER_S / 2:
+                return self.rng.choice(sorted(n for n, at in finishing.items() if at == latest))
+            await asyncio.sleep(1.0)
+        return None
+
+    async def _power(self, node: str, verb: str) -> None:
+        """`podway cluster node-down|node-up NODE`, as an operator runs it; again while the agent restarts."""
+        for _ in range(30):
+            done = await asyncio.to_thread(podway, self.data_dir, "cluster", verb, node)
+            if done.returncode == 0:
+                return
+            await asyncio.sleep(1.0)
+        raise RuntimeError(f"podway cluster {verb} {node} kept failing: {done.stdout}{done.stderr}")
+
+    async def run(self, plan: ChaosPlan) -> None:
+        rng = self.rng
         strikes = [fault for _ in range(plan.fault_rounds) for fault in FAULTS]
-        schedule = sorted((rng.uniform(3.0, plan.fault_window_s), fault) for fault in strikes)
+        # A node is taken away in the first half of the window, while the long gangs still run on it.
+        schedule = sorted(
+            (rng.uniform(3.0, plan.fault_window_s / (2 if fault == "lose:node" else 1)), fault)
+            for fault in strikes
+        )
         started = time.monotonic()
         for at, fault in schedule:
             await asyncio.sleep(max(0.0, at - (time.monotonic() - started)))
@@ -398,6 +461,10 @@ async def run(plan: ChaosPlan, workdir: Path) -> ChaosReport:
         records = await load_records(postgres.url, frozenset(queued))
         found = check(records)
         report.jobs_preempted = sum(1 for e in records.events if e.type == "preemption.victims_selected")
+        report.node_lost_events = sum(1 for e in records.events if e.type == "node.lost")
+        report.pods_failed_node_lost = sum(
+            len(e.payload.get("pods") or []) for e in records.events if e.type == "node.lost"
+        )
         report.invariants_violated = len(found)
         report.audit_events_lost = len((await audit_gaps(postgres.url, report.answered)).missing)
         report.violations = [f"{v.invariant} {v.subject}: {v.detail}" for v in found[:20]]
@@ -424,14 +491,23 @@ async def _drive(
     async with PodwayClient(stack_info(data_dir)["nats_url"], timeout_s=20) as client:
         setup = [d for name in ("01-priorityclasses.yaml", "02-dra.yaml") for d in example(name)]
         await _retrying(lambda: client.apply(setup))
-        faults = Faults(data_dir, postgres, report)
+        faults = Faults(data_dir, postgres, report, client, random.Random(rng.random()))
         queued, _, _ = await asyncio.gather(
-            _ask(client, plan, rng, report), _apply_load(client, jobs), faults.run(plan, rng)
+            _ask(client, plan, rng, report), _apply_load(client, jobs), faults.run(plan)
         )
         names = {j["metadata"]["name"] for j in jobs}
         report.jobs_decided = await _wait_decided(postgres.url, names, deadline)
         report.requests_without_outcome = await _outcomes(client, queued, deadline)
     return queued
+
+
+def _finishes_at(pod: dict[str, Any]) -> float:
+    """When a running simulated pod ends on its own: its start plus its `podway.io/run-seconds`."""
+    started = (pod.get("status") or {}).get("startTime")
+    seconds = ((pod.get("metadata") or {}).get("annotations") or {}).get("podway.io/run-seconds")
+    if not started or seconds is None:
+        return 0.0
+    return datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() + float(seconds)
 
 
 def example(name: str) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """The chaos smoke CI runs: a few dozen gang Jobs and a hundred inference requests through `podway up` on a
-private PostgreSQL while every fault kind strikes once (each service SIGKILLed, the scheduler paused past its
-lease, nats-server SIGKILLed, PostgreSQL crashed). Every Job decided, every queued request one outcome, and
+private PostgreSQL while every fault kind strikes once (each service SIGKILLed, each leased service paused past
+its lease while a standby takes over, a node running pods taken away until it is lost and brought back,
+nats-server SIGKILLed, PostgreSQL crashed). Every Job decided, every queued request one outcome, and
 `podway check` clean. The full run is `make soak`."""
 
 from __future__ import annotations
@@ -30,4 +31,7 @@ async def test_every_fault_once_and_every_promise_kept(tmp_path: Path) -> None:
     assert report.jobs_decided == report.jobs, report
     assert report.requests_without_outcome == 0, report
     assert report.jobs_preempted >= 1, report
+    # The lost node's pods were failed with it (and their Jobs still decided, above).
+    assert len(report.nodes_lost) == 1, report
+    assert report.pods_failed_node_lost >= 1, report
     assert report.requests > report.requests_failed, report

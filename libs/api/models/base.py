@@ -2,7 +2,8 @@
 
 Models are lenient about values (an out-of-range `minCount` or an unknown enum value parses, so that
 validation can report it in the API server's words) and strict about JSON types (a string where an
-integer belongs is a decoding error, as on the API server). Unknown fields are kept, never dropped."""
+integer belongs is a decoding error, as on the API server). Unknown fields are kept, never dropped; the
+fields a model declares, with its PASSED_THROUGH ones, are the known fields of its part of the schema."""
 
 from __future__ import annotations
 
@@ -63,6 +64,10 @@ QuantityMap = Annotated[dict[str, Quantity], BeforeValidator(_none_to_dict)]
 Timestamp = Annotated[str, BeforeValidator(_timestamp_to_str)]
 """An RFC 3339 time in its wire form."""
 
+PODWAY_STATUS: Final = "podway"
+"""The status block where Podway's controllers record what upstream has no field for (the node a pod ran
+on, a PodGroup's derived phase, when a claim's allocation was proposed)."""
+
 NONE_TO_LIST = BeforeValidator(_none_to_list)
 """Put on `list[...]` fields so that an explicit `null` reads as an empty list."""
 
@@ -71,7 +76,8 @@ NONE_TO_DICT = BeforeValidator(_none_to_dict)
 
 
 class ApiModel(BaseModel):
-    """A part of a resource Podway models completely: unknown fields are kept but reported as warnings."""
+    """A part of a resource: the fields it declares are what Podway reads; any other field is unknown,
+    unless the part names it in PASSED_THROUGH."""
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -82,7 +88,9 @@ class ApiModel(BaseModel):
         serialize_by_alias=True,
     )
 
-    WARN_UNKNOWN_FIELDS: ClassVar[bool] = True
+    PASSED_THROUGH: ClassVar[frozenset[str]] = frozenset()
+    """Fields of the upstream (v1.36) type that Podway carries without reading, in their wire spelling, and
+    the Podway-only status blocks its controllers write (see PODWAY_STATUS), which `get` shows."""
 
     def to_wire(self) -> dict[str, Any]:
         """The camelCase JSON-ready dict, leaving out nulls and empty defaults as Go's `omitempty` does."""
@@ -90,28 +98,26 @@ class ApiModel(BaseModel):
 
 
 class PassThroughModel(ApiModel):
-    """A part of a resource Podway reads only partly (containers, Job spec): other fields ride along silently."""
-
-    WARN_UNKNOWN_FIELDS: ClassVar[bool] = False
+    """A part of a resource Podway reads only partly (containers, Job spec): the upstream fields it does not
+    read are listed in PASSED_THROUGH and ride along unchecked below their name."""
 
 
 def unknown_fields(model: ApiModel, path: str = "") -> list[str]:
-    """Paths of fields Podway does not know inside fully modelled parts (pass-through parts excluded),
-    e.g. `spec.podGroupTemplates[0].minCont`, for `unknown field` warnings.
+    """Paths of fields that are neither declared nor passed through by their part, in model order, e.g.
+    `spec.paralelism` or `spec.podGroupTemplates[0].minCont`: what the API server calls `unknown field`.
 
-    Only fields whose type can hold a fully modelled part somewhere below are visited (see _walk_plan),
-    so strings, numbers, maps of strings and pass-through-only subtrees such as pod status cost nothing."""
+    Only fields whose type can hold a model somewhere below are visited (see _walk_plan), so strings,
+    numbers and maps of strings cost nothing; the values of passed-through fields are not looked into."""
     found: list[str] = []
     _collect_unknown(model, path, found)
     return found
 
 
 def _collect_unknown(model: ApiModel, path: str, found: list[str]) -> None:
-    warn, fields = _PLANS.get(type(model)) or _walk_plan(type(model))
-    if warn:
-        extra = model.__pydantic_extra__
-        if extra:
-            found += [f"{path}.{key}" if path else key for key in extra]
+    passed, fields = _PLANS.get(type(model)) or _walk_plan(type(model))
+    extra = model.__pydantic_extra__
+    if extra:
+        found += [f"{path}.{key}" if path else key for key in extra if key not in passed]
     for name, alias, shape in fields:
         value = getattr(model, name)
         if value is None:
@@ -147,20 +153,18 @@ _MODEL: Final = "model"
 _MODEL_LIST: Final = "model list"
 _ANY: Final = "any"
 _FieldPlan = tuple[str, str, str]
-# Per model class: whether its own unknown fields are reported, and the fields to look into, in order.
-_PLANS: dict[type[ApiModel], tuple[bool, tuple[_FieldPlan, ...]]] = {}
-# Per model class: whether an unknown field can be reported in it or anywhere below it.
-_MAY_WARN: dict[type[ApiModel], bool] = {}
+# Per model class: the fields it passes through, and the fields to look into, in order.
+_PLANS: dict[type[ApiModel], tuple[frozenset[str], tuple[_FieldPlan, ...]]] = {}
 _SCALARS: Final = (str, int, float, bytes, type(None))
 
 
-def _walk_plan(model: type[ApiModel]) -> tuple[bool, tuple[_FieldPlan, ...]]:
+def _walk_plan(model: type[ApiModel]) -> tuple[frozenset[str], tuple[_FieldPlan, ...]]:
     fields = tuple(
         (name, info.alias or name, _shape(info.annotation))
         for name, info in model.model_fields.items()
-        if _may_hold_warnings(info.annotation)
+        if _may_hold_models(info.annotation)
     )
-    plan = (model.WARN_UNKNOWN_FIELDS, fields)
+    plan = (model.PASSED_THROUGH, fields)
     _PLANS[model] = plan
     return plan
 
@@ -183,28 +187,14 @@ def _model_class(annotation: Any) -> type[ApiModel] | None:
     return None
 
 
-def _may_warn(model: type[ApiModel]) -> bool:
-    known = _MAY_WARN.get(model)
-    if known is not None:
-        return known
-    _MAY_WARN[model] = True  # while deciding (a recursive model): assume it may, which is always safe
-    answer = model.WARN_UNKNOWN_FIELDS or any(
-        _may_hold_warnings(info.annotation) for info in model.model_fields.values()
-    )
-    _MAY_WARN[model] = answer
-    return answer
-
-
-def _may_hold_warnings(annotation: Any) -> bool:
-    """Whether a value of this type can contain a model with unknown fields to report; True whenever the
+def _may_hold_models(annotation: Any) -> bool:
+    """Whether a value of this type can contain a model (which may have unknown fields); True whenever the
     type is not fully understood (Any, a forward reference, ...), so that nothing is ever missed."""
     if isinstance(annotation, type) and not get_args(annotation):
-        if issubclass(annotation, ApiModel):
-            return _may_warn(annotation)
-        return not issubclass(annotation, _SCALARS)
+        return issubclass(annotation, ApiModel) or not issubclass(annotation, _SCALARS)
     origin = get_origin(annotation)
     if origin is Annotated:
-        return _may_hold_warnings(get_args(annotation)[0])
+        return _may_hold_models(get_args(annotation)[0])
     if origin in (list, dict, tuple, set, frozenset, Union, UnionType):
-        return any(_may_hold_warnings(arg) for arg in get_args(annotation) if arg is not Ellipsis)
+        return any(_may_hold_models(arg) for arg in get_args(annotation) if arg is not Ellipsis)
     return True

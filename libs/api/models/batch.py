@@ -27,6 +27,21 @@ class PodTemplateSpec(PassThroughModel):
 class JobSpec(PassThroughModel):
     """Job spec; podFailurePolicy, ttlSecondsAfterFinished and the like ride along."""
 
+    PASSED_THROUGH = frozenset(
+        {
+            "activeDeadlineSeconds",
+            "backoffLimitPerIndex",
+            "managedBy",
+            "manualSelector",
+            "maxFailedIndexes",
+            "podFailurePolicy",
+            "podReplacementPolicy",
+            "selector",
+            "successPolicy",
+            "ttlSecondsAfterFinished",
+        }
+    )
+
     parallelism: int | None = None
     completions: int | None = None
     completion_mode: str | None = None
@@ -38,6 +53,8 @@ class JobSpec(PassThroughModel):
 class JobCondition(PassThroughModel):
     """`Complete`, `Failed`, `Suspended`, ... conditions of a Job."""
 
+    PASSED_THROUGH = frozenset({"lastProbeTime", "lastTransitionTime"})
+
     type: str | None = None
     status: str | None = None
     reason: str | None = None
@@ -46,6 +63,10 @@ class JobCondition(PassThroughModel):
 
 class JobStatus(PassThroughModel):
     """Counts of active, succeeded and failed pods, and the terminal conditions."""
+
+    PASSED_THROUGH = frozenset(
+        {"completedIndexes", "failedIndexes", "terminating", "uncountedTerminatedPods"}
+    )
 
     active: int | None = None
     ready: int | None = None

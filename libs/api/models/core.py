@@ -8,7 +8,15 @@ from typing import Annotated, Final
 from pydantic import Field
 
 from libs.api.kinds import CORE_V1
-from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, ApiModel, PassThroughModel, QuantityMap, StrMap
+from libs.api.models.base import (
+    NONE_TO_DICT,
+    NONE_TO_LIST,
+    PODWAY_STATUS,
+    ApiModel,
+    PassThroughModel,
+    QuantityMap,
+    StrMap,
+)
 from libs.api.models.meta import ApiObject
 from libs.api.quantity import canonical_amounts
 
@@ -35,6 +43,33 @@ class ResourceRequirements(PassThroughModel):
 
 class Container(PassThroughModel):
     """A container; Podway reads its name, image and resources, everything else rides along."""
+
+    PASSED_THROUGH = frozenset(
+        {
+            "args",
+            "command",
+            "env",
+            "envFrom",
+            "imagePullPolicy",
+            "lifecycle",
+            "livenessProbe",
+            "ports",
+            "readinessProbe",
+            "resizePolicy",
+            "restartPolicy",
+            "restartPolicyRules",
+            "securityContext",
+            "startupProbe",
+            "stdin",
+            "stdinOnce",
+            "terminationMessagePath",
+            "terminationMessagePolicy",
+            "tty",
+            "volumeDevices",
+            "volumeMounts",
+            "workingDir",
+        }
+    )
 
     name: str | None = None
     image: str | None = None
@@ -97,6 +132,40 @@ class Toleration(ApiModel):
 class PodSpec(PassThroughModel):
     """The pod spec fields Podway schedules on; the rest (volumes, affinity, ...) rides along."""
 
+    PASSED_THROUGH = frozenset(
+        {
+            "activeDeadlineSeconds",
+            "affinity",
+            "automountServiceAccountToken",
+            "dnsConfig",
+            "dnsPolicy",
+            "enableServiceLinks",
+            "ephemeralContainers",
+            "hostAliases",
+            "hostIPC",
+            "hostNetwork",
+            "hostPID",
+            "hostUsers",
+            "hostname",
+            "hostnameOverride",
+            "imagePullSecrets",
+            "os",
+            "readinessGates",
+            "resources",
+            "runtimeClassName",
+            "schedulingGates",
+            "securityContext",
+            "serviceAccount",
+            "serviceAccountName",
+            "setHostnameAsFQDN",
+            "shareProcessNamespace",
+            "subdomain",
+            "terminationGracePeriodSeconds",
+            "topologySpreadConstraints",
+            "volumes",
+        }
+    )
+
     scheduler_name: str | None = None
     scheduling_group: PodSchedulingGroup | None = None
     workload_ref: LegacyWorkloadReference | None = None
@@ -130,6 +199,8 @@ class PodSpec(PassThroughModel):
 class PodCondition(PassThroughModel):
     """A pod condition (`PodScheduled`, `DisruptionTarget`, ...)."""
 
+    PASSED_THROUGH = frozenset({"lastProbeTime", "lastTransitionTime", "observedGeneration"})
+
     type: str | None = None
     status: str | None = None
     reason: str | None = None
@@ -138,6 +209,28 @@ class PodCondition(PassThroughModel):
 
 class PodStatus(PassThroughModel):
     """Phase and conditions; written by the scheduler and node agents, not by users."""
+
+    PASSED_THROUGH = frozenset(
+        {
+            PODWAY_STATUS,
+            "allocatedResources",
+            "containerStatuses",
+            "ephemeralContainerStatuses",
+            "extendedResourceClaimStatus",
+            "hostIP",
+            "hostIPs",
+            "initContainerStatuses",
+            "message",
+            "observedGeneration",
+            "podIP",
+            "podIPs",
+            "qosClass",
+            "reason",
+            "resize",
+            "resourceClaimStatuses",
+            "resources",
+        }
+    )
 
     phase: str | None = None
     conditions: Annotated[list[PodCondition], NONE_TO_LIST] = Field(default_factory=list)
@@ -217,12 +310,31 @@ class NodeSelector(ApiModel):
 class NodeSpec(PassThroughModel):
     """Taints and cordon state."""
 
+    PASSED_THROUGH = frozenset({"configSource", "externalID", "podCIDR", "podCIDRs", "providerID"})
+
     taints: Annotated[list[Taint], NONE_TO_LIST] = Field(default_factory=list)
     unschedulable: bool | None = None
 
 
 class NodeStatus(PassThroughModel):
     """What the node offers."""
+
+    PASSED_THROUGH = frozenset(
+        {
+            "addresses",
+            "conditions",
+            "config",
+            "daemonEndpoints",
+            "declaredFeatures",
+            "features",
+            "images",
+            "nodeInfo",
+            "phase",
+            "runtimeHandlers",
+            "volumesAttached",
+            "volumesInUse",
+        }
+    )
 
     allocatable: QuantityMap = Field(default_factory=dict)
     capacity: QuantityMap = Field(default_factory=dict)

@@ -37,6 +37,8 @@ class OwnerReference(ApiModel):
 class ObjectMeta(PassThroughModel):
     """`metav1.ObjectMeta`, the fields Podway reads; managedFields and the like ride along."""
 
+    PASSED_THROUGH = frozenset({"deletionGracePeriodSeconds", "managedFields", "selfLink"})
+
     name: str | None = None
     generate_name: str | None = None
     namespace: str | None = None

@@ -11,6 +11,7 @@ from libs.api.kinds import RESOURCE_V1
 from libs.api.models.base import (
     NONE_TO_DICT,
     NONE_TO_LIST,
+    PODWAY_STATUS,
     ApiModel,
     PassThroughModel,
     Quantity,
@@ -117,6 +118,10 @@ class ResourceClaimSpec(ApiModel):
 class DeviceRequestAllocationResult(PassThroughModel):
     """One allocated device (or a share of it) for one request."""
 
+    PASSED_THROUGH = frozenset(
+        {"adminAccess", "bindingConditions", "bindingFailureConditions", "tolerations"}
+    )
+
     request: str | None = None
     driver: str | None = None
     pool: str | None = None
@@ -127,6 +132,8 @@ class DeviceRequestAllocationResult(PassThroughModel):
 
 class DeviceAllocationResult(PassThroughModel):
     """The devices allocated to a claim."""
+
+    PASSED_THROUGH = frozenset({"config"})
 
     results: Annotated[list[DeviceRequestAllocationResult], NONE_TO_LIST] = Field(default_factory=list)
 
@@ -150,6 +157,8 @@ class ResourceClaimConsumerReference(PassThroughModel):
 
 class ResourceClaimStatus(PassThroughModel):
     """Allocation and reservations, written by the DRA allocator."""
+
+    PASSED_THROUGH = frozenset({"devices", PODWAY_STATUS})
 
     allocation: AllocationResult | None = None
     reserved_for: Annotated[list[ResourceClaimConsumerReference], NONE_TO_LIST] = Field(default_factory=list)
@@ -203,11 +212,26 @@ class DeviceAttribute(ApiModel):
 class DeviceCapacity(PassThroughModel):
     """A capacity of a device (memory, cores), shareable when the device allows multiple allocations."""
 
+    PASSED_THROUGH = frozenset({"requestPolicy"})
+
     value: Quantity | None = None
 
 
 class Device(PassThroughModel):
     """A device a driver publishes."""
+
+    PASSED_THROUGH = frozenset(
+        {
+            "allNodes",
+            "bindingConditions",
+            "bindingFailureConditions",
+            "bindsToNode",
+            "consumesCounters",
+            "nodeName",
+            "nodeSelector",
+            "taints",
+        }
+    )
 
     name: str | None = None
     attributes: Annotated[dict[str, DeviceAttribute], NONE_TO_DICT] = Field(default_factory=dict)
@@ -225,6 +249,8 @@ class ResourcePool(ApiModel):
 
 class ResourceSliceSpec(PassThroughModel):
     """Devices of one driver and pool, reachable from one node, a node selector, or all nodes."""
+
+    PASSED_THROUGH = frozenset({"perDeviceNodeSelection", "sharedCounters"})
 
     driver: str | None = None
     pool: Annotated[ResourcePool, NONE_TO_DICT] = Field(default_factory=ResourcePool)

@@ -7,7 +7,7 @@ from typing import Annotated, Final
 from pydantic import Field
 
 from libs.api.kinds import SCHEDULING_V1, SCHEDULING_V1ALPHA2
-from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, ApiModel
+from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, PODWAY_STATUS, ApiModel
 from libs.api.models.meta import ApiObject, Condition
 
 DISRUPTION_MODE_POD: Final = "Pod"
@@ -148,6 +148,9 @@ class PodGroupResourceClaimStatus(ApiModel):
 
 class PodGroupStatus(ApiModel):
     """Conditions (`PodGroupScheduled`, `DisruptionTarget`) and the claims made for the group."""
+
+    # The scheduler's record of where the group was placed, or proposed to be, and what `get` derives.
+    PASSED_THROUGH = frozenset({"placement", "proposal", PODWAY_STATUS})
 
     conditions: Annotated[list[Condition], NONE_TO_LIST] = Field(default_factory=list)
     resource_claim_statuses: Annotated[list[PodGroupResourceClaimStatus], NONE_TO_LIST] = Field(

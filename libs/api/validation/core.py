@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from functools import lru_cache
-from typing import Final
+from typing import Any, Final
 
 from libs.api.errors import (
     FieldError,
@@ -23,6 +23,7 @@ from libs.api.formats import (
     label_key_errors,
     label_value_errors,
 )
+from libs.api.models.base import PODWAY_STATUS
 from libs.api.models.core import (
     TAINT_EFFECTS,
     TOLERATION_OPERATORS,
@@ -243,11 +244,71 @@ def _validate_toleration(toleration: Toleration, path: FieldPath) -> list[FieldE
     return errors
 
 
+POD_UPDATE_FORBIDDEN: Final = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+    "`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+
+
 def validate_pod_update(old: Pod, new: Pod) -> list[FieldError]:
-    """A pod keeps its schedulingGroup."""
-    return check_unchanged(
+    """A pod keeps its schedulingGroup, and its spec but for the fields upstream lets an update change
+    (`ValidatePodUpdate`): what it asks of a node was counted when it was placed, and is never counted again."""
+    errors = check_unchanged(
         old.spec.scheduling_group, new.spec.scheduling_group, SPEC.child("schedulingGroup")
     )
+    old_spec, new_spec = old.spec.to_wire(), new.spec.to_wire()
+    if new_spec.get("nodeName") in (None, _node_ran_on(old)):
+        # A binding is not part of the stored spec: `podway get` shows it as spec.nodeName, so a manifest
+        # read back from it names the node the pod is on, and one written by hand names none. Neither
+        # asks for a change.
+        _take(new_spec, old_spec, "nodeName")
+    if _without_mutable_fields(new_spec, old_spec) != old_spec:
+        errors.append(forbidden(SPEC, POD_UPDATE_FORBIDDEN))
+    return errors
+
+
+def _node_ran_on(pod: Pod) -> str | None:
+    block = (pod.status.model_extra or {}).get(PODWAY_STATUS)
+    node = block.get("nodeName") if isinstance(block, dict) else None
+    return node if isinstance(node, str) else None
+
+
+def _without_mutable_fields(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """`new` with what an update may change taken back from `old` (schedulingGroup too: it is reported on
+    its own), so that any difference left is forbidden."""
+    spec = {**new}
+    for field in ("containers", "initContainers"):
+        old_containers, new_containers = old.get(field) or [], spec.get(field) or []
+        if new_containers and len(old_containers) == len(new_containers):
+            spec[field] = [
+                _with_image_of(container, before)
+                for container, before in zip(new_containers, old_containers, strict=True)
+            ]
+    old_tolerations, new_tolerations = old.get("tolerations") or [], spec.get("tolerations") or []
+    if all(toleration in new_tolerations for toleration in old_tolerations):
+        _take(spec, old, "tolerations")
+    grace, old_grace = spec.get("terminationGracePeriodSeconds"), old.get("terminationGracePeriodSeconds")
+    if grace == 1 and isinstance(old_grace, int) and old_grace < 0:
+        _take(spec, old, "terminationGracePeriodSeconds")
+    for field in ("activeDeadlineSeconds", "schedulingGroup"):
+        _take(spec, old, field)
+    return spec
+
+
+def _with_image_of(container: Any, old: Any) -> Any:
+    if not isinstance(container, dict) or not isinstance(old, dict):
+        return container
+    changed = {**container, "image": old.get("image")}
+    return changed if "image" in old else {k: v for k, v in changed.items() if k != "image"}
+
+
+def _take(spec: dict[str, Any], old: dict[str, Any], field: str) -> None:
+    if field in old:
+        spec[field] = old[field]
+    else:
+        spec.pop(field, None)
 
 
 def validate_node(node: Node) -> list[FieldError]:

@@ -24,9 +24,11 @@ class CliError(Exception):
     """A problem the user must fix; printed without a traceback."""
 
 
-def read_manifests(path: Path) -> list[dict[str, Any]]:
-    """Documents of a file, or of every YAML/JSON file in a directory (sorted by kind when applied)."""
-    from libs.api.manifests import ManifestError, load_documents
+def read_manifests(path: Path, verb: str) -> list[dict[str, Any]]:
+    """Documents of a file, or of every YAML/JSON file in a directory (sorted by kind when applied). A file
+    that cannot be read as manifests is refused naming it, as kubectl does; so is finding no object at all
+    (`error: no objects passed to apply`)."""
+    from libs.api.manifests import ManifestError, decode_manifest, load_documents
 
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
@@ -37,9 +39,11 @@ def read_manifests(path: Path) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for file in files:
         try:
-            docs += load_documents(file.read_text())
+            docs += load_documents(decode_manifest(file.read_bytes()))
         except ManifestError as exc:
-            raise CliError(f"error: {file}: {exc}") from exc
+            raise CliError(f"error: error parsing {file}: {exc}") from exc
+    if not docs:
+        raise CliError(f"error: no objects passed to {verb}")
     return docs
 
 
@@ -68,19 +72,21 @@ def with_client(args: argparse.Namespace, work: Callable[[PodwayClient], Corouti
 
 
 def describe_result(result: ObjectResult) -> str:
+    """One object's answer as kubectl prints it: `pod/x created`, `pod/x configured`, or the refusal."""
     kind = (result.kind or "object").lower()
     if result.outcome == "rejected":
         return result.message
-    return f"{kind}/{result.name} {result.outcome}" + (f" ({result.message})" if result.message else "")
+    outcome = "configured" if result.outcome == "updated" else result.outcome
+    return f"{kind}/{result.name} {outcome}" + (f" ({result.message})" if result.message else "")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from libs.api.manifests import validate_document
 
-    docs = read_manifests(Path(args.filename))
+    docs = read_manifests(Path(args.filename), "validate")
     failed = 0
     for doc in docs:
-        result = validate_document(doc)
+        result = validate_document(doc, field_validation=args.validate)
         for warning in result.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
         if result.ok:
@@ -97,7 +103,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     from libs.api.conversion import convert_documents
 
-    docs, warnings = convert_documents(read_manifests(Path(args.filename)))
+    docs, warnings = convert_documents(read_manifests(Path(args.filename), "convert"))
     for warning in dict.fromkeys(warnings):
         print(f"Warning: {warning}", file=sys.stderr)
     print(yaml.safe_dump_all(docs, sort_keys=False), end="")
@@ -107,10 +113,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def cmd_apply(args: argparse.Namespace) -> int:
     from libs.api.kinds import kind_rank
 
-    docs = sorted(read_manifests(Path(args.filename)), key=lambda d: kind_rank(str(d.get("kind"))))
+    docs = sorted(read_manifests(Path(args.filename), "apply"), key=lambda d: kind_rank(str(d.get("kind"))))
 
     async def work(client: PodwayClient) -> int:
-        reply = await client.apply(docs, namespace=args.namespace, dry_run=args.dry_run)
+        reply = await client.apply(
+            docs, namespace=args.namespace, dry_run=args.dry_run, field_validation=args.validate
+        )
         for warning in reply.warnings:
             print(f"Warning: {warning}", file=sys.stderr)
         for result in reply.results:
@@ -134,7 +142,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
                 str((d.get("metadata") or {}).get("name")),
                 (d.get("metadata") or {}).get("namespace") or args.namespace,
             )
-            for d in reversed(read_manifests(Path(args.filename)))
+            for d in reversed(read_manifests(Path(args.filename), "delete"))
         ]
     elif args.kind and args.name:
         targets = [Target(resolve_kind(args.kind), args.name, args.namespace)]
@@ -156,6 +164,27 @@ def cmd_delete(args: argparse.Namespace) -> int:
         )
 
     return with_client(args, work)
+
+
+def field_validation(text: str) -> str:
+    """`--validate=strict|warn|ignore` (or kubectl's true/false) as the API server's fieldValidation."""
+    spelled = {"strict": "Strict", "true": "Strict", "warn": "Warn", "ignore": "Ignore", "false": "Ignore"}
+    value = spelled.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f'invalid - validate option "{text}"; must be one of: strict (or true), warn, ignore (or false)'
+        )
+    return value
+
+
+def add_validate_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--validate",
+        type=field_validation,
+        default="Strict",
+        help="unknown fields: strict refuses the object (default), warn takes it with a warning, "
+        "ignore takes it silently (true/false as kubectl: strict/ignore)",
+    )
 
 
 def _flag(text: str) -> bool:
@@ -239,7 +268,8 @@ def _with_allocation(page: str, client: ReadClient, node: dict[str, Any]) -> str
         for s in client.get("ResourceSlice")
         if (s.get("spec") or {}).get("nodeName") == node["metadata"]["name"]
     ]
-    (usage,) = fleet_usage([node], slices, client.get("Pod", all_namespaces=True)).nodes
+    pods = client.get("Pod", all_namespaces=True)
+    (usage,) = fleet_usage([node], slices, pods, client.get("ResourceClaim", all_namespaces=True)).nodes
     head, sep, tail = page.partition("\nEvents:")
     return "\n".join([head, *node_allocation(node, usage)]) + sep + tail
 
@@ -266,7 +296,7 @@ def cmd_events(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+def guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
@@ -281,18 +311,20 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     validate = sub.add_parser("validate", help="validate manifests offline (exit 1 when invalid)")
     validate.add_argument("-f", "--filename", required=True)
     validate.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    validate.set_defaults(handler=_guard(cmd_validate))
+    add_validate_flag(validate)
+    validate.set_defaults(handler=guard(cmd_validate))
 
     convert = sub.add_parser("convert", help="print the v1alpha2 form of v1alpha1 (v1.35) manifests")
     convert.add_argument("-f", "--filename", required=True)
-    convert.set_defaults(handler=_guard(cmd_convert))
+    convert.set_defaults(handler=guard(cmd_convert))
 
     apply = sub.add_parser("apply", help="apply manifests from a file or a directory")
     common(apply)
     apply.add_argument("-f", "--filename", required=True)
     apply.add_argument("-n", "--namespace", default=None)
     apply.add_argument("--dry-run", action="store_true")
-    apply.set_defaults(handler=_guard(cmd_apply))
+    add_validate_flag(apply)
+    apply.set_defaults(handler=guard(cmd_apply))
 
     delete = sub.add_parser("delete", help="delete objects: -f FILE or KIND NAME")
     common(delete)
@@ -311,7 +343,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     delete.add_argument(
         "--timeout", default="60s", help="how long --wait waits, e.g. 90s, 5m (0s: look once)"
     )
-    delete.set_defaults(handler=_guard(cmd_delete))
+    delete.set_defaults(handler=guard(cmd_delete))
 
     get = sub.add_parser("get", help="list objects of a kind (-w watches, -l selects by label)")
     common(get)
@@ -330,14 +362,14 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         default=DEFAULT_CHUNK_SIZE,
         help=f"read a list in pages of this many items (default {DEFAULT_CHUNK_SIZE}; 0: in one answer)",
     )
-    get.set_defaults(handler=_guard(cmd_get), reads_only=True)
+    get.set_defaults(handler=guard(cmd_get), reads_only=True)
 
     desc = sub.add_parser("describe", help="show one object with its conditions and story")
     common(desc)
     desc.add_argument("kind")
     desc.add_argument("name")
     desc.add_argument("-n", "--namespace", default=None)
-    desc.set_defaults(handler=_guard(cmd_describe), reads_only=True)
+    desc.set_defaults(handler=guard(cmd_describe), reads_only=True)
 
     events = sub.add_parser("events", help="print a story from the audit log (--follow keeps printing)")
     common(events)
@@ -349,7 +381,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     events.add_argument(
         "-f", "--follow", action="store_true", help="keep printing events as they are committed"
     )
-    events.set_defaults(handler=_guard(cmd_events), reads_only=True)
+    events.set_defaults(handler=guard(cmd_events), reads_only=True)
 
 
 def _non_negative(text: str) -> int:

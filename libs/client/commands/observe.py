@@ -20,10 +20,11 @@ def cmd_top_nodes(args: argparse.Namespace) -> int:
             nodes = client.get("Node")
             slices = client.get("ResourceSlice")
             pods = client.get("Pod", all_namespaces=True)
+            claims = client.get("ResourceClaim", all_namespaces=True)
     except (CliError, RpcError) as exc:
         print(exc, file=sys.stderr)
         return 1
-    usage = fleet_usage(nodes, slices, pods)
+    usage = fleet_usage(nodes, slices, pods, claims)
     if args.output == "json":
         print(json.dumps(usage.as_json(), indent=2))
     else:

@@ -223,20 +223,28 @@ def parse_age(text: str) -> timedelta:
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
-    """Delete audit events, published outbox rows and inbox marks older than the given age."""
+    """Prune now what the retention policy (`PODWAY_RETENTION_*`) lets go, as admission does on its schedule;
+    `--older-than AGE` keeps less (or more) of each: audit events, published outbox rows and inbox marks
+    older than AGE, the plumbing never less than the bus needs."""
     import asyncio
     from datetime import UTC, datetime
 
+    from libs.core.retention import RetentionPolicy
     from libs.db.engine import create_engine, create_session_factory
-    from libs.db.retention import delete_events_older_than
+    from libs.db.retention import prune
     from libs.db.uow import unit_of_work_factory
+    from libs.runtime.retention import policy_from
 
-    try:
-        cutoff = datetime.now(UTC) - parse_age(args.older_than)
-    except ValueError as exc:
-        print(exc, file=sys.stderr)
-        return 2
     settings = settings_from(args)
+    policy = policy_from(settings)
+    if args.older_than is not None:
+        try:
+            age = parse_age(args.older_than)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        policy = RetentionPolicy(events=age, outbox=max(age, policy.outbox), inbox=max(age, policy.inbox))
+    horizons = policy.horizons(datetime.now(UTC))
     info = running_stack(settings)
     url = settings.database_url or (info.database_url if info else settings.resolved_database_url())
 
@@ -244,12 +252,13 @@ def cmd_gc(args: argparse.Namespace) -> int:
         engine = create_engine(url)
         try:
             async with unit_of_work_factory(create_session_factory(engine))() as uow:
-                report = await delete_events_older_than(uow, cutoff)
+                report = await prune(uow, horizons)
         finally:
             await engine.dispose()
         print(
-            f"deleted {report.events} events, {report.outbox} outbox rows, {report.inbox} inbox marks "
-            f"older than {cutoff.isoformat(timespec='seconds')}"
+            f"deleted {report.events} events older than {horizons.events.isoformat(timespec='seconds')}, "
+            f"{report.outbox} outbox rows published before {horizons.outbox.isoformat(timespec='seconds')}, "
+            f"{report.inbox} inbox marks older than {horizons.inbox.isoformat(timespec='seconds')}"
         )
 
     asyncio.run(run())
@@ -295,9 +304,15 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         "--report", type=Path, default=None, help="write the run's HTML report (podway report) here"
     )
     demo.set_defaults(handler=cmd_demo)
-    gc = sub.add_parser("gc", help="delete audit events older than an age (explicit retention)")
+    gc = sub.add_parser(
+        "gc", help="prune now what the retention policy lets go (audit events, outbox and inbox rows)"
+    )
     common(gc)
-    gc.add_argument("--older-than", required=True, help="e.g. 30d, 12h")
+    gc.add_argument(
+        "--older-than",
+        default=None,
+        help="e.g. 30d, 12h: keep this much of each instead (default: PODWAY_RETENTION_*, 30d of events)",
+    )
     gc.set_defaults(handler=cmd_gc)
     mig = sub.add_parser(
         "migrate",

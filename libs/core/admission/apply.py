@@ -12,7 +12,7 @@ from libs.api.conversion import convert_documents, legacy_pod_group_name, worklo
 from libs.api.errors import FieldError, already_exists_status, being_deleted_message
 from libs.api.jobs import expand_job
 from libs.api.kinds import is_namespaced, kind_rank
-from libs.api.manifests import ManifestError, parse_object, validate_document
+from libs.api.manifests import FieldValidation, ManifestError, parse_object, validate_document
 from libs.api.models.batch import Job
 from libs.api.models.core import Pod
 from libs.api.models.meta import ApiObject
@@ -24,6 +24,7 @@ from libs.core.admission.events import (
     expanded_event,
     refused_event,
     rejected_event,
+    unchanged_job_event,
 )
 from libs.core.admission.manifests import stored_spec
 from libs.core.admission.model import (
@@ -79,6 +80,8 @@ class PreparedBatch:
     """What each Job of the batch expands to, by the Job's key."""
     create_only: bool = False
     """Objects that exist are left as they are (`kubectl create`, without the error)."""
+    field_validation: FieldValidation = "Warn"
+    """What unknown fields in the batch's documents do (the API server's `fieldValidation`)."""
 
     @property
     def reads_everything(self) -> bool:
@@ -87,12 +90,16 @@ class PreparedBatch:
         return any(kind == "PriorityClass" for kind, _, _ in self.writes)
 
 
-def prepare_batch(docs: list[dict[str, Any]], *, create_only: bool = False) -> PreparedBatch:
+def prepare_batch(
+    docs: list[dict[str, Any]], *, create_only: bool = False, field_validation: FieldValidation = "Warn"
+) -> PreparedBatch:
     """Convert once; name every stored object the batch may read and write."""
     converted, warnings = convert_documents(docs)
     reads, writes, generated = footprint(converted)
     unique_warnings = list(dict.fromkeys(warnings))
-    return PreparedBatch(converted, unique_warnings, reads, frozenset(writes), generated, create_only)
+    return PreparedBatch(
+        converted, unique_warnings, reads, frozenset(writes), generated, create_only, field_validation
+    )
 
 
 def footprint(
@@ -163,28 +170,43 @@ def _job_keys(doc: Mapping[str, Any]) -> set[ObjectKey]:
 
 
 def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) -> BatchDecision:
-    """Decide every manifest of one prepared apply request (see prepare_batch).
+    """Decide every manifest of one prepared apply request (see prepare_batch), each on its own, as kubectl
+    applies a file object by object: one refused object does not stop the others.
 
-    1. Refuse the whole request when it would create an object whose name an object being deleted holds.
-    2. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
-    3. Validate each against its stored version; store what changed; answer each in request order.
-    """
+    1. Take the documents in dependency order of kinds, so a PodGroup sees the Workload of the same batch.
+    2. Refuse a document that would create an object whose name an object being deleted holds (a Job: or
+       any object it expands to, since a Job is expanded whole or not at all).
+    3. Validate the others against their stored version; store what changed; answer each in request order.
+
+    A gang written out by hand (Workload, PodGroup, Pods) needs no all-or-nothing here: the scheduler binds
+    none of its pods before minCount of them exist, so an apply that lands part of it binds nothing."""
     decision = BatchDecision()
     converted = batch.documents
     decision.warnings.extend(batch.warnings)
-    held = name_held_by_deletion(batch, view)
-    if held is not None:
-        return _refused_whole(batch, held, decision, ctx)
     results: list[ObjectResult | None] = [None] * len(converted)
     for index in sorted(range(len(converted)), key=lambda i: kind_rank(str(converted[i].get("kind")))):
         doc = converted[index]
         key = raw_key(doc)
-        existing = view.get(key) if key is not None and batch.create_only else None
-        if existing is not None:
+        existing = view.get(key) if key is not None else None
+        held = name_held_by_deletion(key, existing, batch, view)
+        if held is not None:
+            results[index] = _refused(doc, held, decision, ctx)
+        elif existing is not None and batch.create_only:
             results[index] = _left_as_it_is(existing)
         else:
-            results[index] = admit_document(doc, view, decision, ctx)
+            results[index] = admit_document(doc, view, decision, ctx, field_validation=batch.field_validation)
     decision.results = [r for r in results if r is not None]
+    return decision
+
+
+def admit_submission(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) -> BatchDecision:
+    """Decide Jobs submitted as events (`job.submitted`), as admit_batch decides an apply, and answer a Job
+    submitted again as it is stored with an event too: a submitter has no reply to learn it from."""
+    decision = admit_batch(batch, view, ctx)
+    for result in decision.results:
+        known = view.get((result.kind or "", result.namespace or "", result.name or ""))
+        if result.kind == "Job" and result.outcome == "unchanged" and known is not None:
+            decision.events.append(unchanged_job_event(known, ctx.request_id))
     return decision
 
 
@@ -199,41 +221,37 @@ def _left_as_it_is(existing: KnownObject) -> ObjectResult:
     )
 
 
-def name_held_by_deletion(batch: PreparedBatch, view: AdmissionView) -> KnownObject | None:
-    """An object being deleted whose name the batch would create again: one of its documents, or what a new
-    Job of it expands to."""
-    for doc in batch.documents:
-        key = raw_key(doc)
-        existing = view.get(key) if key else None
-        if existing is not None and existing.deletion_requested:
-            return existing
-        if key is not None and existing is None:
-            for generated in sorted(batch.generated.get(key, ())):
-                child = view.get(generated)
-                if child is not None and child.deletion_requested:
-                    return child
+def name_held_by_deletion(
+    key: ObjectKey | None, existing: KnownObject | None, batch: PreparedBatch, view: AdmissionView
+) -> KnownObject | None:
+    """The object being deleted whose name a document would create again: the document's own, or, for a
+    new Job, that of an object it expands to."""
+    if existing is not None and existing.deletion_requested:
+        return existing
+    if key is not None and existing is None:
+        for generated in sorted(batch.generated.get(key, ())):
+            child = view.get(generated)
+            if child is not None and child.deletion_requested:
+                return child
     return None
 
 
-def _refused_whole(
-    batch: PreparedBatch, held: KnownObject, decision: BatchDecision, ctx: ApplyContext
-) -> BatchDecision:
-    """Every manifest of the request rejected, as the API server answers the create that hit `held`."""
+def _refused(
+    doc: Mapping[str, Any], held: KnownObject, decision: BatchDecision, ctx: ApplyContext
+) -> ObjectResult:
+    """A document answered as the API server answers the create that hit `held` (AlreadyExists)."""
     message = being_deleted_message(held.kind, held.name)
-    for doc in batch.documents:
-        kind, namespace, name = raw_key(doc) or (str(doc.get("kind") or ""), "", "")
-        status = already_exists_status(held.kind, held.name, message)
-        result = ObjectResult(
-            kind=kind or None,
-            namespace=namespace or None,
-            name=name or None,
-            outcome="rejected",
-            message=message,
-            status=status,
-        )
-        decision.results.append(result)
-        decision.events.append(refused_event(result, ctx.request_id))
-    return decision
+    kind, namespace, name = raw_key(doc) or (str(doc.get("kind") or ""), "", "")
+    result = ObjectResult(
+        kind=kind or None,
+        namespace=namespace or None,
+        name=name or None,
+        outcome="rejected",
+        message=message,
+        status=already_exists_status(held.kind, held.name, message),
+    )
+    decision.events.append(refused_event(result, ctx.request_id))
+    return result
 
 
 def write_runs(decisions: list[BatchDecision]) -> list[BatchDecision]:
@@ -259,10 +277,14 @@ def admit_document(
     *,
     generated_uid: str | None = None,
     own_policy: bool = False,
+    field_validation: FieldValidation = "Ignore",
 ) -> ObjectResult:
     """Decide one document, appending its write and events to `decision`. The server assigns the uid of a
     new object (a uid in the document is ignored), except that a controller's `generated_uid` is kept. A
-    PodGroup takes its policy from its template, unless a controller gave it its `own_policy`."""
+    PodGroup takes its policy from its template, unless a controller gave it its `own_policy`.
+
+    `field_validation` is for documents a user sent; what a controller makes from an admitted object was
+    checked with that object, hence Ignore by default."""
     key = raw_key(doc)
     existing = view.get(key) if key else None
     workload: Workload | None = None
@@ -276,6 +298,7 @@ def admit_document(
         old=existing.manifest if existing else None,
         priority_classes=view.priority_classes,
         converted=True,
+        field_validation=field_validation,
     )
     if reference_errors and result.problem is None:
         result = dataclasses.replace(result, obj=None, errors=(*result.errors, *reference_errors))

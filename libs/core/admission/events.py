@@ -75,6 +75,24 @@ def admitted_event(
     return EmittedEvent(payload=payload, correlation_id=correlation_id, subject=aggregate(known))
 
 
+def unchanged_job_event(known: KnownObject, request_id: str) -> EmittedEvent:
+    """`job.admitted` with outcome `unchanged`: the answer to a Job submitted again as it is stored (an apply
+    is answered by its reply, a submission only by events)."""
+    payload = JobAdmitted.model_construct(
+        kind=known.kind,
+        api_version=str(known.manifest.get("apiVersion")),
+        namespace=known.namespace or None,
+        name=known.name,
+        uid=known.uid,
+        outcome="unchanged",
+        resource_version=known.resource_version,
+        object=known.manifest,
+        warnings=[],
+        request_id=request_id,
+    )
+    return EmittedEvent(payload=payload, correlation_id=known.uid, subject=aggregate(known))
+
+
 def rejected_event(result: ValidationResult, request_id: str) -> EmittedEvent:
     causes = [RejectionCause(reason=e.type.value, field=e.path, message=e.body()) for e in result.errors]
     payload = ObjectRejected(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.api.jobs import COMPLETION_INDEX
+from libs.api.jobs import COMPLETION_INDEX, terminal_condition
 from libs.core.admission.delete import owned_by
 from libs.core.admission.model import KnownObject, Manifest
 
@@ -88,12 +88,15 @@ def removed_failures(status: Manifest) -> int:
     return int((status.get("podway") or {}).get(REMOVED_FAILURES) or 0)
 
 
+def newly_finished(old_status: Manifest, new_status: Manifest) -> dict[str, Any] | None:
+    """The terminal condition (`Complete` or `Failed`) `new_status` reached and `old_status` had not: what
+    `job.finished` announces, once."""
+    return None if terminal_condition(old_status) else terminal_condition(new_status)
+
+
 def finished(status: Manifest) -> bool:
     """Whether the Job reached `Complete` or `Failed`."""
-    return any(
-        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
+    return terminal_condition(status) is not None
 
 
 def completion_index(pod: KnownObject) -> int | None:

@@ -57,6 +57,8 @@ class Proposal:
     proposed_at: str = ""
     """Which placement this is (`status.proposal.proposedAt`): one seen again (an event delivered again, or
     the status a new leader reads) is answered once; a placement proposed anew is answered again."""
+    cause: str | None = None
+    """The `placement.proposed` event it came from, which its answer names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,8 @@ class ClaimsReleased:
     namespace: str
     group_uid: str
     claims: tuple[HeldClaim, ...]
+    cause: str | None = None
+    """The event that ended the reservations (pods finished, a PodGroup deleted), when one did."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,9 +219,9 @@ class ClaimLedger:
         """Claim objects whose owner is gone or done and that hold nothing: deleted in the next pass."""
         self._collected = tuple(sorted({*self._collected, *uids}))
 
-    def pods_ended(self, uids: Iterable[str]) -> None:
-        """Pods that succeeded, failed or were deleted: their claims go, and their PodGroup's once none of
-        its pods is live."""
+    def pods_ended(self, uids: Iterable[str], cause: str | None = None) -> None:
+        """Pods that succeeded, failed or were deleted (told by `cause`): their claims go, and their
+        PodGroup's once none of its pods is live."""
         ended = set(uids)
         if not ended:
             return
@@ -234,7 +238,7 @@ class ClaimLedger:
                         for claim in self.held.values()
                         if claim.group_uid == group_uid and claim.owner.kind == "PodGroup"
                     ]
-        self.release(released)
+        self.release(released, cause)
 
     def _unreserve(self, ended: set[str]) -> list[HeldClaim]:
         """Ended pods leave the shared claims they reserve; those no pod reserves any more, to release."""
@@ -252,12 +256,12 @@ class ClaimLedger:
             )
         return released
 
-    def group_deleted(self, uid: str) -> None:
+    def group_deleted(self, uid: str, cause: str | None = None) -> None:
         self._live_pods.pop(uid, None)
-        self.release([claim for claim in self.held.values() if claim.group_uid == uid])
+        self.release([claim for claim in self.held.values() if claim.group_uid == uid], cause)
 
-    def release(self, claims: Iterable[HeldClaim]) -> None:
-        """Release claims now (reported in the next pass)."""
+    def release(self, claims: Iterable[HeldClaim], cause: str | None = None) -> None:
+        """Release claims now (reported in the next pass, naming `cause`)."""
         by_group: dict[tuple[str, str], list[HeldClaim]] = {}
         for claim in claims:
             if self.held.pop(claim.key, None) is None:
@@ -265,7 +269,7 @@ class ClaimLedger:
             self.usage.release(claim.allocation)
             by_group.setdefault((claim.namespace, claim.group_uid), []).append(claim)
         for (namespace, group_uid), released in sorted(by_group.items()):
-            self._released.append(ClaimsReleased(namespace, group_uid, tuple(released)))
+            self._released.append(ClaimsReleased(namespace, group_uid, tuple(released), cause))
 
     # -- the pass ---------------------------------------------------------------------------------------
 

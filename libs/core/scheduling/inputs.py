@@ -5,7 +5,7 @@ comes with every call, never from a clock."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .lifecycle import PodPhase
@@ -186,3 +186,6 @@ class World:
     leaving: frozenset[str] = frozenset()
     nominations: tuple[NominationRecord, ...] = ()
     node_health: tuple[NodeHealthRecord, ...] = ()
+    causes: Mapping[str, str] = field(default_factory=dict)
+    """Group (or standalone pod) uid -> the latest event of its story: what a waiting group's first cycle
+    under a new leader answers."""

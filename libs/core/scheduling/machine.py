@@ -91,7 +91,10 @@ CLAIMS_NOT_ALLOCATED = (
     "ResourceClaims {claims} were not allocated within {seconds:g} s; the placement was released"
 )
 DISRUPTED_REASON = "Disrupted"
-DISRUPTED_MESSAGE = "every pod of the gang left its node before finishing; the gang waits to be placed again"
+DISRUPTED_MESSAGE = (
+    "every pod of the gang ended before finishing (its node was lost or deleted); pods created for the gang "
+    "again are placed anew, outside its old domain"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,7 @@ class SchedulerStateMachine:
             self._loading = False
         for key in sorted(self.book.groups):
             group = self.book.groups[key]
+            group.cause = world.causes.get(group.uid, group.cause)
             proposal = group.obj.status.get("proposal")
             if isinstance(proposal, Mapping) and not group.standalone:
                 self._restore_proposal(group, proposal)

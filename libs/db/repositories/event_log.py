@@ -16,6 +16,7 @@ from sqlalchemy import (
     any_,
     bindparam,
     delete,
+    func,
     select,
     text,
     update,
@@ -250,6 +251,24 @@ class SqlAlchemyEventLog:
                 .distinct()
             )
             found.update(row[0] for row in rows)
+        return found
+
+    async def latest_of(self, correlation_ids: Collection[str], type_: str | None = None) -> dict[str, str]:
+        """The id of the latest event (of type `type_`, if given) of each of these stories that has one: what
+        a new leader's first decision about it answers."""
+        found: dict[str, str] = {}
+        ids = sorted(set(correlation_ids))
+        for start in range(0, len(ids), 500):
+            latest = select(events.c.correlation_id, func.max(events.c.seq).label("seq")).where(
+                events.c.correlation_id.in_(ids[start : start + 500])
+            )
+            if type_ is not None:
+                latest = latest.where(events.c.type == type_)
+            last = latest.group_by(events.c.correlation_id).subquery()
+            rows = await self._session.execute(
+                select(events.c.correlation_id, events.c.event_id).join(last, events.c.seq == last.c.seq)
+            )
+            found.update((row.correlation_id, str(row.event_id)) for row in rows)
         return found
 
     async def since(self, seq: int, *, limit: int = 1000) -> list[StoredEvent]:

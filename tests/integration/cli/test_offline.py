@@ -85,3 +85,59 @@ def test_convert_prints_v135_manifests_as_v1alpha2_with_warnings():
     assert "podway.io/workload-ref-name: legacy-train" in run.out
     assert "kind: PodGroup" in run.out
     assert "Warning: scheduling.k8s.io/v1alpha1 Workload is deprecated" in run.err
+
+
+POD = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  containers: [{name: c, image: x}]\n"
+
+
+def test_apply_refuses_a_file_with_a_key_set_twice_as_kubectl_words_it(tmp_path):
+    path = tmp_path / "pod.yaml"
+    path.write_text(POD + "metadata:\n  name: b\n")
+
+    run = podway("apply", "-f", str(path), "--nats-url", "nats://127.0.0.1:1")
+
+    assert run.code == 1
+    assert run.err.splitlines() == [
+        f"error: error parsing {path}: error converting YAML to JSON: yaml: unmarshal errors:",
+        '  line 7: key "metadata" already set in map',
+    ]
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n---\n# and another\n"], ids=["empty", "comments"])
+def test_apply_of_a_file_without_objects_says_no_objects_passed(tmp_path, text):
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+
+    run = podway("apply", "-f", str(path), "--nats-url", "nats://127.0.0.1:1")
+
+    assert (run.code, run.err.strip()) == (1, "error: no objects passed to apply")
+
+
+def test_apply_refuses_bytes_that_are_not_utf8_naming_the_file_and_offset(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(POD.replace("name: a", "name: caf\xe9").encode("latin-1"))
+
+    run = podway("apply", "-f", str(path), "--nats-url", "nats://127.0.0.1:1")
+
+    offset = POD.index("name: a") + len("name: caf")
+    assert (run.code, run.err.strip()) == (1, f"error: error parsing {path}: invalid UTF-8 at byte {offset}")
+    assert "Traceback" not in run.err
+
+
+def test_validate_refuses_unknown_fields_unless_told_to_warn(tmp_path):
+    job = (EXAMPLES / "05-indexed-job.yaml").read_text().replace("parallelism:", "paralelism:")
+    path = tmp_path / "job.yaml"
+    path.write_text(job)
+
+    strict = podway("validate", "-f", str(path))
+    warned = podway("validate", "-f", str(path), "--validate=warn")
+    wrong = podway("validate", "-f", str(path), "--validate=maybe")
+
+    assert (strict.code, strict.out.strip()) == (
+        1,
+        'Job in version "v1" cannot be handled as a Job: strict decoding error: unknown field "spec.paralelism"',
+    )
+    assert (warned.code, warned.out.strip()) == (0, "job/finetune valid")
+    assert warned.err.strip() == 'Warning: unknown field "spec.paralelism"'
+    assert wrong.code == 2
+    assert 'invalid - validate option "maybe"' in wrong.err

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 
 from libs.db.records import OutboxMessage
-from libs.db.retention import delete_events_older_than
 from libs.db.uow import SqlAlchemyUnitOfWork
 from libs.events.catalogue import EventType
 from libs.events.envelope import Envelope, uuid7
 from tests.conftest import FakeClock
-from tests.integration.db.builders import T0, make_draft, make_envelope
+from tests.integration.db.builders import make_draft, make_envelope
 
 UowFactory = Callable[[], SqlAlchemyUnitOfWork]
 
@@ -133,29 +131,6 @@ async def test_inbox_marks_a_batch_of_events_at_once_and_tells_which_were_seen(
         assert not await uow.inbox.seen("admission", new)
 
 
-async def test_retention_deletes_only_what_is_older_and_counts_it(
-    uow_factory: UowFactory, fake_clock: FakeClock
-) -> None:
-    old, new = make_envelope(occurred_at=T0 - timedelta(days=40)), make_envelope(occurred_at=T0)
-    async with uow_factory() as uow:
-        uow.emit(old)
-        uow.emit(new)
-        await uow.inbox.seen("scheduler", old.event_id)
-        await uow.commit()
-    async with uow_factory() as uow:
-        first = (await uow.outbox.unpublished(limit=1))[0]
-        await uow.outbox.mark_published([first.seq], at=T0 - timedelta(days=40))
-        await uow.commit()
-
-    async with uow_factory() as uow:
-        report = await delete_events_older_than(uow, fake_clock.now - timedelta(days=30))
-
-    assert (report.events, report.outbox, report.inbox, report.total) == (1, 1, 0, 2)
-    async with uow_factory() as uow:
-        assert [e.envelope for e in await uow.events.since(0)] == [new]
-        assert [m.event_id for m in await uow.outbox.unpublished(limit=10)] == [new.event_id]
-
-
 async def test_events_emitted_together_are_queued_and_logged_in_emit_order(uow_factory: UowFactory) -> None:
     emitted = [
         make_envelope(kind, correlation_id="pg-1")
@@ -224,3 +199,20 @@ async def test_marking_published_takes_exactly_the_given_rows_whether_or_not_the
     async with uow_factory() as uow:
         left = await uow.outbox.unpublished(limit=10)
     assert [m.seq for m in left] == [seqs[0], seqs[4], seqs[6]]
+
+
+async def test_the_latest_event_of_each_story_is_found_in_one_call(uow_factory: UowFactory) -> None:
+    first, second, other = (make_envelope(correlation_id=story) for story in ("pg-1", "pg-1", "pg-2"))
+    await emit_together(uow_factory, [first, other, second])
+    async with uow_factory() as uow:
+        latest = await uow.events.latest_of(["pg-1", "pg-2", "pg-none"])
+    assert latest == {"pg-1": str(second.event_id), "pg-2": str(other.event_id)}
+
+
+async def test_the_latest_event_of_a_type_in_each_story_is_found(uow_factory: UowFactory) -> None:
+    proposed = make_envelope(EventType.PLACEMENT_PROPOSED, correlation_id="pg-1")
+    after = make_envelope(EventType.PODGROUP_CYCLE_STARTED, correlation_id="pg-1")
+    await emit_together(uow_factory, [proposed, after])
+    async with uow_factory() as uow:
+        latest = await uow.events.latest_of(["pg-1"], EventType.PLACEMENT_PROPOSED)
+    assert latest == {"pg-1": str(proposed.event_id)}

@@ -44,6 +44,11 @@ async def test_pods_that_succeed_release_their_nodes_and_still_show_where_they_r
     assert await placed(stack, "short") == 0
     wide = await stack.client.get("Pod", done[0]["metadata"]["name"], NAMESPACE)
     assert wide[0]["spec"]["nodeName"] == nodes[done[0]["metadata"]["name"]]
+    (group,) = await stack.client.get("PodGroup", "short", NAMESPACE)
+    story = (await stack.client.events(correlation_id=group["metadata"]["uid"])).events
+    (started,) = [e for e in story if e["type"] == "pods.running"]
+    (succeeded,) = [e for e in story if e["type"] == "pods.succeeded"]
+    assert succeeded["causation_id"] == started["event_id"]
 
 
 async def test_pods_evicted_by_preemption_release_their_nodes(stack: Stack):

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import pytest
+import sqlalchemy as sa
 from nats.js import JetStreamContext
 
 from libs.db.ports import UnitOfWork
-from libs.events.catalogue import DLQ_STREAM
+from libs.db.schema import inbox
+from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM
 from libs.events.envelope import Envelope, EventPayload
 from libs.messaging.broker import make_broker
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.dead_letters import REASON_HEADER
 from tests.conftest import SQLITE_ONLY
-from tests.integration.messaging.conftest import running, stream_messages
+from tests.integration.messaging.conftest import eventually, running, stream_messages
 from tests.integration.messaging.test_event_consumer import (
     CONSUMER,
     SUBJECT,
@@ -157,3 +160,33 @@ def test_a_consumer_takes_a_handler_or_a_batch_handler() -> None:
             batch_handler=AdmitJobs(),
             uow_factory=lambda: None,  # type: ignore[arg-type,return-value]
         )
+
+
+@SQLITE_ONLY
+async def test_a_consumer_created_again_takes_up_only_its_replay_window_not_the_whole_history(
+    nats_url: str, js: JetStreamContext, uow_factory: UowFactory
+) -> None:
+    handler = AdmitJob()
+    broker = make_broker(nats_url, "admission")
+    consumer = batched(handler, uow_factory)
+    consumer.subscribe(broker)
+    async with running(broker, consumer):
+        await js.publish(SUBJECT, job_submitted("handled-long-ago").to_bytes())
+        await settled(js, 1)
+        # The window now begins after that event: retention pruned its inbox mark long since. Then the
+        # durable consumer is lost with its position, and an event comes while it is gone.
+        begins = datetime.now(UTC)
+        consumer.replay_since = lambda: begins
+        async with uow_factory() as uow:
+            await uow.session.execute(sa.delete(inbox))
+            await uow.commit()
+        await js.delete_consumer(EVENTS_STREAM, CONSUMER)
+        later = job_submitted("while-it-was-gone")
+        await js.publish(SUBJECT, later.to_bytes())
+        await eventually(lambda: _handled(handler, 2), within_s=30)
+
+    assert handler.calls[1:] == [later.event_id]
+
+
+async def _handled(handler: AdmitJob, count: int) -> bool:
+    return len(handler.calls) >= count

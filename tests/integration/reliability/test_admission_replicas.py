@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from libs.client.client import PodwayClient
 from libs.db.engine import create_engine
-from libs.db.schema import events, objects
+from libs.db.schema import events, leases, objects, outbox
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from tests.integration.scheduler.conftest import example
@@ -78,3 +78,22 @@ async def test_two_admission_replicas_admit_everything_once(
     groups = {name for kind, _, name in stored if kind == "PodGroup"}
     assert {f"spread-{i}" for i in range(12)} <= groups
     assert {f"submitted-{i}-worker-0" for i in range(6)} <= groups
+    # Each submission is in the audit log, once and never published again, and what admitted it names it.
+    submitted = await _rows(
+        database_url, sa.select(events.c.event_id).where(events.c.type == "job.submitted")
+    )
+    assert len(submitted) == 6
+    republished = await _rows(
+        database_url,
+        sa.select(outbox.c.seq).where(
+            outbox.c.event_id.in_([event_id for (event_id,) in submitted]), outbox.c.published_at.is_(None)
+        ),
+    )
+    assert republished == []
+    causes = await _rows(
+        database_url, sa.select(events.c.causation_id).where(events.c.type == "job.admitted")
+    )
+    assert {cause for (cause,) in causes} == {str(event_id) for (event_id,) in submitted}
+    # Both replicas run the retention schedule; one of them holds its lease.
+    (holder,) = await _rows(database_url, sa.select(leases.c.holder).where(leases.c.name == "retention"))
+    assert holder[0].startswith(("admission-0-", "admission-1-"))

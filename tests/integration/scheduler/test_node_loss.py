@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from libs.client.check import violations
 from libs.client.client import PodwayClient
 from libs.events.envelope import AggregateRef, Envelope
 from libs.events.scheduling import PodGroupRef, PodRef, PodsEvicted
@@ -153,6 +154,7 @@ async def test_a_node_taken_away_is_not_ready_then_lost_and_its_gang_restarts_el
         held = await uow.bindings.list_for_node(victim)
     assert held == []
     assert others["solo"] != victim
+    assert await violations(stack.settings.database_url or "") == []  # nothing held on the lost node
 
     # A new leader sees the same: nothing is lost twice, the node stays NotReady until it beats.
     await stack.scheduler.stop()
@@ -176,6 +178,7 @@ async def test_a_node_taken_away_is_not_ready_then_lost_and_its_gang_restarts_el
         lambda: pods(stack), lambda found: found["pinned"]["status"].get("phase") == "Running", timeout_s=30
     )
     assert placed["pinned"]["spec"].get("nodeName") == victim, placed["pinned"]
+    assert await violations(stack.settings.database_url or "") == []  # ready again: it may hold
 
 
 async def test_a_pod_evicted_on_a_host_taken_away_holds_its_room_until_its_node_is_lost(stack: Stack):

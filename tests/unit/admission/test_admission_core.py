@@ -3,7 +3,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from libs.api.manifests import load_documents
-from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
+from libs.core.admission.apply import ApplyContext, admit_batch, admit_submission, prepare_batch
 from libs.core.admission.jobs import compress_indexes, job_status
 from libs.core.admission.model import AdmissionView, KnownObject
 
@@ -230,3 +230,93 @@ def test_a_batch_footprint_reads_its_references_but_writes_only_its_own_objects(
 
     assert batch.writes == {("PodGroup", "ns", "g"), ("Pod", "ns", "p")}
     assert batch.keys == {("PodGroup", "ns", "g"), ("Pod", "ns", "p"), ("Workload", "ns", "w")}
+
+
+def _job_with_unknown_fields() -> list[dict]:
+    (job,) = example("05-indexed-job.yaml")
+    job["spec"]["paralelism"] = job["spec"].pop("parallelism")
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["requets"] = {"cpu": "1"}
+    return [job]
+
+
+def test_a_strict_apply_refuses_an_object_with_unknown_fields_and_writes_nothing_of_it():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml"))
+    batch = prepare_batch(_job_with_unknown_fields(), field_validation="Strict")
+
+    decision = admit_batch(batch, view, ctx())
+
+    (result,) = decision.results
+    assert (result.kind, result.name, result.outcome) == ("Job", "finetune", "rejected")
+    assert result.message == (
+        'Job in version "v1" cannot be handled as a Job: strict decoding error: unknown field '
+        '"spec.paralelism", unknown field "spec.template.spec.containers[0].resources.requets"'
+    )
+    assert decision.writes == []
+
+
+def test_a_warned_job_is_admitted_with_its_warnings_and_its_pods_are_not_refused_for_them():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml"))
+    batch = prepare_batch(_job_with_unknown_fields(), field_validation="Warn")
+
+    decision = admit_batch(batch, view, ctx())
+
+    (result,) = decision.results
+    assert result.outcome == "created"
+    assert result.warnings == [
+        'unknown field "spec.paralelism"',
+        'unknown field "spec.template.spec.containers[0].resources.requets"',
+    ]
+    assert {w.kind for w in decision.writes} == {"Job", "Pod"}  # not a gang: parallelism was misspelt
+
+
+def test_changing_a_stored_pods_requests_is_forbidden_and_writes_nothing():
+    view = AdmissionView()
+    docs = example("01-priorityclasses.yaml") + example("03-gang-workload.yaml")
+    applied(view, docs)
+    pod = next(d for d in docs if d["kind"] == "Pod")
+    pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "64"
+
+    decision = applied(view, [pod])
+
+    (result,) = decision.results
+    assert result.outcome == "rejected"
+    assert result.message.splitlines() == [
+        f'The Pod "{pod["metadata"]["name"]}" is invalid:',
+        "* spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+        "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
+        "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was "
+        "previously negative)",
+    ]
+    assert decision.writes == []
+
+
+def test_a_pods_labels_may_still_change():
+    view = AdmissionView()
+    docs = example("01-priorityclasses.yaml") + example("03-gang-workload.yaml")
+    applied(view, docs)
+    pod = next(d for d in docs if d["kind"] == "Pod")
+    pod["metadata"]["labels"] = {"team": "ml"}
+
+    decision = applied(view, [pod])
+
+    assert [r.outcome for r in decision.results] == ["updated"]
+
+
+def test_a_job_submitted_again_as_it_is_stored_is_answered_with_an_unchanged_event():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml"))
+    job = example("05-indexed-job.yaml")
+    admit_submission(prepare_batch(job), view, ctx())
+
+    again = admit_submission(prepare_batch(job), view, ctx())
+
+    assert outcomes(again) == [("Job", "finetune", "unchanged")]
+    assert again.writes == []
+    (answer,) = again.events
+    assert (answer.payload.TYPE.value, answer.payload.outcome, answer.payload.request_id) == (
+        "job.admitted",
+        "unchanged",
+        "req-1",
+    )

@@ -11,6 +11,7 @@ from libs.api.manifests import (
     KIND_ORDER,
     InvalidObjectError,
     ManifestError,
+    decode_manifest,
     is_namespaced,
     load_documents,
     object_key,
@@ -43,7 +44,7 @@ def test_load_documents_skips_empty_documents_and_expands_lists():
 
 
 def test_load_documents_reports_bad_yaml_and_non_objects():
-    with pytest.raises(ManifestError, match="error parsing YAML"):
+    with pytest.raises(ManifestError, match="error converting YAML to JSON: yaml: "):
         load_documents("a: [")
     with pytest.raises(ManifestError, match="document 1 is not an object"):
         load_documents("- 1\n- 2\n")
@@ -224,3 +225,44 @@ def test_validating_converted_documents_leaves_them_as_they_were_and_decides_the
             == (again.obj and again.obj.to_wire())
         )
         assert fast.problem == slow.problem
+
+
+def test_a_key_set_twice_in_one_mapping_is_refused_with_its_line_as_kubectl_words_it():
+    text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {}\nmetadata: {name: b}\n"
+
+    with pytest.raises(ManifestError) as refused:
+        load_documents(text)
+
+    assert str(refused.value) == (
+        'error converting YAML to JSON: yaml: unmarshal errors:\n  line 5: key "metadata" already set in map'
+    )
+
+
+def test_every_key_set_twice_in_a_document_is_listed_nested_ones_included():
+    text = "kind: Pod\nmetadata:\n  name: a\n  name: b\nspec: {}\nspec: {}\n"
+
+    with pytest.raises(ManifestError) as refused:
+        load_documents(text)
+
+    assert str(refused.value).splitlines()[1:] == [
+        '  line 4: key "name" already set in map',
+        '  line 6: key "spec" already set in map',
+    ]
+
+
+def test_yaml_merge_keys_are_not_duplicates():
+    text = "base: &b {cpu: '1'}\nrequests:\n  <<: *b\n  memory: 1Gi\n"
+    assert load_documents(text) == [{"base": {"cpu": "1"}, "requests": {"cpu": "1", "memory": "1Gi"}}]
+
+
+def test_bytes_that_are_not_utf8_are_refused_naming_the_offset_of_the_first_bad_byte():
+    data = b"kind: Pod\nmetadata: {name: caf\xe9}\n"  # Latin-1, not UTF-8: the bad byte is at 30
+
+    with pytest.raises(ManifestError) as refused:
+        decode_manifest(data)
+
+    assert str(refused.value) == "invalid UTF-8 at byte 30"
+
+
+def test_a_file_of_comments_only_has_no_documents():
+    assert load_documents("# nothing here\n---\n# nor here\n") == []

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from libs.api.manifests import validate_document
+import pytest
+
+from libs.api.manifests import parse_object, validate_document
+from libs.api.validation import validate_update
 from tests.unit.api.builders import error_lines, make_container, make_pod
 
 QUANTITY_FORMAT = (
@@ -158,3 +161,65 @@ def test_restart_policy_enum():
     assert error_lines(make_pod(restartPolicy="Sometimes")) == [
         'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"'
     ]
+
+
+FORBIDDEN_UPDATE = (
+    "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to "
+    "existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was "
+    "previously negative)"
+)
+
+
+def _update_errors(old: dict, new: dict) -> list[str]:
+    return [str(error) for error in validate_update(parse_object(old), parse_object(new))]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"containers": [make_container(requests={"cpu": "32", "memory": "64Gi"})]},
+        {"nodeSelector": {"zone": "b"}},
+        {"priorityClassName": "batch"},
+        {"tolerations": []},
+        {"overhead": {"cpu": "1"}},
+    ],
+    ids=["resources", "nodeSelector", "priorityClassName", "toleration-removed", "overhead"],
+)
+def test_a_pod_spec_change_other_than_upstreams_mutable_fields_is_forbidden(change):
+    old = make_pod(tolerations=[{"key": "gpu", "operator": "Exists"}])
+    new = make_pod(**{"tolerations": [{"key": "gpu", "operator": "Exists"}], **change})
+
+    assert _update_errors(old, new) == [FORBIDDEN_UPDATE]
+
+
+def test_a_pod_update_may_change_images_deadline_added_tolerations_labels_and_annotations():
+    old = make_pod(tolerations=[{"key": "gpu", "operator": "Exists"}], terminationGracePeriodSeconds=-1)
+    new = make_pod(
+        tolerations=[{"key": "gpu", "operator": "Exists"}, {"key": "spot", "operator": "Exists"}],
+        activeDeadlineSeconds=600,
+        terminationGracePeriodSeconds=1,
+    )
+    new["spec"]["containers"][0]["image"] = "registry.example.com/trainer:v2"
+    new["metadata"]["labels"] = {"team": "ml"}
+    new["metadata"]["annotations"] = {"note": "x"}
+
+    assert _update_errors(old, new) == []
+
+
+def test_a_pod_read_back_with_the_node_it_runs_on_is_no_spec_change():
+    old = make_pod()
+    old["status"] = {"phase": "Running", "podway": {"nodeName": "node-a"}}
+    read_back = make_pod(nodeName="node-a")
+    read_back["status"] = old["status"]
+
+    assert _update_errors(old, read_back) == []
+    assert _update_errors(old, make_pod(nodeName="node-b")) == [FORBIDDEN_UPDATE]
+    assert _update_errors(read_back, make_pod()) == []  # a manifest that names no node moves nothing
+
+
+def test_podways_own_status_blocks_are_known_fields():
+    pod = make_pod()
+    pod["status"] = {"phase": "Running", "podway": {"nodeName": "node-a"}}
+
+    assert validate_document(pod, field_validation="Strict").ok

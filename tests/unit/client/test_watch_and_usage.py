@@ -4,14 +4,20 @@ from libs.client.output import WatchPrinter
 from libs.client.usage import fleet_usage, gpu_request, render_usage
 
 
-def pod(name: str, phase: str, node: str | None = None, rv: str = "1", gpus: int = 0) -> dict:
+def pod(
+    name: str, phase: str, node: str | None = None, rv: str = "1", gpus: int = 0, spec_node: str | None = None
+) -> dict:
+    """A pod as `get` returns it: the node it is bound to (or ran on) in `status.podway.nodeName`."""
+    status: dict = {"phase": phase}
+    if node:
+        status["podway"] = {"nodeName": node}
     return {
         "metadata": {"name": name, "namespace": "ml", "uid": name, "resourceVersion": rv},
         "spec": {
-            "nodeName": node,
+            "nodeName": node or spec_node,
             "containers": [{"resources": {"requests": {"cpu": "500m", "nvidia.com/gpu": str(gpus)}}}],
         },
-        "status": {"phase": phase},
+        "status": status,
     }
 
 
@@ -40,6 +46,7 @@ def test_gpu_use_by_node_and_rack():
         pod("b", "Pending", "n0", gpus=4),  # bound, starting: holds its GPUs
         pod("c", "Succeeded", "n1", gpus=8),  # finished: released them
         pod("d", "Pending", None, gpus=8),  # not bound
+        pod("e", "Pending", None, gpus=8, spec_node="n2"),  # its spec names a node, nothing bound it
     ]
     usage = fleet_usage(nodes, slices, pods)
     assert [(n.name, n.gpus, n.allocated, len(n.pods)) for n in usage.nodes] == [
@@ -54,6 +61,25 @@ def test_gpu_use_by_node_and_rack():
     rack_row = next(line for line in table.splitlines() if line.startswith("r0 "))
     assert node_row.split()[2:5] == ["8", "6", "75%"]
     assert rack_row.split()[1:5] == ["2", "16", "6", "38%"]
+
+
+def test_gpus_held_through_claims_count_on_their_node_once_each():
+    nodes = [{"metadata": {"name": "n0"}}]
+    devices = [{"name": f"gpu-{i}"} for i in range(4)]
+    slices = [
+        {"spec": {"nodeName": "n0", "driver": "gpu.example.com", "pool": {"name": "n0"}, "devices": devices}}
+    ]
+
+    def claim(*gpus: int, reserved: bool = True) -> dict:
+        results = [{"driver": "gpu.example.com", "pool": "n0", "device": f"gpu-{i}"} for i in gpus]
+        status = {"allocation": {"devices": {"results": results}}}
+        if reserved:
+            status["reservedFor"] = [{"resource": "pods", "name": "a", "uid": "a"}]
+        return {"status": status}
+
+    claims = [claim(0, 1), claim(1), claim(3, reserved=False)]  # gpu-1 shared; gpu-3 no longer reserved
+    (n0,) = fleet_usage(nodes, slices, [pod("a", "Running", "n0", gpus=1)], claims).nodes
+    assert (n0.gpus, n0.allocated) == (4, 3)
 
 
 def test_gpus_come_from_requests_or_limits():

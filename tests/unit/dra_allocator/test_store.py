@@ -135,6 +135,18 @@ async def test_a_proposed_numa_gang_gets_its_claims_written_and_announced(uow_fa
     assert fabric_holders == ["ml/g-fabric"]
     (allocated,) = [e for e in events if e.type == "claims.allocated"]
     assert len(parse_payload(allocated).allocations) == 5
+    assert allocated.causation_id == str(proposal.event_id)
+
+
+async def test_a_new_leader_answers_a_waiting_placement_naming_the_proposal_it_came_from(uow_factory):
+    group, _objects, proposal = await proposed(uow_factory)
+    async with uow_factory() as uow:
+        ledger = await load_ledger(uow)  # the placement found in the PodGroup's status, not in an event
+    await allocate(uow_factory, ledger)
+    async with uow_factory() as uow:
+        events = [e.envelope for e in await uow.events.by_correlation(group.uid)]
+    (allocated,) = [e for e in events if e.type == "claims.allocated"]
+    assert allocated.causation_id == str(proposal.event_id)
 
 
 async def test_a_new_leader_holds_what_was_allocated_and_refuses_it_to_others(uow_factory):
@@ -168,17 +180,17 @@ async def test_claims_are_released_when_the_pods_finish(uow_factory):
     await allocate(uow_factory, ledger)
     pods = [obj.uid for obj in objects if obj.kind == "Pod"]
 
-    ledger.pods_ended(pods)
+    ledger.pods_ended(pods, "the-pods-succeeded")
     (released,) = await allocate(uow_factory, ledger)
 
     assert len(released.claims) == 5
     async with uow_factory() as uow:
         claims = await uow.objects.find("ResourceClaim", "ml")
-        events = [e.envelope.type for e in await uow.events.by_type("claims.released")]
+        events = [e.envelope for e in await uow.events.by_type("claims.released")]
         holders = await uow.device_allocations.holders(released.claims[0].allocation.results[0].device.id)
         rows = await uow.device_allocations.rows()
     assert claims == [], "the claims made for the pods and their PodGroup go with them"
-    assert events == ["claims.released"]
+    assert [(e.type, e.causation_id) for e in events] == [("claims.released", "the-pods-succeeded")]
     assert holders == []
     assert rows == []
 

@@ -108,6 +108,7 @@ def mutated(draw: st.DrawFn, kind: str) -> dict[str, Any]:
 
 def _check(document: dict[str, Any]) -> None:
     result = validate_document(document)
+    _check_strict(document, [w for w in result.warnings if w.startswith("unknown field ")])
     if result.ok:
         assert result.obj is not None
         again = validate_document(to_manifest(result.obj))
@@ -117,6 +118,16 @@ def _check(document: dict[str, Any]) -> None:
     for error in result.errors:
         assert error.path, f"an error without a field path: {error}"
     assert all(line.isprintable() for line in result.message.splitlines())
+
+
+def _check_strict(document: dict[str, Any], unknown: list[str]) -> None:
+    """Strict refuses exactly the documents Warn warned about, naming every unknown field they have."""
+    strict = validate_document(document, field_validation="Strict")
+    if unknown:
+        assert not strict.ok
+        assert strict.message.endswith("strict decoding error: " + ", ".join(unknown)), strict.message
+    else:
+        assert "strict decoding error" not in strict.message
 
 
 @pytest.mark.parametrize("kind", KINDS)

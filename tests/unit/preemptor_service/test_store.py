@@ -16,7 +16,9 @@ from libs.core.scheduling.objects import ApiObject
 from libs.core.scheduling.outputs import Binding, CycleRan
 from libs.db.records import ObjectDraft, PodBinding
 from libs.db.testing import in_memory_unit_of_work_factory
+from libs.events.catalogue import EventType
 from services.preemptor.store import load_world, write_outputs
+from tests.integration.db.builders import make_envelope
 from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, stored, workload
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -96,6 +98,26 @@ async def test_a_preemption_is_told_in_both_stories_and_marks_its_victims(uow_fa
     assert {c.reason for c in marked} == {"PreemptionByScheduler"}
     ((nomination),) = nominations
     assert nomination.podgroup_uid == high.uid
+
+
+async def test_victims_chosen_for_a_new_terms_ask_answer_the_latest_event_of_the_groups_story(uow_factory):
+    low, high = podgroup("low", min_count=4, priority=1), podgroup("high", min_count=1, priority=1000)
+    lows, highs = gang("low", 4, gpus=8), gang("high", 1, gpus=8)
+    await store(uow_factory, [low, high, *lows, *highs])
+    answer = preempted(low, lows, high, highs)
+    asked = make_envelope(EventType.PREEMPTION_REQUESTED, correlation_id=high.uid)
+    async with uow_factory() as uow:
+        uow.emit(asked)  # what an earlier term consumed and never answered
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        await write_outputs(uow, [dataclasses.replace(answer, cause=None)], now=NOW)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        mine = await uow.events.by_correlation(high.uid)
+    assert [e.envelope.type for e in mine][1] == "preemption.victims_selected"
+    assert mine[1].envelope.causation_id == str(asked.event_id)
 
 
 async def test_an_answer_to_a_new_terms_ask_with_nothing_to_do_is_not_told(uow_factory):

@@ -100,3 +100,59 @@ async def test_a_leader_that_lapsed_and_retook_its_lease_starts_a_new_term(facto
     await first.elector.tick()
 
     assert first.changes == ["elected 1", "deposed", "elected 2"]
+
+
+class Flaky:
+    """Units of work that fail to open while `failing` (the database locked or away), else the real ones."""
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.failing = False
+
+    def __call__(self):
+        if self.failing:
+            raise ConnectionError("database is locked")
+        return self.real()
+
+
+class Monotonic:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def flaky_replica(factory, clock: Clock, monotonic: Monotonic) -> tuple[Replica, Flaky]:
+    flaky = Flaky(factory)
+    replica = Replica(flaky, clock, "a")
+    replica.elector._monotonic = monotonic
+    return replica, flaky
+
+
+async def test_a_renewal_that_fails_while_the_lease_is_valid_keeps_the_leader(factory, clock):
+    monotonic = Monotonic()
+    leader, flaky = flaky_replica(factory, clock, monotonic)
+    await leader.elector.tick()
+    flaky.failing = True
+    monotonic.now += TTL.total_seconds() / 2
+    await leader.elector.tick()
+
+    assert leader.changes == ["elected 1"]
+    assert leader.elector.leading
+
+    flaky.failing = False
+    await leader.elector.tick()
+    assert leader.changes == ["elected 1"]
+
+
+async def test_renewals_that_keep_failing_until_the_lease_would_lapse_depose_the_leader(factory, clock):
+    monotonic = Monotonic()
+    leader, flaky = flaky_replica(factory, clock, monotonic)
+    await leader.elector.tick()
+    flaky.failing = True
+    monotonic.now += TTL.total_seconds() + 0.1
+    await leader.elector.tick()
+
+    assert leader.changes == ["elected 1", "deposed"]
+    assert not leader.elector.leading

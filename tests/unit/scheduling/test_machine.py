@@ -303,6 +303,16 @@ def test_a_new_leader_starts_from_the_stored_bindings(clock):
     assert scheduler.book.groups["ml/g"].scheduled
 
 
+def test_a_new_leaders_first_cycle_for_a_waiting_group_answers_the_latest_event_of_its_story(clock):
+    group = podgroup("g", min_count=2)
+    scheduler = Machine(clock)
+    world = [*cluster(SMALL), workload(), group, *gang("g", 2, gpus=8)]
+    scheduler.load(World(world, {}, causes={group.uid: "latest-of-g"}), now=clock.now)
+
+    (ran,) = scheduler.run_pass(clock.now)
+    assert ran.cause == "latest-of-g"
+
+
 def test_a_pod_without_a_podgroup_is_scheduled_on_its_own(scheduler, clock):
     admit(scheduler, pod("solo", gpus=1))
     (ran,) = scheduler.run_pass(clock.now)
