@@ -41,9 +41,11 @@ __all__ = [
     "GANG_TEMPLATE_NAME",
     "JobExpansion",
     "expand_job",
+    "gang_pod_group",
     "gang_pod_group_name",
     "gang_pod_name",
     "is_gang_job",
+    "job_pods",
     "job_uid",
     "terminal_condition",
     "validate_job_update",
@@ -86,11 +88,33 @@ def expand_job(job: Job) -> JobExpansion:
     if not is_gang_job(job):
         return JobExpansion(workload=None, podgroup=None, pods=_plain_pods(job))
     workload = _gang_workload(job)
+    pod_group = _gang_pod_group(job, workload)
+    pods = [] if job.spec.suspend else [_gang_pod(job, index) for index in range(job.spec.parallelism or 0)]
+    return JobExpansion(workload=workload, podgroup=pod_group, pods=pods)
+
+
+def gang_pod_group(job: Job, min_count: int) -> PodGroup:
+    """The gang Job's PodGroup for a gang of `min_count` pods: a restarted gang runs only the indexes that
+    did not succeed, so its new PodGroup waits for those alone."""
+    pod_group = _gang_pod_group(job, _gang_workload(job))
+    policy = PodGroupSchedulingPolicy(gang=GangSchedulingPolicy(min_count=min_count))
+    return pod_group.model_copy(
+        update={"spec": pod_group.spec.model_copy(update={"scheduling_policy": policy})}
+    )
+
+
+def _gang_pod_group(job: Job, workload: Workload) -> PodGroup:
     template = workload.spec.pod_group_templates[0]
     pod_group = instantiate_pod_group(workload, template, gang_pod_group_name(job.name))
     pod_group.metadata = _owned_metadata(job, "PodGroup", pod_group.name, annotations=_gang_annotations(job))
-    pods = [] if job.spec.suspend else [_gang_pod(job, index) for index in range(job.spec.parallelism or 0)]
-    return JobExpansion(workload=workload, podgroup=pod_group, pods=pods)
+    return pod_group
+
+
+def job_pods(job: Job, indexes: list[int]) -> list[Pod]:
+    """The Job's pods with these completion indexes (a NonIndexed Job's: these name numbers)."""
+    if is_gang_job(job):
+        return [_gang_pod(job, index) for index in indexes]
+    return [_pod(job, f"{job.name}-{index}", index) for index in indexes]
 
 
 def _gang_annotations(job: Job) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """The admission service: the API front door. Answers apply / delete / get / events requests, admits Jobs
-submitted as events, and completes PodGroup deletions once their pods have finished."""
+submitted as events, syncs Jobs as the Job controller does when they or their pods change, and completes
+PodGroup deletions once their pods have finished."""
 
 from __future__ import annotations
 
@@ -23,12 +24,13 @@ from libs.core.admission.apply import (
     write_runs,
 )
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
+from libs.core.admission.model import BatchDecision
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
 from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
-from libs.events.admission import JobSubmitted
+from libs.events.admission import JobSubmitted, ObjectDeleted
 from libs.events.catalogue import EventType, RpcSubject
 from libs.events.envelope import Envelope, EventPayload
 from libs.events.rpc import (
@@ -42,9 +44,11 @@ from libs.events.rpc import (
     ObjectResult,
 )
 from libs.events.scheduling import (
+    PodGroupRef,
     PodGroupRestarted,
     PodRef,
     PodsFailed,
+    PodsRunning,
     PodsSucceeded,
     PreemptionVictimsSelected,
 )
@@ -132,9 +136,8 @@ class AdmissionService:
             ),
             EventConsumer(
                 name="admission-pod-lifecycle",
-                # Not `pods.running`: a pod going from Pending to Running changes no Job status field
-                # (`active` counts both), so those events would cost a transaction each for nothing.
                 subjects=[
+                    EventType.PODS_RUNNING.subject,
                     EventType.PODS_SUCCEEDED.subject,
                     EventType.PODS_FAILED.subject,
                     EventType.OBJECT_DELETED.subject,
@@ -232,11 +235,23 @@ class AdmissionService:
             decisions = [admit_batch(r.batch, view, self._context(r.request_id)) for r in requests]
             for run in write_runs(decisions):
                 await write_decision(uow, run, now=self.clock())
+            await self._sync_applied_jobs(uow, decisions, self._context(requests[0].request_id))
             await uow.commit()
         return [
             ApplyReply(request_id=r.request_id, results=d.results, warnings=d.warnings)
             for r, d in zip(requests, decisions, strict=True)
         ]
+
+    async def _sync_applied_jobs(
+        self, uow: UnitOfWork, decisions: Sequence[BatchDecision], ctx: ApplyContext
+    ) -> None:
+        """Jobs applied are synced at once (a suspension or a resumption acts now); a PriorityClass applied
+        may let a Job whose wave admission refused create it now."""
+        writes = [write for decision in decisions for write in decision.writes]
+        applied = {(w.namespace, w.name) for w in writes if w.kind == "Job"}
+        if any(w.kind == "PriorityClass" for w in writes):
+            applied |= await jobs.jobs_failing_to_create(uow)
+        await jobs.sync_jobs(uow, applied, ctx, None)
 
     def _context(self, request_id: str) -> ApplyContext:
         return ApplyContext(now=self.clock(), new_uid=self.new_uid, request_id=request_id)
@@ -248,6 +263,7 @@ class AdmissionService:
         decision = admit_submission(batch, view, self._context(payload.request_id))
         uow.record(envelope)  # a client published it: the log keeps what the admission answers
         await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
+        await self._sync_applied_jobs(uow, [decision], self._context(payload.request_id))
 
     # --- delete ------------------------------------------------------------------------------------
 
@@ -277,28 +293,26 @@ class AdmissionService:
     async def on_pod_lifecycle(
         self, events: Sequence[tuple[Envelope, EventPayload]], uow: UnitOfWork
     ) -> None:
-        """Pods changing phase keep their Jobs' status current; pods finishing or going may let PodGroups and
-        Jobs marked for deletion go. Once per batch: the Jobs of every pod that ended, then the deletions
-        (caused by the batch's last event)."""
-        ended: list[PodRef] = []
-        for envelope, payload in events:
-            if isinstance(payload, PodGroupRestarted | PreemptionVictimsSelected):
-                await self._recreate_gangs(envelope, payload, uow)
-            elif isinstance(payload, PodsSucceeded | PodsFailed):
-                ended += payload.pods
-        if ended:
-            await jobs.refresh_job_status(uow, ended, now=self.clock())
-        await self._finish_deletions(uow, str(events[-1][0].event_id))
-
-    async def _recreate_gangs(
-        self, envelope: Envelope, payload: PodGroupRestarted | PreemptionVictimsSelected, uow: UnitOfWork
-    ) -> None:
-        """A restarted or preempted gang of a Job gets fresh pods and is queued again."""
-        context = self._context(str(envelope.event_id))
-        groups = [payload.podgroup] if isinstance(payload, PodGroupRestarted) else payload.victim_groups
-        for group in groups:
-            decision = await jobs.recreate_restarted_gang(uow, group, context)
-            await write_decision(uow, decision, now=self.clock(), causation_id=str(envelope.event_id))
+        """Pods changing phase or going, and gangs restarted or preempted, sync their Jobs (status, next
+        wave, replacement of a stopped gang); pods finishing or going may let PodGroups and Jobs marked for
+        deletion go. Once per batch, caused by the batch's last event."""
+        cause = str(events[-1][0].event_id)
+        pods: list[PodRef] = []
+        groups: list[PodGroupRef] = []
+        deleted: list[tuple[str, str]] = []
+        for _, payload in events:
+            if isinstance(payload, PodsRunning | PodsSucceeded | PodsFailed):
+                pods += payload.pods
+            elif isinstance(payload, PodGroupRestarted):
+                groups.append(payload.podgroup)
+            elif isinstance(payload, PreemptionVictimsSelected):
+                groups += payload.victim_groups
+            elif isinstance(payload, ObjectDeleted) and payload.kind == "Pod":
+                deleted.append((payload.namespace or "", payload.name))
+        owners = await jobs.jobs_of_pods(uow, pods) | await jobs.jobs_of_groups(uow, groups)
+        owners |= await jobs.jobs_named_by_pods(uow, deleted)
+        await jobs.sync_jobs(uow, owners, self._context(cause), cause)
+        await self._finish_deletions(uow, cause)
 
     async def _finish_deletions(self, uow: UnitOfWork, cause: str | None) -> None:
         marked = [known_from_stored(o) for o in await uow.objects.find_marked(("PodGroup", "Job"))]
@@ -318,7 +332,7 @@ class AdmissionService:
         """Re-derive from the database what lost pod events would have done: Job statuses, and objects
         marked for deletion whose dependents are gone."""
         async with self.uow() as uow:
-            await jobs.refresh_every_job_status(uow, now=self.clock())
+            await jobs.sync_jobs(uow, await jobs.every_job(uow), self._context("reconcile"), None)
             await self._finish_deletions(uow, None)
             await uow.commit()
 

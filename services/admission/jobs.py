@@ -1,4 +1,4 @@
-"""Keeping Job status current as the pods it owns change phase."""
+"""The Job controller's wiring: load a Job with what it owns, sync it, write what it decided."""
 
 from __future__ import annotations
 
@@ -6,47 +6,97 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from libs.api.jobs import JOB_NAME_LABEL
+from libs.api.jobs import JOB_NAME_LABEL, gang_pod_group_name
 from libs.core.admission.apply import ApplyContext
-from libs.core.admission.jobs import job_status, newly_finished, recreate_gang_pods
-from libs.core.admission.model import BatchDecision, KnownObject
+from libs.core.admission.delete import owned_by
+from libs.core.admission.job_controller import REPLICA_FAILURE, sync_job
+from libs.core.admission.jobs import newly_finished
+from libs.core.admission.model import KnownObject, ObjectKey
 from libs.db.ports import UnitOfWork
+from libs.db.records import StoredObject
 from libs.events.admission import JobFinished
 from libs.events.envelope import AggregateRef, Envelope
 from libs.events.scheduling import PodGroupRef, PodRef
-from services.admission.store import PRODUCER, iso, known_from_stored, load_view
+from services.admission.store import PRODUCER, known_from_stored, load_view, write_decision
+
+JobKey = tuple[str, str]
+"""(namespace, name) of a Job."""
 
 
-async def refresh_job_status(uow: UnitOfWork, pods: Iterable[PodRef], *, now: datetime) -> None:
-    """Recompute the status of every Job that owns one of `pods`."""
-    owners = await uow.objects.controllers_of(sorted({("Pod", p.namespace, p.name) for p in pods}), "Job")
-    await _refresh(uow, owners, now=now)
+async def jobs_of_pods(uow: UnitOfWork, pods: Iterable[PodRef]) -> set[JobKey]:
+    """The Jobs that control any of these pods."""
+    return await uow.objects.controllers_of(sorted({("Pod", p.namespace, p.name) for p in pods}), "Job")
 
 
-async def refresh_every_job_status(uow: UnitOfWork, *, now: datetime) -> None:
-    """Recompute the status of every Job (when the events that would have said what changed were lost)."""
-    await _refresh(uow, {(job.namespace, job.name) for job in await uow.objects.find("Job")}, now=now)
+async def jobs_of_groups(uow: UnitOfWork, groups: Iterable[PodGroupRef]) -> set[JobKey]:
+    """The Jobs that control any of these PodGroups."""
+    keys = sorted({("PodGroup", g.namespace, g.name) for g in groups})
+    return await uow.objects.controllers_of(keys, "Job")
 
 
-async def _refresh(uow: UnitOfWork, owners: set[tuple[str, str]], *, now: datetime) -> None:
-    for namespace, name in sorted(owners):
+async def jobs_named_by_pods(uow: UnitOfWork, pods: Iterable[tuple[str, str]]) -> set[JobKey]:
+    """The Jobs whose names a deleted pod's name starts with (a Job's pods are named after it; the pod
+    itself is gone, so its labels can no longer say)."""
+    candidates = {
+        ("Job", namespace, "-".join(parts[:cut]))
+        for namespace, name in pods
+        for parts in [name.split("-")]
+        for cut in range(1, len(parts))
+    }
+    return {(job.namespace, job.name) for job in await uow.objects.get_many(sorted(candidates))}
+
+
+async def jobs_failing_to_create(uow: UnitOfWork) -> set[JobKey]:
+    """Jobs that said a wave was refused: worth trying again once what refused it may have changed."""
+    return {
+        (job.namespace, job.name)
+        for job in await uow.objects.find("Job")
+        if any(c.get("type") == REPLICA_FAILURE for c in job.status.get("conditions") or [])
+    }
+
+
+async def every_job(uow: UnitOfWork) -> set[JobKey]:
+    return {(job.namespace, job.name) for job in await uow.objects.find("Job")}
+
+
+async def sync_jobs(uow: UnitOfWork, jobs: Iterable[JobKey], ctx: ApplyContext, cause: str | None) -> None:
+    """Sync each Job once (see sync_job) and write what it decided in the unit of work. What they own, the
+    bindings of their pods and every PriorityClass are read once for all of them."""
+    loaded: list[tuple[StoredObject, KnownObject, list[KnownObject]]] = []
+    for namespace, name in sorted(set(jobs)):
         stored = await uow.objects.get("Job", namespace, name)
         if stored is None:
             continue
         job = known_from_stored(stored)
-        siblings = [
-            known_from_stored(o)
-            for o in await uow.objects.find("Pod", namespace, labels={JOB_NAME_LABEL: name})
-        ]
-        status = job_status(job, siblings, now=iso(now))
-        if status != stored.status:
-            await uow.objects.update_status("Job", namespace, name, status)
-            finished = newly_finished(stored.status, status)
+        found = await uow.objects.find("Pod", namespace, labels={JOB_NAME_LABEL: name})
+        found += await uow.objects.get_many([("PodGroup", namespace, gang_pod_group_name(name))])
+        loaded.append((stored, job, owned_by(job, [known_from_stored(o) for o in found])))
+    if not loaded:
+        return
+    keys = [key for _, job, owned in loaded for key in [*(o.key for o in owned), _workload_of(job)]]
+    view = await load_view(uow, keys)
+    pods = [o.uid for _, _, owned in loaded for o in owned if o.kind == "Pod"]
+    bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
+    for stored, job, owned in loaded:
+        sync = sync_job(job, owned, bound, view, ctx)
+        await write_decision(uow, sync.decision, now=ctx.now, causation_id=cause)
+        if sync.status != stored.status:
+            await uow.objects.update_status(
+                "Job", job.namespace, job.name, sync.status, expected_resource_version=stored.resource_version
+            )
+            finished = newly_finished(stored.status, sync.status)
             if finished is not None:
-                uow.emit(_finished_event(job, finished, now))
+                uow.emit(_finished_event(job, finished, ctx.now, cause))
 
 
-def _finished_event(job: KnownObject, condition: dict[str, Any], now: datetime) -> Envelope:
+def _workload_of(job: KnownObject) -> ObjectKey:
+    """The Workload a gang Job generated (its new PodGroups refer to its template)."""
+    return ("Workload", job.namespace, job.name)
+
+
+def _finished_event(
+    job: KnownObject, condition: dict[str, Any], now: datetime, cause: str | None
+) -> Envelope:
     payload = JobFinished(
         namespace=job.namespace,
         name=job.name,
@@ -56,29 +106,11 @@ def _finished_event(job: KnownObject, condition: dict[str, Any], now: datetime) 
         message=str(condition.get("message") or ""),
     )
     subject = AggregateRef(kind="Job", namespace=job.namespace, name=job.name, uid=job.uid)
-    return Envelope.wrap(payload, producer=PRODUCER, correlation_id=job.uid, occurred_at=now, subject=subject)
-
-
-async def recreate_restarted_gang(uow: UnitOfWork, ref: PodGroupRef, ctx: ApplyContext) -> BatchDecision:
-    """A restarted gang owned by a Job gets fresh pods; other gangs are left to their owners."""
-    stored = await uow.objects.get("PodGroup", ref.namespace, ref.name)
-    owner = (
-        next(
-            (
-                r
-                for r in (stored.metadata.get("ownerReferences") or [])
-                if r.get("kind") == "Job" and r.get("controller")
-            ),
-            None,
-        )
-        if stored
-        else None
+    return Envelope.wrap(
+        payload,
+        producer=PRODUCER,
+        correlation_id=job.uid,
+        occurred_at=now,
+        causation_id=cause,
+        subject=subject,
     )
-    if stored is None or owner is None:
-        return BatchDecision()
-    job = await uow.objects.get("Job", ref.namespace, str(owner.get("name")))
-    if job is None:
-        return BatchDecision()
-    pods = [known_from_stored(o) for o in await uow.objects.find("Pod", ref.namespace)]
-    view = await load_view(uow, [p.key for p in pods])
-    return recreate_gang_pods(known_from_stored(job), known_from_stored(stored), pods, view, ctx)

@@ -345,8 +345,12 @@ class NodeAgentService:
         podgroup = (group.namespace, group.name, group.uid) if group is not None else None
         if evicted.reason == DELETED:
             await self._terminate(uow, mine, podgroup, str(envelope.event_id))
-        else:
-            await self._stop(uow, mine, podgroup, evicted.reason, str(envelope.event_id))
+            return
+        # A host taken away reports nothing: its evicted pods hold their room until it is back (they died
+        # with it) or its node is lost (the scheduler fails them).
+        reachable = [ref for ref in mine if ref.node not in self.down]
+        if reachable:
+            await self._stop(uow, reachable, podgroup, evicted.reason, str(envelope.event_id))
 
     async def _stop(
         self,

@@ -276,10 +276,12 @@ def admit_document(
     ctx: ApplyContext,
     *,
     generated_uid: str | None = None,
+    own_policy: bool = False,
     field_validation: FieldValidation = "Ignore",
 ) -> ObjectResult:
     """Decide one document, appending its write and events to `decision`. The server assigns the uid of a
-    new object (a uid in the document is ignored), except that a controller's `generated_uid` is kept.
+    new object (a uid in the document is ignored), except that a controller's `generated_uid` is kept. A
+    PodGroup takes its policy from its template, unless a controller gave it its `own_policy`.
 
     `field_validation` is for documents a user sent; what a controller makes from an admitted object was
     checked with that object, hence Ignore by default."""
@@ -312,7 +314,7 @@ def admit_document(
             warnings=list(result.warnings),
         )
     obj, warnings = result.obj, list(result.warnings)
-    if isinstance(obj, PodGroup) and workload is not None:
+    if isinstance(obj, PodGroup) and workload is not None and not own_policy:
         obj = complete_from_workload(obj, workload)
     if isinstance(obj, Pod):
         warnings += _implied_podgroup(obj, view, decision, ctx)

@@ -118,6 +118,24 @@ def finish_pending_deletions(
     return deletion.decision
 
 
+def stop_pods(
+    pods: list[KnownObject],
+    scope: list[KnownObject],
+    bound: Mapping[str, str],
+    request_id: str,
+    *,
+    now: str,
+) -> BatchDecision:
+    """Delete pods as a delete request would: one that holds no node at once, one that runs marked and
+    evicted (its node agent stops and deletes it; its room is its own until then). `scope` holds their
+    PodGroups; `bound` maps the uid of every bound pod to its node."""
+    deletion = _Deletion(scope, bound, request_id, now)
+    results = [deletion.delete(pod) for pod in pods if not pod.deletion_requested]
+    decision = deletion.finish(None)
+    decision.results = results
+    return decision
+
+
 class _Deletion:
     """One deletion's bookkeeping: what goes now, what is marked, which pods are evicted."""
 
@@ -146,11 +164,12 @@ class _Deletion:
                 self._podgroup(group)
         return self.remove(obj)
 
-    def finish(self, result: ObjectResult) -> BatchDecision:
+    def finish(self, result: ObjectResult | None) -> BatchDecision:
         for (kind, name), pods in self._evicted.items():
             group = self.objects.get(("PodGroup", pods[0].namespace, name)) if kind == "PodGroup" else None
             self.decision.events.append(evicted_event(pods, DELETED_REASON, group, self.request_id))
-        self.decision.results.insert(0, result)
+        if result is not None:
+            self.decision.results.insert(0, result)
         return self.decision
 
     def pods_of(self, group: KnownObject) -> list[KnownObject]:

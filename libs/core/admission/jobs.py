@@ -4,24 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from libs.api.jobs import COMPLETION_INDEX, expand_job, terminal_condition
-from libs.api.manifests import parse_object
-from libs.api.models.batch import Job
-from libs.core.admission.apply import ApplyContext, admit_document
-from libs.core.admission.delete import owned_by, pods_of_group
-from libs.core.admission.events import deleted_event
-from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, Manifest, ObjectRemoval
+from libs.api.jobs import COMPLETION_INDEX, terminal_condition
+from libs.core.admission.delete import owned_by
+from libs.core.admission.model import KnownObject, Manifest
 
 # Pods evicted by preemption end Failed with this reason; they do not count against backoffLimit (as a
 # podFailurePolicy ignoring DisruptionTarget would).
 DISRUPTION_REASON = "DisruptionTarget"
+ACTIVE_PHASES = ("Pending", "Running")
+REMOVED_FAILURES = "removedFailures"
 
 
 def _phase(pod: KnownObject) -> str:
     return str((pod.manifest.get("status") or {}).get("phase") or "Pending")
 
 
-def _counts_as_failure(pod: KnownObject) -> bool:
+def is_active(pod: KnownObject) -> bool:
+    return _phase(pod) in ACTIVE_PHASES
+
+
+def counts_as_failure(pod: KnownObject) -> bool:
     return _phase(pod) == "Failed" and (pod.manifest.get("status") or {}).get("reason") != DISRUPTION_REASON
 
 
@@ -38,32 +40,33 @@ def compress_indexes(indexes: list[int]) -> str:
 
 
 def job_status(job: KnownObject, pods: list[KnownObject], *, now: str) -> Manifest:
-    """The status of `job` from the pods it controls: active / succeeded / failed counts, completed indexes,
-    and the `Complete` or `Failed` condition once reached (kept, with its time, once set)."""
+    """The status of `job` from the pods it controls and the failures it counted before removing their pods:
+    active / ready / succeeded / failed counts, completed indexes, start time, and the `Complete` or `Failed`
+    condition once reached (kept, with its time, once set). Other conditions are kept as they are."""
     spec = job.manifest.get("spec") or {}
     old: dict[str, Any] = job.manifest.get("status") or {}
     mine = owned_by(job, pods)
     succeeded = [p for p in mine if _phase(p) == "Succeeded"]
     status: dict[str, Any] = {
-        "active": sum(1 for p in mine if _phase(p) in ("Pending", "Running")),
+        "active": sum(1 for p in mine if _phase(p) in ACTIVE_PHASES),
+        "ready": sum(1 for p in mine if _phase(p) == "Running"),
         "succeeded": len(succeeded),
-        "failed": sum(1 for p in mine if _counts_as_failure(p)),
+        "failed": removed_failures(old) + sum(1 for p in mine if counts_as_failure(p)),
     }
+    if removed_failures(old):
+        status["podway"] = {REMOVED_FAILURES: removed_failures(old)}
+    if old.get("startTime"):
+        status["startTime"] = old["startTime"]
     if spec.get("completionMode") == "Indexed":
-        indexes = [
-            int(i)
-            for p in succeeded
-            if (i := (p.manifest["metadata"].get("annotations") or {}).get(COMPLETION_INDEX)) is not None
-        ]
+        indexes = sorted(succeeded_indexes(mine))
         if indexes:
             status["completedIndexes"] = compress_indexes(indexes)
     conditions = list(old.get("conditions") or [])
-    finished = {c.get("type") for c in conditions if c.get("status") == "True"}
     completions = int(spec.get("completions") or spec.get("parallelism") or 1)
-    if not finished and status["succeeded"] >= completions:
+    if not finished(old) and status["succeeded"] >= completions:
         conditions.append({"type": "Complete", "status": "True", "lastTransitionTime": now})
         status["completionTime"] = now
-    elif not finished and status["failed"] > int(spec.get("backoffLimit", 6)):
+    elif not finished(old) and status["failed"] > int(spec.get("backoffLimit", 6)):
         conditions.append(
             {
                 "type": "Failed",
@@ -80,37 +83,26 @@ def job_status(job: KnownObject, pods: list[KnownObject], *, now: str) -> Manife
     return status
 
 
+def removed_failures(status: Manifest) -> int:
+    """Failures counted from pods the controller has since removed (to run their index again)."""
+    return int((status.get("podway") or {}).get(REMOVED_FAILURES) or 0)
+
+
 def newly_finished(old_status: Manifest, new_status: Manifest) -> dict[str, Any] | None:
     """The terminal condition (`Complete` or `Failed`) `new_status` reached and `old_status` had not: what
     `job.finished` announces, once."""
     return None if terminal_condition(old_status) else terminal_condition(new_status)
 
 
-def job_failed(job: KnownObject) -> bool:
-    conditions = (job.manifest.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Failed" and c.get("status") == "True" for c in conditions)
+def finished(status: Manifest) -> bool:
+    """Whether the Job reached `Complete` or `Failed`."""
+    return terminal_condition(status) is not None
 
 
-def recreate_gang_pods(
-    job: KnownObject, group: KnownObject, pods: list[KnownObject], view: AdmissionView, ctx: ApplyContext
-) -> BatchDecision:
-    """Job controller: a gang of this Job was restarted (or preempted), so its pods are replaced by fresh ones
-    (new uids, no status) and the whole gang is queued again. A Job past its backoff limit is left failed,
-    and nothing is recreated for a Job or PodGroup being deleted."""
-    decision = BatchDecision()
-    if job_failed(job) or job.deletion_requested or group.deletion_requested:
-        return decision
-    parsed = parse_object(job.manifest)
-    assert isinstance(parsed, Job)
-    fresh = {pod.name: pod for pod in expand_job(parsed).pods}
-    for pod in pods_of_group(group, pods):
-        if pod.name not in fresh:
-            continue
-        decision.removals.append(
-            ObjectRemoval(pod.kind, pod.namespace, pod.name, pod.uid, pod.resource_version)
-        )
-        decision.events.append(deleted_event(pod, ctx.request_id, group.uid))
-        view.drop(pod.key)
-        # Without a generated uid the server assigns a fresh one: a new incarnation, never the old identity.
-        admit_document(fresh[pod.name].to_wire(), view, decision, ctx)
-    return decision
+def completion_index(pod: KnownObject) -> int | None:
+    index = (pod.manifest["metadata"].get("annotations") or {}).get(COMPLETION_INDEX)
+    return int(index) if index is not None else None
+
+
+def succeeded_indexes(pods: list[KnownObject]) -> set[int]:
+    return {i for p in pods if _phase(p) == "Succeeded" and (i := completion_index(p)) is not None}

@@ -48,7 +48,7 @@ def check(records: Records) -> list[Violation]:
     return [
         *holds_end_with_their_pods(pods, holds),
         *nodes_not_overcommitted(by_kind["Node"], pods, holds),
-        *gangs_not_below_min_count(by_kind["PodGroup"], pods, holds),
+        *gangs_not_below_min_count(by_kind["PodGroup"], pods, holds, records.events),
         *pods_bound_once(records.events),
         *state_has_its_event(pods, holds, records.events),
         *device_held_once(holders, devices, in_use),

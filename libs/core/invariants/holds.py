@@ -63,18 +63,28 @@ def nodes_not_overcommitted(
 
 
 def gangs_not_below_min_count(
-    groups: Iterable[ApiObject], pods: Iterable[ApiObject], holds: Mapping[str, str]
+    groups: Iterable[ApiObject],
+    pods: Iterable[ApiObject],
+    holds: Mapping[str, str],
+    events: Iterable[RecordedEvent] = (),
 ) -> list[Violation]:
-    """A gang was bound whole or not at all: none, or at least minCount, of its pods were placed."""
-    placed: Counter[tuple[str, str]] = Counter()
+    """A gang was bound whole or not at all: none, or at least minCount, of its pods were placed. A pod bound
+    for an earlier PodGroup of the same name (a Job's gang replaced by a new one) counts for that one only."""
+    bound_for = {
+        str(placement.get("pod_uid")): str(group.get("uid"))
+        for event in events
+        if event.type == EventType.PODS_BOUND and isinstance(group := event.payload.get("podgroup"), Mapping)
+        for placement in event.payload.get("pods") or []
+    }
+    placed: Counter[tuple[str, str, str]] = Counter()
     for pod in pods:
         name = pod_group_name(pod)
         if name and node_of(pod, holds):
-            placed[(pod.namespace, name)] += 1
+            placed[(pod.namespace, name, bound_for.get(pod.uid, ""))] += 1
     found = []
     for group in groups:
         min_count = podgroup_min_count(group)
-        count = placed[(group.namespace, group.name)]
+        count = placed[(group.namespace, group.name, group.uid)] + placed[(group.namespace, group.name, "")]
         if min_count is not None and 0 < count < min_count:
             detail = f"{count} pods placed, minCount {min_count}"
             found.append(Violation("gang-not-below-min-count", group.key, detail))

@@ -133,7 +133,8 @@ class PodBook:
                 domain=assigned_domain(obj),
                 placement=dict((obj.status.get("placement") or {}).get("pods") or {}),
                 claims=list((obj.status.get("placement") or {}).get("claims") or []),
-                scheduled="placement" in obj.status,
+                # A gang placed anew (restarted, disrupted) keeps a `placement` with no node: not scheduled.
+                scheduled=bool((obj.status.get("placement") or {}).get("nodes")),
             )
             self.groups[obj.key] = record
             self.group_uids[obj.uid] = obj.key

@@ -210,6 +210,8 @@ class SchedulerStateMachine:
         if pod is None or pod.phase in TERMINAL or pod.node is not None:
             return
         group = self.book.groups.get(pod.group_key)
+        if group is not None:
+            group.scheduled = True  # its pods hold nodes, whatever its status says
         recorded = (group.placement.get(pod.obj.name) if group else None) or {}
         same = recorded.get("node") == node and recorded.get("uid") == uid
         devices = recorded.get("devices") if same else None
@@ -448,6 +450,7 @@ class SchedulerStateMachine:
             self.book.remove_pod(uid)
             if holds_room:
                 self._unbind(uid, cause)
+                self._maybe_disrupted(pod.group_key, cause)
             self._release_idle_group_claims(pod.group_key)
             self._refresh(pod.group_key)
         elif kind == "PodGroup":
@@ -898,11 +901,14 @@ class SchedulerStateMachine:
             self._release_idle_group_claims(key)
 
     def _maybe_disrupted(self, key: str, cause: str | None) -> None:
-        """A scheduled gang none of whose pods holds room any more, not all of them done, is placed anew
-        wherever it fits: it is not held to the domain it was given."""
+        """A scheduled gang none of whose pods holds room any more (they ended, or were deleted from their
+        nodes), not all of them done, is placed anew wherever it fits: it is not held to the domain it was
+        given."""
         group = self.book.groups.get(key)
         if group is None or group.standalone or not group.scheduled or group.awaiting_claims is not None:
             return
+        if group.obj.metadata.get("deletionTimestamp"):
+            return  # going: it is placed nowhere again
         members = list(self.book.members(key))
         if any(pod.node is not None and pod.phase not in TERMINAL for pod in members):
             return

@@ -154,22 +154,36 @@ async def test_a_jobs_status_follows_its_pods_to_completion(stack):
     assert job["status"]["conditions"][0]["type"] == "Complete"
 
 
-async def test_a_restarted_job_gang_is_recreated_with_fresh_pods(stack):
+async def restart_event(service: AdmissionService, ref: PodGroupRef, stopped: list[PodRef]) -> None:
+    """The gang's pods stopped (`pods.failed`, DisruptionTarget) and the scheduler restarted it."""
+    async with service.uow() as uow:
+        for pod in stopped:
+            stored = await uow.objects.get("Pod", pod.namespace, pod.name)
+            assert stored is not None
+            status = {"phase": "Failed", "reason": "DisruptionTarget"}
+            await uow.objects.update_status("Pod", pod.namespace, pod.name, status)
+        for payload in (
+            PodsFailed(pods=stopped, reason="DisruptionTarget"),
+            PodGroupRestarted(podgroup=ref, reason="gang dropped below minCount"),
+        ):
+            uow.emit(
+                Envelope.wrap(
+                    payload, producer="scheduler", correlation_id=ref.uid, occurred_at=datetime.now(UTC)
+                )
+            )
+        await uow.commit()
+
+
+async def test_a_restarted_job_gang_is_recreated_with_fresh_pods_once_they_stopped(stack):
     service, client = stack
     await client.apply(example("01-priorityclasses.yaml") + example("05-indexed-job.yaml"))
-    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await client.get("Pod", namespace="ml")}
+    old = await client.get("Pod", namespace="ml")
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in old}
     (group,) = await client.get("PodGroup", "finetune-worker-0", "ml")
     ref = PodGroupRef(namespace="ml", name="finetune-worker-0", uid=group["metadata"]["uid"])
-    async with service.uow() as uow:
-        uow.emit(
-            Envelope.wrap(
-                PodGroupRestarted(podgroup=ref, reason="gang dropped below minCount"),
-                producer="scheduler",
-                correlation_id=ref.uid,
-                occurred_at=datetime.now(UTC),
-            )
-        )
-        await uow.commit()
+    refs = [PodRef(namespace="ml", name=p["metadata"]["name"], uid=p["metadata"]["uid"]) for p in old]
+
+    await restart_event(service, ref, refs)
 
     def renewed(pods: list[dict]) -> bool:
         return len(pods) == 8 and all(p["metadata"]["uid"] != before[p["metadata"]["name"]] for p in pods)
@@ -177,6 +191,9 @@ async def test_a_restarted_job_gang_is_recreated_with_fresh_pods(stack):
     after = await eventually(lambda: client.get("Pod", namespace="ml"), renewed)
     assert renewed(after)
     assert all("status" not in p or not p["status"].get("phase") for p in after)
+    (new_group,) = await client.get("PodGroup", "finetune-worker-0", "ml")
+    assert new_group["metadata"]["uid"] != ref.uid
+    assert new_group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 8}}
 
 
 async def test_a_list_is_read_in_pages_that_neither_repeat_nor_skip(stack, nats_url):

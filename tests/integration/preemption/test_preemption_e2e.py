@@ -228,6 +228,7 @@ async def test_a_high_priority_rack_gang_preempts_exactly_the_cheapest_rack_and_
     victim_pods = await stack.pods("batch-5-worker-0")
     victim_nodes = {p["spec"]["nodeName"] for p in victim_pods}
     victim_uids = {p["metadata"]["uid"] for p in victim_pods}
+    (victim_group,) = await stack.client.get("PodGroup", "batch-5-worker-0", namespace=NAMESPACE)
 
     # 2. A high-priority rack gang arrives, and a batch-priority pod that would take any free node.
     await stack.client.apply(rack_gang("urgent", "high-priority", run_seconds=30))
@@ -260,20 +261,24 @@ async def test_a_high_priority_rack_gang_preempts_exactly_the_cheapest_rack_and_
             assert {_phase(p) for p in await stack.pods(f"{name}-worker-0")} == {"Running"}
     assert not any(p["spec"].get("nodeName") for p in await stack.pods("thief"))
 
-    # 4. The victim's story says why; its PodGroup is a DisruptionTarget; its Job recreated the gang,
-    # which waits, and its failures do not count against backoffLimit 0.
-    victim_story = await stack.story("batch-5-worker-0")
+    # 4. The victim's story says why; once its pods stopped its Job recreated the gang as a new PodGroup,
+    # which waits (never reading PodGroupScheduled True while queued), and its failures do not count
+    # against backoffLimit 0.
+    victim_story = (await stack.client.events(correlation_id=victim_group["metadata"]["uid"])).events
     (evicted,) = [e for e in victim_story if e["type"] == "pods.evicted"]
     assert evicted["payload"]["reason"] == "PreemptionByScheduler"
     assert "preempted by ml/urgent (priority 1000)" in evicted["payload"]["message"]
-    (group,) = await stack.client.get("PodGroup", "batch-5-worker-0", namespace=NAMESPACE)
-    disruption = {c["type"]: c for c in group["status"]["conditions"]}["DisruptionTarget"]
-    assert (disruption["status"], disruption["reason"]) == ("True", "PreemptionByScheduler")
+    assert _types(victim_story).index("pods.failed") < _types(victim_story).index("object.deleted")
     recreated = await eventually(
         lambda: stack.pods("batch-5-worker-0"),
         lambda pods: len(pods) == 8 and not {p["metadata"]["uid"] for p in pods} & victim_uids,
     )
     assert {_phase(p) for p in recreated} <= {"Pending", None}
+    (group,) = await stack.client.get("PodGroup", "batch-5-worker-0", namespace=NAMESPACE)
+    assert group["metadata"]["uid"] != victim_group["metadata"]["uid"]
+    scheduled = {c["type"]: c for c in (group.get("status") or {}).get("conditions") or []}
+    assert scheduled.get("PodGroupScheduled", {}).get("status") != "True"
+    assert not (group.get("status") or {}).get("placement", {}).get("domain")
     (job,) = await stack.client.get("Job", "batch-5", namespace=NAMESPACE)
     assert not any(c.get("type") == "Failed" for c in job.get("status", {}).get("conditions", []))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,9 @@ import pytest
 
 from libs.client.check import violations
 from libs.client.client import PodwayClient
+from libs.events.envelope import AggregateRef, Envelope
+from libs.events.scheduling import PodGroupRef, PodRef, PodsEvicted
+from libs.messaging.publisher import NatsPublisher
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from services.node_agent.app import NodeAgentService
@@ -176,3 +179,39 @@ async def test_a_node_taken_away_is_not_ready_then_lost_and_its_gang_restarts_el
     )
     assert placed["pinned"]["spec"].get("nodeName") == victim, placed["pinned"]
     assert await violations(stack.settings.database_url or "") == []  # ready again: it may hold
+
+
+async def test_a_pod_evicted_on_a_host_taken_away_holds_its_room_until_its_node_is_lost(stack: Stack):
+    await stack.client.apply(gang("victim", 2, gpus=8))
+    running = await eventually(
+        lambda: pods(stack),
+        lambda found: len(found) == 2 and all(p["status"].get("phase") == "Running" for p in found.values()),
+        timeout_s=30,
+    )
+    dark = running["victim-0"]["spec"]["nodeName"]
+    await stack.client.node_power(dark, on=False)
+    (group,) = await stack.client.get("PodGroup", "victim", NAMESPACE)
+    ref = PodGroupRef(namespace=NAMESPACE, name="victim", uid=group["metadata"]["uid"])
+    refs = [
+        PodRef(namespace=NAMESPACE, name=name, uid=p["metadata"]["uid"], node=p["spec"]["nodeName"])
+        for name, p in sorted(running.items())
+    ]
+    evicted = PodsEvicted(pods=refs, reason="PreemptionByScheduler", podgroup=ref)
+    subject = AggregateRef(kind="PodGroup", namespace=NAMESPACE, name="victim", uid=ref.uid)
+    envelope = Envelope.wrap(
+        evicted, producer="preemptor", correlation_id=ref.uid, occurred_at=datetime.now(UTC), subject=subject
+    )
+
+    await NatsPublisher(stack.client.broker).publish(envelope)
+
+    stopped = await eventually(
+        lambda: pods(stack), lambda found: found["victim-1"]["status"].get("phase") == "Failed", timeout_s=30
+    )
+    assert stopped["victim-0"]["status"]["phase"] == "Running", "nobody on a dark host reports it stopped"
+    async with stack.scheduler.plain_uow() as uow:
+        assert [b.pod_uid for b in await uow.bindings.list_for_node(dark)] == [refs[0].uid]
+    await advance(stack, GRACE_S + EVICTION_S)
+    lost = await eventually(
+        lambda: pods(stack), lambda found: found["victim-0"]["status"].get("phase") == "Failed", timeout_s=30
+    )
+    assert lost["victim-0"]["status"]["reason"] == "NodeLost"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from libs.api.manifests import load_documents
 from libs.core.admission.apply import ApplyContext, admit_batch, admit_submission, prepare_batch
-from libs.core.admission.jobs import compress_indexes, job_status, recreate_gang_pods
+from libs.core.admission.jobs import compress_indexes, job_status
 from libs.core.admission.model import AdmissionView, KnownObject
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
@@ -185,34 +185,6 @@ def test_a_job_fails_past_its_backoff_limit_but_preempted_pods_do_not_count():
 def test_completed_indexes_are_compressed_into_ranges():
     assert compress_indexes([8, 0, 1, 2, 5, 7]) == "0-2,5,7-8"
     assert compress_indexes([]) == ""
-
-
-def test_a_restarted_job_gang_gets_fresh_pods_with_new_uids():
-    view, job, pods = _job_view()
-    group = view.get(("PodGroup", "ml", "finetune-worker-0"))
-    failed = [_with_phase(p, "Failed") for p in pods[:1]] + pods[1:]
-    decision = recreate_gang_pods(job, group, failed, view, ctx())
-    assert sorted(r.name for r in decision.removals) == sorted(p.name for p in pods)
-    assert sorted(w.name for w in decision.writes) == sorted(p.name for p in pods)
-    assert {w.uid for w in decision.writes}.isdisjoint({p.uid for p in pods})
-    types = [e.payload.TYPE.value for e in decision.events]
-    assert (types.count("object.deleted"), types.count("pod.admitted")) == (8, 8)
-    fresh = view.get(("Pod", "ml", "finetune-worker-0-0"))
-    assert "status" not in fresh.manifest
-
-
-def test_a_failed_job_is_not_restarted():
-    view, job, pods = _job_view()
-    group = view.get(("PodGroup", "ml", "finetune-worker-0"))
-    failed_job = KnownObject(
-        job.kind,
-        job.namespace,
-        job.name,
-        job.uid,
-        job.resource_version,
-        {**job.manifest, "status": {"conditions": [{"type": "Failed", "status": "True"}]}},
-    )
-    assert recreate_gang_pods(failed_job, group, pods, view, ctx()).removals == []
 
 
 def test_a_group_commit_joins_decisions_but_a_removal_starts_a_new_run() -> None:

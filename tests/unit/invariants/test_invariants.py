@@ -102,3 +102,21 @@ def test_a_pod_older_than_the_log_kept_may_have_lost_its_events_to_retention() -
 
     assert check(pod_made_at(made - 1000)) == []
     assert names(pod_made_at(made + 1000)) == ["binding-has-event", "running-has-event"]
+
+
+def test_pods_of_an_earlier_podgroup_of_the_same_name_do_not_count_for_its_replacement() -> None:
+    replacement = gang("g", 3)  # a Job's gang replaced: the three indexes left wait for it
+    done = [pod(name, group="g", phase="Succeeded", ran_on="n1") for name in ("a", "b")]
+    bound_before = dataclasses.replace(
+        bound(("a", "n1"), ("b", "n1")),
+        payload={
+            **bound(("a", "n1"), ("b", "n1")).payload,
+            "podgroup": {"namespace": "ml", "name": "g", "uid": "uid-g-before"},
+        },
+    )
+    records = Records(
+        objects=[replacement, *done, pod("c", group="g"), pod("d", group="g"), pod("e", group="g")],
+        bindings=[],
+        events=chain(bound_before),
+    )
+    assert "gang-not-below-min-count" not in names(records)

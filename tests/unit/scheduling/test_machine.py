@@ -356,3 +356,32 @@ def test_a_podgroup_marked_for_deletion_is_not_scheduled(scheduler, clock):
 
     assert scheduler.run_pass(clock.now) == []
     assert group.key not in scheduler.queue
+
+
+def test_a_gang_whose_pods_are_deleted_from_their_nodes_is_placed_anew_outside_its_old_domain(
+    scheduler, clock
+):
+    admit(scheduler, podgroup("g", min_count=2, topology_key=RACK_KEY), *gang("g", 2, gpus=2))
+    (first,) = scheduler.run_pass(clock.now)
+    assert first.bind.domain is not None
+
+    for placement in first.bind.placements:
+        uid, name = placement.pod_uid, placement.pod_name
+        scheduler.handle(ObjectRemoved("Pod", "ml", name, uid, "deleted"), now=clock.now)
+
+    (disrupted,) = scheduler.run_pass(clock.now)
+    assert isinstance(disrupted, Disrupted)
+    group = scheduler.book.groups["ml/g"]
+    assert (group.domain, group.scheduled, group.placement) == (None, False, {})
+
+
+def test_a_new_leader_does_not_take_a_gang_placed_anew_for_scheduled(clock):
+    reset = {"placement": {"domain": None, "nodes": [], "pods": {}}}  # as a restart or a disruption leaves it
+    group = podgroup("g", min_count=8, topology_key=RACK_KEY, status=reset)
+    scheduler = Machine(clock)
+    scheduler.load(World([*cluster(SMALL), workload(), group, *gang("g", 8, gpus=8)], {}), now=clock.now)
+
+    (ran,) = scheduler.run_pass(clock.now)
+
+    assert not ran.decision.placed
+    assert ran.condition_false, "its pods are queued: PodGroupScheduled must not stay True"

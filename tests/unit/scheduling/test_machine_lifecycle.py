@@ -76,7 +76,8 @@ def test_an_event_about_a_new_incarnation_is_not_mistaken_for_the_old_one(schedu
 
     scheduler.admit(*new)
 
-    (again,) = scheduler.run()
+    disrupted, again = scheduler.run()
+    assert isinstance(disrupted, Disrupted)  # its pods left their nodes: it is placed anew
     assert again.decision.placed
     assert {p.pod_uid for p in again.bind.placements} == {m.uid for m in new}
     assert free_gpus(scheduler) == 32 - 16

@@ -1,0 +1,242 @@
+"""The Job controller's sync: waves, suspension, gang replacement, refused creates, and a live status."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from libs.api.manifests import load_documents
+from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
+from libs.core.admission.delete import owned_by
+from libs.core.admission.job_controller import JobSync, sync_job
+from libs.core.admission.model import AdmissionView, KnownObject
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
+NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+LATER = datetime(2026, 12, 3, 8, 5, tzinfo=UTC)
+_uids = itertools.count(1)
+
+
+def ctx(now: datetime = NOW) -> ApplyContext:
+    return ApplyContext(now=now, new_uid=lambda: f"uid-{next(_uids)}", request_id="sync-1")
+
+
+def priority_classes() -> list[dict[str, Any]]:
+    return load_documents((EXAMPLES / "01-priorityclasses.yaml").read_text())
+
+
+def gang_job(**spec: Any) -> dict[str, Any]:
+    (job,) = load_documents((EXAMPLES / "05-indexed-job.yaml").read_text())
+    job["spec"].update(spec)
+    return job
+
+
+def plain_job(name: str = "sweep", **spec: Any) -> dict[str, Any]:
+    job = gang_job()
+    job["metadata"] = {"name": name, "namespace": "ml"}
+    job["spec"] = {**copy.deepcopy(job["spec"]), "completionMode": "NonIndexed", "backoffLimit": 6, **spec}
+    return job
+
+
+def admitted(docs: list[dict[str, Any]], view: AdmissionView | None = None) -> AdmissionView:
+    view = view if view is not None else AdmissionView()
+    decision = admit_batch(prepare_batch(docs), view, ctx())
+    assert all(r.outcome != "rejected" for r in decision.results), [r.message for r in decision.results]
+    return view
+
+
+def job_of(view: AdmissionView, name: str) -> KnownObject:
+    job = view.get(("Job", "ml", name))
+    assert job is not None
+    return job
+
+
+def owned(view: AdmissionView, job: KnownObject) -> list[KnownObject]:
+    return sorted(owned_by(job, view.objects.values()), key=lambda o: (o.kind, o.name))
+
+
+def pods(view: AdmissionView, job: KnownObject) -> list[KnownObject]:
+    return [o for o in owned(view, job) if o.kind == "Pod"]
+
+
+def with_status(view: AdmissionView, obj: KnownObject, **status: Any) -> KnownObject:
+    changed = dataclasses.replace(obj, manifest={**obj.manifest, "status": status})
+    view.put(changed)
+    return changed
+
+
+def sync(view: AdmissionView, name: str, bound: dict[str, str] | None = None, now: datetime = NOW) -> JobSync:
+    job = job_of(view, name)
+    result = sync_job(job, owned(view, job), bound or {}, view, ctx(now))
+    view.put(dataclasses.replace(job, manifest={**job.manifest, "status": result.status}))
+    return result
+
+
+def test_a_nonindexed_job_creates_its_next_wave_as_pods_succeed_up_to_its_completions():
+    view = admitted([*priority_classes(), plain_job(parallelism=2, completions=5)])
+    job = job_of(view, "sweep")
+    assert [p.name for p in pods(view, job)] == ["sweep-0", "sweep-1"]
+    for pod in pods(view, job):
+        with_status(view, pod, phase="Succeeded")
+
+    second = sync(view, "sweep")
+
+    assert sorted(w.name for w in second.decision.writes) == ["sweep-2", "sweep-3"]
+    assert (second.status["active"], second.status["succeeded"]) == (2, 2)
+    for pod in pods(view, job)[2:]:
+        with_status(view, pod, phase="Succeeded")
+    third = sync(view, "sweep")
+    assert [w.name for w in third.decision.writes] == ["sweep-4"]  # one completion left
+    with_status(view, pods(view, job)[-1], phase="Succeeded")
+    done = sync(view, "sweep")
+    assert done.decision.writes == []
+    assert [c["type"] for c in done.status["conditions"]] == ["Complete"]
+
+
+def test_a_failed_nonindexed_pod_is_replaced_and_counted():
+    view = admitted([*priority_classes(), plain_job(parallelism=2, completions=2)])
+    first = pods(view, job_of(view, "sweep"))[0]
+    with_status(view, first, phase="Failed", reason="Error")
+
+    result = sync(view, "sweep")
+
+    assert [w.name for w in result.decision.writes] == ["sweep-2"]
+    assert (result.status["active"], result.status["failed"]) == (2, 1)
+
+
+def test_a_job_created_suspended_starts_its_pods_when_resumed():
+    view = admitted([*priority_classes(), plain_job(parallelism=2, completions=2, suspend=True)])
+    assert pods(view, job_of(view, "sweep")) == []
+    assert sync(view, "sweep").status["conditions"][0]["reason"] == "JobSuspended"
+
+    admitted([plain_job(parallelism=2, completions=2, suspend=False)], view)
+    resumed = sync(view, "sweep", now=LATER)
+
+    assert sorted(w.name for w in resumed.decision.writes) == ["sweep-0", "sweep-1"]
+    (condition,) = resumed.status["conditions"]
+    assert (condition["status"], condition["reason"]) == ("False", "JobResumed")
+    assert resumed.status["startTime"] == "2026-12-03T08:05:00Z"
+
+
+def test_suspending_a_running_job_stops_its_pods_running_ones_on_their_nodes():
+    view = admitted([*priority_classes(), plain_job(parallelism=2, completions=2)])
+    running, waiting = pods(view, job_of(view, "sweep"))
+    with_status(view, running, phase="Running")
+    admitted([plain_job(parallelism=2, completions=2, suspend=True)], view)
+
+    result = sync(view, "sweep", bound={running.uid: "node-1"})
+
+    removals = {(r.name, r.mark_only) for r in result.decision.removals}
+    assert removals == {(running.name, True), (waiting.name, False)}
+    evicted = [e.payload for e in result.decision.events if e.payload.TYPE.value == "pods.evicted"]
+    assert [[p.uid for p in e.pods] for e in evicted] == [[running.uid]]
+    assert result.status["conditions"][0]["type"] == "Suspended"
+    assert "startTime" not in result.status
+
+
+def test_a_preempted_gang_holds_its_room_until_its_pods_stopped():
+    view = admitted([*priority_classes(), gang_job()])
+    job = job_of(view, "finetune")
+    for pod in pods(view, job):
+        with_status(view, pod, phase="Running")
+    victims = pods(view, job)
+    for pod in victims[:5]:
+        with_status(view, pod, phase="Failed", reason="DisruptionTarget")
+
+    assert sync(view, "finetune").decision.removals == []  # three still run on their nodes
+
+
+def test_a_stopped_gang_is_replaced_by_a_new_podgroup_for_the_indexes_left():
+    view = admitted([*priority_classes(), gang_job()])
+    job = job_of(view, "finetune")
+    (group,) = [o for o in owned(view, job) if o.kind == "PodGroup"]
+    old = pods(view, job)
+    for pod in old[:3]:
+        with_status(view, pod, phase="Succeeded")
+    for pod in old[3:]:
+        with_status(view, pod, phase="Failed", reason="DisruptionTarget")
+
+    result = sync(view, "finetune")
+
+    replaced = {(r.kind, r.name) for r in result.decision.removals}
+    assert replaced == {("PodGroup", group.name)} | {("Pod", p.name) for p in old[3:]}
+    (new_group,) = [w for w in result.decision.writes if w.kind == "PodGroup"]
+    assert new_group.uid != group.uid
+    assert new_group.spec["schedulingPolicy"] == {"gang": {"minCount": 5}}
+    assert "status" not in (view.get(new_group.key).manifest)
+    new_pods = [w for w in result.decision.writes if w.kind == "Pod"]
+    assert sorted(w.name for w in new_pods) == sorted(p.name for p in old[3:])
+    assert {w.uid for w in new_pods}.isdisjoint({p.uid for p in old})
+    assert result.status["completedIndexes"] == "0-2"
+    assert (result.status["active"], result.status["succeeded"], result.status["failed"]) == (5, 3, 0)
+
+
+def test_failures_of_replaced_pods_still_count_against_the_backoff_limit():
+    view = admitted([*priority_classes(), gang_job()])
+    job = job_of(view, "finetune")
+    for pod in pods(view, job)[:2]:
+        with_status(view, pod, phase="Failed", reason="Error")
+    for pod in pods(view, job)[2:]:
+        with_status(view, pod, phase="Failed", reason="DisruptionTarget")
+    first = sync(view, "finetune")
+    assert first.status["failed"] == 2
+    assert "conditions" not in first.status
+    with_status(view, pods(view, job)[0], phase="Failed", reason="Error")  # backoffLimit is 2
+
+    running = pods(view, job)[1]
+    with_status(view, running, phase="Running")
+
+    second = sync(view, "finetune", bound={running.uid: "node-1"})
+
+    assert second.status["failed"] == 3
+    assert second.status["conditions"][0]["reason"] == "BackoffLimitExceeded"
+    assert second.decision.writes == []
+    stopped = [(r.name, r.mark_only) for r in second.decision.removals]
+    assert (running.name, True) in stopped, "a failed Job stops what still runs of it"
+
+
+def test_a_gang_admission_refuses_says_failed_create_and_is_created_once_the_cause_is_gone():
+    view = admitted([*priority_classes(), gang_job()])
+    job = job_of(view, "finetune")
+    for pod in pods(view, job):
+        with_status(view, pod, phase="Failed", reason="DisruptionTarget")
+    del view.priority_classes["batch"]
+    view.drop(("PriorityClass", "", "batch"))
+
+    refused = sync(view, "finetune")
+
+    assert (refused.decision.writes, refused.decision.removals) == ([], [])
+    (condition,) = refused.status["conditions"]
+    assert (condition["type"], condition["reason"]) == ("ReplicaFailure", "FailedCreate")
+    assert "batch" in condition["message"]
+    assert len(pods(view, job)) == 8  # the stopped gang is left as it was
+
+    admitted(priority_classes(), view)
+    retried = sync(view, "finetune", now=LATER)
+
+    assert len([w for w in retried.decision.writes if w.kind == "Pod"]) == 8
+    assert "conditions" not in retried.status
+
+
+def test_a_running_job_status_counts_active_ready_succeeded_failed_and_its_start():
+    view = admitted([*priority_classes(), plain_job(parallelism=3, completions=6, completionMode="Indexed")])
+    job = job_of(view, "sweep")
+    first, second, third = pods(view, job)
+    with_status(view, first, phase="Running")
+    with_status(view, second, phase="Succeeded")
+    with_status(view, third, phase="Failed", reason="Error")
+
+    status = sync(view, "sweep").status
+
+    assert {k: status[k] for k in ("active", "ready", "succeeded", "failed", "startTime")} == {
+        "active": 3,  # index 0 runs; indexes 2 (again) and 3 were started
+        "ready": 1,
+        "succeeded": 1,
+        "failed": 1,
+        "startTime": "2026-12-03T08:00:00Z",
+    }
+    assert status["completedIndexes"] == "1"
