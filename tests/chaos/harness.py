@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -46,12 +47,12 @@ LEASED = ("scheduler", "preemptor", "dra_allocator")
 LEASE_S = 3.0
 NODE_HEALTH = {
     "PODWAY_NODE_HEARTBEAT_SECONDS": "1",
-    "PODWAY_NODE_MONITOR_GRACE_SECONDS": "12",
+    "PODWAY_NODE_MONITOR_GRACE_SECONDS": "15",
     "PODWAY_NODE_EVICTION_SECONDS": "6",
 }
-"""Short node health timings: a node taken away is NotReady after 12 s of silence and lost 6 s later (a
+"""Short node health timings: a node taken away is NotReady after 15 s of silence and lost 6 s later (a
 restarted node agent beats within seconds; PostgreSQL's crash holds beats for a few)."""
-NODE_LOST_AFTER_S = 12 + 6
+NODE_LOST_AFTER_S = 15 + 6
 FAULTS = (
     *(f"kill:{s}" for s in SERVICES),
     *(f"pause:{s}" for s in LEASED),
@@ -262,10 +263,9 @@ class Faults:
             # The supervisor may have replaced it meanwhile (its health beats stopped): nothing to wake then.
             _signal(pid, signal.SIGCONT)
         elif action == "lose":
-            node = await self._busy_node()
+            node = await self._take_busy_node_away()
             if node is None:
                 return
-            await self._power(node, "node-down")
             # Past the grace period and the eviction timeout: the node is lost and its pods are failed.
             await asyncio.sleep(NODE_LOST_AFTER_S + 2)
             await self._power(node, "node-up")
@@ -288,16 +288,31 @@ class Faults:
             }
             latest = max(finishing.values(), default=0.0)
             if latest - time.time() > NODE_LOST_AFTER_S / 2:
-                return self.rng.choice(sorted(n for n, at in finishing.items() if at == latest))
+                return str(self.rng.choice(sorted(n for n, at in finishing.items() if at == latest)))
             await asyncio.sleep(1.0)
         return None
 
-    async def _power(self, node: str, verb: str) -> None:
-        """`podway cluster node-down|node-up NODE`, as an operator runs it; again while the agent restarts."""
+    async def _take_busy_node_away(self) -> str | None:
+        """Take away a node that runs pods; one whose pods ended meanwhile (preempted, finished) is brought
+        back at once and another chosen, so that pods do die with the node."""
+        for _ in range(10):
+            node = await self._busy_node()
+            if node is None:
+                return None
+            answer = await self._power(node, "node-down")
+            died = re.search(r"(\d+) pod\(s\) died", answer)
+            if died is None or int(died.group(1)) > 0:
+                return node
+            await self._power(node, "node-up")
+        return None
+
+    async def _power(self, node: str, verb: str) -> str:
+        """`podway cluster node-down|node-up NODE`, as an operator runs it; again while the agent restarts.
+        Returns what it printed."""
         for _ in range(30):
             done = await asyncio.to_thread(podway, self.data_dir, "cluster", verb, node)
             if done.returncode == 0:
-                return
+                return done.stdout
             await asyncio.sleep(1.0)
         raise RuntimeError(f"podway cluster {verb} {node} kept failing: {done.stdout}{done.stderr}")
 
