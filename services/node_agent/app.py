@@ -47,7 +47,7 @@ from libs.messaging.rpc import RpcTimeout, RpcUnavailable, request, serve_rpc
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
 from libs.runtime.shutdown import bounded, cancel_tasks
-from services.node_agent.runtime import PodRuntime, RunningPod
+from services.node_agent.pods import SimulatedPod, SimulatedPods
 from services.node_agent.settings import NodeAgentSettings
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class NodeAgentService:
         self.consumer.subscribe(self.broker)
         serve_rpc(self.broker, RpcSubject.NODE_AGENT_POWER, self.on_power, queue="")
         self.relay: OutboxRelay | None = None
-        self.runtime = PodRuntime()
+        self.pods = SimulatedPods()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -145,7 +145,7 @@ class NodeAgentService:
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
             self._tasks.append(asyncio.create_task(beat_forever(beacon, alive=self.connected), name="health"))
-        log.info("node agent ready", extra={"nodes": len(self.nodes), "running": len(self.runtime)})
+        log.info("node agent ready", extra={"nodes": len(self.nodes), "running": len(self.pods)})
 
     async def stop(self) -> None:
         """Stop in bounded time: a step that hangs on a dead peer is logged and left behind."""
@@ -225,7 +225,7 @@ class NodeAgentService:
                         else None
                     )
                     started = _timestamp(stored.status.get("startTime")) or self.clock().timestamp()
-                    self.runtime.run([self._running(stored, node, podgroup, started)])
+                    self.pods.run([self._running(stored, node, podgroup, started)])
 
     # -- events -----------------------------------------------------------------------------------------
 
@@ -286,7 +286,7 @@ class NodeAgentService:
         """The scheduler failed the pods of a node it lost: stop running them here (they ended)."""
         if lost.node in self.nodes:
             for ref in lost.pods:
-                self.runtime.stop(ref.uid)
+                self.pods.stop(ref.uid)
 
     @staticmethod
     async def _standalone(
@@ -307,10 +307,10 @@ class NodeAgentService:
         all of them."""
         now = self.clock()
         start_time = iso(now)
-        running: list[RunningPod] = []
+        running: list[SimulatedPod] = []
         started: dict[str, tuple[StoredObject, JsonObject]] = {}
         for placed, podgroup, cause in starts:
-            these: list[RunningPod] = []
+            these: list[SimulatedPod] = []
             for pod, node in placed:
                 if pod.status.get("phase", "Pending") != "Pending" or pod.deletion_requested_at is not None:
                     continue
@@ -334,11 +334,11 @@ class NodeAgentService:
                 running += [dataclasses.replace(p, started_by=told) for p in these]
         await uow.objects.update_statuses(list(started.values()))
         if running:
-            self.runtime.run(running)
+            self.pods.run(running)
             self._wake.set()
 
     async def _evict(self, envelope: Envelope, evicted: PodsEvicted, uow: UnitOfWork) -> None:
-        mine = [ref for ref in evicted.pods if ref.node in self.nodes or ref.uid in self.runtime]
+        mine = [ref for ref in evicted.pods if ref.node in self.nodes or ref.uid in self.pods]
         if not mine:
             return
         group = evicted.podgroup
@@ -363,7 +363,7 @@ class NodeAgentService:
         """Evicted pods: phase Failed with DisruptionTarget, their node released, one `pods.failed`."""
         now = self.clock()
         for ref in mine:
-            self.runtime.stop(ref.uid)
+            self.pods.stop(ref.uid)
         # One read and one write for all of them: a preemption evicts whole gangs at once.
         nodes = {ref.uid: ref.node or "" for ref in mine}
         found = await uow.objects.get_many(("Pod", ref.namespace, ref.name) for ref in mine)
@@ -386,7 +386,7 @@ class NodeAgentService:
         await uow.bindings.release_many(pod.uid for pod, _ in stopped)
         if stopped:
             refs = [PodRef(namespace=p.namespace, name=p.name, uid=p.uid, node=node) for p, node in stopped]
-            first = RunningPod(
+            first = SimulatedPod(
                 refs[0].uid, refs[0].namespace, refs[0].name, refs[0].node or "", podgroup, None
             )
             uow.emit(
@@ -400,7 +400,7 @@ class NodeAgentService:
         `object.deleted` saying where it was terminated."""
         now = self.clock()
         for ref in mine:
-            self.runtime.stop(ref.uid)
+            self.pods.stop(ref.uid)
             pod = await uow.objects.get_by_uid(ref.uid)
             if pod is None:
                 continue
@@ -453,9 +453,9 @@ class NodeAgentService:
             return None
         if not request.on:
             self.down.add(request.node)
-            stopped = [pod for pod in self.runtime.pods() if pod.node == request.node]
+            stopped = [pod for pod in self.pods.pods() if pod.node == request.node]
             for pod in stopped:
-                self.runtime.stop(pod.uid)  # died with the host: nobody reports them
+                self.pods.stop(pod.uid)  # died with the host: nobody reports them
             log.warning("node %s taken away: %d pod(s) died with it", request.node, len(stopped))
             return NodePowerReply(
                 node=request.node, agent=self._agent_name, on=False, pods_stopped=len(stopped)
@@ -473,11 +473,11 @@ class NodeAgentService:
         bindings released, a `pods.failed` per PodGroup."""
         now = self.clock()
         async with self.uow() as uow:
-            by_group: dict[PodGroupKey | None, list[RunningPod]] = {}
+            by_group: dict[PodGroupKey | None, list[SimulatedPod]] = {}
             changes: list[tuple[StoredObject, JsonObject]] = []
             for binding in await uow.bindings.list_for_node(node):
                 pod = await uow.objects.get_by_uid(binding.pod_uid)
-                if pod is None or pod.status.get("phase") != "Running" or pod.uid in self.runtime:
+                if pod is None or pod.status.get("phase") != "Running" or pod.uid in self.pods:
                     continue
                 message = f"node {node} restarted while the pod ran"
                 changes.append(
@@ -485,7 +485,7 @@ class NodeAgentService:
                 )
                 podgroup = self._podgroup_of(pod, binding.podgroup_uid)
                 by_group.setdefault(podgroup, []).append(
-                    RunningPod(pod.uid, pod.namespace, pod.name, node, podgroup, None)
+                    SimulatedPod(pod.uid, pod.namespace, pod.name, node, podgroup, None)
                 )
             await uow.objects.update_statuses(changes)
             await uow.bindings.release_many(pod.uid for pod, _ in changes)
@@ -548,24 +548,24 @@ class NodeAgentService:
     async def _run_timers(self) -> None:
         while True:
             now = self.clock().timestamp()
-            due = self.runtime.due(now)
+            due = self.pods.due(now)
             if due:
                 try:
                     await self._succeed(due)
                 except Exception:
                     log.exception("recording %d finished pods failed; retrying", len(due))
-                    self.runtime.run(due)
+                    self.pods.run(due)
                     await asyncio.sleep(1.0)
                 continue
             self._wake.clear()
             timeout = self.tick_s
-            next_finish = self.runtime.next_finish()
+            next_finish = self.pods.next_finish()
             if next_finish is not None:
                 timeout = max(0.0, min(timeout, next_finish - now))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
 
-    async def _succeed(self, finished: Iterable[RunningPod]) -> None:
+    async def _succeed(self, finished: Iterable[SimulatedPod]) -> None:
         """Record pods that ran their time: phase Succeeded, one `pods.succeeded` per PodGroup; one read and
         one write for all of them."""
         pods = list(finished)
@@ -575,7 +575,7 @@ class NodeAgentService:
             stored = {
                 p.uid: p for p in await uow.objects.get_many([("Pod", p.namespace, p.name) for p in pods])
             }
-            done: dict[PodGroupKey | None, list[RunningPod]] = {}
+            done: dict[PodGroupKey | None, list[SimulatedPod]] = {}
             succeeded: list[tuple[StoredObject, JsonObject]] = []
             for pod in pods:
                 current = stored.get(pod.uid)
@@ -598,18 +598,18 @@ class NodeAgentService:
 
     def _running(
         self, pod: StoredObject, node: str, podgroup: PodGroupKey | None, started_at: float
-    ) -> RunningPod:
+    ) -> SimulatedPod:
         seconds = run_seconds(pod.metadata.get("annotations") or {})
         compression = self.settings.time_compression or 1.0
         finishes_at = started_at + seconds / compression if seconds is not None else None
         started_by = (pod.status.get("podway") or {}).get(STARTED_BY)
-        return RunningPod(pod.uid, pod.namespace, pod.name, node, podgroup, finishes_at, started_by)
+        return SimulatedPod(pod.uid, pod.namespace, pod.name, node, podgroup, finishes_at, started_by)
 
     def _envelope(
         self,
         payload: EventPayload,
         podgroup: PodGroupKey | None,
-        pod: RunningPod,
+        pod: SimulatedPod,
         now: datetime,
         cause: str | None,
     ) -> Envelope:

@@ -1,14 +1,14 @@
 """The node agent's pod timers: pods finish when their run time is up, once, unless stopped first."""
 
-from services.node_agent.runtime import PodRuntime, RunningPod
+from services.node_agent.pods import SimulatedPod, SimulatedPods
 
 
-def running(uid: str, finishes_at: float | None) -> RunningPod:
-    return RunningPod(uid, "ml", uid, "node-a", None, finishes_at)
+def running(uid: str, finishes_at: float | None) -> SimulatedPod:
+    return SimulatedPod(uid, "ml", uid, "node-a", None, finishes_at)
 
 
 def test_pods_finish_when_their_time_is_up_and_only_once():
-    runtime = PodRuntime()
+    runtime = SimulatedPods()
     runtime.run([running("late", 20.0), running("early", 10.0)])
 
     assert runtime.due(5.0) == []
@@ -19,7 +19,7 @@ def test_pods_finish_when_their_time_is_up_and_only_once():
 
 
 def test_a_stopped_pod_never_finishes():
-    runtime = PodRuntime()
+    runtime = SimulatedPods()
     runtime.run([running("evicted", 10.0)])
 
     assert runtime.stop("evicted") is not None
@@ -28,7 +28,7 @@ def test_a_stopped_pod_never_finishes():
 
 
 def test_a_pod_without_a_run_time_runs_until_it_is_stopped():
-    runtime = PodRuntime()
+    runtime = SimulatedPods()
     runtime.run([running("forever", None)])
 
     assert runtime.due(1e12) == []
@@ -36,7 +36,7 @@ def test_a_pod_without_a_run_time_runs_until_it_is_stopped():
 
 
 def test_a_pod_started_again_finishes_on_its_new_time():
-    runtime = PodRuntime()
+    runtime = SimulatedPods()
     runtime.run([running("restarted", 10.0)])
     runtime.run([running("restarted", 30.0)])
 

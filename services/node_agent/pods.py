@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
-class RunningPod:
+class SimulatedPod:
     """A pod this agent runs; `podgroup` is (namespace, name, uid) of its PodGroup, if it has one."""
 
     uid: str
@@ -21,7 +21,7 @@ class RunningPod:
     """The `pods.running` that told it started, which its ending answers."""
 
 
-class PodRuntime:
+class SimulatedPods:
     """Pods running on this agent's nodes and their finish times (seconds, on the agent's clock).
 
     A pod without a run time runs until it is evicted. `due(now)` hands out the pods whose time has come,
@@ -29,7 +29,7 @@ class PodRuntime:
     """
 
     def __init__(self) -> None:
-        self._pods: dict[str, RunningPod] = {}
+        self._pods: dict[str, SimulatedPod] = {}
         self._timers: list[tuple[float, str]] = []
 
     def __len__(self) -> int:
@@ -38,20 +38,20 @@ class PodRuntime:
     def __contains__(self, uid: object) -> bool:
         return uid in self._pods
 
-    def run(self, pods: Iterable[RunningPod]) -> None:
+    def run(self, pods: Iterable[SimulatedPod]) -> None:
         for pod in pods:
             self._pods[pod.uid] = pod
             if pod.finishes_at is not None:
                 heapq.heappush(self._timers, (pod.finishes_at, pod.uid))
 
-    def pods(self) -> list[RunningPod]:
+    def pods(self) -> list[SimulatedPod]:
         return list(self._pods.values())
 
-    def stop(self, uid: str) -> RunningPod | None:
+    def stop(self, uid: str) -> SimulatedPod | None:
         return self._pods.pop(uid, None)
 
-    def due(self, now: float) -> list[RunningPod]:
-        finished: list[RunningPod] = []
+    def due(self, now: float) -> list[SimulatedPod]:
+        finished: list[SimulatedPod] = []
         while self._timers and self._timers[0][0] <= now:
             finishes_at, uid = heapq.heappop(self._timers)
             pod = self._pods.get(uid)
