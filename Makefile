@@ -30,10 +30,11 @@ demo: install ## run the whole stack on embedded defaults and show every capabil
 TEST_WORKERS ?= 4
 test: install ## the import rules, then the test suite on $(TEST_WORKERS) workers (PostgreSQL tests use PODWAY_TEST_DATABASE_URL or 127.0.0.1:5432/test)
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal --durations=15
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal --durations=25
 
-test-fast: install ## the unit tests only: the loop while editing
-	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal tests/unit
+FAST_WORKERS ?= 2
+test-fast: install ## the unit tests only (under a minute on 2 cores): the loop while editing
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(FAST_WORKERS) --dist worksteal tests/unit
 
 lint: install ## ruff and the import rules
 	$(VENV)/bin/ruff check .

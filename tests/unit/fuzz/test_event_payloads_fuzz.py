@@ -64,8 +64,9 @@ def test_arbitrary_bytes_are_read_or_dead_lettered(data: bytes) -> None:
     _read(data)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(EVENT_TYPES), st.dictionaries(st.text(max_size=20), json_values, max_size=6))
+@pytest.mark.parametrize("event_type", EVENT_TYPES)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(payload=st.dictionaries(st.text(max_size=20), json_values, max_size=6))
 def test_every_event_type_with_arbitrary_payloads(event_type: str, payload: dict[str, Any]) -> None:
     _read(json.dumps(_envelope(event_type, payload)).encode())
 
