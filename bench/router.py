@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "nats": "router service in a child process, embedded nats-server, SQLite audit log, one request in flight",
         "emulator_latency_ms": 0,
         "emulators": "child process",
-        "policy": "ROUTER.md example (90/10 gemini-flash/claude-haiku)",
+        "policy": "deploy/router/policy.yaml example (90/10 gemini-flash/claude-haiku)",
         # Other processes on the host preempt the router and show in the tail of added_ms.
         "host_cpus": os.cpu_count(),
         "host_load_avg_1m_before": round(load_before, 2),

@@ -6,7 +6,7 @@ its own under a cache directory (`--venv-dir`) together with `aiobotocore[boto3]
 comparison does, and started as `litellm --config`, in one process by default (`--litellm-workers`): with
 `--num_workers 2`, LiteLLM 1.108.7's worker processes die at start-up on this machine, so the default compares
 Podway as `podway up` deploys it (one router process per CPU) with LiteLLM's proxy as it starts.
-Its settings follow STACK_NOTES: `LITELLM_LOCAL_MODEL_COST_MAP=True`, `num_retries: 0`, cooldowns off; Bedrock
+Its settings are LiteLLM's for a fair comparison: `LITELLM_LOCAL_MODEL_COST_MAP=True`, `num_retries: 0`, cooldowns off; Bedrock
 through `bedrock/converse/<model>` with `aws_bedrock_runtime_endpoint`; Vertex through `vertex_ai/gemini-*`
 with `api_base` and a throwaway service-account key whose `token_uri` is the emulator's `/token`. Callers
 authenticate with a master key (Podway with a policy API key); neither side has a database for its keys.

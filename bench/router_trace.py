@@ -265,7 +265,7 @@ async def _cap_emulators(args: argparse.Namespace, urls: dict[str, str], pools: 
 
 
 def _policy(urls: dict[str, str], pt_tokens_per_minute: int) -> RoutingPolicy:
-    """The ROUTER.md policy with the PT the emulators sell, and one sync feature split between the clouds."""
+    """The example policy (deploy/router/policy.yaml) with the PT the emulators sell, and one sync feature split between the clouds."""
     document = example_policy_document(urls["bedrock"], urls["vertex"])
     for name in ("claude-haiku-pt", "gemini-flash-pt"):
         document["deployments"][name]["capacity"] = {"tokens_per_minute": pt_tokens_per_minute}

@@ -3,7 +3,7 @@
 LiteLLM is never a project dependency: this script installs it into its own virtual environment under a cache
 directory (`--venv-dir`) together with `aiobotocore[boto3]` (otherwise pip moves botocore past aiobotocore's
 pin) and google-auth, then drives it from a worker process running in that environment. Settings follow
-STACK_NOTES: `LITELLM_LOCAL_MODEL_COST_MAP=True`, `num_retries=0`, `disable_cooldowns=True`; Bedrock through
+LiteLLM's settings for a fair comparison: `LITELLM_LOCAL_MODEL_COST_MAP=True`, `num_retries=0`, `disable_cooldowns=True`; Bedrock through
 `bedrock/converse/<model>` with `aws_bedrock_runtime_endpoint`; Vertex through `vertex_ai/gemini-*` with
 `api_base` and a throwaway service-account key whose `token_uri` is the emulator's `/token`.
 
@@ -11,7 +11,7 @@ Workload: one request in flight, alternating Bedrock (Claude Haiku on-demand) an
 on-demand), the same prompt and `max_tokens`, zero emulator latency. Measured in rounds that alternate Podway
 and LiteLLM, so both see the same host load.
 
-Added latency follows ROUTER.md for both sides: per request, the end-to-end time at the caller minus the time
+Added latency is defined as in docs/router.md for both sides: per request, the end-to-end time at the caller minus the time
 inside the provider call. The provider call is the same boundary on both sides, the call from the routing layer
 into its per-cloud adapter that turns the request into the cloud's wire format, sends it, and turns the answer
 back: Podway's `Provider.complete` (its adapter plus the real aiobotocore / google-cloud-aiplatform client), and

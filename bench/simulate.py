@@ -6,7 +6,7 @@ once) of `--trace` (default `openb-default`: 1,523 nodes, 6,212 GPUs, about 10,8
 under 10 s on a 2-core host. CPU seconds are reported too, since a shared host's load moves wall time.
 
 Left out: reading the trace (done once, before timing), the plots, and the other nine seeds of the
-protocol (the allocation figures are `podway simulate`'s, in the README).
+protocol (the allocation figures are `podway simulate`'s, in docs/simulation.md).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ _DNS1123_LABEL_MSG: Final = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
     "and must start and end with an alphanumeric character"
 )
-# API.md fixes this sentence without the "(e.g. ..., regex used ...)" tail the Go code appends.
+# The documented API fixes this sentence without the "(e.g. ..., regex used ...)" tail the Go code appends.
 DNS1123_SUBDOMAIN_MSG: Final = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
     "and must start and end with an alphanumeric character"

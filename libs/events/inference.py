@@ -1,5 +1,5 @@
 """The LLM router's wire contract: its audit events, and the messages of its sync, async and feedback
-interfaces (ROUTER.md, "Interfaces").
+interfaces (docs/router.md).
 
 Every event of one inference request carries the request id as its correlation id, so one request's story is
 one query; breaker events are correlated by deployment name. Prompt and answer text never enter an event.

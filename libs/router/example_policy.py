@@ -1,4 +1,4 @@
-"""The example policy, `deploy/router/policy.yaml` (ROUTER.md's), pointed at given endpoints: for tests,
+"""The example policy, `deploy/router/policy.yaml` (docs/router.md), pointed at given endpoints: for tests,
 benchmarks and the demo. That file is its only copy."""
 
 from __future__ import annotations

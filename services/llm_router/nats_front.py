@@ -1,6 +1,6 @@
 """The router's NATS interfaces: sync inference with the Podway-Stream framing, feedback, and the scoreboard.
 
-Framing (ROUTER.md, "Interfaces"): a streaming request gets `chunk` messages (text deltas) to its inbox, then
+Framing (docs/router.md): a streaming request gets `chunk` messages (text deltas) to its inbox, then
 exactly one `end` (usage, served deployment and tier) or `error` (reason). A non-streaming request gets exactly
 one message, `end` with the whole text or `error`. Error frames also carry `Podway-Rpc-Error`, so a plain
 request/reply caller sees an RpcError instead of mistaking the refusal for an answer.

@@ -111,7 +111,7 @@ class Feature(_Spec):
 
 
 class BreakerSettings(_Spec):
-    """Thresholds of the per-deployment circuit breaker (see ROUTER.md)."""
+    """Thresholds of the per-deployment circuit breaker (docs/router.md)."""
 
     window_s: float = Field(default=10.0, gt=0)
     min_requests: int = Field(default=20, ge=1)

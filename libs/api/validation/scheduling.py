@@ -55,7 +55,7 @@ SYSTEM_PRIORITY_CLASS_PREFIX: Final = "system-"
 
 
 def validate_workload(workload: Workload) -> list[FieldError]:
-    """Every error of a Workload, in the order of API.md's example: metadata, controllerRef, each
+    """Every error of a Workload, in the order the API server reports them: metadata, controllerRef, each
     template's name and policy, the template count, then each template's constraints, claims,
     disruption mode and priority."""
     spec = workload.spec

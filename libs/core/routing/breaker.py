@@ -1,7 +1,7 @@
 """The circuit breaker of one deployment: CLOSED -> OPEN -> (probe) -> HALF_OPEN ramp -> CLOSED.
 
 HALF_OPEN reopens on any failure, so a step that lasts `ramp_step_s` and `ramp_min_requests` attempts has an
-error rate of zero, under any threshold (ROUTER.md asks for one strictly under `error_rate`, which is > 0).
+error rate of zero, under any threshold (the breaker needs one strictly under `error_rate`, which is > 0).
 
 Time is a float of seconds passed in by the caller. Every method is O(1): the sliding window is a fixed ring
 of buckets, and the p90 test counts slow successes instead of sorting latencies (p90 > T exactly when more

@@ -1,5 +1,5 @@
 """The routing decision for one request: feature -> weighted route -> ordered candidate deployments -> the next
-deployment to dispatch to, given breaker and capacity state (ROUTER.md, "Decision for one request").
+deployment to dispatch to, given breaker and capacity state (docs/router.md).
 """
 
 from __future__ import annotations

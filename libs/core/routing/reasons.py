@@ -1,5 +1,5 @@
 """Normalised failure reasons: one table says, for each provider signal, whether to spill, fail over, or count
-it against the deployment's breaker (ROUTER.md, "Normalised errors")."""
+it against the deployment's breaker (docs/router.md)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def make_policy(
     deployments: dict[str, dict[str, Any]] | None = None,
     breaker: dict[str, Any] | None = None,
 ) -> RoutingPolicy:
-    """The ROUTER.md policy on the emulators, `search-answer` routed to one model chain."""
+    """The example policy on the emulators, `search-answer` routed to one model chain."""
     document = example_policy_document(emulators.bedrock_url, emulators.vertex_url)
     search = document["features"]["search-answer"]
     search["routes"] = [{"weight": 1, "models": models}]

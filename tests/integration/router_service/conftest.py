@@ -37,7 +37,7 @@ async def emulators() -> AsyncIterator[RunningEmulators]:
 
 
 def policy_document(emulators: RunningEmulators, models: list[str], **feature: Any) -> dict[str, Any]:
-    """The ROUTER.md policy on the emulators, `search-answer` routed to one model chain."""
+    """The example policy on the emulators, `search-answer` routed to one model chain."""
     document = example_policy_document(emulators.bedrock_url, emulators.vertex_url)
     search = document["features"]["search-answer"]
     search["routes"] = [{"weight": 1, "models": models}]

@@ -1,4 +1,4 @@
-"""Workload (scheduling.k8s.io/v1alpha2): every rule of API.md, each with a failing example."""
+"""Workload (scheduling.k8s.io/v1alpha2): every rule of the Workload API, each with a failing example."""
 
 from __future__ import annotations
 

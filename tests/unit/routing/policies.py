@@ -1,4 +1,4 @@
-"""Policy builders for the routing tests: the example policy (deploy/router/policy.yaml, ROUTER.md's), and
+"""Policy builders for the routing tests: the example policy (deploy/router/policy.yaml), and
 variants of it."""
 
 from __future__ import annotations

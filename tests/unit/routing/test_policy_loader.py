@@ -1,4 +1,4 @@
-"""The policy loader: the example policy (ROUTER.md's) loads, and every error names its field path."""
+"""The policy loader: the example policy (deploy/router/policy.yaml) loads, and every error names its field path."""
 
 from __future__ import annotations
 

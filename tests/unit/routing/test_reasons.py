@@ -1,4 +1,4 @@
-"""Provider signals map to the normalised reasons of ROUTER.md's table."""
+"""Provider signals map to the normalised reasons of docs/router.md."""
 
 from __future__ import annotations
 
