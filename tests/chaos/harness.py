@@ -53,6 +53,8 @@ NODE_HEALTH = {
 """Short node health timings: a node taken away is NotReady after 15 s of silence and lost 6 s later (a
 restarted node agent beats within seconds; PostgreSQL's crash holds beats for a few)."""
 NODE_LOST_AFTER_S = 15 + 6
+LOSE_PATIENCE_S = 60.0
+"""How long the node-loss fault looks for a node running pods before it is skipped."""
 FAULTS = (
     *(f"kill:{s}" for s in SERVICES),
     *(f"pause:{s}" for s in LEASED),
@@ -277,28 +279,29 @@ class Faults:
         self.report.faults_injected.append(fault)
 
     async def _busy_node(self) -> str | None:
-        """The node whose running pod finishes last (seeded choice among ties), once one runs pods long
-        enough to be there when the node is lost; None if none does for a minute."""
-        for _ in range(60):
-            pods = await _retrying(lambda: self.client.get("Pod", all_namespaces=True))
-            finishing = {
-                p["spec"]["nodeName"]: _finishes_at(p)
-                for p in sorted(pods, key=_finishes_at)
-                if p.get("spec", {}).get("nodeName") and p.get("status", {}).get("phase") == "Running"
-            }
-            latest = max(finishing.values(), default=0.0)
-            if latest - time.time() > NODE_LOST_AFTER_S / 2:
-                return str(self.rng.choice(sorted(n for n, at in finishing.items() if at == latest)))
-            await asyncio.sleep(1.0)
-        return None
+        """The node whose running pod finishes last (seeded choice among ties), if one runs pods long enough to
+        be there when the node is lost; None now otherwise."""
+        pods = await _retrying(lambda: self.client.get("Pod", all_namespaces=True))
+        finishing = {
+            p["spec"]["nodeName"]: _finishes_at(p)
+            for p in sorted(pods, key=_finishes_at)
+            if p.get("spec", {}).get("nodeName") and p.get("status", {}).get("phase") == "Running"
+        }
+        latest = max(finishing.values(), default=0.0)
+        if latest - time.time() <= NODE_LOST_AFTER_S / 2:
+            return None
+        return str(self.rng.choice(sorted(n for n, at in finishing.items() if at == latest)))
 
     async def _take_busy_node_away(self) -> str | None:
-        """Take away a node that runs pods; one whose pods ended meanwhile (preempted, finished) is brought
-        back at once and another chosen, so that pods do die with the node."""
-        for _ in range(10):
+        """Take away a node that runs pods, within `LOSE_PATIENCE_S`; one whose pods ended meanwhile
+        (preempted, finished) is brought back at once and another chosen, so that pods do die with the node.
+        None when no node ran pods long enough meanwhile (late in a long run: the fault is skipped)."""
+        deadline = time.monotonic() + LOSE_PATIENCE_S
+        while time.monotonic() < deadline:
             node = await self._busy_node()
             if node is None:
-                return None
+                await asyncio.sleep(1.0)
+                continue
             answer = await self._power(node, "node-down")
             died = re.search(r"(\d+) pod\(s\) died", answer)
             if died is None or int(died.group(1)) > 0:
