@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from libs.core.scheduling.node_health import UNREACHABLE_TAINT
+
 
 def _summary(event: dict[str, Any]) -> str:
     payload = event.get("payload") or {}
@@ -72,7 +74,7 @@ def describe(obj: dict[str, Any], events: list[dict[str, Any]], extra: list[str]
     return "\n".join(lines)
 
 
-UNREACHABLE = "node.kubernetes.io/unreachable:NoSchedule"
+UNREACHABLE = f"{UNREACHABLE_TAINT}:NoSchedule"
 
 
 def node_taints(node: dict[str, Any]) -> list[str]:

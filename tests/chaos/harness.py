@@ -30,6 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 import yaml
 
+from libs.api.annotations import run_seconds
 from libs.client.audit_gaps import audit_gaps
 from libs.client.client import PodwayClient
 from libs.client.commands.router import RouterClient, user_call
@@ -522,10 +523,10 @@ async def _drive(
 def _finishes_at(pod: dict[str, Any]) -> float:
     """When a running simulated pod ends on its own: its start plus its `podway.io/run-seconds`."""
     started = (pod.get("status") or {}).get("startTime")
-    seconds = ((pod.get("metadata") or {}).get("annotations") or {}).get("podway.io/run-seconds")
+    seconds = run_seconds((pod.get("metadata") or {}).get("annotations") or {})
     if not started or seconds is None:
         return 0.0
-    return datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() + float(seconds)
+    return datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp() + seconds
 
 
 def example(name: str) -> list[dict[str, Any]]:
