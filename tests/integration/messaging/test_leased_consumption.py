@@ -101,18 +101,23 @@ async def _has_all(service: Recorder, expected: set[str]) -> bool:
 
 
 class SwallowsOneCancellation(Recorder):
-    """A service whose pass swallows the first cancellation, as `asyncio.wait_for` may on Python 3.11."""
+    """A service whose pass waits in `observe` until cancelled and swallows the first cancellation, as
+    `asyncio.wait_for` may on Python 3.11."""
 
     observe_every_s = 0.0
     swallowed = 0
+    inside = False
 
     async def observe(self, world: list[str], now: float) -> None:
+        self.inside = True
         try:
-            await asyncio.sleep(0.01)
+            await asyncio.Event().wait()
         except asyncio.CancelledError:
             if self.swallowed:
                 raise
             self.swallowed += 1
+        finally:
+            self.inside = False
 
 
 async def test_a_term_that_swallowed_its_cancellation_still_ends_when_leadership_ends(
@@ -122,9 +127,13 @@ async def test_a_term_that_swallowed_its_cancellation_still_ends_when_leadership
     service = SwallowsOneCancellation(settings, clock=FakeClock(), holder="only")
     await service.start()
     try:
-        await eventually(lambda: _world_ready(service))
+        await eventually(lambda: _observing(service))
         await asyncio.wait_for(service._deposed(), timeout=10)
         assert service.swallowed == 1
         assert service.world is None
     finally:
         await service.stop()
+
+
+async def _observing(service: SwallowsOneCancellation) -> bool:
+    return service.inside
