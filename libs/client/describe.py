@@ -6,8 +6,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from libs.core.scheduling.node_health import UNREACHABLE_TAINT
-
 
 def _summary(event: dict[str, Any]) -> str:
     payload = event.get("payload") or {}
@@ -74,7 +72,8 @@ def describe(obj: dict[str, Any], events: list[dict[str, Any]], extra: list[str]
     return "\n".join(lines)
 
 
-UNREACHABLE = f"{UNREACHABLE_TAINT}:NoSchedule"
+UNREACHABLE = "node.kubernetes.io/unreachable:NoSchedule"
+"""The scheduling core's UNREACHABLE_TAINT; not imported: the CLI's read path stays free of the core."""
 
 
 def node_taints(node: dict[str, Any]) -> list[str]:
