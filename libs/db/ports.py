@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from libs.db.records import (
+    Changes,
     Condition,
     DeviceHold,
     DeviceShare,
@@ -49,6 +50,8 @@ class ObjectRepository(Protocol):
         after: tuple[str, str] | None = None,
         limit: int | None = None,
     ) -> list[StoredObject]: ...
+
+    async def namespaces(self) -> list[str]: ...
 
     async def find_marked(self, kinds: Sequence[str]) -> list[StoredObject]: ...
 
@@ -233,6 +236,18 @@ class Inbox(Protocol):
     async def delete_older_than(self, cutoff: datetime) -> int: ...
 
 
+class RevisionRepository(Protocol):
+    """The order of committed object changes (the Kubernetes API's resourceVersion)."""
+
+    async def current(self) -> tuple[int, int]: ...
+
+    async def changes_after(
+        self, after: int, *, kinds: list[str] | None = None, limit: int = 5000
+    ) -> Changes: ...
+
+    async def compact(self, before: int) -> int: ...
+
+
 class UnitOfWork(Protocol):
     """One transaction: state changes and emitted events commit together or not at all.
 
@@ -268,6 +283,9 @@ class UnitOfWork(Protocol):
 
     @property
     def inbox(self) -> Inbox: ...
+
+    @property
+    def revisions(self) -> RevisionRepository: ...
 
     async def __aenter__(self) -> Self: ...
 

@@ -43,6 +43,8 @@ class StoredObject:
     created_at: datetime
     updated_at: datetime
     deletion_requested_at: datetime | None = None
+    revision: int | None = field(default=None, compare=False)
+    """The revision of the commit that last wrote it (None until that commit: see repositories/revisions.py)."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -156,3 +158,20 @@ class DeviceShare:
     name: str
     total: int
     amount: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One object as a watcher sees it: its state after the revision, or as it was when deleted."""
+
+    deleted: bool
+    object: StoredObject
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed after a revision, up to `revision` (the last committed one when read)."""
+
+    revision: int
+    compacted: int
+    changes: list[Change]

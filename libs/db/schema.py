@@ -50,7 +50,17 @@ objects = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
     Column("deletion_requested_at", UtcDateTime, nullable=True),
+    # The revision of the commit that last wrote the row (NULL until the unit of work stamps it): see
+    # migration 0007 and libs/db/repositories/revisions.py.
+    Column("revision", BigInteger, nullable=True),
     UniqueConstraint("kind", "namespace", "name"),
+    Index("ix_objects_revision", "revision"),
+    Index(
+        "ix_objects_unstamped",
+        "uid",
+        postgresql_where=text("revision IS NULL"),
+        sqlite_where=text("revision IS NULL"),
+    ),
     # Few rows: what admission finishes deleting as pods go.
     Index(
         "ix_objects_marked",
@@ -68,6 +78,35 @@ Index(
     text(AWAITING_WORKLOAD_PG),
     postgresql_where=text(f"kind = 'Pod' AND {AWAITING_WORKLOAD_PG} IS NOT NULL"),
 ).ddl_if(dialect="postgresql")
+
+revisions = Table(
+    "revisions",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("current", BigInteger, nullable=False),
+    Column("compacted", BigInteger, nullable=False),
+)
+"""One row: the revision of the last commit that changed an object, and the oldest a watch may resume from."""
+
+object_tombstones = Table(
+    "object_tombstones",
+    metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("revision", BigInteger, nullable=True),
+    Column("uid", String(36), nullable=False),
+    Column("kind", String(63), nullable=False),
+    Column("api_version", String(128), nullable=False),
+    Column("namespace", String(253), nullable=False),
+    Column("name", String(253), nullable=False),
+    Column("resource_version", BigInteger, nullable=False),
+    Column("metadata", JsonDocument, nullable=False),
+    Column("spec", JsonDocument, nullable=False),
+    Column("status", JsonDocument, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("deleted_at", UtcDateTime, nullable=False),
+    Index("ix_object_tombstones_revision", "revision"),
+)
+"""Deleted objects as they were, written by a trigger, so that a watch can tell its watchers."""
 
 conditions = Table(
     "conditions",

@@ -18,6 +18,7 @@ from libs.db.repositories.leases import SqlAlchemyLeaseRepository, assert_epoch
 from libs.db.repositories.node_heartbeats import SqlAlchemyNodeHeartbeatRepository
 from libs.db.repositories.nominations import SqlAlchemyNominationRepository
 from libs.db.repositories.objects import SqlAlchemyObjectRepository
+from libs.db.repositories.revisions import SqlAlchemyRevisionRepository, forget_written, stamp
 from libs.events.envelope import Envelope
 
 AfterCommit = Callable[[Sequence[OutboxMessage]], None]
@@ -65,6 +66,7 @@ class SqlAlchemyUnitOfWork:
         self.events = SqlAlchemyEventLog(session)
         self.outbox = SqlAlchemyOutbox(session)
         self.inbox = SqlAlchemyInbox(session, self._clock)
+        self.revisions = SqlAlchemyRevisionRepository(session)
         return self
 
     async def __aexit__(
@@ -104,6 +106,7 @@ class SqlAlchemyUnitOfWork:
             await self.outbox.mark_published([m.seq for m in committed if m.event_id in heard], now)
             committed = [m for m in committed if m.event_id not in heard]
         self._pending, self._heard = [], []
+        await stamp(session)
         await session.commit()
         if committed and self._after_commit is not None:
             self._after_commit(committed)
@@ -111,7 +114,9 @@ class SqlAlchemyUnitOfWork:
     async def rollback(self) -> None:
         """Discard state changes and emitted events."""
         self._pending, self._heard = [], []
-        await self._require_session().rollback()
+        session = self._require_session()
+        forget_written(session)
+        await session.rollback()
 
     def _require_session(self) -> AsyncSession:
         if self._session is None:

@@ -74,6 +74,7 @@ class RpcSubject(StrEnum):
     ADMISSION_DELETE = "podway.rpc.admission.delete"
     ADMISSION_GET = "podway.rpc.admission.get"
     ADMISSION_EVENTS = "podway.rpc.admission.events"
+    ADMISSION_CHANGES = "podway.rpc.admission.changes"
     ROUTER_INFER = "podway.rpc.router.infer"
     NODE_AGENT_POWER = "podway.rpc.node_agent.power"
 

@@ -22,6 +22,11 @@ class ApplyRequest(_Message):
     create_only: bool = Field(
         default=False, description="As `kubectl create`: an object that exists is left as it is (unchanged)"
     )
+    expected_revision: int | None = Field(
+        default=None,
+        description="The revision the one object applied must still have, or be refused with 409 Conflict (the "
+        "Kubernetes API's resourceVersion precondition of an update)",
+    )
     field_validation: Literal["Strict", "Warn", "Ignore"] = Field(
         default="Warn",
         description="Unknown fields: refuse the object (Strict), admit it with a warning per field (Warn), "
@@ -72,6 +77,30 @@ class GetRequest(_Message):
 class GetReply(_Message):
     items: list[dict[str, Any]]
     continue_token: str | None = Field(default=None, description="Set when more items follow: ask with it")
+    revision: int = Field(default=0, description="The revision the list is at least as new as")
+    item_revisions: list[int] = Field(
+        default_factory=list, description="Each item's revision (the Kubernetes API's resourceVersion)"
+    )
+
+
+class ChangesRequest(_Message):
+    """What changed after a revision, for watchers: the objects as `get` reads them, deletions as they were."""
+
+    after: int = Field(ge=0)
+    kinds: list[str] = Field(default_factory=list, description="Only these kinds; all when empty")
+    limit: int = Field(default=2000, ge=1, le=10000)
+
+
+class Change(_Message):
+    type: Literal["ADDED", "MODIFIED", "DELETED"]
+    revision: int
+    object: dict[str, Any]
+
+
+class ChangesReply(_Message):
+    revision: int = Field(description="Ask again after this one")
+    compacted: int = Field(description="A watch resuming from before this revision has missed deletions")
+    changes: list[Change]
 
 
 class EventsRequest(_Message):

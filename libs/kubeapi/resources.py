@@ -60,7 +60,16 @@ def _r(group: str, version: str, kind: str, plural: str, namespaced: bool, **ext
 
 
 RESOURCES: Final[tuple[Resource, ...]] = (
-    _r("", "v1", "Namespace", "namespaces", False, short_names=("ns",)),
+    _r(
+        "",
+        "v1",
+        "Namespace",
+        "namespaces",
+        False,
+        short_names=("ns",),
+        verbs=("create", "delete", "get", "list", "watch"),
+        subresources=(),
+    ),
     _r(
         "",
         "v1",

@@ -27,6 +27,7 @@ from libs.db.ports import (
     NominationRepository,
     ObjectRepository,
     Outbox,
+    RevisionRepository,
 )
 from libs.events.envelope import Envelope
 
@@ -114,6 +115,10 @@ class MemoryUnitOfWork:
 
     @property
     def outbox(self) -> Outbox:
+        _no_database()
+
+    @property
+    def revisions(self) -> RevisionRepository:
         _no_database()
 
     async def __aenter__(self) -> Self:

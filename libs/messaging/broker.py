@@ -72,6 +72,9 @@ class NatsEndpoint:
         return f"{INBOX_PREFIX}.{self.user}"
 
 
+Broker = NatsBroker
+"""A service's connection to the bus, named so that services need not import faststream."""
+
 _ENDPOINTS: weakref.WeakKeyDictionary[NatsBroker, NatsEndpoint] = weakref.WeakKeyDictionary()
 
 

@@ -133,7 +133,7 @@ USERS: tuple[NatsUser, ...] = (
             EventType.PODS_EVICTED,  # deleting bound pods
         ),
         serves=(Served(f"{RPC_PREFIX}.admission.>", "admission"),),
-        answers=("client", "node_agent"),
+        answers=("client", "node_agent", "api_server"),
         durables=(
             Durable(EVENTS_STREAM, "admission-jobs"),
             Durable(EVENTS_STREAM, "admission-pod-lifecycle"),
@@ -231,6 +231,7 @@ USERS: tuple[NatsUser, ...] = (
             RpcSubject.ADMISSION_DELETE,
             RpcSubject.ADMISSION_GET,
             RpcSubject.ADMISSION_EVENTS,
+            RpcSubject.ADMISSION_CHANGES,
             RpcSubject.ROUTER_INFER,
             RpcSubject.NODE_AGENT_POWER,
             ROUTER_SCOREBOARD_SUBJECT,
@@ -238,6 +239,16 @@ USERS: tuple[NatsUser, ...] = (
             INFERENCE_FEEDBACK_SUBJECT,
         ),
         watches=(f"{EVENTS_PREFIX}.>",),
+    ),
+    NatsUser(
+        name="api_server",
+        role="the Kubernetes REST API: reads, writes and watches through admission's requests",
+        calls=(
+            RpcSubject.ADMISSION_APPLY,
+            RpcSubject.ADMISSION_DELETE,
+            RpcSubject.ADMISSION_GET,
+            RpcSubject.ADMISSION_CHANGES,
+        ),
     ),
     NatsUser(
         name="migrate",

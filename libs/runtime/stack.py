@@ -21,7 +21,7 @@ from libs.runtime.supervisor import ServiceSpec, Supervisor
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SERVICES = ("admission", "scheduler", "preemptor", "dra_allocator", "node_agent")
+DEFAULT_SERVICES = ("admission", "scheduler", "preemptor", "dra_allocator", "node_agent", "api_server")
 ROUTER = "llm_router"
 STREAMS_CHECK_S = 5.0
 """How often the supervisor makes sure the streams exist (a deleted or lost stream is created again)."""

@@ -29,6 +29,7 @@ from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
 from libs.db.records import OutboxMessage
+from libs.db.repositories.objects import OBJECT_MODIFIED
 from libs.db.uow import unit_of_work_factory
 from libs.events.admission import JobSubmitted, ObjectDeleted
 from libs.events.catalogue import EventType, RpcSubject
@@ -36,6 +37,8 @@ from libs.events.envelope import Envelope, EventPayload
 from libs.events.rpc import (
     ApplyReply,
     ApplyRequest,
+    ChangesReply,
+    ChangesRequest,
     DeleteRequest,
     EventsReply,
     EventsRequest,
@@ -80,6 +83,7 @@ class PreparedApply(NamedTuple):
 
     request_id: str
     batch: PreparedBatch
+    expected_revision: int | None = None
 
 
 class AdmissionService:
@@ -126,6 +130,7 @@ class AdmissionService:
         serve_rpc(self.broker, RpcSubject.ADMISSION_DELETE, self.on_delete, queue="admission")
         serve_rpc(self.broker, RpcSubject.ADMISSION_GET, self.on_get, queue="admission")
         serve_rpc(self.broker, RpcSubject.ADMISSION_EVENTS, self.on_events, queue="admission")
+        serve_rpc(self.broker, RpcSubject.ADMISSION_CHANGES, self.on_changes, queue="admission")
         self.consumers = [
             EventConsumer(
                 name="admission-jobs",
@@ -196,13 +201,13 @@ class AdmissionService:
         batch = prepare_batch(
             request.manifests, create_only=request.create_only, field_validation=request.field_validation
         )
-        prepared = PreparedApply(request.request_id, batch)
+        prepared = PreparedApply(request.request_id, batch, request.expected_revision)
         if request.dry_run:
             return await self._dry_run(prepared)
         return await self.batcher.submit(prepared)
 
     async def _dry_run(self, prepared: PreparedApply) -> ApplyReply:
-        request_id, batch = prepared
+        request_id, batch, _ = prepared
         async with self.uow() as uow:
             view = await load_view(uow, batch.keys)
         decision = admit_batch(batch, view, self._context(request_id))
@@ -232,15 +237,21 @@ class AdmissionService:
     async def _apply_once(self, requests: list[PreparedApply]) -> list[ApplyReply]:
         async with self.uow() as uow:
             view = await load_view(uow, set().union(*(r.batch.keys for r in requests)))
-            decisions = [admit_batch(r.batch, view, self._context(r.request_id)) for r in requests]
+            # After the view is read: a change committed since fails the precondition or the write's own
+            # compare-and-set, never neither.
+            stale = {id(r): reply for r in requests if (reply := await _stale(uow, r)) is not None}
+            live = [r for r in requests if id(r) not in stale]
+            decisions = [admit_batch(r.batch, view, self._context(r.request_id)) for r in live]
             for run in write_runs(decisions):
                 await write_decision(uow, run, now=self.clock())
-            await self._sync_applied_jobs(uow, decisions, self._context(requests[0].request_id))
+            if live:
+                await self._sync_applied_jobs(uow, decisions, self._context(live[0].request_id))
             await uow.commit()
-        return [
-            ApplyReply(request_id=r.request_id, results=d.results, warnings=d.warnings)
-            for r, d in zip(requests, decisions, strict=True)
-        ]
+        replies = {
+            id(r): ApplyReply(request_id=r.request_id, results=d.results, warnings=d.warnings)
+            for r, d in zip(live, decisions, strict=True)
+        }
+        return [stale.get(id(r)) or replies[id(r)] for r in requests]
 
     async def _sync_applied_jobs(
         self, uow: UnitOfWork, decisions: Sequence[BatchDecision], ctx: ApplyContext
@@ -343,10 +354,32 @@ class AdmissionService:
         async with self.uow() as uow:
             return await queries.get_objects(uow, request)
 
+    async def on_changes(self, body: bytes) -> ChangesReply:
+        request = ChangesRequest.model_validate_json(body)
+        async with self.uow() as uow:
+            return await queries.changes(uow, request)
+
     async def on_events(self, body: bytes) -> EventsReply:
         request = EventsRequest.model_validate_json(body)
         async with self.uow() as uow:
             return await queries.events(uow, request)
+
+
+async def _stale(uow: UnitOfWork, prepared: PreparedApply) -> ApplyReply | None:
+    """The 409 answer to an update whose object no longer has the revision its caller read, else None."""
+    if prepared.expected_revision is None or len(prepared.batch.documents) != 1:
+        return None
+    key = raw_key(prepared.batch.documents[0])
+    if key is None:
+        return None
+    kind, namespace, name = key
+    stored = await uow.objects.get(kind, namespace, name)
+    if stored is not None and stored.revision == prepared.expected_revision:
+        return None
+    detail = OBJECT_MODIFIED if stored is not None else "the object does not exist"
+    return _conflict_reply(
+        DeleteRequest(request_id=prepared.request_id, kind=kind, namespace=namespace, name=name), detail
+    )
 
 
 def _conflict_reply(request: DeleteRequest, detail: str) -> ApplyReply:

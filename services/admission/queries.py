@@ -9,7 +9,15 @@ from libs.core.scheduling.lifecycle import Condition, PodPhase, podgroup_phase
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition as StoredCondition
 from libs.db.records import StoredObject
-from libs.events.rpc import EventsReply, EventsRequest, GetReply, GetRequest
+from libs.events.rpc import (
+    Change,
+    ChangesReply,
+    ChangesRequest,
+    EventsReply,
+    EventsRequest,
+    GetReply,
+    GetRequest,
+)
 from services.admission import pending
 from services.admission.store import known_from_stored
 
@@ -28,6 +36,9 @@ async def get_objects(uow: UnitOfWork, request: GetRequest) -> GetReply:
     `status.podway`, and a pending pod's or PodGroup's waiting condition (see pending.py). A list with a
     `limit` is one page, with the token of the next when more follow."""
     token = None
+    revision, _ = await uow.revisions.current()
+    if request.kind == "Namespace":
+        return await _namespaces(uow, request, revision)
     if request.name is not None:
         stored = await uow.objects.get(request.kind, request.namespace or "", request.name)
         objects = [stored] if stored else []
@@ -39,7 +50,59 @@ async def get_objects(uow: UnitOfWork, request: GetRequest) -> GetReply:
         if request.limit is not None and len(objects) > request.limit:
             objects = objects[: request.limit]
             token = continue_token(objects[-1].namespace, objects[-1].name)
-    return GetReply(items=await _readable(uow, request.kind, objects), continue_token=token)
+    return GetReply(
+        items=await _readable(uow, request.kind, objects),
+        continue_token=token,
+        revision=revision,
+        item_revisions=[obj.revision or revision for obj in objects],
+    )
+
+
+BUILT_IN_NAMESPACES = ("default", "kube-public", "kube-system")
+"""Namespaces that exist in every cluster; any other exists while it holds an object (Podway keeps no
+Namespace objects: a namespace is where objects are)."""
+
+
+async def _namespaces(uow: UnitOfWork, request: GetRequest, revision: int) -> GetReply:
+    names = sorted({*BUILT_IN_NAMESPACES, *await uow.objects.namespaces()})
+    if request.name is not None:
+        names = [request.name]
+    items = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": name,
+                "uid": f"namespace-{name}",
+                "labels": {"kubernetes.io/metadata.name": name},
+            },
+            "spec": {"finalizers": ["kubernetes"]},
+            "status": {"phase": "Active"},
+        }
+        for name in names
+    ]
+    return GetReply(items=items, revision=revision, item_revisions=[revision] * len(items))
+
+
+async def changes(uow: UnitOfWork, request: ChangesRequest) -> ChangesReply:
+    """What changed after a revision, in revision order: written objects as `get` reads them (ADDED when
+    still at their first version), deleted ones as they were last stored."""
+    found = await uow.revisions.changes_after(request.after, kinds=request.kinds or None, limit=request.limit)
+    readable: dict[str, dict[str, Any]] = {}
+    kinds = sorted({c.object.kind for c in found.changes if not c.deleted})
+    for kind in kinds:
+        written = [c.object for c in found.changes if not c.deleted and c.object.kind == kind]
+        for obj, manifest in zip(written, await _readable(uow, kind, written), strict=True):
+            readable[obj.uid] = manifest
+    out = []
+    for change in found.changes:
+        obj = change.object
+        if change.deleted:
+            kind, manifest = "DELETED", known_from_stored(obj).manifest
+        else:
+            kind, manifest = ("ADDED" if obj.resource_version == 1 else "MODIFIED"), readable[obj.uid]
+        out.append(Change(type=kind, revision=obj.revision or found.revision, object=manifest))
+    return ChangesReply(revision=found.revision, compacted=found.compacted, changes=out)
 
 
 async def _readable(uow: UnitOfWork, kind: str, objects: list[StoredObject]) -> list[dict[str, Any]]:

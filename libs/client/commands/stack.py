@@ -105,6 +105,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"router: OpenAI-compatible front at {info.router_url}/v1 ({router_process_count(settings)} processes)"
         )
     print(metrics_line(settings), flush=True)
+    if "api_server" in services:
+        print(kubernetes_api_line(settings), flush=True)
     try:
         stack.supervise(lambda: stopping["now"])
     finally:
@@ -128,6 +130,20 @@ def metrics_line(settings: PodwaySettings) -> str:
         if port:
             ports.append(f"{name} http://127.0.0.1:{port}/metrics")
     return "metrics: " + (", ".join(ports) or "none reported yet")
+
+
+def kubernetes_api_line(settings: PodwaySettings) -> str:
+    """Where the Kubernetes API listens and the kubeconfig that reaches it."""
+    import json
+
+    from libs.runtime.health import health_file
+
+    try:
+        url = json.loads(health_file(settings.run_dir, "api_server").read_text()).get("url")
+    except (OSError, ValueError):
+        url = None
+    kubeconfig = (settings.data_dir / "kubeconfig").resolve()
+    return f"kubernetes API: {url or 'not up yet'}; kubectl --kubeconfig {kubeconfig} get podgroups -A"
 
 
 def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:

@@ -387,11 +387,17 @@ def store_object(
 def _metadata(
     manifest: Manifest, existing: KnownObject | None, ctx: ApplyContext, generated_uid: str | None
 ) -> Manifest:
-    metadata = {k: v for k, v in (manifest.get("metadata") or {}).items() if k not in STORE_OWNED_METADATA}
+    given = manifest.get("metadata") or {}
+    metadata = {k: v for k, v in given.items() if k not in STORE_OWNED_METADATA}
+    # Field managers, as the API server keeps them: a request that names none leaves them as they were.
+    if isinstance(given.get("managedFields"), list):
+        metadata["managedFields"] = given["managedFields"]
     if existing is not None:
         old = existing.manifest.get("metadata") or {}
         metadata["uid"] = existing.uid
         metadata["creationTimestamp"] = old.get("creationTimestamp")
+        if "managedFields" not in metadata and old.get("managedFields"):
+            metadata["managedFields"] = old["managedFields"]
     else:
         metadata["uid"] = generated_uid or ctx.new_uid()
         metadata["creationTimestamp"] = ctx.now.strftime("%Y-%m-%dT%H:%M:%SZ")

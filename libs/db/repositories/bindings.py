@@ -23,6 +23,7 @@ from libs.db.repositories._sql import (
     unnest_rows,
 )
 from libs.db.repositories.leases import assert_epoch
+from libs.db.repositories.revisions import objects_written
 from libs.db.schema import objects, pod_bindings
 from libs.db.types import UtcDateTime, json_text
 
@@ -61,6 +62,7 @@ class SqlAlchemyBindingRepository:
         if not bindings:
             return []
         uids = [binding.pod_uid for binding in bindings]
+        objects_written(self._session)
         present = set(
             (
                 await self._session.execute(

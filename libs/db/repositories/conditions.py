@@ -15,6 +15,7 @@ from libs.db.errors import ConditionOwnershipError
 from libs.db.ports import Clock
 from libs.db.records import Condition
 from libs.db.repositories._sql import dialect_of, unnest_rows
+from libs.db.repositories.revisions import objects_written
 from libs.db.schema import conditions, objects
 from libs.db.types import json_text
 
@@ -38,6 +39,7 @@ class SqlAlchemyConditionRepository:
             return []
         now = self._clock()
         dialect = dialect_of(self._session)
+        objects_written(self._session)
         await self._session.execute(_BUMPS[dialect], {**_given(dialect, many), "updated_at": now})
         statement = _UPSERTS[dialect]
         rows = [

@@ -42,6 +42,7 @@ from libs.db.repositories._sql import (
     rowcount,
     unnest_rows,
 )
+from libs.db.repositories.revisions import objects_written
 from libs.db.schema import AWAITING_WORKLOAD_PG, objects
 from libs.db.types import UtcDateTime, json_text
 
@@ -88,6 +89,7 @@ class SqlAlchemyObjectRepository:
             return []
         now = self._clock()
         rows = [_new_row(draft, now) for draft in drafts]
+        objects_written(self._session)
         try:
             if on_postgres(self._session):
                 await self._session.execute(_CREATE_PG, _created_rows(rows, now))
@@ -127,6 +129,11 @@ class SqlAlchemyObjectRepository:
             query = query.where(objects.c.metadata[("labels", key)].as_string() == value)
         rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))
         return [_to_object(row) for row in rows]
+
+    async def namespaces(self) -> list[str]:
+        """The namespaces that hold an object, sorted."""
+        query = select(objects.c.namespace).where(objects.c.namespace != "").distinct()
+        return sorted(str(row[0]) for row in await self._session.execute(query))
 
     async def find_marked(self, kinds: Sequence[str]) -> list[StoredObject]:
         """Objects of these kinds marked for deletion, in one query: by kind in the order given, then by
@@ -221,6 +228,7 @@ class SqlAlchemyObjectRepository:
             return []
         now = self._clock()
         dialect = dialect_of(self._session)
+        objects_written(self._session)
         rows = [(current.uid, current.resource_version, status) for current, status in changes]
         parameters = {**_given_rows(dialect, rows), "updated_at": now}
         written = set((await self._session.execute(_STATUS_UPDATES[dialect], parameters)).scalars())
@@ -269,6 +277,7 @@ class SqlAlchemyObjectRepository:
             statement = statement.where(objects.c.resource_version == expected_resource_version)
         if expected_uid is not None:
             statement = statement.where(objects.c.uid == expected_uid)
+        objects_written(self._session)
         deleted = rowcount(await self._session.execute(statement))
         if deleted == 0 and (expected_resource_version is not None or expected_uid is not None):
             current = await self.get(kind, namespace, name)
@@ -280,6 +289,7 @@ class SqlAlchemyObjectRepository:
         """Delete objects (and their conditions) by uid, in one statement; how many existed."""
         if not uids:
             return 0
+        objects_written(self._session)
         return rowcount(await self._session.execute(delete(objects).where(objects.c.uid.in_(list(uids)))))
 
     async def _get_for_update(self, kind: str, namespace: str, name: str) -> StoredObject | None:
@@ -300,6 +310,7 @@ class SqlAlchemyObjectRepository:
 
     async def _create(self, draft: ObjectDraft) -> StoredObject:
         values = _new_row(draft, self._clock())
+        objects_written(self._session)
         result = await self._session.execute(insert_ignoring_duplicates(self._session, objects, values))
         if rowcount(result) != 1:
             raise ConflictError(f"{_ref(draft)} already exists")
@@ -319,6 +330,7 @@ class SqlAlchemyObjectRepository:
     async def _write(self, current: StoredObject, changes: dict[str, Any]) -> StoredObject:
         """Compare-and-set on resource_version, so a concurrent writer that slipped in is detected."""
         changes = {**changes, "resource_version": current.resource_version + 1, "updated_at": self._clock()}
+        objects_written(self._session)
         result = await self._session.execute(
             update(objects)
             .where(objects.c.uid == current.uid, objects.c.resource_version == current.resource_version)

@@ -21,6 +21,8 @@ TABLES = {
     "nominations",
     "node_heartbeats",
     "objects",
+    "object_tombstones",
+    "revisions",
     "conditions",
     "leases",
     "pod_bindings",

@@ -19,7 +19,7 @@ from libs.client.cli import VERBS
 from libs.messaging.permissions import USERS, user
 
 ROOT = Path(__file__).resolve().parents[3]
-SERVICES = ("admission", "scheduler", "preemptor", "dra-allocator", "node-agent", "llm-router")
+SERVICES = ("admission", "scheduler", "preemptor", "dra-allocator", "node-agent", "llm-router", "api-server")
 LEASED = ("scheduler", "preemptor", "dra-allocator")
 
 

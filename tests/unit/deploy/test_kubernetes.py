@@ -82,6 +82,7 @@ def test_every_service_runs_a_real_entry_point_as_its_own_nats_user():
         "preemptor",
         "dra-allocator",
         "node-agent",
+        "api-server",
         "llm-router",
         "podway-migrate",
     } == set(podway)

@@ -1,0 +1,87 @@
+"""Admission, as the API server reaches it: every read and write is one of admission's requests."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from libs.events.catalogue import RpcSubject
+from libs.events.rpc import (
+    ApplyReply,
+    ApplyRequest,
+    ChangesReply,
+    ChangesRequest,
+    DeleteRequest,
+    GetReply,
+    GetRequest,
+)
+from libs.messaging.broker import Broker
+from libs.messaging.rpc import request
+
+FieldValidation = Literal["Strict", "Warn", "Ignore"]
+
+
+class Admission:
+    """Admission's requests over the bus, with the reply models decoded."""
+
+    def __init__(self, broker: Broker, *, timeout_s: float = 10.0) -> None:
+        self._broker = broker
+        self._timeout_s = timeout_s
+
+    async def _call(self, subject: str, payload: BaseModel) -> bytes:
+        return await request(self._broker, subject, payload, timeout_s=self._timeout_s)
+
+    async def get(self, kind: str, namespace: str | None, name: str) -> tuple[dict[str, Any], int] | None:
+        """One object as `get` reads it, with its revision; None when it does not exist."""
+        reply = await self.list(kind, namespace, name=name)
+        if not reply.items:
+            return None
+        return reply.items[0], reply.item_revisions[0]
+
+    async def list(
+        self,
+        kind: str,
+        namespace: str | None,
+        *,
+        name: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> GetReply:
+        asked = GetRequest(
+            kind=kind,
+            namespace=namespace or "" if name is not None else namespace,
+            name=name,
+            all_namespaces=namespace is None and name is None,
+            limit=limit,
+            continue_token=continue_token,
+        )
+        return GetReply.model_validate_json(await self._call(RpcSubject.ADMISSION_GET, asked))
+
+    async def apply(
+        self,
+        manifest: dict[str, Any],
+        *,
+        create_only: bool = False,
+        dry_run: bool = False,
+        field_validation: FieldValidation = "Strict",
+        expected_revision: int | None = None,
+    ) -> ApplyReply:
+        asked = ApplyRequest(
+            request_id=f"api-{uuid.uuid4()}",
+            manifests=[manifest],
+            create_only=create_only,
+            dry_run=dry_run,
+            field_validation=field_validation,
+            expected_revision=expected_revision,
+        )
+        return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_APPLY, asked))
+
+    async def delete(self, kind: str, namespace: str | None, name: str) -> ApplyReply:
+        asked = DeleteRequest(request_id=f"api-{uuid.uuid4()}", kind=kind, namespace=namespace, name=name)
+        return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_DELETE, asked))
+
+    async def changes(self, after: int, *, limit: int = 2000) -> ChangesReply:
+        asked = ChangesRequest(after=after, limit=limit)
+        return ChangesReply.model_validate_json(await self._call(RpcSubject.ADMISSION_CHANGES, asked))

@@ -1,0 +1,135 @@
+"""The change feed: one poller per API server asks admission what changed since the last revision and hands
+each change to the watches that want it; recent changes are kept so that a watch resuming from a recent
+resourceVersion replays them without asking admission again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from libs.events.rpc import Change
+from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
+from services.api_server.backend import Admission
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.02
+"""How often the feed asks while anyone watches; a committed change reaches watchers within about this."""
+KEPT = 20_000
+"""Recent changes kept for watches that resume."""
+
+
+class Expired(Exception):
+    """A watch asked to resume from a revision whose deletions are forgotten (410 Gone, reason Expired)."""
+
+    def __init__(self, asked: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {asked} ({oldest})")
+        self.asked, self.oldest = asked, oldest
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One watch's queue of changes after its starting revision."""
+
+    wants: Callable[[Change], bool]
+    queue: asyncio.Queue[Change | None] = field(default_factory=asyncio.Queue)
+
+
+class ChangeFeed:
+    """Polls admission's changes while subscriptions exist; `revision` is the last one every subscriber has
+    been handed."""
+
+    def __init__(self, admission: Admission, *, poll_s: float = POLL_S) -> None:
+        self._admission = admission
+        self._poll_s = poll_s
+        self._recent: deque[Change] = deque(maxlen=KEPT)
+        self._subscribers: set[Subscription] = set()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self.revision = -1
+        self.compacted = 0
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="change-feed")
+
+    async def current(self) -> int:
+        """The feed's revision, asking admission for the current one the first time."""
+        if self.revision < 0:
+            reply = await self._admission.changes(2**62)  # nothing is that new: only the revision comes back
+            if self.revision < 0:
+                self.revision, self.compacted = reply.revision, reply.compacted
+        return self.revision
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for subscription in self._subscribers:
+            subscription.queue.put_nowait(None)
+
+    async def subscribe(self, after: int, wants: Callable[[Change], bool]) -> Subscription:
+        """A subscription to every change after revision `after` that `wants` accepts; Expired when the
+        deletions since `after` are forgotten."""
+        subscription = Subscription(wants)
+        await self.current()
+        async with self._lock:  # no poll hands out changes between the backlog and the subscription
+            for change in await self._since(after):
+                if wants(change):
+                    subscription.queue.put_nowait(change)
+            self._subscribers.add(subscription)
+        self._wake.set()
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscribers.discard(subscription)
+
+    async def _since(self, after: int) -> list[Change]:
+        """The changes after `after` up to the feed's revision, from memory when it still holds them."""
+        if after >= self.revision:
+            return []
+        oldest_kept = self._recent[0].revision - 1 if self._recent else self.revision
+        if after >= oldest_kept:
+            return [change for change in self._recent if change.revision > after]
+        found: list[Change] = []
+        cursor = after
+        while cursor < self.revision:
+            reply = await self._admission.changes(cursor)
+            if cursor < reply.compacted:
+                raise Expired(after, reply.compacted)
+            found += [change for change in reply.changes if change.revision <= self.revision]
+            if reply.revision <= cursor:
+                break
+            cursor = reply.revision
+        return found
+
+    async def _run(self) -> None:
+        while True:
+            if not self._subscribers:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+            try:
+                await self.current()
+                async with self._lock:
+                    await self._poll()
+            except (RpcError, RpcTimeout, RpcUnavailable) as error:
+                log.warning("change feed: %s", error)
+                await asyncio.sleep(0.5)
+                continue
+            await asyncio.sleep(self._poll_s)
+
+    async def _poll(self) -> None:
+        reply = await self._admission.changes(self.revision)
+        self.compacted = reply.compacted
+        for change in reply.changes:
+            self._recent.append(change)
+            for subscription in list(self._subscribers):
+                if subscription.wants(change):
+                    subscription.queue.put_nowait(change)
+        self.revision = max(self.revision, reply.revision)

@@ -1,0 +1,157 @@
+"""`Table` answers (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`): the columns `kubectl get` prints,
+Podway's own for the kinds it schedules (a PodGroup's phase, placed pods, priority and domain; a pending
+pod's reason for waiting)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from libs.kubeapi.resources import Resource
+
+TABLE_MEDIA = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+Row = Callable[[dict[str, Any]], list[Any]]
+
+
+def wants_table(request: web.Request) -> bool:
+    """Whether the client asked for a Table first (kubectl get does; other clients ask for objects)."""
+    accept = request.headers.get("Accept") or ""
+    first = accept.split(",")[0].replace(" ", "")
+    return "as=Table" in first and "g=meta.k8s.io" in first
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _status(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("status") or {}
+
+
+def _podway(obj: dict[str, Any]) -> dict[str, Any]:
+    return _status(obj).get("podway") or {}
+
+
+def _waiting(obj: dict[str, Any]) -> str:
+    for condition in _status(obj).get("conditions") or []:
+        if condition.get("status") == "False" and condition.get("reason"):
+            return str(condition.get("reason"))
+    return ""
+
+
+def _pod(obj: dict[str, Any]) -> list[Any]:
+    phase = _status(obj).get("phase") or "Pending"
+    spec = obj.get("spec") or {}
+    group = (spec.get("schedulingGroup") or {}).get("podGroupName") or ""
+    return [
+        phase,
+        spec.get("nodeName") or "<none>",
+        group or "<none>",
+        _waiting(obj) if phase == "Pending" else "",
+    ]
+
+
+def _podgroup(obj: dict[str, Any]) -> list[Any]:
+    podway = _podway(obj)
+    placed = f"{podway.get('placed', 0)}/{podway.get('minCount') or podway.get('pods') or 0}"
+    priority = (obj.get("spec") or {}).get("priority")
+    return [
+        podway.get("phase") or "Pending",
+        placed,
+        priority if priority is not None else "",
+        podway.get("domain") or "<none>",
+    ]
+
+
+def _job(obj: dict[str, Any]) -> list[Any]:
+    spec, status = obj.get("spec") or {}, _status(obj)
+    completions = spec.get("completions") or 1
+    return [f"{status.get('succeeded') or 0}/{completions}", status.get("active") or 0]
+
+
+def _node(obj: dict[str, Any]) -> list[Any]:
+    ready = next((c for c in _status(obj).get("conditions") or [] if c.get("type") == "Ready"), None)
+    state = "Ready" if ready and ready.get("status") == "True" else "NotReady"
+    if (obj.get("spec") or {}).get("unschedulable"):
+        state += ",SchedulingDisabled"
+    gpus = ((_status(obj).get("allocatable") or {}).get("nvidia.com/gpu")) or ""
+    return [state, gpus]
+
+
+def _claim(obj: dict[str, Any]) -> list[Any]:
+    allocated = "allocated" if _status(obj).get("allocation") else "pending"
+    reserved = len(_status(obj).get("reservedFor") or [])
+    return [allocated + (",reserved" if reserved else "")]
+
+
+COLUMNS: dict[str, tuple[list[tuple[str, str]], Row]] = {
+    "Pod": (
+        [("Status", "string"), ("Node", "string"), ("PodGroup", "string"), ("Waiting", "string")],
+        _pod,
+    ),
+    "PodGroup": (
+        [("Phase", "string"), ("Placed", "string"), ("Priority", "integer"), ("Domain", "string")],
+        _podgroup,
+    ),
+    "Job": ([("Completions", "string"), ("Active", "integer")], _job),
+    "Node": ([("Status", "string"), ("GPUs", "string")], _node),
+    "ResourceClaim": ([("State", "string")], _claim),
+    "Namespace": ([("Status", "string")], lambda obj: [_status(obj).get("phase") or "Active"]),
+}
+
+
+def age(created: str | None, now: datetime | None = None) -> str:
+    """`kubectl`'s short age: 45s, 3m, 5h, 2d."""
+    if not created:
+        return "<unknown>"
+    try:
+        then = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size * (2 if unit != "d" else 1):
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def table_of(resource: Resource, items: list[dict[str, Any]], revision: int | None) -> dict[str, Any]:
+    """The Table of these objects, each row carrying its object's metadata (kubectl prints names from it)."""
+    extra, row = COLUMNS.get(resource.kind, ([], lambda _: []))
+    definitions = [
+        {
+            "name": "Name",
+            "type": "string",
+            "format": "name",
+            "description": "Name of the object",
+            "priority": 0,
+        },
+        *(
+            {"name": name, "type": kind, "format": "", "description": name, "priority": 0}
+            for name, kind in extra
+        ),
+        {"name": "Age", "type": "string", "format": "", "description": "Time since creation", "priority": 0},
+    ]
+    rows = [
+        {
+            "cells": [_meta(obj).get("name"), *row(obj), age(_meta(obj).get("creationTimestamp"))],
+            "object": {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": _meta(obj),
+            },
+        }
+        for obj in items
+    ]
+    metadata = {"resourceVersion": str(revision)} if revision is not None else {}
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": definitions,
+        "rows": rows,
+    }

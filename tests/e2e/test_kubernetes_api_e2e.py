@@ -1,0 +1,270 @@
+"""The Kubernetes API as users reach it: the real `kubectl` on PATH and the official `kubernetes` Python client
+against `podway-api-server`, in front of admission, the scheduler, the DRA allocator and a node agent, all as
+processes on an embedded nats-server and SQLite, over TLS with the kubeconfig the API server writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from libs.db import migrate
+from libs.kubeapi.security import VIEWER, Tokens
+from libs.messaging.broker import provision_streams
+from libs.runtime.health import health_file, last_beat
+from libs.runtime.nats_server import EmbeddedNatsServer
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "deploy" / "examples"
+KUBECTL = shutil.which("kubectl")
+SERVICES = ("admission", "scheduler", "dra_allocator", "node_agent", "api_server")
+
+
+@dataclass
+class KubeStack:
+    data_dir: Path
+    env: dict[str, str]
+    procs: dict[str, subprocess.Popen[bytes]]
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.data_dir / "kubeconfig"
+
+    def start(self, name: str) -> None:
+        argv = [sys.executable, "-m", f"services.{name}.main"]
+        if name == "node_agent":
+            argv += ["--cluster", str(EXAMPLES / "cluster-small.yaml")]
+        beacon = health_file(self.data_dir / "run", name)
+        beacon.unlink(missing_ok=True)
+        self.procs[name] = subprocess.Popen(argv, env=self.env, cwd=ROOT)
+        deadline = time.monotonic() + 60
+        while last_beat(beacon) is None:
+            assert self.procs[name].poll() is None, f"{name} exited with {self.procs[name].returncode}"
+            assert time.monotonic() < deadline, f"{name} did not become healthy"
+            time.sleep(0.05)
+
+    def stop(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeStack]:
+    data_dir = tmp_path_factory.mktemp("kube")
+    nats = EmbeddedNatsServer(data_dir=data_dir / "nats").start()
+    asyncio.run(provision_streams(nats.url))
+    database_url = f"sqlite+aiosqlite:///{data_dir / 'podway.db'}"
+    asyncio.run(migrate.upgrade(database_url))
+    env = {
+        **os.environ,
+        "PODWAY_NATS_URL": nats.url,
+        "PODWAY_DATABASE_URL": database_url,
+        "PODWAY_DATA_DIR": str(data_dir),
+        "PODWAY_LOG_LEVEL": "WARNING",
+        "PODWAY_TIME_COMPRESSION": "4",
+        "PODWAY_API_PORT": "0",
+    }
+    stack = KubeStack(data_dir, env, {})
+    try:
+        for name in SERVICES:
+            stack.start(name)
+        yield stack
+    finally:
+        for name in list(stack.procs):
+            stack.stop(name)
+        nats.stop()
+
+
+def kubectl(kube: KubeStack, *args: str, stdin: str | None = None, token: str | None = None) -> subprocess.CompletedProcess[str]:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not on PATH (the machine image has v1.32)")
+    command = [KUBECTL, f"--kubeconfig={kube.kubeconfig}", f"--cache-dir={kube.data_dir / 'kube-cache'}", *args]
+    if token is not None:
+        command.insert(2, f"--token={token}")
+    return subprocess.run(command, capture_output=True, text=True, input=stdin, timeout=120, env={
+        "HOME": str(kube.data_dir), "PATH": os.environ.get("PATH", "/usr/bin:/bin")
+    })
+
+
+def ok(run: subprocess.CompletedProcess[str]) -> str:
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def example_names(kind: str) -> set[tuple[str, str]]:
+    found = set()
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == kind:
+                meta = doc["metadata"]
+                found.add((meta.get("namespace", "default"), meta["name"]))
+    return found
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: ml, labels: {{app: {app}}}, annotations: {{podway.io/run-seconds: "{seconds}"}}}}
+spec:
+  containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "1"}}}}}}]
+"""
+
+
+def test_kubectl_applies_every_example_and_reads_what_podway_admitted(kube: KubeStack) -> None:
+    out = ok(kubectl(kube, "apply", "-f", str(EXAMPLES)))
+    assert "podgroup.scheduling.k8s.io/llm-train-worker-0 created" in out
+    listed = json.loads(ok(kubectl(kube, "get", "podgroups", "-A", "-o", "json")))
+    names = {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in listed["items"]}
+    assert example_names("PodGroup") <= names
+    assert int(listed["metadata"]["resourceVersion"]) > 0
+    ok(kubectl(kube, "wait", "-n", "ml", "podgroup/llm-train-worker-0", "--for=condition=PodGroupScheduled", "--timeout=90s"))
+    pods = [f"llm-train-worker-0-{i}" for i in range(4)]
+    nodes = ok(kubectl(kube, "get", "pods", "-n", "ml", *pods, "-o", "jsonpath={.items[*].spec.nodeName}")).split()
+    assert len(nodes) == 4 and all(nodes)
+    again = ok(kubectl(kube, "apply", "-f", str(EXAMPLES / "03-gang-workload.yaml")))
+    assert "unchanged" in again or "configured" in again
+
+
+def test_kubectl_get_prints_podways_columns_and_every_output_format(kube: KubeStack) -> None:
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="formats", app="formats", seconds=1)))
+    table = ok(kubectl(kube, "get", "podgroups", "-A"))
+    assert table.splitlines()[0].split()[:6] == ["NAMESPACE", "NAME", "PHASE", "PLACED", "PRIORITY", "DOMAIN"]
+    assert "WAITING" in ok(kubectl(kube, "get", "pods", "-n", "ml", "-o", "wide")).splitlines()[0]
+    assert yaml.safe_load(ok(kubectl(kube, "get", "pod", "formats", "-n", "ml", "-o", "yaml")))["kind"] == "Pod"
+    assert ok(kubectl(kube, "get", "pods", "-n", "ml", "-l", "app=formats", "-o", "name")).split() == ["pod/formats"]
+    assert ok(kubectl(kube, "get", "nodes", "-o", "jsonpath={.items[0].kind}")) == "Node"
+    paged = ok(kubectl(kube, "get", "pods", "-A", "--chunk-size=2", "-o", "name")).split()
+    whole = ok(kubectl(kube, "get", "pods", "-A", "--chunk-size=0", "-o", "name")).split()
+    assert paged == whole and len(whole) > 2
+
+
+def test_kubectl_watches_a_pod_from_created_to_finished(kube: KubeStack) -> None:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not on PATH")
+    watcher = subprocess.Popen(
+        [KUBECTL, f"--kubeconfig={kube.kubeconfig}", "get", "pods", "-n", "ml", "-l", "app=watched", "-w", "--output-watch-events"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"HOME": str(kube.data_dir), "PATH": os.environ.get("PATH", "")},
+    )
+    try:
+        time.sleep(1.0)
+        ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="watched", app="watched", seconds=1)))
+        seen: list[str] = []
+        deadline = time.monotonic() + 60
+        assert watcher.stdout is not None
+        while time.monotonic() < deadline and not any("Succeeded" in line for line in seen):
+            seen.append(watcher.stdout.readline())
+        assert any(line.split()[:2] == ["ADDED", "watched"] for line in seen), seen
+        assert any("Succeeded" in line for line in seen), seen
+    finally:
+        watcher.terminate()
+        watcher.wait(10)
+
+
+def test_kubectl_label_annotate_and_every_patch_type(kube: KubeStack) -> None:
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="patched", app="patched", seconds=600)))
+    ok(kubectl(kube, "label", "-n", "ml", "pod/patched", "tier=gold"))
+    ok(kubectl(kube, "annotate", "-n", "ml", "pod/patched", "note=kept"))
+    ok(kubectl(kube, "patch", "-n", "ml", "pod/patched", "--type=merge", "-p", '{"metadata":{"labels":{"merged":"yes"}}}'))
+    ok(kubectl(kube, "patch", "-n", "ml", "pod/patched", "--type=json", "-p", '[{"op":"add","path":"/metadata/labels/json","value":"yes"}]'))
+    ok(kubectl(kube, "patch", "-n", "ml", "pod/patched", "-p", '{"metadata":{"labels":{"strategic":"yes"}}}'))
+    pod = json.loads(ok(kubectl(kube, "get", "-n", "ml", "pod/patched", "-o", "json")))
+    labels = pod["metadata"]["labels"]
+    assert {k: labels.get(k) for k in ("app", "tier", "merged", "json", "strategic")} == {
+        "app": "patched", "tier": "gold", "merged": "yes", "json": "yes", "strategic": "yes"
+    }
+    assert pod["metadata"]["annotations"]["note"] == "kept"
+    failed = kubectl(kube, "patch", "-n", "ml", "pod/patched", "--type=json", "-p", '[{"op":"test","path":"/metadata/name","value":"other"}]')
+    assert failed.returncode != 0 and "the server rejected our request" in failed.stderr
+    described = ok(kubectl(kube, "describe", "-n", "ml", "pod/patched"))
+    assert "tier=gold" in described
+
+
+def test_server_side_apply_conflicts_with_another_manager_unless_forced(kube: KubeStack) -> None:
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="owned", app="one", seconds=600)))
+    changed = POD.format(name="owned", app="two", seconds=600)
+    refused = kubectl(kube, "apply", "--server-side", "-f", "-", stdin=changed)
+    assert refused.returncode != 0 and "conflict" in refused.stderr.lower(), refused.stderr
+    ok(kubectl(kube, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=changed))
+    assert ok(kubectl(kube, "get", "-n", "ml", "pod/owned", "-o", "jsonpath={.metadata.labels.app}")) == "two"
+
+
+def test_kubectl_delete_waits_until_the_object_is_gone(kube: KubeStack) -> None:
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="doomed", app="doomed", seconds=600)))
+    ok(kubectl(kube, "delete", "-n", "ml", "pod/doomed", "--wait", "--timeout=60s"))
+    gone = kubectl(kube, "get", "-n", "ml", "pod/doomed")
+    assert gone.returncode != 0 and 'pods "doomed" not found' in gone.stderr
+
+
+def test_discovery_and_explain_as_kubectl_reads_them(kube: KubeStack) -> None:
+    resources = ok(kubectl(kube, "api-resources"))
+    assert "podgroups" in resources and "resourceclaims" in resources
+    explained = ok(kubectl(kube, "explain", "podgroups.spec", "--api-version=scheduling.k8s.io/v1alpha2"))
+    assert "schedulingPolicy" in explained
+
+
+def test_errors_are_the_api_servers(kube: KubeStack) -> None:
+    missing = kubectl(kube, "get", "-n", "ml", "pod/nowhere")
+    assert 'Error from server (NotFound): pods "nowhere" not found' in missing.stderr
+    strict = kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="typo", app="x", seconds=1).replace("image:", "imag:"))
+    assert strict.returncode != 0 and "imag" in strict.stderr
+    viewer = Tokens.load(kube.data_dir / "pki" / "tokens.csv").token_of(VIEWER.name)
+    assert viewer is not None
+    assert ok(kubectl(kube, "get", "nodes", "-o", "name", token=viewer))
+    forbidden = kubectl(kube, "delete", "-n", "ml", "pod/patched", token=viewer)
+    assert 'User "viewer" cannot delete resource "pods" in API group "" in the namespace "ml"' in forbidden.stderr
+    unauthorized = kubectl(kube, "get", "pods", token="not-a-token")
+    assert "Unauthorized" in unauthorized.stderr
+
+
+def test_the_python_client_typed_dynamic_and_a_watch_that_survives_a_restart(kube: KubeStack) -> None:
+    from kubernetes import client, config, dynamic, watch
+
+    api = config.new_client_from_config(config_file=str(kube.kubeconfig))
+    core = client.CoreV1Api(api)
+    body = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="typed", namespace="ml", annotations={"podway.io/run-seconds": "2"}),
+        spec=client.V1PodSpec(
+            containers=[client.V1Container(name="c", image="x", resources=client.V1ResourceRequirements(requests={"cpu": "1"}))]
+        ),
+    )
+    created = core.create_namespaced_pod("ml", body)
+    with pytest.raises(client.ApiException) as exists:
+        core.create_namespaced_pod("ml", body)
+    assert exists.value.status == 409
+    assert [j.metadata.name for j in client.BatchV1Api(api).list_namespaced_job("ml").items] == ["finetune"]
+    assert "gpu.example.com" in {d.metadata.name for d in client.ResourceV1Api(api).list_device_class().items}
+    groups = dynamic.DynamicClient(api).resources.get(api_version="scheduling.k8s.io/v1alpha2", kind="PodGroup")
+    assert "llm-train-worker-0" in {g.metadata.name for g in groups.get(namespace="ml").items}
+
+    phases = _watch_phases(core, watch, created.metadata.resource_version, stop_at="Running")
+    last = phases[-1][1]
+    kube.stop("api_server")
+    kube.start("api_server")
+    api = config.new_client_from_config(config_file=str(kube.kubeconfig))
+    later = _watch_phases(client.CoreV1Api(api), watch, last, stop_at="Succeeded")
+    assert later and later[-1][0] == "Succeeded"
+    assert all(int(rv) > int(last) for _, rv in later)
+
+
+def _watch_phases(core: Any, watch: Any, since: str, *, stop_at: str) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    for event in watch.Watch().stream(
+        core.list_namespaced_pod, "ml", field_selector="metadata.name=typed", resource_version=since, timeout_seconds=60
+    ):
+        pod = event["object"]
+        seen.append((pod.status.phase, pod.metadata.resource_version))
+        if pod.status.phase == stop_at:
+            break
+    return seen

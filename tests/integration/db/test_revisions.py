@@ -1,0 +1,131 @@
+"""Revisions: every committed object change is ordered, a reader never skips one, deletions leave tombstones."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from libs.db.uow import SqlAlchemyUnitOfWork
+from tests.integration.db.builders import make_draft
+
+UowFactory = Callable[[], SqlAlchemyUnitOfWork]
+
+
+async def _changes(uow_factory: UowFactory, after: int, **kwargs: object) -> list[tuple[bool, str, int]]:
+    async with uow_factory() as uow:
+        found = await uow.revisions.changes_after(after, **kwargs)  # type: ignore[arg-type]
+    return [(c.deleted, c.object.name, c.object.revision or 0) for c in found.changes]
+
+
+async def test_each_commit_that_writes_objects_takes_the_next_revision(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        start, _ = await uow.revisions.current()
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft("a"))
+        await uow.objects.upsert(make_draft("b"))
+        await uow.commit()
+    async with uow_factory() as uow:
+        await uow.objects.update_status("PodGroup", "ml", "a", {"phase": "Running"})
+        await uow.commit()
+    async with uow_factory() as uow:
+        await uow.leases.acquire_or_renew("x", "me", datetime.now(UTC), timedelta(seconds=5))
+        await uow.commit()
+
+    assert await _changes(uow_factory, start) == [(False, "b", start + 1), (False, "a", start + 2)]
+    async with uow_factory() as uow:
+        assert (await uow.revisions.current())[0] == start + 2, "a commit writing no object takes none"
+        assert (await uow.objects.get("PodGroup", "ml", "a")).revision == start + 2  # type: ignore[union-attr]
+
+
+async def test_a_deleted_object_is_a_tombstone_at_its_revision(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft("gone", labels={"team": "a"}))
+        await uow.commit()
+        start, _ = await uow.revisions.current()
+    async with uow_factory() as uow:
+        await uow.objects.delete("PodGroup", "ml", "gone")
+        await uow.commit()
+
+    changes = await _changes(uow_factory, start)
+    assert changes == [(True, "gone", start + 1)]
+    async with uow_factory() as uow:
+        found = await uow.revisions.changes_after(start)
+    assert found.changes[0].object.metadata["labels"] == {"team": "a"}
+
+
+async def test_a_rolled_back_write_takes_no_revision(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        start, _ = await uow.revisions.current()
+        await uow.objects.upsert(make_draft("never"))
+        await uow.rollback()
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft("kept"))
+        await uow.commit()
+    assert await _changes(uow_factory, start) == [(False, "kept", start + 1)]
+
+
+async def test_a_page_ends_between_revisions_and_a_large_revision_comes_whole(
+    uow_factory: UowFactory,
+) -> None:
+    async with uow_factory() as uow:
+        start, _ = await uow.revisions.current()
+        for name in ("a", "b", "c"):
+            await uow.objects.upsert(make_draft(name))
+        await uow.commit()
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft("d"))
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        page = await uow.revisions.changes_after(start, limit=2)
+        assert page.revision == start + 1
+        assert sorted(c.object.name for c in page.changes) == ["a", "b", "c"]
+        rest = await uow.revisions.changes_after(page.revision, limit=2)
+        assert [c.object.name for c in rest.changes] == ["d"]
+
+
+async def test_compaction_forgets_tombstones_and_moves_the_oldest_resumable_revision(
+    uow_factory: UowFactory,
+) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft("old"))
+        await uow.commit()
+    async with uow_factory() as uow:
+        await uow.objects.delete("PodGroup", "ml", "old")
+        await uow.commit()
+        current, _ = await uow.revisions.current()
+    async with uow_factory() as uow:
+        assert await uow.revisions.compact(current) == 1
+        await uow.commit()
+    async with uow_factory() as uow:
+        assert await uow.revisions.current() == (current, current)
+
+
+async def test_concurrent_writers_commit_in_revision_order(uow_factory: UowFactory) -> None:
+    """A reader polling while writers commit sees every revision once and never one out of order."""
+    async with uow_factory() as uow:
+        start, _ = await uow.revisions.current()
+
+    async def write(index: int) -> None:
+        async with uow_factory() as uow:
+            await uow.objects.upsert(make_draft(f"w-{index}"))
+            await uow.commit()
+
+    seen: list[int] = []
+    cursor = start
+
+    async def poll() -> None:
+        nonlocal cursor
+        async with uow_factory() as uow:
+            found = await uow.revisions.changes_after(cursor)
+        seen.extend(c.object.revision or 0 for c in found.changes)
+        cursor = found.revision
+
+    writers = [asyncio.create_task(write(i)) for i in range(20)]
+    while not all(w.done() for w in writers):
+        await poll()
+        await asyncio.sleep(0)
+    await asyncio.gather(*writers)
+    await poll()
+    assert seen == list(range(start + 1, start + 21))
