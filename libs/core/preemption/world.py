@@ -26,7 +26,7 @@ from libs.core.scheduling.inputs import (
     PodsFinished,
     World,
 )
-from libs.core.scheduling.machine import NOMINATED_PREFIX
+from libs.core.scheduling.nominations import NOMINATED_PREFIX
 from libs.core.scheduling.objects import STANDALONE_PREFIX
 from libs.core.scheduling.outputs import GroupRef
 from libs.core.scheduling.snapshot import PlacementConflict
