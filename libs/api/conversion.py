@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -28,6 +29,9 @@ WORKLOAD_CONVERTED: Final = (
 WORKLOAD_REF_CONVERTED: Final = (
     "v1 Pod spec.workloadRef (v1.35) is deprecated; converted to spec.schedulingGroup"
 )
+
+KEPT_TEMPLATES: Final = "podway.io/v1alpha2-pod-group-templates"
+"""Where a v1alpha1 Workload read back keeps its v1alpha2 templates whole."""
 
 Document = dict[str, Any]
 _GroupKey = tuple[str | None, str, str, str | None]
@@ -102,14 +106,61 @@ def _convert_workload(doc: Document) -> Document:
     if not isinstance(spec, dict):
         return doc  # decoding then reports `spec: Invalid value: ...: must be an object`
     pod_groups = spec.pop("podGroups", None) or []
+    kept = _kept_templates(doc)
     # A non-list is passed through unchanged so that decoding reports it, rather than converting its parts.
     spec["podGroupTemplates"] = (
-        [_convert_pod_group_entry(entry) for entry in pod_groups]
+        [_restored(_convert_pod_group_entry(entry), kept) for entry in pod_groups]
         if isinstance(pod_groups, list)
         else pod_groups
     )
     doc["spec"] = spec
     return doc
+
+
+def _kept_templates(doc: Document) -> dict[str, Any]:
+    """The v1alpha2 templates a v1alpha1 reader was handed in the annotation (consumed), by name."""
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, dict):
+        return {}
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, dict) or KEPT_TEMPLATES not in annotations:
+        return {}
+    text = annotations.pop(KEPT_TEMPLATES)
+    if not annotations:
+        del metadata["annotations"]
+    try:
+        templates = json.loads(text) if isinstance(text, str) else []
+    except ValueError:
+        return {}
+    return {t["name"]: t for t in templates if isinstance(t, dict) and isinstance(t.get("name"), str)}
+
+
+def _restored(template: Any, kept: dict[str, Any]) -> Any:
+    """A converted template with the fields v1alpha1 cannot hold, from the kept template of its name."""
+    if not isinstance(template, dict) or template.get("name") not in kept:
+        return template
+    return {**kept[template["name"]], **template}
+
+
+def workload_as_v1alpha1(doc: Mapping[str, Any]) -> Document:
+    """A stored (v1alpha2) Workload as a v1.35 reader sees it: `podGroupTemplates` as `podGroups {name,
+    policy}`; the templates whole in the `podway.io/v1alpha2-pod-group-templates` annotation, so that what the
+    reader writes back loses nothing v1alpha1 cannot say."""
+    out = copy_document(doc)
+    out["apiVersion"] = SCHEDULING_V1ALPHA1
+    given = out.get("spec")
+    spec: dict[str, Any] = given if isinstance(given, dict) else {}
+    templates = [t for t in spec.pop("podGroupTemplates", None) or [] if isinstance(t, dict)]
+    spec["podGroups"] = [
+        {"name": t.get("name"), **({"policy": t["schedulingPolicy"]} if "schedulingPolicy" in t else {})}
+        for t in templates
+    ]
+    out["spec"] = spec
+    if any(set(t) - {"name", "schedulingPolicy"} for t in templates):
+        metadata = out.setdefault("metadata", {})
+        annotations = metadata.setdefault("annotations", {})
+        annotations[KEPT_TEMPLATES] = json.dumps(templates, sort_keys=True, separators=(",", ":"))
+    return out
 
 
 def _convert_pod_group_entry(entry: Any) -> Any:

@@ -5,6 +5,7 @@ another served version is converted on the way in and out."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -114,6 +115,15 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     _r("scheduling.k8s.io", "v1alpha2", "Workload", "workloads", True, short_names=("wl",)),
     _r(
         "scheduling.k8s.io",
+        "v1alpha1",
+        "Workload",
+        "workloads",
+        True,
+        short_names=("wl",),
+        storage_version="v1alpha2",
+    ),
+    _r(
+        "scheduling.k8s.io",
         "v1alpha2",
         "PodGroup",
         "podgroups",
@@ -151,7 +161,17 @@ def versions_of(group: str) -> list[str]:
     found = [r.version for r in RESOURCES if r.group == group]
     unique = list(dict.fromkeys(found))
     preferred = PREFERRED_VERSION.get(group)
-    return sorted(unique, key=lambda v: (v != preferred, v))
+    return sorted(unique, key=lambda v: (v != preferred, version_priority(v)))
+
+
+def version_priority(version: str) -> tuple[int, int, int]:
+    """Kubernetes' version order as a sort key: GA before beta before alpha, higher numbers first
+    (v1, v1beta1, v1alpha2, v1alpha1), so that an unversioned name resolves to the newest version."""
+    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if match is None:
+        return (3, 0, 0)
+    major, stage, minor = int(match[1]), match[2], int(match[3] or 0)
+    return ({None: 0, "beta": 1, "alpha": 2}[stage], -major, -minor)
 
 
 def in_group_version(group: str, version: str) -> list[Resource]:

@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 from libs.api.models import Job, Node, Pod, PodGroup, PriorityClass, Workload
 from libs.api.models.base import PODWAY_STATUS, ApiModel, Quantity, Timestamp
 from libs.api.models.core import LegacyWorkloadReference
+from libs.api.models.legacy import LegacyPodGroup, LegacyWorkload, LegacyWorkloadSpec
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from libs.kubeapi import models
@@ -36,6 +37,7 @@ MODELS: Final[dict[tuple[str, str, str], type[ApiObject]]] = {
     ("events.k8s.io", "v1", "Event"): models.Event,
     ("batch", "v1", "Job"): Job,
     ("scheduling.k8s.io", "v1", "PriorityClass"): PriorityClass,
+    ("scheduling.k8s.io", "v1alpha1", "Workload"): LegacyWorkload,
     ("scheduling.k8s.io", "v1alpha2", "Workload"): Workload,
     ("scheduling.k8s.io", "v1alpha2", "PodGroup"): PodGroup,
     ("resource.k8s.io", "v1", "DeviceClass"): DeviceClass,
@@ -56,6 +58,9 @@ _PACKAGES: Final = {
 _NAMES: Final[dict[type[ApiModel], str]] = {
     PriorityClass: "io.k8s.api.scheduling.v1.PriorityClass",
     LegacyWorkloadReference: "io.k8s.api.core.v1.WorkloadReference",
+    LegacyWorkload: "io.k8s.api.scheduling.v1alpha1.Workload",
+    LegacyWorkloadSpec: "io.k8s.api.scheduling.v1alpha1.WorkloadSpec",
+    LegacyPodGroup: "io.k8s.api.scheduling.v1alpha1.PodGroup",
     models.Namespace: "io.k8s.api.core.v1.Namespace",
     models.NamespaceSpec: "io.k8s.api.core.v1.NamespaceSpec",
     models.NamespaceStatus: "io.k8s.api.core.v1.NamespaceStatus",

@@ -37,6 +37,7 @@ from libs.kubeapi.selectors import (
     parse_label_selector,
     selectable_fields,
 )
+from libs.kubeapi.versions import as_served
 from services.api_server.backend import Admission, FieldValidation
 from services.api_server.feed import ChangeFeed, Expired
 from services.api_server.objects import continue_token, object_list, parse_revision, read_continue, shown
@@ -440,7 +441,7 @@ async def _raw_body(request: web.Request) -> bytes:
 
 
 def _typed(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
-    return {**obj, "kind": resource.kind, "apiVersion": resource.api_version}
+    return as_served(resource, obj)
 
 
 async def _write_event(response: web.StreamResponse, kind: str, obj: dict[str, Any]) -> None:

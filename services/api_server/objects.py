@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from libs.kubeapi.resources import Resource
+from libs.kubeapi.versions import as_served
 
 Matcher = Callable[[dict[str, Any]], bool]
 
@@ -29,7 +30,7 @@ def object_list(
         "kind": resource.list_kind_name,
         "apiVersion": resource.api_version,
         "metadata": metadata,
-        "items": [{**item, "kind": resource.kind, "apiVersion": resource.api_version} for item in items],
+        "items": [as_served(resource, item) for item in items],
     }
 
 

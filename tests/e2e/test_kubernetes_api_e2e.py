@@ -87,15 +87,27 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeStack]:
         nats.stop()
 
 
-def kubectl(kube: KubeStack, *args: str, stdin: str | None = None, token: str | None = None) -> subprocess.CompletedProcess[str]:
+def kubectl(
+    kube: KubeStack, *args: str, stdin: str | None = None, token: str | None = None
+) -> subprocess.CompletedProcess[str]:
     if KUBECTL is None:
         pytest.skip("kubectl is not on PATH (the machine image has v1.32)")
-    command = [KUBECTL, f"--kubeconfig={kube.kubeconfig}", f"--cache-dir={kube.data_dir / 'kube-cache'}", *args]
+    command = [
+        KUBECTL,
+        f"--kubeconfig={kube.kubeconfig}",
+        f"--cache-dir={kube.data_dir / 'kube-cache'}",
+        *args,
+    ]
     if token is not None:
         command.insert(2, f"--token={token}")
-    return subprocess.run(command, capture_output=True, text=True, input=stdin, timeout=120, env={
-        "HOME": str(kube.data_dir), "PATH": os.environ.get("PATH", "/usr/bin:/bin")
-    })
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        env={"HOME": str(kube.data_dir), "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
 
 
 def ok(run: subprocess.CompletedProcess[str]) -> str:
@@ -128,11 +140,24 @@ def test_kubectl_applies_every_example_and_reads_what_podway_admitted(kube: Kube
     listed = json.loads(ok(kubectl(kube, "get", "podgroups", "-A", "-o", "json")))
     names = {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in listed["items"]}
     assert example_names("PodGroup") <= names
-    assert int(listed["metadata"]["resourceVersion"]) > 0
-    ok(kubectl(kube, "wait", "-n", "ml", "podgroup/llm-train-worker-0", "--for=condition=PodGroupScheduled", "--timeout=90s"))
+    assert all(int(i["metadata"]["resourceVersion"]) > 0 for i in listed["items"])
+    ok(
+        kubectl(
+            kube,
+            "wait",
+            "-n",
+            "ml",
+            "podgroup/llm-train-worker-0",
+            "--for=condition=PodGroupScheduled",
+            "--timeout=90s",
+        )
+    )
     pods = [f"llm-train-worker-0-{i}" for i in range(4)]
-    nodes = ok(kubectl(kube, "get", "pods", "-n", "ml", *pods, "-o", "jsonpath={.items[*].spec.nodeName}")).split()
-    assert len(nodes) == 4 and all(nodes)
+    nodes = ok(
+        kubectl(kube, "get", "pods", "-n", "ml", *pods, "-o", "jsonpath={.items[*].spec.nodeName}")
+    ).split()
+    assert len(nodes) == 4
+    assert all(nodes)
     again = ok(kubectl(kube, "apply", "-f", str(EXAMPLES / "03-gang-workload.yaml")))
     assert "unchanged" in again or "configured" in again
 
@@ -142,20 +167,39 @@ def test_kubectl_get_prints_podways_columns_and_every_output_format(kube: KubeSt
     table = ok(kubectl(kube, "get", "podgroups", "-A"))
     assert table.splitlines()[0].split()[:6] == ["NAMESPACE", "NAME", "PHASE", "PLACED", "PRIORITY", "DOMAIN"]
     assert "WAITING" in ok(kubectl(kube, "get", "pods", "-n", "ml", "-o", "wide")).splitlines()[0]
-    assert yaml.safe_load(ok(kubectl(kube, "get", "pod", "formats", "-n", "ml", "-o", "yaml")))["kind"] == "Pod"
-    assert ok(kubectl(kube, "get", "pods", "-n", "ml", "-l", "app=formats", "-o", "name")).split() == ["pod/formats"]
+    assert (
+        yaml.safe_load(ok(kubectl(kube, "get", "pod", "formats", "-n", "ml", "-o", "yaml")))["kind"] == "Pod"
+    )
+    assert ok(kubectl(kube, "get", "pods", "-n", "ml", "-l", "app=formats", "-o", "name")).split() == [
+        "pod/formats"
+    ]
     assert ok(kubectl(kube, "get", "nodes", "-o", "jsonpath={.items[0].kind}")) == "Node"
     paged = ok(kubectl(kube, "get", "pods", "-A", "--chunk-size=2", "-o", "name")).split()
     whole = ok(kubectl(kube, "get", "pods", "-A", "--chunk-size=0", "-o", "name")).split()
-    assert paged == whole and len(whole) > 2
+    assert paged == whole
+    assert len(whole) > 2
 
 
 def test_kubectl_watches_a_pod_from_created_to_finished(kube: KubeStack) -> None:
     if KUBECTL is None:
         pytest.skip("kubectl is not on PATH")
     watcher = subprocess.Popen(
-        [KUBECTL, f"--kubeconfig={kube.kubeconfig}", "get", "pods", "-n", "ml", "-l", "app=watched", "-w", "--output-watch-events"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={"HOME": str(kube.data_dir), "PATH": os.environ.get("PATH", "")},
+        [
+            KUBECTL,
+            f"--kubeconfig={kube.kubeconfig}",
+            "get",
+            "pods",
+            "-n",
+            "ml",
+            "-l",
+            "app=watched",
+            "-w",
+            "--output-watch-events",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"HOME": str(kube.data_dir), "PATH": os.environ.get("PATH", "")},
     )
     try:
         time.sleep(1.0)
@@ -176,17 +220,53 @@ def test_kubectl_label_annotate_and_every_patch_type(kube: KubeStack) -> None:
     ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="patched", app="patched", seconds=600)))
     ok(kubectl(kube, "label", "-n", "ml", "pod/patched", "tier=gold"))
     ok(kubectl(kube, "annotate", "-n", "ml", "pod/patched", "note=kept"))
-    ok(kubectl(kube, "patch", "-n", "ml", "pod/patched", "--type=merge", "-p", '{"metadata":{"labels":{"merged":"yes"}}}'))
-    ok(kubectl(kube, "patch", "-n", "ml", "pod/patched", "--type=json", "-p", '[{"op":"add","path":"/metadata/labels/json","value":"yes"}]'))
+    ok(
+        kubectl(
+            kube,
+            "patch",
+            "-n",
+            "ml",
+            "pod/patched",
+            "--type=merge",
+            "-p",
+            '{"metadata":{"labels":{"merged":"yes"}}}',
+        )
+    )
+    ok(
+        kubectl(
+            kube,
+            "patch",
+            "-n",
+            "ml",
+            "pod/patched",
+            "--type=json",
+            "-p",
+            '[{"op":"add","path":"/metadata/labels/json","value":"yes"}]',
+        )
+    )
     ok(kubectl(kube, "patch", "-n", "ml", "pod/patched", "-p", '{"metadata":{"labels":{"strategic":"yes"}}}'))
     pod = json.loads(ok(kubectl(kube, "get", "-n", "ml", "pod/patched", "-o", "json")))
     labels = pod["metadata"]["labels"]
     assert {k: labels.get(k) for k in ("app", "tier", "merged", "json", "strategic")} == {
-        "app": "patched", "tier": "gold", "merged": "yes", "json": "yes", "strategic": "yes"
+        "app": "patched",
+        "tier": "gold",
+        "merged": "yes",
+        "json": "yes",
+        "strategic": "yes",
     }
     assert pod["metadata"]["annotations"]["note"] == "kept"
-    failed = kubectl(kube, "patch", "-n", "ml", "pod/patched", "--type=json", "-p", '[{"op":"test","path":"/metadata/name","value":"other"}]')
-    assert failed.returncode != 0 and "the server rejected our request" in failed.stderr
+    failed = kubectl(
+        kube,
+        "patch",
+        "-n",
+        "ml",
+        "pod/patched",
+        "--type=json",
+        "-p",
+        '[{"op":"test","path":"/metadata/name","value":"other"}]',
+    )
+    assert failed.returncode != 0
+    assert "the server rejected our request" in failed.stderr
     described = ok(kubectl(kube, "describe", "-n", "ml", "pod/patched"))
     assert "tier=gold" in described
 
@@ -195,7 +275,8 @@ def test_server_side_apply_conflicts_with_another_manager_unless_forced(kube: Ku
     ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="owned", app="one", seconds=600)))
     changed = POD.format(name="owned", app="two", seconds=600)
     refused = kubectl(kube, "apply", "--server-side", "-f", "-", stdin=changed)
-    assert refused.returncode != 0 and "conflict" in refused.stderr.lower(), refused.stderr
+    assert refused.returncode != 0, refused.stdout
+    assert "conflict" in refused.stderr.lower(), refused.stderr
     ok(kubectl(kube, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=changed))
     assert ok(kubectl(kube, "get", "-n", "ml", "pod/owned", "-o", "jsonpath={.metadata.labels.app}")) == "two"
 
@@ -204,12 +285,14 @@ def test_kubectl_delete_waits_until_the_object_is_gone(kube: KubeStack) -> None:
     ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="doomed", app="doomed", seconds=600)))
     ok(kubectl(kube, "delete", "-n", "ml", "pod/doomed", "--wait", "--timeout=60s"))
     gone = kubectl(kube, "get", "-n", "ml", "pod/doomed")
-    assert gone.returncode != 0 and 'pods "doomed" not found' in gone.stderr
+    assert gone.returncode != 0
+    assert 'pods "doomed" not found' in gone.stderr
 
 
 def test_discovery_and_explain_as_kubectl_reads_them(kube: KubeStack) -> None:
     resources = ok(kubectl(kube, "api-resources"))
-    assert "podgroups" in resources and "resourceclaims" in resources
+    assert "podgroups" in resources
+    assert "resourceclaims" in resources
     explained = ok(kubectl(kube, "explain", "podgroups.spec", "--api-version=scheduling.k8s.io/v1alpha2"))
     assert "schedulingPolicy" in explained
 
@@ -217,13 +300,19 @@ def test_discovery_and_explain_as_kubectl_reads_them(kube: KubeStack) -> None:
 def test_errors_are_the_api_servers(kube: KubeStack) -> None:
     missing = kubectl(kube, "get", "-n", "ml", "pod/nowhere")
     assert 'Error from server (NotFound): pods "nowhere" not found' in missing.stderr
-    strict = kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="typo", app="x", seconds=1).replace("image:", "imag:"))
-    assert strict.returncode != 0 and "imag" in strict.stderr
+    strict = kubectl(
+        kube, "apply", "-f", "-", stdin=POD.format(name="typo", app="x", seconds=1).replace("image:", "imag:")
+    )
+    assert strict.returncode != 0
+    assert "imag" in strict.stderr
     viewer = Tokens.load(kube.data_dir / "pki" / "tokens.csv").token_of(VIEWER.name)
     assert viewer is not None
     assert ok(kubectl(kube, "get", "nodes", "-o", "name", token=viewer))
     forbidden = kubectl(kube, "delete", "-n", "ml", "pod/patched", token=viewer)
-    assert 'User "viewer" cannot delete resource "pods" in API group "" in the namespace "ml"' in forbidden.stderr
+    assert (
+        'User "viewer" cannot delete resource "pods" in API group "" in the namespace "ml"'
+        in forbidden.stderr
+    )
     unauthorized = kubectl(kube, "get", "pods", token="not-a-token")
     assert "Unauthorized" in unauthorized.stderr
 
@@ -234,9 +323,15 @@ def test_the_python_client_typed_dynamic_and_a_watch_that_survives_a_restart(kub
     api = config.new_client_from_config(config_file=str(kube.kubeconfig))
     core = client.CoreV1Api(api)
     body = client.V1Pod(
-        metadata=client.V1ObjectMeta(name="typed", namespace="ml", annotations={"podway.io/run-seconds": "2"}),
+        metadata=client.V1ObjectMeta(
+            name="typed", namespace="ml", annotations={"podway.io/run-seconds": "2"}
+        ),
         spec=client.V1PodSpec(
-            containers=[client.V1Container(name="c", image="x", resources=client.V1ResourceRequirements(requests={"cpu": "1"}))]
+            containers=[
+                client.V1Container(
+                    name="c", image="x", resources=client.V1ResourceRequirements(requests={"cpu": "1"})
+                )
+            ]
         ),
     )
     created = core.create_namespaced_pod("ml", body)
@@ -245,7 +340,9 @@ def test_the_python_client_typed_dynamic_and_a_watch_that_survives_a_restart(kub
     assert exists.value.status == 409
     assert [j.metadata.name for j in client.BatchV1Api(api).list_namespaced_job("ml").items] == ["finetune"]
     assert "gpu.example.com" in {d.metadata.name for d in client.ResourceV1Api(api).list_device_class().items}
-    groups = dynamic.DynamicClient(api).resources.get(api_version="scheduling.k8s.io/v1alpha2", kind="PodGroup")
+    groups = dynamic.DynamicClient(api).resources.get(
+        api_version="scheduling.k8s.io/v1alpha2", kind="PodGroup"
+    )
     assert "llm-train-worker-0" in {g.metadata.name for g in groups.get(namespace="ml").items}
 
     phases = _watch_phases(core, watch, created.metadata.resource_version, stop_at="Running")
@@ -254,14 +351,19 @@ def test_the_python_client_typed_dynamic_and_a_watch_that_survives_a_restart(kub
     kube.start("api_server")
     api = config.new_client_from_config(config_file=str(kube.kubeconfig))
     later = _watch_phases(client.CoreV1Api(api), watch, last, stop_at="Succeeded")
-    assert later and later[-1][0] == "Succeeded"
+    assert later
+    assert later[-1][0] == "Succeeded"
     assert all(int(rv) > int(last) for _, rv in later)
 
 
 def _watch_phases(core: Any, watch: Any, since: str, *, stop_at: str) -> list[tuple[str, str]]:
     seen: list[tuple[str, str]] = []
     for event in watch.Watch().stream(
-        core.list_namespaced_pod, "ml", field_selector="metadata.name=typed", resource_version=since, timeout_seconds=60
+        core.list_namespaced_pod,
+        "ml",
+        field_selector="metadata.name=typed",
+        resource_version=since,
+        timeout_seconds=60,
     ):
         pod = event["object"]
         seen.append((pod.status.phase, pod.metadata.resource_version))
