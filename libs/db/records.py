@@ -44,6 +44,7 @@ class StoredObject:
     updated_at: datetime
     deletion_requested_at: datetime | None = None
     revision: int | None = field(default=None, compare=False)
+    created_revision: int | None = field(default=None, compare=False)
     """The revision of the commit that last wrote it (None until that commit: see repositories/revisions.py)."""
 
     @property

@@ -53,6 +53,7 @@ objects = Table(
     # The revision of the commit that last wrote the row (NULL until the unit of work stamps it): see
     # migration 0007 and libs/db/repositories/revisions.py.
     Column("revision", BigInteger, nullable=True),
+    Column("created_revision", BigInteger, nullable=True),
     UniqueConstraint("kind", "namespace", "name"),
     Index("ix_objects_revision", "revision"),
     Index(

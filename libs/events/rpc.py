@@ -94,6 +94,7 @@ class ChangesRequest(_Message):
 class Change(_Message):
     type: Literal["ADDED", "MODIFIED", "DELETED"]
     revision: int
+    created_revision: int = Field(default=0, description="The revision that created the object")
     object: dict[str, Any]
 
 

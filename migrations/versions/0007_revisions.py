@@ -80,7 +80,8 @@ _SQLITE_TRIGGERS = (
 
 def upgrade() -> None:
     op.add_column("objects", sa.Column("revision", sa.BigInteger(), nullable=True))
-    op.execute("UPDATE objects SET revision = 1")
+    op.add_column("objects", sa.Column("created_revision", sa.BigInteger(), nullable=True))
+    op.execute("UPDATE objects SET revision = 1, created_revision = 1")
     op.create_index("ix_objects_revision", "objects", ["revision"])
     op.create_index(
         "ix_objects_unstamped",
@@ -134,4 +135,5 @@ def downgrade() -> None:
     op.drop_table("revisions")
     op.drop_index("ix_objects_unstamped", table_name="objects")
     op.drop_index("ix_objects_revision", table_name="objects")
+    op.drop_column("objects", "created_revision")
     op.drop_column("objects", "revision")

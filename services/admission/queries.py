@@ -101,7 +101,9 @@ async def changes(uow: UnitOfWork, request: ChangesRequest) -> ChangesReply:
             kind, manifest = "DELETED", known_from_stored(obj).manifest
         else:
             kind, manifest = ("ADDED" if obj.resource_version == 1 else "MODIFIED"), readable[obj.uid]
-        out.append(Change(type=kind, revision=obj.revision or found.revision, object=manifest))
+        revision = obj.revision or found.revision
+        created = obj.created_revision or revision
+        out.append(Change(type=kind, revision=revision, created_revision=created, object=manifest))
     return ChangesReply(revision=found.revision, compacted=found.compacted, changes=out)
 
 

@@ -174,7 +174,7 @@ class Verbs:
             await _write_event(response, "ERROR", status.expired(expired.asked, expired.oldest))
             return response
         try:
-            await self._stream(response, subscription.queue, target.resource, timeout, bookmarks)
+            await self._stream(response, subscription.queue, target.resource, start, timeout, bookmarks)
         finally:
             self.feed.unsubscribe(subscription)
         return response
@@ -200,11 +200,15 @@ class Verbs:
         response: web.StreamResponse,
         queue: asyncio.Queue[Change | None],
         resource: Resource,
+        since: int,
         seconds: float,
         bookmarks: bool,
     ) -> None:
+        """Changes as they come: an object created after `since` is ADDED the first time this watch sees it,
+        whatever happened to it before the feed read it; later changes are MODIFIED."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
+        announced: set[str] = set()
         while (left := deadline - loop.time()) > 0:
             try:
                 change = await asyncio.wait_for(queue.get(), timeout=min(left, BOOKMARK_S))
@@ -214,7 +218,12 @@ class Verbs:
                 continue
             if change is None:
                 return
-            await _write_event(response, change.type, _typed(resource, shown(change.object, change.revision)))
+            kind = change.type
+            if kind != "DELETED":
+                uid = str((change.object.get("metadata") or {}).get("uid"))
+                kind = "ADDED" if change.created_revision > since and uid not in announced else "MODIFIED"
+                announced.add(uid)
+            await _write_event(response, kind, _typed(resource, shown(change.object, change.revision)))
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -346,8 +355,10 @@ class Verbs:
         if result.outcome == "rejected":
             raise Refused(result.status or status.bad_request(result.message))
         if result.outcome == "pending":
-            # Marked for deletion: the object stays until its pods have stopped, as with a finalizer.
-            return answer(await self._get(target), 202)
+            # Marked for deletion: the object stays until its pods have stopped, as with a finalizer (it may
+            # be gone already when read again).
+            with contextlib.suppress(Refused):
+                return answer(await self._get(target), 202)
         details = {"name": target.name, "kind": target.resource.plural, "uid": current["metadata"].get("uid")}
         if target.resource.group:
             details["group"] = target.resource.group

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.records import Change, Changes, StoredObject
@@ -30,8 +30,13 @@ async def stamp(session: AsyncSession) -> int | None:
         return None
     bumped = update(revisions).where(revisions.c.id == 1).values(current=revisions.c.current + 1)
     revision = int((await session.execute(bumped.returning(revisions.c.current))).scalar_one())
-    for table in (objects, object_tombstones):
-        await session.execute(update(table).where(table.c.revision.is_(None)).values(revision=revision))
+    created = func.coalesce(objects.c.created_revision, revision)
+    unstamped = objects.c.revision.is_(None)
+    await session.execute(
+        update(objects).where(unstamped).values(revision=revision, created_revision=created)
+    )
+    gone = object_tombstones.c.revision.is_(None)
+    await session.execute(update(object_tombstones).where(gone).values(revision=revision))
     return revision
 
 
