@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 DEFAULT_EVENTS = timedelta(days=30)
+DEFAULT_TOMBSTONES = timedelta(hours=1)
+"""How long a deleted object is remembered for watches: a watch resuming from an older resourceVersion is
+answered 410 Expired (kube-apiserver's etcd keeps about five minutes)."""
 WINDOW_MARGIN = 2
 """Plumbing rows are kept twice their window by default, for replicas whose clocks differ a little."""
 
@@ -23,6 +26,7 @@ class Horizons:
     events: datetime
     outbox: datetime
     inbox: datetime
+    tombstones: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +36,16 @@ class RetentionPolicy:
     events: timedelta
     outbox: timedelta
     inbox: timedelta
+    tombstones: timedelta = DEFAULT_TOMBSTONES
 
     def horizons(self, now: datetime) -> Horizons:
         """What is past the horizon at `now`."""
-        return Horizons(events=now - self.events, outbox=now - self.outbox, inbox=now - self.inbox)
+        return Horizons(
+            events=now - self.events,
+            outbox=now - self.outbox,
+            inbox=now - self.inbox,
+            tombstones=now - self.tombstones,
+        )
 
 
 def retention_policy(

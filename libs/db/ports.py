@@ -247,6 +247,8 @@ class RevisionRepository(Protocol):
 
     async def compact(self, before: int) -> int: ...
 
+    async def compact_deleted_before(self, cutoff: datetime) -> int: ...
+
 
 class UnitOfWork(Protocol):
     """One transaction: state changes and emitted events commit together or not at all.

@@ -136,10 +136,11 @@ class RetentionReport:
     events: int
     outbox: int
     inbox: int
+    tombstones: int = 0
 
     @property
     def total(self) -> int:
-        return self.events + self.outbox + self.inbox
+        return self.events + self.outbox + self.inbox + self.tombstones
 
 
 @dataclass(frozen=True)

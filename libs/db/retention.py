@@ -13,12 +13,15 @@ RETENTION_LEASE = "retention"
 
 
 async def prune(uow: UnitOfWork, horizons: Horizons) -> RetentionReport:
-    """Delete audit events, published outbox rows and inbox marks past their horizons, commit, and say how
-    many of each went."""
+    """Delete audit events, published outbox rows, inbox marks and the tombstones of deleted objects past
+    their horizons, commit, and say how many of each went."""
     report = RetentionReport(
         events=await uow.events.delete_older_than(horizons.events),
         outbox=await uow.outbox.delete_published_before(horizons.outbox),
         inbox=await uow.inbox.delete_older_than(horizons.inbox),
+        tombstones=(
+            await uow.revisions.compact_deleted_before(horizons.tombstones) if horizons.tombstones else 0
+        ),
     )
     await uow.commit()
     return report

@@ -66,7 +66,12 @@ class RetentionSchedule:
         if report is not None and report.total:
             log.info(
                 "retention pruned",
-                extra={"events": report.events, "outbox": report.outbox, "inbox": report.inbox},
+                extra={
+                    "events": report.events,
+                    "outbox": report.outbox,
+                    "inbox": report.inbox,
+                    "tombstones": report.tombstones,
+                },
             )
         return report
 

@@ -8,6 +8,7 @@ skip the counter."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, update
@@ -95,6 +96,12 @@ class SqlAlchemyRevisionRepository:
         if limit is not None:
             query = query.limit(limit)
         return list(await self._session.execute(query))
+
+    async def compact_deleted_before(self, cutoff: datetime) -> int:
+        """Compact up to the newest revision of a deletion older than `cutoff`; how many tombstones went."""
+        newest = select(func.max(object_tombstones.c.revision)).where(object_tombstones.c.deleted_at < cutoff)
+        revision = (await self._session.execute(newest)).scalar()
+        return 0 if revision is None else await self.compact(int(revision))
 
     async def compact(self, before: int) -> int:
         """Forget tombstones of revisions up to `before`; a watch may no longer resume from before it. How

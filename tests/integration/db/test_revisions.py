@@ -129,3 +129,29 @@ async def test_concurrent_writers_commit_in_revision_order(uow_factory: UowFacto
     await asyncio.gather(*writers)
     await poll()
     assert seen == list(range(start + 1, start + 21))
+
+
+async def test_retention_compacts_tombstones_past_their_horizon(uow_factory: UowFactory) -> None:
+    from libs.core.retention import Horizons
+    from libs.db.retention import prune
+
+    async with uow_factory() as uow:
+        await uow.objects.upsert(make_draft("short-lived"))
+        await uow.commit()
+    async with uow_factory() as uow:
+        await uow.objects.delete("PodGroup", "ml", "short-lived")
+        await uow.commit()
+        current, _ = await uow.revisions.current()
+    now = datetime.now(UTC)
+    keep = Horizons(
+        events=now - timedelta(days=1), outbox=now, inbox=now, tombstones=now - timedelta(hours=1)
+    )
+    async with uow_factory() as uow:
+        assert (await prune(uow, keep)).tombstones == 0
+    later = Horizons(
+        events=now - timedelta(days=1), outbox=now, inbox=now, tombstones=now + timedelta(seconds=5)
+    )
+    async with uow_factory() as uow:
+        assert (await prune(uow, later)).tombstones == 1
+    async with uow_factory() as uow:
+        assert (await uow.revisions.current())[1] == current
