@@ -10,6 +10,7 @@ from pathlib import Path
 from libs.client.client import PodwayClient
 from libs.demo.admission import admission_steps
 from libs.demo.dra import dra_steps
+from libs.demo.kubernetes import kubernetes_steps
 from libs.demo.preemption import preemption_steps
 from libs.demo.router import RouterDemoPlan, prepare_router_demo, router_steps
 from libs.demo.scheduling import scheduling_steps
@@ -54,6 +55,7 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print, report: P
                 await scheduling_steps(demo)
                 await dra_steps(demo)
                 await preemption_steps(demo)
+                await kubernetes_steps(demo, data_dir)
                 await router_demo_steps(demo, plan, settings, info.nats_url)
             except StepFailed as exc:
                 out(f"   FAILED: {exc}")
