@@ -72,6 +72,9 @@ class GetRequest(_Message):
         default=None, ge=1, description="At most this many items; the rest in later pages"
     )
     continue_token: str | None = Field(default=None, description="Where the page before ended")
+    involved: str | None = Field(
+        default=None, description="Events only: those about the object of this name (and its gang's)"
+    )
 
 
 class GetReply(_Message):

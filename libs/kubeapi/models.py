@@ -103,3 +103,26 @@ class Event(ApiObject):
     deprecated_first_timestamp: Timestamp | None = None
     deprecated_last_timestamp: Timestamp | None = None
     deprecated_count: int | None = None
+
+
+class UserInfo(ApiModel):
+    """`authentication.k8s.io/v1` UserInfo: who a request was authenticated as."""
+
+    username: str | None = None
+    uid: str | None = None
+    groups: Annotated[list[str], NONE_TO_LIST] = Field(default_factory=list)
+
+
+class SelfSubjectReviewStatus(ApiModel):
+    """What the server made of the caller's credentials."""
+
+    user_info: Annotated[UserInfo, NONE_TO_DICT] = Field(default_factory=UserInfo)
+
+
+class SelfSubjectReview(ApiObject):
+    """`authentication.k8s.io/v1` SelfSubjectReview: `kubectl auth whoami`."""
+
+    API_VERSION = "authentication.k8s.io/v1"
+    KIND = "SelfSubjectReview"
+
+    status: Annotated[SelfSubjectReviewStatus, NONE_TO_DICT] = Field(default_factory=SelfSubjectReviewStatus)

@@ -135,6 +135,15 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     _r("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True),
     _r("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True, subresources=()),
     _r("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False, subresources=()),
+    _r(
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        False,
+        verbs=("create",),
+        subresources=(),
+    ),
 )
 
 PREFERRED_VERSION: Final[dict[str, str]] = {
@@ -143,6 +152,7 @@ PREFERRED_VERSION: Final[dict[str, str]] = {
     "batch": "v1",
     "scheduling.k8s.io": "v1",
     "resource.k8s.io": "v1",
+    "authentication.k8s.io": "v1",
 }
 """The version discovery prefers per group (what kubectl picks when a resource is named without one)."""
 

@@ -31,6 +31,7 @@ MICRO_TIME: Final = f"{META}.MicroTime"
 
 MODELS: Final[dict[tuple[str, str, str], type[ApiObject]]] = {
     ("", "v1", "Namespace"): models.Namespace,
+    ("authentication.k8s.io", "v1", "SelfSubjectReview"): models.SelfSubjectReview,
     ("", "v1", "Pod"): Pod,
     ("", "v1", "Node"): Node,
     ("", "v1", "Event"): models.CoreEvent,
@@ -62,6 +63,9 @@ _NAMES: Final[dict[type[ApiModel], str]] = {
     LegacyWorkloadSpec: "io.k8s.api.scheduling.v1alpha1.WorkloadSpec",
     LegacyPodGroup: "io.k8s.api.scheduling.v1alpha1.PodGroup",
     models.Namespace: "io.k8s.api.core.v1.Namespace",
+    models.SelfSubjectReview: "io.k8s.api.authentication.v1.SelfSubjectReview",
+    models.SelfSubjectReviewStatus: "io.k8s.api.authentication.v1.SelfSubjectReviewStatus",
+    models.UserInfo: "io.k8s.api.authentication.v1.UserInfo",
     models.NamespaceSpec: "io.k8s.api.core.v1.NamespaceSpec",
     models.NamespaceStatus: "io.k8s.api.core.v1.NamespaceStatus",
     models.ObjectReference: "io.k8s.api.core.v1.ObjectReference",

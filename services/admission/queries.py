@@ -8,7 +8,7 @@ from libs.api.lists import continue_after, continue_token
 from libs.core.scheduling.lifecycle import Condition, PodPhase, podgroup_phase
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition as StoredCondition
-from libs.db.records import StoredObject
+from libs.db.records import StoredEvent, StoredObject
 from libs.events.rpc import (
     Change,
     ChangesReply,
@@ -18,6 +18,7 @@ from libs.events.rpc import (
     GetReply,
     GetRequest,
 )
+from libs.kubeapi.events import kube_events
 from services.admission import pending
 from services.admission.store import known_from_stored
 
@@ -39,6 +40,8 @@ async def get_objects(uow: UnitOfWork, request: GetRequest) -> GetReply:
     revision, _ = await uow.revisions.current()
     if request.kind == "Namespace":
         return await _namespaces(uow, request, revision)
+    if request.kind == "Event":
+        return await _kube_events(uow, request, revision)
     if request.name is not None:
         stored = await uow.objects.get(request.kind, request.namespace or "", request.name)
         objects = [stored] if stored else []
@@ -82,6 +85,41 @@ async def _namespaces(uow: UnitOfWork, request: GetRequest, revision: int) -> Ge
         for name in names
     ]
     return GetReply(items=items, revision=revision, item_revisions=[revision] * len(items))
+
+
+KUBE_EVENTS = 5000
+"""How many of the newest audited events the Kubernetes API's Events are made from."""
+
+
+async def _kube_events(uow: UnitOfWork, request: GetRequest, revision: int) -> GetReply:
+    """Kubernetes Events made from the newest audited events (libs/kubeapi/events.py), in one namespace or all."""
+    stored = await _audited(uow, request) if request.involved else await uow.events.latest(KUBE_EVENTS)
+    items = [
+        event
+        for audited in stored
+        for event in kube_events(audited.seq, audited.envelope.model_dump(mode="json"))
+        if request.all_namespaces or event["metadata"]["namespace"] == (request.namespace or "default")
+    ]
+    if request.name is not None:
+        items = [event for event in items if event["metadata"]["name"] == request.name]
+    return GetReply(items=items, revision=revision, item_revisions=[revision] * len(items))
+
+
+async def _audited(uow: UnitOfWork, request: GetRequest) -> list[StoredEvent]:
+    """The audited events of the stories an object of that name is in: its own and its PodGroup's."""
+    namespace = request.namespace or ""
+    found: dict[int, StoredEvent] = {}
+    for kind in ("Pod", "PodGroup", "Job", "Workload", "ResourceClaim", "Node"):
+        obj = await uow.objects.get(kind, namespace if kind != "Node" else "", str(request.involved))
+        if obj is None:
+            continue
+        stories = [obj.uid]
+        group = (obj.spec.get("schedulingGroup") or {}).get("podGroupName") if kind == "Pod" else None
+        if group and (podgroup := await uow.objects.get("PodGroup", namespace, str(group))) is not None:
+            stories.append(podgroup.uid)
+        for story in stories:
+            found.update({event.seq: event for event in await uow.events.by_correlation(story)})
+    return [found[seq] for seq in sorted(found)]
 
 
 async def changes(uow: UnitOfWork, request: ChangesRequest) -> ChangesReply:

@@ -201,6 +201,10 @@ class ApiServerService:
             }
         elif target.subresource == "status":
             table = {"GET": ("get", self.verbs.get)}
+        elif target.subresource == "eviction":
+            table = {"POST": ("create", self.verbs.evict)}
+        elif target.subresource == "log":
+            table = {"GET": ("get", self.verbs.log)}
         else:
             table = {}
         allowed = method in table and (target.subresource is not None or table[method][0] in resource.verbs)
@@ -215,7 +219,8 @@ class ApiServerService:
 
     @staticmethod
     def _authorize(user: User, verb: str, target: Target) -> None:
-        if not authorize(user, verb):
+        # Anyone authenticated may ask who they are, as upstream's default RBAC allows.
+        if target.resource.kind != "SelfSubjectReview" and not authorize(user, verb):
             resource = target.resource
             raise Refused(
                 status.forbidden(

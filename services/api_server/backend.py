@@ -48,6 +48,7 @@ class Admission:
         name: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+        involved: str | None = None,
     ) -> GetReply:
         asked = GetRequest(
             kind=kind,
@@ -56,6 +57,7 @@ class Admission:
             all_namespaces=namespace is None and name is None,
             limit=limit,
             continue_token=continue_token,
+            involved=involved,
         )
         return GetReply.model_validate_json(await self._call(RpcSubject.ADMISSION_GET, asked))
 

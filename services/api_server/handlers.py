@@ -126,7 +126,11 @@ class Verbs:
         while True:
             want = None if limit is None else max(limit - len(items), 1)
             reply = await self.admission.list(
-                target.resource.kind, target.namespace, limit=want, continue_token=token
+                target.resource.kind,
+                target.namespace,
+                limit=want,
+                continue_token=token,
+                involved=_involved(target.resource, fields),
             )
             revision = revision or reply.revision
             for manifest, item_revision in zip(reply.items, reply.item_revisions, strict=False):
@@ -230,6 +234,8 @@ class Verbs:
     async def create(self, request: web.Request, target: Target) -> web.StreamResponse:
         if target.resource.kind == "Namespace":
             return await self._create_namespace(request, target)
+        if target.resource.kind == "SelfSubjectReview":
+            return _who_am_i(request)
         manifest = managed(None, _in_target(await _body(request), target), request)
         name = str((manifest.get("metadata") or {}).get("name") or "")
         if not name and (manifest.get("metadata") or {}).get("generateName"):
@@ -393,6 +399,29 @@ class Verbs:
                 await self.admission.delete(resource.kind, name, str((obj.get("metadata") or {}).get("name")))
         return answer({**shown_ns, "status": {"phase": "Terminating"}})
 
+    async def evict(self, request: web.Request, target: Target) -> web.StreamResponse:
+        """`pods/eviction`: the pod is deleted as a bound pod is, which admission answers with `pods.evicted`
+        (the scheduler and the DRA allocator release what it held, the node agent stops it)."""
+        assert target.name is not None
+        await _body(request)  # an Eviction; its deleteOptions are not honoured (see docs/kubernetes-api.md)
+        await self._get(target)
+        result = _result(await self.admission.delete("Pod", target.namespace, target.name))
+        if result.outcome == "rejected":
+            raise Refused(result.status or status.bad_request(result.message))
+        return answer(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
+        )
+
+    async def log(self, request: web.Request, target: Target) -> web.StreamResponse:
+        """`pods/log`: the simulated kubelet runs no containers, so a pod has no log to show."""
+        assert target.name is not None
+        await self._get(target)
+        message = (
+            f'pod "{target.name}" has no container logs: the node agent simulates a kubelet and runs no '
+            "containers"
+        )
+        raise Refused(status.bad_request(message))
+
     async def delete_collection(self, request: web.Request, target: Target) -> web.StreamResponse:
         labels, fields = _selectors(request, target.resource)
         items, _, revision = await self._collect(target, labels, fields, None, None)
@@ -451,6 +480,19 @@ async def _raw_body(request: web.Request) -> bytes:
     return raw
 
 
+def _who_am_i(request: web.Request) -> web.StreamResponse:
+    """`kubectl auth whoami`: who the token authenticated as."""
+    user = request["user"]
+    info = {"username": user.name, "uid": user.uid, "groups": [*user.groups, "system:authenticated"]}
+    review = {
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "status": {"userInfo": info},
+    }
+    return answer(review, 201)
+
+
 def _typed(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
     return as_served(resource, obj)
 
@@ -501,6 +543,14 @@ def _selectors(request: web.Request, resource: Resource) -> tuple[LabelSelector 
     except SelectorError as error:
         raise Refused(status.bad_request(str(error))) from None
     return labels, fields
+
+
+def _involved(resource: Resource, fields: FieldSelector | None) -> str | None:
+    """The object an Event list is about (`involvedObject.name=`), so admission reads only its stories."""
+    if resource.kind != "Event" or fields is None:
+        return None
+    names = ("involvedObject.name", "regarding.name")
+    return next((t.value for t in fields.terms if t.field in names and not t.negated), None)
 
 
 def _matches(obj: dict[str, Any], labels: LabelSelector | None, fields: FieldSelector | None) -> bool:

@@ -370,3 +370,40 @@ def _watch_phases(core: Any, watch: Any, since: str, *, stop_at: str) -> list[tu
         if pod.status.phase == stop_at:
             break
     return seen
+
+
+def test_events_whoami_eviction_and_logs(kube: KubeStack) -> None:
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="evicted", app="evicted", seconds=600)))
+    ok(
+        kubectl(
+            kube, "wait", "-n", "ml", "pod/evicted", "--for=jsonpath={.status.phase}=Running", "--timeout=60s"
+        )
+    )
+    described = ok(kubectl(kube, "describe", "-n", "ml", "pod/evicted"))
+    assert "Started" in described.split("Events:")[1], described
+    events = json.loads(
+        ok(
+            kubectl(
+                kube,
+                "get",
+                "events",
+                "-n",
+                "ml",
+                "--field-selector=involvedObject.name=evicted",
+                "-o",
+                "json",
+            )
+        )
+    )
+    assert {"Scheduled", "Started"} <= {e["reason"] for e in events["items"]}
+    whoami = ok(kubectl(kube, "auth", "whoami", "-o", "json"))
+    assert json.loads(whoami)["status"]["userInfo"]["username"] == "podway-admin"
+    logs = kubectl(kube, "logs", "-n", "ml", "evicted")
+    assert logs.returncode != 0
+    assert "simulates a kubelet" in logs.stderr
+    from kubernetes import client, config
+
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(kube.kubeconfig)))
+    eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="evicted", namespace="ml"))
+    core.create_namespaced_pod_eviction("evicted", "ml", eviction)
+    ok(kubectl(kube, "wait", "-n", "ml", "pod/evicted", "--for=delete", "--timeout=60s"))

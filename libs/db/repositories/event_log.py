@@ -275,6 +275,11 @@ class SqlAlchemyEventLog:
         """Events after position `seq` (exclusive), for watching."""
         return await self._fetch(select(events).where(events.c.seq > seq).limit(limit))
 
+    async def latest(self, limit: int) -> list[StoredEvent]:
+        """The newest `limit` events, oldest first."""
+        newest = await self._fetch(select(events).order_by(events.c.seq.desc()).limit(limit))
+        return sorted(newest, key=lambda event: event.seq)
+
     async def get(self, event_id: uuid.UUID) -> StoredEvent | None:
         """One event by id."""
         found = await self._fetch(select(events).where(events.c.event_id == event_id))

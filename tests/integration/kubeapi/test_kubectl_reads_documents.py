@@ -93,7 +93,7 @@ async def test_api_resources_lists_every_served_resource(server: str, tmp_path: 
     assert "podgroups pg scheduling.k8s.io/v1alpha2 true PodGroup" in [
         " ".join(line.split()) for line in lines
     ]
-    assert len(lines) == 1 + 13
+    assert len(lines) == 1 + 14  # v1alpha1 Workloads are listed once, under their preferred version
 
 
 async def test_explain_reads_upstream_names_and_list_semantics(server: str, tmp_path: Path) -> None:
