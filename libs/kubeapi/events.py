@@ -46,6 +46,42 @@ def kube_events(seq: int, envelope: Mapping[str, Any]) -> Iterator[dict[str, Any
             yield _event(seq, index, envelope, {"kind": "Pod", **pod})
 
 
+def waiting_event(obj: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[str, Any]:
+    """An object's False condition (why it waits) as a Warning Event: `FailedScheduling` for a pod or gang
+    that is not placed, as the scheduler reports it upstream."""
+    metadata = obj.get("metadata") or {}
+    when = str(condition.get("lastTransitionTime") or metadata.get("creationTimestamp") or "")
+    reason = (
+        "FailedScheduling" if condition.get("reason") == "Unschedulable" else str(condition.get("reason"))
+    )
+    name, kind = metadata.get("name"), obj.get("kind")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{name}.waiting-{str(condition.get('type')).lower()}",
+            "namespace": metadata.get("namespace") or "default",
+            "uid": f"{metadata.get('uid')}-{condition.get('type')}",
+            "creationTimestamp": when,
+        },
+        "involvedObject": {
+            "kind": kind,
+            "namespace": metadata.get("namespace"),
+            "name": name,
+            "uid": metadata.get("uid"),
+        },
+        "reason": reason,
+        "message": str(condition.get("message") or condition.get("reason")),
+        "source": {"component": "scheduler"},
+        "firstTimestamp": when,
+        "lastTimestamp": when,
+        "count": 1,
+        "type": "Warning",
+        "reportingComponent": "scheduler",
+        "reportingInstance": "",
+    }
+
+
 def _pods_named(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     for entry in payload.get("pods") or []:
         if not isinstance(entry, dict):

@@ -18,7 +18,7 @@ from libs.events.rpc import (
     GetReply,
     GetRequest,
 )
-from libs.kubeapi.events import kube_events
+from libs.kubeapi.events import kube_events, waiting_event
 from services.admission import pending
 from services.admission.store import known_from_stored
 
@@ -100,9 +100,25 @@ async def _kube_events(uow: UnitOfWork, request: GetRequest, revision: int) -> G
         for event in kube_events(audited.seq, audited.envelope.model_dump(mode="json"))
         if request.all_namespaces or event["metadata"]["namespace"] == (request.namespace or "default")
     ]
+    if request.involved:
+        items += await _waiting_events(uow, request.namespace or "", request.involved)
     if request.name is not None:
         items = [event for event in items if event["metadata"]["name"] == request.name]
     return GetReply(items=items, revision=revision, item_revisions=[revision] * len(items))
+
+
+async def _waiting_events(uow: UnitOfWork, namespace: str, name: str) -> list[dict[str, Any]]:
+    """A pending pod's or PodGroup's reason for waiting, as the scheduler's `FailedScheduling` event."""
+    found = []
+    for kind in ("Pod", "PodGroup"):
+        obj = await uow.objects.get(kind, namespace, name)
+        if obj is None:
+            continue
+        (manifest,) = await _readable(uow, kind, [obj])
+        for condition in (manifest.get("status") or {}).get("conditions") or []:
+            if condition.get("status") == "False" and condition.get("reason"):
+                found.append(waiting_event(manifest, condition))
+    return found
 
 
 async def _audited(uow: UnitOfWork, request: GetRequest) -> list[StoredEvent]:

@@ -396,6 +396,22 @@ def test_events_whoami_eviction_and_logs(kube: KubeStack) -> None:
         )
     )
     assert {"Scheduled", "Started"} <= {e["reason"] for e in events["items"]}
+    stuck = POD.format(name="stuck", app="stuck", seconds=1).replace(
+        "spec:\n", "spec:\n  nodeSelector: {kubernetes.io/hostname: no-such-node}\n"
+    )
+    ok(kubectl(kube, "apply", "-f", "-", stdin=stuck))
+    ok(
+        kubectl(
+            kube,
+            "wait",
+            "-n",
+            "ml",
+            "pod/stuck",
+            "--for=jsonpath={.status.conditions[0].reason}=Unschedulable",
+        )
+    )
+    waits = ok(kubectl(kube, "describe", "-n", "ml", "pod/stuck")).split("Events:")[1]
+    assert "Warning" in waits and "FailedScheduling" in waits and "node affinity/selector" in waits, waits
     whoami = ok(kubectl(kube, "auth", "whoami", "-o", "json"))
     assert json.loads(whoami)["status"]["userInfo"]["username"] == "podway-admin"
     logs = kubectl(kube, "logs", "-n", "ml", "evicted")

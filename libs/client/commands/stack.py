@@ -180,6 +180,8 @@ def wait_for_stack(
             )
             if info.router_url:
                 print(f"router: OpenAI-compatible front at {info.router_url}/v1")
+            if "api_server" in info.services:
+                print(kubernetes_api_line(settings))
             return True
         if exited() is not None:
             log = settings.data_dir / "podway-up.log"
