@@ -411,7 +411,9 @@ def test_events_whoami_eviction_and_logs(kube: KubeStack) -> None:
         )
     )
     waits = ok(kubectl(kube, "describe", "-n", "ml", "pod/stuck")).split("Events:")[1]
-    assert "Warning" in waits and "FailedScheduling" in waits and "node affinity/selector" in waits, waits
+    assert "Warning" in waits, waits
+    assert "FailedScheduling" in waits, waits
+    assert "node affinity/selector" in waits, waits
     whoami = ok(kubectl(kube, "auth", "whoami", "-o", "json"))
     assert json.loads(whoami)["status"]["userInfo"]["username"] == "podway-admin"
     logs = kubectl(kube, "logs", "-n", "ml", "evicted")
@@ -423,3 +425,47 @@ def test_events_whoami_eviction_and_logs(kube: KubeStack) -> None:
     eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="evicted", namespace="ml"))
     core.create_namespaced_pod_eviction("evicted", "ml", eviction)
     ok(kubectl(kube, "wait", "-n", "ml", "pod/evicted", "--for=delete", "--timeout=60s"))
+
+
+def test_the_asyncio_client_lists_creates_and_watches(kube: KubeStack) -> None:
+    from kubernetes.aio import client, config, watch
+
+    def pod(name: str) -> Any:
+        return client.V1Pod(
+            metadata=client.V1ObjectMeta(
+                name=name, namespace="ml", annotations={"podway.io/run-seconds": "1"}
+            ),
+            spec=client.V1PodSpec(
+                containers=[
+                    client.V1Container(
+                        name="c", image="x", resources=client.V1ResourceRequirements(requests={"cpu": "1"})
+                    )
+                ]
+            ),
+        )
+
+    async def scenario() -> list[str]:
+        api = await config.new_client_from_config(config_file=str(kube.kubeconfig))
+        async with api:
+            core = client.CoreV1Api(api)
+            await core.create_namespaced_pod("ml", pod("aio-first"))
+            created = await core.create_namespaced_pod("ml", pod("aio"))
+            listed = await core.list_namespaced_pod("ml", limit=1)
+            assert len(listed.items) == 1
+            assert listed.metadata._continue
+            phases: list[str] = []
+            stream = watch.Watch().stream(
+                core.list_namespaced_pod,
+                "ml",
+                field_selector="metadata.name=aio",
+                resource_version=created.metadata.resource_version,
+                timeout_seconds=60,
+            )
+            async for event in stream:
+                phases.append(event["object"].status.phase)
+                if phases[-1] == "Succeeded":
+                    break
+            return phases
+
+    phases = asyncio.run(scenario())
+    assert phases[-1] == "Succeeded"
