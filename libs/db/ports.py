@@ -49,6 +49,7 @@ class ObjectRepository(Protocol):
         marked_for_deletion: bool = False,
         after: tuple[str, str] | None = None,
         limit: int | None = None,
+        podgroups: Collection[str] | None = None,
     ) -> list[StoredObject]: ...
 
     async def namespaces(self) -> list[str]: ...

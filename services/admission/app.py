@@ -76,6 +76,9 @@ CONFLICT_RETRIES = 5
 APPLY_IN_FLIGHT = 256
 #: Group commits in flight at once on PostgreSQL (SQLite has one writer: there a second would only queue).
 APPLY_PIPELINE_DEPTH = 2
+#: Reads answered at once on PostgreSQL, each on a pooled connection of its own: a read waits on a few round
+#: trips, and others proceed meanwhile (SQLite's transactions queue on its one lock: there one at a time).
+READS_IN_FLIGHT = 4
 
 
 class PreparedApply(NamedTuple):
@@ -128,7 +131,13 @@ class AdmissionService:
             max_in_flight=APPLY_IN_FLIGHT,
         )
         serve_rpc(self.broker, RpcSubject.ADMISSION_DELETE, self.on_delete, queue="admission")
-        serve_rpc(self.broker, RpcSubject.ADMISSION_GET, self.on_get, queue="admission")
+        serve_rpc(
+            self.broker,
+            RpcSubject.ADMISSION_GET,
+            self.on_get,
+            queue="admission",
+            max_in_flight=1 if self.engine.dialect.name == "sqlite" else READS_IN_FLIGHT,
+        )
         serve_rpc(self.broker, RpcSubject.ADMISSION_EVENTS, self.on_events, queue="admission")
         serve_rpc(self.broker, RpcSubject.ADMISSION_CHANGES, self.on_changes, queue="admission")
         self.consumers = [

@@ -17,7 +17,8 @@ from libs.db.records import StoredObject
 
 @dataclass(frozen=True)
 class Scope:
-    """What one namespace holds that bears on why its objects wait."""
+    """What one namespace holds that bears on why some of its objects wait: its Workloads, and the PodGroups
+    those objects are or run in, with their pods."""
 
     namespace: str
     pods: list[StoredObject]
@@ -30,9 +31,13 @@ class Scope:
         return [pod for pod in self.pods if _group_name(pod.spec) == group]
 
 
-async def load_scope(uow: UnitOfWork, namespace: str) -> Scope:
-    pods = await uow.objects.find("Pod", namespace)
-    groups = {group.name: group for group in await uow.objects.find("PodGroup", namespace)}
+async def load_scope(uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]], namespace: str) -> Scope:
+    """The scope of these pods or PodGroups of `namespace`: only the PodGroups they name, so that reading a
+    few objects does not read every pod of a large namespace."""
+    names = sorted(_podgroups_named(kind, manifests))
+    pods = await uow.objects.find("Pod", namespace, podgroups=names) if names else []
+    keys = [("PodGroup", namespace, name) for name in names]
+    groups = {group.name: group for group in await uow.objects.get_many(keys)}
     workloads = await uow.objects.find("Workload", namespace)
     return Scope(
         namespace=namespace,
@@ -41,6 +46,12 @@ async def load_scope(uow: UnitOfWork, namespace: str) -> Scope:
         group_conditions=await uow.conditions.list_for_many(group.uid for group in groups.values()),
         workloads=frozenset(w.name for w in workloads if w.deletion_requested_at is None),
     )
+
+
+def _podgroups_named(kind: str, manifests: list[dict[str, Any]]) -> set[str]:
+    if kind == "PodGroup":
+        return {manifest["metadata"]["name"] for manifest in manifests}
+    return {name for manifest in manifests if (name := _group_name(manifest.get("spec") or {})) is not None}
 
 
 def with_waiting(kind: str, manifests: list[dict[str, Any]], scope: Scope) -> None:

@@ -168,8 +168,8 @@ async def _readable(uow: UnitOfWork, kind: str, objects: list[StoredObject]) -> 
     if kind == "Pod":
         await _with_nodes(uow, manifests)
     for namespace in sorted({m["metadata"].get("namespace", "") for m in manifests}):
-        scope = await pending.load_scope(uow, namespace)
         here = [m for m in manifests if m["metadata"].get("namespace", "") == namespace]
+        scope = await pending.load_scope(uow, kind, here, namespace)
         if kind == "PodGroup":
             for group in here:
                 await _with_summary(uow, group, scope)

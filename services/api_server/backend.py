@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -18,9 +19,14 @@ from libs.events.rpc import (
     GetRequest,
 )
 from libs.messaging.broker import Broker
+from libs.messaging.errors import RpcError
 from libs.messaging.rpc import request
 
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
+CHANGES_LIMIT = 2000
+"""Changes asked for at once, at most."""
+
+Reply = TypeVar("Reply")
 
 
 class Admission:
@@ -50,16 +56,22 @@ class Admission:
         continue_token: str | None = None,
         involved: str | None = None,
     ) -> GetReply:
-        asked = GetRequest(
-            kind=kind,
-            namespace=namespace or "" if name is not None else namespace,
-            name=name,
-            all_namespaces=namespace is None and name is None,
-            limit=limit,
-            continue_token=continue_token,
-            involved=involved,
-        )
-        return GetReply.model_validate_json(await self._call(RpcSubject.ADMISSION_GET, asked))
+        """One page of objects (all of them without `limit`); a page larger than the bus carries is asked
+        for again in halves, so a page may hold fewer than `limit` objects and a `continue_token`."""
+
+        async def page(size: int | None) -> GetReply:
+            asked = GetRequest(
+                kind=kind,
+                namespace=namespace or "" if name is not None else namespace,
+                name=name,
+                all_namespaces=namespace is None and name is None,
+                limit=size,
+                continue_token=continue_token,
+                involved=involved,
+            )
+            return GetReply.model_validate_json(await self._call(RpcSubject.ADMISSION_GET, asked))
+
+        return await _halving(page, limit)
 
     async def apply(
         self,
@@ -84,6 +96,18 @@ class Admission:
         asked = DeleteRequest(request_id=f"api-{uuid.uuid4()}", kind=kind, namespace=namespace, name=name)
         return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_DELETE, asked))
 
-    async def changes(self, after: int, *, limit: int = 2000) -> ChangesReply:
+    async def changes(self, after: int, *, limit: int = CHANGES_LIMIT) -> ChangesReply:
         asked = ChangesRequest(after=after, limit=limit)
         return ChangesReply.model_validate_json(await self._call(RpcSubject.ADMISSION_CHANGES, asked))
+
+
+async def _halving(ask: Callable[[int | None], Awaitable[Reply]], limit: int | None) -> Reply:
+    """`ask(limit)`, asked again with half the limit while its answer is larger than the bus carries (a
+    request without a limit is answered whole, or not at all)."""
+    while True:
+        try:
+            return await ask(limit)
+        except RpcError as error:
+            if error.error_type != "AnswerTooLarge" or limit is None or limit == 1:
+                raise
+            limit //= 2

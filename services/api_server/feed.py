@@ -11,9 +11,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from libs.events.rpc import Change
+from libs.events.rpc import Change, ChangesReply
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
-from services.api_server.backend import Admission
+from services.api_server.backend import CHANGES_LIMIT, Admission
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ class ChangeFeed:
         self._lock = asyncio.Lock()
         self.revision = -1
         self.compacted = 0
+        self._limit = CHANGES_LIMIT
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="change-feed")
@@ -99,7 +100,7 @@ class ChangeFeed:
         found: list[Change] = []
         cursor = after
         while cursor < self.revision:
-            reply = await self._admission.changes(cursor)
+            reply = await self._changes(cursor)
             if cursor < reply.compacted:
                 raise Expired(after, reply.compacted)
             found += [change for change in reply.changes if change.revision <= self.revision]
@@ -125,7 +126,7 @@ class ChangeFeed:
             await asyncio.sleep(self._poll_s)
 
     async def _poll(self) -> None:
-        reply = await self._admission.changes(self.revision)
+        reply = await self._changes(self.revision)
         self.compacted = reply.compacted
         for change in reply.changes:
             self._recent.append(change)
@@ -133,3 +134,17 @@ class ChangeFeed:
                 if subscription.wants(change):
                     subscription.queue.put_nowait(change)
         self.revision = max(self.revision, reply.revision)
+
+    async def _changes(self, after: int) -> ChangesReply:
+        """Admission's changes after `after`, asked for in fewer at a time (half as many after each answer
+        larger than the bus carries) until the feed has caught up. A single revision larger than the bus
+        carries is never read: its answer cannot be split."""
+        try:
+            reply = await self._admission.changes(after, limit=self._limit)
+        except RpcError as error:
+            if error.error_type == "AnswerTooLarge":
+                self._limit = max(1, self._limit // 2)
+            raise
+        if len(reply.changes) < self._limit:
+            self._limit = CHANGES_LIMIT
+        return reply

@@ -49,6 +49,9 @@ MAX_BODY = 3 * 1024 * 1024
 PATCH_ATTEMPTS = 5
 TABLE_OF = "podway.table_of"
 """Set on a watch's response when its events carry Tables of this resource."""
+ADMISSION_PAGE = 500
+"""Objects asked of admission at once for a list without a limit (its whole answer may be more than the bus
+carries)."""
 BOOKMARK_S = 10.0
 """How often a watch that allows bookmarks is told the current revision."""
 
@@ -108,7 +111,7 @@ class Verbs:
         revision = first_revision or revision
         token_out = continue_token(next_token, revision) if next_token else None
         if wants_table(request):
-            return answer(table_of(target.resource, items, revision), content_type=TABLE_MEDIA)
+            return answer(table_of(target.resource, items, revision, token_out), content_type=TABLE_MEDIA)
         return answer(object_list(target.resource, items, revision, token_out))
 
     async def _collect(
@@ -119,12 +122,13 @@ class Verbs:
         limit: int | None,
         token: str | None,
     ) -> tuple[list[dict[str, Any]], str | None, int]:
-        """A page of matching objects: admission's pages are read until `limit` objects match (selectors
-        filter here, so a page of admission's may hold fewer)."""
+        """A page of matching objects, all of them without `limit`: admission's pages are read until `limit`
+        objects match (selectors filter here, and a page the bus cannot carry is split, so a page of
+        admission's may hold fewer)."""
         items: list[dict[str, Any]] = []
         revision = 0
         while True:
-            want = None if limit is None else max(limit - len(items), 1)
+            want = ADMISSION_PAGE if limit is None else max(limit - len(items), 1)
             reply = await self.admission.list(
                 target.resource.kind,
                 target.namespace,
@@ -138,7 +142,7 @@ class Verbs:
                 if _matches(obj, labels, fields):
                     items.append(obj)
             token = reply.continue_token
-            if token is None or limit is None or len(items) >= limit:
+            if token is None or (limit is not None and len(items) >= limit):
                 return items, token, revision
 
     async def watch(self, request: web.Request, target: Target) -> web.StreamResponse:

@@ -119,8 +119,11 @@ def age(created: str | None, now: datetime | None = None) -> str:
     return f"{max(seconds, 0)}s"
 
 
-def table_of(resource: Resource, items: list[dict[str, Any]], revision: int | None) -> dict[str, Any]:
-    """The Table of these objects, each row carrying its object's metadata (kubectl prints names from it)."""
+def table_of(
+    resource: Resource, items: list[dict[str, Any]], revision: int | None, token: str | None = None
+) -> dict[str, Any]:
+    """The Table of these objects, each row carrying its object's metadata (kubectl prints names from it); a
+    page of a list carries the `continue` token of the next, as a list of objects does."""
     extra, row = COLUMNS.get(resource.kind, ([], lambda _: []))
     definitions = [
         {
@@ -148,6 +151,8 @@ def table_of(resource: Resource, items: list[dict[str, Any]], revision: int | No
         for obj in items
     ]
     metadata = {"resourceVersion": str(revision)} if revision is not None else {}
+    if token:
+        metadata["continue"] = token
     return {
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",

@@ -178,6 +178,9 @@ def test_kubectl_get_prints_podways_columns_and_every_output_format(kube: KubeSt
     whole = ok(kubectl(kube, "get", "pods", "-A", "--chunk-size=0", "-o", "name")).split()
     assert paged == whole
     assert len(whole) > 2
+    # The table kubectl prints by default follows the pages too.
+    rows = ok(kubectl(kube, "get", "pods", "-A", "--chunk-size=2", "--no-headers")).splitlines()
+    assert [f"pod/{row.split()[1]}" for row in rows] == whole
 
 
 def test_kubectl_watches_a_pod_from_created_to_finished(kube: KubeStack) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -113,10 +113,16 @@ class SqlAlchemyObjectRepository:
         marked_for_deletion: bool = False,
         after: tuple[str, str] | None = None,
         limit: int | None = None,
+        podgroups: Collection[str] | None = None,
     ) -> list[StoredObject]:
-        """Objects of a kind, optionally in one namespace, matching every label, and only those marked for
-        deletion; ordered by namespace/name, from after the (namespace, name) `after`, at most `limit`."""
+        """Objects of a kind, optionally in one namespace, matching every label, only those marked for
+        deletion, and only pods of the PodGroups `podgroups` names (`spec.schedulingGroup.podGroupName`);
+        ordered by namespace/name, from after the (namespace, name) `after`, at most `limit`."""
         query = select(objects).where(objects.c.kind == kind)
+        if podgroups is not None:
+            query = query.where(
+                objects.c.spec[("schedulingGroup", "podGroupName")].as_string().in_(podgroups)
+            )
         if namespace is not None:
             query = query.where(objects.c.namespace == namespace)
         if after is not None:
