@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, str] = {
     "simulate": "bench.simulate",
     "cli-start": "bench.cli_start",
     "retention": "bench.retention",
+    "kube-api": "bench.kube_api",
 }
 
 # `make bench` runs these, hetero and churn as lines of their own so every figure appears.
@@ -49,6 +50,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("simulate", []),
     ("cli-start", []),
     ("retention", []),
+    ("kube-api", []),
 ]
 
 

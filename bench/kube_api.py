@@ -1,0 +1,480 @@
+"""`podway bench kube-api`: the Kubernetes REST API as clients reach it, over HTTPS with the admin bearer token
+and the CA of the kubeconfig `podway-api-server` writes, in front of admission and a node agent, every
+service its own process on an embedded nats-server and PostgreSQL (a fresh database; `--database sqlite`
+for a file).
+
+Stored first, unmeasured: a generated fleet (default 1,000 nodes of 8 GPUs, registered by the node agent)
+and `--pods` pods (10,000) spread over `--namespaces` namespaces, applied through admission in bulk. No
+scheduler runs, so every pod stays Pending (a pending pod is read with its reason for waiting, which costs
+admission more than a bound one). The API server starts last: its change feed cannot read a revision larger
+than the bus carries (the node agent registers its 1,000 nodes and their ResourceSlices in one), so it must
+start after it.
+
+1. List: `kubectl get pods -A` as kubectl asks it (a Table, `limit=--page-size` pages following
+   `continue`), `--lists` times one after the other; `list_ms_*` time each whole paginated list, every
+   page decoded. `list_json_ms_*` do the same for objects (`-o json`, what informers read).
+2. Watch: `--watchers` watch streams on every namespace's pods from the list's resourceVersion, while one
+   writer creates and merge-patches pods at `--watch-rate` per second for `--watch-seconds`;
+   `watch_ms_*` run, for each event each watcher receives, from the write's HTTP response (the change was
+   committed) to the event's line read by the watcher.
+3. Writes: `--clients` clients create and merge-patch pods (in turn) at `--write-rate` requests per second
+   in all, open loop: each request has its time fixed in advance and `write_ms_*` run from that time to
+   its response, so a slow answer delays and charges the requests queued behind it.
+
+Beside each figure, the issue's target and kube-apiserver's SLO (`slo`). CPU seconds per process during each
+phase (`*_cpu_s_*`) say where the time goes; the bench process (the clients) shares the host.
+
+Left out: the scheduler and the pods' binding and running (no write comes from them meanwhile), pods of
+realistic size (these carry one container and no managedFields history, about 1 kB), kubectl's own
+rendering, watches while writes are measured, and more than one API server or admission replica.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import yaml
+
+from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
+from bench.measure import percentile
+from bench.scheduler_e2e import Processes
+from libs.client.client import PodwayClient
+from libs.messaging.broker import provision_streams
+from libs.runtime.health import health_file
+from libs.runtime.nats_server import EmbeddedNatsServer
+
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+"""What `kubectl get` asks for."""
+MERGE_PATCH = "application/merge-patch+json"
+SETUP_BATCH = 500
+"""Pods per apply while storing the fleet's pods."""
+WRITE_GRACE_S = 10.0
+"""How long after the write phase's last scheduled request its clients may still send."""
+
+TARGETS_MS = {"list": 500.0, "watch": 50.0, "write": 50.0}
+"""The issue's p99 targets."""
+KUBE_SLO_MS = {"list": 30_000.0, "write": 1_000.0}
+"""kube-apiserver's SLOs (p99 over 5 minutes): mutating calls 1 s; cluster-scoped lists 30 s at 5,000
+nodes. It sets none for watch latency."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--blocks", type=int, default=5)
+    parser.add_argument("--racks-per-block", type=int, default=10)
+    parser.add_argument("--nodes-per-rack", type=int, default=20, help="default fleet: 1,000 nodes")
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--pods", type=int, default=10_000, help="pods stored before measuring")
+    parser.add_argument("--namespaces", type=int, default=10, help="the stored pods are spread over these")
+    parser.add_argument("--page-size", type=int, default=500, help="kubectl's default --chunk-size")
+    parser.add_argument("--lists", type=int, default=20, help="whole paginated lists timed")
+    parser.add_argument("--watchers", type=int, default=100)
+    parser.add_argument("--watch-rate", type=float, default=20.0, help="writes/s while watched")
+    parser.add_argument("--watch-seconds", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--write-rate", type=float, default=500.0, help="requests/s offered, all clients")
+    parser.add_argument("--write-seconds", type=float, default=10.0)
+    parser.add_argument("--database", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--database-url", default=os.environ.get("PODWAY_BENCH_DATABASE_URL", DEFAULT_PG))
+
+
+def pod_manifest(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "bench"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.example.com/app:v1",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                }
+            ]
+        },
+    }
+
+
+def namespace_of(args: argparse.Namespace, index: int) -> str:
+    return f"bench-{index % args.namespaces}"
+
+
+# -- the API as a client reaches it ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """The API server's URL, the admin token and the CA, as the kubeconfig names them."""
+
+    url: str
+    token: str
+    ca: Path
+
+    @classmethod
+    def of(cls, data_dir: Path) -> Endpoint:
+        config = yaml.safe_load((data_dir / "kubeconfig").read_text())
+        return cls(
+            url=config["clusters"][0]["cluster"]["server"],
+            token=config["users"][0]["user"]["token"],
+            ca=data_dir / "pki" / "ca.crt",
+        )
+
+    def session(self, connections: int) -> aiohttp.ClientSession:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        return aiohttp.ClientSession(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.token}", "User-Agent": "podway-bench/1"},
+            connector=aiohttp.TCPConnector(ssl=context, limit=connections),
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+        )
+
+
+async def read_json(response: aiohttp.ClientResponse) -> dict[str, Any]:
+    body = await response.read()
+    if response.status >= 300:
+        raise RuntimeError(f"{response.method} {response.url.path}: {response.status} {body[:300]!r}")
+    found: dict[str, Any] = orjson.loads(body)
+    return found
+
+
+async def list_pods(http: aiohttp.ClientSession, page_size: int, accept: str) -> tuple[int, str]:
+    """Every pod, page after page as kubectl reads them: (how many, the first page's resourceVersion)."""
+    query = {"limit": str(page_size)}
+    count, revision = 0, ""
+    while True:
+        async with http.get("/api/v1/pods", params=query, headers={"Accept": accept}) as response:
+            page = await read_json(response)
+        count += len(page.get("rows") or page.get("items") or [])
+        revision = revision or page["metadata"]["resourceVersion"]
+        token = page["metadata"].get("continue")
+        if not token:
+            return count, revision
+        query = {"limit": str(page_size), "continue": token}
+
+
+async def create_pod(http: aiohttp.ClientSession, name: str, namespace: str) -> dict[str, Any]:
+    async with http.post(f"/api/v1/namespaces/{namespace}/pods", json=pod_manifest(name, namespace)) as done:
+        return await read_json(done)
+
+
+async def patch_pod(http: aiohttp.ClientSession, name: str, namespace: str, step: int) -> dict[str, Any]:
+    body = orjson.dumps({"metadata": {"labels": {"step": str(step)}}})
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    async with http.patch(path, data=body, headers={"Content-Type": MERGE_PATCH}) as done:
+        return await read_json(done)
+
+
+def summary(prefix: str, latencies_ms: list[float]) -> dict[str, float]:
+    return {
+        f"{prefix}_ms_p50": round(percentile(latencies_ms, 0.5), 1),
+        f"{prefix}_ms_p99": round(percentile(latencies_ms, 0.99), 1),
+        f"{prefix}_ms_max": round(max(latencies_ms, default=0.0), 1),
+    }
+
+
+# -- the phases -------------------------------------------------------------------------------------------
+
+
+async def measure_lists(http: aiohttp.ClientSession, args: argparse.Namespace) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    for prefix, accept, times in (("list", TABLE_ACCEPT, args.lists), ("list_json", "application/json", 3)):
+        spent: list[float] = []
+        for _ in range(times):
+            started = time.perf_counter()
+            count, _ = await list_pods(http, args.page_size, accept)
+            spent.append((time.perf_counter() - started) * 1000)
+            if count < args.pods:
+                raise RuntimeError(f"a paginated list ({prefix}) returned {count} of {args.pods} pods")
+        metrics |= summary(prefix, spent)
+        metrics[f"{prefix}_ms_mean"] = round(statistics.fmean(spent), 1)
+    metrics["list_repetitions"] = args.lists
+    return metrics
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One watch stream: when each (name, resourceVersion) arrived."""
+
+    seen: dict[tuple[str, str], float] = field(default_factory=dict)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self, http: aiohttp.ClientSession, since: str, seconds: float) -> None:
+        query = {"watch": "true", "resourceVersion": since, "timeoutSeconds": str(int(seconds) + 30)}
+        async with http.get("/api/v1/pods", params=query) as response:
+            if response.status != 200:
+                raise RuntimeError(f"watch: {response.status} {await response.text()}")
+            self.ready.set()
+            async for line in response.content:
+                arrived = time.perf_counter()
+                event = orjson.loads(line)
+                metadata = event["object"]["metadata"]
+                self.seen.setdefault((metadata.get("name"), metadata["resourceVersion"]), arrived)
+
+
+async def measure_watches(
+    endpoint: Endpoint, http: aiohttp.ClientSession, args: argparse.Namespace
+) -> dict[str, Any]:
+    _, since = await list_pods(http, args.page_size, "application/json")
+    watchers = [Watcher() for _ in range(args.watchers)]
+    async with endpoint.session(args.watchers) as streams:
+        tasks = [asyncio.create_task(w.run(streams, since, args.watch_seconds)) for w in watchers]
+        await asyncio.wait_for(asyncio.gather(*(w.ready.wait() for w in watchers)), 60)
+        await asyncio.sleep(0.5)  # each stream's subscription follows its response's headers
+        committed = await _watched_writes(http, args)
+        await asyncio.sleep(1.0)  # the last events on their way
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    latencies = [
+        (w.seen[key] - at) * 1000 for w in watchers for key, at in committed.items() if key in w.seen
+    ]
+    expected = len(committed) * len(watchers)
+    return {
+        **summary("watch", latencies),
+        "watch_events": len(latencies),
+        "watch_events_missed": expected - len(latencies),
+        "watch_writes": len(committed),
+    }
+
+
+async def _watched_writes(
+    http: aiohttp.ClientSession, args: argparse.Namespace
+) -> dict[tuple[str, str], float]:
+    """Creates and patches in turn at the watch rate: when each write's response returned, by the (name,
+    resourceVersion) its event will carry."""
+    committed: dict[tuple[str, str], float] = {}
+    created: list[str] = []
+    started = time.perf_counter()
+    for step in range(int(args.watch_rate * args.watch_seconds)):
+        await _until(started + step / args.watch_rate)
+        if step % 2 == 0 or not created:
+            created.append(f"watched-{step}")
+            written = await create_pod(http, created[-1], "bench-watch")
+        else:
+            written = await patch_pod(http, created[-1], "bench-watch", step)
+        metadata = written["metadata"]
+        committed[(metadata["name"], metadata["resourceVersion"])] = time.perf_counter()
+    return committed
+
+
+async def measure_writes(endpoint: Endpoint, args: argparse.Namespace) -> dict[str, Any]:
+    per_client = int(args.write_rate * args.write_seconds) // args.clients
+    started = time.perf_counter() + 0.2
+    deadline = started + args.write_seconds + WRITE_GRACE_S
+    results: list[tuple[float, float, str]] = []  # (scheduled, answered or the deadline, outcome)
+
+    async def client(index: int, http: aiohttp.ClientSession) -> None:
+        name = ""
+        for step in range(per_client):
+            scheduled = started + (index + step * args.clients) / args.write_rate
+            if time.perf_counter() > deadline:
+                results.append((scheduled, deadline, "unsent"))
+                continue
+            await _until(scheduled)
+            namespace = namespace_of(args, index)
+            outcome = "ok"
+            try:
+                if step % 2 == 0:
+                    name = f"written-{index}-{step}"
+                    await create_pod(http, name, namespace)
+                else:
+                    await patch_pod(http, name, namespace, step)
+            except RuntimeError:
+                outcome = "error"
+            results.append((scheduled, time.perf_counter(), outcome))
+
+    async with endpoint.session(args.clients) as http:
+        await asyncio.gather(*(client(i, http) for i in range(args.clients)))
+    answered = [at for _, at, outcome in results if outcome != "unsent"]
+    return {
+        # Requests never sent count from their time to the deadline: the least they would have waited.
+        **summary("write", [(at - scheduled) * 1000 for scheduled, at, _ in results]),
+        "write_requests": len(results),
+        "write_errors": sum(1 for *_, outcome in results if outcome == "error"),
+        "write_unsent": len(results) - len(answered),
+        "write_offered_per_second": args.write_rate,
+        "write_achieved_per_second": round(
+            len(answered) / (max(answered, default=started) - started or 1), 1
+        ),
+    }
+
+
+async def _until(moment: float) -> None:
+    delay = moment - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+# -- the stack --------------------------------------------------------------------------------------------
+
+
+async def store_pods(client: PodwayClient, args: argparse.Namespace) -> None:
+    """The fleet's pods, created through admission in bulk (four applies in flight)."""
+    semaphore = asyncio.Semaphore(4)
+
+    async def batch(first: int) -> None:
+        last = min(first + SETUP_BATCH, args.pods)
+        manifests = [pod_manifest(f"pod-{i:05d}", namespace_of(args, i)) for i in range(first, last)]
+        async with semaphore:
+            reply = await client.apply(manifests, create_only=True)
+        refused = [r for r in reply.results if r.outcome != "created"]
+        if refused:
+            raise RuntimeError(f"storing pods: {refused[0]}")
+
+    await asyncio.gather(*(batch(first) for first in range(0, args.pods, SETUP_BATCH)))
+
+
+async def wait_for_nodes(http: aiohttp.ClientSession, expected: int, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        async with http.get("/api/v1/nodes") as response:
+            registered = len((await read_json(response))["items"])
+        if registered >= expected:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{registered} of {expected} nodes registered")
+        await asyncio.sleep(0.5)
+
+
+class Phases:
+    """CPU seconds each process spends in each phase."""
+
+    def __init__(self, procs: Processes) -> None:
+        self.procs = procs
+        self.metrics: dict[str, Any] = {}
+
+    async def run(self, name: str, phase: Callable[[], Any]) -> None:
+        before = self.procs.cpu_seconds()
+        self.metrics |= await phase()
+        after = self.procs.cpu_seconds()
+        for process, seconds in after.items():
+            self.metrics[f"{name}_cpu_s_{process}"] = round(seconds - before.get(process, 0.0), 2)
+
+
+async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    from libs.db.migrate import upgrade
+
+    dropped: str | None = None
+    if args.database == "postgres":
+        database_url, dropped = await _fresh_postgres(args.database_url)
+    else:
+        database_url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
+    await upgrade(database_url)
+    nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
+    await provision_streams(nats.url)
+    env = {
+        **os.environ,
+        "PODWAY_NATS_URL": nats.url,
+        "PODWAY_DATABASE_URL": database_url,
+        "PODWAY_LOG_LEVEL": "WARNING",
+        "PODWAY_METRICS_PORT": "0",
+        "PODWAY_API_PORT": "0",
+    }
+    procs = Processes(env, tmp, nats_pid=nats.process.pid if nats.process else None)
+    try:
+        return await _measure(args, procs, nats.url, tmp)
+    finally:
+        procs.stop_all()
+        nats.stop()
+        if dropped:
+            await _drop_postgres(args.database_url, dropped)
+
+
+async def _measure(args: argparse.Namespace, procs: Processes, nats_url: str, tmp: Path) -> dict[str, Any]:
+    started = time.perf_counter()
+    _start(procs, tmp, "admission")
+    _start(procs, tmp, "node_agent", **cluster_env(args))
+    async with PodwayClient(nats_url, timeout_s=120) as client:
+        await store_pods(client, args)
+    # Last: its change feed starts after the revisions stored by then (see the module's docstring).
+    _start(procs, tmp, "api_server")
+    endpoint = Endpoint.of(tmp / "api_server")
+    phases = Phases(procs)
+    async with endpoint.session(4) as http:
+        await wait_for_nodes(http, nodes_of(args))
+        phases.metrics["setup_s"] = round(time.perf_counter() - started, 1)
+        await phases.run("list", lambda: measure_lists(http, args))
+        await phases.run("watch", lambda: measure_watches(endpoint, http, args))
+    await phases.run("write", lambda: measure_writes(endpoint, args))
+    return phases.metrics
+
+
+def _start(procs: Processes, tmp: Path, name: str, **env: str) -> None:
+    procs.start(name, f"services.{name}.main", tmp / name, **env)
+    procs.wait_healthy(name, health_file(tmp / name / "run", name))
+
+
+def cluster_env(args: argparse.Namespace) -> dict[str, str]:
+    return {
+        "PODWAY_CLUSTER_BLOCKS": str(args.blocks),
+        "PODWAY_CLUSTER_RACKS_PER_BLOCK": str(args.racks_per_block),
+        "PODWAY_CLUSTER_NODES_PER_RACK": str(args.nodes_per_rack),
+        "PODWAY_CLUSTER_GPUS_PER_NODE": str(args.gpus_per_node),
+    }
+
+
+def nodes_of(args: argparse.Namespace) -> int:
+    return int(args.blocks * args.racks_per_block * args.nodes_per_rack)
+
+
+def slo(metrics: dict[str, Any]) -> dict[str, Any]:
+    """Each p99 beside the issue's target and kube-apiserver's SLO."""
+    found = {}
+    for name, target in TARGETS_MS.items():
+        p99 = metrics[f"{name}_ms_p99"]
+        measured = metrics.get(f"{name}_events", 1) > 0
+        found[name] = {
+            "p99_ms": p99 if measured else None,
+            "target_p99_ms": target,
+            "meets_target": measured and p99 <= target,
+            "kube_apiserver_slo_p99_ms": KUBE_SLO_MS.get(name),
+        }
+    return found
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="podway-bench-kube-api-") as tmp:
+        metrics = asyncio.run(_run(args, Path(tmp)))
+    params = {
+        "nodes": nodes_of(args),
+        "pods": args.pods,
+        "namespaces": args.namespaces,
+        "page_size": args.page_size,
+        "lists": args.lists,
+        "watchers": args.watchers,
+        "watch_rate": args.watch_rate,
+        "watch_seconds": args.watch_seconds,
+        "clients": args.clients,
+        "write_rate": args.write_rate,
+        "write_seconds": args.write_seconds,
+        "database": args.database,
+        "host_cpus": os.cpu_count(),
+        # Other processes on the host take CPU from the ones measured here.
+        "host_load_avg_1m_before": round(load_before, 2),
+        "host_load_avg_1m_after": round(os.getloadavg()[0], 2),
+    }
+    return {"name": "kube-api", "params": params, "metrics": metrics, "slo": slo(metrics)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.kube_api [options]`, the same as `podway bench kube-api`."""
+    from libs.client.bench_cli import main as bench_main
+
+    return bench_main(["kube-api", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
