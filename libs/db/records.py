@@ -177,3 +177,5 @@ class Changes:
     revision: int
     compacted: int
     changes: list[Change]
+    partial_uid: str | None = None
+    """Set when the page ends inside `revision`: the rest of it comes after this uid."""

@@ -90,6 +90,9 @@ class ChangesRequest(_Message):
     """What changed after a revision, for watchers: the objects as `get` reads them, deletions as they were."""
 
     after: int = Field(ge=0)
+    after_uid: str | None = Field(
+        default=None, description="Resume inside revision `after`, after this object (a partial page's end)"
+    )
     kinds: list[str] = Field(default_factory=list, description="Only these kinds; all when empty")
     limit: int = Field(default=2000, ge=1, le=10000)
 
@@ -105,6 +108,9 @@ class ChangesReply(_Message):
     revision: int = Field(description="Ask again after this one")
     compacted: int = Field(description="A watch resuming from before this revision has missed deletions")
     changes: list[Change]
+    partial_uid: str | None = Field(
+        default=None, description="The page ended inside `revision`: ask again after this uid of it"
+    )
 
 
 class EventsRequest(_Message):

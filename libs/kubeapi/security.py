@@ -307,20 +307,20 @@ def generate_default_tokens(directory: Path | str) -> Path:
 def write_kubeconfig(
     path: Path | str,
     server_url: str,
-    ca_path: Path | str,
+    ca_path: Path | str | None,
     token: str,
     user: str = "podway-admin",
     context: str = "podway",
 ) -> Path:
     """A kubeconfig (mode 0600) whose current context reaches `server_url` with `token`, trusting the CA
     at `ca_path` (embedded as certificate-authority-data)."""
-    ca_data = base64.b64encode(Path(ca_path).read_bytes()).decode()
+    cluster: dict[str, str] = {"server": server_url}
+    if ca_path is not None:  # a plain-HTTP endpoint has no CA to trust
+        cluster["certificate-authority-data"] = base64.b64encode(Path(ca_path).read_bytes()).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": context, "cluster": {"server": server_url, "certificate-authority-data": ca_data}}
-        ],
+        "clusters": [{"name": context, "cluster": cluster}],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [
             {"name": context, "context": {"cluster": context, "user": user, "namespace": "default"}}

@@ -141,7 +141,9 @@ async def _audited(uow: UnitOfWork, request: GetRequest) -> list[StoredEvent]:
 async def changes(uow: UnitOfWork, request: ChangesRequest) -> ChangesReply:
     """What changed after a revision, in revision order: written objects as `get` reads them (ADDED when
     still at their first version), deleted ones as they were last stored."""
-    found = await uow.revisions.changes_after(request.after, kinds=request.kinds or None, limit=request.limit)
+    found = await uow.revisions.changes_after(
+        request.after, after_uid=request.after_uid, kinds=request.kinds or None, limit=request.limit
+    )
     readable: dict[str, dict[str, Any]] = {}
     kinds = sorted({c.object.kind for c in found.changes if not c.deleted})
     for kind in kinds:
@@ -158,7 +160,9 @@ async def changes(uow: UnitOfWork, request: ChangesRequest) -> ChangesReply:
         revision = obj.revision or found.revision
         created = obj.created_revision or revision
         out.append(Change(type=kind, revision=revision, created_revision=created, object=manifest))
-    return ChangesReply(revision=found.revision, compacted=found.compacted, changes=out)
+    return ChangesReply(
+        revision=found.revision, compacted=found.compacted, changes=out, partial_uid=found.partial_uid
+    )
 
 
 async def _readable(uow: UnitOfWork, kind: str, objects: list[StoredObject]) -> list[dict[str, Any]]:

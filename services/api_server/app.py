@@ -115,7 +115,7 @@ class ApiServerService:
         token = self.tokens.token_of(ADMIN.name)
         if token is None:
             return
-        ca = secrets_dir / "ca.crt"
+        ca = secrets_dir / "ca.crt" if self.settings.api_tls else None
         write_kubeconfig(self.settings.data_dir / "kubeconfig", self.url, ca, token)
 
     async def stop(self) -> None:

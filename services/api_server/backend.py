@@ -96,8 +96,10 @@ class Admission:
         asked = DeleteRequest(request_id=f"api-{uuid.uuid4()}", kind=kind, namespace=namespace, name=name)
         return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_DELETE, asked))
 
-    async def changes(self, after: int, *, limit: int = CHANGES_LIMIT) -> ChangesReply:
-        asked = ChangesRequest(after=after, limit=limit)
+    async def changes(
+        self, after: int, *, after_uid: str | None = None, limit: int = CHANGES_LIMIT
+    ) -> ChangesReply:
+        asked = ChangesRequest(after=after, after_uid=after_uid, limit=limit)
         return ChangesReply.model_validate_json(await self._call(RpcSubject.ADMISSION_CHANGES, asked))
 
 

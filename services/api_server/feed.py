@@ -40,8 +40,9 @@ class Subscription:
 
 
 class ChangeFeed:
-    """Polls admission's changes while subscriptions exist; `revision` is the last one every subscriber has
-    been handed."""
+    """Polls admission's changes while subscriptions exist. The feed's cursor is (revision, uid): every change
+    up to it has been handed out; a large revision is read in pages, so the cursor may sit inside one.
+    `revision` is the last revision handed out whole."""
 
     def __init__(self, admission: Admission, *, poll_s: float = POLL_S) -> None:
         self._admission = admission
@@ -51,19 +52,24 @@ class ChangeFeed:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
-        self.revision = -1
+        self._cursor: tuple[int, str | None] = (-1, None)
         self.compacted = 0
         self._limit = CHANGES_LIMIT
+
+    @property
+    def revision(self) -> int:
+        revision, partial = self._cursor
+        return revision - 1 if partial is not None else revision
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="change-feed")
 
     async def current(self) -> int:
         """The feed's revision, asking admission for the current one the first time."""
-        if self.revision < 0:
+        if self._cursor[0] < 0:
             reply = await self._admission.changes(2**62)  # nothing is that new: only the revision comes back
-            if self.revision < 0:
-                self.revision, self.compacted = reply.revision, reply.compacted
+            if self._cursor[0] < 0:
+                self._cursor, self.compacted = (reply.revision, None), reply.compacted
         return self.revision
 
     async def stop(self) -> None:
@@ -91,22 +97,20 @@ class ChangeFeed:
         self._subscribers.discard(subscription)
 
     async def _since(self, after: int) -> list[Change]:
-        """The changes after `after` up to the feed's revision, from memory when it still holds them."""
-        if after >= self.revision:
-            return []
-        oldest_kept = self._recent[0].revision - 1 if self._recent else self.revision
-        if after >= oldest_kept:
+        """The changes after `after` that the feed has handed out, from memory when it still holds them all."""
+        if self._recent and after >= self._recent[0].revision:
             return [change for change in self._recent if change.revision > after]
         found: list[Change] = []
-        cursor = after
-        while cursor < self.revision:
+        cursor: tuple[int, str | None] = (after, None)
+        while _later(self._cursor, cursor):
             reply = await self._changes(cursor)
-            if cursor < reply.compacted:
+            if after < reply.compacted:
                 raise Expired(after, reply.compacted)
-            found += [change for change in reply.changes if change.revision <= self.revision]
-            if reply.revision <= cursor:
+            found += [change for change in reply.changes if not _later(_position(change), self._cursor)]
+            following = (reply.revision, reply.partial_uid)
+            if not reply.changes or not _later(following, cursor):
                 break
-            cursor = reply.revision
+            cursor = following
         return found
 
     async def _run(self) -> None:
@@ -126,25 +130,41 @@ class ChangeFeed:
             await asyncio.sleep(self._poll_s)
 
     async def _poll(self) -> None:
-        reply = await self._changes(self.revision)
+        reply = await self._changes(self._cursor)
         self.compacted = reply.compacted
         for change in reply.changes:
             self._recent.append(change)
             for subscription in list(self._subscribers):
                 if subscription.wants(change):
                     subscription.queue.put_nowait(change)
-        self.revision = max(self.revision, reply.revision)
+        following = (reply.revision, reply.partial_uid)
+        if _later(following, self._cursor):
+            self._cursor = following
 
-    async def _changes(self, after: int) -> ChangesReply:
-        """Admission's changes after `after`, asked for in fewer at a time (half as many after each answer
-        larger than the bus carries) until the feed has caught up. A single revision larger than the bus
-        carries is never read: its answer cannot be split."""
-        try:
-            reply = await self._admission.changes(after, limit=self._limit)
-        except RpcError as error:
-            if error.error_type == "AnswerTooLarge":
+    async def _changes(self, cursor: tuple[int, str | None]) -> ChangesReply:
+        """Admission's changes after `cursor`, asked for again with half as many while the answer is larger
+        than the bus carries (a revision of any size is read in pages); the full amount again once the feed
+        has caught up."""
+        after, after_uid = cursor
+        while True:
+            try:
+                reply = await self._admission.changes(after, after_uid=after_uid, limit=self._limit)
+            except RpcError as error:
+                if error.error_type != "AnswerTooLarge" or self._limit == 1:
+                    raise
                 self._limit = max(1, self._limit // 2)
-            raise
-        if len(reply.changes) < self._limit:
-            self._limit = CHANGES_LIMIT
-        return reply
+                continue
+            if len(reply.changes) < self._limit and reply.partial_uid is None:
+                self._limit = CHANGES_LIMIT
+            return reply
+
+
+def _position(change: Change) -> tuple[int, str]:
+    return change.revision, str((change.object.get("metadata") or {}).get("uid") or "")
+
+
+def _later(one: tuple[int, str | None], other: tuple[int, str | None]) -> bool:
+    """Whether cursor `one` is past `other` (a whole revision is past any part of it)."""
+    if one[0] != other[0]:
+        return one[0] > other[0]
+    return other[1] is not None and (one[1] is None or one[1] > other[1])

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.records import Change, Changes, StoredObject
@@ -58,43 +58,51 @@ class SqlAlchemyRevisionRepository:
         return int(row.current), int(row.compacted)
 
     async def changes_after(
-        self, after: int, *, kinds: list[str] | None = None, limit: int = 5000
+        self, after: int, *, after_uid: str | None = None, kinds: list[str] | None = None, limit: int = 5000
     ) -> Changes:
-        """Objects written and deleted after revision `after`, in revision order, up to the revision
-        committed when asked (rows written later wait for the next call). Reads the counter first: every
-        revision up to it has committed, so none is skipped. Deletions of objects first written after `after`
-        are included too: a watcher may have seen them in a list."""
+        """Objects written and deleted after revision `after` (or, with `after_uid`, after that object of
+        revision `after`), in (revision, uid) order, at most `limit`, up to the revision committed when asked
+        (rows written later wait for the next call). Reads the counter first: every revision up to it has
+        committed, so none is skipped. A page that ends inside a revision says where (`partial_uid`): a
+        revision of any size is read in pages. Deletions of objects first written after `after` are included
+        too: a watcher may have seen them in a list."""
         current, compacted = await self.current()
-        written = select(objects).where(objects.c.revision > after, objects.c.revision <= current)
-        gone = select(object_tombstones).where(
-            object_tombstones.c.revision > after, object_tombstones.c.revision <= current
+        found = [
+            await self._changed(table, after, after_uid, current, kinds, limit)
+            for table in (objects, object_tombstones)
+        ]
+        merged = sorted(
+            [Change(False, StoredObject(**row._asdict())) for row in found[0]]
+            + [Change(True, _tombstone(row)) for row in found[1]],
+            key=_position,
         )
-        if kinds:
-            written = written.where(objects.c.kind.in_(kinds))
-            gone = gone.where(object_tombstones.c.kind.in_(kinds))
-        written = written.order_by(objects.c.revision)
-        gone = gone.order_by(object_tombstones.c.revision, object_tombstones.c.seq)
-        rows = [await self._rows(query, limit) for query in (written, gone)]
-        upto = current
-        for found in rows:
-            if len(found) >= limit:
-                upto = min(upto, found[-1].revision - 1)
-        if upto < current and upto <= after:
-            # One revision alone holds more than `limit` changes (a large batch): read all of it.
-            first = min(found[0].revision for found in rows if found)
-            rows = [
-                await self._rows(query.where(query.selected_columns.revision == first), None)
-                for query in (written, gone)
-            ]
-            upto = first
-        changes = [Change(False, StoredObject(**row._asdict())) for row in rows[0] if row.revision <= upto]
-        changes += [Change(True, _tombstone(row)) for row in rows[1] if row.revision <= upto]
-        changes.sort(key=lambda change: change.object.revision or 0)
-        return Changes(revision=upto, compacted=compacted, changes=changes)
+        if len(merged) <= limit and all(len(rows) < limit for rows in found):
+            return Changes(revision=current, compacted=compacted, changes=merged)
+        # A table that filled its limit may hold more after its last row: nothing past that row is known.
+        cuts = [
+            max((_row_position(row) for row in rows), default=(0, "")) for rows in found if len(rows) >= limit
+        ]
+        cut = min(cuts) if cuts else _position(merged[-1])
+        page = [change for change in merged if _position(change) <= cut][:limit]
+        revision, uid = _position(page[-1])
+        # The page ends at (revision, uid): the rest of that revision is asked for after uid.
+        return Changes(revision=revision, compacted=compacted, changes=page, partial_uid=uid)
 
-    async def _rows(self, query: Any, limit: int | None) -> list[Any]:
-        if limit is not None:
-            query = query.limit(limit)
+    async def _changed(
+        self,
+        table: Any,
+        after: int,
+        after_uid: str | None,
+        current: int,
+        kinds: list[str] | None,
+        limit: int,
+    ) -> list[Any]:
+        position = tuple_(table.c.revision, table.c.uid)
+        since = position > tuple_(after, after_uid) if after_uid is not None else table.c.revision > after
+        query = select(table).where(since, table.c.revision <= current)
+        if kinds:
+            query = query.where(table.c.kind.in_(kinds))
+        query = query.order_by(table.c.revision, table.c.uid).limit(limit)
         return list(await self._session.execute(query))
 
     async def compact_deleted_before(self, cutoff: datetime) -> int:
@@ -115,6 +123,14 @@ class SqlAlchemyRevisionRepository:
             .values(compacted=before)
         )
         return int(getattr(result, "rowcount", 0) or 0)
+
+
+def _position(change: Change) -> tuple[int, str]:
+    return change.object.revision or 0, change.object.uid
+
+
+def _row_position(row: Any) -> tuple[int, str]:
+    return int(row.revision), str(row.uid)
 
 
 def _tombstone(row: Any) -> StoredObject:
