@@ -25,6 +25,7 @@ __all__ = [
     "MERGE_PATCH",
     "PATCH_TYPES",
     "STRATEGIC_MERGE_PATCH",
+    "YAML_LOADER",
     "ApplyConflict",
     "PatchError",
     "apply_configuration",
@@ -42,6 +43,9 @@ PATCH_TYPES: Final = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATC
 """The patch types a built-in resource accepts, in the order the 415 answer lists them."""
 
 MAX_JSON_PATCH_OPERATIONS: Final = 10000
+YAML_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser where PyYAML has it: the pure-Python scanner takes seconds, holding the event loop, on a
+100 KB body of nested flow collections (`[[[[...`), which libyaml refuses at once."""
 
 Object = dict[str, Any]
 
@@ -68,6 +72,13 @@ def apply_patch(content_type: str | None, live: Object, body: bytes | str, kind:
     patch_type = media_type(content_type)
     if patch_type not in PATCH_TYPES:
         raise PatchError(status.unsupported_media_type(PATCH_TYPES))
+    try:
+        return _apply(patch_type, live, body, kind)
+    except RecursionError:
+        raise PatchError(status.bad_request("exceeded max depth")) from None
+
+
+def _apply(patch_type: str, live: Object, body: bytes | str, kind: str) -> Object:
     if patch_type == JSON_PATCH:
         return apply_json_patch(live, _decode_json_patch(body))
     if patch_type == MERGE_PATCH:
@@ -81,7 +92,8 @@ def apply_patch(content_type: str | None, live: Object, body: bytes | str, kind:
 
 
 def _text(body: bytes | str) -> str:
-    return body.decode() if isinstance(body, bytes) else body
+    """The body as text; bytes that are not UTF-8 read as U+FFFD, as Go's decoders read them."""
+    return body.decode(errors="replace") if isinstance(body, bytes) else body
 
 
 def _go_kind(value: Any) -> str:
@@ -102,6 +114,8 @@ def _load(body: bytes | str) -> tuple[Any, str]:
     text = _text(body)
     try:
         return json.loads(text), ""
+    except RecursionError:
+        return None, "exceeded max depth"
     except json.JSONDecodeError as error:
         if error.pos >= len(text.rstrip()):
             return None, "unexpected end of JSON input"
@@ -155,9 +169,11 @@ def _decode_strategic_patch(body: bytes | str) -> Object:
 def decode_apply(body: bytes | str) -> Object:
     """The applied configuration of a server-side apply (YAML or JSON), or PatchError 400."""
     try:
-        document = yaml.safe_load(_text(body))
+        document = yaml.load(_text(body), Loader=YAML_LOADER)
     except yaml.YAMLError as error:
         raise PatchError(status.bad_request(f"error decoding YAML: {error}")) from None
+    except RecursionError:
+        raise PatchError(status.bad_request("error decoding YAML: exceeded max depth")) from None
     if not isinstance(document, dict):
         kind = _go_kind(document)
         raise PatchError(

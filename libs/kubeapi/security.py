@@ -313,9 +313,9 @@ def write_kubeconfig(
     context: str = "podway",
 ) -> Path:
     """A kubeconfig (mode 0600) whose current context reaches `server_url` with `token`, trusting the CA
-    at `ca_path` (embedded as certificate-authority-data)."""
+    at `ca_path` (embedded as certificate-authority-data; none for a server on plain HTTP)."""
     cluster: dict[str, str] = {"server": server_url}
-    if ca_path is not None:  # a plain-HTTP endpoint has no CA to trust
+    if ca_path is not None:
         cluster["certificate-authority-data"] = base64.b64encode(Path(ca_path).read_bytes()).decode()
     config = {
         "apiVersion": "v1",

@@ -88,8 +88,11 @@ def internal_error(message: str) -> dict[str, Any]:
 
 def unknown_error(message: str) -> dict[str, Any]:
     """500 with reason Unknown: how the apiserver answers an error that is not a Status
-    (`responsewriters.ErrorToAPIStatus`)."""
-    return failure(500, "Unknown", message)
+    (`responsewriters.ErrorToAPIStatus`). `StatusReasonUnknown` is the empty string, which the JSON leaves
+    out (kubectl then prints `Error from server: ...` with no reason)."""
+    answer = failure(500, "", message)
+    del answer["reason"]
+    return answer
 
 
 def invalid_patch() -> dict[str, Any]:

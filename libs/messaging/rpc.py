@@ -139,6 +139,12 @@ async def request(
             body, headers = msg.data, msg.headers or {}
     except nats.errors.NoRespondersError as exc:
         raise RpcUnavailable("NoResponders", f"nobody serves {subject}") from exc
+    except nats.errors.MaxPayloadError as exc:
+        limit = connection.max_payload
+        raise RpcError(
+            "RequestTooLarge",
+            f"the request ({len(data)} bytes) is larger than the bus carries ({limit} bytes)",
+        ) from exc
     except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError) as exc:
         raise RpcUnavailable(
             "BusUnavailable", f"the NATS connection went down during {subject}; retry"

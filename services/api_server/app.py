@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 SERVICE = "api_server"
 OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 
+MAX_HEADER_BYTES = 1 << 20
+"""Go's `http.DefaultMaxHeaderBytes`: a long label selector in the URL is served, as by kube-apiserver."""
+
 Handler = Callable[[web.Request, Target], Awaitable[web.StreamResponse]]
 
 
@@ -80,7 +83,13 @@ class ApiServerService:
     async def _listen(self, context: ssl.SSLContext | None) -> None:
         app = web.Application(client_max_size=8 * 1024 * 1024, middlewares=[self._guard])
         app.router.add_route("*", "/{tail:.*}", self.dispatch)
-        self.runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self.runner = web.AppRunner(
+            app,
+            access_log=None,
+            handler_cancellation=True,
+            max_line_size=MAX_HEADER_BYTES,
+            max_field_size=MAX_HEADER_BYTES,
+        )
         await self.runner.setup()
         host, port = self.settings.api_host, self._port()
         site = web.TCPSite(self.runner, host, port, ssl_context=context, reuse_address=True)
@@ -153,7 +162,7 @@ class ApiServerService:
                 )
             )
         except RpcError as error:
-            return refusal(status.internal_error(str(error)))
+            return refusal(_rpc_refusal(error))
         except web.HTTPException:
             raise
         except ConnectionResetError:
@@ -271,6 +280,18 @@ class ApiServerService:
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok")
         return None
+
+
+def _rpc_refusal(error: RpcError) -> dict[str, Any]:
+    """Admission's error answer as the API server's: what is too large for the bus is too large a request;
+    a manifest over admission's limits a bad one."""
+    if error.error_type in ("AnswerTooLarge", "RequestTooLarge"):
+        return status.request_entity_too_large(error.message)
+    if error.error_type == "LimitExceeded":
+        if error.message.startswith("Request entity too large"):
+            return status.failure(413, "RequestEntityTooLarge", error.message)
+        return status.bad_request(error.message)
+    return status.internal_error(str(error))
 
 
 def _watching(request: web.Request) -> bool:

@@ -27,6 +27,9 @@ CHANGES_LIMIT = 2000
 """Changes asked for at once, at most."""
 
 Reply = TypeVar("Reply")
+OBJECT_SHARE = 4
+"""An object may take this share of the bus's largest message: its change event, and a refusal that quotes
+its values back (a 422 names a bad value in its message and its causes), must fit in one message too."""
 
 
 class Admission:
@@ -36,7 +39,7 @@ class Admission:
         self._broker = broker
         self._timeout_s = timeout_s
 
-    async def _call(self, subject: str, payload: BaseModel) -> bytes:
+    async def _call(self, subject: str, payload: BaseModel | bytes) -> bytes:
         return await request(self._broker, subject, payload, timeout_s=self._timeout_s)
 
     async def get(self, kind: str, namespace: str | None, name: str) -> tuple[dict[str, Any], int] | None:
@@ -90,7 +93,13 @@ class Admission:
             field_validation=field_validation,
             expected_revision=expected_revision,
         )
-        return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_APPLY, asked))
+        data = asked.model_dump_json().encode()
+        connection = getattr(self._broker, "_connection", None)
+        limit = (connection.max_payload if connection is not None else 0) // OBJECT_SHARE
+        if limit and len(data) > limit:
+            # Admitted, it could not travel the bus as a change event: refused before it is written.
+            raise RpcError("RequestTooLarge", f"limit is {limit}, got {len(data)} bytes")
+        return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_APPLY, data))
 
     async def delete(self, kind: str, namespace: str | None, name: str) -> ApplyReply:
         asked = DeleteRequest(request_id=f"api-{uuid.uuid4()}", kind=kind, namespace=namespace, name=name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,11 +14,13 @@ import orjson
 import yaml
 from aiohttp import web
 
+from libs.api.limits import LimitExceeded, check_document_shape
 from libs.events.rpc import ApplyReply, Change, ObjectResult
 from libs.kubeapi import status
 from libs.kubeapi.patches import (
     APPLY_PATCH,
     PATCH_TYPES,
+    YAML_LOADER,
     ApplyConflict,
     PatchError,
     apply_configuration,
@@ -65,7 +68,11 @@ class Refused(Exception):
 
 
 def answer(body: dict[str, Any], code: int = 200, *, content_type: str = "application/json") -> web.Response:
-    return web.Response(body=orjson.dumps(body), status=code, headers={"Content-Type": content_type})
+    try:
+        encoded = orjson.dumps(body)
+    except orjson.JSONEncodeError:  # a lone surrogate a client sent, quoted back in a refusal
+        encoded = json.dumps(body).encode()
+    return web.Response(body=encoded, status=code, headers={"Content-Type": content_type})
 
 
 def refusal(answer_: dict[str, Any]) -> web.Response:
@@ -153,7 +160,8 @@ class Verbs:
             raise Refused(status.bad_request("resourceVersion: Invalid value: not a revision")) from None
         initial = since in (None, 0) or _flag(request.query.get("sendInitialEvents"))
         bookmarks = _flag(request.query.get("allowWatchBookmarks"))
-        timeout = float(request.query.get("timeoutSeconds") or 1800)
+        seconds = _int_param("timeoutSeconds", request.query.get("timeoutSeconds"))
+        timeout = 1800 if seconds is None else seconds
         response = web.StreamResponse(
             headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
         )
@@ -255,8 +263,7 @@ class Verbs:
     async def update(self, request: web.Request, target: Target) -> web.StreamResponse:
         manifest = _in_target(await _body(request), target)
         assert target.name is not None
-        if (manifest.get("metadata") or {}).get("name") != target.name:
-            raise Refused(status.bad_request("the name of the object does not match the name on the URL"))
+        _check_name(manifest, target.name)
         try:
             expected = parse_revision((manifest.get("metadata") or {}).get("resourceVersion"))
         except ValueError:
@@ -308,8 +315,14 @@ class Verbs:
                 return await self._apply_create(request, target, body)
             revision = int(current["metadata"]["resourceVersion"])
             patched = self._patched(request, target, media, current, body)
+            _check_name(patched, target.name)
             named = (patched.get("metadata") or {}).get("resourceVersion")
-            expected = parse_revision(str(named)) if named not in (None, "") else revision
+            try:
+                expected = parse_revision(str(named)) if named not in (None, "") else revision
+            except ValueError:
+                raise Refused(
+                    status.bad_request("metadata.resourceVersion: Invalid value: not a revision")
+                ) from None
             reply = await self.admission.apply(
                 _in_target(patched, target),
                 dry_run=_dry_run(request),
@@ -336,7 +349,9 @@ class Verbs:
         try:
             if media == APPLY_PATCH:
                 return server_side_apply(current, _in_target(decode_apply(body), target), request)
-            return managed(current, apply_patch(media, current, body, target.resource.kind), request)
+            patched = apply_patch(media, current, body, target.resource.kind)
+            _metadata(patched, target.resource)
+            return managed(current, patched, request)
         except PatchError as error:
             raise Refused(error.status) from None
 
@@ -356,8 +371,10 @@ class Verbs:
     async def delete(self, request: web.Request, target: Target) -> web.StreamResponse:
         assert target.name is not None
         if target.resource.kind == "Namespace":
-            return await self._delete_namespace(target.name)
+            return await self._delete_namespace(target.name, dry_run=_dry_run(request))
         current = await self._get(target)
+        if _dry_run(request):  # checked, not done: the object stays
+            return answer(_deleted(target, current))
         reply = await self.admission.delete(target.resource.kind, target.namespace, target.name)
         result = _result(reply)
         if result.outcome == "not_found":
@@ -369,17 +386,12 @@ class Verbs:
             # be gone already when read again).
             with contextlib.suppress(Refused):
                 return answer(await self._get(target), 202)
-        details = {"name": target.name, "kind": target.resource.plural, "uid": current["metadata"].get("uid")}
-        if target.resource.group:
-            details["group"] = target.resource.group
-        return answer(
-            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
-        )
+        return answer(_deleted(target, current))
 
     async def _create_namespace(self, request: web.Request, target: Target) -> web.StreamResponse:
         """Namespaces are where objects are: creating one only names it (it exists once it holds objects)."""
         body = await _body(request)
-        name = str((body.get("metadata") or {}).get("name") or "")
+        name = str(_metadata(body, target.resource).get("name") or "")
         if not name:
             raise Refused(
                 status.failure(
@@ -390,12 +402,12 @@ class Verbs:
             )
         return answer(await self._get(Target(target.resource, None, name)), 201)
 
-    async def _delete_namespace(self, name: str) -> web.StreamResponse:
+    async def _delete_namespace(self, name: str, *, dry_run: bool) -> web.StreamResponse:
         """Everything in the namespace is deleted, as upstream's namespace controller does."""
         namespace = lookup("", "v1", "namespaces")
         assert namespace is not None
         shown_ns = await self._get(Target(namespace, None, name))
-        for resource in RESOURCES:
+        for resource in RESOURCES if not dry_run else ():
             if not resource.namespaced or resource.kind == "Event" or resource.group == "events.k8s.io":
                 continue
             items, _, _ = await self._collect(Target(resource, name), None, None, None, None)
@@ -429,10 +441,27 @@ class Verbs:
     async def delete_collection(self, request: web.Request, target: Target) -> web.StreamResponse:
         labels, fields = _selectors(request, target.resource)
         items, _, revision = await self._collect(target, labels, fields, None, None)
-        for obj in items:
+        for obj in items if not _dry_run(request) else []:
             meta = obj.get("metadata") or {}
             await self.admission.delete(target.resource.kind, meta.get("namespace"), str(meta.get("name")))
         return answer(object_list(target.resource, items, revision, None))
+
+
+def _check_name(manifest: dict[str, Any], name: str) -> None:
+    """An update or patch keeps the object's name (`checkName`): anything else is a 400, never a retry."""
+    given = (manifest.get("metadata") or {}).get("name")
+    if given != name:
+        message = f"the name of the object ({given or ''}) does not match the name on the URL ({name})"
+        raise Refused(status.bad_request(message))
+
+
+def _deleted(target: Target, current: dict[str, Any]) -> dict[str, Any]:
+    """The Status a delete answers with."""
+    assert target.name is not None
+    details = {"name": target.name, "kind": target.resource.plural, "uid": current["metadata"].get("uid")}
+    if target.resource.group:
+        details["group"] = target.resource.group
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
 
 
 def server_side_apply(
@@ -524,13 +553,23 @@ def _flag(value: str | None) -> bool:
 
 
 def _limit(value: str | None) -> int | None:
-    if value in (None, "", "0"):
+    limit = _int_param("limit", value)
+    return limit if limit is not None and limit > 0 else None
+
+
+def _int_param(name: str, value: str | None) -> int | None:
+    """An integer query parameter as the API server decodes it (`strconv.ParseInt`, 64 bits); None when
+    absent or empty."""
+    if value is None or value == "":
         return None
-    try:
-        limit = int(value or 0)
-    except ValueError:
-        raise Refused(status.bad_request(f'limit: Invalid value: "{value}"')) from None
-    return limit if limit > 0 else None
+    if not re.fullmatch(r"[+-]?[0-9]+", value):
+        raise Refused(status.bad_request(f"strconv.ParseInt: parsing {json.dumps(value)}: invalid syntax"))
+    number = int(value)
+    if not -(2**63) <= number < 2**63:
+        raise Refused(
+            status.bad_request(f"strconv.ParseInt: parsing {json.dumps(value)}: value out of range")
+        )
+    return number
 
 
 def _selectors(request: web.Request, resource: Resource) -> tuple[LabelSelector | None, FieldSelector | None]:
@@ -581,7 +620,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
     media = media_type(request.headers.get("Content-Type") or "application/json").lower()
     try:
         if media in ("application/yaml", "application/apply-patch+yaml"):
-            loaded = yaml.safe_load(raw.decode())
+            loaded = yaml.load(raw.decode(), Loader=YAML_LOADER)
         elif media.startswith("application/") and media.endswith("json"):
             loaded = json.loads(raw)
         else:
@@ -589,6 +628,8 @@ async def _body(request: web.Request) -> dict[str, Any]:
     except (ValueError, yaml.YAMLError, UnicodeDecodeError) as error:
         message = str(error).splitlines()[0]
         raise Refused(status.bad_request(f"the object provided is unrecognized: {message}")) from None
+    except RecursionError:
+        raise Refused(status.bad_request("the object provided is unrecognized: exceeded max depth")) from None
     if not isinstance(loaded, dict):
         raise Refused(status.bad_request("the object provided is unrecognized"))
     return loaded
@@ -604,6 +645,11 @@ def _writable(manifest: dict[str, Any]) -> dict[str, Any]:
 def _in_target(manifest: dict[str, Any], target: Target) -> dict[str, Any]:
     """The body with the URL's kind and namespace: a body naming another namespace is refused, as upstream."""
     resource = target.resource
+    try:
+        check_document_shape(manifest, 0)  # admission's limits, before anything walks the object
+    except LimitExceeded as error:
+        raise Refused(status.bad_request(str(error))) from None
+    manifest = _scrubbed(manifest)
     if manifest.get("kind") not in (None, resource.kind) or manifest.get("apiVersion") not in (
         None,
         resource.api_version,
@@ -613,7 +659,7 @@ def _in_target(manifest: dict[str, Any], target: Target) -> dict[str, Any]:
             f"version ({resource.api_version})"
         )
         raise Refused(status.bad_request(message))
-    metadata = dict(manifest.get("metadata") or {})
+    metadata = dict(_metadata(manifest, resource))
     if resource.namespaced and target.namespace:
         given = metadata.get("namespace")
         if given not in (None, "", target.namespace):
@@ -626,6 +672,44 @@ def _in_target(manifest: dict[str, Any], target: Target) -> dict[str, Any]:
     return _writable(
         {**manifest, "kind": resource.kind, "apiVersion": resource.api_version, "metadata": metadata}
     )
+
+
+def _metadata(manifest: dict[str, Any], resource: Resource) -> dict[str, Any]:
+    """The object's metadata; a body whose metadata is not an object is refused as the decoder refuses it."""
+    metadata = manifest.get("metadata")
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        kind, version = resource.kind, resource.version
+        message = (
+            f'{kind} in version "{version}" cannot be handled as a {kind}: json: cannot unmarshal '
+            f"{_go_kind(metadata)} into Go struct field {kind}.metadata of type v1.ObjectMeta"
+        )
+        raise Refused(status.bad_request(message))
+    return metadata
+
+
+def _go_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, bool):
+        return "bool"
+    return "number" if isinstance(value, int | float) else "string"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _scrubbed(value: Any) -> Any:
+    """Strings with lone UTF-16 surrogates (a `\\ud800` escape) made valid, as Go's decoder makes them:
+    each becomes U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_scrubbed(key): _scrubbed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(item) for item in value]
+    return value
 
 
 def _result(reply: ApplyReply) -> ObjectResult:

@@ -53,7 +53,9 @@ def parse_revision(text: str | None) -> int | None:
     """A resourceVersion given by a client: None when absent or empty; ValueError when not a revision."""
     if text is None or text == "":
         return None
+    if not isinstance(text, str):
+        raise ValueError(text)
     value = int(text)
-    if value < 0:
+    if not 0 <= value < 2**63:  # the database keeps revisions in 64 bits
         raise ValueError(text)
     return value

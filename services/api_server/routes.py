@@ -49,6 +49,8 @@ def parse(path: str) -> Target | GroupVersionPath:
     if namespace is not None and not resource.namespaced:
         raise UnknownPath(path)
     name = rest[1] if len(rest) > 1 else None
+    if name is not None and resource.namespaced and namespace is None:
+        raise UnknownPath(path)  # `/api/v1/pods/x`: a namespaced object is named in its namespace
     subresource = rest[2] if len(rest) > 2 else None
     if subresource is not None and subresource not in resource.subresources:
         raise UnknownPath(path)

@@ -263,7 +263,7 @@ def test_strategic_merge_patch_errors():
         "json: cannot unmarshal array into Go value of type map[string]interface {}"
     )
     error = refusal(STRATEGIC_MERGE_PATCH, json.dumps({"spec": {"containers": [{"image": "x"}]}}))
-    assert (error.code, error.status["reason"]) == (500, "Unknown")
+    assert (error.code, "reason" in error.status) == (500, False)
     assert error.status["message"] == "map: map[image:x] does not contain declared merge key: name"
     error = refusal(
         STRATEGIC_MERGE_PATCH, json.dumps({"metadata": {"$deleteFromPrimitiveList/finalizers": "a"}})
