@@ -36,6 +36,7 @@ class Subscription:
     """One watch's queue of changes after its starting revision."""
 
     wants: Callable[[Change], bool]
+    after: int = 0
     queue: asyncio.Queue[Change | None] = field(default_factory=asyncio.Queue)
 
 
@@ -83,7 +84,7 @@ class ChangeFeed:
     async def subscribe(self, after: int, wants: Callable[[Change], bool]) -> Subscription:
         """A subscription to every change after revision `after` that `wants` accepts; Expired when the
         deletions since `after` are forgotten."""
-        subscription = Subscription(wants)
+        subscription = Subscription(wants, after)
         await self.current()
         async with self._lock:  # no poll hands out changes between the backlog and the subscription
             for change in await self._since(after):
@@ -135,7 +136,8 @@ class ChangeFeed:
         for change in reply.changes:
             self._recent.append(change)
             for subscription in list(self._subscribers):
-                if subscription.wants(change):
+                # A watch may start after the feed's cursor (a resourceVersion newer than the feed has read).
+                if change.revision > subscription.after and subscription.wants(change):
                     subscription.queue.put_nowait(change)
         following = (reply.revision, reply.partial_uid)
         if _later(following, self._cursor):

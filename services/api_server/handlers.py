@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -153,6 +154,9 @@ class Verbs:
                 return items, token, revision
 
     async def watch(self, request: web.Request, target: Target) -> web.StreamResponse:
+        """Changes as a stream of JSON events. Everything that can fail (the initial list, the backlog since
+        `resourceVersion`) is read before the answer starts, so that a failure is a `Status`, not a stream
+        cut short."""
         labels, fields = _selectors(request, target.resource)
         try:
             since = parse_revision(request.query.get("resourceVersion"))
@@ -162,54 +166,31 @@ class Verbs:
         bookmarks = _flag(request.query.get("allowWatchBookmarks"))
         seconds = _int_param("timeoutSeconds", request.query.get("timeoutSeconds"))
         timeout = 1800 if seconds is None else seconds
+        start = since or 0
+        items: list[dict[str, Any]] = []
+        if initial:
+            items, _, start = await self._collect(target, labels, fields, None, None)
         response = web.StreamResponse(
             headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
         )
         if wants_table(request):
             response[TABLE_OF] = target.resource
-        await response.prepare(request)
-        start = since or 0
-
-        def wants(change: Change) -> bool:
-            obj = change.object
-            if obj.get("kind") != target.resource.kind:
-                return False
-            if target.namespace and (obj.get("metadata") or {}).get("namespace") != target.namespace:
-                return False
-            if target.name and (obj.get("metadata") or {}).get("name") != target.name:
-                return False
-            return _matches(shown(obj, change.revision), labels, fields)
-
-        if initial:
-            start = await self._send_initial(
-                response, target, labels, fields, bookmarks and since is not None
-            )
         try:
-            subscription = await self.feed.subscribe(start, wants)
+            subscription = await self.feed.subscribe(start, _watched(target, labels, fields))
         except Expired as expired:
+            await response.prepare(request)
             await _write_event(response, "ERROR", status.expired(expired.asked, expired.oldest))
             return response
         try:
+            await response.prepare(request)
+            for obj in items:
+                await _write_event(response, "ADDED", _typed(target.resource, obj))
+            if initial and bookmarks and since is not None:
+                await _write_bookmark(response, target.resource, start, initial_end=True)
             await self._stream(response, subscription.queue, target.resource, start, timeout, bookmarks)
         finally:
             self.feed.unsubscribe(subscription)
         return response
-
-    async def _send_initial(
-        self,
-        response: web.StreamResponse,
-        target: Target,
-        labels: LabelSelector | None,
-        fields: FieldSelector | None,
-        end_bookmark: bool,
-    ) -> int:
-        """ADDED for every object that matches now; returns the revision the list is at."""
-        items, _, revision = await self._collect(target, labels, fields, None, None)
-        for obj in items:
-            await _write_event(response, "ADDED", _typed(target.resource, obj))
-        if end_bookmark:
-            await _write_bookmark(response, target.resource, revision, initial_end=True)
-        return revision
 
     async def _stream(
         self,
@@ -586,6 +567,25 @@ def _selectors(request: web.Request, resource: Resource) -> tuple[LabelSelector 
     except SelectorError as error:
         raise Refused(status.bad_request(str(error))) from None
     return labels, fields
+
+
+def _watched(
+    target: Target, labels: LabelSelector | None, fields: FieldSelector | None
+) -> Callable[[Change], bool]:
+    """Which changes a watch on `target` with these selectors wants."""
+
+    def wants(change: Change) -> bool:
+        obj = change.object
+        metadata = obj.get("metadata") or {}
+        if obj.get("kind") != target.resource.kind:
+            return False
+        if target.namespace and metadata.get("namespace") != target.namespace:
+            return False
+        if target.name and metadata.get("name") != target.name:
+            return False
+        return _matches(shown(obj, change.revision), labels, fields)
+
+    return wants
 
 
 def _involved(resource: Resource, fields: FieldSelector | None) -> str | None:

@@ -36,6 +36,7 @@ class KubeStack:
     data_dir: Path
     env: dict[str, str]
     procs: dict[str, subprocess.Popen[bytes]]
+    examples_applied: str = ""
 
     @property
     def kubeconfig(self) -> Path:
@@ -110,6 +111,14 @@ def kubectl(
     )
 
 
+def examples(kube: KubeStack) -> str:
+    """`kubectl apply -f deploy/examples` once per stack (tests may run on several workers, each with its
+    own stack): what that apply printed."""
+    if not kube.examples_applied:
+        kube.examples_applied = ok(kubectl(kube, "apply", "-f", str(EXAMPLES)))
+    return kube.examples_applied
+
+
 def ok(run: subprocess.CompletedProcess[str]) -> str:
     assert run.returncode == 0, run.stderr
     return run.stdout
@@ -135,7 +144,7 @@ spec:
 
 
 def test_kubectl_applies_every_example_and_reads_what_podway_admitted(kube: KubeStack) -> None:
-    out = ok(kubectl(kube, "apply", "-f", str(EXAMPLES)))
+    out = examples(kube)
     assert "podgroup.scheduling.k8s.io/llm-train-worker-0 created" in out
     listed = json.loads(ok(kubectl(kube, "get", "podgroups", "-A", "-o", "json")))
     names = {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in listed["items"]}
@@ -323,11 +332,12 @@ def test_errors_are_the_api_servers(kube: KubeStack) -> None:
 def test_the_python_client_typed_dynamic_and_a_watch_that_survives_a_restart(kube: KubeStack) -> None:
     from kubernetes import client, config, dynamic, watch
 
+    examples(kube)
     api = config.new_client_from_config(config_file=str(kube.kubeconfig))
     core = client.CoreV1Api(api)
     body = client.V1Pod(
         metadata=client.V1ObjectMeta(
-            name="typed", namespace="ml", annotations={"podway.io/run-seconds": "2"}
+            name="typed", namespace="ml", annotations={"podway.io/run-seconds": "600"}
         ),
         spec=client.V1PodSpec(
             containers=[
@@ -348,19 +358,22 @@ def test_the_python_client_typed_dynamic_and_a_watch_that_survives_a_restart(kub
     )
     assert "llm-train-worker-0" in {g.metadata.name for g in groups.get(namespace="ml").items}
 
-    phases = _watch_phases(core, watch, created.metadata.resource_version, stop_at="Running")
-    last = phases[-1][1]
+    before = _watch_pod(
+        core, watch, created.metadata.resource_version, until=lambda kind, pod: pod.status.phase == "Running"
+    )
+    last = before[-1][2]
     kube.stop("api_server")
     kube.start("api_server")
-    api = config.new_client_from_config(config_file=str(kube.kubeconfig))
-    later = _watch_phases(client.CoreV1Api(api), watch, last, stop_at="Succeeded")
-    assert later
-    assert later[-1][0] == "Succeeded"
-    assert all(int(rv) > int(last) for _, rv in later)
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(kube.kubeconfig)))
+    core.delete_namespaced_pod("typed", "ml")
+    after = _watch_pod(core, watch, last, until=lambda kind, pod: kind == "DELETED")
+    assert after[-1][0] == "DELETED"
+    assert all(int(rv) > int(last) for _, _, rv in after), "the resumed watch starts after what it saw"
 
 
-def _watch_phases(core: Any, watch: Any, since: str, *, stop_at: str) -> list[tuple[str, str]]:
-    seen: list[tuple[str, str]] = []
+def _watch_pod(core: Any, watch: Any, since: str, *, until: Any) -> list[tuple[str, str, str]]:
+    """(event type, phase, resourceVersion) of pod `typed` from `since` until `until(type, pod)` holds."""
+    seen: list[tuple[str, str, str]] = []
     for event in watch.Watch().stream(
         core.list_namespaced_pod,
         "ml",
@@ -369,8 +382,8 @@ def _watch_phases(core: Any, watch: Any, since: str, *, stop_at: str) -> list[tu
         timeout_seconds=60,
     ):
         pod = event["object"]
-        seen.append((pod.status.phase, pod.metadata.resource_version))
-        if pod.status.phase == stop_at:
+        seen.append((event["type"], pod.status.phase, pod.metadata.resource_version))
+        if until(event["type"], pod):
             break
     return seen
 

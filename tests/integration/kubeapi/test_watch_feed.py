@@ -80,7 +80,9 @@ async def test_a_watch_sees_every_object_of_a_revision_larger_than_the_bus_carri
                 if len(seen) == PODS:
                     break
     assert len(seen) == PODS
-    async with aiohttp.ClientSession(headers=headers) as http:
-        async with http.get(f"{url}/api/v1/namespaces/bulk/pods") as listed:
-            stored = (await listed.json())["items"]
+    async with (
+        aiohttp.ClientSession(headers=headers) as http,
+        http.get(f"{url}/api/v1/namespaces/bulk/pods") as listed,
+    ):
+        stored = (await listed.json())["items"]
     assert sum(len(json.dumps(item)) for item in stored) > BUS_PAYLOAD, "as read, the revision fits no answer"
