@@ -6,9 +6,9 @@ for a file).
 Stored first, unmeasured: a generated fleet (default 1,000 nodes of 8 GPUs, registered by the node agent)
 and `--pods` pods (10,000) spread over `--namespaces` namespaces, applied through admission in bulk. No
 scheduler runs, so every pod stays Pending (a pending pod is read with its reason for waiting, which costs
-admission more than a bound one). The API server starts last: its change feed cannot read a revision larger
-than the bus carries (the node agent registers its 1,000 nodes and their ResourceSlices in one), so it must
-start after it.
+admission more than a bound one). The API server starts last, so that its change feed starts at the stored
+fleet rather than reading it back (the node agent registers its 1,000 nodes and their ResourceSlices in one
+revision, which the feed reads in pages).
 
 1. List: `kubectl get pods -A` as kubectl asks it (a Table, `limit=--page-size` pages following
    `continue`), `--lists` times one after the other; `list_ms_*` time each whole paginated list, every

@@ -436,9 +436,17 @@ def _check_name(manifest: dict[str, Any], name: str) -> None:
         raise Refused(status.bad_request(message))
 
 
+RETURNS_DELETED = frozenset({"Pod", "Namespace"})
+"""Kinds whose delete answers with the object (marked for deletion), as their upstream registries do; the
+others answer with a Success `Status` (the kubernetes client decodes each as its API says)."""
+
+
 def _deleted(target: Target, current: dict[str, Any]) -> dict[str, Any]:
-    """The Status a delete answers with."""
+    """What a delete answers with."""
     assert target.name is not None
+    if target.resource.kind in RETURNS_DELETED:
+        metadata = {"deletionTimestamp": _now(), **(current.get("metadata") or {})}
+        return {**current, "metadata": metadata}
     details = {"name": target.name, "kind": target.resource.plural, "uid": current["metadata"].get("uid")}
     if target.resource.group:
         details["group"] = target.resource.group
