@@ -29,11 +29,12 @@ from libs.messaging.broker import bus_state, make_broker, start_broker
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
 from libs.runtime.health import BEAT_DETAIL, beat_forever, health_file
 from libs.runtime.shutdown import bounded, cancel_tasks
+from services.api_server.answers import Refused, answer, refusal
 from services.api_server.backend import Admission
 from services.api_server.feed import ChangeFeed
-from services.api_server.handlers import Refused, Verbs, answer, refusal
 from services.api_server.routes import GroupVersionPath, Target, UnknownPath, parse
 from services.api_server.settings import ApiServerSettings
+from services.api_server.writes import Verbs
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from libs.kubeapi.security import ADMIN, VIEWER
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from services.api_server.app import ApiServerService
-from services.api_server.handlers import MAX_BODY
+from services.api_server.requests import MAX_BODY
 from services.api_server.settings import ApiServerSettings
 from tests.conftest import SQLITE_ONLY
 

@@ -1,0 +1,29 @@
+"""Answers: a `Status` for every refusal, JSON for everything else."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+
+class Refused(Exception):
+    """A request answered with a `Status`."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__(answer.get("message"))
+        self.answer = answer
+
+
+def answer(body: dict[str, Any], code: int = 200, *, content_type: str = "application/json") -> web.Response:
+    try:
+        encoded = orjson.dumps(body)
+    except orjson.JSONEncodeError:  # a lone surrogate a client sent, quoted back in a refusal
+        encoded = json.dumps(body).encode()
+    return web.Response(body=encoded, status=code, headers={"Content-Type": content_type})
+
+
+def refusal(answer_: dict[str, Any]) -> web.Response:
+    return answer(answer_, int(answer_.get("code") or 500))

@@ -1,0 +1,317 @@
+"""The writing verbs: create, update, patch (every patch type and server-side apply), delete, deletecollection,
+namespaces, eviction, logs and `kubectl auth whoami`. Every rule is admission's; here a request becomes
+admission's request and its answer the API server's."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from aiohttp import web
+
+from libs.events.rpc import ApplyReply, ObjectResult
+from libs.kubeapi import status
+from libs.kubeapi.patches import (
+    APPLY_PATCH,
+    PATCH_TYPES,
+    ApplyConflict,
+    PatchError,
+    apply_configuration,
+    apply_patch,
+    decode_apply,
+    media_type,
+    record_update,
+)
+from libs.kubeapi.resources import RESOURCES, lookup
+from services.api_server.answers import Refused, answer
+from services.api_server.objects import object_list, parse_revision
+from services.api_server.reads import Reads
+from services.api_server.requests import (
+    check_name,
+    dry_run,
+    field_manager,
+    field_validation,
+    flag,
+    in_target,
+    metadata_of,
+    now_rfc3339,
+    read_body,
+    read_object,
+    selectors,
+)
+from services.api_server.routes import Target
+
+PATCH_ATTEMPTS = 5
+RETURNS_DELETED = frozenset({"Pod", "Namespace"})
+"""Kinds whose delete answers with the object (marked for deletion), as their upstream registries do; the
+others answer with a Success `Status` (the kubernetes client decodes each as its API says)."""
+
+
+class Verbs(Reads):
+    """Every verb: the reading ones and create, update, patch, delete, deletecollection and the pods' eviction
+    and log subresources."""
+
+    async def create(self, request: web.Request, target: Target) -> web.StreamResponse:
+        if target.resource.kind == "Namespace":
+            return await self._create_namespace(request, target)
+        if target.resource.kind == "SelfSubjectReview":
+            return _who_am_i(request)
+        manifest = managed(None, in_target(await read_object(request), target), request)
+        name = str((manifest.get("metadata") or {}).get("name") or "")
+        if not name and (manifest.get("metadata") or {}).get("generateName"):
+            raise Refused(status.bad_request("generateName is not supported by Podway; give metadata.name"))
+        reply = await self.admission.apply(
+            manifest, create_only=True, dry_run=dry_run(request), field_validation=field_validation(request)
+        )
+        result = result_of(reply)
+        if result.outcome == "unchanged":
+            raise Refused(status.already_exists(target.resource.plural, target.resource.group, name))
+        return await self._written(request, target, name, result, 201, reply)
+
+    async def update(self, request: web.Request, target: Target) -> web.StreamResponse:
+        manifest = in_target(await read_object(request), target)
+        assert target.name is not None
+        check_name(manifest, target.name)
+        try:
+            expected = parse_revision((manifest.get("metadata") or {}).get("resourceVersion"))
+        except ValueError:
+            raise Refused(
+                status.bad_request("metadata.resourceVersion: Invalid value: not a revision")
+            ) from None
+        current = await self._get(target)  # update never creates
+        reply = await self.admission.apply(
+            managed(current, manifest, request),
+            dry_run=dry_run(request),
+            field_validation=field_validation(request),
+            expected_revision=expected,
+        )
+        return await self._written(request, target, target.name, result_of(reply), 200, reply)
+
+    async def _written(
+        self,
+        request: web.Request,
+        target: Target,
+        name: str,
+        result: ObjectResult,
+        code: int,
+        reply: ApplyReply,
+    ) -> web.StreamResponse:
+        if result.outcome == "rejected":
+            raise Refused(result.status or status.bad_request(result.message))
+        warnings = [*reply.warnings, *result.warnings]
+        if dry_run(request):
+            body = await read_object(request)
+            response = answer(in_target(body, target), code)
+        else:
+            found = await self._get(Target(target.resource, target.namespace, name))
+            response = answer(found, code)
+        for warning in warnings:
+            response.headers.add("Warning", f'299 - "{warning}"')
+        return response
+
+    async def patch(self, request: web.Request, target: Target) -> web.StreamResponse:
+        """The patch applied to the object as read, written on condition that it is still at that revision;
+        a patch that names no resourceVersion is re-applied when someone wrote in between, as upstream."""
+        assert target.name is not None
+        body = await read_body(request)
+        media = media_type(request.headers.get("Content-Type"))
+        if media not in PATCH_TYPES:
+            raise Refused(status.unsupported_media_type(PATCH_TYPES))
+        for _ in range(PATCH_ATTEMPTS):
+            current = await self._current_or_none(target, creating=media == APPLY_PATCH)
+            if current is None:
+                return await self._apply_create(request, target, body)
+            revision = int(current["metadata"]["resourceVersion"])
+            patched = self._patched(request, target, media, current, body)
+            check_name(patched, target.name)
+            named = (patched.get("metadata") or {}).get("resourceVersion")
+            try:
+                expected = parse_revision(str(named)) if named not in (None, "") else revision
+            except ValueError:
+                raise Refused(
+                    status.bad_request("metadata.resourceVersion: Invalid value: not a revision")
+                ) from None
+            reply = await self.admission.apply(
+                in_target(patched, target),
+                dry_run=dry_run(request),
+                field_validation=field_validation(request),
+                expected_revision=expected,
+            )
+            result = result_of(reply)
+            if _is_conflict(result) and expected == revision and named in (None, "", str(revision)):
+                continue
+            return await self._written(request, target, target.name, result, 200, reply)
+        raise Refused(status.conflict(target.resource.kind, target.name))
+
+    async def _current_or_none(self, target: Target, *, creating: bool) -> dict[str, Any] | None:
+        try:
+            return await self._get(target)
+        except Refused as refused:
+            if creating and refused.answer.get("code") == 404:
+                return None
+            raise
+
+    def _patched(
+        self, request: web.Request, target: Target, media: str, current: dict[str, Any], body: bytes
+    ) -> dict[str, Any]:
+        try:
+            if media == APPLY_PATCH:
+                return server_side_apply(current, in_target(decode_apply(body), target), request)
+            patched = apply_patch(media, current, body, target.resource.kind)
+            metadata_of(patched, target.resource)
+            return managed(current, patched, request)
+        except PatchError as error:
+            raise Refused(error.status) from None
+
+    async def _apply_create(self, request: web.Request, target: Target, body: bytes) -> web.StreamResponse:
+        """Server-side apply of an object that does not exist yet: a create."""
+        try:
+            applied = decode_apply(body)
+        except PatchError as error:
+            raise Refused(error.status) from None
+        manifest = server_side_apply(None, in_target(applied, target), request)
+        reply = await self.admission.apply(
+            manifest, create_only=True, dry_run=dry_run(request), field_validation=field_validation(request)
+        )
+        assert target.name is not None
+        return await self._written(request, target, target.name, result_of(reply), 201, reply)
+
+    async def delete(self, request: web.Request, target: Target) -> web.StreamResponse:
+        assert target.name is not None
+        if target.resource.kind == "Namespace":
+            return await self._delete_namespace(target.name, dry_run=dry_run(request))
+        current = await self._get(target)
+        if dry_run(request):  # checked, not done: the object stays
+            return answer(_deleted(target, current))
+        reply = await self.admission.delete(target.resource.kind, target.namespace, target.name)
+        result = result_of(reply)
+        if result.outcome == "not_found":
+            raise Refused(status.not_found(target.resource.plural, target.resource.group, target.name))
+        if result.outcome == "rejected":
+            raise Refused(result.status or status.bad_request(result.message))
+        if result.outcome == "pending":
+            # Marked for deletion: the object stays until its pods have stopped, as with a finalizer (it may
+            # be gone already when read again).
+            with contextlib.suppress(Refused):
+                return answer(await self._get(target), 202)
+        return answer(_deleted(target, current))
+
+    async def _create_namespace(self, request: web.Request, target: Target) -> web.StreamResponse:
+        """Namespaces are where objects are: creating one only names it (it exists once it holds objects)."""
+        body = await read_object(request)
+        name = str(metadata_of(body, target.resource).get("name") or "")
+        if not name:
+            raise Refused(
+                status.failure(
+                    422,
+                    "Invalid",
+                    'Namespace "" is invalid: metadata.name: Required value: name or generateName is required',
+                )
+            )
+        return answer(await self._get(Target(target.resource, None, name)), 201)
+
+    async def _delete_namespace(self, name: str, *, dry_run: bool) -> web.StreamResponse:
+        """Everything in the namespace is deleted, as upstream's namespace controller does."""
+        namespace = lookup("", "v1", "namespaces")
+        assert namespace is not None
+        shown_ns = await self._get(Target(namespace, None, name))
+        for resource in RESOURCES if not dry_run else ():
+            if not resource.namespaced or resource.kind == "Event" or resource.group == "events.k8s.io":
+                continue
+            items, _, _ = await self._collect(Target(resource, name), None, None, None, None)
+            for obj in items:
+                await self.admission.delete(resource.kind, name, str((obj.get("metadata") or {}).get("name")))
+        return answer({**shown_ns, "status": {"phase": "Terminating"}})
+
+    async def evict(self, request: web.Request, target: Target) -> web.StreamResponse:
+        """`pods/eviction`: the pod is deleted as a bound pod is, which admission answers with `pods.evicted`
+        (the scheduler and the DRA allocator release what it held, the node agent stops it)."""
+        assert target.name is not None
+        await read_object(
+            request
+        )  # an Eviction; its deleteOptions are not honoured (see docs/kubernetes-api.md)
+        await self._get(target)
+        result = result_of(await self.admission.delete("Pod", target.namespace, target.name))
+        if result.outcome == "rejected":
+            raise Refused(result.status or status.bad_request(result.message))
+        return answer(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
+        )
+
+    async def log(self, request: web.Request, target: Target) -> web.StreamResponse:
+        """`pods/log`: the simulated kubelet runs no containers, so a pod has no log to show."""
+        assert target.name is not None
+        await self._get(target)
+        message = (
+            f'pod "{target.name}" has no container logs: the node agent simulates a kubelet and runs no '
+            "containers"
+        )
+        raise Refused(status.bad_request(message))
+
+    async def delete_collection(self, request: web.Request, target: Target) -> web.StreamResponse:
+        labels, fields = selectors(request, target.resource)
+        items, _, revision = await self._collect(target, labels, fields, None, None)
+        for obj in items if not dry_run(request) else []:
+            meta = obj.get("metadata") or {}
+            await self.admission.delete(target.resource.kind, meta.get("namespace"), str(meta.get("name")))
+        return answer(object_list(target.resource, items, revision, None))
+
+
+def _deleted(target: Target, current: dict[str, Any]) -> dict[str, Any]:
+    """What a delete answers with."""
+    assert target.name is not None
+    if target.resource.kind in RETURNS_DELETED:
+        metadata = {"deletionTimestamp": now_rfc3339(), **(current.get("metadata") or {})}
+        return {**current, "metadata": metadata}
+    details = {"name": target.name, "kind": target.resource.plural, "uid": current["metadata"].get("uid")}
+    if target.resource.group:
+        details["group"] = target.resource.group
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}
+
+
+def server_side_apply(
+    current: dict[str, Any] | None, applied: dict[str, Any], request: web.Request
+) -> dict[str, Any]:
+    """The applied configuration merged into the object by its field manager; a field another manager owns
+    with another value is a 409 Conflict unless `force=true`."""
+    manager = request.query.get("fieldManager")
+    if not manager:
+        message = 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch'
+        raise Refused(status.failure(422, "Invalid", message))
+    try:
+        merged, _ = apply_configuration(
+            current, applied, manager, flag(request.query.get("force")), now_rfc3339()
+        )
+    except ApplyConflict as conflict:
+        raise Refused(conflict.status) from None
+    return merged
+
+
+def managed(before: dict[str, Any] | None, after: dict[str, Any], request: web.Request) -> dict[str, Any]:
+    """`after` with its field managers updated for a write that is not an apply (create, update, patch)."""
+    version = str(after.get("apiVersion") or "")
+    fields = record_update(before, after, field_manager(request), "Update", now_rfc3339(), version)
+    return {**after, "metadata": {**(after.get("metadata") or {}), "managedFields": fields}}
+
+
+def _is_conflict(result: ObjectResult) -> bool:
+    return result.outcome == "rejected" and (result.status or {}).get("code") == 409
+
+
+def _who_am_i(request: web.Request) -> web.StreamResponse:
+    """`kubectl auth whoami`: who the token authenticated as."""
+    user = request["user"]
+    info = {"username": user.name, "uid": user.uid, "groups": [*user.groups, "system:authenticated"]}
+    review = {
+        "kind": "SelfSubjectReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "status": {"userInfo": info},
+    }
+    return answer(review, 201)
+
+
+def result_of(reply: ApplyReply) -> ObjectResult:
+    if not reply.results:
+        raise Refused(status.internal_error("admission answered with no result"))
+    return reply.results[0]
