@@ -11,17 +11,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from bench.backends import backends
 from bench.measure import cpu_seconds
 from libs.client.client import PodwayClient
-from libs.messaging.broker import provision_streams
 from libs.runtime.health import health_file, last_beat
-from libs.runtime.nats_server import EmbeddedNatsServer
 
 DEFAULT_PG = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 
@@ -72,28 +70,6 @@ WORKLOAD = {
     "metadata": {"name": "train", "namespace": "bench"},
     "spec": {"podGroupTemplates": [{"name": "worker", "schedulingPolicy": {"gang": {"minCount": 8}}}]},
 }
-
-
-async def _fresh_postgres(base_url: str) -> tuple[str, str]:
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    name = f"podway_bench_{uuid.uuid4().hex[:8]}"
-    admin = make_url(base_url).set(database="postgres").render_as_string(hide_password=False)
-    conn = await asyncpg.connect(admin.replace("postgresql+asyncpg://", "postgresql://"))
-    await conn.execute(f"CREATE DATABASE {name}")
-    await conn.close()
-    return make_url(base_url).set(database=name).render_as_string(hide_password=False), name
-
-
-async def _drop_postgres(base_url: str, name: str) -> None:
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    admin = make_url(base_url).set(database="postgres").render_as_string(hide_password=False)
-    conn = await asyncpg.connect(admin.replace("postgresql+asyncpg://", "postgresql://"))
-    await conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    await conn.close()
 
 
 async def _stream_count(client: PodwayClient) -> int:
@@ -161,33 +137,21 @@ def _start_admission(nats_url: str, database_url: str, data_dir: Path) -> subpro
 
 
 async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    from libs.db.migrate import upgrade
-
-    dropped: str | None = None
-    if args.database == "postgres":
-        database_url, dropped = await _fresh_postgres(args.database_url)
-    else:
-        database_url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
-    await upgrade(database_url)
-    nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
-    await provision_streams(nats.url)
-    proc = _start_admission(nats.url, database_url, tmp)
-    try:
-        service = psutil.Process(proc.pid)
-        cpu_before = cpu_seconds(service)
-        async with PodwayClient(nats.url, timeout_s=120) as client:
-            metrics = await _load(client, args)
-        # Robust to a busy host where the rate is not: what one PodGroup costs the service's one core.
-        metrics["service_cpu_ms_per_podgroup"] = round(
-            (cpu_seconds(service) - cpu_before) * 1000 / args.podgroups, 3
-        )
-        return metrics
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        nats.stop()
-        if dropped:
-            await _drop_postgres(args.database_url, dropped)
+    async with backends(args.database, args.database_url, tmp) as stack:
+        proc = _start_admission(stack.nats_url, stack.database_url, tmp)
+        try:
+            service = psutil.Process(proc.pid)
+            cpu_before = cpu_seconds(service)
+            async with PodwayClient(stack.nats_url, timeout_s=120) as client:
+                metrics = await _load(client, args)
+            # Robust to a busy host where the rate is not: what one PodGroup costs the service's one core.
+            metrics["service_cpu_ms_per_podgroup"] = round(
+                (cpu_seconds(service) - cpu_before) * 1000 / args.podgroups, 3
+            )
+            return metrics
+        finally:
+            proc.terminate()
+            proc.wait(30)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -48,13 +48,12 @@ import aiohttp
 import orjson
 import yaml
 
-from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
+from bench.admission import DEFAULT_PG
+from bench.backends import backends
 from bench.measure import percentile
 from bench.scheduler_e2e import Processes
 from libs.client.client import PodwayClient
-from libs.messaging.broker import provision_streams
 from libs.runtime.health import health_file
-from libs.runtime.nats_server import EmbeddedNatsServer
 
 TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
 """What `kubectl get` asks for."""
@@ -364,32 +363,20 @@ class Phases:
 
 
 async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    from libs.db.migrate import upgrade
-
-    dropped: str | None = None
-    if args.database == "postgres":
-        database_url, dropped = await _fresh_postgres(args.database_url)
-    else:
-        database_url = f"sqlite+aiosqlite:///{tmp / 'bench.db'}"
-    await upgrade(database_url)
-    nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
-    await provision_streams(nats.url)
-    env = {
-        **os.environ,
-        "PODWAY_NATS_URL": nats.url,
-        "PODWAY_DATABASE_URL": database_url,
-        "PODWAY_LOG_LEVEL": "WARNING",
-        "PODWAY_METRICS_PORT": "0",
-        "PODWAY_API_PORT": "0",
-    }
-    procs = Processes(env, tmp, nats_pid=nats.process.pid if nats.process else None)
-    try:
-        return await _measure(args, procs, nats.url, tmp)
-    finally:
-        procs.stop_all()
-        nats.stop()
-        if dropped:
-            await _drop_postgres(args.database_url, dropped)
+    async with backends(args.database, args.database_url, tmp) as stack:
+        env = {
+            **os.environ,
+            "PODWAY_NATS_URL": stack.nats_url,
+            "PODWAY_DATABASE_URL": stack.database_url,
+            "PODWAY_LOG_LEVEL": "WARNING",
+            "PODWAY_METRICS_PORT": "0",
+            "PODWAY_API_PORT": "0",
+        }
+        procs = Processes(env, tmp, nats_pid=stack.nats_pid)
+        try:
+            return await _measure(args, procs, stack.nats_url, tmp)
+        finally:
+            procs.stop_all()
 
 
 async def _measure(args: argparse.Namespace, procs: Processes, nats_url: str, tmp: Path) -> dict[str, Any]:

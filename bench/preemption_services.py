@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from bench.admission import _drop_postgres, _fresh_postgres
+from bench.backends import drop_postgres, fresh_postgres
 from bench.measure import percentile
 from bench.scheduler_e2e import BusWatch, Processes, until_leader
 from libs.client.client import PodwayClient
@@ -71,7 +71,7 @@ def run_services(args: argparse.Namespace) -> dict[str, Any]:
 async def _run(args: argparse.Namespace, fleet: dict[str, int], tmp: Path) -> dict[str, Any]:
     from libs.db.migrate import upgrade
 
-    database_url, dropped = await _fresh_postgres(args.database_url)
+    database_url, dropped = await fresh_postgres(args.database_url)
     await upgrade(database_url)
     nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
     await provision_streams(nats.url)
@@ -151,7 +151,7 @@ async def _run(args: argparse.Namespace, fleet: dict[str, int], tmp: Path) -> di
     finally:
         procs.stop_all()
         nats.stop()
-        await _drop_postgres(args.database_url, dropped)
+        await drop_postgres(args.database_url, dropped)
 
 
 async def _stages(client: PodwayClient, name: str) -> dict[str, float]:

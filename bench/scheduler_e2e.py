@@ -60,7 +60,8 @@ from typing import Any
 import orjson
 import psutil
 
-from bench.admission import DEFAULT_PG, _drop_postgres, _fresh_postgres
+from bench.admission import DEFAULT_PG
+from bench.backends import drop_postgres, fresh_postgres
 from bench.measure import cpu_seconds, host_cpu_seconds, percentile, postgres_cpu_seconds, scheduling_core
 from libs.api.annotations import RUN_SECONDS
 from libs.client.client import PodwayClient
@@ -506,7 +507,7 @@ def apply_to_bound(watch: BusWatch, gangs: list[str]) -> list[float]:
 async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from libs.db.migrate import upgrade
 
-    database_url, dropped = await _fresh_postgres(args.database_url)
+    database_url, dropped = await fresh_postgres(args.database_url)
     await upgrade(database_url)
     nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
     await provision_streams(nats.url)
@@ -694,7 +695,7 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     finally:
         procs.stop_all()
         nats.stop()
-        await _drop_postgres(args.database_url, dropped)
+        await drop_postgres(args.database_url, dropped)
     metrics["nodes"] = nodes
     return dict(metrics)
 
