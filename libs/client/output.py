@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from libs.api.display import age, waiting_condition
+
 KIND_ALIASES: dict[str, str] = {}
 for _kind, _names in {
     "PodGroup": ("podgroup", "podgroups", "pg"),
@@ -30,17 +32,6 @@ def resolve_kind(text: str) -> str:
     if kind is None:
         raise ValueError(f'the server doesn\'t have a resource type "{text}"')
     return kind
-
-
-def age(created: str | None, now: datetime) -> str:
-    """kubectl's short age: 45s, 12m, 3h, 2d."""
-    if not created:
-        return "<unknown>"
-    seconds = max(0, int((now - datetime.fromisoformat(created.replace("Z", "+00:00"))).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -119,13 +110,10 @@ COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
 def waiting(obj: dict[str, Any]) -> str:
     """Why a pending pod or PodGroup waits (`Reason: message` of its PodScheduled / PodGroupScheduled
     condition when False), or `-`."""
-    for condition in (obj.get("status") or {}).get("conditions") or []:
-        if condition.get("type") in WAITING_CONDITIONS and condition.get("status") == "False":
-            return f"{condition.get('reason')}: {condition.get('message')}"
-    return "-"
+    condition = waiting_condition(obj)
+    return f"{condition.get('reason')}: {condition.get('message')}" if condition else "-"
 
 
-WAITING_CONDITIONS = ("PodScheduled", "PodGroupScheduled")
 WIDE_COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
     "PodGroup": (["WAITING"], lambda obj: [waiting(obj)]),
     "Pod": (["WAITING"], lambda obj: [waiting(obj)]),

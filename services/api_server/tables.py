@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from libs.api.display import age, waiting_condition
 from libs.kubeapi.resources import Resource
 
 TABLE_MEDIA = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -37,10 +38,8 @@ def _podway(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _waiting(obj: dict[str, Any]) -> str:
-    for condition in _status(obj).get("conditions") or []:
-        if condition.get("status") == "False" and condition.get("reason"):
-            return str(condition.get("reason"))
-    return ""
+    condition = waiting_condition(obj)
+    return str(condition.get("reason") or "") if condition else ""
 
 
 def _pod(obj: dict[str, Any]) -> list[Any]:
@@ -104,27 +103,13 @@ COLUMNS: dict[str, tuple[list[tuple[str, str]], Row]] = {
 }
 
 
-def age(created: str | None, now: datetime | None = None) -> str:
-    """`kubectl`'s short age: 45s, 3m, 5h, 2d."""
-    if not created:
-        return "<unknown>"
-    try:
-        then = datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError:
-        return "<unknown>"
-    seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * (2 if unit != "d" else 1):
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
-
-
 def table_of(
     resource: Resource, items: list[dict[str, Any]], revision: int | None, token: str | None = None
 ) -> dict[str, Any]:
     """The Table of these objects, each row carrying its object's metadata (kubectl prints names from it); a
     page of a list carries the `continue` token of the next, as a list of objects does."""
     extra, row = COLUMNS.get(resource.kind, ([], lambda _: []))
+    now = datetime.now(UTC)
     definitions = [
         {
             "name": "Name",
@@ -141,7 +126,7 @@ def table_of(
     ]
     rows = [
         {
-            "cells": [_meta(obj).get("name"), *row(obj), age(_meta(obj).get("creationTimestamp"))],
+            "cells": [_meta(obj).get("name"), *row(obj), age(_meta(obj).get("creationTimestamp"), now)],
             "object": {
                 "kind": "PartialObjectMetadata",
                 "apiVersion": "meta.k8s.io/v1",
