@@ -73,12 +73,12 @@ def _job(obj: dict[str, Any]) -> list[Any]:
 
 
 def _node(obj: dict[str, Any]) -> list[Any]:
+    """Ready unless its Ready condition says otherwise (Podway writes it when a node stops being heard)."""
     ready = next((c for c in _status(obj).get("conditions") or [] if c.get("type") == "Ready"), None)
-    state = "Ready" if ready and ready.get("status") == "True" else "NotReady"
+    state = "NotReady" if ready is not None and ready.get("status") != "True" else "Ready"
     if (obj.get("spec") or {}).get("unschedulable"):
         state += ",SchedulingDisabled"
-    gpus = ((_status(obj).get("allocatable") or {}).get("nvidia.com/gpu")) or ""
-    return [state, gpus]
+    return [state, _meta(obj).get("labels", {}).get("topology.example.com/rack", "<none>")]
 
 
 def _claim(obj: dict[str, Any]) -> list[Any]:
@@ -97,7 +97,7 @@ COLUMNS: dict[str, tuple[list[tuple[str, str]], Row]] = {
         _podgroup,
     ),
     "Job": ([("Completions", "string"), ("Active", "integer")], _job),
-    "Node": ([("Status", "string"), ("GPUs", "string")], _node),
+    "Node": ([("Status", "string"), ("Rack", "string")], _node),
     "ResourceClaim": ([("State", "string")], _claim),
     "Namespace": ([("Status", "string")], lambda obj: [_status(obj).get("phase") or "Active"]),
 }
