@@ -15,8 +15,10 @@ revision, which the feed reads in pages).
    page decoded. `list_json_ms_*` do the same for objects (`-o json`, what informers read).
 2. Watch: `--watchers` watch streams on every namespace's pods from the list's resourceVersion, while one
    writer creates and merge-patches pods at `--watch-rate` per second for `--watch-seconds`;
-   `watch_ms_*` run, for each event each watcher receives, from the write's HTTP response (the change was
-   committed) to the event's line read by the watcher.
+   `watch_ms_*` run, for each write and each watcher, from the write's HTTP response (the change was
+   committed) to the first event showing the object at that resourceVersion or later (a watch shows each
+   object's latest state: a write superseded before the feed read it arrives as its successor, counted in
+   `watch_events_superseded`).
 3. Writes: `--clients` clients create and merge-patch pods (in turn) at `--write-rate` requests per second
    in all, open loop: each request has its time fixed in advance and `write_ms_*` run from that time to
    its response, so a slow answer delays and charges the requests queued behind it.
@@ -62,6 +64,8 @@ SETUP_BATCH = 500
 """Pods per apply while storing the fleet's pods."""
 WRITE_GRACE_S = 10.0
 """How long after the write phase's last scheduled request its clients may still send."""
+WATCH_GRACE_S = 30.0
+"""How long after the last watched write the watchers may take to show it; what is missing then is missed."""
 
 TARGETS_MS = {"list": 500.0, "watch": 50.0, "write": 50.0}
 """The issue's p99 targets."""
@@ -204,22 +208,31 @@ async def measure_lists(http: aiohttp.ClientSession, args: argparse.Namespace) -
 
 @dataclass(eq=False)
 class Watcher:
-    """One watch stream: when each (name, resourceVersion) arrived."""
+    """One watch stream: when each object's revisions arrived, in arrival order."""
 
-    seen: dict[tuple[str, str], float] = field(default_factory=dict)
+    seen: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self, http: aiohttp.ClientSession, since: str, seconds: float) -> None:
-        query = {"watch": "true", "resourceVersion": since, "timeoutSeconds": str(int(seconds) + 30)}
+        query = {"watch": "true", "resourceVersion": since, "timeoutSeconds": str(int(seconds) + 90)}
         async with http.get("/api/v1/pods", params=query) as response:
             if response.status != 200:
                 raise RuntimeError(f"watch: {response.status} {await response.text()}")
             self.ready.set()
             async for line in response.content:
                 arrived = time.perf_counter()
-                event = orjson.loads(line)
-                metadata = event["object"]["metadata"]
-                self.seen.setdefault((metadata.get("name"), metadata["resourceVersion"]), arrived)
+                metadata = orjson.loads(line)["object"]["metadata"]
+                revision = int(metadata["resourceVersion"])
+                self.seen.setdefault(metadata.get("name"), []).append((revision, arrived))
+
+    def delivered(self, name: str, revision: int) -> tuple[float, bool] | None:
+        """When the watch first showed `name` at `revision` or later, and whether it was that very revision.
+        A watch shows each object's latest state: a write superseded before the feed read it arrives as the
+        state that superseded it."""
+        for seen, arrived in self.seen.get(name, ()):
+            if seen >= revision:
+                return arrived, seen == revision
+        return None
 
 
 async def measure_watches(
@@ -232,28 +245,38 @@ async def measure_watches(
         await asyncio.wait_for(asyncio.gather(*(w.ready.wait() for w in watchers)), 60)
         await asyncio.sleep(0.5)  # each stream's subscription follows its response's headers
         committed = await _watched_writes(http, args)
-        await asyncio.sleep(1.0)  # the last events on their way
+        await _all_delivered(watchers, committed, WATCH_GRACE_S)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    latencies = [
-        (w.seen[key] - at) * 1000 for w in watchers for key, at in committed.items() if key in w.seen
-    ]
-    expected = len(committed) * len(watchers)
+    deliveries = [(w.delivered(name, rv), at) for w in watchers for (name, rv), at in committed.items()]
+    latencies = [(found[0] - at) * 1000 for found, at in deliveries if found]
     return {
         **summary("watch", latencies),
         "watch_events": len(latencies),
-        "watch_events_missed": expected - len(latencies),
+        "watch_events_missed": len(deliveries) - len(latencies),
+        "watch_events_superseded": sum(1 for found, _ in deliveries if found and not found[1]),
         "watch_writes": len(committed),
     }
 
 
+async def _all_delivered(
+    watchers: list[Watcher], committed: dict[tuple[str, int], float], grace_s: float
+) -> None:
+    """Returns once every watcher showed every write, or after `grace_s` (what is missing then is missed)."""
+    deadline = time.perf_counter() + grace_s
+    while time.perf_counter() < deadline:
+        if all(w.delivered(name, rv) for w in watchers for name, rv in committed):
+            return
+        await asyncio.sleep(0.02)
+
+
 async def _watched_writes(
     http: aiohttp.ClientSession, args: argparse.Namespace
-) -> dict[tuple[str, str], float]:
+) -> dict[tuple[str, int], float]:
     """Creates and patches in turn at the watch rate: when each write's response returned, by the (name,
     resourceVersion) its event will carry."""
-    committed: dict[tuple[str, str], float] = {}
+    committed: dict[tuple[str, int], float] = {}
     created: list[str] = []
     started = time.perf_counter()
     for step in range(int(args.watch_rate * args.watch_seconds)):
@@ -264,7 +287,7 @@ async def _watched_writes(
         else:
             written = await patch_pod(http, created[-1], "bench-watch", step)
         metadata = written["metadata"]
-        committed[(metadata["name"], metadata["resourceVersion"])] = time.perf_counter()
+        committed[(metadata["name"], int(metadata["resourceVersion"]))] = time.perf_counter()
     return committed
 
 

@@ -26,6 +26,7 @@ def test_a_tiny_run_measures_lists_watches_and_writes() -> None:
     metrics = report["metrics"]
     assert 0 < metrics["list_ms_p50"] <= metrics["list_ms_p99"]
     assert metrics["watch_events"] == metrics["watch_writes"] * 2
+    assert 0 <= metrics["watch_events_superseded"] <= metrics["watch_events"]
     assert metrics["watch_events_missed"] == 0
     assert metrics["write_requests"] == 10
     assert metrics["write_errors"] == metrics["write_unsent"] == 0
