@@ -1,23 +1,51 @@
 """Revisions: the order of committed object changes, as the Kubernetes API's resourceVersion needs it.
 
-Writes leave the objects they touch unstamped (a trigger clears `revision`; a delete leaves an unstamped
-tombstone); the unit of work calls `stamp` as the last statement before it commits: it takes the next revision
-under the counter's row lock, held only until that commit, so a reader that sees revision N has seen every
-commit before it. Repositories that write objects call `objects_written` so that transactions writing none
-skip the counter."""
+PostgreSQL (migration 0008): a trigger gives each written object, and each deletion's tombstone, its
+transaction's revision, taken from a sequence at the transaction's first object write (after the transaction
+has its id). Revisions then do not follow commit order: a transaction with revision 10 may commit after one
+with 11. A reader therefore settles first (`current`): it reads the sequence's last value L, then waits until
+every transaction that was writing has ended; every revision up to L is then committed or gone for good, so a
+read after that sees all of them and a cursor at L skips none. Only writing transactions are waited for (a
+reader has no transaction id), and those are short: units of work.
+
+SQLite (migrations 0007): writers are one at a time, so the unit of work stamps what a transaction wrote with
+the next revision as the last statement before it commits (a trigger leaves written objects unstamped), and
+revisions follow commit order. Repositories that write objects call `objects_written` so that transactions
+writing none skip the counter."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, tuple_, update
+from sqlalchemy import func, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.records import Change, Changes, StoredObject
+from libs.db.repositories._sql import on_postgres
 from libs.db.schema import object_tombstones, objects, revisions
 
 _WRITTEN = "podway.objects_written"
+SETTLE_TIMEOUT_S = 10.0
+"""How long a reader waits for the transactions writing when it asked to end."""
+_TAKEN = text("SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM object_revision")
+# A transaction holds the lock on its own id from the moment it has one until it has ended and its writes are
+# visible (as row locks wait for it); pg_snapshot_xip would miss ids assigned after the newest completed one.
+_WRITING = text(
+    "SELECT CAST(l.transactionid AS text) FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid "
+    "WHERE l.locktype = 'transactionid' AND l.mode = 'ExclusiveLock' AND l.granted "
+    "AND a.datname = current_database() AND l.pid <> pg_backend_pid()"
+)
+_STILL_WRITING = text(
+    "SELECT CAST(transactionid AS text) FROM pg_locks WHERE locktype = 'transactionid' "
+    "AND mode = 'ExclusiveLock' AND granted AND transactionid = ANY(CAST(CAST(:xids AS text[]) AS xid[]))"
+)
+
+
+class RevisionsUnsettled(Exception):
+    """A transaction that writes objects stayed open longer than a reader may wait for it."""
 
 
 def objects_written(session: AsyncSession) -> None:
@@ -27,7 +55,7 @@ def objects_written(session: AsyncSession) -> None:
 
 async def stamp(session: AsyncSession) -> int | None:
     """Give what this transaction wrote the next revision; None when it wrote no object."""
-    if not session.info.pop(_WRITTEN, False):
+    if not session.info.pop(_WRITTEN, False) or on_postgres(session):
         return None
     bumped = update(revisions).where(revisions.c.id == 1).values(current=revisions.c.current + 1)
     revision = int((await session.execute(bumped.returning(revisions.c.current))).scalar_one())
@@ -53,9 +81,26 @@ class SqlAlchemyRevisionRepository:
         self._session = session
 
     async def current(self) -> tuple[int, int]:
-        """(the last committed revision, the oldest revision a watch may resume after)."""
+        """(the last settled revision: every revision up to it has committed or never will, the oldest
+        revision a watch may resume after). What is read after this call sees every revision up to it."""
         row = (await self._session.execute(select(revisions.c.current, revisions.c.compacted))).one()
+        if on_postgres(self._session):
+            return await self._settled(), int(row.compacted)
         return int(row.current), int(row.compacted)
+
+    async def _settled(self) -> int:
+        taken = int((await self._session.execute(_TAKEN)).scalar_one())
+        writing = list((await self._session.execute(_WRITING)).scalars())
+        deadline, pause = time.monotonic() + SETTLE_TIMEOUT_S, 0.0005
+        while writing:
+            if time.monotonic() > deadline:
+                raise RevisionsUnsettled(
+                    f"transactions {', '.join(writing)} kept writing for over {SETTLE_TIMEOUT_S:.0f} s"
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.02)
+            writing = list((await self._session.execute(_STILL_WRITING, {"xids": writing})).scalars())
+        return taken
 
     async def changes_after(
         self, after: int, *, after_uid: str | None = None, kinds: list[str] | None = None, limit: int = 5000
