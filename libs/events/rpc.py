@@ -32,6 +32,11 @@ class ApplyRequest(_Message):
         description="Unknown fields: refuse the object (Strict), admit it with a warning per field (Warn), "
         "or admit it silently (Ignore); the API server's `fieldValidation`",
     )
+    read_back: bool = Field(
+        default=False,
+        description="Answer with each object written as `get` reads it once committed (ObjectResult.object), "
+        "so that a caller who shows what it wrote need not ask again",
+    )
 
 
 class ObjectResult(_Message):
@@ -45,6 +50,10 @@ class ObjectResult(_Message):
     message: str = Field(default="", description="Rejection text in the API server's wording")
     status: dict[str, Any] | None = Field(default=None, description="Kubernetes Status for rejections")
     warnings: list[str] = Field(default_factory=list)
+    object: dict[str, Any] | None = Field(
+        default=None, description="With `read_back`: the object written, as `get` reads it after the commit"
+    )
+    revision: int | None = Field(default=None, description="With `read_back`: the object's revision")
 
 
 class ApplyReply(_Message):

@@ -213,7 +213,14 @@ class AdmissionService:
         prepared = PreparedApply(request.request_id, batch, request.expected_revision)
         if request.dry_run:
             return await self._dry_run(prepared)
-        return await self.batcher.submit(prepared)
+        reply = await self.batcher.submit(prepared)
+        return await self._read_back(reply) if request.read_back else reply
+
+    async def _read_back(self, reply: ApplyReply) -> ApplyReply:
+        """Each object written (or left unchanged), as `get` reads it now that it is committed."""
+        async with self.uow() as uow:
+            results = [await _with_object(uow, result) for result in reply.results]
+        return reply.model_copy(update={"results": results})
 
     async def _dry_run(self, prepared: PreparedApply) -> ApplyReply:
         request_id, batch, _ = prepared
@@ -372,6 +379,16 @@ class AdmissionService:
         request = EventsRequest.model_validate_json(body)
         async with self.uow() as uow:
             return await queries.events(uow, request)
+
+
+async def _with_object(uow: UnitOfWork, result: ObjectResult) -> ObjectResult:
+    if result.outcome not in ("created", "updated", "unchanged") or not result.kind or not result.name:
+        return result
+    asked = GetRequest(kind=result.kind, namespace=result.namespace or "", name=result.name)
+    found = await queries.get_objects(uow, asked)
+    if not found.items:
+        return result
+    return result.model_copy(update={"object": found.items[0], "revision": found.item_revisions[0]})
 
 
 async def _stale(uow: UnitOfWork, prepared: PreparedApply) -> ApplyReply | None:

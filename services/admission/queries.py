@@ -37,22 +37,26 @@ async def get_objects(uow: UnitOfWork, request: GetRequest) -> GetReply:
     `status.podway`, and a pending pod's or PodGroup's waiting condition (see pending.py). A list with a
     `limit` is one page, with the token of the next when more follow."""
     token = None
+    if request.name is not None and request.kind not in ("Namespace", "Event"):
+        # One object has its own revision: no list revision to settle.
+        stored = await uow.objects.get(request.kind, request.namespace or "", request.name)
+        return GetReply(
+            items=await _readable(uow, request.kind, [stored] if stored else []),
+            revision=(stored.revision or 0) if stored else 0,
+            item_revisions=[stored.revision or 0] if stored else [],
+        )
     revision, _ = await uow.revisions.current()
     if request.kind == "Namespace":
         return await _namespaces(uow, request, revision)
     if request.kind == "Event":
         return await _kube_events(uow, request, revision)
-    if request.name is not None:
-        stored = await uow.objects.get(request.kind, request.namespace or "", request.name)
-        objects = [stored] if stored else []
-    else:
-        namespace = None if request.all_namespaces else request.namespace
-        after = continue_after(request.continue_token) if request.continue_token else None
-        wanted = request.limit + 1 if request.limit is not None else None
-        objects = await uow.objects.find(request.kind, namespace, after=after, limit=wanted)
-        if request.limit is not None and len(objects) > request.limit:
-            objects = objects[: request.limit]
-            token = continue_token(objects[-1].namespace, objects[-1].name)
+    namespace = None if request.all_namespaces else request.namespace
+    after = continue_after(request.continue_token) if request.continue_token else None
+    wanted = request.limit + 1 if request.limit is not None else None
+    objects = await uow.objects.find(request.kind, namespace, after=after, limit=wanted)
+    if request.limit is not None and len(objects) > request.limit:
+        objects = objects[: request.limit]
+        token = continue_token(objects[-1].namespace, objects[-1].name)
     return GetReply(
         items=await _readable(uow, request.kind, objects),
         continue_token=token,

@@ -50,6 +50,9 @@ async def load_view(uow: UnitOfWork, keys: Iterable[ObjectKey]) -> AdmissionView
     keys = sorted(keys)
     for stored in await uow.objects.get_many(keys):
         view.put(known_from_stored(stored))
+    pods = [known.uid for known in view.objects.values() if known.kind == "Pod"]
+    if pods:
+        view.nodes_of_pods = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
     new_workloads = [
         (ns, name) for kind, ns, name in keys if kind == "Workload" and view.get((kind, ns, name)) is None
     ]

@@ -92,6 +92,7 @@ class Admission:
             dry_run=dry_run,
             field_validation=field_validation,
             expected_revision=expected_revision,
+            read_back=not dry_run,
         )
         data = asked.model_dump_json().encode()
         connection = getattr(self._broker, "_connection", None)

@@ -24,8 +24,8 @@ from libs.kubeapi.patches import (
 )
 from libs.kubeapi.resources import RESOURCES, lookup
 from services.api_server.answers import Refused, answer
-from services.api_server.objects import object_list, parse_revision
-from services.api_server.reads import Reads
+from services.api_server.objects import object_list, parse_revision, shown
+from services.api_server.reads import Reads, typed
 from services.api_server.requests import (
     check_name,
     dry_run,
@@ -102,6 +102,8 @@ class Verbs(Reads):
         if dry_run(request):
             body = await read_object(request)
             response = answer(in_target(body, target), code)
+        elif result.object is not None and result.revision is not None:
+            response = answer(typed(target.resource, shown(result.object, result.revision)), code)
         else:
             found = await self._get(Target(target.resource, target.namespace, name))
             response = answer(found, code)

@@ -287,6 +287,8 @@ def admit_document(
     checked with that object, hence Ignore by default."""
     key = raw_key(doc)
     existing = view.get(key) if key else None
+    if existing is not None and existing.kind == "Pod":
+        doc = _without_current_node(doc, existing, view)
     workload: Workload | None = None
     reference_errors: list[FieldError] = []
     if key is not None and key[0] == "PodGroup":
@@ -319,6 +321,21 @@ def admit_document(
     if isinstance(obj, Pod):
         warnings += _implied_podgroup(obj, view, decision, ctx)
     return store_object(obj, existing, view, decision, ctx, warnings, generated_uid=generated_uid)
+
+
+def _without_current_node(doc: Mapping[str, Any], pod: KnownObject, view: AdmissionView) -> Mapping[str, Any]:
+    """A pod's manifest read back names the node it is bound to in `spec.nodeName`; that binding is not part
+    of its stored spec, so naming it asks for no change (naming another node still does)."""
+    spec = doc.get("spec")
+    if not isinstance(spec, dict) or "nodeName" not in spec:
+        return doc
+    ran_on = ((pod.manifest.get("status") or {}).get("podway") or {}).get("nodeName")
+    named = spec["nodeName"]
+    if named is None or named not in (view.nodes_of_pods.get(pod.uid), ran_on):
+        return doc
+    if (pod.manifest.get("spec") or {}).get("nodeName") == named:
+        return doc  # the pod named its node when it was created
+    return {**doc, "spec": {k: v for k, v in spec.items() if k != "nodeName"}}
 
 
 def _implied_podgroup(pod: Pod, view: AdmissionView, decision: BatchDecision, ctx: ApplyContext) -> list[str]:

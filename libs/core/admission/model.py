@@ -82,6 +82,8 @@ class AdmissionView:
 
     objects: dict[ObjectKey, KnownObject] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    nodes_of_pods: dict[str, str] = field(default_factory=dict)
+    """The node each stored pod of the batch is bound to (its binding is not part of its stored spec)."""
     _awaiting: dict[tuple[str, str], dict[ObjectKey, KnownObject]] = field(default_factory=dict)
 
     def get(self, key: ObjectKey) -> KnownObject | None:

@@ -11,7 +11,7 @@ from libs.client.client import PodwayClient
 from libs.client.quick import ReadClient
 from libs.events.catalogue import RpcSubject
 from libs.events.envelope import Envelope
-from libs.events.rpc import GetReply, GetRequest
+from libs.events.rpc import ApplyReply, ApplyRequest, GetReply, GetRequest
 from libs.events.scheduling import PodGroupRef, PodGroupRestarted, PodRef, PodsFailed, PodsSucceeded
 from libs.messaging.errors import RpcError
 from libs.messaging.rpc import request
@@ -238,3 +238,33 @@ async def test_a_continue_token_the_server_did_not_make_is_refused(stack):
             RpcSubject.ADMISSION_GET,
             GetRequest(kind="Pod", namespace=NAMESPACE, limit=2, continue_token="not a token"),
         )
+
+
+async def test_an_apply_that_asks_to_read_back_answers_with_each_object_as_get_reads_it(stack):
+    _, client = stack
+
+    async def apply(manifest: dict, read_back: bool) -> ApplyReply:
+        asked = ApplyRequest(request_id="read-back", manifests=[manifest], read_back=read_back)
+        return ApplyReply.model_validate_json(await request(client.broker, RpcSubject.ADMISSION_APPLY, asked))
+
+    created = (await apply(pod("shown"), read_back=True)).results[0]
+    labelled = pod("shown")
+    labelled["metadata"]["labels"] = {"seen": "yes"}
+    updated = (await apply(labelled, read_back=True)).results[0]
+    silent = (await apply(pod("quiet"), read_back=False)).results[0]
+
+    got = GetReply.model_validate_json(
+        await request(
+            client.broker, RpcSubject.ADMISSION_GET, GetRequest(kind="Pod", namespace=NAMESPACE, name="shown")
+        )
+    )
+    assert created.outcome == "created"
+    assert created.object is not None
+    assert created.object["metadata"]["uid"] == got.items[0]["metadata"]["uid"]
+    assert updated.outcome == "updated"
+    assert updated.object == got.items[0]
+    assert updated.revision == got.item_revisions[0]
+    assert created.revision is not None
+    assert updated.revision > created.revision
+    assert silent.object is None
+    assert silent.revision is None
