@@ -62,11 +62,20 @@ class ApplyReply(_Message):
     warnings: list[str] = Field(default_factory=list, description="Warnings about the whole batch")
 
 
+Propagation = Literal["Foreground", "Background", "Orphan"]
+
+
 class DeleteRequest(_Message):
     request_id: str
     kind: str
     namespace: str | None = None
     name: str
+    propagation: Propagation | None = Field(
+        default=None,
+        description="What becomes of the objects it owns (the API server's propagationPolicy): Foreground, "
+        "it stays marked until they are gone; Background, it goes now and they are deleted; Orphan, it goes now "
+        "and they stay, without its ownerReference. None: Podway's default, Foreground",
+    )
 
 
 class GetRequest(_Message):

@@ -312,7 +312,15 @@ class AdmissionService:
             scope = [known_from_stored(o) for o in await queries.namespace_objects(uow, key[1])]
             pods = [o.uid for o in scope if o.kind == "Pod"]
             bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
-            decision = decide_delete(key, view, scope, bound, request.request_id, now=iso(self.clock()))
+            decision = decide_delete(
+                key,
+                view,
+                scope,
+                bound,
+                request.request_id,
+                now=iso(self.clock()),
+                propagation=request.propagation,
+            )
             await write_decision(uow, decision, now=self.clock())
             await uow.commit()
         return ApplyReply(request_id=request.request_id, results=decision.results)

@@ -8,6 +8,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from libs.kubeapi.security import User
+
+USER = web.RequestKey("user", User)
+"""Who sent the request, once authenticated."""
+
 
 class Refused(Exception):
     """A request answered with a `Status`."""

@@ -29,7 +29,7 @@ from libs.messaging.broker import bus_state, make_broker, start_broker
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
 from libs.runtime.health import BEAT_DETAIL, beat_forever, health_file
 from libs.runtime.shutdown import bounded, cancel_tasks
-from services.api_server.answers import Refused, answer, refusal
+from services.api_server.answers import USER, Refused, answer, refusal
 from services.api_server.backend import Admission
 from services.api_server.feed import ChangeFeed
 from services.api_server.routes import GroupVersionPath, Target, UnknownPath, parse
@@ -149,7 +149,7 @@ class ApiServerService:
         user = self.tokens.authenticate(request.headers.get("Authorization"))
         if user is None:
             return refusal(status.unauthorized())
-        request["user"] = user
+        request[USER] = user
         try:
             return await handler(request)
         except Refused as refused:
@@ -191,7 +191,7 @@ class ApiServerService:
                 )
             return answer(found)
         verb, handler = self._verb(request, target)
-        self._authorize(request["user"], verb, target)
+        self._authorize(request[USER], verb, target)
         return await handler(request, target)
 
     def _verb(self, request: web.Request, target: Target) -> tuple[str, Handler]:

@@ -17,6 +17,7 @@ from libs.events.rpc import (
     DeleteRequest,
     GetReply,
     GetRequest,
+    Propagation,
 )
 from libs.messaging.broker import Broker
 from libs.messaging.errors import RpcError
@@ -102,8 +103,16 @@ class Admission:
             raise RpcError("RequestTooLarge", f"limit is {limit}, got {len(data)} bytes")
         return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_APPLY, data))
 
-    async def delete(self, kind: str, namespace: str | None, name: str) -> ApplyReply:
-        asked = DeleteRequest(request_id=f"api-{uuid.uuid4()}", kind=kind, namespace=namespace, name=name)
+    async def delete(
+        self, kind: str, namespace: str | None, name: str, *, propagation: Propagation | None = None
+    ) -> ApplyReply:
+        asked = DeleteRequest(
+            request_id=f"api-{uuid.uuid4()}",
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            propagation=propagation,
+        )
         return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_DELETE, asked))
 
     async def changes(

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 from aiohttp import web
 
+from libs.api.errors import FieldError, FieldPath, invalid, not_supported
 from libs.api.limits import LimitExceeded, check_document_shape
+from libs.events.rpc import Propagation
 from libs.kubeapi import status
 from libs.kubeapi.patches import (
     YAML_LOADER,
@@ -211,3 +214,69 @@ def field_manager(request: web.Request) -> str:
 
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+PROPAGATIONS = ("Foreground", "Background", "Orphan")
+
+
+@dataclass(frozen=True)
+class DeleteOptions:
+    """A delete's options (`meta/v1 DeleteOptions`), from its query and its body, as upstream reads them."""
+
+    propagation: Propagation | None = None
+    grace_seconds: int | None = None
+    dry_run: bool = False
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+async def delete_options(request: web.Request) -> DeleteOptions:
+    """The query's options, then the body's over them; refused in the API server's words when invalid."""
+    query = request.query
+    given: dict[str, Any] = {
+        "propagationPolicy": query.get("propagationPolicy") or None,
+        "gracePeriodSeconds": int_param("gracePeriodSeconds", query.get("gracePeriodSeconds")),
+        "dryRun": query.getall("dryRun", []),
+    }
+    if "orphanDependents" in query:
+        given["orphanDependents"] = flag(query.get("orphanDependents"))
+    raw = await read_body(request)
+    if raw.strip():
+        try:
+            body = json.loads(raw)
+        except ValueError as error:
+            raise Refused(status.bad_request(f"invalid DeleteOptions: {error}")) from None
+        if not isinstance(body, dict):
+            raise Refused(status.bad_request("invalid DeleteOptions: not an object"))
+        given |= {k: v for k, v in body.items() if k not in ("kind", "apiVersion") and v is not None}
+    return _checked_delete_options(given)
+
+
+def _checked_delete_options(given: dict[str, Any]) -> DeleteOptions:
+    policy, orphan = given.get("propagationPolicy"), given.get("orphanDependents")
+    errors: list[FieldError] = []
+    if orphan is not None and policy is not None:
+        message = "orphanDependents and deletionPropagation cannot be both set"
+        errors.append(invalid(FieldPath("propagationPolicy"), policy, message))
+    if policy is not None and policy not in PROPAGATIONS:
+        errors.append(not_supported(FieldPath("propagationPolicy"), policy, [*PROPAGATIONS, "nil"]))
+    dry = given.get("dryRun") or []
+    for position, value in enumerate(dry if isinstance(dry, list) else [dry]):
+        if value != "All":
+            errors.append(not_supported(FieldPath("dryRun").index(position), value, ["All"]))
+    grace = given.get("gracePeriodSeconds")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int)):
+        errors.append(invalid(FieldPath("gracePeriodSeconds"), grace, "must be an integer"))
+    if errors:
+        raise Refused(status.invalid("DeleteOptions.meta.k8s.io", "", errors))
+    if orphan is not None:
+        policy = "Orphan" if orphan else "Background"
+    preconditions = given.get("preconditions") or {}
+    return DeleteOptions(
+        propagation=policy,
+        # Negative values are treated as 1 s on the delete path, as upstream does.
+        grace_seconds=None if grace is None else 1 if grace < 0 else grace,
+        dry_run=bool(dry),
+        uid=preconditions.get("uid") if isinstance(preconditions, dict) else None,
+        resource_version=preconditions.get("resourceVersion") if isinstance(preconditions, dict) else None,
+    )

@@ -23,11 +23,13 @@ from libs.kubeapi.patches import (
     record_update,
 )
 from libs.kubeapi.resources import RESOURCES, lookup
-from services.api_server.answers import Refused, answer
+from services.api_server.answers import USER, Refused, answer
 from services.api_server.objects import object_list, parse_revision, shown
 from services.api_server.reads import Reads, typed
 from services.api_server.requests import (
+    DeleteOptions,
     check_name,
+    delete_options,
     dry_run,
     field_manager,
     field_validation,
@@ -182,10 +184,14 @@ class Verbs(Reads):
         assert target.name is not None
         if target.resource.kind == "Namespace":
             return await self._delete_namespace(target.name, dry_run=dry_run(request))
+        options = await delete_options(request)
         current = await self._get(target)
-        if dry_run(request):  # checked, not done: the object stays
+        _check_preconditions(target, current, options)
+        if options.dry_run or dry_run(request):  # checked, not done: the object stays
             return answer(_deleted(target, current))
-        reply = await self.admission.delete(target.resource.kind, target.namespace, target.name)
+        reply = await self.admission.delete(
+            target.resource.kind, target.namespace, target.name, propagation=options.propagation
+        )
         result = result_of(reply)
         if result.outcome == "not_found":
             raise Refused(status.not_found(target.resource.plural, target.resource.group, target.name))
@@ -251,12 +257,31 @@ class Verbs(Reads):
         raise Refused(status.bad_request(message))
 
     async def delete_collection(self, request: web.Request, target: Target) -> web.StreamResponse:
+        options = await delete_options(request)
         labels, fields = selectors(request, target.resource)
         items, _, revision = await self._collect(target, labels, fields, None, None)
-        for obj in items if not dry_run(request) else []:
+        for obj in items if not (options.dry_run or dry_run(request)) else []:
             meta = obj.get("metadata") or {}
-            await self.admission.delete(target.resource.kind, meta.get("namespace"), str(meta.get("name")))
+            await self.admission.delete(
+                target.resource.kind,
+                meta.get("namespace"),
+                str(meta.get("name")),
+                propagation=options.propagation,
+            )
         return answer(object_list(target.resource, items, revision, None))
+
+
+def _check_preconditions(target: Target, current: dict[str, Any], options: DeleteOptions) -> None:
+    """A delete's preconditions on uid and resourceVersion, refused with 409 as upstream refuses them."""
+    assert target.name is not None
+    metadata = current.get("metadata") or {}
+    for field, wanted in (("UID", options.uid), ("ResourceVersion", options.resource_version)):
+        actual = metadata.get("uid" if field == "UID" else "resourceVersion")
+        if wanted is not None and wanted != actual:
+            detail = (
+                f"Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {actual}"
+            )
+            raise Refused(status.conflict(target.resource.kind, target.name, detail))
 
 
 def _deleted(target: Target, current: dict[str, Any]) -> dict[str, Any]:
@@ -302,7 +327,7 @@ def _is_conflict(result: ObjectResult) -> bool:
 
 def _who_am_i(request: web.Request) -> web.StreamResponse:
     """`kubectl auth whoami`: who the token authenticated as."""
-    user = request["user"]
+    user = request[USER]
     info = {"username": user.name, "uid": user.uid, "groups": [*user.groups, "system:authenticated"]}
     review = {
         "kind": "SelfSubjectReview",

@@ -301,6 +301,50 @@ def test_kubectl_delete_waits_until_the_object_is_gone(kube: KubeStack) -> None:
     assert 'pods "doomed" not found' in gone.stderr
 
 
+JOB = """
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: {name}, namespace: ml}}
+spec:
+  completions: 2
+  parallelism: 2
+  template:
+    metadata: {{annotations: {{podway.io/run-seconds: "600"}}}}
+    spec:
+      restartPolicy: Never
+      containers: [{{name: c, image: busybox, resources: {{requests: {{cpu: "1"}}}}}}]
+"""
+
+
+def _pods_of_job(kube: KubeStack, job: str) -> list[dict[str, Any]]:
+    listed = json.loads(ok(kubectl(kube, "get", "-n", "ml", "pods", "-o", "json")))
+    return [p for p in listed["items"] if p["metadata"]["name"].startswith(f"{job}-")]
+
+
+def test_kubectl_delete_cascades_as_asked(kube: KubeStack) -> None:
+    for name in ("kept", "fg", "bg"):
+        ok(kubectl(kube, "apply", "-f", "-", stdin=JOB.format(name=name)))
+    assert len(_pods_of_job(kube, "kept")) == 2
+
+    ok(kubectl(kube, "delete", "-n", "ml", "job/kept", "--cascade=orphan", "--wait", "--timeout=60s"))
+    orphans = _pods_of_job(kube, "kept")
+    assert len(orphans) == 2, "orphaned pods stay"
+    assert all(not p["metadata"].get("ownerReferences") for p in orphans)
+
+    ok(kubectl(kube, "delete", "-n", "ml", "job/fg", "--cascade=foreground", "--wait", "--timeout=60s"))
+    assert _pods_of_job(kube, "fg") == [], "a foreground delete returns once the pods are gone"
+    assert kubectl(kube, "get", "-n", "ml", "job/fg").returncode != 0
+
+    from kubernetes import client, config
+
+    batch = client.BatchV1Api(config.new_client_from_config(config_file=str(kube.kubeconfig)))
+    batch.delete_namespaced_job("bg", "ml", body=client.V1DeleteOptions(propagation_policy="Background"))
+    with pytest.raises(client.ApiException) as gone:
+        batch.read_namespaced_job("bg", "ml")
+    assert gone.value.status == 404, "a background delete removes the Job at once"
+    ok(kubectl(kube, "delete", "-n", "ml", "pods", "-l", "batch.kubernetes.io/job-name=kept", "--wait"))
+
+
 def test_discovery_and_explain_as_kubectl_reads_them(kube: KubeStack) -> None:
     resources = ok(kubectl(kube, "api-resources"))
     assert "podgroups" in resources

@@ -2,9 +2,11 @@
 
 A pod that holds no node (not bound, or finished) is deleted at once; a bound pod that still runs is marked
 and evicted (`pods.evicted`, reason Deleted): its node agent stops it and deletes it. A PodGroup is deleted
-once none of its pods holds a node (at once when none is placed). A Job takes what it controls (by uid) with it, and is
-deleted itself once nothing it owns remains. A Workload takes the PodGroups created for its v1.35 pods with it
-(v1.35 has no PodGroup object; see `implied_pod_group`). Everything else is deleted at once.
+once none of its pods holds a node (at once when none is placed). A Job takes what it controls (by uid) with
+it, and is deleted itself once nothing it owns remains (Foreground, the default), at once (Background), or at
+once leaving what it owns, without its ownerReference (Orphan). A Workload takes the PodGroups created for its
+v1.35 pods with it unless they are orphaned (v1.35 has no PodGroup object; see `implied_pod_group`).
+Everything else is deleted at once.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ from collections.abc import Iterable, Mapping
 
 from libs.api.annotations import WORKLOAD_REF_NAME
 from libs.core.admission.events import admitted_event, deleted_event, evicted_event
+from libs.core.admission.manifests import stored_spec
 from libs.core.admission.model import (
     AdmissionView,
     BatchDecision,
     KnownObject,
     ObjectKey,
     ObjectRemoval,
+    ObjectWrite,
 )
-from libs.events.rpc import ObjectResult, Outcome
+from libs.events.rpc import ObjectResult, Outcome, Propagation
 from libs.events.scheduling import PodRef
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -80,9 +84,11 @@ def decide_delete(
     request_id: str,
     *,
     now: str,
+    propagation: Propagation | None = None,
 ) -> BatchDecision:
-    """Delete one object (`now`: the time a deletion mark records). `scope` holds the objects of its namespace that it may own or that may hold it
-    (Workloads, PodGroups, Pods); `bound` maps the uid of every bound pod among them to its node."""
+    """Delete one object (`now`: the time a deletion mark records). `scope` holds the objects of its
+    namespace that it may own or that may hold it (Workloads, PodGroups, Pods); `bound` maps the uid of every
+    bound pod among them to its node."""
     target = view.get(key)
     if target is None:
         kind, namespace, name = key
@@ -97,7 +103,7 @@ def decide_delete(
             )
         )
         return decision
-    deletion = _Deletion(scope, bound, request_id, now)
+    deletion = _Deletion(scope, bound, request_id, now, propagation or "Foreground")
     result = deletion.delete(target)
     return deletion.finish(result)
 
@@ -140,9 +146,15 @@ class _Deletion:
     """One deletion's bookkeeping: what goes now, what is marked, which pods are evicted."""
 
     def __init__(
-        self, scope: list[KnownObject], bound: Mapping[str, str], request_id: str, now: str = ""
+        self,
+        scope: list[KnownObject],
+        bound: Mapping[str, str],
+        request_id: str,
+        now: str = "",
+        propagation: Propagation = "Foreground",
     ) -> None:
         self.objects = {obj.key: obj for obj in scope}
+        self.propagation = propagation
         self.bound = bound
         self.request_id = request_id
         self.now = now
@@ -159,7 +171,7 @@ class _Deletion:
             return self._job(obj)
         if obj.kind == "ResourceClaim":
             return self._claim(obj)
-        if obj.kind == "Workload":
+        if obj.kind == "Workload" and self.propagation != "Orphan":
             for group in implied_by(obj, list(self.objects.values())):
                 self._podgroup(group)
         return self.remove(obj)
@@ -232,12 +244,50 @@ class _Deletion:
 
     def _job(self, job: KnownObject) -> ObjectResult:
         owned = self.owned_by(job)
+        if self.propagation == "Orphan":
+            for obj in owned:
+                self._orphan(obj, job)
+            return self.remove(job)
         for obj in sorted(owned, key=_dependents_first):
             self.delete(obj)
         left = self.owned_by(job)
-        if not left:
+        if not left or self.propagation == "Background":
             return self.remove(job)
         return self._mark(job, f"deletion waits for {len(left)} object(s) it owns")
+
+    def _orphan(self, obj: KnownObject, owner: KnownObject) -> None:
+        """`obj` stays, without its reference to `owner`, as the garbage collector orphans a dependent."""
+        metadata = {
+            k: v
+            for k, v in (obj.manifest.get("metadata") or {}).items()
+            if k not in ("resourceVersion", "generation")
+        }
+        kept = [ref for ref in metadata.pop("ownerReferences", None) or [] if ref.get("uid") != owner.uid]
+        if kept:
+            metadata["ownerReferences"] = kept
+        self.decision.writes.append(
+            ObjectWrite(
+                kind=obj.kind,
+                api_version=str(obj.manifest.get("apiVersion")),
+                namespace=obj.namespace,
+                name=obj.name,
+                uid=obj.uid,
+                spec=stored_spec(obj.kind, obj.manifest),
+                metadata=metadata,
+                status=dict(obj.manifest.get("status") or {}),
+                expected_resource_version=obj.resource_version,
+            )
+        )
+        shown = {**(obj.manifest.get("metadata") or {}), "resourceVersion": str(obj.resource_version + 1)}
+        shown.pop("ownerReferences", None)
+        if kept:
+            shown["ownerReferences"] = kept
+        orphaned = dataclasses.replace(
+            obj, resource_version=obj.resource_version + 1, manifest={**obj.manifest, "metadata": shown}
+        )
+        self.objects[obj.key] = orphaned
+        event = admitted_event(orphaned, "updated", [], self.request_id, self._correlation(obj))
+        self.decision.events.append(event)
 
     def _correlation(self, obj: KnownObject) -> str:
         """A pod's deletion belongs to its PodGroup's story when the group exists."""

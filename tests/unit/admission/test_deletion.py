@@ -271,3 +271,60 @@ def test_a_resource_claim_pods_reserve_is_only_marked_until_none_does():
     assert reserved.results[0].outcome == "pending"
     assert held(reserved) == {("ResourceClaim", "shared-gpu")}
     assert gone(released) == {("ResourceClaim", "shared-gpu")}
+
+
+def running_job_view() -> tuple[AdmissionView, list[KnownObject], dict[str, str]]:
+    view = job_view()
+    running = [with_phase(p, "Running") for p in pods(view)]
+    for pod in running:
+        view.put(pod)
+    return view, running, {p.uid: f"node-{i}" for i, p in enumerate(running)}
+
+
+def test_background_propagation_deletes_the_job_at_once_and_its_running_pods_as_a_foreground_one_does():
+    view, running, bound = running_job_view()
+
+    decision = decide_delete(JOB, view, scope(view), bound, "req", now=STAMP, propagation="Background")
+
+    assert decision.results[0].outcome == "deleted"
+    assert ("Job", "finetune") in gone(decision)
+    assert held(decision) == {("PodGroup", "finetune-worker-0")} | {("Pod", p.name) for p in running}
+    (evicted,) = events(decision, "pods.evicted")
+    assert {ref.name for ref in evicted.payload.pods} == {p.name for p in running}
+
+
+def test_orphan_propagation_deletes_the_job_alone_and_leaves_what_it_owned_running_without_its_reference():
+    view, running, bound = running_job_view()
+    job_uid = view.get(JOB).uid
+
+    decision = decide_delete(JOB, view, scope(view), bound, "req", now=STAMP, propagation="Orphan")
+
+    assert decision.results[0].outcome == "deleted"
+    assert gone(decision) == {("Job", "finetune")}
+    assert held(decision) == set()
+    assert events(decision, "pods.evicted") == []
+    orphaned = {(w.kind, w.name): w for w in decision.writes}
+    assert set(orphaned) == {("Workload", "finetune"), ("PodGroup", "finetune-worker-0")} | {
+        ("Pod", p.name) for p in running
+    }
+    for write in orphaned.values():
+        refs = write.metadata.get("ownerReferences") or []
+        assert all(ref.get("uid") != job_uid for ref in refs)
+        assert write.expected_resource_version == view.get((write.kind, "ml", write.name)).resource_version
+    pod_write = orphaned[("Pod", running[0].name)]
+    assert pod_write.spec == running[0].manifest["spec"]
+    assert pod_write.status == {"phase": "Running"}
+    updated = [e.payload for e in decision.events if getattr(e.payload, "outcome", None) == "updated"]
+    assert sorted((p.kind, p.name) for p in updated) == sorted(orphaned)
+    assert all("ownerReferences" not in p.object["metadata"] for p in updated if p.kind == "Pod")
+
+
+def test_foreground_propagation_is_the_default():
+    view, _, bound = running_job_view()
+
+    default = decide_delete(JOB, view, scope(view), bound, "req", now=STAMP)
+    foreground = decide_delete(JOB, view, scope(view), bound, "req", now=STAMP, propagation="Foreground")
+
+    assert default.results == foreground.results
+    assert held(default) == held(foreground)
+    assert ("Job", "finetune") in held(foreground)

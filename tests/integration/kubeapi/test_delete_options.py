@@ -1,0 +1,170 @@
+"""A delete's options over the REST API: propagationPolicy decides what becomes of a Job's pods, preconditions
+and dry runs are honoured, and bad options are refused in kube-apiserver's words. Admission and the API server
+in-process on a real nats-server and database; no scheduler, so the pods wait unbound."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from libs.api.manifests import load_documents
+from libs.client.client import PodwayClient
+from libs.kubeapi.security import ADMIN
+from libs.runtime.settings import PodwaySettings
+from services.admission.app import AdmissionService
+from services.api_server.app import ApiServerService
+from services.api_server.settings import ApiServerSettings
+from tests.conftest import SQLITE_ONLY
+
+pytestmark = [SQLITE_ONLY, pytest.mark.nats]
+EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
+JOB = "/apis/batch/v1/namespaces/ml/jobs/finetune"
+PODS = "/api/v1/namespaces/ml/pods"
+
+
+@dataclass
+class Api:
+    url: str
+    token: str
+    session: aiohttp.ClientSession
+    client: PodwayClient
+
+    async def call(
+        self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        async with self.session.request(
+            method, self.url + path, data=data, headers=headers, params=params
+        ) as response:
+            return response.status, json.loads(await response.read() or b"null")
+
+    async def pods(self) -> list[dict[str, Any]]:
+        code, listed = await self.call("GET", PODS)
+        assert code == 200
+        return [p for p in listed["items"] if p["metadata"]["name"].startswith("finetune-")]
+
+
+@pytest.fixture
+async def api(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
+    settings = PodwaySettings(nats_url=nats_url, database_url=database_url, data_dir=tmp_path)
+    admission = AdmissionService(settings)
+    await admission.start()
+    server = ApiServerService(
+        ApiServerSettings(
+            nats_url=nats_url, database_url=database_url, data_dir=tmp_path, api_port=0, api_tls=False
+        )
+    )
+    try:
+        await server.start()
+        assert server.tokens is not None
+        token = server.tokens.token_of(ADMIN.name)
+        assert token is not None
+        async with (
+            PodwayClient(nats_url, timeout_s=30) as client,
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+        ):
+            docs = [
+                *load_documents((EXAMPLES / "01-priorityclasses.yaml").read_text()),
+                *load_documents((EXAMPLES / "05-indexed-job.yaml").read_text()),
+            ]
+            await client.apply(docs)
+            yield Api(server.url, token, session, client)
+    finally:
+        await server.stop()
+        await admission.stop()
+
+
+async def test_orphan_deletes_the_job_and_leaves_its_pods_without_the_reference(api: Api) -> None:
+    code, _ = await api.call("GET", JOB)
+    assert code == 200
+    assert len(await api.pods()) == 8
+
+    code, answer = await api.call("DELETE", JOB, {"kind": "DeleteOptions", "propagationPolicy": "Orphan"})
+
+    assert code == 200, answer
+    assert answer["status"] == "Success"
+    assert (await api.call("GET", JOB))[0] == 404
+    left = await api.pods()
+    assert len(left) == 8
+    assert all(not p["metadata"].get("ownerReferences") for p in left)
+    code, group = await api.call(
+        "GET", "/apis/scheduling.k8s.io/v1alpha2/namespaces/ml/podgroups/finetune-worker-0"
+    )
+    assert code == 200
+    assert not group["metadata"].get("ownerReferences")
+
+
+async def test_background_deletes_the_job_and_its_pods(api: Api) -> None:
+    code, answer = await api.call("DELETE", JOB, params={"propagationPolicy": "Background"})
+
+    assert code == 200, answer
+    assert (await api.call("GET", JOB))[0] == 404
+    assert await api.pods() == []
+
+
+async def test_the_deprecated_orphan_dependents_flag_still_orphans(api: Api) -> None:
+    code, answer = await api.call("DELETE", JOB, {"orphanDependents": True})
+
+    assert code == 200, answer
+    assert len(await api.pods()) == 8
+
+
+async def test_a_dry_run_delete_in_the_body_deletes_nothing(api: Api) -> None:
+    code, _ = await api.call("DELETE", JOB, {"dryRun": ["All"], "propagationPolicy": "Background"})
+
+    assert code == 200
+    assert (await api.call("GET", JOB))[0] == 200
+    assert len(await api.pods()) == 8
+
+
+async def test_a_failed_precondition_is_a_conflict_and_deletes_nothing(api: Api) -> None:
+    code, job = await api.call("GET", JOB)
+    assert code == 200
+
+    code, answer = await api.call("DELETE", JOB, {"preconditions": {"uid": "not-its-uid"}})
+
+    assert code == 409
+    assert answer["reason"] == "Conflict"
+    assert answer["message"] == (
+        'Operation cannot be fulfilled on jobs.batch "finetune": Precondition failed: UID in precondition: '
+        f"not-its-uid, UID in object meta: {job['metadata']['uid']}"
+    )
+    assert (await api.call("GET", JOB))[0] == 200
+    matching = {"preconditions": {"uid": job["metadata"]["uid"]}, "propagationPolicy": "Background"}
+    assert (await api.call("DELETE", JOB, matching))[0] == 200
+
+
+async def test_bad_options_are_refused_as_kube_apiserver_refuses_them(api: Api) -> None:
+    code, answer = await api.call("DELETE", JOB, {"propagationPolicy": "Sideways"})
+    assert code == 422
+    assert answer["reason"] == "Invalid"
+    assert answer["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Sideways": '
+        'supported values: "Foreground", "Background", "Orphan", "nil"'
+    )
+    code, answer = await api.call("DELETE", JOB, {"propagationPolicy": "Orphan", "orphanDependents": False})
+    assert code == 422
+    assert "orphanDependents and deletionPropagation cannot be both set" in answer["message"]
+    code, answer = await api.call("DELETE", JOB, params={"gracePeriodSeconds": "soon"})
+    assert code == 400
+    assert answer["message"] == 'strconv.ParseInt: parsing "soon": invalid syntax'
+    code, answer = await api.call("DELETE", JOB, {"dryRun": ["Some"]})
+    assert code == 422
+    assert 'dryRun[0]: Unsupported value: "Some": supported values: "All"' in answer["message"]
+    assert (await api.call("GET", JOB))[0] == 200
+    assert len(await api.pods()) == 8
+
+
+async def test_deletecollection_passes_its_propagation_on(api: Api) -> None:
+    code, _ = await api.call("DELETE", "/apis/batch/v1/namespaces/ml/jobs", {"propagationPolicy": "Orphan"})
+
+    assert code == 200
+    assert (await api.call("GET", JOB))[0] == 404
+    assert len(await api.pods()) == 8
