@@ -22,10 +22,10 @@ from libs.events.rpc import (
     DeleteRequest,
     EventsReply,
     EventsRequest,
-    GetReply,
     GetRequest,
     NodePowerReply,
     NodePowerRequest,
+    decode_get_reply,
 )
 from libs.messaging.broker import NatsEndpoint, make_broker
 from libs.messaging.publisher import NatsPublisher
@@ -162,7 +162,7 @@ class PodwayClient:
                 continue_token=token,
             )
             raw = await request(self.broker, RpcSubject.ADMISSION_GET, body, timeout_s=self.timeout_s)
-            reply = GetReply.model_validate_json(raw)
+            reply = decode_get_reply(raw)
             items += reply.items
             token = reply.continue_token
             if token is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 Outcome = Literal["created", "unchanged", "updated", "deleted", "rejected", "not_found", "pending"]
@@ -164,3 +165,33 @@ class NodePowerReply(_Message):
     on: bool
     pods_stopped: int = Field(default=0, description="Pods that died with the host (taking it away)")
     pods_failed: int = Field(default=0, description="Pods reported failed because the host restarted")
+
+
+# Lists and change pages carry thousands of objects that are JSON already: pydantic's walk over them cost
+# admission and the API server most of a list's time. These write and read them with orjson instead.
+
+
+def encode_objects(reply: GetReply | ChangesReply) -> bytes:
+    """The reply as `model_dump_json` writes it, written by orjson."""
+    try:
+        return orjson.dumps(_fields(reply), default=_fields)
+    except TypeError:  # what orjson cannot write (a non-string key), pydantic still does
+        return reply.model_dump_json().encode()
+
+
+def decode_get_reply(raw: bytes) -> GetReply:
+    """A GetReply admission wrote, read without validating each object again."""
+    return GetReply.model_construct(**orjson.loads(raw))
+
+
+def decode_changes_reply(raw: bytes) -> ChangesReply:
+    """A ChangesReply admission wrote, read without validating each object again."""
+    given = orjson.loads(raw)
+    changes = [Change.model_construct(**change) for change in given.pop("changes")]
+    return ChangesReply.model_construct(changes=changes, **given)
+
+
+def _fields(model: Any) -> dict[str, Any]:
+    if not isinstance(model, BaseModel):
+        raise TypeError(f"{type(model).__name__} is not JSON")
+    return {name: getattr(model, name) for name in type(model).model_fields}

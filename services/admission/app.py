@@ -37,14 +37,13 @@ from libs.events.envelope import Envelope, EventPayload
 from libs.events.rpc import (
     ApplyReply,
     ApplyRequest,
-    ChangesReply,
     ChangesRequest,
     DeleteRequest,
     EventsReply,
     EventsRequest,
-    GetReply,
     GetRequest,
     ObjectResult,
+    encode_objects,
 )
 from libs.events.scheduling import (
     PodGroupRef,
@@ -373,15 +372,15 @@ class AdmissionService:
 
     # --- reads -------------------------------------------------------------------------------------
 
-    async def on_get(self, body: bytes) -> GetReply:
+    async def on_get(self, body: bytes) -> bytes:
         request = GetRequest.model_validate_json(body)
         async with self.uow() as uow:
-            return await queries.get_objects(uow, request)
+            return encode_objects(await queries.get_objects(uow, request))
 
-    async def on_changes(self, body: bytes) -> ChangesReply:
+    async def on_changes(self, body: bytes) -> bytes:
         request = ChangesRequest.model_validate_json(body)
         async with self.uow() as uow:
-            return await queries.changes(uow, request)
+            return encode_objects(await queries.changes(uow, request))
 
     async def on_events(self, body: bytes) -> EventsReply:
         request = EventsRequest.model_validate_json(body)

@@ -45,7 +45,9 @@ async def get_objects(uow: UnitOfWork, request: GetRequest) -> GetReply:
             revision=(stored.revision or 0) if stored else 0,
             item_revisions=[stored.revision or 0] if stored else [],
         )
-    revision, _ = await uow.revisions.current()
+    # A list's revision is its first page's (the API server keeps it in its continue token): later pages
+    # need not settle one.
+    revision = 0 if request.continue_token else (await uow.revisions.current())[0]
     if request.kind == "Namespace":
         return await _namespaces(uow, request, revision)
     if request.kind == "Event":

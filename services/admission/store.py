@@ -29,7 +29,8 @@ def known_from_stored(obj: StoredObject) -> KnownObject:
         "resourceVersion": str(obj.resource_version),
         "generation": obj.generation,
     }
-    metadata.setdefault("creationTimestamp", iso(obj.created_at))
+    if "creationTimestamp" not in metadata:
+        metadata["creationTimestamp"] = iso(obj.created_at)
     if obj.deletion_requested_at is not None:
         metadata["deletionTimestamp"] = iso(obj.deletion_requested_at)
     return KnownObject(

@@ -131,6 +131,7 @@ class ApiServerService:
     async def stop(self) -> None:
         await cancel_tasks(self._tasks, service=SERVICE)
         await self.feed.stop()
+        self.verbs.read_ahead.close()
         if self.runner is not None:
             await bounded(self.runner.cleanup(), "closing the HTTP server", service=SERVICE)
         await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)

@@ -18,6 +18,8 @@ from libs.events.rpc import (
     GetReply,
     GetRequest,
     Propagation,
+    decode_changes_reply,
+    decode_get_reply,
 )
 from libs.messaging.broker import Broker
 from libs.messaging.errors import RpcError
@@ -73,7 +75,7 @@ class Admission:
                 continue_token=continue_token,
                 involved=involved,
             )
-            return GetReply.model_validate_json(await self._call(RpcSubject.ADMISSION_GET, asked))
+            return decode_get_reply(await self._call(RpcSubject.ADMISSION_GET, asked))
 
         return await _halving(page, limit)
 
@@ -119,7 +121,7 @@ class Admission:
         self, after: int, *, after_uid: str | None = None, limit: int = CHANGES_LIMIT
     ) -> ChangesReply:
         asked = ChangesRequest(after=after, after_uid=after_uid, limit=limit)
-        return ChangesReply.model_validate_json(await self._call(RpcSubject.ADMISSION_CHANGES, asked))
+        return decode_changes_reply(await self._call(RpcSubject.ADMISSION_CHANGES, asked))
 
 
 async def _halving(ask: Callable[[int | None], Awaitable[Reply]], limit: int | None) -> Reply:

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from libs.events.rpc import Change
+from libs.events.rpc import Change, GetReply
 from libs.kubeapi import status
 from libs.kubeapi.resources import Resource
 from libs.kubeapi.selectors import (
@@ -23,6 +23,7 @@ from services.api_server.answers import Refused, answer
 from services.api_server.backend import Admission
 from services.api_server.feed import ChangeFeed, Expired
 from services.api_server.objects import continue_token, object_list, parse_revision, read_continue, shown
+from services.api_server.read_ahead import ReadAhead
 from services.api_server.requests import flag, int_param, limit_param, selectors
 from services.api_server.routes import Target
 from services.api_server.tables import TABLE_MEDIA, table_of, wants_table
@@ -34,6 +35,9 @@ ADMISSION_PAGE = 500
 """Objects asked of admission at once for a list without a limit (its whole answer may be more than the bus
 carries)."""
 
+READ_AHEAD_PAGES = 2
+"""Pages of a paginated list read ahead of its client: admission reads one while it sends the other."""
+
 BOOKMARK_S = 10.0
 """How often a watch that allows bookmarks is told the current revision."""
 
@@ -44,6 +48,7 @@ class Reads:
     def __init__(self, admission: Admission, feed: ChangeFeed) -> None:
         self.admission = admission
         self.feed = feed
+        self.read_ahead = ReadAhead()
 
     async def get(self, request: web.Request, target: Target) -> web.StreamResponse:
         found = await self._get(target)
@@ -72,6 +77,8 @@ class Reads:
             except ValueError:
                 raise Refused(status.bad_request("continue key is not valid: illegal base64 data")) from None
         items, next_token, revision = await self._collect(target, labels, fields, limit, token)
+        if limit is not None and next_token is not None:
+            self._read_ahead(target, limit, next_token, _involved(target.resource, fields))
         revision = first_revision or revision
         token_out = continue_token(next_token, revision) if next_token else None
         if wants_table(request):
@@ -93,13 +100,7 @@ class Reads:
         revision = 0
         while True:
             want = ADMISSION_PAGE if limit is None else max(limit - len(items), 1)
-            reply = await self.admission.list(
-                target.resource.kind,
-                target.namespace,
-                limit=want,
-                continue_token=token,
-                involved=_involved(target.resource, fields),
-            )
+            reply = await self._page(target, want, token, _involved(target.resource, fields))
             revision = revision or reply.revision
             for manifest, item_revision in zip(reply.items, reply.item_revisions, strict=False):
                 obj = shown(manifest, item_revision)
@@ -108,6 +109,30 @@ class Reads:
             token = reply.continue_token
             if token is None or (limit is not None and len(items) >= limit):
                 return items, token, revision
+
+    async def _page(self, target: Target, want: int, token: str | None, involved: str | None) -> GetReply:
+        """Admission's page, read ahead when the page before was answered (see read_ahead.py)."""
+        key = (target.resource.kind, target.namespace, want, token, involved)
+        if token is not None and (ahead := await self.read_ahead.take(key)) is not None:
+            return ahead
+        return await self.admission.list(
+            target.resource.kind, target.namespace, limit=want, continue_token=token, involved=involved
+        )
+
+    def _read_ahead(
+        self, target: Target, want: int, token: str, involved: str | None, pages: int = READ_AHEAD_PAGES
+    ) -> None:
+        """Read the page after `token`, and once it is read the next, `pages` pages in all."""
+
+        async def read() -> GetReply:
+            reply = await self.admission.list(
+                target.resource.kind, target.namespace, limit=want, continue_token=token, involved=involved
+            )
+            if pages > 1 and reply.continue_token is not None:
+                self._read_ahead(target, want, reply.continue_token, involved, pages - 1)
+            return reply
+
+        self.read_ahead.start((target.resource.kind, target.namespace, want, token, involved), read)
 
     async def watch(self, request: web.Request, target: Target) -> web.StreamResponse:
         """Changes as a stream of JSON events. Everything that can fail (the initial list, the backlog since
