@@ -5,6 +5,7 @@ admission's request and its answer the API server's."""
 from __future__ import annotations
 
 import contextlib
+import secrets
 from typing import Any
 
 from aiohttp import web
@@ -44,6 +45,11 @@ from services.api_server.requests import (
 from services.api_server.routes import Target
 
 PATCH_ATTEMPTS = 5
+GENERATE_NAME_ATTEMPTS = 8
+"""Names a create with `generateName` tries before it answers 409, as upstream retries a generated name."""
+NAME_SUFFIX_LETTERS = "bcdfghjklmnpqrstvwxz2456789"
+"""What a generated name's five characters are drawn from (upstream's: no vowels, no look-alikes)."""
+MAX_GENERATED_PREFIX = 58
 RETURNS_DELETED = frozenset({"Pod", "Namespace"})
 """Kinds whose delete answers with the object (marked for deletion), as their upstream registries do; the
 others answer with a Success `Status` (the kubernetes client decodes each as its API says)."""
@@ -59,16 +65,22 @@ class Verbs(Reads):
         if target.resource.kind == "SelfSubjectReview":
             return _who_am_i(request)
         manifest = managed(None, in_target(await read_object(request), target), request)
-        name = str((manifest.get("metadata") or {}).get("name") or "")
-        if not name and (manifest.get("metadata") or {}).get("generateName"):
-            raise Refused(status.bad_request("generateName is not supported by Podway; give metadata.name"))
-        reply = await self.admission.apply(
-            manifest, create_only=True, dry_run=dry_run(request), field_validation=field_validation(request)
-        )
-        result = result_of(reply)
-        if result.outcome == "unchanged":
-            raise Refused(status.already_exists(target.resource.plural, target.resource.group, name))
-        return await self._written(request, target, name, result, 201, reply)
+        metadata = manifest.get("metadata") or {}
+        prefix = metadata.get("generateName") if not metadata.get("name") else None
+        for _ in range(GENERATE_NAME_ATTEMPTS if isinstance(prefix, str) and prefix else 1):
+            if isinstance(prefix, str) and prefix:
+                manifest = {**manifest, "metadata": {**metadata, "name": generated_name(prefix)}}
+            name = str((manifest.get("metadata") or {}).get("name") or "")
+            reply = await self.admission.apply(
+                manifest,
+                create_only=True,
+                dry_run=dry_run(request),
+                field_validation=field_validation(request),
+            )
+            result = result_of(reply)
+            if result.outcome != "unchanged":
+                return await self._written(request, target, name, result, 201, reply)
+        raise Refused(status.already_exists(target.resource.plural, target.resource.group, name))
 
     async def update(self, request: web.Request, target: Target) -> web.StreamResponse:
         manifest = in_target(await read_object(request), target)
@@ -269,6 +281,12 @@ class Verbs(Reads):
                 propagation=options.propagation,
             )
         return answer(object_list(target.resource, items, revision, None))
+
+
+def generated_name(prefix: str) -> str:
+    """`prefix` (cut to leave room) and five random characters, as upstream's SimpleNameGenerator makes it."""
+    suffix = "".join(secrets.choice(NAME_SUFFIX_LETTERS) for _ in range(5))
+    return prefix[:MAX_GENERATED_PREFIX] + suffix
 
 
 def _check_preconditions(target: Target, current: dict[str, Any], options: DeleteOptions) -> None:

@@ -947,7 +947,10 @@ async def send(api: KubeApi, case: Case, tally: Tally) -> None:
         return
     dry = ("dryRun", "All") in case.params
     if case.writes is not None and code in (200, 201) and not dry:
-        tally.created.add(case.writes)
+        collection, name = case.writes
+        if code == 201:  # what was created, by the name it got (a generateName draws one)
+            name = str((json.loads(raw).get("metadata") or {}).get("name") or name)
+        tally.created.add((collection, name))
 
 
 async def live_objects(api: KubeApi, tally: Tally, gen: Generator) -> list[tuple[str, str]]:

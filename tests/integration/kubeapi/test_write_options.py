@@ -1,10 +1,11 @@
-"""A delete's options over the REST API: propagationPolicy decides what becomes of a Job's pods, preconditions
-and dry runs are honoured, and bad options are refused in kube-apiserver's words. Admission and the API server
+"""A write's options over the REST API: a create's generateName, and a delete's propagationPolicy deciding what
+becomes of a Job's pods, its preconditions and dry runs; bad options are refused in kube-apiserver's words. Admission and the API server
 in-process on a real nats-server and database; no scheduler, so the pods wait unbound."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from libs.client.client import PodwayClient
 from libs.kubeapi.security import ADMIN
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
+from services.api_server import writes
 from services.api_server.app import ApiServerService
 from services.api_server.settings import ApiServerSettings
 from tests.conftest import SQLITE_ONLY
@@ -168,3 +170,50 @@ async def test_deletecollection_passes_its_propagation_on(api: Api) -> None:
     assert code == 200
     assert (await api.call("GET", JOB))[0] == 404
     assert len(await api.pods()) == 8
+
+
+GENERATED_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"generateName": "batch-run-", "namespace": "ml"},
+    "spec": {"containers": [{"name": "c", "image": "x"}]},
+}
+
+
+async def test_generate_name_gives_each_create_a_name_of_its_own(api: Api) -> None:
+    names = []
+    for _ in range(3):
+        code, created = await api.call("POST", PODS, GENERATED_POD)
+        assert code == 201, created
+        names.append(created["metadata"]["name"])
+
+    assert len(set(names)) == 3
+    for name in names:
+        assert re.fullmatch(r"batch-run-[bcdfghjklmnpqrstvwxz2456789]{5}", name), name
+        code, read = await api.call("GET", f"{PODS}/{name}")
+        assert code == 200
+        assert read["metadata"]["generateName"] == "batch-run-"
+
+
+async def test_a_long_prefix_is_cut_to_leave_room_and_a_bad_one_is_refused(api: Api) -> None:
+    long_prefix = "p" * 70
+    code, created = await api.call("POST", PODS, {**GENERATED_POD, "metadata": {"generateName": long_prefix}})
+    assert code == 201, created
+    assert len(created["metadata"]["name"]) == 63
+
+    code, refused = await api.call("POST", PODS, {**GENERATED_POD, "metadata": {"generateName": "Bad_"}})
+    assert code == 422
+    assert 'metadata.generateName: Invalid value: "Bad_"' in refused["message"]
+
+
+async def test_a_generated_name_taken_already_is_drawn_again(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drawn = iter(["taken-aaaaa", "taken-aaaaa", "taken-bbbbb"])
+    monkeypatch.setattr(writes, "generated_name", lambda prefix: next(drawn))
+
+    first = await api.call("POST", PODS, {**GENERATED_POD, "metadata": {"generateName": "taken-"}})
+    second = await api.call("POST", PODS, {**GENERATED_POD, "metadata": {"generateName": "taken-"}})
+
+    assert (first[0], first[1]["metadata"]["name"]) == (201, "taken-aaaaa")
+    assert (second[0], second[1]["metadata"]["name"]) == (201, "taken-bbbbb")
