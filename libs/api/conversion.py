@@ -19,9 +19,10 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from libs.api import annotations as podway
-from libs.api.kinds import CORE_V1, SCHEDULING_V1ALPHA1, SCHEDULING_V1ALPHA2
+from libs.api.kinds import CORE_V1, SCHEDULING_V1ALPHA1, SCHEDULING_V1ALPHA2, SCHEDULING_V1BETA1
 from libs.api.models.scheduling import Workload
 from libs.api.podgroups import implied_pod_group
+from libs.api.scheduling_versions import from_v1beta1
 
 WORKLOAD_CONVERTED: Final = (
     f"{SCHEDULING_V1ALPHA1} Workload is deprecated; converted to {SCHEDULING_V1ALPHA2}"
@@ -47,6 +48,11 @@ def convert_document(doc: Mapping[str, Any]) -> tuple[Document, list[str]]:
     converted = copy_document(doc)
     if converted.get("apiVersion") == SCHEDULING_V1ALPHA1 and converted.get("kind") == "Workload":
         return _convert_workload(converted), [WORKLOAD_CONVERTED]
+    if converted.get("apiVersion") == SCHEDULING_V1BETA1 and converted.get("kind") in (
+        "Workload",
+        "PodGroup",
+    ):
+        return from_v1beta1(converted)
     if _legacy_reference(converted) is not None:
         return _convert_pod(converted), [WORKLOAD_REF_CONVERTED]
     return converted, []

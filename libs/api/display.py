@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-WAITING_CONDITIONS = ("PodScheduled", "PodGroupScheduled")
+WAITING_CONDITIONS = ("PodScheduled", "PodGroupScheduled", "PodGroupInitiallyScheduled")
 
 
 def age(created: str | None, now: datetime) -> str:

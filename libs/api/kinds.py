@@ -9,6 +9,7 @@ BATCH_V1: Final = "batch/v1"
 SCHEDULING_V1: Final = "scheduling.k8s.io/v1"
 SCHEDULING_V1ALPHA1: Final = "scheduling.k8s.io/v1alpha1"
 SCHEDULING_V1ALPHA2: Final = "scheduling.k8s.io/v1alpha2"
+SCHEDULING_V1BETA1: Final = "scheduling.k8s.io/v1beta1"
 RESOURCE_V1: Final = "resource.k8s.io/v1"
 
 # kind -> the apiVersion Podway stores it in (v1alpha1 Workloads are converted before they get here).

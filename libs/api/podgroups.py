@@ -48,6 +48,7 @@ def copy_template_policy(template: PodGroupTemplate, spec: PodGroupSpec) -> PodG
             "disruption_mode": copied.disruption_mode,
             "priority_class_name": copied.priority_class_name,
             "priority": copied.priority,
+            "preemption_policy": copied.preemption_policy,
         }
     )
 

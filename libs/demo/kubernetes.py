@@ -79,7 +79,7 @@ def _with_kubectl(kubectl: str, kubeconfig: Path, data_dir: Path) -> list[str]:
         )
         check(applied.returncode == 0, f"kubectl apply failed: {applied.stderr.strip()}")
         waited = subprocess.run(
-            [*base, "wait", "-n", NAMESPACE, "podgroup/kube-gang-worker-0", "--for=condition=PodGroupScheduled",
+            [*base, "wait", "-n", NAMESPACE, "podgroup/kube-gang-worker-0", "--for=condition=PodGroupInitiallyScheduled",
              "--timeout=60s"],
             capture_output=True, text=True, env=env, timeout=90,
         )  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
-from libs.api.models import Job, Node, Pod, PodGroup, PriorityClass, Workload
+from libs.api.models import Job, Node, Pod, PodGroup, PriorityClass, Workload, v1beta1
 from libs.api.models.base import PODWAY_STATUS, ApiModel, Quantity, Timestamp
 from libs.api.models.core import LegacyWorkloadReference
 from libs.api.models.legacy import LegacyPodGroup, LegacyWorkload, LegacyWorkloadSpec
@@ -41,6 +41,8 @@ MODELS: Final[dict[tuple[str, str, str], type[ApiObject]]] = {
     ("scheduling.k8s.io", "v1alpha1", "Workload"): LegacyWorkload,
     ("scheduling.k8s.io", "v1alpha2", "Workload"): Workload,
     ("scheduling.k8s.io", "v1alpha2", "PodGroup"): PodGroup,
+    ("scheduling.k8s.io", "v1beta1", "Workload"): v1beta1.BetaWorkload,
+    ("scheduling.k8s.io", "v1beta1", "PodGroup"): v1beta1.BetaPodGroup,
     ("resource.k8s.io", "v1", "DeviceClass"): DeviceClass,
     ("resource.k8s.io", "v1", "ResourceClaim"): ResourceClaim,
     ("resource.k8s.io", "v1", "ResourceClaimTemplate"): ResourceClaimTemplate,
@@ -62,6 +64,13 @@ _NAMES: Final[dict[type[ApiModel], str]] = {
     LegacyWorkload: "io.k8s.api.scheduling.v1alpha1.Workload",
     LegacyWorkloadSpec: "io.k8s.api.scheduling.v1alpha1.WorkloadSpec",
     LegacyPodGroup: "io.k8s.api.scheduling.v1alpha1.PodGroup",
+    v1beta1.BetaWorkload: "io.k8s.api.scheduling.v1beta1.Workload",
+    v1beta1.BetaWorkloadSpec: "io.k8s.api.scheduling.v1beta1.WorkloadSpec",
+    v1beta1.BetaPodGroupTemplate: "io.k8s.api.scheduling.v1beta1.PodGroupTemplate",
+    v1beta1.BetaPodGroup: "io.k8s.api.scheduling.v1beta1.PodGroup",
+    v1beta1.BetaPodGroupSpec: "io.k8s.api.scheduling.v1beta1.PodGroupSpec",
+    v1beta1.DisruptionMode: "io.k8s.api.scheduling.v1beta1.DisruptionMode",
+    v1beta1.WorkloadReference: "io.k8s.api.scheduling.v1beta1.WorkloadReference",
     models.Namespace: "io.k8s.api.core.v1.Namespace",
     models.SelfSubjectReview: "io.k8s.api.authentication.v1.SelfSubjectReview",
     models.SelfSubjectReviewStatus: "io.k8s.api.authentication.v1.SelfSubjectReviewStatus",

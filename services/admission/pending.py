@@ -65,9 +65,9 @@ def with_waiting(kind: str, manifests: list[dict[str, Any]], scope: Scope) -> No
             facts = _group_facts(name, manifest.get("spec") or {}, _conditions(conditions), scope)
             waiting = podgroup_waiting(facts)
             if waiting is not None:
-                _add(status, waiting.condition(ConditionType.POD_GROUP_SCHEDULED))
+                _add(status, waiting.condition(ConditionType.POD_GROUP_SCHEDULED), manifest)
         elif kind == "Pod" and _pending(manifest):
-            _add(status, pod_waiting(_pod_facts(manifest, scope)).condition(POD_SCHEDULED))
+            _add(status, pod_waiting(_pod_facts(manifest, scope)).condition(POD_SCHEDULED), manifest)
 
 
 def _pending(pod: Mapping[str, Any]) -> bool:
@@ -76,10 +76,15 @@ def _pending(pod: Mapping[str, Any]) -> bool:
     return phase == "Pending" and no_node and "deletionTimestamp" not in pod["metadata"]
 
 
-def _add(status: dict[str, Any], condition: dict[str, str]) -> None:
+def _add(status: dict[str, Any], condition: dict[str, str], manifest: Mapping[str, Any]) -> None:
+    """Add the waiting condition unless one of its type is there; it has held since the object was made."""
     conditions = status.get("conditions") or []
     if all(c.get("type") != condition["type"] for c in conditions):
-        status["conditions"] = [*conditions, condition]
+        since = manifest["metadata"].get("creationTimestamp")
+        status["conditions"] = [
+            *conditions,
+            {**condition, "lastTransitionTime": since} if since else condition,
+        ]
 
 
 def _pod_facts(pod: Mapping[str, Any], scope: Scope) -> PodFacts:

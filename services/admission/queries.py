@@ -20,7 +20,7 @@ from libs.events.rpc import (
 )
 from libs.kubeapi.events import kube_events, waiting_event
 from services.admission import pending
-from services.admission.store import known_from_stored
+from services.admission.store import iso, known_from_stored
 
 
 async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObject]:
@@ -206,13 +206,16 @@ async def with_conditions(uow: UnitOfWork, objects: list[StoredObject]) -> list[
 
 
 def _condition(condition: StoredCondition) -> dict[str, Any]:
-    return {
+    shown: dict[str, Any] = {
         "type": condition.type,
         "status": condition.status,
         "reason": condition.reason,
         "message": condition.message,
         "observedGeneration": condition.observed_generation,
     }
+    if condition.last_transition_time is not None:  # required by metav1.Condition readers
+        shown["lastTransitionTime"] = iso(condition.last_transition_time)
+    return shown
 
 
 async def _with_nodes(uow: UnitOfWork, pods: list[dict[str, Any]]) -> None:

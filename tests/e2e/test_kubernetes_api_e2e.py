@@ -157,7 +157,7 @@ def test_kubectl_applies_every_example_and_reads_what_podway_admitted(kube: Kube
             "-n",
             "ml",
             "podgroup/llm-train-worker-0",
-            "--for=condition=PodGroupScheduled",
+            "--for=condition=PodGroupInitiallyScheduled",
             "--timeout=90s",
         )
     )
@@ -172,6 +172,7 @@ def test_kubectl_applies_every_example_and_reads_what_podway_admitted(kube: Kube
 
 
 def test_kubectl_get_prints_podways_columns_and_every_output_format(kube: KubeStack) -> None:
+    examples(kube)  # PodGroups to list, whichever test this stack ran first
     ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="formats", app="formats", seconds=1)))
     table = ok(kubectl(kube, "get", "podgroups", "-A"))
     assert table.splitlines()[0].split()[:6] == ["NAMESPACE", "NAME", "PHASE", "PLACED", "PRIORITY", "DOMAIN"]
@@ -343,6 +344,100 @@ def test_kubectl_delete_cascades_as_asked(kube: KubeStack) -> None:
         batch.read_namespaced_job("bg", "ml")
     assert gone.value.status == 404, "a background delete removes the Job at once"
     ok(kubectl(kube, "delete", "-n", "ml", "pods", "-l", "batch.kubernetes.io/job-name=kept", "--wait"))
+
+
+def test_the_python_client_schedules_a_gang_in_the_v1beta1_api(kube: KubeStack) -> None:
+    """The official client speaks only v1beta1 for Workloads and PodGroups: a gang written that way is placed,
+    and reads back in the shapes upstream's v1.37 serves."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=str(kube.kubeconfig))
+    scheduling = client.SchedulingV1beta1Api(api)
+    gang = client.V1beta1PodGroupSchedulingPolicy(gang=client.V1beta1GangSchedulingPolicy(min_count=2))
+    scheduling.create_namespaced_workload(
+        "ml",
+        client.V1beta1Workload(
+            metadata=client.V1ObjectMeta(name="beta"),
+            spec=client.V1beta1WorkloadSpec(
+                pod_group_templates=[
+                    client.V1beta1PodGroupTemplate(
+                        name="workers",
+                        scheduling_policy=gang,
+                        disruption_mode=client.V1beta1DisruptionMode(all={}),
+                        preemption_policy="Never",
+                    )
+                ]
+            ),
+        ),
+    )
+    scheduling.create_namespaced_pod_group(
+        "ml",
+        client.V1beta1PodGroup(
+            metadata=client.V1ObjectMeta(name="beta-0"),
+            spec=client.V1beta1PodGroupSpec(
+                workload_ref=client.V1beta1WorkloadReference(workload_name="beta", template_name="workers"),
+                scheduling_policy=gang,
+            ),
+        ),
+    )
+    core = client.CoreV1Api(api)
+    for index in range(2):
+        core.create_namespaced_pod(
+            "ml",
+            client.V1Pod(
+                metadata=client.V1ObjectMeta(
+                    name=f"beta-{index}", annotations={"podway.io/run-seconds": "600"}
+                ),
+                spec=client.V1PodSpec(
+                    scheduling_group=client.V1PodSchedulingGroup(pod_group_name="beta-0"),
+                    containers=[
+                        client.V1Container(
+                            name="c",
+                            image="x",
+                            resources=client.V1ResourceRequirements(requests={"cpu": "1"}),
+                        )
+                    ],
+                ),
+            ),
+        )
+    ok(
+        kubectl(
+            kube,
+            "wait",
+            "-n",
+            "ml",
+            "podgroups.v1beta1.scheduling.k8s.io/beta-0",
+            "--for=condition=PodGroupInitiallyScheduled",
+            "--timeout=60s",
+        )
+    )
+
+    group = scheduling.read_namespaced_pod_group("beta-0", "ml")
+    assert group.spec.workload_ref.template_name == "workers"
+    assert group.spec.disruption_mode.all == {}, "copied from its template"
+    assert group.spec.preemption_policy == "Never"
+    assert [c.type for c in group.status.conditions if c.status == "True"] == ["PodGroupInitiallyScheduled"]
+    stored = json.loads(
+        ok(kubectl(kube, "get", "-n", "ml", "podgroups.v1alpha2.scheduling.k8s.io/beta-0", "-o", "json"))
+    )
+    assert stored["spec"]["podGroupTemplateRef"]["workload"]["podGroupTemplateName"] == "workers"
+    assert stored["spec"]["disruptionMode"] == "PodGroup"
+    workload = scheduling.read_namespaced_workload("beta", "ml")
+    assert workload.spec.pod_group_templates[0].disruption_mode.all == {}
+    ok(
+        kubectl(
+            kube,
+            "delete",
+            "-n",
+            "ml",
+            "pods/beta-0",
+            "pods/beta-1",
+            "podgroups.v1beta1.scheduling.k8s.io/beta-0",
+            "workloads.v1beta1.scheduling.k8s.io/beta",
+            "--wait",
+            "--timeout=60s",
+        )
+    )
 
 
 def test_discovery_and_explain_as_kubectl_reads_them(kube: KubeStack) -> None:

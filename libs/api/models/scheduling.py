@@ -86,6 +86,7 @@ class PodGroupTemplate(ApiModel):
     disruption_mode: str | None = None
     priority_class_name: str | None = None
     priority: int | None = None
+    preemption_policy: str | None = None
 
 
 class WorkloadSpec(ApiModel):
@@ -131,6 +132,7 @@ class PodGroupSpec(ApiModel):
     disruption_mode: str | None = None
     priority_class_name: str | None = None
     priority: int | None = None
+    preemption_policy: str | None = None
 
     @property
     def workload_name(self) -> str | None:

@@ -126,6 +126,8 @@ def _validate_group_settings(group: PodGroupTemplate | PodGroupSpec, path: Field
         )
     if group.priority is not None:
         errors += validate_priority_value(group.priority, path.child("priority"))
+    if group.preemption_policy is not None:
+        errors += check_enum(group.preemption_policy, path.child("preemptionPolicy"), PREEMPTION_POLICIES)
     return errors
 
 
@@ -218,6 +220,7 @@ _POD_GROUP_SPEC_FIELDS: Final = (
     "disruptionMode",
     "priorityClassName",
     "priority",
+    "preemptionPolicy",
 )
 
 

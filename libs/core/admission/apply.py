@@ -11,13 +11,14 @@ from typing import Any, Literal
 from libs.api.conversion import convert_documents, legacy_pod_group_name, workload_ref_of
 from libs.api.errors import FieldError, already_exists_status, being_deleted_message
 from libs.api.jobs import expand_job
-from libs.api.kinds import is_namespaced, kind_rank
+from libs.api.kinds import SCHEDULING_V1BETA1, is_namespaced, kind_rank
 from libs.api.manifests import FieldValidation, ManifestError, parse_object, validate_document
 from libs.api.models.batch import Job
 from libs.api.models.core import Pod
 from libs.api.models.meta import ApiObject
 from libs.api.models.scheduling import PodGroup, PriorityClass, Workload
 from libs.api.podgroups import complete_from_workload
+from libs.api.scheduling_versions import v1beta1_errors
 from libs.core.admission.events import (
     admitted_event,
     correlation_of,
@@ -82,6 +83,8 @@ class PreparedBatch:
     """Objects that exist are left as they are (`kubectl create`, without the error)."""
     field_validation: FieldValidation = "Warn"
     """What unknown fields in the batch's documents do (the API server's `fieldValidation`)."""
+    written_as: tuple[str | None, ...] = ()
+    """The apiVersion each document was written in, before conversion (None for what conversion added)."""
 
     @property
     def reads_everything(self) -> bool:
@@ -97,8 +100,18 @@ def prepare_batch(
     converted, warnings = convert_documents(docs)
     reads, writes, generated = footprint(converted)
     unique_warnings = list(dict.fromkeys(warnings))
+    written_as = tuple(
+        doc.get("apiVersion") if isinstance(doc.get("apiVersion"), str) else None for doc in docs
+    )
     return PreparedBatch(
-        converted, unique_warnings, reads, frozenset(writes), generated, create_only, field_validation
+        converted,
+        unique_warnings,
+        reads,
+        frozenset(writes),
+        generated,
+        create_only,
+        field_validation,
+        written_as,
     )
 
 
@@ -194,7 +207,14 @@ def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) ->
         elif existing is not None and batch.create_only:
             results[index] = _left_as_it_is(existing)
         else:
-            results[index] = admit_document(doc, view, decision, ctx, field_validation=batch.field_validation)
+            results[index] = admit_document(
+                doc,
+                view,
+                decision,
+                ctx,
+                field_validation=batch.field_validation,
+                written_as=batch.written_as[index] if index < len(batch.written_as) else None,
+            )
     decision.results = [r for r in results if r is not None]
     return decision
 
@@ -278,13 +298,15 @@ def admit_document(
     generated_uid: str | None = None,
     own_policy: bool = False,
     field_validation: FieldValidation = "Ignore",
+    written_as: str | None = None,
 ) -> ObjectResult:
     """Decide one document, appending its write and events to `decision`. The server assigns the uid of a
     new object (a uid in the document is ignored), except that a controller's `generated_uid` is kept. A
     PodGroup takes its policy from its template, unless a controller gave it its `own_policy`.
 
     `field_validation` is for documents a user sent; what a controller makes from an admitted object was
-    checked with that object, hence Ignore by default."""
+    checked with that object, hence Ignore by default. `written_as`: the apiVersion the user wrote, when its
+    errors name fields as another version does."""
     key = raw_key(doc)
     existing = view.get(key) if key else None
     if existing is not None and existing.kind == "Pod":
@@ -304,6 +326,8 @@ def admit_document(
     )
     if reference_errors and result.problem is None:
         result = dataclasses.replace(result, obj=None, errors=(*result.errors, *reference_errors))
+    if written_as == SCHEDULING_V1BETA1 and result.errors:
+        result = dataclasses.replace(result, errors=v1beta1_errors(result.errors))
     if result.obj is None:
         decision.events.append(rejected_event(result, ctx.request_id))
         return ObjectResult(

@@ -236,7 +236,8 @@ class PreemptorStateMachine:
             core,
             [pod.request for pod in pending],
             bound_pods=len(group.placed),
-            never=any(pod.obj.spec.get("preemptionPolicy") == PREEMPT_NEVER for pod in pending),
+            never=group.obj.spec.get("preemptionPolicy") == PREEMPT_NEVER
+            or any(pod.obj.spec.get("preemptionPolicy") == PREEMPT_NEVER for pod in pending),
         )
         started = self._timer() if self._timer is not None else 0.0
         decision = self._search(preemptor, now)

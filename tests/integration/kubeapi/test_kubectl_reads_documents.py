@@ -90,10 +90,18 @@ async def test_api_resources_lists_every_served_resource(server: str, tmp_path: 
     lines = run.stdout.splitlines()
     assert lines[0].split() == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
     assert "pods po v1 true Pod" in [" ".join(line.split()) for line in lines]
-    assert "podgroups pg scheduling.k8s.io/v1alpha2 true PodGroup" in [
+    assert "podgroups pg scheduling.k8s.io/v1beta1 true PodGroup" in [
         " ".join(line.split()) for line in lines
     ]
-    assert len(lines) == 1 + 14  # v1alpha1 Workloads are listed once, under their preferred version
+    assert len(lines) == 1 + 14  # Workloads and PodGroups are listed once, under their newest version
+
+
+async def test_explain_reads_the_v1beta1_shapes_by_default(server: str, tmp_path: Path) -> None:
+    run = await kubectl(server, tmp_path, "explain", "podgroups.spec")
+    assert run.returncode == 0, run.stderr
+    assert "VERSION:    v1beta1" in run.stdout
+    assert "workloadRef\t<WorkloadReference>" in run.stdout
+    assert "disruptionMode\t<DisruptionMode>" in run.stdout
 
 
 async def test_explain_reads_upstream_names_and_list_semantics(server: str, tmp_path: Path) -> None:

@@ -141,7 +141,12 @@ def test_aggregated_group_discovery_lists_versions_preferred_first() -> None:
     document = discovery.aggregated_discovery(core=False)
     by_name = {item["metadata"]["name"]: item for item in document["items"]}
     assert list(by_name) == groups()
-    assert [v["version"] for v in by_name["scheduling.k8s.io"]["versions"]] == ["v1", "v1alpha2", "v1alpha1"]
+    assert [v["version"] for v in by_name["scheduling.k8s.io"]["versions"]] == [
+        "v1",
+        "v1beta1",
+        "v1alpha2",
+        "v1alpha1",
+    ]
     classes = by_name["resource.k8s.io"]["versions"][0]["resources"]
     assert "subresources" not in next(r for r in classes if r["resource"] == "deviceclasses")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from libs.cluster.generator import ClusterShape
 from libs.core.preemption import NominationEnded, NominationEndReason, Preempted, PreemptorStateMachine
+from libs.core.preemption.model import PreemptionReason
 from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine
 from libs.core.scheduling.inputs import (
     Nominated,
@@ -304,3 +305,20 @@ def test_a_gang_whose_first_request_found_nothing_asks_again_once_a_unit_it_may_
     pair.now += 1
     (placed,) = pair.schedule()
     assert placed.decision.placed
+
+
+def test_a_gang_whose_podgroup_says_never_waits_rather_than_preempting():
+    """v1beta1's PodGroup `preemptionPolicy: Never`: the gang may wait for room but takes none."""
+    pair = Pair()
+    cheap, dear = podgroup("cheap", min_count=2, priority=10), podgroup("dear", min_count=2, priority=50)
+    pair.admit(cheap, *gang("cheap", 2, gpus=8), dear, *gang("dear", 2, gpus=8))
+    pair.schedule()
+    patient = podgroup("patient", min_count=2, priority=1000, topology_key=RACK_KEY)
+    patient.spec["preemptionPolicy"] = "Never"
+    pair.admit(patient, *gang("patient", 2, gpus=8))
+    pair.schedule()
+
+    answer = pair.preempt(patient)
+
+    assert answer.decision.victims == ()
+    assert answer.decision.reason == PreemptionReason.NEVER

@@ -1,0 +1,179 @@
+"""`scheduling.k8s.io/v1beta1` (Kubernetes v1.37) Workload and PodGroup, converted to and from the version
+Podway stores them in (v1alpha2's shape, with v1beta1's `preemptionPolicy`). See docs/scheduling-api.md.
+
+What changed from v1alpha2, as kubernetes/api `scheduling/v1beta1/types.go` has it:
+
+- PodGroup `spec.podGroupTemplateRef.workload {workloadName, podGroupTemplateName}` became
+  `spec.workloadRef {workloadName, templateName}`;
+- `disruptionMode` went from the string enum (`Pod`, `PodGroup`) to the union `{single: {}}` / `{all: {}}`;
+- the condition `PodGroupScheduled` became `PodGroupInitiallyScheduled` (terminal once True);
+- templates and PodGroups gained `preemptionPolicy` (Never, PreemptLowerPriority), which Podway stores and
+  its preemptor honours;
+- `compositePodGroupTemplates` and `parentCompositePodGroupName` belong to the CompositePodGroup feature gate,
+  which Podway does not enable: as kube-apiserver with the gate off, it drops them (with a warning).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Final
+
+from libs.api.errors import ErrorType, FieldError
+from libs.api.kinds import SCHEDULING_V1ALPHA2, SCHEDULING_V1BETA1
+from libs.api.models.scheduling import DISRUPTION_MODE_POD, DISRUPTION_MODE_POD_GROUP
+
+Document = dict[str, Any]
+
+DISRUPTION_UNION: Final = {DISRUPTION_MODE_POD: "single", DISRUPTION_MODE_POD_GROUP: "all"}
+CONDITION_NAMES: Final = {"PodGroupScheduled": "PodGroupInitiallyScheduled"}
+"""Stored condition type → its v1beta1 name."""
+GATED_FIELDS: Final = {
+    "Workload": ("compositePodGroupTemplates",),
+    "PodGroup": ("parentCompositePodGroupName",),
+}
+
+
+SERVED_PATHS: Final = (
+    ("spec.podGroupTemplateRef.workload.podGroupTemplateName", "spec.workloadRef.templateName"),
+    ("spec.podGroupTemplateRef.workload.workloadName", "spec.workloadRef.workloadName"),
+    ("spec.podGroupTemplateRef.workload", "spec.workloadRef"),
+    ("spec.podGroupTemplateRef", "spec.workloadRef"),
+)
+"""Stored field paths → their v1beta1 names, longest first, for errors about a v1beta1 document."""
+UNION: Final = "{`single`, `all`}"
+
+
+def v1beta1_errors(errors: Sequence[FieldError]) -> tuple[FieldError, ...]:
+    """Errors found in the stored shape of a v1beta1 document, named as v1beta1 names its fields; a
+    disruption mode that is not exactly one of the union's members is reported as upstream reports a union."""
+    return tuple(dict.fromkeys(_served_error(error) for error in errors))
+
+
+def _served_error(error: FieldError) -> FieldError:
+    path = next(
+        (
+            served + error.path[len(stored) :]
+            for stored, served in SERVED_PATHS
+            if error.path.startswith(stored)
+        ),
+        error.path,
+    )
+    if path.endswith("disruptionMode") and isinstance(error.value, dict):
+        if error.value.keys() - {"single", "all"} or not error.value:
+            return invalid_union(path, "must specify one of: `single`, `all`")
+        return invalid_union(path, "exactly one of `single`, `all` is required, but multiple fields are set")
+    return dataclasses.replace(error, path=path)
+
+
+def invalid_union(path: str, detail: str) -> FieldError:
+    return FieldError(ErrorType.INVALID, path, UNION, detail)
+
+
+def gated_field_dropped(path: str) -> str:
+    return f"{path}: dropped: the CompositePodGroup feature is not enabled in Podway"
+
+
+def from_v1beta1(doc: Document) -> tuple[Document, list[str]]:
+    """A v1beta1 Workload or PodGroup (a copy of the caller's, changed in place) in the stored shape, and the
+    warnings for the fields dropped."""
+    doc["apiVersion"] = SCHEDULING_V1ALPHA2
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        return doc, []  # decoding reports it
+    warnings = [
+        gated_field_dropped(f"spec.{name}")
+        for name in GATED_FIELDS.get(str(doc.get("kind")), ())
+        if spec.pop(name, None) is not None
+    ]
+    if doc.get("kind") == "Workload":
+        templates = spec.get("podGroupTemplates")
+        if isinstance(templates, list):
+            spec["podGroupTemplates"] = [_stored_policy(t) for t in templates]
+    else:
+        _stored_reference(spec)
+        doc["spec"] = _stored_policy(spec)
+        if isinstance(doc.get("status"), dict):
+            doc["status"] = _renamed_conditions(doc["status"], _inverse(CONDITION_NAMES))
+    return doc, warnings
+
+
+def as_v1beta1(stored: Document) -> Document:
+    """A stored Workload or PodGroup as v1beta1 shows it."""
+    doc = {**stored, "apiVersion": SCHEDULING_V1BETA1}
+    spec = stored.get("spec")
+    if not isinstance(spec, dict):
+        return doc
+    if stored.get("kind") == "Workload":
+        templates = spec.get("podGroupTemplates")
+        if isinstance(templates, list):
+            doc["spec"] = {**spec, "podGroupTemplates": [_served_policy(t) for t in templates]}
+        return doc
+    served = dict(_served_policy(spec))
+    ref = served.pop("podGroupTemplateRef", None)
+    workload = ref.get("workload") if isinstance(ref, dict) else None
+    if isinstance(workload, dict):
+        served["workloadRef"] = {
+            k: v
+            for k, v in (
+                ("workloadName", workload.get("workloadName")),
+                ("templateName", workload.get("podGroupTemplateName")),
+            )
+            if v is not None
+        }
+    doc["spec"] = served
+    if isinstance(stored.get("status"), dict):
+        doc["status"] = _renamed_conditions(stored["status"], CONDITION_NAMES)
+    return doc
+
+
+def _stored_reference(spec: Document) -> None:
+    ref = spec.pop("workloadRef", None)
+    if not isinstance(ref, dict):
+        if ref is not None:
+            spec["podGroupTemplateRef"] = ref  # decoding reports what is not an object
+        return
+    workload = {
+        k: v
+        for k, v in (
+            ("workloadName", ref.get("workloadName")),
+            ("podGroupTemplateName", ref.get("templateName")),
+        )
+        if v is not None
+    }
+    spec["podGroupTemplateRef"] = {"workload": workload}
+
+
+def _stored_policy(group: Any) -> Any:
+    """A template or PodGroup spec with its disruption mode as the stored string. A union that is not exactly
+    one of `single` and `all` is left as it is, for validation to report."""
+    if not isinstance(group, dict) or not isinstance(group.get("disruptionMode"), dict):
+        return group
+    chosen = [mode for mode, name in DISRUPTION_UNION.items() if name in group["disruptionMode"]]
+    if len(chosen) != 1 or len(group["disruptionMode"]) != 1:
+        return group
+    return {**group, "disruptionMode": chosen[0]}
+
+
+def _served_policy(group: Any) -> Any:
+    if not isinstance(group, dict) or group.get("disruptionMode") not in DISRUPTION_UNION:
+        return group
+    return {**group, "disruptionMode": {DISRUPTION_UNION[group["disruptionMode"]]: {}}}
+
+
+def _renamed_conditions(status: Document, names: dict[str, str]) -> Document:
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return status
+    renamed = [_renamed(c, names) for c in conditions]
+    return {**status, "conditions": renamed}
+
+
+def _renamed(condition: Any, names: dict[str, str]) -> Any:
+    if not isinstance(condition, dict) or condition.get("type") not in names:
+        return condition
+    return {**condition, "type": names[condition["type"]]}
+
+
+def _inverse(names: dict[str, str]) -> dict[str, str]:
+    return {served: stored for stored, served in names.items()}

@@ -1,0 +1,193 @@
+"""scheduling.k8s.io/v1beta1 Workloads and PodGroups: converted to the stored shape and back without loss, in
+either direction and through every served version (property-tested), and written through admission as
+v1alpha2 ones are."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from libs.api.conversion import convert_document, copy_document
+from libs.api.scheduling_versions import as_v1beta1, from_v1beta1
+from libs.kubeapi.resources import by_kind
+from libs.kubeapi.versions import as_served
+
+NAMES = st.from_regex(r"[a-z][a-z0-9]{0,8}", fullmatch=True)
+POLICIES = st.one_of(
+    st.just({"basic": {}}), st.builds(lambda n: {"gang": {"minCount": n}}, st.integers(1, 64))
+)
+
+
+def _maybe(draw: st.DrawFn, key: str, values: st.SearchStrategy[Any]) -> dict[str, Any]:
+    value = draw(st.none() | values)
+    return {} if value is None else {key: value}
+
+
+@st.composite
+def group_settings(draw: st.DrawFn) -> dict[str, Any]:
+    return {
+        "schedulingPolicy": draw(POLICIES),
+        **_maybe(
+            draw, "schedulingConstraints", st.just({"topology": [{"key": "topology.example.com/rack"}]})
+        ),
+        **_maybe(draw, "disruptionMode", st.sampled_from(["Pod", "PodGroup"])),
+        **_maybe(draw, "priorityClassName", NAMES),
+        **_maybe(draw, "priority", st.integers(0, 1000)),
+        **_maybe(draw, "preemptionPolicy", st.sampled_from(["Never", "PreemptLowerPriority"])),
+    }
+
+
+@st.composite
+def stored_workloads(draw: st.DrawFn) -> dict[str, Any]:
+    names = draw(st.lists(NAMES, min_size=1, max_size=4, unique=True))
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "Workload",
+        "metadata": {"name": draw(NAMES), "namespace": "ml"},
+        "spec": {"podGroupTemplates": [{"name": name, **draw(group_settings())} for name in names]},
+    }
+
+
+@st.composite
+def stored_pod_groups(draw: st.DrawFn) -> dict[str, Any]:
+    ref = {"workload": {"workloadName": draw(NAMES), "podGroupTemplateName": draw(NAMES)}}
+    conditions = draw(
+        st.lists(
+            st.builds(
+                lambda t, s: {"type": t, "status": s, "reason": "Placed"},
+                st.sampled_from(["PodGroupScheduled", "DisruptionTarget"]),
+                st.sampled_from(["True", "False"]),
+            ),
+            max_size=2,
+            unique_by=lambda c: c["type"],
+        )
+    )
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": draw(NAMES), "namespace": "ml"},
+        "spec": {**_maybe(draw, "podGroupTemplateRef", st.just(ref)), **draw(group_settings())},
+        **({"status": {"conditions": conditions}} if conditions else {}),
+    }
+
+
+@settings(max_examples=300)
+@given(st.one_of(stored_workloads(), stored_pod_groups()))
+def test_stored_shown_as_v1beta1_and_written_back_is_what_was_stored(stored: dict[str, Any]) -> None:
+    served = as_v1beta1(stored)
+
+    back, warnings = convert_document(served)
+
+    assert served["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert back == stored
+    assert warnings == []
+
+
+@settings(max_examples=300)
+@given(st.one_of(stored_workloads(), stored_pod_groups()))
+def test_v1beta1_written_and_read_back_is_what_was_written(stored: dict[str, Any]) -> None:
+    written = as_v1beta1(stored)
+
+    assert as_v1beta1(from_v1beta1(copy_document(written))[0]) == written
+
+
+@settings(max_examples=200)
+@given(stored_workloads())
+def test_a_workload_goes_through_every_served_version_and_comes_back_whole(stored: dict[str, Any]) -> None:
+    for version in ("v1alpha1", "v1beta1", "v1alpha2"):
+        resource = by_kind("Workload", f"scheduling.k8s.io/{version}")
+        assert resource is not None
+        shown = as_served(resource, stored)
+        assert shown["apiVersion"] == f"scheduling.k8s.io/{version}"
+        back, _ = convert_document(shown)
+        assert back == stored, version
+
+
+def test_the_v1beta1_shapes_are_upstreams() -> None:
+    stored = {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "w-0", "namespace": "ml"},
+        "spec": {
+            "podGroupTemplateRef": {"workload": {"workloadName": "w", "podGroupTemplateName": "worker"}},
+            "schedulingPolicy": {"gang": {"minCount": 4}},
+            "disruptionMode": "PodGroup",
+        },
+        "status": {"conditions": [{"type": "PodGroupScheduled", "status": "True"}]},
+    }
+
+    served = as_v1beta1(stored)
+
+    assert served["spec"] == {
+        "workloadRef": {"workloadName": "w", "templateName": "worker"},
+        "schedulingPolicy": {"gang": {"minCount": 4}},
+        "disruptionMode": {"all": {}},
+    }
+    assert served["status"]["conditions"] == [{"type": "PodGroupInitiallyScheduled", "status": "True"}]
+
+
+def test_composite_fields_are_dropped_with_a_warning_as_with_their_feature_gate_off() -> None:
+    written = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "child", "namespace": "ml"},
+        "spec": {"schedulingPolicy": {"basic": {}}, "parentCompositePodGroupName": "parent"},
+    }
+
+    stored, warnings = convert_document(written)
+
+    assert "parentCompositePodGroupName" not in stored["spec"]
+    assert warnings == [
+        "spec.parentCompositePodGroupName: dropped: the CompositePodGroup feature is not enabled in Podway"
+    ]
+
+
+def _refusals(*docs: dict[str, Any]) -> list[str]:
+    from datetime import UTC, datetime
+
+    from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
+    from libs.core.admission.model import AdmissionView
+
+    context = ApplyContext(now=datetime(2026, 12, 3, tzinfo=UTC), new_uid=lambda: "uid", request_id="r")
+    decision = admit_batch(prepare_batch(list(docs)), AdmissionView(), context)
+    return [r.message for r in decision.results if r.outcome == "rejected"]
+
+
+def beta_group(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "ml"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, **spec},
+    }
+
+
+def test_errors_in_a_v1beta1_document_name_its_own_fields() -> None:
+    assert _refusals(beta_group(workloadRef={"workloadName": "w"})) == [
+        'The PodGroup "g" is invalid:\n* spec.workloadRef.templateName: Required value\n'
+        '* spec.workloadRef.workloadName: Not found: "w"'
+    ]
+
+
+def test_a_disruption_mode_union_is_checked_as_upstream_checks_unions() -> None:
+    both = _refusals(beta_group(disruptionMode={"single": {}, "all": {}}))
+    neither = _refusals(beta_group(disruptionMode={}))
+    assert both == [
+        'The PodGroup "g" is invalid:\n* spec.disruptionMode: Invalid value: "{`single`, `all`}": exactly one of '
+        "`single`, `all` is required, but multiple fields are set"
+    ]
+    assert neither == [
+        'The PodGroup "g" is invalid:\n* spec.disruptionMode: Invalid value: "{`single`, `all`}": must specify one '
+        "of: `single`, `all`"
+    ]
+
+
+def test_a_v1alpha2_document_keeps_its_own_field_names_in_errors() -> None:
+    alpha = {**beta_group(), "apiVersion": "scheduling.k8s.io/v1alpha2"}
+    alpha["spec"] = {**alpha["spec"], "podGroupTemplateRef": {"workload": {"workloadName": "w"}}}
+    assert _refusals(alpha) == [
+        'The PodGroup "g" is invalid:\n* spec.podGroupTemplateRef.workload.podGroupTemplateName: Required value\n'
+        '* spec.podGroupTemplateRef.workload.workloadName: Not found: "w"'
+    ]
