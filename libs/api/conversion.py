@@ -22,7 +22,7 @@ from libs.api import annotations as podway
 from libs.api.kinds import CORE_V1, SCHEDULING_V1ALPHA1, SCHEDULING_V1ALPHA2, SCHEDULING_V1BETA1
 from libs.api.models.scheduling import Workload
 from libs.api.podgroups import implied_pod_group
-from libs.api.scheduling_versions import from_v1beta1
+from libs.api.scheduling_versions import as_v1beta1, from_v1beta1
 
 WORKLOAD_CONVERTED: Final = (
     f"{SCHEDULING_V1ALPHA1} Workload is deprecated; converted to {SCHEDULING_V1ALPHA2}"
@@ -270,3 +270,23 @@ def _parse_workload(doc: Document | None) -> Workload | None:
         return Workload.model_validate(doc)
     except ValidationError:
         return None
+
+
+SERVED_VERSIONS: Final = {
+    SCHEDULING_V1ALPHA1: ("Workload",),
+    SCHEDULING_V1ALPHA2: ("Workload", "PodGroup"),
+    SCHEDULING_V1BETA1: ("Workload", "PodGroup"),
+}
+"""The scheduling versions a stored Workload or PodGroup can be shown in."""
+
+
+def served_as(stored: Mapping[str, Any], api_version: str) -> Document | None:
+    """A stored Workload or PodGroup in `api_version`; None when that version has no such kind."""
+    kind = str(stored.get("kind"))
+    if kind not in SERVED_VERSIONS.get(api_version, ()):
+        return None
+    if api_version == SCHEDULING_V1ALPHA1:
+        return workload_as_v1alpha1(stored)
+    if api_version == SCHEDULING_V1BETA1:
+        return as_v1beta1(dict(stored))
+    return dict(stored)

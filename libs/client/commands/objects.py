@@ -101,12 +101,24 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     import yaml
 
-    from libs.api.conversion import convert_documents
+    from libs.api.conversion import SERVED_VERSIONS, convert_documents, served_as
 
+    target = args.to if "/" in args.to else f"scheduling.k8s.io/{args.to}"
+    if target not in SERVED_VERSIONS:
+        versions = ", ".join(v.split("/")[1] for v in SERVED_VERSIONS)
+        raise CliError(f"error: --to {args.to}: not a scheduling.k8s.io version Podway serves ({versions})")
     docs, warnings = convert_documents(read_manifests(Path(args.filename), "convert"))
+    shown = []
+    for doc in docs:
+        converted = served_as(doc, target) if doc.get("kind") in ("Workload", "PodGroup") else doc
+        if converted is None:
+            warnings.append(
+                f"{doc.get('kind')} {doc['metadata'].get('name')}: {target} has no {doc.get('kind')}"
+            )
+        shown.append(converted or doc)
     for warning in dict.fromkeys(warnings):
         print(f"Warning: {warning}", file=sys.stderr)
-    print(yaml.safe_dump_all(docs, sort_keys=False), end="")
+    print(yaml.safe_dump_all(shown, sort_keys=False), end="")
     return 0
 
 
@@ -314,8 +326,15 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     add_validate_flag(validate)
     validate.set_defaults(handler=guard(cmd_validate))
 
-    convert = sub.add_parser("convert", help="print the v1alpha2 form of v1alpha1 (v1.35) manifests")
+    convert = sub.add_parser(
+        "convert", help="print manifests with their Workloads and PodGroups in another scheduling version"
+    )
     convert.add_argument("-f", "--filename", required=True)
+    convert.add_argument(
+        "--to",
+        default="v1alpha2",
+        help="v1beta1 (Kubernetes v1.37), v1alpha2 (v1.36, the default) or v1alpha1 (v1.35, Workloads only)",
+    )
     convert.set_defaults(handler=guard(cmd_convert))
 
     apply = sub.add_parser("apply", help="apply manifests from a file or a directory")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from tests.integration.cli.conftest import EXAMPLES, podway
 
@@ -85,6 +86,40 @@ def test_convert_prints_v135_manifests_as_v1alpha2_with_warnings():
     assert "podway.io/workload-ref-name: legacy-train" in run.out
     assert "kind: PodGroup" in run.out
     assert "Warning: scheduling.k8s.io/v1alpha1 Workload is deprecated" in run.err
+
+
+def test_convert_to_v1beta1_and_back_gives_the_same_manifests(tmp_path):
+    beta = podway("convert", "-f", str(EXAMPLES), "--to", "v1beta1")
+    assert beta.code == 0, beta.err
+    assert "apiVersion: scheduling.k8s.io/v1alpha2" not in beta.out
+    assert "workloadRef:\n    workloadName: llm-train\n    templateName: worker" in beta.out
+    assert "disruptionMode:\n    all: {}" in beta.out
+    (tmp_path / "beta.yaml").write_text(beta.out)
+
+    back = podway("convert", "-f", str(tmp_path / "beta.yaml"), "--to", "scheduling.k8s.io/v1alpha2")
+    direct = podway("convert", "-f", str(EXAMPLES))
+
+    assert back.code == direct.code == 0
+    assert list(yaml.safe_load_all(back.out)) == list(yaml.safe_load_all(direct.out))
+
+
+def test_convert_to_a_version_without_the_kind_keeps_it_and_says_so():
+    run = podway("convert", "-f", str(EXAMPLES / "03-gang-workload.yaml"), "--to", "v1alpha1")
+
+    assert run.code == 0
+    assert "apiVersion: scheduling.k8s.io/v1alpha1\nkind: Workload" in run.out
+    assert "apiVersion: scheduling.k8s.io/v1alpha2\nkind: PodGroup" in run.out
+    assert "Warning: PodGroup llm-train-worker-0: scheduling.k8s.io/v1alpha1 has no PodGroup" in run.err
+
+
+def test_convert_to_an_unknown_version_is_refused():
+    run = podway("convert", "-f", str(EXAMPLES / "03-gang-workload.yaml"), "--to", "v2")
+
+    assert run.code == 1
+    assert (
+        "error: --to v2: not a scheduling.k8s.io version Podway serves (v1alpha1, v1alpha2, v1beta1)"
+        in run.err
+    )
 
 
 POD = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\nspec:\n  containers: [{name: c, image: x}]\n"
