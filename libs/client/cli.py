@@ -16,7 +16,10 @@ Handler = Callable[[argparse.Namespace], int]
 # test checks this table against what the modules register.
 VERBS: dict[str, tuple[str, str]] = {
     "validate": ("objects", "validate manifests offline (exit 1 when invalid)"),
-    "convert": ("objects", "print the v1alpha2 form of v1alpha1 (v1.35) manifests"),
+    "convert": (
+        "objects",
+        "print manifests with their Workloads and PodGroups in another scheduling version",
+    ),
     "apply": ("objects", "apply manifests from a file or a directory"),
     "submit": ("submit", "publish batch/v1 Jobs as job.submitted events (--wait follows them)"),
     "delete": ("objects", "delete objects: -f FILE or KIND NAME"),
