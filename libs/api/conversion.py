@@ -19,7 +19,14 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from libs.api import annotations as podway
-from libs.api.kinds import CORE_V1, SCHEDULING_V1ALPHA1, SCHEDULING_V1ALPHA2, SCHEDULING_V1BETA1
+from libs.api.kinds import (
+    BETA_SHAPED,
+    CORE_V1,
+    SCHEDULING_V1ALPHA1,
+    SCHEDULING_V1ALPHA2,
+    SCHEDULING_V1ALPHA3,
+    SCHEDULING_V1BETA1,
+)
 from libs.api.models.scheduling import Workload
 from libs.api.podgroups import implied_pod_group
 from libs.api.scheduling_versions import as_v1beta1, from_v1beta1
@@ -48,10 +55,7 @@ def convert_document(doc: Mapping[str, Any]) -> tuple[Document, list[str]]:
     converted = copy_document(doc)
     if converted.get("apiVersion") == SCHEDULING_V1ALPHA1 and converted.get("kind") == "Workload":
         return _convert_workload(converted), [WORKLOAD_CONVERTED]
-    if converted.get("apiVersion") == SCHEDULING_V1BETA1 and converted.get("kind") in (
-        "Workload",
-        "PodGroup",
-    ):
+    if converted.get("apiVersion") in BETA_SHAPED and converted.get("kind") in ("Workload", "PodGroup"):
         return from_v1beta1(converted)
     if _legacy_reference(converted) is not None:
         return _convert_pod(converted), [WORKLOAD_REF_CONVERTED]
@@ -275,6 +279,7 @@ def _parse_workload(doc: Document | None) -> Workload | None:
 SERVED_VERSIONS: Final = {
     SCHEDULING_V1ALPHA1: ("Workload",),
     SCHEDULING_V1ALPHA2: ("Workload", "PodGroup"),
+    SCHEDULING_V1ALPHA3: ("Workload", "PodGroup"),
     SCHEDULING_V1BETA1: ("Workload", "PodGroup"),
 }
 """The scheduling versions a stored Workload or PodGroup can be shown in."""
@@ -287,6 +292,6 @@ def served_as(stored: Mapping[str, Any], api_version: str) -> Document | None:
         return None
     if api_version == SCHEDULING_V1ALPHA1:
         return workload_as_v1alpha1(stored)
-    if api_version == SCHEDULING_V1BETA1:
-        return as_v1beta1(dict(stored))
+    if api_version in BETA_SHAPED:
+        return as_v1beta1(dict(stored), api_version)
     return dict(stored)

@@ -10,6 +10,9 @@ SCHEDULING_V1: Final = "scheduling.k8s.io/v1"
 SCHEDULING_V1ALPHA1: Final = "scheduling.k8s.io/v1alpha1"
 SCHEDULING_V1ALPHA2: Final = "scheduling.k8s.io/v1alpha2"
 SCHEDULING_V1BETA1: Final = "scheduling.k8s.io/v1beta1"
+SCHEDULING_V1ALPHA3: Final = "scheduling.k8s.io/v1alpha3"
+BETA_SHAPED: Final = (SCHEDULING_V1BETA1, SCHEDULING_V1ALPHA3)
+"""The scheduling versions whose Workload and PodGroup have v1beta1's shape (v1.37's alpha and beta)."""
 RESOURCE_V1: Final = "resource.k8s.io/v1"
 
 # kind -> the apiVersion Podway stores it in (v1alpha1 Workloads are converted before they get here).

@@ -1,5 +1,6 @@
 """`scheduling.k8s.io/v1beta1` (Kubernetes v1.37) Workload and PodGroup, converted to and from the version
-Podway stores them in (v1alpha2's shape, with v1beta1's `preemptionPolicy`). See docs/scheduling-api.md.
+Podway stores them in (v1alpha2's shape, with v1beta1's `preemptionPolicy`). v1alpha3's Workload and PodGroup
+have the same shape and go the same way. See docs/scheduling-api.md.
 
 What changed from v1alpha2, as kubernetes/api `scheduling/v1beta1/types.go` has it:
 
@@ -98,9 +99,10 @@ def from_v1beta1(doc: Document) -> tuple[Document, list[str]]:
     return doc, warnings
 
 
-def as_v1beta1(stored: Document) -> Document:
-    """A stored Workload or PodGroup as v1beta1 shows it."""
-    doc = {**stored, "apiVersion": SCHEDULING_V1BETA1}
+def as_v1beta1(stored: Document, api_version: str = SCHEDULING_V1BETA1) -> Document:
+    """A stored Workload or PodGroup as v1beta1 shows it (or v1alpha3, whose Workload and PodGroup are
+    v1beta1's)."""
+    doc = {**stored, "apiVersion": api_version}
     spec = stored.get("spec")
     if not isinstance(spec, dict):
         return doc

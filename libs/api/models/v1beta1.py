@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from libs.api.kinds import SCHEDULING_V1BETA1
+from libs.api.kinds import SCHEDULING_V1ALPHA3, SCHEDULING_V1BETA1
 from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, ApiModel
 from libs.api.models.meta import ApiObject
 from libs.api.models.scheduling import (
@@ -85,3 +85,15 @@ class BetaPodGroup(ApiObject):
 
     spec: Annotated[BetaPodGroupSpec, NONE_TO_DICT] = Field(default_factory=BetaPodGroupSpec)
     status: Annotated[PodGroupStatus, NONE_TO_DICT] = Field(default_factory=PodGroupStatus)
+
+
+class AlphaThreeWorkload(BetaWorkload):
+    """`scheduling.k8s.io/v1alpha3` Workload: v1beta1's shape."""
+
+    API_VERSION = SCHEDULING_V1ALPHA3
+
+
+class AlphaThreePodGroup(BetaPodGroup):
+    """`scheduling.k8s.io/v1alpha3` PodGroup: v1beta1's shape."""
+
+    API_VERSION = SCHEDULING_V1ALPHA3

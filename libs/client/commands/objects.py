@@ -333,7 +333,8 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     convert.add_argument(
         "--to",
         default="v1alpha2",
-        help="v1beta1 (Kubernetes v1.37), v1alpha2 (v1.36, the default) or v1alpha1 (v1.35, Workloads only)",
+        help="v1beta1 or v1alpha3 (Kubernetes v1.37), v1alpha2 (v1.36, the default) or v1alpha1 (v1.35, "
+        "Workloads only)",
     )
     convert.set_defaults(handler=guard(cmd_convert))
 

@@ -117,7 +117,7 @@ def test_convert_to_an_unknown_version_is_refused():
 
     assert run.code == 1
     assert (
-        "error: --to v2: not a scheduling.k8s.io version Podway serves (v1alpha1, v1alpha2, v1beta1)"
+        "error: --to v2: not a scheduling.k8s.io version Podway serves (v1alpha1, v1alpha2, v1alpha3, v1beta1)"
         in run.err
     )
 

@@ -96,7 +96,7 @@ def test_v1beta1_written_and_read_back_is_what_was_written(stored: dict[str, Any
 @settings(max_examples=200)
 @given(stored_workloads())
 def test_a_workload_goes_through_every_served_version_and_comes_back_whole(stored: dict[str, Any]) -> None:
-    for version in ("v1alpha1", "v1beta1", "v1alpha2"):
+    for version in ("v1alpha1", "v1beta1", "v1alpha3", "v1alpha2"):
         resource = by_kind("Workload", f"scheduling.k8s.io/{version}")
         assert resource is not None
         shown = as_served(resource, stored)
@@ -191,3 +191,13 @@ def test_a_v1alpha2_document_keeps_its_own_field_names_in_errors() -> None:
         'The PodGroup "g" is invalid:\n* spec.podGroupTemplateRef.workload.podGroupTemplateName: Required value\n'
         '* spec.podGroupTemplateRef.workload.workloadName: Not found: "w"'
     ]
+
+
+@settings(max_examples=100)
+@given(stored_pod_groups())
+def test_a_pod_group_goes_through_every_served_version_and_comes_back_whole(stored: dict[str, Any]) -> None:
+    for version in ("v1beta1", "v1alpha3", "v1alpha2"):
+        resource = by_kind("PodGroup", f"scheduling.k8s.io/{version}")
+        assert resource is not None
+        back, _ = convert_document(as_served(resource, stored))
+        assert back == stored, version

@@ -144,6 +144,7 @@ def test_aggregated_group_discovery_lists_versions_preferred_first() -> None:
     assert [v["version"] for v in by_name["scheduling.k8s.io"]["versions"]] == [
         "v1",
         "v1beta1",
+        "v1alpha3",
         "v1alpha2",
         "v1alpha1",
     ]

@@ -53,4 +53,4 @@ def test_versions_are_ordered_as_kubernetes_orders_them() -> None:
         "v1alpha2",
         "v1alpha1",
     ]
-    assert versions_of("scheduling.k8s.io") == ["v1", "v1beta1", "v1alpha2", "v1alpha1"]
+    assert versions_of("scheduling.k8s.io") == ["v1", "v1beta1", "v1alpha3", "v1alpha2", "v1alpha1"]
