@@ -83,7 +83,10 @@ def waiting_event(obj: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[
 
 
 def _pods_named(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    for entry in payload.get("pods") or []:
+    pods = payload.get("pods")
+    if not isinstance(pods, list):  # some events count their pods (`"pods": 4`) rather than name them
+        return
+    for entry in pods:
         if not isinstance(entry, dict):
             continue
         name = entry.get("name") or entry.get("pod")

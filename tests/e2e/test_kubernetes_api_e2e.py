@@ -426,6 +426,8 @@ def test_the_python_client_schedules_a_gang_in_the_v1beta1_api(kube: KubeStack) 
     assert workload.spec.pod_group_templates[0].disruption_mode.all == {}
     alpha3 = client.SchedulingV1alpha3Api(api).read_namespaced_pod_group("beta-0", "ml")
     assert alpha3.spec.workload_ref.template_name == "workers"
+    described = ok(kubectl(kube, "describe", "-n", "ml", "podgroups.v1beta1.scheduling.k8s.io/beta-0"))
+    assert "Scheduled" in described.split("Events:")[1], described
     ok(
         kubectl(
             kube,

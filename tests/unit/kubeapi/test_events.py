@@ -53,3 +53,14 @@ def test_events_v1_shape() -> None:
     assert event["apiVersion"] == "events.k8s.io/v1"
     assert event["regarding"]["name"] == "train-0"
     assert event["note"].startswith("pods.bound")
+
+
+def test_a_fact_that_counts_its_pods_is_an_event_of_the_gang_alone() -> None:
+    """`podgroup.cycle.started` carries `"pods": 4`, a count: no pod is named, and the list does not fail."""
+    counted = {**BOUND, "type": "podgroup.cycle.started", "payload": {"pods": 4, "attempt": 1}}
+
+    events = list(kube_events(8, counted))
+
+    assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events] == [
+        ("PodGroup", "train-0")
+    ]
