@@ -16,12 +16,18 @@ def cpu_seconds(process: psutil.Process) -> float:
 
 
 def postgres_cpu_seconds() -> float:
-    """CPU time of the local PostgreSQL server's processes so far (the benchmark's pools are its clients)."""
+    """CPU time of the local PostgreSQL server's processes so far (the benchmark's pools are its clients),
+    backends that have exited included: the postmaster reaps them, so their time is its children's. Without
+    them the reading falls whenever a connection closes."""
     used = 0.0
-    for process in psutil.process_iter(["name"]):
-        if process.info["name"] == "postgres":
-            with contextlib.suppress(psutil.Error):
-                used += cpu_seconds(process)
+    servers = {p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"}
+    for pid in servers:
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            times = process.cpu_times()
+            used += float(times.user + times.system)
+            if process.ppid() not in servers:  # the postmaster
+                used += float(getattr(times, "children_user", 0.0) + getattr(times, "children_system", 0.0))
     return used
 
 
