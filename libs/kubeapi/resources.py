@@ -60,6 +60,32 @@ def _r(group: str, version: str, kind: str, plural: str, namespaced: bool, **ext
     return Resource(group, version, kind, plural, kind.lower(), namespaced, **extra)  # type: ignore[arg-type]
 
 
+def _scheduling_kinds(version: str, storage_version: str) -> tuple[Resource, Resource]:
+    """A scheduling version's Workload and PodGroup (v1beta1, v1alpha3 and v1alpha2 serve both)."""
+    group = "scheduling.k8s.io"
+    return (
+        _r(
+            group,
+            version,
+            "Workload",
+            "workloads",
+            True,
+            short_names=("wl",),
+            storage_version=storage_version,
+        ),
+        _r(
+            group,
+            version,
+            "PodGroup",
+            "podgroups",
+            True,
+            short_names=("pg",),
+            categories=("all",),
+            storage_version=storage_version,
+        ),
+    )
+
+
 RESOURCES: Final[tuple[Resource, ...]] = (
     _r(
         "",
@@ -112,45 +138,11 @@ RESOURCES: Final[tuple[Resource, ...]] = (
         short_names=("pc",),
         subresources=(),
     ),
-    _r(
-        "scheduling.k8s.io",
-        "v1beta1",
-        "Workload",
-        "workloads",
-        True,
-        short_names=("wl",),
-        storage_version="v1alpha2",
+    *(
+        resource
+        for version in ("v1beta1", "v1alpha3", "v1alpha2")
+        for resource in _scheduling_kinds(version, "" if version == "v1alpha2" else "v1alpha2")
     ),
-    _r(
-        "scheduling.k8s.io",
-        "v1beta1",
-        "PodGroup",
-        "podgroups",
-        True,
-        short_names=("pg",),
-        categories=("all",),
-        storage_version="v1alpha2",
-    ),
-    _r(
-        "scheduling.k8s.io",
-        "v1alpha3",
-        "Workload",
-        "workloads",
-        True,
-        short_names=("wl",),
-        storage_version="v1alpha2",
-    ),
-    _r(
-        "scheduling.k8s.io",
-        "v1alpha3",
-        "PodGroup",
-        "podgroups",
-        True,
-        short_names=("pg",),
-        categories=("all",),
-        storage_version="v1alpha2",
-    ),
-    _r("scheduling.k8s.io", "v1alpha2", "Workload", "workloads", True, short_names=("wl",)),
     _r(
         "scheduling.k8s.io",
         "v1alpha1",
@@ -159,15 +151,6 @@ RESOURCES: Final[tuple[Resource, ...]] = (
         True,
         short_names=("wl",),
         storage_version="v1alpha2",
-    ),
-    _r(
-        "scheduling.k8s.io",
-        "v1alpha2",
-        "PodGroup",
-        "podgroups",
-        True,
-        short_names=("pg",),
-        categories=("all",),
     ),
     _r("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False, subresources=()),
     _r("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True),

@@ -28,10 +28,9 @@ class DisruptionMode(ApiModel):
     all: dict[str, Any] | None = None
 
 
-class BetaPodGroupTemplate(ApiModel):
-    """A template for a set of pods with a scheduling policy."""
+class BetaGroupSettings(ApiModel):
+    """What a template and a PodGroup both say: policy, constraints, claims, disruption and priority."""
 
-    name: str | None = None
     scheduling_policy: PodGroupSchedulingPolicy | None = None
     scheduling_constraints: PodGroupSchedulingConstraints | None = None
     resource_claims: Annotated[list[PodGroupResourceClaim], NONE_TO_LIST] = Field(default_factory=list)
@@ -39,6 +38,12 @@ class BetaPodGroupTemplate(ApiModel):
     priority_class_name: str | None = None
     priority: int | None = None
     preemption_policy: str | None = None
+
+
+class BetaPodGroupTemplate(BetaGroupSettings):
+    """A template for a set of pods with a scheduling policy."""
+
+    name: str | None = None
 
 
 class BetaWorkloadSpec(ApiModel):
@@ -64,17 +69,10 @@ class WorkloadReference(ApiModel):
     template_name: str | None = None
 
 
-class BetaPodGroupSpec(ApiModel):
+class BetaPodGroupSpec(BetaGroupSettings):
     """The desired state of a PodGroup."""
 
     workload_ref: WorkloadReference | None = None
-    scheduling_policy: PodGroupSchedulingPolicy | None = None
-    scheduling_constraints: PodGroupSchedulingConstraints | None = None
-    resource_claims: Annotated[list[PodGroupResourceClaim], NONE_TO_LIST] = Field(default_factory=list)
-    disruption_mode: DisruptionMode | None = None
-    priority_class_name: str | None = None
-    priority: int | None = None
-    preemption_policy: str | None = None
 
 
 class BetaPodGroup(ApiObject):
