@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from libs.events.rpc import Change, ChangesReply
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
+from libs.runtime.shutdown import cancel_tasks
 from services.api_server.backend import CHANGES_LIMIT, Admission
 
 log = logging.getLogger(__name__)
@@ -74,10 +75,9 @@ class ChangeFeed:
         return self.revision
 
     async def stop(self) -> None:
+        """Stop polling in bounded time (a poll stuck on the bus is left behind), then end every watch."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_tasks((self._task,), service="api_server")
         for subscription in self._subscribers:
             subscription.queue.put_nowait(None)
 
