@@ -115,8 +115,10 @@ def _convert_workload(doc: Document) -> Document:
     spec = doc.get("spec") or {}
     if not isinstance(spec, dict):
         return doc  # decoding then reports `spec: Invalid value: ...: must be an object`
-    pod_groups = spec.pop("podGroups", None) or []
     kept = _kept_templates(doc)
+    if "podGroups" not in spec and "compositePodGroupTemplates" in spec:
+        return doc  # a tree of composite templates, which v1alpha1 passes through as it is
+    pod_groups = spec.pop("podGroups", None) or []
     # A non-list is passed through unchanged so that decoding reports it, rather than converting its parts.
     spec["podGroupTemplates"] = (
         [_restored(_convert_pod_group_entry(entry), kept) for entry in pod_groups]
@@ -161,6 +163,8 @@ def workload_as_v1alpha1(doc: Mapping[str, Any]) -> Document:
     given = out.get("spec")
     spec: dict[str, Any] = given if isinstance(given, dict) else {}
     templates = [t for t in spec.pop("podGroupTemplates", None) or [] if isinstance(t, dict)]
+    if not templates and "compositePodGroupTemplates" in spec:
+        return out
     spec["podGroups"] = [
         {"name": t.get("name"), **({"policy": t["schedulingPolicy"]} if "schedulingPolicy" in t else {})}
         for t in templates
@@ -279,7 +283,7 @@ def _parse_workload(doc: Document | None) -> Workload | None:
 SERVED_VERSIONS: Final = {
     SCHEDULING_V1ALPHA1: ("Workload",),
     SCHEDULING_V1ALPHA2: ("Workload", "PodGroup"),
-    SCHEDULING_V1ALPHA3: ("Workload", "PodGroup"),
+    SCHEDULING_V1ALPHA3: ("Workload", "PodGroup", "CompositePodGroup"),
     SCHEDULING_V1BETA1: ("Workload", "PodGroup"),
 }
 """The scheduling versions a stored Workload or PodGroup can be shown in."""
@@ -292,6 +296,6 @@ def served_as(stored: Mapping[str, Any], api_version: str) -> Document | None:
         return None
     if api_version == SCHEDULING_V1ALPHA1:
         return workload_as_v1alpha1(stored)
-    if api_version in BETA_SHAPED:
+    if api_version in BETA_SHAPED and kind != "CompositePodGroup":
         return as_v1beta1(dict(stored), api_version)
     return dict(stored)

@@ -46,7 +46,7 @@ def apply_defaults_in_place(obj: Obj) -> Obj:
 
 
 def _default_workload(workload: Workload) -> None:
-    for template in workload.spec.pod_group_templates:
+    for template in workload.spec.all_pod_group_templates():
         template.disruption_mode = template.disruption_mode or DISRUPTION_MODE_POD
 
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-WAITING_CONDITIONS = ("PodScheduled", "PodGroupScheduled", "PodGroupInitiallyScheduled")
+WAITING_CONDITIONS = (
+    "PodScheduled",
+    "PodGroupScheduled",
+    "PodGroupInitiallyScheduled",
+    "CompositePodGroupInitiallyScheduled",
+)
 
 
 def age(created: str | None, now: datetime) -> str:

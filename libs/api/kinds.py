@@ -22,6 +22,7 @@ API_VERSION_OF_KIND: Final[dict[str, str]] = {
     "Node": CORE_V1,
     "ResourceSlice": RESOURCE_V1,
     "Workload": SCHEDULING_V1ALPHA2,
+    "CompositePodGroup": SCHEDULING_V1ALPHA3,
     "ResourceClaimTemplate": RESOURCE_V1,
     "ResourceClaim": RESOURCE_V1,
     "PodGroup": SCHEDULING_V1ALPHA2,
@@ -33,7 +34,7 @@ API_VERSION_OF_KIND: Final[dict[str, str]] = {
 KIND_ORDER: Final[tuple[str, ...]] = tuple(API_VERSION_OF_KIND)
 
 NAMESPACED_KINDS: Final[frozenset[str]] = frozenset(
-    {"Workload", "PodGroup", "Pod", "Job", "ResourceClaim", "ResourceClaimTemplate"}
+    {"Workload", "CompositePodGroup", "PodGroup", "Pod", "Job", "ResourceClaim", "ResourceClaimTemplate"}
 )
 
 

@@ -29,7 +29,7 @@ from libs.api.models.batch import Job
 from libs.api.models.core import Node, Pod
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
-from libs.api.models.scheduling import PodGroup, PriorityClass, Workload
+from libs.api.models.scheduling import CompositePodGroup, PodGroup, PriorityClass, Workload
 from libs.api.priority import resolve_priority_in_place
 from libs.api.validation import validate_object, validate_update
 
@@ -60,6 +60,7 @@ MODELS: Final[dict[tuple[str, str], type[ApiObject]]] = {
         Node,
         ResourceSlice,
         Workload,
+        CompositePodGroup,
         ResourceClaimTemplate,
         ResourceClaim,
         PodGroup,

@@ -15,9 +15,12 @@ from libs.api.models.meta import ApiObject, ObjectMeta
 from libs.api.models.scheduling import (
     PREEMPT_LOWER_PRIORITY,
     SYSTEM_PRIORITY_CLASSES,
+    CompositePodGroup,
+    CompositePodGroupTemplate,
     PodGroup,
     PriorityClass,
     Workload,
+    WorkloadSpec,
 )
 
 BUILTIN_PRIORITY_CLASSES: Final = {
@@ -102,10 +105,26 @@ def resolve_priority_in_place(obj: ApiObject, classes: Mapping[str, PriorityClas
         errors = _resolve_pod_spec(obj.spec.template.spec, SPEC.child("template", "spec"), classes)
     elif isinstance(obj, PodGroup):
         errors = _resolve_holder(obj.spec, SPEC, classes, "PodGroup spec")[1]
+    elif isinstance(obj, CompositePodGroup):
+        errors = _resolve_holder(obj.spec, SPEC, classes, "CompositePodGroup spec")[1]
     elif isinstance(obj, Workload):
-        templates = SPEC.child("podGroupTemplates")
-        for position, template in enumerate(obj.spec.pod_group_templates):
-            errors += _resolve_holder(template, templates.index(position), classes, "Workload template")[1]
+        errors = _resolve_templates(obj.spec, SPEC, classes)
+    return errors
+
+
+def _resolve_templates(
+    level: WorkloadSpec | CompositePodGroupTemplate, path: FieldPath, classes: Mapping[str, PriorityClass]
+) -> list[FieldError]:
+    """Every template of a Workload's group tree, composite templates included."""
+    errors: list[FieldError] = []
+    templates = path.child("podGroupTemplates")
+    for position, template in enumerate(level.pod_group_templates):
+        errors += _resolve_holder(template, templates.index(position), classes, "Workload template")[1]
+    composites = path.child("compositePodGroupTemplates")
+    for position, composite in enumerate(level.composite_pod_group_templates):
+        at = composites.index(position)
+        errors += _resolve_holder(composite, at, classes, "Workload template")[1]
+        errors += _resolve_templates(composite, at, classes)
     return errors
 
 

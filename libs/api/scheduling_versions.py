@@ -10,14 +10,15 @@ What changed from v1alpha2, as kubernetes/api `scheduling/v1beta1/types.go` has 
 - the condition `PodGroupScheduled` became `PodGroupInitiallyScheduled` (terminal once True);
 - templates and PodGroups gained `preemptionPolicy` (Never, PreemptLowerPriority), which Podway stores and
   its preemptor honours;
-- `compositePodGroupTemplates` and `parentCompositePodGroupName` belong to the CompositePodGroup feature gate,
-  which Podway does not enable: as kube-apiserver with the gate off, it drops them (with a warning).
+- Workloads gained `compositePodGroupTemplates` (a tree of CompositePodGroup templates whose PodGroup
+  templates convert as the top-level ones do; a composite's own `disruptionMode` is the union in every
+  version) and PodGroups `parentCompositePodGroupName`; both are stored as they are.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from libs.api.errors import ErrorType, FieldError
@@ -29,10 +30,6 @@ Document = dict[str, Any]
 DISRUPTION_UNION: Final = {DISRUPTION_MODE_POD: "single", DISRUPTION_MODE_POD_GROUP: "all"}
 CONDITION_NAMES: Final = {"PodGroupScheduled": "PodGroupInitiallyScheduled"}
 """Stored condition type → its v1beta1 name."""
-GATED_FIELDS: Final = {
-    "Workload": ("compositePodGroupTemplates",),
-    "PodGroup": ("parentCompositePodGroupName",),
-}
 
 
 SERVED_PATHS: Final = (
@@ -71,32 +68,21 @@ def invalid_union(path: str, detail: str) -> FieldError:
     return FieldError(ErrorType.INVALID, path, UNION, detail)
 
 
-def gated_field_dropped(path: str) -> str:
-    return f"{path}: dropped: the CompositePodGroup feature is not enabled in Podway"
-
-
 def from_v1beta1(doc: Document) -> tuple[Document, list[str]]:
     """A v1beta1 Workload or PodGroup (a copy of the caller's, changed in place) in the stored shape, and the
-    warnings for the fields dropped."""
+    warnings (none: every v1beta1 field has a stored place)."""
     doc["apiVersion"] = SCHEDULING_V1ALPHA2
     spec = doc.get("spec")
     if not isinstance(spec, dict):
         return doc, []  # decoding reports it
-    warnings = [
-        gated_field_dropped(f"spec.{name}")
-        for name in GATED_FIELDS.get(str(doc.get("kind")), ())
-        if spec.pop(name, None) is not None
-    ]
     if doc.get("kind") == "Workload":
-        templates = spec.get("podGroupTemplates")
-        if isinstance(templates, list):
-            spec["podGroupTemplates"] = [_stored_policy(t) for t in templates]
+        _templates_as(spec, _stored_policy)
     else:
         _stored_reference(spec)
         doc["spec"] = _stored_policy(spec)
         if isinstance(doc.get("status"), dict):
             doc["status"] = _renamed_conditions(doc["status"], _inverse(CONDITION_NAMES))
-    return doc, warnings
+    return doc, []
 
 
 def as_v1beta1(stored: Document, api_version: str = SCHEDULING_V1BETA1) -> Document:
@@ -107,9 +93,8 @@ def as_v1beta1(stored: Document, api_version: str = SCHEDULING_V1BETA1) -> Docum
     if not isinstance(spec, dict):
         return doc
     if stored.get("kind") == "Workload":
-        templates = spec.get("podGroupTemplates")
-        if isinstance(templates, list):
-            doc["spec"] = {**spec, "podGroupTemplates": [_served_policy(t) for t in templates]}
+        doc["spec"] = dict(spec)
+        _templates_as(doc["spec"], _served_policy)
         return doc
     served = dict(_served_policy(spec))
     ref = served.pop("podGroupTemplateRef", None)
@@ -127,6 +112,25 @@ def as_v1beta1(stored: Document, api_version: str = SCHEDULING_V1BETA1) -> Docum
     if isinstance(stored.get("status"), dict):
         doc["status"] = _renamed_conditions(stored["status"], CONDITION_NAMES)
     return doc
+
+
+def _templates_as(level: Document, policy: Callable[[Any], Any]) -> None:
+    """Every PodGroup template of a Workload spec (or of a composite template below it, copied) with its
+    disruption mode converted by `policy`."""
+    templates = level.get("podGroupTemplates")
+    if isinstance(templates, list):
+        level["podGroupTemplates"] = [policy(t) for t in templates]
+    composites = level.get("compositePodGroupTemplates")
+    if isinstance(composites, list):
+        level["compositePodGroupTemplates"] = [_composite_as(c, policy) for c in composites]
+
+
+def _composite_as(template: Any, policy: Callable[[Any], Any]) -> Any:
+    if not isinstance(template, dict):
+        return template
+    copied = dict(template)
+    _templates_as(copied, policy)
+    return copied
 
 
 def _stored_reference(spec: Document) -> None:

@@ -12,6 +12,7 @@ from libs.api.display import age, waiting_condition
 KIND_ALIASES: dict[str, str] = {}
 for _kind, _names in {
     "PodGroup": ("podgroup", "podgroups", "pg"),
+    "CompositePodGroup": ("compositepodgroup", "compositepodgroups", "cpg"),
     "Pod": ("pod", "pods", "po"),
     "Workload": ("workload", "workloads", "wl"),
     "Job": ("job", "jobs"),
@@ -62,6 +63,22 @@ def _podgroup_row(obj: dict[str, Any]) -> list[str]:
     ]
 
 
+def _composite_row(obj: dict[str, Any]) -> list[str]:
+    spec = obj.get("spec") or {}
+    raw = (obj.get("status") or {}).get("podway")
+    summary: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    gang = (spec.get("schedulingPolicy") or {}).get("gang")
+    needed = gang.get("minGroupCount") if isinstance(gang, dict) else None
+    scheduled = summary.get("scheduled", 0)
+    return [
+        summary.get("phase") or "Pending",
+        "gang" if needed else "basic",
+        f"{scheduled}/{needed}" if needed else str(scheduled),
+        str(spec.get("priority", 0)),
+        summary.get("domain") or "-",
+    ]
+
+
 def _pod_row(obj: dict[str, Any]) -> list[str]:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -100,6 +117,7 @@ def _claim_row(obj: dict[str, Any]) -> list[str]:
 COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
     "ResourceClaim": (["STATE", "DEVICES", "RESERVED FOR"], _claim_row),
     "PodGroup": (["PHASE", "POLICY", "PLACED", "PRIORITY", "DOMAIN"], _podgroup_row),
+    "CompositePodGroup": (["PHASE", "POLICY", "GROUPS", "PRIORITY", "DOMAIN"], _composite_row),
     "Pod": (["STATUS", "PODGROUP", "NODE"], _pod_row),
     "Workload": (["TEMPLATES"], _workload_row),
     "Job": (["COMPLETIONS", "PARALLELISM", "MODE"], _job_row),
@@ -116,6 +134,7 @@ def waiting(obj: dict[str, Any]) -> str:
 
 WIDE_COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
     "PodGroup": (["WAITING"], lambda obj: [waiting(obj)]),
+    "CompositePodGroup": (["WAITING"], lambda obj: [waiting(obj)]),
     "Pod": (["WAITING"], lambda obj: [waiting(obj)]),
 }
 

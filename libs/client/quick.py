@@ -24,7 +24,15 @@ ADMISSION_GET = "podway.rpc.admission.get"
 ADMISSION_EVENTS = "podway.rpc.admission.events"
 EVENTS_SUBJECTS = "podway.events.>"
 DEFAULT_NAMESPACE = "default"
-NAMESPACED = {"PodGroup", "Pod", "Workload", "Job", "ResourceClaim", "ResourceClaimTemplate"}
+NAMESPACED = {
+    "CompositePodGroup",
+    "PodGroup",
+    "Pod",
+    "Workload",
+    "Job",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+}
 
 
 class StackNotFound(Exception):

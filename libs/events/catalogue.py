@@ -42,6 +42,8 @@ class EventType(StrEnum):
     CLAIMS_RELEASED = "claims.released"
     PODS_BOUND = "pods.bound"
     PODGROUP_SCHEDULED = "podgroup.scheduled"
+    COMPOSITEPODGROUP_SCHEDULED = "compositepodgroup.scheduled"
+    COMPOSITEPODGROUP_UNSCHEDULABLE = "compositepodgroup.unschedulable"
     PREEMPTION_REQUESTED = "preemption.requested"
     PREEMPTION_VICTIMS_SELECTED = "preemption.victims_selected"
     PODS_EVICTED = "pods.evicted"

@@ -154,6 +154,26 @@ class PodGroupScheduled(EventPayload):
 
 
 @event_model
+class CompositePodGroupScheduled(EventPayload):
+    """At least minGroupCount child PodGroups of a CompositePodGroup were placed together."""
+
+    TYPE = EventType.COMPOSITEPODGROUP_SCHEDULED
+    composite: PodGroupRef
+    domain: TopologyDomainRef | None = None
+    groups: list[str] = Field(description="The child PodGroups placed in this cycle")
+
+
+@event_model
+class CompositePodGroupUnschedulable(EventPayload):
+    """Fewer than minGroupCount child PodGroups fit together: none was bound."""
+
+    TYPE = EventType.COMPOSITEPODGROUP_UNSCHEDULABLE
+    composite: PodGroupRef
+    message: str
+    groups: list[str] = Field(description="The child PodGroups tried together")
+
+
+@event_model
 class PreemptionRequested(EventPayload):
     TYPE = EventType.PREEMPTION_REQUESTED
     podgroup: PodGroupRef

@@ -145,6 +145,15 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     ),
     _r(
         "scheduling.k8s.io",
+        "v1alpha3",
+        "CompositePodGroup",
+        "compositepodgroups",
+        True,
+        short_names=("cpg",),
+        categories=("all",),
+    ),
+    _r(
+        "scheduling.k8s.io",
         "v1alpha1",
         "Workload",
         "workloads",

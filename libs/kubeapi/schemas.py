@@ -13,7 +13,17 @@ from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
-from libs.api.models import Job, Node, Pod, PodGroup, PriorityClass, Workload, v1beta1
+from libs.api.models import (
+    CompositePodGroup,
+    Job,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    Workload,
+    scheduling,
+    v1beta1,
+)
 from libs.api.models.base import PODWAY_STATUS, ApiModel, Quantity, Timestamp
 from libs.api.models.core import LegacyWorkloadReference
 from libs.api.models.legacy import LegacyPodGroup, LegacyWorkload, LegacyWorkloadSpec
@@ -45,6 +55,7 @@ MODELS: Final[dict[tuple[str, str, str], type[ApiObject]]] = {
     ("scheduling.k8s.io", "v1beta1", "PodGroup"): v1beta1.BetaPodGroup,
     ("scheduling.k8s.io", "v1alpha3", "Workload"): v1beta1.AlphaThreeWorkload,
     ("scheduling.k8s.io", "v1alpha3", "PodGroup"): v1beta1.AlphaThreePodGroup,
+    ("scheduling.k8s.io", "v1alpha3", "CompositePodGroup"): CompositePodGroup,
     ("resource.k8s.io", "v1", "DeviceClass"): DeviceClass,
     ("resource.k8s.io", "v1", "ResourceClaim"): ResourceClaim,
     ("resource.k8s.io", "v1", "ResourceClaimTemplate"): ResourceClaimTemplate,
@@ -72,9 +83,22 @@ _NAMES: Final[dict[type[ApiModel], str]] = {
     v1beta1.BetaPodGroup: "io.k8s.api.scheduling.v1beta1.PodGroup",
     v1beta1.BetaPodGroupSpec: "io.k8s.api.scheduling.v1beta1.PodGroupSpec",
     v1beta1.DisruptionMode: "io.k8s.api.scheduling.v1beta1.DisruptionMode",
-    v1beta1.WorkloadReference: "io.k8s.api.scheduling.v1beta1.WorkloadReference",
+    scheduling.WorkloadReference: "io.k8s.api.scheduling.v1beta1.WorkloadReference",
     v1beta1.AlphaThreeWorkload: "io.k8s.api.scheduling.v1alpha3.Workload",
     v1beta1.AlphaThreePodGroup: "io.k8s.api.scheduling.v1alpha3.PodGroup",
+    v1beta1.BetaCompositePodGroupTemplate: "io.k8s.api.scheduling.v1beta1.CompositePodGroupTemplate",
+    **{
+        model: f"io.k8s.api.scheduling.v1alpha3.{model.__name__}"
+        for model in (
+            scheduling.CompositePodGroup,
+            scheduling.CompositePodGroupSpec,
+            scheduling.CompositePodGroupStatus,
+            scheduling.CompositePodGroupTemplate,
+            scheduling.CompositePodGroupSchedulingPolicy,
+            scheduling.CompositeGangSchedulingPolicy,
+            scheduling.CompositeDisruptionMode,
+        )
+    },
     models.Namespace: "io.k8s.api.core.v1.Namespace",
     models.SelfSubjectReview: "io.k8s.api.authentication.v1.SelfSubjectReview",
     models.SelfSubjectReviewStatus: "io.k8s.api.authentication.v1.SelfSubjectReviewStatus",

@@ -15,7 +15,7 @@ def as_served(resource: Resource, stored: dict[str, Any]) -> dict[str, Any]:
     """`stored` in the resource's version, with its kind and apiVersion."""
     if resource.kind == "Workload" and resource.version == "v1alpha1":
         return workload_as_v1alpha1(stored)
-    if resource.group == "scheduling.k8s.io" and resource.version in ("v1beta1", "v1alpha3"):
+    if resource.kind in ("Workload", "PodGroup") and resource.version in ("v1beta1", "v1alpha3"):
         return {**as_v1beta1(stored, resource.api_version), "kind": resource.kind}
     if resource.group == "events.k8s.io":
         return as_events_v1(stored)

@@ -150,6 +150,8 @@ USERS: tuple[NatsUser, ...] = (
             EventType.PLACEMENT_PROPOSED,
             EventType.PODS_BOUND,
             EventType.PODGROUP_SCHEDULED,
+            EventType.COMPOSITEPODGROUP_SCHEDULED,
+            EventType.COMPOSITEPODGROUP_UNSCHEDULABLE,
             EventType.PREEMPTION_REQUESTED,
             EventType.PODGROUP_TIMED_OUT,
             EventType.PODS_FAILED,  # pending pods of a gang that timed out

@@ -26,7 +26,7 @@ from services.admission.store import iso, known_from_stored
 async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObject]:
     """Objects a deletion may cascade to or be held by: the namespace's Workloads, PodGroups and Pods."""
     found: list[StoredObject] = []
-    for kind in ("Workload", "PodGroup", "Pod"):
+    for kind in ("Workload", "CompositePodGroup", "PodGroup", "Pod"):
         found += await uow.objects.find(kind, namespace)
     return found
 
@@ -173,6 +173,8 @@ async def changes(uow: UnitOfWork, request: ChangesRequest) -> ChangesReply:
 
 async def _readable(uow: UnitOfWork, kind: str, objects: list[StoredObject]) -> list[dict[str, Any]]:
     manifests = await with_conditions(uow, objects)
+    if kind == "CompositePodGroup":
+        await _with_composite_summaries(uow, manifests)
     if kind not in ("Pod", "PodGroup"):
         return manifests
     if kind == "Pod":
@@ -253,6 +255,35 @@ async def _with_summary(uow: UnitOfWork, group: dict[str, Any], scope: pending.S
         "minCount": min_count,
         "domain": domain,
     }
+
+
+async def _with_composite_summaries(uow: UnitOfWork, composites: list[dict[str, Any]]) -> None:
+    """`status.podway` of CompositePodGroups: phase, how many child PodGroups there are and how many are
+    scheduled, minGroupCount and the domain its children share."""
+    for namespace in sorted({c["metadata"].get("namespace", "") for c in composites}):
+        groups = await uow.objects.find("PodGroup", namespace)
+        held = await uow.conditions.list_for_many(g.uid for g in groups)
+        for composite in (c for c in composites if c["metadata"].get("namespace", "") == namespace):
+            name = composite["metadata"]["name"]
+            children = [g for g in groups if (g.spec or {}).get("parentCompositePodGroupName") == name]
+            scheduled = sum(
+                1
+                for g in children
+                if any(c.type == "PodGroupScheduled" and c.status == "True" for c in held.get(g.uid, []))
+            )
+            status = composite.setdefault("status", {})
+            initially = any(
+                c.get("type") == "CompositePodGroupInitiallyScheduled" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+            gang = ((composite.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
+            status["podway"] = {
+                "phase": "Scheduled" if initially else "Pending",
+                "groups": len(children),
+                "scheduled": scheduled,
+                "minGroupCount": gang.get("minGroupCount") if isinstance(gang, dict) else None,
+                "domain": ((status.get("placement") or {}).get("domain") or {}).get("value"),
+            }
 
 
 def _pod_phase(status: dict[str, Any] | None) -> PodPhase:

@@ -66,6 +66,18 @@ def _podgroup(obj: dict[str, Any]) -> list[Any]:
     ]
 
 
+def _composite(obj: dict[str, Any]) -> list[Any]:
+    podway = _podway(obj)
+    priority = (obj.get("spec") or {}).get("priority")
+    groups = f"{podway.get('scheduled', 0)}/{podway.get('minGroupCount') or podway.get('groups') or 0}"
+    return [
+        podway.get("phase") or "Pending",
+        groups,
+        priority if priority is not None else "",
+        podway.get("domain") or "<none>",
+    ]
+
+
 def _job(obj: dict[str, Any]) -> list[Any]:
     spec, status = obj.get("spec") or {}, _status(obj)
     completions = spec.get("completions") or 1
@@ -95,6 +107,10 @@ COLUMNS: dict[str, tuple[list[tuple[str, str]], Row]] = {
     "PodGroup": (
         [("Phase", "string"), ("Placed", "string"), ("Priority", "integer"), ("Domain", "string")],
         _podgroup,
+    ),
+    "CompositePodGroup": (
+        [("Phase", "string"), ("Groups", "string"), ("Priority", "integer"), ("Domain", "string")],
+        _composite,
     ),
     "Job": ([("Completions", "string"), ("Active", "integer")], _job),
     "Node": ([("Status", "string"), ("Rack", "string")], _node),

@@ -19,6 +19,7 @@ from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject, pod_group
 from libs.core.scheduling.outputs import (
     AllocationFailed,
     Binding,
+    CompositeCycleRan,
     CycleRan,
     Disrupted,
     GroupRef,
@@ -35,6 +36,8 @@ from libs.db.records import Condition, Fence, JsonObject, PodBinding, StoredObje
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.scheduling import (
     ClaimAllocation,
+    CompositePodGroupScheduled,
+    CompositePodGroupUnschedulable,
     PlacementProposed,
     PodGroupCyclePlaced,
     PodGroupCycleStarted,
@@ -162,6 +165,8 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, fence: Fe
     for outcome in outcomes:
         if isinstance(outcome, CycleRan):
             bound += await writer.cycle(outcome)
+        elif isinstance(outcome, CompositeCycleRan):
+            await writer.composite(outcome)
         elif isinstance(outcome, Binding):
             await writer.bind(outcome, _Story(writer, outcome.group, outcome.cause))
             bound += len(outcome.placements)
@@ -185,11 +190,13 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, fence: Fe
 class _Story:
     """The events of one PodGroup in one transaction, each caused by the one before."""
 
-    def __init__(self, writer: _Writer, group: GroupRef, cause: str | None) -> None:
+    def __init__(self, writer: _Writer, group: GroupRef, cause: str | None, kind: str = "PodGroup") -> None:
         self._writer = writer
         self._group = group
         self.cause = cause
-        if group.standalone:
+        if kind != "PodGroup":
+            self._subject = AggregateRef(kind=kind, namespace=group.namespace, name=group.name, uid=group.uid)
+        elif group.standalone:
             name = group.name.removeprefix(STANDALONE_PREFIX)
             self._subject = AggregateRef(kind="Pod", namespace=group.namespace, name=name, uid=group.uid)
         else:
@@ -225,7 +232,8 @@ class _Writer:
         keys = {
             ("PodGroup", outcome.group.namespace, outcome.group.name)
             for outcome in outcomes
-            if not isinstance(outcome, NodeHealthChange | NodeLost) and not outcome.group.standalone
+            if not isinstance(outcome, NodeHealthChange | NodeLost | CompositeCycleRan)
+            and not outcome.group.standalone
         }
         self.podgroups = {stored.uid: stored for stored in await self.uow.objects.get_many(sorted(keys))}
 
@@ -272,6 +280,45 @@ class _Writer:
         assert ran.bind is not None
         await self.bind(ran.bind, story)
         return len(ran.bind.placements)
+
+    async def composite(self, ran: CompositeCycleRan) -> None:
+        """A composite's cycle in its own story, and its `CompositePodGroupInitiallyScheduled`: True once its
+        children were placed together, never False again after that."""
+        story = _Story(self, ran.composite, ran.cause, kind="CompositePodGroup")
+        ref = _podgroup_ref(ran.composite)
+        uid, kind = ran.composite.uid, ConditionType.COMPOSITE_INITIALLY_SCHEDULED
+        if ran.placed:
+            story.emit(
+                CompositePodGroupScheduled(composite=ref, domain=_domain(ran.domain), groups=list(ran.groups))
+            )
+            reason, message = ConditionReason.SCHEDULED, ""
+        else:
+            story.emit(
+                CompositePodGroupUnschedulable(composite=ref, message=ran.message, groups=list(ran.groups))
+            )
+            held = await self.uow.conditions.get(uid, kind)
+            if held is not None and held.status == "True":
+                return
+            reason, message = ConditionReason.UNSCHEDULABLE, ran.message
+        stored = await self.uow.objects.get_by_uid(uid)
+        if stored is None:
+            return
+        if ran.placed and ran.domain is not None:
+            placement = {"domain": {"key": ran.domain.key, "value": ran.domain.value}}
+            await self.uow.objects.update_status(
+                "CompositePodGroup",
+                stored.namespace,
+                stored.name,
+                {**stored.status, "placement": placement},
+            )
+        self._conditions[(uid, kind)] = Condition(
+            object_uid=uid,
+            type=kind,
+            status="True" if ran.placed else "False",
+            owner=CONDITION_OWNER,
+            reason=reason,
+            message=message,
+        )
 
     async def unschedulable(self, ran: CycleRan, story: _Story) -> None:
         message = ran.decision.message

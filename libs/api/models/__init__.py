@@ -43,6 +43,9 @@ from libs.api.models.resource import (
     ResourceSlice,
 )
 from libs.api.models.scheduling import (
+    CompositePodGroup,
+    CompositePodGroupSpec,
+    CompositePodGroupTemplate,
     GangSchedulingPolicy,
     PodGroup,
     PodGroupResourceClaim,
@@ -59,6 +62,9 @@ from libs.api.models.scheduling import (
 __all__ = [
     "ApiModel",
     "ApiObject",
+    "CompositePodGroup",
+    "CompositePodGroupSpec",
+    "CompositePodGroupTemplate",
     "Condition",
     "Container",
     "Device",

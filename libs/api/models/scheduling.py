@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from collections.abc import Iterator
+from typing import Annotated, Any, Final
 
 from pydantic import Field
 
-from libs.api.kinds import SCHEDULING_V1, SCHEDULING_V1ALPHA2
+from libs.api.kinds import SCHEDULING_V1, SCHEDULING_V1ALPHA2, SCHEDULING_V1ALPHA3
 from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, PODWAY_STATUS, ApiModel
 from libs.api.models.meta import ApiObject, Condition
 
@@ -89,15 +90,79 @@ class PodGroupTemplate(ApiModel):
     preemption_policy: str | None = None
 
 
+class CompositeGangSchedulingPolicy(ApiModel):
+    """All-or-nothing over child groups: at least `minGroupCount` of them are placed together or none is."""
+
+    min_group_count: int | None = None
+
+
+class CompositePodGroupSchedulingPolicy(ApiModel):
+    """Exactly one of `basic` (each child group on its own) or `gang`."""
+
+    basic: BasicSchedulingPolicy | None = None
+    gang: CompositeGangSchedulingPolicy | None = None
+
+
+class CompositeDisruptionMode(ApiModel):
+    """How a composite's child groups may be disrupted: exactly one of `single` (each on its own) and `all`
+    (only together). Podway treats an unset mode as `all`: a composite is one unit unless it says otherwise."""
+
+    single: dict[str, Any] | None = None
+    all: dict[str, Any] | None = None
+
+
+class CompositePodGroupTemplate(ApiModel):
+    """A template for a CompositePodGroup: its policy, and the templates of its children (PodGroups or
+    CompositePodGroups, at least one of the two lists)."""
+
+    name: str | None = None
+    pod_group_templates: Annotated[list[PodGroupTemplate], NONE_TO_LIST] = Field(default_factory=list)
+    composite_pod_group_templates: Annotated[list[CompositePodGroupTemplate], NONE_TO_LIST] = Field(
+        default_factory=list
+    )
+    scheduling_policy: CompositePodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    disruption_mode: CompositeDisruptionMode | None = None
+    priority_class_name: str | None = None
+    priority: int | None = None
+    preemption_policy: str | None = None
+
+
 class WorkloadSpec(ApiModel):
-    """The immutable policy of a Workload."""
+    """The policy of a Workload: PodGroup templates, or a tree of CompositePodGroup templates (exactly one)."""
 
     controller_ref: TypedLocalObjectReference | None = None
     pod_group_templates: Annotated[list[PodGroupTemplate], NONE_TO_LIST] = Field(default_factory=list)
+    composite_pod_group_templates: Annotated[list[CompositePodGroupTemplate], NONE_TO_LIST] = Field(
+        default_factory=list
+    )
 
     def template(self, name: str) -> PodGroupTemplate | None:
-        """The template with this name, if any."""
-        return next((template for template in self.pod_group_templates if template.name == name), None)
+        """The PodGroup template with this name anywhere in the tree, if any."""
+        return next((template for template in self.all_pod_group_templates() if template.name == name), None)
+
+    def composite_template(self, name: str) -> CompositePodGroupTemplate | None:
+        """The CompositePodGroup template with this name anywhere in the tree, if any."""
+        return next(
+            (
+                template
+                for template in _composites(self.composite_pod_group_templates)
+                if template.name == name
+            ),
+            None,
+        )
+
+    def all_pod_group_templates(self) -> Iterator[PodGroupTemplate]:
+        """Every PodGroup template: the top-level ones, then those under each composite template."""
+        yield from self.pod_group_templates
+        for composite in _composites(self.composite_pod_group_templates):
+            yield from composite.pod_group_templates
+
+
+def _composites(templates: list[CompositePodGroupTemplate]) -> Iterator[CompositePodGroupTemplate]:
+    for template in templates:
+        yield template
+        yield from _composites(template.composite_pod_group_templates)
 
 
 class Workload(ApiObject):
@@ -126,6 +191,7 @@ class PodGroupSpec(ApiModel):
     """A PodGroup's policy, copied from its template; immutable."""
 
     pod_group_template_ref: PodGroupTemplateReference | None = None
+    parent_composite_pod_group_name: str | None = None
     scheduling_policy: PodGroupSchedulingPolicy | None = None
     scheduling_constraints: PodGroupSchedulingConstraints | None = None
     resource_claims: Annotated[list[PodGroupResourceClaim], NONE_TO_LIST] = Field(default_factory=list)
@@ -172,6 +238,57 @@ class PodGroup(ApiObject):
 
     spec: Annotated[PodGroupSpec, NONE_TO_DICT] = Field(default_factory=PodGroupSpec)
     status: Annotated[PodGroupStatus, NONE_TO_DICT] = Field(default_factory=PodGroupStatus)
+
+
+class WorkloadReference(ApiModel):
+    """The Workload and the template within it a group was made from."""
+
+    workload_name: str | None = None
+    template_name: str | None = None
+
+
+class CompositePodGroupSpec(ApiModel):
+    """A CompositePodGroup's policy, copied from its template; immutable."""
+
+    workload_ref: WorkloadReference | None = None
+    parent_composite_pod_group_name: str | None = None
+    scheduling_policy: CompositePodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    disruption_mode: CompositeDisruptionMode | None = None
+    priority_class_name: str | None = None
+    priority: int | None = None
+    preemption_policy: str | None = None
+
+    @property
+    def min_group_count(self) -> int | None:
+        """How many child groups must be placed together; None for a basic composite."""
+        policy = self.scheduling_policy
+        return policy.gang.min_group_count if policy is not None and policy.gang is not None else None
+
+    @property
+    def disrupted_together(self) -> bool:
+        """Whether the children may only be disrupted together (`all`, and an unset mode)."""
+        return self.disruption_mode is None or self.disruption_mode.single is None
+
+
+class CompositePodGroupStatus(ApiModel):
+    """Conditions (`CompositePodGroupInitiallyScheduled`, `DisruptionTarget`)."""
+
+    # The scheduler's record of the domain its children share, and what `get` derives.
+    PASSED_THROUGH = frozenset({"placement", PODWAY_STATUS})
+
+    conditions: Annotated[list[Condition], NONE_TO_LIST] = Field(default_factory=list)
+
+
+class CompositePodGroup(ApiObject):
+    """`scheduling.k8s.io/v1alpha3` CompositePodGroup: a group of PodGroups (or of CompositePodGroups)
+    scheduled as one unit; children name it in `parentCompositePodGroupName`."""
+
+    API_VERSION = SCHEDULING_V1ALPHA3
+    KIND = "CompositePodGroup"
+
+    spec: Annotated[CompositePodGroupSpec, NONE_TO_DICT] = Field(default_factory=CompositePodGroupSpec)
+    status: Annotated[CompositePodGroupStatus, NONE_TO_DICT] = Field(default_factory=CompositePodGroupStatus)
 
 
 class PriorityClass(ApiObject):

@@ -12,11 +12,14 @@ from libs.api.kinds import SCHEDULING_V1ALPHA3, SCHEDULING_V1BETA1
 from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, ApiModel
 from libs.api.models.meta import ApiObject
 from libs.api.models.scheduling import (
+    CompositeDisruptionMode,
+    CompositePodGroupSchedulingPolicy,
     PodGroupResourceClaim,
     PodGroupSchedulingConstraints,
     PodGroupSchedulingPolicy,
     PodGroupStatus,
     TypedLocalObjectReference,
+    WorkloadReference,
 )
 
 
@@ -46,11 +49,30 @@ class BetaPodGroupTemplate(BetaGroupSettings):
     name: str | None = None
 
 
+class BetaCompositePodGroupTemplate(ApiModel):
+    """A template for a CompositePodGroup and its children's templates."""
+
+    name: str | None = None
+    pod_group_templates: Annotated[list[BetaPodGroupTemplate], NONE_TO_LIST] = Field(default_factory=list)
+    composite_pod_group_templates: Annotated[list[BetaCompositePodGroupTemplate], NONE_TO_LIST] = Field(
+        default_factory=list
+    )
+    scheduling_policy: CompositePodGroupSchedulingPolicy | None = None
+    scheduling_constraints: PodGroupSchedulingConstraints | None = None
+    disruption_mode: CompositeDisruptionMode | None = None
+    priority_class_name: str | None = None
+    priority: int | None = None
+    preemption_policy: str | None = None
+
+
 class BetaWorkloadSpec(ApiModel):
-    """The desired state of a Workload."""
+    """The desired state of a Workload: PodGroup templates or CompositePodGroup templates (exactly one)."""
 
     controller_ref: TypedLocalObjectReference | None = None
     pod_group_templates: Annotated[list[BetaPodGroupTemplate], NONE_TO_LIST] = Field(default_factory=list)
+    composite_pod_group_templates: Annotated[list[BetaCompositePodGroupTemplate], NONE_TO_LIST] = Field(
+        default_factory=list
+    )
 
 
 class BetaWorkload(ApiObject):
@@ -62,17 +84,11 @@ class BetaWorkload(ApiObject):
     spec: Annotated[BetaWorkloadSpec, NONE_TO_DICT] = Field(default_factory=BetaWorkloadSpec)
 
 
-class WorkloadReference(ApiModel):
-    """The Workload and the template within it a PodGroup was made from."""
-
-    workload_name: str | None = None
-    template_name: str | None = None
-
-
 class BetaPodGroupSpec(BetaGroupSettings):
     """The desired state of a PodGroup."""
 
     workload_ref: WorkloadReference | None = None
+    parent_composite_pod_group_name: str | None = None
 
 
 class BetaPodGroup(ApiObject):

@@ -10,7 +10,7 @@ from libs.api.models.batch import Job
 from libs.api.models.core import Node, Pod
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
-from libs.api.models.scheduling import PodGroup, PriorityClass, Workload
+from libs.api.models.scheduling import CompositePodGroup, PodGroup, PriorityClass, Workload
 from libs.api.validation.batch import validate_job, validate_job_update
 from libs.api.validation.common import check_unchanged
 from libs.api.validation.core import validate_node, validate_pod, validate_pod_update
@@ -21,6 +21,8 @@ from libs.api.validation.resource import (
     validate_resource_slice,
 )
 from libs.api.validation.scheduling import (
+    validate_composite_pod_group,
+    validate_composite_pod_group_update,
     validate_pod_group,
     validate_pod_group_update,
     validate_priority_class,
@@ -32,6 +34,7 @@ from libs.api.validation.scheduling import (
 _CREATE: Final[dict[type[ApiObject], Callable[[Any], list[FieldError]]]] = {
     Workload: validate_workload,
     PodGroup: validate_pod_group,
+    CompositePodGroup: validate_composite_pod_group,
     PriorityClass: validate_priority_class,
     Pod: validate_pod,
     Node: validate_node,
@@ -45,6 +48,7 @@ _CREATE: Final[dict[type[ApiObject], Callable[[Any], list[FieldError]]]] = {
 _UPDATE: Final[dict[type[ApiObject], Callable[[Any, Any], list[FieldError]]]] = {
     Workload: validate_workload_update,
     PodGroup: validate_pod_group_update,
+    CompositePodGroup: validate_composite_pod_group_update,
     PriorityClass: validate_priority_class_update,
     Pod: validate_pod_update,
     Job: validate_job_update,

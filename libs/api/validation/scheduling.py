@@ -25,6 +25,11 @@ from libs.api.models.scheduling import (
     HIGHEST_USER_DEFINABLE_PRIORITY,
     PREEMPTION_POLICIES,
     SYSTEM_PRIORITY_CLASSES,
+    CompositeDisruptionMode,
+    CompositePodGroup,
+    CompositePodGroupSchedulingPolicy,
+    CompositePodGroupSpec,
+    CompositePodGroupTemplate,
     PodGroup,
     PodGroupResourceClaim,
     PodGroupSchedulingConstraints,
@@ -35,6 +40,7 @@ from libs.api.models.scheduling import (
     PriorityClass,
     TypedLocalObjectReference,
     Workload,
+    WorkloadReference,
 )
 from libs.api.validation.common import (
     INT32_MIN,
@@ -52,6 +58,9 @@ MAX_POD_GROUP_TEMPLATES: Final = 8
 MAX_TOPOLOGY_CONSTRAINTS: Final = 1
 MAX_POD_GROUP_RESOURCE_CLAIMS: Final = 4
 SYSTEM_PRIORITY_CLASS_PREFIX: Final = "system-"
+MAX_GROUP_TREE_DEPTH: Final = 4
+"""Levels of a Workload's group tree, PodGroups included: up to three levels of CompositePodGroups."""
+TEMPLATE_LISTS: Final = "`podGroupTemplates`, `compositePodGroupTemplates`"
 
 
 def validate_workload(workload: Workload) -> list[FieldError]:
@@ -63,6 +72,13 @@ def validate_workload(workload: Workload) -> list[FieldError]:
     errors = validate_object_meta(workload.metadata, namespaced=True)
     if spec.controller_ref is not None:
         errors += _validate_controller_ref(spec.controller_ref, SPEC.child("controllerRef"))
+    if spec.composite_pod_group_templates:
+        if spec.pod_group_templates:
+            detail = f"exactly one of {TEMPLATE_LISTS} is required, but multiple fields are set"
+            errors.append(invalid(SPEC, f"{{{TEMPLATE_LISTS}}}", detail))
+        return errors + _validate_composite_templates(
+            spec.composite_pod_group_templates, SPEC.child("compositePodGroupTemplates"), set(), 2
+        )
     errors += _validate_template_identities(spec.pod_group_templates, templates_path)
     if not spec.pod_group_templates:
         errors.append(required(templates_path, "must have at least one item"))
@@ -70,6 +86,123 @@ def validate_workload(workload: Workload) -> list[FieldError]:
         errors.append(too_many(templates_path, len(spec.pod_group_templates), MAX_POD_GROUP_TEMPLATES))
     for position, template in enumerate(spec.pod_group_templates):
         errors += _validate_group_settings(template, templates_path.index(position))
+    return errors
+
+
+def _validate_composite_templates(
+    templates: Sequence[CompositePodGroupTemplate], path: FieldPath, seen: set[str], depth: int
+) -> list[FieldError]:
+    """A level of CompositePodGroup templates at `depth` (its children one deeper); template names, PodGroup
+    templates' included, are unique in the whole tree, since a group's `workloadRef` names one."""
+    errors: list[FieldError] = []
+    if len(templates) > MAX_POD_GROUP_TEMPLATES:
+        errors.append(too_many(path, len(templates), MAX_POD_GROUP_TEMPLATES))
+    for position, template in enumerate(templates):
+        errors += _validate_composite_template(template, path.index(position), seen, depth)
+    return errors
+
+
+def _validate_composite_template(
+    template: CompositePodGroupTemplate, at: FieldPath, seen: set[str], depth: int
+) -> list[FieldError]:
+    errors = check_item_name(template.name, at, seen, dns1123_label_errors)
+    errors += _validate_composite_settings(template, at)
+    groups, composites = template.pod_group_templates, template.composite_pod_group_templates
+    if not groups and not composites:
+        detail = f"at least one of {TEMPLATE_LISTS} must be set"
+        return [*errors, required(at.child("podGroupTemplates"), detail)]
+    if depth >= MAX_GROUP_TREE_DEPTH and composites:
+        detail = f"must not nest groups deeper than {MAX_GROUP_TREE_DEPTH} levels"
+        errors.append(forbidden(at.child("compositePodGroupTemplates"), detail))
+        composites = []
+    groups_path = at.child("podGroupTemplates")
+    if len(groups) > MAX_POD_GROUP_TEMPLATES:
+        errors.append(too_many(groups_path, len(groups), MAX_POD_GROUP_TEMPLATES))
+    for position, group in enumerate(groups):
+        where = groups_path.index(position)
+        errors += check_item_name(group.name, where, seen, dns1123_label_errors)
+        errors += validate_scheduling_policy(group.scheduling_policy, where.child("schedulingPolicy"))
+        errors += _validate_group_settings(group, where)
+    return errors + _validate_composite_templates(
+        composites, at.child("compositePodGroupTemplates"), seen, depth + 1
+    )
+
+
+def _validate_composite_settings(
+    group: CompositePodGroupTemplate | CompositePodGroupSpec, path: FieldPath
+) -> list[FieldError]:
+    """What a composite template and a CompositePodGroup both say: policy, constraints, disruption, priority."""
+    errors = _validate_composite_policy(group.scheduling_policy, path.child("schedulingPolicy"))
+    if group.scheduling_constraints is not None:
+        errors += _validate_constraints(group.scheduling_constraints, path.child("schedulingConstraints"))
+    if group.disruption_mode is not None:
+        errors += _validate_composite_disruption(group.disruption_mode, path.child("disruptionMode"))
+    if group.priority_class_name:
+        errors += check_optional_format(
+            group.priority_class_name, path.child("priorityClassName"), dns1123_subdomain_errors
+        )
+    if group.priority is not None:
+        errors += validate_priority_value(group.priority, path.child("priority"))
+    if group.preemption_policy is not None:
+        errors += check_enum(group.preemption_policy, path.child("preemptionPolicy"), PREEMPTION_POLICIES)
+    return errors
+
+
+def _validate_composite_policy(
+    policy: CompositePodGroupSchedulingPolicy | None, path: FieldPath
+) -> list[FieldError]:
+    """Exactly one of `basic` or `gang`; a gang needs `minGroupCount >= 1`."""
+    basic = policy.basic if policy is not None else None
+    gang = policy.gang if policy is not None else None
+    if basic is None and gang is None:
+        return [invalid(path, "", "must specify one of: `basic`, `gang`")]
+    if basic is not None and gang is not None:
+        detail = "exactly one of `basic`, `gang` is required, but multiple fields are set"
+        return [invalid(path, "{`basic`, `gang`}", detail)]
+    if gang is None:
+        return []
+    if not gang.min_group_count:
+        return [required(path.child("gang", "minGroupCount"))]
+    return check_minimum(gang.min_group_count, path.child("gang", "minGroupCount"), 1)
+
+
+def _validate_composite_disruption(mode: CompositeDisruptionMode, path: FieldPath) -> list[FieldError]:
+    chosen = [name for name in ("single", "all") if getattr(mode, name) is not None]
+    if not chosen:
+        return [invalid(path, "", "must specify one of: `single`, `all`")]
+    if len(chosen) > 1:
+        detail = "exactly one of `single`, `all` is required, but multiple fields are set"
+        return [invalid(path, "{`single`, `all`}", detail)]
+    return []
+
+
+def validate_composite_pod_group(group: CompositePodGroup) -> list[FieldError]:
+    """Metadata, Workload reference, parent and policy of a CompositePodGroup."""
+    spec = group.spec
+    errors = validate_object_meta(group.metadata, namespaced=True)
+    if spec.workload_ref is None:
+        errors.append(required(SPEC.child("workloadRef")))
+    else:
+        errors += _validate_workload_ref(spec.workload_ref, SPEC.child("workloadRef"))
+    errors += check_optional_format(
+        spec.parent_composite_pod_group_name,
+        SPEC.child("parentCompositePodGroupName"),
+        dns1123_subdomain_errors,
+    )
+    return errors + _validate_composite_settings(spec, SPEC)
+
+
+def _validate_workload_ref(ref: WorkloadReference, path: FieldPath) -> list[FieldError]:
+    errors = check_required_format(ref.workload_name, path.child("workloadName"), dns1123_subdomain_errors)
+    return errors + check_required_format(ref.template_name, path.child("templateName"), dns1123_label_errors)
+
+
+def validate_composite_pod_group_update(old: CompositePodGroup, new: CompositePodGroup) -> list[FieldError]:
+    """Every CompositePodGroup spec field is immutable."""
+    old_spec, new_spec = old.spec.to_wire(), new.spec.to_wire()
+    errors: list[FieldError] = []
+    for field in sorted(old_spec.keys() | new_spec.keys()):
+        errors += check_unchanged(old_spec.get(field), new_spec.get(field), SPEC.child(field))
     return errors
 
 
@@ -188,6 +321,11 @@ def validate_pod_group(pod_group: PodGroup) -> list[FieldError]:
     errors = validate_object_meta(pod_group.metadata, namespaced=True)
     if spec.pod_group_template_ref is not None:
         errors += _validate_template_ref(spec.pod_group_template_ref, SPEC.child("podGroupTemplateRef"))
+    errors += check_optional_format(
+        spec.parent_composite_pod_group_name,
+        SPEC.child("parentCompositePodGroupName"),
+        dns1123_subdomain_errors,
+    )
     errors += validate_scheduling_policy(spec.scheduling_policy, SPEC.child("schedulingPolicy"))
     return errors + _validate_group_settings(spec, SPEC)
 
@@ -209,11 +347,17 @@ def validate_workload_update(old: Workload, new: Workload) -> list[FieldError]:
     """The whole Workload spec is immutable."""
     templates_path, controller_path = SPEC.child("podGroupTemplates"), SPEC.child("controllerRef")
     errors = check_unchanged(old.spec.pod_group_templates, new.spec.pod_group_templates, templates_path)
+    errors += check_unchanged(
+        old.spec.composite_pod_group_templates,
+        new.spec.composite_pod_group_templates,
+        SPEC.child("compositePodGroupTemplates"),
+    )
     return errors + check_unchanged(old.spec.controller_ref, new.spec.controller_ref, controller_path)
 
 
 _POD_GROUP_SPEC_FIELDS: Final = (
     "podGroupTemplateRef",
+    "parentCompositePodGroupName",
     "schedulingPolicy",
     "schedulingConstraints",
     "resourceClaims",

@@ -37,6 +37,7 @@ from libs.core.admission.model import (
     ObjectWrite,
 )
 from libs.core.admission.references import (
+    composite_with_template,
     created_warning,
     implied_podgroup,
     podgroup_with_template,
@@ -144,6 +145,9 @@ def _referenced_keys(key: ObjectKey, doc: Mapping[str, Any]) -> set[ObjectKey]:
     assert isinstance(spec, dict)
     if kind == "PodGroup":
         ref = ((spec.get("podGroupTemplateRef") or {}).get("workload") or {}).get("workloadName")
+        return {("Workload", namespace, ref)} if isinstance(ref, str) else set()
+    if kind == "CompositePodGroup":
+        ref = (spec.get("workloadRef") or {}).get("workloadName")
         return {("Workload", namespace, ref)} if isinstance(ref, str) else set()
     if kind == "Pod":
         group = (spec.get("schedulingGroup") or {}).get("podGroupName")
@@ -317,6 +321,8 @@ def admit_document(
         doc, workload, reference_errors = podgroup_with_template(key, doc, view)
         if existing is not None:
             reference_errors = []  # a reference is checked when the PodGroup is created, as upstream
+    elif key is not None and key[0] == "CompositePodGroup" and existing is None:
+        doc, reference_errors = composite_with_template(key, doc, view)
     result = validate_document(
         doc,
         old=existing.manifest if existing else None,

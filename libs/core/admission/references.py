@@ -21,6 +21,7 @@ from libs.api.podgroups import implied_pod_group, with_template_policy
 from libs.core.admission.model import AdmissionView, ObjectKey
 
 _WORKLOAD_REF = ROOT.child("spec", "podGroupTemplateRef", "workload")
+_COMPOSITE_REF = ROOT.child("spec", "workloadRef")
 
 
 def live_workload(view: AdmissionView, namespace: str, name: str) -> Workload | None:
@@ -61,6 +62,32 @@ def podgroup_with_template(
             return doc, workload, []  # validation reports the missing template name
         return doc, workload, [not_found(_WORKLOAD_REF.child("podGroupTemplateName"), template_name)]
     return with_template_policy(doc, template), workload, []
+
+
+def composite_with_template(
+    key: ObjectKey, doc: Mapping[str, Any], view: AdmissionView
+) -> tuple[Mapping[str, Any], list[FieldError]]:
+    """A new CompositePodGroup document with the policy fields it leaves out taken from the composite
+    template its `workloadRef` names, and the errors of a reference to a Workload or template that does not
+    exist."""
+    spec = doc.get("spec")
+    ref = spec.get("workloadRef") if isinstance(spec, dict) else None
+    if (
+        not isinstance(spec, dict)
+        or not isinstance(ref, dict)
+        or not isinstance(ref.get("workloadName"), str)
+    ):
+        return doc, []  # validation reports what is missing
+    workload = live_workload(view, key[1], ref["workloadName"])
+    if workload is None:
+        return doc, [not_found(_COMPOSITE_REF.child("workloadName"), ref["workloadName"])]
+    name = ref.get("templateName")
+    template = workload.spec.composite_template(name) if isinstance(name, str) else None
+    if template is None:
+        return doc, [not_found(_COMPOSITE_REF.child("templateName"), name)] if isinstance(name, str) else []
+    children = ("name", "priority", "podGroupTemplates", "compositePodGroupTemplates")
+    policy = {key: value for key, value in template.to_wire().items() if key not in children}
+    return {**doc, "spec": {**policy, **spec}}, []
 
 
 def implied_podgroup(pod: Pod, view: AdmissionView) -> tuple[PodGroup | None, str | None]:

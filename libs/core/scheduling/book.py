@@ -14,6 +14,7 @@ from .objects import (
     ApiObject,
     assigned_domain,
     core_podgroup,
+    parent_composite,
     pod_group_name,
     pod_has_claims,
     pod_phase,
@@ -108,6 +109,8 @@ class PodBook:
         self.group_uids: dict[str, str] = {}
         self._members: dict[str, set[str]] = {}
         self._groups_of_workload: dict[str, set[str]] = {}
+        self.composites: dict[str, ApiObject] = {}
+        self._children: dict[str, set[str]] = {}
         self.bound_priorities: Counter[int] = Counter()
 
     # -- objects ----------------------------------------------------------------------------------------
@@ -116,6 +119,26 @@ class PodBook:
         """Store a Workload; returns the keys of its PodGroups (their annotations may have changed)."""
         self.workloads[obj.key] = obj
         return sorted(self._groups_of_workload.get(obj.key, ()))
+
+    def put_composite(self, obj: ApiObject) -> list[str]:
+        """Store a CompositePodGroup; returns the keys of its child PodGroups."""
+        self.composites[obj.key] = obj
+        return sorted(self._children.get(obj.key, ()))
+
+    def remove_composite(self, key: str) -> list[str]:
+        self.composites.pop(key, None)
+        return sorted(self._children.get(key, ()))
+
+    def composite_of(self, group: GroupRecord) -> str | None:
+        """The key of the CompositePodGroup the group belongs to, if it names one."""
+        name = None if group.standalone else parent_composite(group.obj)
+        return f"{group.namespace}/{name}" if name else None
+
+    def children(self, composite_key: str) -> list[GroupRecord]:
+        """The child PodGroups of a composite, by name."""
+        return [
+            self.groups[key] for key in sorted(self._children.get(composite_key, ())) if key in self.groups
+        ]
 
     def workload_of(self, group: GroupRecord) -> ApiObject | None:
         name = None if group.standalone else podgroup_workload_name(group.obj)
@@ -141,6 +164,9 @@ class PodBook:
             workload = podgroup_workload_name(obj)
             if workload:
                 self._groups_of_workload.setdefault(f"{obj.namespace}/{workload}", set()).add(obj.key)
+            parent = parent_composite(obj)
+            if parent:
+                self._children.setdefault(f"{obj.namespace}/{parent}", set()).add(obj.key)
             for uid in self._members.get(obj.key, ()):
                 self._file(record, self.pods[uid])
                 # Pods that came before their PodGroup: their claims are the group's wait too.
@@ -156,6 +182,9 @@ class PodBook:
             workload = None if record.standalone else podgroup_workload_name(record.obj)
             if workload:
                 self._groups_of_workload.get(f"{record.namespace}/{workload}", set()).discard(key)
+            parent = None if record.standalone else parent_composite(record.obj)
+            if parent:
+                self._children.get(f"{record.namespace}/{parent}", set()).discard(key)
         return record
 
     def put_pod(self, obj: ApiObject, request: PodRequest) -> PodRecord:

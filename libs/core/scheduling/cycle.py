@@ -181,6 +181,28 @@ def _cheapest(batches: Sequence[Batch], count: int, per_pod: Sequence[int]) -> i
 
 
 def _scopes(snapshot: ClusterSnapshot, group: PodGroup) -> list[Scope]:
+    scopes = _own_scopes(snapshot, group)
+    if group.within is None:
+        return scopes
+    return [_inside(snapshot, scope, group.within) for scope in scopes]
+
+
+def _inside(snapshot: ClusterSnapshot, scope: Scope, within: TopologyDomainRef) -> Scope:
+    """A scope taken inside a composite's domain: its own level's domains in that one, or that one itself
+    when its level is not narrower."""
+    key = scope.key
+    if key is None or key == within.key or snapshot.rank(key) <= snapshot.rank(within.key):
+        return Scope(within.key, (within.value,), None)
+    values = {
+        node.labels[key]
+        for node in snapshot.node_states()
+        if node.labels.get(within.key) == within.value and key in node.labels
+    }
+    chosen = tuple(sorted(values if scope.values is None else values.intersection(scope.values)))
+    return Scope(key, chosen, scope.within_key)
+
+
+def _own_scopes(snapshot: ClusterSnapshot, group: PodGroup) -> list[Scope]:
     hard = group.topology_key
     if group.assigned_domain is not None:
         return _joining_scopes(snapshot, group.assigned_domain, hard)

@@ -167,6 +167,7 @@ WORLD_KINDS = (
     "ResourceSlice",
     "ResourceClaimTemplate",
     "Workload",
+    "CompositePodGroup",
     "PodGroup",
     "Pod",
     "ResourceClaim",

@@ -32,6 +32,8 @@ class PodGroupPhase(StrEnum):
 class ConditionType(StrEnum):
     POD_GROUP_SCHEDULED = "PodGroupScheduled"
     DISRUPTION_TARGET = "DisruptionTarget"
+    COMPOSITE_INITIALLY_SCHEDULED = "CompositePodGroupInitiallyScheduled"
+    """Terminal once True, as upstream's: a composite whose children are disrupted later keeps it."""
 
 
 class ConditionReason(StrEnum):

@@ -22,6 +22,7 @@ from libs.core.dra.records import allocation_record, resource_claim_name
 from libs.core.dra.requests import EXTENDED_RESOURCES_CLAIM, group_claim_specs
 
 from .book import GroupRecord
+from .composite import ChildGroup, CompositeDecision, CompositeGroup, nothing_placed, schedule_composite
 from .cycle import schedule_podgroup
 from .inputs import (
     ClaimsAllocated,
@@ -39,13 +40,17 @@ from .inputs import (
     PodsFinished,
 )
 from .machine_state import MachineSettings, WakeStats
-from .model import CycleDecision, PodGroup, TopologyDomainRef
+from .model import CycleDecision, GangReason, PodGroup, TopologyDomainRef
 from .node_health import NodeCondition
-from .outputs import Binding, CycleRan, Output
-from .queue import backoff_seconds
+from .objects import ApiObject, composite_min_group_count, composite_topology_key
+from .outputs import Binding, CompositeCycleRan, CycleRan, GroupRef, Output
+from .queue import QueueState, backoff_seconds
 from .world_restore import WorldRestore
 
 __all__ = ["MachineSettings", "SchedulerStateMachine", "WakeStats"]
+
+_TRIED_TOGETHER = (QueueState.ACTIVE, QueueState.BACKING_OFF, QueueState.PARKED)
+"""Queue states of a composite's children that its cycle takes along (not gated, not in another's hands)."""
 
 
 class SchedulerStateMachine(WorldRestore):
@@ -138,10 +143,10 @@ class SchedulerStateMachine(WorldRestore):
             popped = self.queue.pop(now)
             if popped is None:
                 break
-            ran = self._cycle(popped.key, now)
-            if ran is not None:
+            for ran in self._cycle(popped.key, now):
                 outputs.append(ran)
-                placed += len(ran.decision.placements)
+                if isinstance(ran, CycleRan):
+                    placed += len(ran.decision.placements)
         return outputs
 
     def next_wakeup(self) -> float | None:
@@ -150,20 +155,16 @@ class SchedulerStateMachine(WorldRestore):
         times = [t for t in candidates if t is not None]
         return min(times) if times else None
 
-    def _cycle(self, key: str, now: float) -> CycleRan | None:
+    def _cycle(self, key: str, now: float) -> list[CycleRan | CompositeCycleRan]:
         group = self.book.groups.get(key)
-        if (
-            group is None
-            or group.timed_out
-            or not group.pending
-            or group.obj.metadata.get("deletionTimestamp")
-        ):
+        if group is None or not self._may_place(group):
             self.queue.remove(key)
-            return None
+            return []
+        composite = self.book.composite_of(group)
+        if composite is not None:
+            return self._composite_cycle(composite, group, now)
         self._release(key)
         core = self.cycle_group(group)
-        cause = group.cause if group.attempts == 0 else (self._capacity_cause or group.cause)
-        pending = len(group.pending)
         started = self._timer() if self._timer is not None else 0.0
         missing = self._missing_claim(group)
         decision = (
@@ -173,12 +174,102 @@ class SchedulerStateMachine(WorldRestore):
                 self.snapshot, core, self.book.pending_requests(group), now=now, bound_pods=len(group.placed)
             )
         )
+        return [self._decided(group, core, decision, started, now, may_preempt=missing is None)]
+
+    @staticmethod
+    def _may_place(group: GroupRecord) -> bool:
+        return not group.timed_out and bool(group.pending) and not group.obj.metadata.get("deletionTimestamp")
+
+    def _composite_cycle(
+        self, composite_key: str, popped: GroupRecord, now: float
+    ) -> list[CycleRan | CompositeCycleRan]:
+        """One cycle for the waiting children of a CompositePodGroup (the popped child's siblings in the
+        queue's hands are left to their own turn): at least the children the composite still needs are
+        placed together, inside its domain, or none is."""
+        siblings = [
+            child
+            for child in self.book.children(composite_key)
+            if child is popped or (self._may_place(child) and self.queue.state(child.key) in _TRIED_TOGETHER)
+        ]
+        for child in siblings:
+            self._release(child.key)
+        started = self._timer() if self._timer is not None else 0.0
+        obj = self.book.composites.get(composite_key)
+        cores = [self.cycle_group(child) for child in siblings]
+        if obj is None:
+            name = composite_key.partition("/")[2]
+            reason = GangReason.COMPOSITE_MISSING.format(composite=name)
+            decisions = [
+                nothing_placed(core, self.book.pending_requests(c), reason, now)
+                for c, core in zip(siblings, cores, strict=True)
+            ]
+            return [
+                self._decided(c, core, d, started, now, may_preempt=False)
+                for c, core, d in zip(siblings, cores, decisions, strict=True)
+            ]
+        children = [
+            ChildGroup(core, self.book.pending_requests(child), len(child.placed))
+            for child, core in zip(siblings, cores, strict=True)
+        ]
+        needed = self._still_needed(composite_key, obj)
+        result = schedule_composite(
+            self.snapshot, self._core_composite(obj), children, needed=needed, now=now
+        )
+        ran: list[CycleRan | CompositeCycleRan] = [
+            self._decided(child, core, decision, started, now, may_preempt=True)
+            for child, core, decision in zip(siblings, cores, result.decisions, strict=True)
+        ]
+        if needed > 0:
+            ran.append(_composite_ran(obj, siblings, result, popped.cause))
+        return ran
+
+    def _still_needed(self, composite_key: str, obj: ApiObject) -> int:
+        """How many more children must be placed together (0: the composite was placed, or is basic)."""
+        wanted = composite_min_group_count(obj)
+        if wanted is None:
+            return 0
+        return wanted - sum(1 for child in self.book.children(composite_key) if child.scheduled)
+
+    def _core_composite(self, obj: ApiObject) -> CompositeGroup:
+        """The composite as its cycle sees it, with the domain its placed children hold (children keep to the
+        composite's domain whoever placed them: no record of it is needed beyond their pods' nodes)."""
+        key = composite_topology_key(obj)
+        domain = None
+        if key is not None:
+            for child in self.book.children(obj.key):
+                for uid in child.placed:
+                    node = self.book.pods[uid].node
+                    value = (
+                        self.snapshot.node_state(node).labels.get(key)
+                        if node is not None and node in self.snapshot
+                        else None
+                    )
+                    if value is not None:
+                        domain = TopologyDomainRef(key, value)
+                        break
+                if domain is not None:
+                    break
+        return CompositeGroup(obj.namespace, obj.name, composite_min_group_count(obj), key, domain)
+
+    def _decided(
+        self,
+        group: GroupRecord,
+        core: PodGroup,
+        decision: CycleDecision,
+        started: float,
+        now: float,
+        *,
+        may_preempt: bool,
+    ) -> CycleRan:
+        """A cycle's decision taken in: a placed gang binds (or waits for its claims), an unschedulable one
+        backs off, and may ask for preemption."""
+        cause = group.cause if group.attempts == 0 else (self._capacity_cause or group.cause)
         cycle_ms = (self._timer() - started) * 1000 if self._timer is not None else 0.0
         group.attempts += 1
         ran = CycleRan(
             group=self._ref(group),
             attempt=group.attempts,
-            pods=pending,
+            pods=len(group.pending),
             min_count=group.min_count or 1,
             decision=decision,
             cycle_ms=cycle_ms,
@@ -188,13 +279,13 @@ class SchedulerStateMachine(WorldRestore):
             return self._placed(group, decision, ran, now)
         self.queue.done(decision, now=now)
         group.unschedulable_attempts += 1
-        nomination = self._nominations.get(key)
+        nomination = self._nominations.get(group.key)
         if nomination is not None:
             self._hold(group, nomination)
         return dataclasses.replace(
             ran,
             backoff_s=backoff_seconds(group.unschedulable_attempts),
-            preemption_priority=None if missing else self._preemption_wanted(group, core.priority),
+            preemption_priority=self._preemption_wanted(group, core.priority) if may_preempt else None,
             condition_false=not group.scheduled,
         )
 
@@ -272,6 +363,21 @@ class SchedulerStateMachine(WorldRestore):
                 if allocation.claim != EXTENDED_RESOURCES_CLAIM
             ]
         return records
+
+
+def _composite_ran(
+    obj: ApiObject, children: list[GroupRecord], result: CompositeDecision, cause: str | None
+) -> CompositeCycleRan:
+    placed = tuple(c.name for c, d in zip(children, result.decisions, strict=True) if d.placed)
+    message = "" if placed else next((d.message for d in result.decisions if d.message), "")
+    return CompositeCycleRan(
+        composite=GroupRef(obj.namespace, obj.name, obj.uid),
+        placed=bool(placed),
+        groups=placed or tuple(child.name for child in children),
+        domain=result.domain,
+        message=message,
+        cause=cause,
+    )
 
 
 def _proposed_devices(group: GroupRecord, decision: CycleDecision) -> frozenset[tuple[str, str]]:

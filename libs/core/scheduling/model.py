@@ -78,6 +78,13 @@ class GangReason(StrEnum):
     BELOW_MIN_COUNT = "only {placed} of the {count} pods the gang needs fit"
     TOO_FEW_PODS = "the gang needs {count} pods, {present} exist"
     OTHER_SCHEDULER = "{count} pod(s) name a scheduler other than {scheduler}"
+    COMPOSITE_BELOW_MIN = (
+        "CompositePodGroup {composite}: only {placed} of the {count} child group(s) it needs fit together"
+    )
+    COMPOSITE_NO_DOMAIN = (
+        "CompositePodGroup {composite}: no {key} domain can hold {count} of its child groups together"
+    )
+    COMPOSITE_MISSING = "waiting for CompositePodGroup {composite}, which does not exist"
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +249,8 @@ class PodGroup:
     (`schedulingConstraints.topology[0].key`); `preferred_topology` the `podway.io/topology-preferred`
     levels, tightest first. `assigned_domain` is the domain chosen by the cycle that placed the gang: pods
     added later join it. `claims` are the PodGroup's own ResourceClaims, shared by all its pods: their
-    devices must be reachable from every node of the gang (a rack fabric keeps it in the rack).
+    devices must be reachable from every node of the gang (a rack fabric keeps it in the rack). `within` is
+    the domain of the CompositePodGroup the group belongs to: every scope is taken inside it.
     """
 
     namespace: str
@@ -258,6 +266,7 @@ class PodGroup:
     gang_restart: GangRestartPolicy = GangRestartPolicy.NEVER
     assigned_domain: TopologyDomainRef | None = None
     claims: tuple[ClaimSpec, ...] = ()
+    within: TopologyDomainRef | None = None
     key: str = field(init=False, repr=False, compare=False)
     """`namespace/name`."""
 

@@ -37,6 +37,8 @@ class ObjectChanges(Disruptions):
             self.queue.add_workload(obj.namespace, obj.name, now=self._now)
             for key in keys:
                 self._refresh(key)
+        elif kind == "CompositePodGroup":
+            self._wake_children(self.book.put_composite(obj))
         elif kind == "PodGroup":
             group = self.book.put_group(obj)
             group.cause = cause or group.cause
@@ -50,6 +52,12 @@ class ObjectChanges(Disruptions):
                 self._hold_allocated_claim(obj)
             else:
                 self._named_claim_changed(obj.key, cause)
+
+    def _wake_children(self, keys: Iterable[str]) -> None:
+        """A composite came or went: its waiting children are tried again (their cycle reads it)."""
+        for key in keys:
+            self._refresh(key)
+            self.queue.activate(key, self._now)
 
     def _stale(self, obj: ApiObject) -> bool:
         """Whether the object was removed, or is older than the version held: events of one object may
@@ -115,6 +123,8 @@ class ObjectChanges(Disruptions):
         elif kind == "Workload":
             self.book.workloads.pop(key, None)
             self.queue.remove_workload(event.namespace, event.name)
+        elif kind == "CompositePodGroup":
+            self._wake_children(self.book.remove_composite(key))
         elif kind == "Node":
             self.health.forget(event.name)
             self._unreachable.discard(event.name)

@@ -253,6 +253,25 @@ def assigned_domain(group: ApiObject) -> TopologyDomainRef | None:
     return TopologyDomainRef(str(domain["key"]), str(domain.get("value") or ""))
 
 
+def parent_composite(group: ApiObject) -> str | None:
+    """The CompositePodGroup a PodGroup belongs to (`spec.parentCompositePodGroupName`), if any."""
+    name = group.spec.get("parentCompositePodGroupName")
+    return name if isinstance(name, str) and name else None
+
+
+def composite_min_group_count(composite: ApiObject) -> int | None:
+    """A composite gang's minGroupCount, None for a basic composite."""
+    gang = (composite.spec.get("schedulingPolicy") or {}).get("gang")
+    if not isinstance(gang, Mapping):
+        return None
+    return int(gang.get("minGroupCount") or 1)
+
+
+def composite_topology_key(composite: ApiObject) -> str | None:
+    topology = (composite.spec.get("schedulingConstraints") or {}).get("topology") or []
+    return (topology[0].get("key") or None) if topology else None
+
+
 def core_podgroup(
     group: ApiObject, workload: ApiObject | None, *, domain: TopologyDomainRef | None = None
 ) -> PodGroup:

@@ -133,4 +133,27 @@ class Disrupted:
     cause: str | None = None
 
 
-Output = CycleRan | Binding | AllocationFailed | TimedOut | Restart | NodeHealthChange | NodeLost | Disrupted
+@dataclass(frozen=True, slots=True)
+class CompositeCycleRan:
+    """A cycle of a CompositePodGroup not yet placed: its children placed together (the composite's
+    `CompositePodGroupInitiallyScheduled` True, for good) or none of them (False, with why)."""
+
+    composite: GroupRef
+    placed: bool
+    groups: tuple[str, ...]
+    domain: TopologyDomainRef | None
+    message: str
+    cause: str | None
+
+
+Output = (
+    CompositeCycleRan
+    | CycleRan
+    | Binding
+    | AllocationFailed
+    | TimedOut
+    | Restart
+    | NodeHealthChange
+    | NodeLost
+    | Disrupted
+)

@@ -144,6 +144,7 @@ def test_apply_order_puts_dependencies_first():
         "Node",
         "ResourceSlice",
         "Workload",
+        "CompositePodGroup",
         "ResourceClaimTemplate",
         "ResourceClaim",
         "PodGroup",

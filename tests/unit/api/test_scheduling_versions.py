@@ -51,6 +51,37 @@ def stored_workloads(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
+def composite_templates(draw: st.DrawFn, names: list[str], depth: int) -> dict[str, Any]:
+    """A composite template named `names.pop()`, its PodGroup templates and (above depth 3) composites."""
+    template: dict[str, Any] = {
+        "name": names.pop(),
+        "schedulingPolicy": draw(
+            st.one_of(
+                st.just({"basic": {}}), st.builds(lambda n: {"gang": {"minGroupCount": n}}, st.integers(1, 4))
+            )
+        ),
+        **_maybe(draw, "disruptionMode", st.sampled_from([{"single": {}}, {"all": {}}])),
+        "podGroupTemplates": [
+            {"name": names.pop(), **draw(group_settings())} for _ in range(draw(st.integers(1, 2)))
+        ],
+    }
+    if depth < 3 and draw(st.booleans()):
+        template["compositePodGroupTemplates"] = [draw(composite_templates(names, depth + 1))]
+    return template
+
+
+@st.composite
+def stored_composite_workloads(draw: st.DrawFn) -> dict[str, Any]:
+    names = [f"t{i}" for i in range(12)]
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "Workload",
+        "metadata": {"name": draw(NAMES), "namespace": "ml"},
+        "spec": {"compositePodGroupTemplates": [draw(composite_templates(names, 2))]},
+    }
+
+
+@st.composite
 def stored_pod_groups(draw: st.DrawFn) -> dict[str, Any]:
     ref = {"workload": {"workloadName": draw(NAMES), "podGroupTemplateName": draw(NAMES)}}
     conditions = draw(
@@ -68,13 +99,17 @@ def stored_pod_groups(draw: st.DrawFn) -> dict[str, Any]:
         "apiVersion": "scheduling.k8s.io/v1alpha2",
         "kind": "PodGroup",
         "metadata": {"name": draw(NAMES), "namespace": "ml"},
-        "spec": {**_maybe(draw, "podGroupTemplateRef", st.just(ref)), **draw(group_settings())},
+        "spec": {
+            **_maybe(draw, "podGroupTemplateRef", st.just(ref)),
+            **_maybe(draw, "parentCompositePodGroupName", NAMES),
+            **draw(group_settings()),
+        },
         **({"status": {"conditions": conditions}} if conditions else {}),
     }
 
 
 @settings(max_examples=300)
-@given(st.one_of(stored_workloads(), stored_pod_groups()))
+@given(st.one_of(stored_workloads(), stored_composite_workloads(), stored_pod_groups()))
 def test_stored_shown_as_v1beta1_and_written_back_is_what_was_stored(stored: dict[str, Any]) -> None:
     served = as_v1beta1(stored)
 
@@ -86,7 +121,7 @@ def test_stored_shown_as_v1beta1_and_written_back_is_what_was_stored(stored: dic
 
 
 @settings(max_examples=300)
-@given(st.one_of(stored_workloads(), stored_pod_groups()))
+@given(st.one_of(stored_workloads(), stored_composite_workloads(), stored_pod_groups()))
 def test_v1beta1_written_and_read_back_is_what_was_written(stored: dict[str, Any]) -> None:
     written = as_v1beta1(stored)
 
@@ -94,7 +129,7 @@ def test_v1beta1_written_and_read_back_is_what_was_written(stored: dict[str, Any
 
 
 @settings(max_examples=200)
-@given(stored_workloads())
+@given(st.one_of(stored_workloads(), stored_composite_workloads()))
 def test_a_workload_goes_through_every_served_version_and_comes_back_whole(stored: dict[str, Any]) -> None:
     for version in ("v1alpha1", "v1beta1", "v1alpha3", "v1alpha2"):
         resource = by_kind("Workload", f"scheduling.k8s.io/{version}")
@@ -128,20 +163,35 @@ def test_the_v1beta1_shapes_are_upstreams() -> None:
     assert served["status"]["conditions"] == [{"type": "PodGroupInitiallyScheduled", "status": "True"}]
 
 
-def test_composite_fields_are_dropped_with_a_warning_as_with_their_feature_gate_off() -> None:
+def test_a_composite_workload_and_a_child_podgroup_keep_their_composite_fields() -> None:
     written = {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": "child", "namespace": "ml"},
-        "spec": {"schedulingPolicy": {"basic": {}}, "parentCompositePodGroupName": "parent"},
+        "apiVersion": "scheduling.k8s.io/v1alpha3",
+        "kind": "Workload",
+        "metadata": {"name": "train", "namespace": "ml"},
+        "spec": {
+            "compositePodGroupTemplates": [
+                {
+                    "name": "job",
+                    "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                    "disruptionMode": {"all": {}},
+                    "podGroupTemplates": [
+                        {"name": "driver", "schedulingPolicy": {"basic": {}}, "disruptionMode": {"all": {}}}
+                    ],
+                }
+            ]
+        },
     }
+    child = beta_group(parentCompositePodGroupName="job-0")
 
     stored, warnings = convert_document(written)
+    stored_child, _ = convert_document(child)
 
-    assert "parentCompositePodGroupName" not in stored["spec"]
-    assert warnings == [
-        "spec.parentCompositePodGroupName: dropped: the CompositePodGroup feature is not enabled in Podway"
-    ]
+    assert warnings == []
+    composite = stored["spec"]["compositePodGroupTemplates"][0]
+    assert composite["disruptionMode"] == {"all": {}}  # a composite's mode is the union in every version
+    assert composite["podGroupTemplates"][0]["disruptionMode"] == "PodGroup"
+    assert stored_child["spec"]["parentCompositePodGroupName"] == "job-0"
+    assert as_v1beta1(stored, "scheduling.k8s.io/v1alpha3") == written
 
 
 def _refusals(*docs: dict[str, Any]) -> list[str]:
