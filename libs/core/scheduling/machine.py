@@ -196,6 +196,7 @@ class SchedulerStateMachine(WorldRestore):
             backoff_s=backoff_seconds(group.unschedulable_attempts),
             preemption_priority=None if missing else self._preemption_wanted(group, core.priority),
             condition_false=not group.scheduled,
+            joining=tuple(sorted(group.pending)) if group.scheduled else (),
         )
 
     def cycle_group(self, group: GroupRecord) -> PodGroup:
