@@ -69,8 +69,31 @@ def complete_from_workload(pod_group: PodGroup, workload: Workload) -> PodGroup:
 def with_template_policy(doc: Mapping[str, Any], template: PodGroupTemplate) -> dict[str, Any]:
     """A PodGroup document (a copy) with the policy fields it leaves out taken from its template, so that it
     is validated as it will be stored. The priority is left to be resolved from the priority class."""
+    return _with_policy(doc, template.to_wire())
+
+
+def with_stored_policy(doc: Mapping[str, Any], stored_spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A PodGroup update (a copy) with the policy fields it leaves out taken from the stored PodGroup, not
+    from its template: once a PodGroup exists its own policy is authoritative, so a minCount it was resized
+    to is kept when a manifest that leaves the policy out is applied again."""
+    return _with_policy(doc, stored_spec)
+
+
+def _with_policy(doc: Mapping[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
     spec = doc.get("spec")
     if not isinstance(spec, dict):
         return dict(doc)  # decoding reports it
-    policy = {key: value for key, value in template.to_wire().items() if key not in ("name", "priority")}
+    policy = {key: value for key, value in source.items() if key in _POLICY_FIELDS}
     return {**doc, "spec": {**policy, **spec}}
+
+
+_POLICY_FIELDS = frozenset(
+    {
+        "schedulingPolicy",
+        "schedulingConstraints",
+        "resourceClaims",
+        "disruptionMode",
+        "priorityClassName",
+        "preemptionPolicy",
+    }
+)

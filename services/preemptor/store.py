@@ -134,12 +134,7 @@ async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> li
     where = str(domain) if domain else "the cluster"
     for victim in decision.victims:
         owner = victim.owner
-        message = VictimReason.CHOSEN.format(
-            preemptor=f"{preemptor.namespace}/{preemptor.name}",
-            preemptor_priority=preempted.priority,
-            domain=where,
-            priority=owner.priority,
-        )
+        message = _victim_message(victim, preempted, where)
         evicted = PodsEvicted(
             pods=[_pod_ref(pod) for pod in victim.pods],
             reason=ConditionReason.PREEMPTION_BY_SCHEDULER,
@@ -148,7 +143,9 @@ async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> li
         )
         group = GroupRef(owner.namespace, owner.name, owner.uid, owner.standalone)
         _emit(uow, evicted, group, now, cause)
-        marked = [pod.uid for pod in victim.pods] + ([] if owner.standalone else [owner.uid])
+        # A gang shrunk to its minCount keeps running: its pods are disrupted, the PodGroup is not.
+        keeps_running = owner.standalone or victim.shrunk
+        marked = [pod.uid for pod in victim.pods] + ([] if keeps_running else [owner.uid])
         conditions += [_disruption_target(uid, message) for uid in marked]
     expires_at = datetime.fromtimestamp(preempted.expires_at, UTC)
     await uow.nominations.put(Nomination(preemptor.uid, decision.nodes, expires_at, now))
@@ -157,6 +154,19 @@ async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> li
     )
     _emit(uow, nominated, preemptor, now, cause)
     return conditions
+
+
+def _victim_message(victim: Victim, preempted: Preempted, where: str) -> str:
+    preemptor = preempted.preemptor
+    reason = VictimReason.SHRUNK if victim.shrunk else VictimReason.CHOSEN
+    return reason.format(
+        preemptor=f"{preemptor.namespace}/{preemptor.name}",
+        preemptor_priority=preempted.priority,
+        domain=where,
+        priority=victim.owner.priority,
+        min_count=victim.owner.min_count,
+        pods=len(victim.pods),
+    )
 
 
 def _emit(uow: UnitOfWork, payload: EventPayload, group: GroupRef, now: datetime, cause: str | None) -> str:

@@ -342,6 +342,8 @@ class _Writer:
         )
         if ran.condition_false:
             await self._group_condition(ran.group, False, ConditionReason.UNSCHEDULABLE, message)
+        for uid in ran.joining:
+            await self._pod_condition(uid, False, ConditionReason.UNSCHEDULABLE, message)
         if ran.preemption_priority is not None:
             story.emit(PreemptionRequested(podgroup=ref, priority=ran.preemption_priority, message=message))
 
@@ -365,6 +367,9 @@ class _Writer:
         generation = await self._set_status(group, placement=dict(binding.placement_status))
         if binding.first and generation is not None:
             await self._set_condition(group.uid, True, ConditionReason.SCHEDULED, "", generation)
+        if not binding.first:  # pods that joined the gang may have waited saying why
+            for placement in binding.placements:
+                await self._pod_condition(placement.pod_uid, True, ConditionReason.SCHEDULED, "")
         story.emit(
             PodGroupScheduled(
                 podgroup=_podgroup_ref(group), domain=_domain(binding.domain), bound=len(binding.placements)

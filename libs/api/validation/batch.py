@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from libs.api.errors import FieldError, FieldPath, forbidden, required
+from libs.api.errors import FieldError, FieldPath, forbidden, invalid, required
 from libs.api.models.batch import (
     COMPLETION_MODE_INDEXED,
     COMPLETION_MODES,
@@ -17,10 +17,11 @@ from libs.api.validation.core import validate_pod_spec
 from libs.api.validation.meta import validate_annotations, validate_labels, validate_object_meta
 
 SPEC: Final = FieldPath("spec")
-GANG_PARALLELISM_FIXED: Final = (
-    "may not be changed for a gang-scheduled Job (completionMode Indexed, parallelism == completions): "
-    "its PodGroup's minCount is fixed"
+GANG_RESIZED_ALONE: Final = (
+    "may only be changed in tandem with spec.completions for a gang-scheduled Job (completionMode Indexed, "
+    "parallelism == completions): the gang is resized by changing both"
 )
+MIN_GANG_PARALLELISM: Final = 2
 
 
 def validate_job(job: Job) -> list[FieldError]:
@@ -51,13 +52,39 @@ def _validate_template(job: Job, path: FieldPath) -> list[FieldError]:
 
 
 def validate_job_update(old: Job, new: Job) -> list[FieldError]:
-    """A gang Job keeps its parallelism; completion mode, completions and the pod template are immutable."""
+    """Completion mode and the pod template are immutable. Completions are immutable too, except that an
+    Indexed Job may change them in tandem with parallelism (upstream's elastic Indexed Jobs); a gang Job
+    is resized that way alone, and stays a gang (parallelism of at least 2)."""
     errors: list[FieldError] = []
-    if is_gang_job(old) and new.spec.parallelism != old.spec.parallelism:
-        errors.append(forbidden(SPEC.child("parallelism"), GANG_PARALLELISM_FIXED))
+    if is_gang_job(old):
+        errors += _gang_resize_errors(old, new)
     errors += check_unchanged(
         old.spec.completion_mode, new.spec.completion_mode, SPEC.child("completionMode")
     )
-    errors += check_unchanged(old.spec.completions, new.spec.completions, SPEC.child("completions"))
+    errors += _completions_errors(old, new)
     errors += check_unchanged(old.spec.template, new.spec.template, SPEC.child("template"))
     return errors
+
+
+def _gang_resize_errors(old: Job, new: Job) -> list[FieldError]:
+    parallelism = new.spec.parallelism
+    if parallelism == old.spec.parallelism:
+        return []
+    if parallelism != new.spec.completions:
+        return [forbidden(SPEC.child("parallelism"), GANG_RESIZED_ALONE)]
+    if parallelism is not None and parallelism < MIN_GANG_PARALLELISM:
+        detail = f"must be greater than or equal to {MIN_GANG_PARALLELISM} for a gang-scheduled Job"
+        return [invalid(SPEC.child("parallelism"), parallelism, detail)]
+    return []
+
+
+def _completions_errors(old: Job, new: Job) -> list[FieldError]:
+    """As kube-apiserver's `validateCompletions` with ElasticIndexedJob on."""
+    path = SPEC.child("completions")
+    if {old.spec.completion_mode, new.spec.completion_mode} != {COMPLETION_MODE_INDEXED}:
+        return check_unchanged(old.spec.completions, new.spec.completions, path)
+    if old.spec.completions == new.spec.completions or new.spec.completions is None:
+        return []
+    if new.spec.completions != new.spec.parallelism:
+        return [invalid(path, new.spec.completions, "can only be modified in tandem with spec.parallelism")]
+    return []

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from libs.api.errors import (
     FieldError,
@@ -344,9 +344,16 @@ def _validate_template_ref(ref: PodGroupTemplateReference, path: FieldPath) -> l
 
 
 def validate_workload_update(old: Workload, new: Workload) -> list[FieldError]:
-    """The whole Workload spec is immutable."""
+    """Templates may not be added, removed or renamed; a template's fields are immutable except its
+    `gang.minCount` (elastic gangs, v1.37). The controllerRef is immutable."""
     templates_path, controller_path = SPEC.child("podGroupTemplates"), SPEC.child("controllerRef")
-    errors = check_unchanged(old.spec.pod_group_templates, new.spec.pod_group_templates, templates_path)
+    old_templates, new_templates = old.spec.pod_group_templates, new.spec.pod_group_templates
+    if [t.name for t in old_templates] != [t.name for t in new_templates]:
+        errors = check_unchanged(old_templates, new_templates, templates_path)
+    else:
+        errors = []
+        for position, (before, after) in enumerate(zip(old_templates, new_templates, strict=True)):
+            errors += _policy_changes(before.to_wire(), after.to_wire(), templates_path.index(position))
     errors += check_unchanged(
         old.spec.composite_pod_group_templates,
         new.spec.composite_pod_group_templates,
@@ -369,12 +376,27 @@ _POD_GROUP_SPEC_FIELDS: Final = (
 
 
 def validate_pod_group_update(old: PodGroup, new: PodGroup) -> list[FieldError]:
-    """Every PodGroup spec field is immutable."""
-    old_spec, new_spec = old.spec.to_wire(), new.spec.to_wire()
+    """Every PodGroup spec field is immutable except `schedulingPolicy.gang.minCount` (elastic gangs,
+    v1.37); a gang stays a gang and a basic group stays basic."""
+    return _policy_changes(old.spec.to_wire(), new.spec.to_wire(), SPEC)
+
+
+def _policy_changes(old: Mapping[str, Any], new: Mapping[str, Any], path: FieldPath) -> list[FieldError]:
+    """`field is immutable` for each changed field of a template or PodGroup spec, a gang's minCount aside."""
     errors: list[FieldError] = []
     for field in _POD_GROUP_SPEC_FIELDS:
-        errors += check_unchanged(old_spec.get(field), new_spec.get(field), SPEC.child(field))
+        before, after = old.get(field), new.get(field)
+        if field == "schedulingPolicy" and _without_min_count(before) == _without_min_count(after):
+            continue
+        errors += check_unchanged(before, after, path.child(field))
     return errors
+
+
+def _without_min_count(policy: Any) -> Any:
+    # Two gang policies differing in minCount alone are the same policy resized.
+    if isinstance(policy, Mapping) and isinstance(policy.get("gang"), Mapping):
+        return {**policy, "gang": {k: v for k, v in policy["gang"].items() if k != "minCount"}}
+    return policy
 
 
 def validate_priority_class(priority_class: PriorityClass) -> list[FieldError]:

@@ -17,7 +17,7 @@ from libs.api.models.batch import Job
 from libs.api.models.core import Pod
 from libs.api.models.meta import ApiObject
 from libs.api.models.scheduling import PodGroup, PriorityClass, Workload
-from libs.api.podgroups import complete_from_workload
+from libs.api.podgroups import complete_from_workload, with_stored_policy
 from libs.api.scheduling_versions import v1beta1_errors
 from libs.core.admission.events import (
     admitted_event,
@@ -318,9 +318,12 @@ def admit_document(
     workload: Workload | None = None
     reference_errors: list[FieldError] = []
     if key is not None and key[0] == "PodGroup":
-        doc, workload, reference_errors = podgroup_with_template(key, doc, view)
-        if existing is not None:
-            reference_errors = []  # a reference is checked when the PodGroup is created, as upstream
+        # The template is the policy of a PodGroup being created; afterwards the PodGroup's own is (a
+        # resized minCount survives re-applying its manifest), and its reference is not checked again.
+        if existing is None:
+            doc, workload, reference_errors = podgroup_with_template(key, doc, view)
+        else:
+            doc = with_stored_policy(doc, existing.manifest.get("spec") or {})
     elif key is not None and key[0] == "CompositePodGroup" and existing is None:
         doc, reference_errors = composite_with_template(key, doc, view)
     result = validate_document(

@@ -16,6 +16,7 @@ from libs.api.models.meta import ApiObject
 from libs.core.admission.apply import ApplyContext, admit_document
 from libs.core.admission.delete import stop_pods
 from libs.core.admission.events import deleted_event
+from libs.core.admission.gang_resize import GangResize, plan_gang_resize, resize_gang
 from libs.core.admission.jobs import (
     REMOVED_FAILURES,
     completion_index,
@@ -66,10 +67,12 @@ def sync_job(
 
     1. A Job being deleted or complete only has its status kept current; one that failed stops its pods.
     2. A suspended Job stops its active pods (condition `Suspended`); a resumed one starts again.
-    3. Otherwise the next wave is created: plain pods up to `parallelism` while completions are left; a gang
+    3. A running gang whose Job was resized (parallelism and completions changed together) is resized in
+       place: new indexes join its PodGroup, the highest surplus indexes stop, minCount is clamped down.
+    4. Otherwise the next wave is created: plain pods up to `parallelism` while completions are left; a gang
        once none of its pods is active any more (victims hold their room until they stopped), as a new
        PodGroup for the indexes that did not succeed.
-    4. A wave admission refuses is not created: condition `ReplicaFailure` (reason `FailedCreate`) says
+    5. A wave admission refuses is not created: condition `ReplicaFailure` (reason `FailedCreate`) says
        why, and the next sync tries again.
     `owned`: the Pods and PodGroup the Job controls; `bound`: node of every bound pod among them; `view`:
     the objects they touch and every PriorityClass."""
@@ -86,6 +89,9 @@ def sync_job(
     assert isinstance(parsed, Job)
     if parsed.spec.suspend:
         return _suspend(job, pods, owned, bound, ctx)
+    resize = plan_gang_resize(parsed, owned) if is_gang_job(parsed) else None
+    if resize is not None:
+        return _resized(job, parsed, owned, resize, bound, view, ctx)
     wave = _gang_wave(parsed, owned) if is_gang_job(parsed) else _plain_wave(parsed, pods)
     decision, refusal = _create(wave, view, ctx) if wave.created else (BatchDecision(), None)
     gone = {obj.key for obj in wave.replaced} if refusal is None else set()
@@ -94,6 +100,26 @@ def sync_job(
     status = job_status(_carrying(job, carried), after, now=now)
     status = _running(status, old, now)
     return JobSync(decision, _replica_failure(status, refusal, now))
+
+
+def _resized(
+    job: KnownObject,
+    parsed: Job,
+    owned: list[KnownObject],
+    resize: GangResize,
+    bound: Mapping[str, str],
+    view: AdmissionView,
+    ctx: ApplyContext,
+) -> JobSync:
+    """A running gang resized to its Job's new parallelism (see gang_resize)."""
+    now = _iso(ctx)
+    decision = resize_gang(parsed, owned, resize, bound, view, ctx)
+    removed = {r.uid for r in decision.removals if not r.mark_only}
+    pods = [o for o in owned if o.kind == "Pod" and o.uid not in removed]
+    status = job_status(job, pods + _created_pods(decision, view), now=now)
+    status = _running(status, job.manifest.get("status") or {}, now)
+    refused = next((r.message for r in decision.results if r.outcome == "rejected"), None)
+    return JobSync(decision, _replica_failure(status, refused, now))
 
 
 def _suspend(

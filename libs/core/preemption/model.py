@@ -41,6 +41,11 @@ class VictimReason(StrEnum):
         "preempted by {preemptor} (priority {preemptor_priority}) to make room in {domain}: priority "
         "{priority} is lower, and no cheaper set of units frees that room"
     )
+    SHRUNK = (
+        "gang shrunk to its minCount {min_count} (not preempted) by {preemptor} (priority "
+        "{preemptor_priority}) to make room in {domain}: priority {priority} is lower, and its {pods} pod(s) "
+        "above minCount, highest completion index first, free that room; the gang keeps running"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,8 @@ class RunningPod:
     group_key: str
     priority: int
     started_at: float
+    index: int | None = None
+    """The pod's completion index (`batch.kubernetes.io/job-completion-index`), if it has one."""
 
     @property
     def uid(self) -> str:
@@ -73,7 +80,8 @@ class UnitOwner:
     priority: int
     mode: DisruptionMode
     min_count: int
-    """How many pods must keep running in `Pod` mode (0 for a basic group)."""
+    """How many pods must keep running (0 for a basic group): a `Pod`-mode group loses pods down to it, and
+    a `PodGroup`-mode gang running more than it (an elastic gang) may be shrunk to it."""
     standalone: bool = False
 
 
@@ -94,6 +102,8 @@ class Victim:
     owner: UnitOwner
     pods: tuple[RunningPod, ...]
     whole: bool
+    shrunk: bool = False
+    """A gang that loses only pods above its minCount and keeps running: shrunk, not preempted."""
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -67,7 +67,7 @@ class _Unit:
     owner: UnitOwner
     pods: list[RunningPod]
     whole: bool
-    importance: tuple[int, int, int, float, str]
+    importance: tuple[int, int, int, float, str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,20 +485,57 @@ def _units(candidates: CandidateIndex, in_domain: list[RunningPod]) -> list[_Uni
         total = len(candidates.of_owner(key))
         started = min(pod.started_at for pod in pods)
         if owner.mode == DisruptionMode.POD_GROUP and not owner.standalone:
-            units.append(_Unit(owner, pods, True, _importance(owner, False, total, started)))
+            units += _gang_units(candidates, owner, pods, total, started)
             continue
         for pod in pods:
-            single = _importance(owner, True, 1, pod.started_at)
-            units.append(_Unit(owner, [pod], False, single))
+            units.append(_Unit(owner, [pod], False, _single_importance(owner, pod, started)))
     return units
 
 
+def _gang_units(
+    candidates: CandidateIndex, owner: UnitOwner, pods: list[RunningPod], total: int, started: float
+) -> list[_Unit]:
+    """A `PodGroup`-mode gang is one unit, except that an elastic gang running more pods than its minCount
+    offers its surplus first: each pod above minCount (the highest completion indexes of the whole gang,
+    else the latest names) is a unit of its own, less important than any whole gang of its priority, so
+    the gang is shrunk to minCount before it, or any gang like it, is evicted."""
+    surplus_count = total - owner.min_count if owner.min_count > 0 else 0
+    if surplus_count <= 0:
+        return [_Unit(owner, pods, True, _importance(owner, False, total, started))]
+    surplus = {pod.uid for pod in sorted(candidates.of_owner(owner.key), key=_surplus_order)[:surplus_count]}
+    core = [pod for pod in pods if pod.uid not in surplus]
+    units = [_Unit(owner, core, True, _importance(owner, False, total, started))] if core else []
+    for rank, pod in enumerate(sorted((p for p in pods if p.uid in surplus), key=_surplus_order)):
+        units.append(_Unit(owner, [pod], False, _importance(owner, True, 1, started, -rank)))
+    return units
+
+
+def _single_importance(
+    owner: UnitOwner, pod: RunningPod, started: float
+) -> tuple[int, int, int, float, str, int]:
+    """A pod that goes alone: the latest started first, except that an Indexed Job's pods go highest
+    completion index first (an elastic gang shrinks from its top)."""
+    if pod.index is None:
+        return _importance(owner, True, 1, pod.started_at)
+    return _importance(owner, True, 1, started, pod.index)
+
+
+def _surplus_order(pod: RunningPod) -> tuple[int, str]:
+    """The pod an elastic gang gives up first comes first: highest completion index, else latest name."""
+    return (-(pod.index if pod.index is not None else -1), _reversed(pod.placement.pod_name))
+
+
+def _reversed(name: str) -> str:
+    # Sorting on the negated code points orders names descending while staying a plain ascending key.
+    return "".join(chr(0x10FFFF - ord(char)) for char in name)
+
+
 def _importance(
-    owner: UnitOwner, single: bool, size: int, started: float
-) -> tuple[int, int, int, float, str]:
+    owner: UnitOwner, single: bool, size: int, started: float, rank: int = 0
+) -> tuple[int, int, int, float, str, int]:
     """Sort key, most important (spared first) first: higher priority; PodGroups before single pods;
-    larger groups; earlier start."""
-    return (-owner.priority, 1 if single or owner.standalone else 0, -size, started, owner.key)
+    larger groups; earlier start; of an elastic gang's surplus, the lower completion indexes."""
+    return (-owner.priority, 1 if single or owner.standalone else 0, -size, started, owner.key, rank)
 
 
 def _victims(candidates: CandidateIndex, evicted: list[_Unit]) -> tuple[Victim, ...]:
@@ -519,7 +556,9 @@ def _victims(candidates: CandidateIndex, evicted: list[_Unit]) -> tuple[Victim, 
         if key in whole:
             pods = running
         ordered = tuple(sorted(pods, key=lambda pod: pod.placement.pod_name))
-        victims.append(Victim(owner, ordered, key in whole or len(pods) == len(running)))
+        gone = key in whole or len(pods) == len(running)
+        shrunk = not gone and not owner.standalone and owner.min_count > 0
+        victims.append(Victim(owner, ordered, gone, shrunk))
     return tuple(victims)
 
 

@@ -27,7 +27,7 @@ from libs.core.scheduling.inputs import (
     World,
 )
 from libs.core.scheduling.nominations import NOMINATED_PREFIX
-from libs.core.scheduling.objects import STANDALONE_PREFIX
+from libs.core.scheduling.objects import STANDALONE_PREFIX, completion_index
 from libs.core.scheduling.outputs import GroupRef
 from libs.core.scheduling.snapshot import PlacementConflict
 
@@ -186,6 +186,14 @@ class PreemptorStateMachine:
                 self._recheck_nominations(obj.name, None)
         elif obj.kind == "Pod":
             self._sync((obj.uid,))
+        elif obj.kind == "PodGroup":
+            self._owner_changed(obj.key)
+
+    def _owner_changed(self, key: str) -> None:
+        """A PodGroup with running pods was updated (an elastic gang's minCount): its owner is filed anew."""
+        group = self.cluster.book.groups.get(key)
+        if group is not None and not group.standalone and key in self.candidates.owners:
+            self.candidates.put_owner(_group_owner(group))
 
     def _removed(self, event: ObjectRemoved) -> None:
         if event.kind == "Pod":
@@ -393,7 +401,14 @@ class PreemptorStateMachine:
         owner = _owner(group, pod)
         self.candidates.put_owner(owner)
         self.candidates.add(
-            RunningPod(placement, pod.obj.namespace, pod.group_key, owner.priority, started_at)
+            RunningPod(
+                placement,
+                pod.obj.namespace,
+                pod.group_key,
+                owner.priority,
+                started_at,
+                completion_index(pod.obj),
+            )
         )
 
     def _gone(self, uid: str) -> None:
@@ -431,6 +446,10 @@ def _owner(group: GroupRecord, pod: PodRecord) -> UnitOwner:
             0,
             standalone=True,
         )
+    return _group_owner(group)
+
+
+def _group_owner(group: GroupRecord) -> UnitOwner:
     spec = group.obj.spec
     mode = DisruptionMode.POD_GROUP if spec.get("disruptionMode") == "PodGroup" else DisruptionMode.POD
     return UnitOwner(

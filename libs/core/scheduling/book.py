@@ -173,6 +173,7 @@ class PodBook:
                 record.has_claims = record.has_claims or pod_has_claims(self.pods[uid].obj)
         else:
             record.obj = obj
+            record.min_count = podgroup_min_count(obj)  # an elastic gang's minCount may change
         return record
 
     def remove_group(self, key: str) -> GroupRecord | None:

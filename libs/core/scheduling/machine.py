@@ -287,6 +287,7 @@ class SchedulerStateMachine(WorldRestore):
             backoff_s=backoff_seconds(group.unschedulable_attempts),
             preemption_priority=self._preemption_wanted(group, core.priority) if may_preempt else None,
             condition_false=not group.scheduled,
+            joining=tuple(sorted(group.pending)) if group.scheduled else (),
         )
 
     def cycle_group(self, group: GroupRecord) -> PodGroup:

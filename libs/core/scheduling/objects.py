@@ -305,3 +305,12 @@ def standalone_podgroup(pod: ApiObject) -> PodGroup:
         priority=pod_priority(pod),
         created_at=pod.created_at,
     )
+
+
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def completion_index(pod: ApiObject) -> int | None:
+    """An Indexed Job pod's completion index (annotation, else label), None for other pods."""
+    value = pod.annotations.get(COMPLETION_INDEX) or pod.labels.get(COMPLETION_INDEX)
+    return int(value) if value is not None and value.isdigit() else None

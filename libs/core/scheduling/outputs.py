@@ -61,6 +61,9 @@ class CycleRan:
     for its claims."""
     preemption_priority: int | None = None
     condition_false: bool = True
+    joining: tuple[str, ...] = ()
+    """Pods joining a scheduled gang (scale up) that wait: the gang's own condition stays True, so each of
+    these pods' `PodScheduled` condition says why (e.g. the gang's domain is full)."""
 
 
 @dataclass(frozen=True, slots=True)

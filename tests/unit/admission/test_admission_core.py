@@ -79,12 +79,61 @@ def test_changing_a_podgroup_spec_is_rejected_as_immutable_and_writes_nothing():
     view = AdmissionView()
     applied(view, example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
     docs = [d for d in example("03-gang-workload.yaml") if d["kind"] == "PodGroup"]
-    docs[0]["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2
+    docs[0]["spec"]["disruptionMode"] = "Pod"
     decision = applied(view, docs)
     assert decision.results[0].outcome == "rejected"
-    assert "field is immutable" in decision.results[0].message
+    assert 'spec.disruptionMode: Invalid value: "Pod": field is immutable' in decision.results[0].message
     assert decision.writes == []
     assert [e.payload.TYPE.value for e in decision.events] == ["object.rejected"]
+
+
+def stored_min_count(view: AdmissionView, kind: str, name: str) -> int:
+    stored = view.get((kind, "ml", name))
+    assert stored is not None
+    spec = stored.manifest["spec"]
+    policy = spec["podGroupTemplates"][0] if kind == "Workload" else spec
+    return int(policy["schedulingPolicy"]["gang"]["minCount"])
+
+
+def test_a_podgroups_own_min_count_wins_over_its_templates():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
+    docs = [d for d in example("03-gang-workload.yaml") if d["kind"] == "PodGroup"]
+    docs[0]["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2
+
+    decision = applied(view, docs)
+
+    assert decision.results[0].outcome == "updated"
+    assert stored_min_count(view, "PodGroup", "llm-train-worker-0") == 2
+    assert stored_min_count(view, "Workload", "llm-train") == 4
+
+
+def test_a_resized_podgroup_keeps_its_min_count_when_a_manifest_without_policy_is_applied_again():
+    view = AdmissionView()
+    applied(view, example("01-priorityclasses.yaml") + example("03-gang-workload.yaml"))
+    (group,) = [d for d in example("03-gang-workload.yaml") if d["kind"] == "PodGroup"]
+    group["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2
+    applied(view, [group])
+    bare = {**group, "spec": {"podGroupTemplateRef": group["spec"]["podGroupTemplateRef"]}}
+
+    again = applied(view, [bare])
+
+    assert again.results[0].outcome == "unchanged"
+    assert stored_min_count(view, "PodGroup", "llm-train-worker-0") == 2
+
+
+def test_a_workload_templates_min_count_changes_without_resizing_its_existing_podgroups():
+    view = AdmissionView()
+    docs = example("01-priorityclasses.yaml") + example("03-gang-workload.yaml")
+    applied(view, docs)
+    (workload,) = [d for d in docs if d["kind"] == "Workload"]
+    workload["spec"]["podGroupTemplates"][0]["schedulingPolicy"]["gang"]["minCount"] = 6
+
+    decision = applied(view, [workload])
+
+    assert decision.results[0].outcome == "updated"
+    assert stored_min_count(view, "Workload", "llm-train") == 6
+    assert stored_min_count(view, "PodGroup", "llm-train-worker-0") == 4
 
 
 def test_an_invalid_manifest_is_rejected_with_every_error_and_others_in_the_batch_still_land():

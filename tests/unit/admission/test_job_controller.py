@@ -240,3 +240,80 @@ def test_a_running_job_status_counts_active_ready_succeeded_failed_and_its_start
         "startTime": "2026-12-03T08:00:00Z",
     }
     assert status["completedIndexes"] == "1"
+
+
+def running_gang(view: AdmissionView) -> dict[str, str]:
+    """Every pod of the finetune gang Running on a node of its own; returns where each is bound."""
+    job = job_of(view, "finetune")
+    for pod in pods(view, job):
+        with_status(view, pod, phase="Running")
+    return {pod.uid: f"node-{pod.name.rsplit('-', 1)[1]}" for pod in pods(view, job)}
+
+
+def stored_min_count(view: AdmissionView) -> int:
+    group = view.get(("PodGroup", "ml", "finetune-worker-0"))
+    assert group is not None
+    return int(group.manifest["spec"]["schedulingPolicy"]["gang"]["minCount"])
+
+
+def test_scaling_up_a_running_gang_job_adds_the_new_indexes_to_its_podgroup_and_keeps_min_count():
+    view = admitted([*priority_classes(), gang_job()])
+    bound = running_gang(view)
+    group_uid = view.get(("PodGroup", "ml", "finetune-worker-0")).uid
+    admitted([gang_job(parallelism=10, completions=10)], view)
+
+    result = sync(view, "finetune", bound=bound)
+
+    assert result.decision.removals == []
+    added = [w for w in result.decision.writes if w.kind == "Pod"]
+    assert sorted(w.name for w in added) == ["finetune-worker-0-8", "finetune-worker-0-9"]
+    assert {w.metadata["annotations"]["batch.kubernetes.io/job-completion-index"] for w in added} == {
+        "8",
+        "9",
+    }
+    assert {w.spec["schedulingGroup"]["podGroupName"] for w in added} == {"finetune-worker-0"}
+    assert view.get(("PodGroup", "ml", "finetune-worker-0")).uid == group_uid  # resized, not replaced
+    assert stored_min_count(view) == 8  # the floor stays; the two new pods are its elastic part
+    assert result.status["active"] == 10
+
+
+def test_scaling_down_a_running_gang_job_stops_the_highest_indexes_and_clamps_min_count():
+    view = admitted([*priority_classes(), gang_job()])
+    bound = running_gang(view)
+    admitted([gang_job(parallelism=5, completions=5)], view)
+
+    result = sync(view, "finetune", bound=bound)
+
+    stopped = [(r.name, r.mark_only) for r in result.decision.removals]
+    assert stopped == [(f"finetune-worker-0-{i}", True) for i in (7, 6, 5)]
+    evicted = [e.payload for e in result.decision.events if e.payload.TYPE.value == "pods.evicted"]
+    assert sorted(p.name for e in evicted for p in e.pods) == [f"finetune-worker-0-{i}" for i in (5, 6, 7)]
+    assert [w.kind for w in result.decision.writes] == ["PodGroup"]
+    assert stored_min_count(view) == 5
+    assert "conditions" not in result.status
+
+
+def test_a_scaled_down_gang_is_not_resized_again_while_its_stopped_pods_drain():
+    view = admitted([*priority_classes(), gang_job()])
+    bound = running_gang(view)
+    admitted([gang_job(parallelism=5, completions=5)], view)
+    first = sync(view, "finetune", bound=bound)
+    for removal in first.decision.removals:
+        view.put(dataclasses.replace(view.get(("Pod", "ml", removal.name)), deletion_requested=True))
+
+    again = sync(view, "finetune", bound=bound)
+
+    assert (again.decision.writes, again.decision.removals) == ([], [])
+
+
+def test_scaling_down_a_pending_gang_job_deletes_its_surplus_pods_at_once():
+    view = admitted([*priority_classes(), gang_job()])
+    admitted([gang_job(parallelism=3, completions=3)], view)
+
+    result = sync(view, "finetune")
+
+    assert sorted((r.name, r.mark_only) for r in result.decision.removals) == [
+        (f"finetune-worker-0-{i}", False) for i in range(3, 8)
+    ]
+    assert stored_min_count(view) == 3
+    assert result.status["active"] == 3

@@ -6,9 +6,9 @@ from libs.api.jobs import validate_job_update
 from libs.api.manifests import parse_object, validate_document
 from tests.unit.api.builders import error_lines, make_job
 
-GANG_PARALLELISM_FIXED = (
-    "spec.parallelism: Forbidden: may not be changed for a gang-scheduled Job (completionMode Indexed, "
-    "parallelism == completions): its PodGroup's minCount is fixed"
+GANG_RESIZED_ALONE = (
+    "spec.parallelism: Forbidden: may only be changed in tandem with spec.completions for a gang-scheduled "
+    "Job (completionMode Indexed, parallelism == completions): the gang is resized by changing both"
 )
 
 
@@ -60,8 +60,31 @@ def test_template_annotations_are_validated():
     ]
 
 
-def test_changing_parallelism_of_a_gang_job_is_rejected():
-    assert error_lines(make_job(parallelism=8, completions=4), old=make_job()) == [GANG_PARALLELISM_FIXED]
+def test_changing_parallelism_of_a_gang_job_alone_is_rejected():
+    assert error_lines(make_job(parallelism=8, completions=4), old=make_job()) == [GANG_RESIZED_ALONE]
+
+
+def test_a_gang_job_is_resized_by_changing_parallelism_and_completions_together():
+    assert error_lines(make_job(parallelism=8, completions=8), old=make_job()) == []
+    assert error_lines(make_job(parallelism=2, completions=2), old=make_job()) == []
+
+
+def test_a_gang_job_may_not_shrink_below_a_gang():
+    assert error_lines(make_job(parallelism=1, completions=1), old=make_job()) == [
+        "spec.parallelism: Invalid value: 1: must be greater than or equal to 2 for a gang-scheduled Job"
+    ]
+
+
+def test_completions_of_an_indexed_job_change_only_with_parallelism():
+    assert error_lines(make_job(parallelism=4, completions=6), old=make_job()) == [
+        "spec.completions: Invalid value: 6: can only be modified in tandem with spec.parallelism"
+    ]
+
+
+def test_completions_of_a_nonindexed_job_are_immutable():
+    old = make_job(completion_mode="NonIndexed", completions=4)
+    new = make_job(completion_mode="NonIndexed", completions=6, parallelism=6)
+    assert error_lines(new, old=old) == ["spec.completions: Invalid value: 6: field is immutable"]
 
 
 def test_changing_parallelism_of_a_plain_job_is_allowed():
@@ -72,7 +95,7 @@ def test_changing_parallelism_of_a_plain_job_is_allowed():
 
 def test_validate_job_update_works_on_parsed_jobs():
     old, new = parse_object(make_job()), parse_object(make_job(parallelism=5, completions=4))
-    assert [str(error) for error in validate_job_update(old, new)] == [GANG_PARALLELISM_FIXED]
+    assert [str(error) for error in validate_job_update(old, new)] == [GANG_RESIZED_ALONE]
 
 
 def test_completions_completion_mode_and_template_are_immutable():

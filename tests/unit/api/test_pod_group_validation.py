@@ -76,7 +76,21 @@ def test_group_settings_are_validated_at_spec_level():
     ]
 
 
-def test_every_spec_field_is_immutable():
+def test_a_gangs_min_count_is_mutable():
+    assert error_lines(make_pod_group(schedulingPolicy={"gang": {"minCount": 8}}), old=make_pod_group()) == []
+
+
+def test_a_gang_may_not_become_a_basic_group_nor_a_basic_group_a_gang():
+    basic = make_pod_group(schedulingPolicy={"basic": {}})
+    assert error_lines(basic, old=make_pod_group()) == [
+        'spec.schedulingPolicy: Invalid value: {"basic":{}}: field is immutable'
+    ]
+    assert error_lines(make_pod_group(), old=basic) == [
+        'spec.schedulingPolicy: Invalid value: {"gang":{"minCount":16}}: field is immutable'
+    ]
+
+
+def test_every_spec_field_but_min_count_is_immutable():
     old = make_pod_group()
     new = make_pod_group(
         schedulingPolicy={"gang": {"minCount": 8}},
@@ -84,7 +98,6 @@ def test_every_spec_field_is_immutable():
         schedulingConstraints={"topology": [{"key": "topology.example.com/rack"}]},
     )
     assert error_lines(new, old=old) == [
-        'spec.schedulingPolicy: Invalid value: {"gang":{"minCount":8}}: field is immutable',
         'spec.schedulingConstraints: Invalid value: {"topology":[{"key":"topology.example.com/rack"}]}: '
         "field is immutable",
         'spec.disruptionMode: Invalid value: "PodGroup": field is immutable',

@@ -230,15 +230,30 @@ def test_controller_ref_names_are_path_segments_and_group_a_subdomain():
     ]
 
 
-def test_changing_the_templates_of_a_stored_workload_is_rejected():
+def test_adding_or_removing_templates_of_a_stored_workload_is_rejected():
     old = make_workload()
-    new = make_workload(
-        podGroupTemplates=[make_template("worker", schedulingPolicy={"gang": {"minCount": 8}})]
-    )
+    new = make_workload(podGroupTemplates=[make_template("worker"), make_template("driver")])
 
     assert error_lines(new, old=old) == [
         'spec.podGroupTemplates: Invalid value: [{"disruptionMode":"Pod","name":"worker",'
-        '"schedulingPolicy":{"gang":{"minCount":8}}}]: field is immutable'
+        '"schedulingPolicy":{"gang":{"minCount":2}}},{"disruptionMode":"Pod","name":"driver",'
+        '"schedulingPolicy":{"gang":{"minCount":2}}}]: field is immutable'
+    ]
+
+
+def test_a_templates_min_count_is_mutable_and_its_other_fields_are_not():
+    old = make_workload()
+    resized = make_workload(
+        podGroupTemplates=[make_template("worker", schedulingPolicy={"gang": {"minCount": 8}})]
+    )
+    assert error_lines(resized, old=old) == []
+
+    changed = make_workload(
+        podGroupTemplates=[make_template("worker", schedulingPolicy={"basic": {}}, disruptionMode="PodGroup")]
+    )
+    assert error_lines(changed, old=old) == [
+        'spec.podGroupTemplates[0].schedulingPolicy: Invalid value: {"basic":{}}: field is immutable',
+        'spec.podGroupTemplates[0].disruptionMode: Invalid value: "PodGroup": field is immutable',
     ]
 
 

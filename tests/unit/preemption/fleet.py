@@ -34,8 +34,10 @@ class Fleet:
         min_count: int | None = None,
         started_at: float = 0.0,
         standalone: bool = False,
+        indexes: Sequence[int] | None = None,
     ) -> list[str]:
-        """A unit of one pod per entry of `nodes`, bound there; returns its pod uids."""
+        """A unit of one pod per entry of `nodes`, bound there (with these completion indexes, if given);
+        returns its pod uids."""
         key = f"ml/{name}"
         owner = UnitOwner(
             key,
@@ -52,7 +54,8 @@ class Fleet:
         for position, node in enumerate(nodes):
             request = make_pod(f"{name}-{position}", gpus=gpus, cpu=1, memory_gib=1)
             placement = self.snapshot.bind(request, node)
-            self.index.add(RunningPod(placement, "ml", key, priority, started_at))
+            index = indexes[position] if indexes is not None else None
+            self.index.add(RunningPod(placement, "ml", key, priority, started_at, index))
             uids.append(request.uid)
         return uids
 

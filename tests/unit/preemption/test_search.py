@@ -225,3 +225,40 @@ def test_the_dra_case_frees_the_right_devices():
     assert victim_names(decision) == {"holds-b": ["holds-b-0"]}
     (placement,) = decision.placements
     assert sorted(placement.devices["b.example.com"]) == ["b-0", "b-1", "b-2", "b-3"]
+
+
+def test_an_elastic_gang_is_shrunk_to_its_min_count_before_a_whole_gang_is_evicted():
+    # Same priority, same cost in pods: without elastic surplus, the smaller whole gang would go.
+    fleet = Fleet(racks=1, nodes_per_rack=4)
+    fleet.run("elastic", ["r0-n0", "r0-n1", "r0-n2"], priority=10, gpus=8, min_count=1, indexes=[0, 1, 2])
+    fleet.run("small", ["r0-n3"], priority=10, gpus=8)
+
+    decision = find_victims(fleet.snapshot, fleet.index, preemptor("p", 1, gpus=8), now=NOW)
+
+    assert victim_names(decision) == {"elastic": ["elastic-2"]}
+    (victim,) = decision.victims
+    assert (victim.shrunk, victim.whole) == (True, False)
+
+
+def test_an_elastic_gang_gives_up_its_highest_completion_indexes_first():
+    fleet = Fleet(racks=1, nodes_per_rack=4)
+    nodes = ["r0-n0", "r0-n1", "r0-n2", "r0-n3"]
+    fleet.run("elastic", nodes, priority=10, gpus=8, min_count=2, indexes=[3, 2, 1, 0])
+
+    decision = find_victims(fleet.snapshot, fleet.index, preemptor("p", 2, gpus=8), now=NOW)
+
+    # elastic-0 and elastic-1 hold indexes 3 and 2.
+    assert victim_names(decision) == {"elastic": ["elastic-0", "elastic-1"]}
+    assert decision.victims[0].shrunk
+
+
+def test_an_elastic_gang_never_shrinks_below_min_count_and_goes_whole_when_its_surplus_is_not_enough():
+    fleet = Fleet(racks=1, nodes_per_rack=4)
+    nodes = ["r0-n0", "r0-n1", "r0-n2", "r0-n3"]
+    fleet.run("elastic", nodes, priority=10, gpus=8, min_count=3, indexes=[0, 1, 2, 3])
+
+    decision = find_victims(fleet.snapshot, fleet.index, preemptor("p", 2, gpus=8), now=NOW)
+
+    assert victim_names(decision) == {"elastic": [f"elastic-{i}" for i in range(4)]}
+    (victim,) = decision.victims
+    assert (victim.shrunk, victim.whole) == (False, True)

@@ -209,3 +209,29 @@ def share_result(node: str, cores: str) -> dict[str, object]:
         "device": "gpu-7",
         "consumedCapacity": {"gpu.example.com/cores": cores, "gpu.example.com/memory": "0"},
     }
+
+
+def with_completion_index(pod_obj: ApiObject, index: int) -> ApiObject:
+    annotations = {**pod_obj.annotations, "batch.kubernetes.io/job-completion-index": str(index)}
+    return dataclasses.replace(pod_obj, metadata={**pod_obj.metadata, "annotations": annotations})
+
+
+async def test_an_elastic_gang_shrunk_to_its_min_count_is_told_so_and_its_podgroup_is_not_marked(uow_factory):
+    low, high = podgroup("low", min_count=2, priority=1), podgroup("high", min_count=1, priority=1000)
+    # Completion indexes run against the names: the highest index, 3, is low-0.
+    lows = [with_completion_index(p, 3 - i) for i, p in enumerate(gang("low", 4, gpus=8))]
+    highs = gang("high", 1, gpus=8)
+    await store(uow_factory, [low, high, *lows, *highs])
+    answer = preempted(low, lows, high, highs)
+
+    async with uow_factory() as uow:
+        await write_outputs(uow, [answer], now=NOW)
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        (evicted,) = await uow.events.by_correlation(low.uid)
+        marked = await uow.conditions.with_status("DisruptionTarget", "True")
+    assert [p["name"] for p in evicted.envelope.payload["pods"]] == ["low-0"]
+    message = evicted.envelope.payload["message"]
+    assert message.startswith("gang shrunk to its minCount 2 (not preempted) by ml/high (priority 1000)")
+    assert {c.object_uid for c in marked} == {lows[0].uid}
