@@ -137,8 +137,8 @@ def test_every_v1beta1_example_written_with_the_typed_client_is_placed_in_that_v
     from kubernetes import client
 
     namespace = f"{version}-client"
-    scheduling = getattr(client, f"Scheduling{version.capitalize()}Api")(api)
     model_version = version.capitalize()
+    scheduling = getattr(client, f"Scheduling{model_version}Api")(api)
     for doc in documents(EXAMPLES / "02-dra.yaml"):
         if doc["kind"] == "ResourceClaimTemplate":
             doc["metadata"]["namespace"] = namespace
