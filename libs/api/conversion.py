@@ -299,3 +299,19 @@ def served_as(stored: Mapping[str, Any], api_version: str) -> Document | None:
     if api_version in BETA_SHAPED and kind != "CompositePodGroup":
         return as_v1beta1(dict(stored), api_version)
     return dict(stored)
+
+
+def documents_as(docs: Iterable[Mapping[str, Any]], api_version: str) -> tuple[list[Document], list[str]]:
+    """Manifests with their Workloads and PodGroups in `api_version` (what `podway convert --to` prints):
+    v1.35 pods' workloadRefs converted and their PodGroups made; a kind the version lacks is left as it is,
+    with a warning."""
+    stored, warnings = convert_documents(docs)
+    shown = []
+    for doc in stored:
+        converted = served_as(doc, api_version) if doc.get("kind") in ("Workload", "PodGroup") else doc
+        if converted is None:
+            warnings.append(
+                f"{doc.get('kind')} {doc['metadata'].get('name')}: {api_version} has no {doc.get('kind')}"
+            )
+        shown.append(converted or doc)
+    return shown, list(dict.fromkeys(warnings))

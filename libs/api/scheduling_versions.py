@@ -7,7 +7,10 @@ What changed from v1alpha2, as kubernetes/api `scheduling/v1beta1/types.go` has 
 - PodGroup `spec.podGroupTemplateRef.workload {workloadName, podGroupTemplateName}` became
   `spec.workloadRef {workloadName, templateName}`;
 - `disruptionMode` went from the string enum (`Pod`, `PodGroup`) to the union `{single: {}}` / `{all: {}}`;
-- the condition `PodGroupScheduled` became `PodGroupInitiallyScheduled` (terminal once True);
+- the condition `PodGroupScheduled` became `PodGroupInitiallyScheduled`, terminal once True. Podway keeps
+  both: its own `PodGroupScheduled` (False again while a placed gang that was disrupted waits) and the first
+  True in a `PodGroupInitiallyScheduled` of its own, written at each binding but never False. v1beta1 shows
+  the latter once there is one, else the former renamed (why a gang never scheduled waits);
 - templates and PodGroups gained `preemptionPolicy` (Never, PreemptLowerPriority), which Podway stores and
   its preemptor honours;
 - Workloads gained `compositePodGroupTemplates` (a tree of CompositePodGroup templates whose PodGroup
@@ -28,8 +31,8 @@ from libs.api.models.scheduling import DISRUPTION_MODE_POD, DISRUPTION_MODE_POD_
 Document = dict[str, Any]
 
 DISRUPTION_UNION: Final = {DISRUPTION_MODE_POD: "single", DISRUPTION_MODE_POD_GROUP: "all"}
-CONDITION_NAMES: Final = {"PodGroupScheduled": "PodGroupInitiallyScheduled"}
-"""Stored condition type → its v1beta1 name."""
+SCHEDULED: Final = "PodGroupScheduled"
+INITIALLY_SCHEDULED: Final = "PodGroupInitiallyScheduled"
 
 
 SERVED_PATHS: Final = (
@@ -81,7 +84,7 @@ def from_v1beta1(doc: Document) -> tuple[Document, list[str]]:
         _stored_reference(spec)
         doc["spec"] = _stored_policy(spec)
         if isinstance(doc.get("status"), dict):
-            doc["status"] = _renamed_conditions(doc["status"], _inverse(CONDITION_NAMES))
+            doc["status"] = _with_conditions(doc["status"], stored_conditions)
     return doc, []
 
 
@@ -110,7 +113,7 @@ def as_v1beta1(stored: Document, api_version: str = SCHEDULING_V1BETA1) -> Docum
         }
     doc["spec"] = served
     if isinstance(stored.get("status"), dict):
-        doc["status"] = _renamed_conditions(stored["status"], CONDITION_NAMES)
+        doc["status"] = _with_conditions(stored["status"], served_conditions)
     return doc
 
 
@@ -167,19 +170,30 @@ def _served_policy(group: Any) -> Any:
     return {**group, "disruptionMode": {DISRUPTION_UNION[group["disruptionMode"]]: {}}}
 
 
-def _renamed_conditions(status: Document, names: dict[str, str]) -> Document:
+def served_conditions(conditions: list[Any]) -> list[Any]:
+    """A stored PodGroup's conditions as v1beta1 shows them: `PodGroupInitiallyScheduled` True once the gang
+    was first scheduled, whatever became of it since, and Podway's `PodGroupScheduled` left out (v1alpha2
+    shows it); until then `PodGroupScheduled` under v1beta1's name, saying why the gang waits."""
+    if any(_is_type(c, INITIALLY_SCHEDULED) and c.get("status") == "True" for c in conditions):
+        return [c for c in conditions if not _is_type(c, SCHEDULED)]
+    return [{**c, "type": INITIALLY_SCHEDULED} if _is_type(c, SCHEDULED) else c for c in conditions]
+
+
+def stored_conditions(conditions: list[Any]) -> list[Any]:
+    """v1beta1 conditions in the stored shape: a `PodGroupInitiallyScheduled` that is not True is the
+    stored `PodGroupScheduled` it was shown from."""
+    return [
+        {**c, "type": SCHEDULED} if _is_type(c, INITIALLY_SCHEDULED) and c.get("status") != "True" else c
+        for c in conditions
+    ]
+
+
+def _with_conditions(status: Document, shown: Callable[[list[Any]], list[Any]]) -> Document:
     conditions = status.get("conditions")
     if not isinstance(conditions, list):
         return status
-    renamed = [_renamed(c, names) for c in conditions]
-    return {**status, "conditions": renamed}
+    return {**status, "conditions": shown(conditions)}
 
 
-def _renamed(condition: Any, names: dict[str, str]) -> Any:
-    if not isinstance(condition, dict) or condition.get("type") not in names:
-        return condition
-    return {**condition, "type": names[condition["type"]]}
-
-
-def _inverse(names: dict[str, str]) -> dict[str, str]:
-    return {served: stored for stored, served in names.items()}
+def _is_type(condition: Any, type_: str) -> bool:
+    return isinstance(condition, dict) and condition.get("type") == type_

@@ -367,6 +367,15 @@ class _Writer:
         generation = await self._set_status(group, placement=dict(binding.placement_status))
         if binding.first and generation is not None:
             await self._set_condition(group.uid, True, ConditionReason.SCHEDULED, "", generation)
+            # True again at a later placement changes nothing: the row keeps its first transition time.
+            await self._set_condition(
+                group.uid,
+                True,
+                ConditionReason.SCHEDULED,
+                "",
+                generation,
+                ConditionType.POD_GROUP_INITIALLY_SCHEDULED,
+            )
         if not binding.first:  # pods that joined the gang may have waited saying why
             for placement in binding.placements:
                 await self._pod_condition(placement.pod_uid, True, ConditionReason.SCHEDULED, "")
@@ -569,11 +578,17 @@ class _Writer:
             await self._set_condition(group.uid, status, reason, message, stored.generation)
 
     async def _set_condition(
-        self, uid: str, status: bool, reason: str, message: str, generation: int
+        self,
+        uid: str,
+        status: bool,
+        reason: str,
+        message: str,
+        generation: int,
+        type_: ConditionType = ConditionType.POD_GROUP_SCHEDULED,
     ) -> None:
-        self._conditions[(uid, ConditionType.POD_GROUP_SCHEDULED)] = Condition(
+        self._conditions[(uid, type_)] = Condition(
             object_uid=uid,
-            type=ConditionType.POD_GROUP_SCHEDULED,
+            type=type_,
             status="True" if status else "False",
             owner=CONDITION_OWNER,
             reason=reason,

@@ -444,6 +444,82 @@ def test_the_python_client_schedules_a_gang_in_the_v1beta1_api(kube: KubeStack) 
     )
 
 
+TERMINAL_GANG = """
+apiVersion: scheduling.k8s.io/v1beta1
+kind: Workload
+metadata: {name: terminal, namespace: ml}
+spec:
+  podGroupTemplates: [{name: workers, schedulingPolicy: {gang: {minCount: 2}}}]
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: terminal-0, namespace: ml}
+spec:
+  workloadRef: {workloadName: terminal, templateName: workers}
+  schedulingPolicy: {gang: {minCount: 2}}
+""" + "".join(
+    f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: terminal-{index}, namespace: ml, annotations: {{podway.io/run-seconds: "600"}}}}
+spec:
+  schedulingGroup: {{podGroupName: terminal-0}}
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "1"}}}}}}]
+"""
+    for index in range(2)
+)
+
+
+def _conditions_in(kube: KubeStack, version: str, name: str) -> dict[str, dict[str, Any]]:
+    resource = f"podgroups.{version}.scheduling.k8s.io/{name}"
+    group = json.loads(ok(kubectl(kube, "get", "-n", "ml", resource, "-o", "json")))
+    return {c["type"]: c for c in (group.get("status") or {}).get("conditions") or []}
+
+
+def test_a_gang_evicted_after_it_was_placed_stays_initially_scheduled_in_v1beta1(kube: KubeStack) -> None:
+    """Upstream's PodGroupInitiallyScheduled is terminal once True; Podway's own v1alpha2 PodGroupScheduled
+    says the gang waits again, and why."""
+    from kubernetes import client, config
+
+    ok(kubectl(kube, "apply", "-f", "-", stdin=TERMINAL_GANG))
+    wait = ("wait", "-n", "ml", "podgroup/terminal-0", "--for=condition=PodGroupInitiallyScheduled")
+    ok(kubectl(kube, *wait, "--timeout=60s"))
+    first = _conditions_in(kube, "v1beta1", "terminal-0")["PodGroupInitiallyScheduled"]
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(kube.kubeconfig)))
+    for pod in ("terminal-0", "terminal-1"):
+        core.create_namespaced_pod_eviction(
+            pod, "ml", client.V1Eviction(metadata=client.V1ObjectMeta(name=pod))
+        )
+
+    deadline = time.monotonic() + 60
+    alpha2 = _conditions_in(kube, "v1alpha2", "terminal-0")
+    while alpha2["PodGroupScheduled"]["status"] == "True" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alpha2 = _conditions_in(kube, "v1alpha2", "terminal-0")
+
+    assert (alpha2["PodGroupScheduled"]["status"], alpha2["PodGroupScheduled"]["reason"]) == (
+        "False",
+        "Disrupted",
+    )
+    assert "placed anew" in alpha2["PodGroupScheduled"]["message"]
+    for version in ("v1beta1", "v1alpha3"):
+        shown = _conditions_in(kube, version, "terminal-0")
+        assert shown == {"PodGroupInitiallyScheduled": first}, version
+    ok(kubectl(kube, *wait, "--timeout=5s"))
+    ok(
+        kubectl(
+            kube,
+            "delete",
+            "-n",
+            "ml",
+            "podgroups/terminal-0",
+            "workloads/terminal",
+            "--wait",
+            "--timeout=60s",
+        )
+    )
+
+
 def test_discovery_and_explain_as_kubectl_reads_them(kube: KubeStack) -> None:
     resources = ok(kubectl(kube, "api-resources"))
     assert "podgroups" in resources

@@ -101,22 +101,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     import yaml
 
-    from libs.api.conversion import SERVED_VERSIONS, convert_documents, served_as
+    from libs.api.conversion import SERVED_VERSIONS, documents_as
 
     target = args.to if "/" in args.to else f"scheduling.k8s.io/{args.to}"
     if target not in SERVED_VERSIONS:
         versions = ", ".join(v.split("/")[1] for v in SERVED_VERSIONS)
         raise CliError(f"error: --to {args.to}: not a scheduling.k8s.io version Podway serves ({versions})")
-    docs, warnings = convert_documents(read_manifests(Path(args.filename), "convert"))
-    shown = []
-    for doc in docs:
-        converted = served_as(doc, target) if doc.get("kind") in ("Workload", "PodGroup") else doc
-        if converted is None:
-            warnings.append(
-                f"{doc.get('kind')} {doc['metadata'].get('name')}: {target} has no {doc.get('kind')}"
-            )
-        shown.append(converted or doc)
-    for warning in dict.fromkeys(warnings):
+    shown, warnings = documents_as(read_manifests(Path(args.filename), "convert"), target)
+    for warning in warnings:
         print(f"Warning: {warning}", file=sys.stderr)
     print(yaml.safe_dump_all(shown, sort_keys=False), end="")
     return 0

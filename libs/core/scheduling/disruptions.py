@@ -17,8 +17,8 @@ from .queue import PodGroupTimedOut
 
 DISRUPTED_REASON = "Disrupted"
 DISRUPTED_MESSAGE = (
-    "every pod of the gang ended before finishing (its node was lost or deleted); pods created for the gang "
-    "again are placed anew, outside its old domain"
+    "every pod of the gang left its node before finishing (evicted, or its node was lost or deleted); pods "
+    "created for the gang again are placed anew, outside its old domain"
 )
 
 

@@ -31,6 +31,9 @@ class PodGroupPhase(StrEnum):
 
 class ConditionType(StrEnum):
     POD_GROUP_SCHEDULED = "PodGroupScheduled"
+    POD_GROUP_INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
+    """v1beta1's terminal condition: written True with every first binding of a placement, never False, so
+    that it keeps the time the gang was first scheduled (docs/scheduling-api.md)."""
     DISRUPTION_TARGET = "DisruptionTarget"
     COMPOSITE_INITIALLY_SCHEDULED = "CompositePodGroupInitiallyScheduled"
     """Terminal once True, as upstream's: a composite whose children are disrupted later keeps it."""

@@ -58,7 +58,9 @@ async def test_a_job_applied_read_and_deleted_with_the_cli(stack: Stack, nats_ur
     described = await podway_on(nats_url, "describe", "podgroup", "finetune-worker-0", "-n", NAMESPACE)
     assert described.code == 0
     conditions = described.out.split("Conditions:")[1].split("Events:")[0]
-    assert conditions.split()[:3] == ["PodGroupScheduled", "True", "Scheduled"]
+    shown = [line.split()[:3] for line in conditions.splitlines()]
+    assert ["PodGroupScheduled", "True", "Scheduled"] in shown
+    assert ["PodGroupInitiallyScheduled", "True", "Scheduled"] in shown
     assert "pods.bound" in described.out.split("Events:")[1]
 
     story = await podway_on(nats_url, "events", "--podgroup", f"{NAMESPACE}/finetune-worker-0")

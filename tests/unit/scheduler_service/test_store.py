@@ -9,7 +9,7 @@ from libs.cluster.generator import ClusterShape
 from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine
 from libs.core.scheduling.inputs import ClaimsAllocationFailed, ObjectStored, PodsFinished, World
 from libs.core.scheduling.objects import ApiObject
-from libs.core.scheduling.outputs import Restart
+from libs.core.scheduling.outputs import Binding, Disrupted, GroupRef, Restart
 from libs.db.errors import StaleEpochError
 from libs.db.records import Nomination, ObjectDraft
 from libs.db.testing import in_memory_unit_of_work_factory
@@ -92,6 +92,42 @@ async def test_a_bound_gang_writes_one_pods_bound_its_bindings_condition_and_pla
     assert (condition.status, condition.reason, condition.owner) == ("True", "Scheduled", "scheduler")
     assert stored.status["placement"]["domain"]["key"] == RACK_KEY
     assert len(stored.status["placement"]["pods"]) == 4
+
+
+async def test_initially_scheduled_keeps_its_first_true_while_the_gang_waits_and_is_placed_again():
+    now = [NOW]
+    group = podgroup("g", min_count=4)
+    objects = [*cluster(SMALL), workload(), group, *gang("g", 4, gpus=2)]
+    ref = GroupRef("ml", "g", group.uid)
+    async with in_memory_unit_of_work_factory(clock=lambda: now[0]) as factory:
+        await store(factory, objects)
+        fence = await lease(factory)
+        await write(factory, scheduled_world(objects).run_pass(NOW.timestamp()), fence)
+        now[0] = NOW + timedelta(minutes=1)
+        await write(factory, [Disrupted(ref, "Disrupted", "placed anew")], fence)
+        waiting = await _scheduling_conditions(factory, group.uid)
+        now[0] = NOW + timedelta(minutes=2)
+        await write(
+            factory, [Binding(ref, (), None, {"domain": None, "nodes": [], "pods": {}}, first=True)], fence
+        )
+        again = await _scheduling_conditions(factory, group.uid)
+
+    first = ("True", "Scheduled", NOW)
+    assert waiting == {
+        "PodGroupScheduled": ("False", "Disrupted", now[0] - timedelta(minutes=1)),
+        "first": first,
+    }
+    assert again == {"PodGroupScheduled": ("True", "Scheduled", now[0]), "first": first}
+
+
+async def _scheduling_conditions(uow_factory, uid: str) -> dict[str, tuple[str, str, datetime | None]]:
+    async with uow_factory() as uow:
+        scheduled = await uow.conditions.get(uid, "PodGroupScheduled")
+        initially = await uow.conditions.get(uid, "PodGroupInitiallyScheduled")
+    return {
+        "PodGroupScheduled": (scheduled.status, scheduled.reason, scheduled.last_transition_time),
+        "first": (initially.status, initially.reason, initially.last_transition_time),
+    }
 
 
 async def test_an_unschedulable_gang_writes_the_reason_and_a_false_condition(uow_factory):
