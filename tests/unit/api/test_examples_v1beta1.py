@@ -58,7 +58,12 @@ def test_every_example_that_a_version_changes_has_its_v1beta1_form() -> None:
     versioned = {p.name for p in EXAMPLE_FILES if any(says_something_versioned(d) for d in documents(p))}
 
     assert versioned == {p.name for p in BETA.glob("*.yaml")}
-    assert versioned == {"03-gang-workload.yaml", "04-v135-workload.yaml", "06-dra-numa-gang.yaml"}
+    assert versioned == {
+        "03-gang-workload.yaml",
+        "04-v135-workload.yaml",
+        "06-dra-numa-gang.yaml",
+        "09-composite-job.yaml",
+    }
 
 
 def test_the_v1beta1_readme_names_every_example_that_is_the_same_in_every_version() -> None:
