@@ -8,6 +8,9 @@ timed: the one-off snapshot build (reported as `snapshot_build_ms`) and creating
 the build the heap is frozen (`gc.freeze()`), as a long-running scheduler does once it has loaded its
 snapshot, so that collections do not keep walking the nodes; `--no-gc-freeze` measures without it.
 `--mix churn` holds the same fleet at 90-95 % while gangs finish and arrive (see `bench.scheduler_churn`).
+`--mix composite`: CompositePodGroups of 2-4 child gangs (4 or 8 pods of 1 or 2 GPUs, each child in one rack)
+that must all be placed together in one block, filled to 85 %; one timed cycle is `schedule_composite` for the
+whole composite plus applying each child's decision. Left out: claims, preemption, children arriving late.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from libs.core.scheduling import (
     PodRequest,
     schedule_podgroup,
 )
+from libs.core.scheduling.composite import ChildGroup, CompositeGroup, schedule_composite
 
 GPU_CLASS = "gpu.example.com"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -54,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--racks-per-block", type=int, default=10)
     parser.add_argument("--nodes-per-rack", type=int, default=50)
     parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--mix", choices=("uniform", "hetero", "churn"), default="uniform")
+    parser.add_argument("--mix", choices=("uniform", "hetero", "churn", "composite"), default="uniform")
     parser.add_argument("--fill", type=float, default=None, help="GPU fill target (default 0.9, hetero 0.85)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false")
@@ -115,8 +119,49 @@ class _Fill:
     unschedulable: int = 0
 
 
+def _composite(index: int, rng: random.Random) -> tuple[CompositeGroup, list[ChildGroup], int]:
+    """A composite of 2-4 rack-constrained child gangs in one block, and the GPUs it asks for."""
+    children, gpus = [], 0
+    for child in range(rng.choice((2, 3, 4))):
+        spec = _GangSpec(rng.choice((4, 8)), rng.choice((1, 2)))
+        group, pods = _gang(index * 10 + child, spec)
+        children.append(ChildGroup(group, pods))
+        gpus += spec.size * spec.gpus_per_pod
+    return CompositeGroup("bench", f"job-{index}", len(children), BLOCK_KEY), children, gpus
+
+
+def _fill_composites(snapshot: ClusterSnapshot, args: argparse.Namespace, target_gpus: float) -> _Fill:
+    """Schedule composites one cycle each, applying every placed child, until the GPU target is reached."""
+    result = _Fill()
+    rng = random.Random(args.seed)
+    failures_in_row = index = 0
+    while result.used_gpus < target_gpus and failures_in_row < _MAX_CONSECUTIVE_FAILURES:
+        composite, children, gpus = _composite(index, rng)
+        index += 1
+        cpu_begin, begin = time.process_time(), time.perf_counter()
+        decided = schedule_composite(
+            snapshot, composite, children, needed=composite.min_group_count or 0, now=float(index)
+        )
+        for decision in decided.decisions:
+            if decision.placed:
+                snapshot.apply(decision)
+        end, cpu_end = time.perf_counter(), time.process_time()
+        result.cycle_seconds.append(end - begin)
+        result.cpu_seconds += cpu_end - cpu_begin
+        if decided.placed_groups:
+            result.placed_pods += sum(len(decision.placements) for decision in decided.decisions)
+            result.used_gpus += gpus
+            failures_in_row = 0
+        else:
+            result.unschedulable += 1
+            failures_in_row += 1
+    return result
+
+
 def _fill(snapshot: ClusterSnapshot, args: argparse.Namespace, target_gpus: float) -> _Fill:
     """Schedule gangs one cycle each, applying every placed decision, until the GPU target is reached."""
+    if args.mix == "composite":
+        return _fill_composites(snapshot, args, target_gpus)
     result = _Fill()
     specs = _specs(args.mix, random.Random(args.seed))
     failures_in_row = index = 0
@@ -170,11 +215,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return {"name": "scheduler-core", "params": params, "metrics": metrics}
     if args.gc_freeze:
         gc.freeze()
-    fill = args.fill if args.fill is not None else (0.85 if args.mix == "hetero" else 0.9)
+    fill = args.fill if args.fill is not None else (0.9 if args.mix == "uniform" else 0.85)
     result = _fill(snapshot, args, fill * total_gpus)
     elapsed = sum(result.cycle_seconds)
     ordered = sorted(result.cycle_seconds)
-    rate_key = "hetero_pods_per_second" if args.mix == "hetero" else "pods_per_second"
+    rate_key = f"{args.mix}_pods_per_second" if args.mix in ("hetero", "composite") else "pods_per_second"
     metrics = {
         rate_key: round(result.placed_pods / elapsed if elapsed else 0.0, 1),
         "cpu_pods_per_second": round(

@@ -76,7 +76,10 @@ async def admission_steps(demo: Demo) -> None:
 
     async def reject_immutable_change() -> None:
         doc = copy.deepcopy(next(d for d in example("03-gang-workload.yaml") if d["kind"] == "Workload"))
-        doc["spec"]["podGroupTemplates"][0]["schedulingPolicy"]["gang"]["minCount"] = 2
+        # minCount may change (elastic gangs); the topology constraint may not.
+        doc["spec"]["podGroupTemplates"][0]["schedulingConstraints"] = {
+            "topology": [{"key": "topology.example.com/block"}]
+        }
         reply = await client.apply([doc])
         out(reply.results[0].message)
         check("field is immutable" in reply.results[0].message, "a Workload spec change must be refused")

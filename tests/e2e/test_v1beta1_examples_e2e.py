@@ -148,11 +148,16 @@ def test_every_v1beta1_example_written_with_the_typed_client_is_placed_in_that_v
         "Workload": (scheduling.create_namespaced_workload, f"{model_version}Workload"),
         "PodGroup": (scheduling.create_namespaced_pod_group, f"{model_version}PodGroup"),
         "Pod": (client.CoreV1Api(api).create_namespaced_pod, "V1Pod"),
+        # The one version with CompositePodGroups, whichever version its Workload and PodGroups are in.
+        "CompositePodGroup": (
+            client.SchedulingV1alpha3Api(api).create_namespaced_composite_pod_group,
+            "V1alpha3CompositePodGroup",
+        ),
     }
     written = {}
     for doc in beta_documents():
         doc["metadata"]["namespace"] = namespace
-        if doc["kind"] != "Pod":
+        if doc["kind"] in ("Workload", "PodGroup"):
             doc["apiVersion"] = f"scheduling.k8s.io/{version}"
         call, model = create[doc["kind"]]
         call(namespace, typed(api, doc, model))
@@ -163,6 +168,12 @@ def test_every_v1beta1_example_written_with_the_typed_client_is_placed_in_that_v
     )
 
     assert_placed(groups)
+    composites = client.SchedulingV1alpha3Api(api)
+    for name in names_of("CompositePodGroup"):
+        composite = composites.read_namespaced_composite_pod_group(name, namespace)
+        assert type(composite).__name__ == "V1alpha3CompositePodGroup"
+        held = {c.type: c.status for c in composite.status.conditions or []}
+        assert held.get("CompositePodGroupInitiallyScheduled") == "True", held
     for name, group in groups.items():
         read = api.sanitize_for_serialization(group)
         assert type(group).__name__ == f"{model_version}PodGroup"

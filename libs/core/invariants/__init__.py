@@ -21,6 +21,7 @@ from .devices import (
     published_devices,
 )
 from .holds import (
+    composites_not_below_min_group_count,
     gangs_not_below_min_count,
     holds_end_with_their_pods,
     nodes_not_overcommitted,
@@ -49,6 +50,7 @@ def check(records: Records) -> list[Violation]:
         *holds_end_with_their_pods(pods, holds),
         *nodes_not_overcommitted(by_kind["Node"], pods, holds),
         *gangs_not_below_min_count(by_kind["PodGroup"], pods, holds, records.events),
+        *composites_not_below_min_group_count(by_kind["CompositePodGroup"], by_kind["PodGroup"], pods, holds),
         *pods_bound_once(records.events),
         *state_has_its_event(pods, holds, records.events),
         *device_held_once(holders, devices, in_use),

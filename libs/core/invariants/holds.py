@@ -9,7 +9,9 @@ from typing import Any
 from libs.core.scheduling.lifecycle import PodPhase
 from libs.core.scheduling.objects import (
     ApiObject,
+    composite_min_group_count,
     core_node,
+    parent_composite,
     pod_group_name,
     pod_phase,
     pod_request,
@@ -88,6 +90,30 @@ def gangs_not_below_min_count(
         if min_count is not None and 0 < count < min_count:
             detail = f"{count} pods placed, minCount {min_count}"
             found.append(Violation("gang-not-below-min-count", group.key, detail))
+    return found
+
+
+def composites_not_below_min_group_count(
+    composites: Iterable[ApiObject],
+    groups: Iterable[ApiObject],
+    pods: Iterable[ApiObject],
+    holds: Mapping[str, str],
+) -> list[Violation]:
+    """A composite gang was bound whole or not at all: none, or at least minGroupCount, of its child PodGroups
+    hold placed pods."""
+    holding = {(pod.namespace, name) for pod in pods if (name := pod_group_name(pod)) and node_of(pod, holds)}
+    children: Counter[tuple[str, str]] = Counter()
+    for group in groups:
+        parent = parent_composite(group)
+        if parent and (group.namespace, group.name) in holding:
+            children[(group.namespace, parent)] += 1
+    found = []
+    for composite in composites:
+        wanted = composite_min_group_count(composite)
+        count = children[(composite.namespace, composite.name)]
+        if wanted is not None and 0 < count < wanted:
+            detail = f"{count} child PodGroups placed, minGroupCount {wanted}"
+            found.append(Violation("composite-not-below-min-group-count", composite.key, detail))
     return found
 
 

@@ -398,17 +398,37 @@ class PreemptorStateMachine:
         group = self.cluster.book.groups.get(pod.group_key)
         if placement is None or group is None:
             return
-        owner = _owner(group, pod)
+        owner = self._composite_owner(group) or _owner(group, pod)
         self.candidates.put_owner(owner)
         self.candidates.add(
             RunningPod(
                 placement,
                 pod.obj.namespace,
-                pod.group_key,
+                owner.key,
                 owner.priority,
                 started_at,
                 completion_index(pod.obj),
             )
+        )
+
+    def _composite_owner(self, group: GroupRecord) -> UnitOwner | None:
+        """The CompositePodGroup a child's pods go with, when its children may only be disrupted together
+        (`disruptionMode: {all: {}}`, or unset): the whole composite is one unit."""
+        key = self.cluster.book.composite_of(group)
+        composite = self.cluster.book.composites.get(key) if key is not None else None
+        if composite is None or (composite.spec.get("disruptionMode") or {}).get("single") is not None:
+            return None
+        priority = composite.spec.get("priority")
+        if priority is None:
+            priority = group.obj.spec.get("priority")
+        return UnitOwner(
+            composite.key,
+            composite.namespace,
+            composite.name,
+            composite.uid,
+            int(priority or 0),
+            DisruptionMode.POD_GROUP,
+            0,
         )
 
     def _gone(self, uid: str) -> None:

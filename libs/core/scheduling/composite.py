@@ -78,12 +78,12 @@ def schedule_composite(
     with its own reason. With `needed` of zero or less every child is tried on its own, inside the domain."""
     order = sorted(range(len(children)), key=lambda i: (-len(children[i].pods), children[i].group.name))
     if needed <= 0:
-        decisions = _place_in(snapshot, children, order, composite.domain, now)
+        decisions = _place_in(snapshot, children, order, composite.domain, now, 0)
         placed = sum(1 for decision in decisions if decision is not None and decision.placed)
         return CompositeDecision(_in_order(decisions), composite.domain, placed)
     most: tuple[int, list[CycleDecision | None]] = (-1, [])
-    for domain in _domains(snapshot, composite, children):
-        decisions = _place_in(snapshot, children, order, domain, now)
+    for domain in _domains(snapshot, composite, children, needed):
+        decisions = _place_in(snapshot, children, order, domain, now, needed)
         placed = sum(1 for decision in decisions if decision is not None and decision.placed)
         if placed >= needed:
             return CompositeDecision(_in_order(decisions), domain, placed)
@@ -93,17 +93,31 @@ def schedule_composite(
 
 
 def _domains(
-    snapshot: ClusterSnapshot, composite: CompositeGroup, children: Sequence[ChildGroup]
+    snapshot: ClusterSnapshot, composite: CompositeGroup, children: Sequence[ChildGroup], needed: int
 ) -> list[TopologyDomainRef | None]:
+    """The domains to try, tightest first, leaving out those whose free count of the children's primary
+    dimension cannot hold the `needed` smallest children."""
     if composite.domain is not None:
         return [composite.domain]
     key = composite.topology_key
     if key is None:
         return [None]
     dimension = _primary(children)
+    floor = sum(sorted(_asked(child, dimension) for child in children)[:needed])
     level = snapshot.level(key)
-    ordered = sorted(level.domains.values(), key=lambda domain: (domain.count(dimension), domain.value))
-    return [TopologyDomainRef(key, domain.value) for domain in ordered]
+    held = [domain for domain in level.domains.values() if domain.count(dimension) >= floor]
+    held.sort(key=lambda domain: (domain.count(dimension), domain.value))
+    return [TopologyDomainRef(key, domain.value) for domain in held]
+
+
+def _asked(child: ChildGroup, dimension: str) -> int:
+    """What the child's pods ask of the dimension, in the units a domain counts it (whole CPU cores)."""
+    total = 0
+    for pod in child.pods:
+        shape = pod.shape
+        if shape.primary == dimension:
+            total += shape.primary_request
+    return total
 
 
 def _primary(children: Sequence[ChildGroup]) -> str:
@@ -120,12 +134,16 @@ def _place_in(
     order: Sequence[int],
     domain: TopologyDomainRef | None,
     now: float,
+    needed: int,
 ) -> list[CycleDecision | None]:
-    """Every child's decision inside the domain, by child position; the snapshot is left unchanged."""
+    """Every child's decision inside the domain, by child position (None for a child not tried once the
+    domain can no longer hold `needed` of them); the snapshot is left unchanged."""
     decisions: list[CycleDecision | None] = [None] * len(children)
     assumed: list[CycleDecision] = []
     try:
-        for position in order:
+        for tried, position in enumerate(order):
+            if len(assumed) + len(order) - tried < needed:
+                break
             child = children[position]
             group = child.group if domain is None else replace(child.group, within=domain)
             decision = schedule_podgroup(snapshot, group, child.pods, now=now, bound_pods=child.bound_pods)

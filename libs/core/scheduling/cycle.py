@@ -193,12 +193,8 @@ def _inside(snapshot: ClusterSnapshot, scope: Scope, within: TopologyDomainRef) 
     key = scope.key
     if key is None or key == within.key or snapshot.rank(key) <= snapshot.rank(within.key):
         return Scope(within.key, (within.value,), None)
-    values = {
-        node.labels[key]
-        for node in snapshot.node_states()
-        if node.labels.get(within.key) == within.value and key in node.labels
-    }
-    chosen = tuple(sorted(values if scope.values is None else values.intersection(scope.values)))
+    values = snapshot.values_inside(within.key, within.value, key)
+    chosen = values if scope.values is None else tuple(v for v in values if v in scope.values)
     return Scope(key, chosen, scope.within_key)
 
 

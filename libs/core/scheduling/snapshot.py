@@ -82,6 +82,8 @@ class ClusterSnapshot:
         """The DRA device inventory and allocations, when pods may have claims."""
         self._memo: dict[Hashable, Any] = {}
         self._memo_version = 0
+        self._nested: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
+        self._nested_generation = -1
         self._build(nodes)
 
     # -- bulk build ---------------------------------------------------------------------------------
@@ -231,6 +233,22 @@ class ClusterSnapshot:
             self._memo[key] = compute()
         value: _T = self._memo[key]
         return value
+
+    def values_inside(self, outer: str, value: str, inner: str) -> tuple[str, ...]:
+        """The values of label `inner` among the nodes whose label `outer` is `value` (the racks of a block),
+        sorted; kept until nodes are added, removed or relabelled."""
+        if self._nested_generation != self.node_generation:
+            self._nested.clear()
+            self._nested_generation = self.node_generation
+        table = self._nested.get((outer, inner))
+        if table is None:
+            found: dict[str, set[str]] = {}
+            for state in self._nodes.values():
+                labels = state.labels
+                if outer in labels and inner in labels:
+                    found.setdefault(labels[outer], set()).add(labels[inner])
+            table = self._nested[(outer, inner)] = {key: tuple(sorted(vals)) for key, vals in found.items()}
+        return table.get(value, ())
 
     def rank(self, key: str) -> int:
         """Position of a key among the configured levels, broadest first; other keys rank narrowest."""

@@ -93,7 +93,10 @@ async def test_api_resources_lists_every_served_resource(server: str, tmp_path: 
     assert "podgroups pg scheduling.k8s.io/v1beta1 true PodGroup" in [
         " ".join(line.split()) for line in lines
     ]
-    assert len(lines) == 1 + 14  # Workloads and PodGroups are listed once, under their newest version
+    assert "compositepodgroups cpg scheduling.k8s.io/v1alpha3 true CompositePodGroup" in [
+        " ".join(line.split()) for line in lines
+    ]
+    assert len(lines) == 1 + 15  # Workloads and PodGroups are listed once, under their newest version
 
 
 async def test_explain_reads_the_v1beta1_shapes_by_default(server: str, tmp_path: Path) -> None:

@@ -45,9 +45,16 @@ def pod(
     return ApiObject("Pod", "ml", name, f"uid-{name}", {}, spec, status)
 
 
-def gang(name: str, min_count: int) -> ApiObject:
-    spec = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+def gang(name: str, min_count: int, *, parent: str | None = None) -> ApiObject:
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
     return ApiObject("PodGroup", "ml", name, f"uid-{name}", {}, spec, {})
+
+
+def composite(name: str, min_group_count: int) -> ApiObject:
+    spec = {"schedulingPolicy": {"gang": {"minGroupCount": min_group_count}}}
+    return ApiObject("CompositePodGroup", "ml", name, f"uid-{name}", {}, spec, {})
 
 
 def gpu_class() -> ApiObject:

@@ -6,7 +6,18 @@ import dataclasses
 
 from libs.core.invariants import BindingRow, Records, check
 from libs.core.invariants.records import event_time_ms
-from tests.unit.invariants.builders import bound, chain, ended, event, gang, logged, names, node, pod
+from tests.unit.invariants.builders import (
+    bound,
+    chain,
+    composite,
+    ended,
+    event,
+    gang,
+    logged,
+    names,
+    node,
+    pod,
+)
 
 
 def test_a_clean_run_has_no_violation() -> None:
@@ -102,6 +113,24 @@ def test_a_pod_older_than_the_log_kept_may_have_lost_its_events_to_retention() -
 
     assert check(pod_made_at(made - 1000)) == []
     assert names(pod_made_at(made + 1000)) == ["binding-has-event", "running-has-event"]
+
+
+def test_a_composite_with_fewer_child_groups_placed_than_min_group_count_is_named() -> None:
+    children = [gang("driver", 1, parent="job"), gang("workers", 1, parent="job")]
+    pods = [pod("d", group="driver"), pod("w", group="workers")]
+    half = Records(
+        objects=[node("n1"), composite("job", 2), *children, *pods],
+        bindings=[BindingRow("uid-d", "n1")],
+        events=chain(bound(("d", "n1"))),
+    )
+    whole = Records(
+        objects=[node("n1"), composite("job", 2), *children, *pods],
+        bindings=[BindingRow("uid-d", "n1"), BindingRow("uid-w", "n1")],
+        events=chain(bound(("d", "n1"), ("w", "n1"))),
+    )
+
+    assert names(half) == ["composite-not-below-min-group-count"]
+    assert check(whole) == []
 
 
 def test_pods_of_an_earlier_podgroup_of_the_same_name_do_not_count_for_its_replacement() -> None:

@@ -3,6 +3,8 @@ requests on the current state, holds nominations until they are taken or expire.
 
 from __future__ import annotations
 
+import pytest
+
 from libs.cluster.generator import ClusterShape
 from libs.core.preemption import NominationEnded, NominationEndReason, Preempted, PreemptorStateMachine
 from libs.core.preemption.model import PreemptionReason
@@ -16,7 +18,7 @@ from libs.core.scheduling.inputs import (
     World,
 )
 from libs.core.scheduling.outputs import Binding, CycleRan
-from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, workload
+from tests.unit.scheduling.manifests import cluster, composite, gang, pod, podgroup, workload
 
 SHAPE = ClusterShape(blocks=1, racks_per_block=2, nodes_per_rack=2)  # 2 racks of 2 nodes of 8 GPUs
 NOW = 1_000.0
@@ -322,3 +324,26 @@ def test_a_gang_whose_podgroup_says_never_waits_rather_than_preempting():
 
     assert answer.decision.victims == ()
     assert answer.decision.reason == PreemptionReason.NEVER
+
+
+@pytest.mark.parametrize(("disruption", "evicted"), [(None, 2), ("all", 2), ("single", 1)])
+def test_a_composite_is_preempted_as_one_unit_unless_its_children_may_go_alone(disruption, evicted):
+    pair = Pair()
+    job = composite("job", priority=10, disruption=disruption)
+    children = [podgroup(name, min_count=1, priority=10, parent="job") for name in ("job-a", "job-b")]
+    other = podgroup("other", min_count=2, priority=50)
+    pair.admit(job, *children, *gang("job-a", 1, gpus=8), *gang("job-b", 1, gpus=8))
+    pair.admit(other, *gang("other", 2, gpus=8))
+    pair.schedule()
+    high = podgroup("high", min_count=1, priority=1000)
+    pair.admit(high, *gang("high", 1, gpus=8))
+    (ran,) = pair.schedule()
+    assert ran.preemption_priority == 1000
+
+    answer = pair.preempt(high)
+
+    pods = {p.placement.pod_name for v in answer.decision.victims for p in v.pods}
+    assert len(pods) == evicted
+    assert pods <= {"job-a-0", "job-b-0"}
+    (owner,) = {v.owner.name for v in answer.decision.victims}
+    assert owner == "job" if evicted == 2 else owner in ("job-a", "job-b")

@@ -92,11 +92,14 @@ def podgroup(
     annotations: dict[str, str] | None = None,
     claims: list[dict[str, str]] | None = None,
     status: dict[str, Any] | None = None,
+    parent: str | None = None,
 ) -> ApiObject:
     spec: dict[str, Any] = {
         "schedulingPolicy": {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}},
         "priority": priority,
     }
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
     if workload_name:
         spec["podGroupTemplateRef"] = {
             "workload": {"workloadName": workload_name, "podGroupTemplateName": "worker"}
@@ -114,6 +117,37 @@ def podgroup(
     if status:
         manifest["status"] = status
     return stored(manifest)
+
+
+def composite(
+    name: str,
+    *,
+    min_group_count: int | None = 2,
+    topology_key: str | None = None,
+    priority: int = 0,
+    disruption: str | None = None,
+    namespace: str = "ml",
+) -> ApiObject:
+    """A CompositePodGroup (v1alpha3) of a Workload `train`'s composite template `job`."""
+    spec: dict[str, Any] = {
+        "workloadRef": {"workloadName": "train", "templateName": "job"},
+        "schedulingPolicy": {"gang": {"minGroupCount": min_group_count}}
+        if min_group_count is not None
+        else {"basic": {}},
+        "priority": priority,
+    }
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+    if disruption:
+        spec["disruptionMode"] = {disruption: {}}
+    return stored(
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha3",
+            "kind": "CompositePodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+    )
 
 
 def pod(

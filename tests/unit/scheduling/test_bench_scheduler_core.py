@@ -62,3 +62,14 @@ def test_the_churn_mix_is_deterministic() -> None:
         return metrics["placed_pods"], metrics["failed_cycles"], metrics["completed_gangs"]
 
     assert decided() == decided()
+
+
+def test_the_composite_mix_places_whole_composites_and_reports_its_own_rate() -> None:
+    report = scheduler_core.run(_args("--mix", "composite", "--blocks", "2"))
+
+    assert report["params"]["mix"] == "composite"
+    metrics = report["metrics"]
+    assert metrics["composite_pods_per_second"] > 0
+    assert metrics["placed_pods"] > 0
+    assert metrics["cycles"] > metrics["unschedulable_cycles"]
+    assert 0.5 < metrics["gpu_fill_ratio"] <= 1.0
