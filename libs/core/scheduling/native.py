@@ -23,6 +23,7 @@ from pathlib import Path
 COMPILED_MODULES = (
     "buckets",
     "capacity",
+    "composite",
     "cycle",
     "diagnosis",
     "filters",
