@@ -318,6 +318,7 @@ class _Writer:
             owner=CONDITION_OWNER,
             reason=reason,
             message=message,
+            observed_generation=stored.generation,
         )
 
     async def unschedulable(self, ran: CycleRan, story: _Story) -> None:

@@ -196,22 +196,26 @@ class SchedulerStateMachine(WorldRestore):
         started = self._timer() if self._timer is not None else 0.0
         obj = self.book.composites.get(composite_key)
         cores = [self.cycle_group(child) for child in siblings]
-        if obj is None:
-            name = composite_key.partition("/")[2]
-            reason = GangReason.COMPOSITE_MISSING.format(composite=name)
-            decisions = [
-                nothing_placed(core, self.book.pending_requests(c), reason, now)
-                for c, core in zip(siblings, cores, strict=True)
-            ]
+        needed = self._still_needed(composite_key, obj) if obj is not None else 0
+        waiting = self._composite_waits(composite_key, obj, len(siblings), needed)
+        if waiting is not None:
+            # Nothing to try yet: the children wait (with why) for what is missing, and ask no preemption.
             return [
-                self._decided(c, core, d, started, now, may_preempt=False)
-                for c, core, d in zip(siblings, cores, decisions, strict=True)
+                self._decided(
+                    child,
+                    core,
+                    nothing_placed(core, self.book.pending_requests(child), waiting, now),
+                    started,
+                    now,
+                    may_preempt=False,
+                )
+                for child, core in zip(siblings, cores, strict=True)
             ]
+        assert obj is not None
         children = [
             ChildGroup(core, self.book.pending_requests(child), len(child.placed))
             for child, core in zip(siblings, cores, strict=True)
         ]
-        needed = self._still_needed(composite_key, obj)
         result = schedule_composite(
             self.snapshot, self._core_composite(obj), children, needed=needed, now=now
         )
@@ -222,6 +226,17 @@ class SchedulerStateMachine(WorldRestore):
         if needed > 0:
             ran.append(_composite_ran(obj, siblings, result, popped.cause))
         return ran
+
+    @staticmethod
+    def _composite_waits(key: str, obj: ApiObject | None, ready: int, needed: int) -> str | None:
+        """Why a composite's children are not tried yet: it does not exist, or fewer of its children are
+        ready (their pods arrived) than it still needs placed together."""
+        name = key.partition("/")[2]
+        if obj is None:
+            return GangReason.COMPOSITE_MISSING.format(composite=name)
+        if ready < needed:
+            return GangReason.COMPOSITE_WAITING.format(composite=name, ready=ready, count=needed)
+        return None
 
     def _still_needed(self, composite_key: str, obj: ApiObject) -> int:
         """How many more children must be placed together (0: the composite was placed, or is basic)."""

@@ -85,6 +85,10 @@ class GangReason(StrEnum):
         "CompositePodGroup {composite}: no {key} domain can hold {count} of its child groups together"
     )
     COMPOSITE_MISSING = "waiting for CompositePodGroup {composite}, which does not exist"
+    COMPOSITE_WAITING = (
+        "CompositePodGroup {composite}: waiting for its child groups: {ready} of the {count} it needs "
+        "together have their pods"
+    )
 
 
 @dataclass(frozen=True, slots=True)
