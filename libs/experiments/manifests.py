@@ -23,7 +23,7 @@ from libs.core.simulation.replay import Arrival, cluster_manifests
 from .traces import TraceError, read_nodes
 
 CLUSTER_KINDS = ("DeviceClass", "Node", "ResourceSlice", "ResourceClaimTemplate")
-WORKLOAD_KINDS = ("Workload", "PodGroup", "Pod")
+WORKLOAD_KINDS = ("Workload", "CompositePodGroup", "PodGroup", "Pod")
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -67,3 +67,21 @@ def test_podway_simulate_replays_a_manifest_file(tmp_path: Path):
     assert figures["pods"] == 2
     assert figures["pods_never_placed"] == 0
     assert main(["simulate", "--trace", str(trace), "--protocol", "inflation", "--out-dir", str(out)]) == 2
+
+
+def test_a_composite_replays_as_one_gang_in_one_block(tmp_path: Path):
+    shape = ClusterShape(blocks=2, racks_per_block=2, nodes_per_rack=2, rack_fabric=False)
+    gpu_class = next(doc for doc in yaml.safe_load_all((EXAMPLES / "02-dra.yaml").read_text()))
+    classes = list(yaml.safe_load_all((EXAMPLES / "01-priorityclasses.yaml").read_text()))
+    composite = list(yaml.safe_load_all((EXAMPLES / "09-composite-job.yaml").read_text()))
+    cluster, arrivals = load_manifest_trace(
+        str(write(tmp_path, [*classes, gpu_class, *generate_cluster(shape), *composite]))
+    )
+
+    assert "CompositePodGroup" in {obj.kind for obj in arrivals[0].objects}
+    result = replay_arrivals(cluster, arrivals)
+
+    assert result.never_placed == 0
+    nodes = {node.name: node for node in cluster if node.kind == "Node"}
+    blocks = {nodes[name].labels["topology.example.com/block"] for name in result.bound.values()}
+    assert len(blocks) == 1
