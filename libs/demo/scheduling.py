@@ -13,6 +13,7 @@ from libs.client.output import render
 from libs.demo.steps import Demo, check, example, wait_for
 
 RACK = "topology.example.com/rack"
+BLOCK = "topology.example.com/block"
 
 
 def gang(
@@ -99,6 +100,30 @@ async def scheduling_steps(demo: Demo) -> None:
         out(f"   pods on {sorted(set(nodes))}: one rack {racks}")
         check(len(nodes) == 4 and all(nodes) and len(racks) == 1, "all 4 pods must be bound in one rack")
 
+    async def composite_in_one_block() -> None:
+        await client.apply(example("09-composite-job.yaml"))
+        await wait_for(
+            lambda: client.get("CompositePodGroup", "rl-train-0", "ml"),
+            lambda items: (
+                bool(items) and (items[0].get("status") or {}).get("podway", {}).get("phase") == "Scheduled"
+            ),
+        )
+        pods = [
+            p
+            for p in await client.get("Pod", namespace="ml")
+            if p["metadata"]["name"].startswith("rl-train-0-")
+        ]
+        nodes = await client.get("Node")
+        block_of = {n["metadata"]["name"]: n["metadata"]["labels"][BLOCK] for n in nodes}
+        rack_of = {n["metadata"]["name"]: n["metadata"]["labels"][RACK] for n in nodes}
+        blocks = {block_of[p["spec"]["nodeName"]] for p in pods if p["spec"].get("nodeName")}
+        for group in ("rl-train-0-driver", "rl-train-0-workers"):
+            racks = {rack_of[p["spec"]["nodeName"]] for p in pods if group in p["metadata"]["name"]}
+            out(f"   {group}: rack {sorted(racks)}")
+            check(len(racks) == 1, f"{group} must be in one rack")
+        out(f"   CompositePodGroup rl-train-0: both groups placed together in block {sorted(blocks)}")
+        check(len(pods) == 5 and len(blocks) == 1, "all 5 pods of the composite must be bound in one block")
+
     async def job_gang_runs() -> None:
         group = "ml/finetune-worker-0"
         types = await wait_for(lambda: story_types(client, group), lambda t: "pods.running" in t)
@@ -172,6 +197,10 @@ async def scheduling_steps(demo: Demo) -> None:
 
     await demo.step("The node agent registers a 64-node GPU cluster through admission", cluster_registered)
     await demo.step("A rack-constrained gang is placed whole, in one rack, in one cycle", gang_in_one_rack)
+    await demo.step(
+        "A v1.37 CompositePodGroup: a driver and a worker group placed together in one block, each in one rack",
+        composite_in_one_block,
+    )
     await demo.step("The Indexed Job's gang is bound and runs", job_gang_runs)
     await demo.step(
         "Delete the Job: its pods, PodGroup and Workload go with it, the Job last", delete_the_job
