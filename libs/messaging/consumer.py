@@ -253,11 +253,15 @@ class EventConsumer:
                     messages = await self._next_batch(subscription)
                 except (TimeoutError, nats.errors.TimeoutError):
                     # An idle pull cannot tell a quiet stream from a consumer that vanished: look now and then.
-                    if time.monotonic() - idle_since > CONSUMER_CHECK_S:
+                    if time.monotonic() - idle_since > CONSUMER_CHECK_S and not self._stopping:
                         idle_since = time.monotonic()
                         subscription = await self._recover(subscription, None)
                     continue
                 except Exception as exc:  # the bus went away, or the consumer or its stream did
+                    if self._stopping:
+                        # A stop's cancellation can come back as a timeout or a connection error from
+                        # nats-py (Python 3.11's wait_for may swallow it): no recovery, the loop ends.
+                        return
                     subscription = await self._recover(subscription, exc)
                     continue
                 idle_since = time.monotonic()
@@ -334,7 +338,7 @@ class EventConsumer:
         )
         with contextlib.suppress(Exception):
             await subscription.unsubscribe()
-        if self._on_reset is not None:
+        if self._on_reset is not None and not self._stopping:
             await self._on_reset()
         return renewed
 
