@@ -13,6 +13,7 @@ from libs.runtime.logging import configure_logging
 from libs.runtime.memory import freeze_long_lived, tune_collector
 from libs.runtime.metrics import serve_metrics
 from libs.runtime.settings import PodwaySettings
+from libs.runtime.shutdown import let_go_of_stragglers
 from libs.runtime.tracing import configure_tracing
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ async def serve_until_signalled(service: Service) -> None:
         await stop.wait()
     finally:
         await service.stop()
+        await let_go_of_stragglers(service=type(service).__name__)
 
 
 def run_service(

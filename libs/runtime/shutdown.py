@@ -49,3 +49,30 @@ async def cancel_tasks(
         log.warning(
             "%s stop: task %s did not unwind in %.0f s; left behind", service, task.get_name(), timeout_s
         )
+
+
+async def let_go_of_stragglers(*, service: str, timeout_s: float = STOP_STEP_TIMEOUT_S) -> list[str]:
+    """After a stop: every task still running (left behind by a step that timed out, or a library's) is
+    cancelled and given `timeout_s`; one that still runs (a library that swallows its cancellation) is logged
+    with where it waits and let go of, so that the loop closes. `asyncio.run` otherwise cancels it again and
+    waits for it for ever, and the process never exits. Returns the names of the tasks let go of."""
+    current = asyncio.current_task()
+    pending = [task for task in asyncio.all_tasks() if task is not current and not task.done()]
+    for task in pending:
+        task.cancel()
+    if not pending:
+        return []
+    await asyncio.sleep(0)  # the cancellations land: a task that honours it is done now
+    pending = [task for task in pending if not task.done()]
+    stuck: set[asyncio.Task[Any]] = set()
+    if pending:
+        _, stuck = await asyncio.wait(pending, timeout=timeout_s)
+    for task in stuck:
+        frames = task.get_stack(limit=3)
+        where = " <- ".join(f"{f.f_code.co_filename}:{f.f_lineno}" for f in frames) or "unknown"
+        log.warning(
+            "%s stop: task %s ignores its cancellation (at %s); let go", service, task.get_name(), where
+        )
+        # The one way to keep the loop's close from waiting on it: it is no longer one of the loop's tasks.
+        asyncio.tasks._unregister_task(task)
+    return sorted(task.get_name() for task in stuck)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import pytest
 
-from libs.runtime.shutdown import bounded, cancel_tasks
+from libs.runtime.shutdown import bounded, cancel_tasks, let_go_of_stragglers
 
 
 async def test_a_step_that_never_finishes_is_cancelled_and_reported() -> None:
@@ -66,3 +67,24 @@ async def test_tasks_that_ignore_cancellation_are_left_behind(caplog: pytest.Log
     assert "task stubborn did not unwind" in caplog.text
     release.set()
     await tasks[0]
+
+
+async def test_a_task_that_ignores_its_cancellation_is_let_go_of_so_the_loop_can_close() -> None:
+    async def stubborn() -> None:
+        while True:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()
+
+    async def polite() -> None:
+        await asyncio.Event().wait()
+
+    stuck = asyncio.create_task(stubborn(), name="stubborn")
+    gentle = asyncio.create_task(polite(), name="polite")
+    await asyncio.sleep(0)  # both are waiting
+
+    let_go = await let_go_of_stragglers(service="test", timeout_s=0)
+
+    assert let_go == ["stubborn"]
+    assert gentle.cancelled()
+    assert stuck not in asyncio.all_tasks()  # the loop's close will not wait on it
+    assert not stuck.done()
