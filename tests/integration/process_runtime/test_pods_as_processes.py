@@ -3,6 +3,8 @@ fails the pod in kubelet's words."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from pathlib import Path
 
 from libs.runtime.pod_logs import log_file, read_run
@@ -83,6 +85,26 @@ async def test_on_failure_restarts_with_back_off_until_the_container_succeeds(pr
     assert container["lastState"]["terminated"]["exitCode"] == 1
     log_dir = Path(done["status"]["podwayRuntime"]["logDir"])
     assert read_run(log_file(log_dir, "main", previous=True)).strip() == "try 1"  # type: ignore[arg-type]
+    nats_url = process_stack.agent_settings.nats_url
+    assert await podway_logs(nats_url, "flaky", "-n", "ml", "-c", "main") == "try 2\n"  # type: ignore[arg-type]
+    assert await podway_logs(nats_url, "flaky", "-n", "ml", "--previous") == "try 1\n"  # type: ignore[arg-type]
+
+
+async def podway_logs(nats_url: str, *args: str) -> str:
+    """`podway logs` as a user runs it, in its own process."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "libs.client.cli",
+        "logs",
+        "--nats-url",
+        nats_url,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    out, _ = await process.communicate()
+    assert process.returncode == 0
+    return out.decode()
 
 
 async def test_init_containers_run_in_order_before_the_containers(process_stack: ProcessStack):
