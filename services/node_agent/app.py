@@ -325,6 +325,8 @@ class NodeAgentService:
         if lost.node in self.nodes:
             for ref in lost.pods:
                 self.pods.stop(ref.uid)
+                if self.runtime is not None:
+                    self._in_background(self._kill(ref.uid))
 
     @staticmethod
     async def _standalone(
@@ -735,6 +737,12 @@ class NodeAgentService:
                     await asyncio.sleep(1.0)
 
         self._in_background(end_then_record())
+
+    async def _kill(self, uid: str) -> None:
+        """Stop a pod's processes whose ending the scheduler has already recorded (its node was lost)."""
+        assert self.runtime is not None
+        await self.runtime.terminate(uid)
+        self.pod_ips.pop(uid, None)
 
     def _in_background(self, work: Awaitable[None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
