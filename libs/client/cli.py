@@ -27,6 +27,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "describe": ("objects", "show one object with its conditions and story"),
     "events": ("objects", "print a story from the audit log (--follow keeps printing)"),
     "top": ("observe", "GPU use by node and rack"),
+    "logs": ("pods", "print a process-runtime pod's container output (-f follows)"),
+    "agent": ("pods", "run a node agent on this host (--runtime process runs real pods)"),
     "report": ("observe", "write a self-contained HTML report of a run (from its events)"),
     "up": ("stack", "start the stack (embedded NATS and SQLite unless URLs are given)"),
     "down": ("stack", "stop the stack started in the data dir"),

@@ -66,10 +66,34 @@ def describe(obj: dict[str, Any], events: list[dict[str, Any]], extra: list[str]
         lines += claim_lines(obj)
     if obj.get("kind") == "Node":
         lines.append("Taints:       " + (", ".join(node_taints(obj)) or "<none>"))
+    lines += process_lines(obj)
     lines += extra or []
     lines.append("Events:")
     lines += ["  " + event_line(e) for e in events] or ["  <none>"]
     return "\n".join(lines)
+
+
+def process_lines(obj: dict[str, Any]) -> list[str]:
+    """A pod run by the process runtime: its address, where its logs are, each container's state, and that
+    its image was recorded but not pulled."""
+    status = obj.get("status") or {}
+    runtime = status.get("podwayRuntime")
+    if obj.get("kind") != "Pod" or not runtime:
+        return []
+    lines = [
+        "Runtime:      process (images are recorded, not pulled: containers run as processes on the host)",
+        f"IP:           {status.get('podIP', '')}",
+        f"Logs:         {runtime.get('logDir', '')}",
+        "Containers:",
+    ]
+    for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        (state, detail), *_ = (container.get("state") or {"waiting": {}}).items()
+        said = ", ".join(f"{k}={v}" for k, v in detail.items() if k in ("reason", "exitCode", "message"))
+        lines.append(
+            f"  {container.get('name')}: image {container.get('image')} (not pulled), {state}"
+            f"{' (' + said + ')' if said else ''}, restarts {container.get('restartCount', 0)}"
+        )
+    return lines
 
 
 UNREACHABLE = "node.kubernetes.io/unreachable:NoSchedule"

@@ -78,6 +78,7 @@ class Stack:
         prepare: Callable[[str, str], None] | None = None,
         provision: Callable[[str], None] | None = None,
         extra_specs: list[ServiceSpec] | None = None,
+        service_env: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.settings = settings
         self.services = services
@@ -85,6 +86,8 @@ class Stack:
         self.provision = provision
         self._streams_checked_at = 0.0
         self.extra_specs = extra_specs or []
+        self.service_env = service_env or {}
+        """Settings for one service only, by service name (e.g. the node agent's runtime)."""
         self.nats: EmbeddedNatsServer | None = None
         self.supervisor: Supervisor | None = None
         self.info: StackInfo | None = None
@@ -112,6 +115,8 @@ class Stack:
         if self.settings.router_policy:
             env["PODWAY_ROUTER_POLICY"] = str(self.settings.router_policy.resolve())
         specs = service_specs(self.settings, env, self.services, self.router_listener) + self.extra_specs
+        for spec in specs:
+            spec.env.update(self.service_env.get(spec.name, {}))
         for spec in specs:
             health_file(self.settings.run_dir.resolve(), spec.name).unlink(missing_ok=True)
         self.supervisor = Supervisor(specs, self.settings.run_dir.resolve(), log_dir=data_dir / "logs")

@@ -22,6 +22,10 @@ from typing import Any, NamedTuple
 
 from libs.api.annotations import run_seconds
 from libs.cluster.device_classes import device_classes_of
+from libs.core.kubelet.downward import PodPlace
+from libs.core.kubelet.phases import ContainerReason, PodEnd
+from libs.core.kubelet.rendezvous import HOST_IP, free_pod_ip, gang_members
+from libs.core.kubelet.restarts import BackOff, restart_policy_of
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.ports import UnitOfWork
 from libs.db.records import JsonObject, OutboxMessage, StoredObject
@@ -47,7 +51,11 @@ from libs.messaging.rpc import RpcTimeout, RpcUnavailable, request, serve_rpc
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
 from libs.runtime.shutdown import bounded, cancel_tasks
+from services.node_agent.host import host_manifests
+from services.node_agent.launch import completion_index, grace_seconds, pod_processes
+from services.node_agent.limits import HostLimits
 from services.node_agent.pods import SimulatedPod, SimulatedPods
+from services.node_agent.processes import PodFinished, PodProcesses, ProcessRuntime
 from services.node_agent.settings import NodeAgentSettings
 
 log = logging.getLogger(__name__)
@@ -98,6 +106,28 @@ class NodeAgentService:
         self.settings = settings
         self.clock = clock
         self.tick_s = tick_s
+        self.runtime: ProcessRuntime | None = None
+        self.finished: list[PodFinished] = []
+        self._background: set[asyncio.Task[None]] = set()
+        self.pod_ips: dict[str, str] = {}
+        self._devices: dict[str, dict[str, list[str]]] = {}
+        if settings.runtime == "process":
+            limits = HostLimits.detect(f"podway-{settings.instance}")
+            self.runtime = ProcessRuntime(
+                settings.resolved_pods_dir(),
+                limits=limits,
+                back_off=BackOff(settings.restart_backoff_seconds, settings.restart_backoff_max_seconds),
+                on_finished=self._on_pod_finished,
+            )
+            if manifests is None:
+                manifests = host_manifests(
+                    node_name=settings.node_name,
+                    labels_file=settings.labels_file,
+                    devices_file=settings.devices_file,
+                    reserved_cpu_m=settings.reserved_cpu_m,
+                    reserved_memory_mi=settings.reserved_memory_mi,
+                    limits_condition=limits.condition(),
+                )
         self.manifests = list(manifests) if manifests is not None else settings.cluster_manifests()
         self.nodes = {doc["metadata"]["name"] for doc in self.manifests if doc.get("kind") == "Node"}
         self.engine = create_engine(settings.resolved_database_url())
@@ -150,6 +180,9 @@ class NodeAgentService:
     async def stop(self) -> None:
         """Stop in bounded time: a step that hangs on a dead peer is logged and left behind."""
         await cancel_tasks(self._tasks, service=SERVICE)
+        if self.runtime is not None and not self.settings.keep_pods_on_stop:
+            await bounded(self.runtime.terminate_all(), "stopping the pods' processes", service=SERVICE)
+        await cancel_tasks(list(self._background), service=SERVICE)
         await bounded(self.consumer.stop(), "stopping the consumer", service=SERVICE)
         await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)
         await bounded(self.engine.dispose(), "closing the database pool", service=SERVICE)
@@ -211,6 +244,9 @@ class NodeAgentService:
 
     async def restore(self) -> None:
         """After a restart, keep running the pods that were running on this agent's nodes."""
+        if self.runtime is not None:
+            await self._restore_processes()
+            return
         async with self.uow() as uow:
             pods = {pod.uid: pod for pod in await uow.objects.find("Pod")}
             for node in sorted(self.nodes):
@@ -246,6 +282,8 @@ class NodeAgentService:
 
     async def _start(self, events: Sequence[tuple[Envelope, PodsBound]], uow: UnitOfWork) -> None:
         mine = [(envelope, bound, self._mine(bound)) for envelope, bound in events]
+        for _, _, placements in mine:
+            self._devices.update((p.pod_uid, p.devices) for p in placements if p.devices)
         grouped = [
             placement for _, bound, placed in mine if bound.podgroup is not None for placement in placed
         ]
@@ -287,6 +325,8 @@ class NodeAgentService:
         if lost.node in self.nodes:
             for ref in lost.pods:
                 self.pods.stop(ref.uid)
+                if self.runtime is not None:
+                    self._in_background(self._kill(ref.uid))
 
     @staticmethod
     async def _standalone(
@@ -311,9 +351,13 @@ class NodeAgentService:
         started: dict[str, tuple[StoredObject, JsonObject]] = {}
         for placed, podgroup, cause in starts:
             these: list[SimulatedPod] = []
-            for pod, node in placed:
-                if pod.status.get("phase", "Pending") != "Pending" or pod.deletion_requested_at is not None:
-                    continue
+            fresh = [
+                (pod, node)
+                for pod, node in placed
+                if pod.status.get("phase", "Pending") == "Pending" and pod.deletion_requested_at is None
+            ]
+            processes = await self._launch(fresh, podgroup) if self.runtime is not None else {}
+            for pod, node in fresh:
                 if pod.uid in started:
                     continue  # bound twice in one batch: started once
                 status = {
@@ -321,6 +365,7 @@ class NodeAgentService:
                     "phase": "Running",
                     "startTime": start_time,
                     "podway": {"nodeName": node},
+                    **processes.get(pod.uid, {}),
                 }
                 started[pod.uid] = (pod, status)
                 these.append(self._running(pod, node, podgroup, now.timestamp()))
@@ -353,6 +398,31 @@ class NodeAgentService:
             await self._stop(uow, reachable, podgroup, evicted.reason, str(envelope.event_id))
 
     async def _stop(
+        self,
+        uow: UnitOfWork,
+        mine: list[PodRef],
+        podgroup: PodGroupKey | None,
+        reason: str,
+        cause: str | None,
+    ) -> None:
+        """Evicted pods stop; with processes, their room is released only once every process is gone."""
+        if self.runtime is None:
+            await self._record_stopped(uow, mine, podgroup, reason, cause)
+            return
+        self._after_processes_end(
+            mine, lambda later: self._record_stopped(later, mine, podgroup, reason, cause)
+        )
+
+    async def _terminate(
+        self, uow: UnitOfWork, mine: list[PodRef], podgroup: PodGroupKey | None, cause: str | None
+    ) -> None:
+        """Pods deleted while they run: with processes, deleted only once every process is gone."""
+        if self.runtime is None:
+            await self._record_terminated(uow, mine, podgroup, cause)
+            return
+        self._after_processes_end(mine, lambda later: self._record_terminated(later, mine, podgroup, cause))
+
+    async def _record_stopped(
         self,
         uow: UnitOfWork,
         mine: list[PodRef],
@@ -393,7 +463,7 @@ class NodeAgentService:
                 self._envelope(PodsFailed(pods=refs, reason=DISRUPTION_TARGET), podgroup, first, now, cause)
             )
 
-    async def _terminate(
+    async def _record_terminated(
         self, uow: UnitOfWork, mine: list[PodRef], podgroup: PodGroupKey | None, cause: str | None
     ) -> None:
         """Pods deleted while they run here: stop them, and delete each (its binding goes with it) with an
@@ -404,6 +474,8 @@ class NodeAgentService:
             pod = await uow.objects.get_by_uid(ref.uid)
             if pod is None:
                 continue
+            if self.runtime is not None:
+                self.runtime.forget(pod.uid)
             await uow.objects.delete(
                 "Pod", pod.namespace, pod.name, expected_resource_version=pod.resource_version
             )
@@ -546,6 +618,9 @@ class NodeAgentService:
     # -- finishing --------------------------------------------------------------------------------------
 
     async def _run_timers(self) -> None:
+        if self.runtime is not None:
+            await self._record_finished_forever()
+            return
         while True:
             now = self.clock().timestamp()
             due = self.pods.due(now)
@@ -593,6 +668,203 @@ class NodeAgentService:
                     self._envelope(PodsSucceeded(pods=refs), podgroup, group[0], now, group[0].started_by)
                 )
             await uow.commit()
+
+    # -- processes (the process runtime) ---------------------------------------------------------------
+
+    async def _launch(
+        self, placed: Sequence[tuple[StoredObject, str]], podgroup: PodGroupKey | None
+    ) -> dict[str, JsonObject]:
+        """Start bound pods as processes, a gang's members knowing each other: the status each adds (its
+        address, its containers' states, where its logs are)."""
+        assert self.runtime is not None
+        fresh = [(pod, node) for pod, node in placed if pod.uid not in self.runtime]
+        for pod, _ in fresh:
+            self.pod_ips[pod.uid] = free_pod_ip(self.pod_ips.values())
+        members = (
+            gang_members((pod.name, completion_index(pod), self.pod_ips[pod.uid]) for pod, _ in fresh)
+            if podgroup is not None
+            else None
+        )
+        allocatable = self._allocatable()
+        pods: list[PodProcesses] = []
+        for pod, node in fresh:
+            place = PodPlace(node, self.pod_ips[pod.uid], HOST_IP, allocatable)
+            directory = self.runtime.pod_directory(pod.namespace, pod.name, pod.uid)
+            devices = self._devices.pop(pod.uid, {})
+            pods.append(pod_processes(pod, directory, place, devices=devices, members=members))
+        await asyncio.gather(*(self.runtime.start(p) for p in pods))
+        return {p.uid: self._process_status(p) for p in pods}
+
+    def _process_status(self, pod: PodProcesses) -> JsonObject:
+        ip = self.pod_ips[pod.uid]
+        return {
+            "podIP": ip,
+            "podIPs": [{"ip": ip}],
+            "hostIP": HOST_IP,
+            "hostIPs": [{"ip": HOST_IP}],
+            "containerStatuses": pod.container_statuses(pod.main),
+            "initContainerStatuses": pod.container_statuses(pod.init),
+            "podwayRuntime": {
+                "runtime": "process",
+                "logDir": str(pod.directory / "logs"),
+                "note": "images are recorded, not pulled: containers run as processes on the host",
+            },
+        }
+
+    def _allocatable(self) -> dict[str, str]:
+        node = next((doc for doc in self.manifests if doc.get("kind") == "Node"), {})
+        return dict((node.get("status") or {}).get("allocatable") or {})
+
+    def _after_processes_end(
+        self, refs: list[PodRef], record: Callable[[UnitOfWork], Awaitable[None]]
+    ) -> None:
+        """SIGTERM, the grace period, SIGKILL; then, in a transaction of its own, `record` what ended (the
+        pods' room is released only then)."""
+
+        async def end_then_record() -> None:
+            assert self.runtime is not None
+            await asyncio.gather(*(self.runtime.terminate(ref.uid) for ref in refs))
+            for ref in refs:
+                self.pod_ips.pop(ref.uid, None)
+            for attempt in range(5):
+                try:
+                    async with self.uow() as uow:
+                        await record(uow)
+                        await uow.commit()
+                    return
+                except Exception:
+                    log.exception("recording %d stopped pod(s) failed (attempt %d)", len(refs), attempt + 1)
+                    await asyncio.sleep(1.0)
+
+        self._in_background(end_then_record())
+
+    async def _kill(self, uid: str) -> None:
+        """Stop a pod's processes whose ending the scheduler has already recorded (its node was lost)."""
+        assert self.runtime is not None
+        await self.runtime.terminate(uid)
+        self.pod_ips.pop(uid, None)
+
+    def _in_background(self, work: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _on_pod_finished(self, finished: PodFinished) -> None:
+        self.finished.append(finished)
+        self._wake.set()
+
+    async def _record_finished_forever(self) -> None:
+        assert self.runtime is not None
+        while True:
+            self._wake.clear()
+            batch, self.finished = self.finished, []
+            if batch:
+                try:
+                    batch = await self._record_finished(batch)
+                except Exception:
+                    log.exception("recording %d finished pods failed; retrying", len(batch))
+                    await asyncio.sleep(1.0)
+                self.finished = batch + self.finished
+            self.runtime.rotate_logs()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), 1.0 if not self.finished else 0.05)
+
+    async def _record_finished(self, batch: list[PodFinished]) -> list[PodFinished]:
+        """Pods whose processes ended on their own: Succeeded or Failed with kubelet's container statuses,
+        their bindings released, one `pods.succeeded` / `pods.failed` per PodGroup and outcome. Returns the
+        ones whose Running is not committed yet (recorded later)."""
+        now = self.clock()
+        async with self.uow() as uow:
+            keys = [("Pod", f.namespace, f.name) for f in batch]
+            pods = {p.uid: p for p in await uow.objects.get_many(keys)}
+            bindings = {b.pod_uid: b for b in await uow.bindings.get_many(pods)}
+            changes: list[tuple[StoredObject, JsonObject]] = []
+            outcomes: dict[tuple[PodGroupKey | None, str], list[PodRef]] = {}
+            later: list[PodFinished] = []
+            for finished in batch:
+                pod = pods.get(finished.uid)
+                if pod is not None and pod.status.get("phase", "Pending") == "Pending":
+                    later.append(finished)
+                    continue
+                self.pod_ips.pop(finished.uid, None)
+                if pod is None or pod.status.get("phase") != "Running":
+                    continue
+                changes.append((pod, self._ended_status(pod, finished, iso(now))))
+                binding = bindings.get(pod.uid)
+                podgroup = self._podgroup_of(pod, binding.podgroup_uid if binding else None)
+                ref = PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid, node=_node_of(pod))
+                outcomes.setdefault((podgroup, finished.end.reason or finished.end.phase), []).append(ref)
+            await uow.objects.update_statuses(changes)
+            await uow.bindings.release_many(pod.uid for pod, _ in changes)
+            for (podgroup, reason), refs in outcomes.items():
+                first = SimulatedPod(
+                    refs[0].uid, refs[0].namespace, refs[0].name, refs[0].node or "", podgroup, None
+                )
+                started_by = (pods[refs[0].uid].status.get("podway") or {}).get(STARTED_BY)
+                payload: EventPayload = (
+                    PodsSucceeded(pods=refs)
+                    if reason == "Succeeded"
+                    else PodsFailed(pods=refs, reason=reason)
+                )
+                uow.emit(self._envelope(payload, podgroup, first, now, started_by))
+            await uow.commit()
+        return later
+
+    @staticmethod
+    def _ended_status(pod: StoredObject, finished: PodFinished, finished_at: str) -> JsonObject:
+        status: JsonObject = {
+            **pod.status,
+            "phase": finished.end.phase,
+            "finishedAt": finished_at,
+            "containerStatuses": finished.container_statuses,
+            "initContainerStatuses": finished.init_container_statuses,
+        }
+        if finished.end.phase == "Failed":
+            status["reason"], status["message"] = finished.end.reason, finished.end.message
+        return status
+
+    async def _restore_processes(self) -> None:
+        """After an agent restart: the processes of pods still Running here are watched again; a Running pod
+        whose processes are gone is reported lost (Failed, ContainerStatusUnknown); processes of pods that are
+        no longer Running here are killed."""
+        assert self.runtime is not None
+        async with self.uow() as uow:
+            bindings = await uow.bindings.list_for_nodes(self.nodes)
+            mine = {b.pod_uid for b in bindings}
+            pods = {p.uid: p for p in await uow.objects.find("Pod") if p.uid in mine}
+            wanted: dict[str, PodProcesses] = {}
+            for pod in pods.values():
+                if pod.status.get("phase") != "Running":
+                    continue
+                directory = self.runtime.pod_directory(pod.namespace, pod.name, pod.uid)
+                wanted[pod.uid] = PodProcesses(
+                    pod.uid,
+                    pod.namespace,
+                    pod.name,
+                    directory,
+                    restart_policy_of(pod.spec),
+                    [],
+                    [],
+                    grace_seconds(pod),
+                )
+                self.pod_ips[pod.uid] = str(pod.status.get("podIP") or "")
+        lost = self.runtime.adopt(wanted)
+        for uid in lost:
+            self._on_pod_finished(
+                PodFinished(
+                    uid,
+                    wanted[uid].namespace,
+                    wanted[uid].name,
+                    PodEnd(
+                        "Failed",
+                        ContainerReason.CONTAINER_STATUS_UNKNOWN,
+                        "the pod's processes were not found when its agent restarted",
+                    ),
+                    [],
+                    [],
+                )
+            )
+        log.info("processes found again", extra={"adopted": len(wanted) - len(lost), "lost": len(lost)})
 
     # -- helpers ----------------------------------------------------------------------------------------
 

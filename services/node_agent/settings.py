@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field
@@ -27,6 +27,26 @@ class NodeAgentSettings(PodwaySettings):
     cluster_nodes_per_rack: int = 8
     cluster_gpus_per_node: int = 8
     cluster_shared_gpus_per_node: int = 0
+    runtime: Literal["simulated", "process"] = Field(
+        default="simulated",
+        description="simulated: a KWOK-like cluster; process: this host, pods as processes",
+    )
+    node_name: str | None = Field(default=None, description="process runtime: the Node's name (the hostname)")
+    labels_file: Path | None = Field(
+        default=None, description="process runtime: Node labels (YAML or key=value)"
+    )
+    devices_file: Path | None = Field(default=None, description="process runtime: GPUs when NVML finds none")
+    reserved_cpu_m: int = Field(default=100, description="process runtime: CPU kept from pods (millicores)")
+    reserved_memory_mi: int = Field(default=256, description="process runtime: memory kept from pods (MiB)")
+    pods_dir: Path | None = Field(
+        default=None, description="process runtime: pod directories (data_dir/pods)"
+    )
+    restart_backoff_seconds: float = Field(default=10.0, description="process runtime: first crash back-off")
+    restart_backoff_max_seconds: float = Field(default=300.0, description="process runtime: back-off cap")
+    keep_pods_on_stop: bool = Field(
+        default=False,
+        description="process runtime: leave pods running when the agent stops (found again later)",
+    )
 
     def shape(self) -> ClusterShape:
         return ClusterShape(
@@ -37,6 +57,9 @@ class NodeAgentSettings(PodwaySettings):
             gpus_per_node=self.cluster_gpus_per_node,
             shared_gpus_per_node=self.cluster_shared_gpus_per_node,
         )
+
+    def resolved_pods_dir(self) -> Path:
+        return (self.pods_dir or self.data_dir / "pods").resolve()
 
     def cluster_manifests(self) -> list[dict[str, Any]]:
         """The Nodes and ResourceSlices this agent registers, Nodes first."""

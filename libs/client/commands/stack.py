@@ -79,7 +79,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"router_policy": plan.policy_path})
         extra.append(plan.emulators_spec)
     stack = Stack(
-        settings, services=services, prepare=prepare_stack, provision=provision_streams_now, extra_specs=extra
+        settings,
+        services=services,
+        prepare=prepare_stack,
+        provision=provision_streams_now,
+        extra_specs=extra,
+        service_env={"node_agent": {"PODWAY_RUNTIME": args.agents}},
     )
     stopping = {"now": False}
 
@@ -154,6 +159,7 @@ def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:
             argv += [flag, value]
     if args.services:
         argv += ["--services", args.services]
+    argv += ["--agents", args.agents]
     if args.router_policy:
         argv += ["--router-policy", str(args.router_policy)]
     if args.router_http_address:
@@ -294,6 +300,13 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     common(up)
     up.add_argument("--detach", action="store_true", help="run in the background")
     up.add_argument("--services", default=None, help="comma-separated services to run")
+    up.add_argument(
+        "--agents",
+        choices=("simulated", "process"),
+        default="simulated",
+        help="the node agent's runtime: a simulated 64-node cluster (default), or this host running pods as "
+        "processes",
+    )
     up.add_argument(
         "--router-policy", type=Path, default=None, help="router policy (default: local emulators)"
     )
