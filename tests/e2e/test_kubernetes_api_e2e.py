@@ -570,7 +570,11 @@ def test_the_python_client_typed_dynamic_and_a_watch_that_survives_a_restart(kub
     with pytest.raises(client.ApiException) as exists:
         core.create_namespaced_pod("ml", body)
     assert exists.value.status == 409
-    assert [j.metadata.name for j in client.BatchV1Api(api).list_namespaced_job("ml").items] == ["finetune"]
+    written = [
+        d for path in sorted(EXAMPLES.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text()) if d
+    ]
+    jobs = sorted(d["metadata"]["name"] for d in written if d["kind"] == "Job")
+    assert [j.metadata.name for j in client.BatchV1Api(api).list_namespaced_job("ml").items] == jobs
     assert "gpu.example.com" in {d.metadata.name for d in client.ResourceV1Api(api).list_device_class().items}
     groups = dynamic.DynamicClient(api).resources.get(
         api_version="scheduling.k8s.io/v1alpha2", kind="PodGroup"
