@@ -22,11 +22,14 @@ from libs.api import annotations as podway
 from libs.api.kinds import (
     BETA_SHAPED,
     CORE_V1,
+    KUEUE_V1BETA1,
+    QUOTA_KINDS,
     SCHEDULING_V1ALPHA1,
     SCHEDULING_V1ALPHA2,
     SCHEDULING_V1ALPHA3,
     SCHEDULING_V1BETA1,
 )
+from libs.api.kueue_versions import from_kueue_v1beta1
 from libs.api.models.scheduling import Workload
 from libs.api.podgroups import implied_pod_group
 from libs.api.scheduling_versions import as_v1beta1, from_v1beta1
@@ -57,6 +60,8 @@ def convert_document(doc: Mapping[str, Any]) -> tuple[Document, list[str]]:
         return _convert_workload(converted), [WORKLOAD_CONVERTED]
     if converted.get("apiVersion") in BETA_SHAPED and converted.get("kind") in ("Workload", "PodGroup"):
         return from_v1beta1(converted)
+    if converted.get("apiVersion") == KUEUE_V1BETA1 and converted.get("kind") in QUOTA_KINDS:
+        return from_kueue_v1beta1(converted)
     if _legacy_reference(converted) is not None:
         return _convert_pod(converted), [WORKLOAD_REF_CONVERTED]
     return converted, []

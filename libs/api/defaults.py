@@ -7,6 +7,20 @@ from typing import Any, Final, TypeVar
 
 from libs.api.models.batch import COMPLETION_MODE_NON_INDEXED, Job
 from libs.api.models.core import DEFAULT_SCHEDULER_NAME, Pod, PodSpec
+from libs.api.models.kueue import (
+    BEST_EFFORT_FIFO,
+    MAY_STOP_SEARCH,
+    NEVER,
+    STOP_NONE,
+    TRY_NEXT_FLAVOR,
+    BorrowWithinCohort,
+    ClusterQueue,
+    ClusterQueuePreemption,
+    Cohort,
+    FairSharing,
+    FlavorFungibility,
+    LocalQueue,
+)
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import (
     ALLOCATION_MODE_EXACT_COUNT,
@@ -106,6 +120,33 @@ def _default_device_selection(selection: ExactDeviceRequest) -> None:
         selection.count = 1
 
 
+def _default_cluster_queue(queue: ClusterQueue) -> None:
+    """The CRD's `+kubebuilder:default` markers: BestEffortFIFO, stopPolicy None, every preemption policy
+    Never, fungibility MayStopSearch when the queue can borrow and TryNextFlavor when it can preempt."""
+    spec = queue.spec
+    spec.queueing_strategy = spec.queueing_strategy or BEST_EFFORT_FIFO
+    spec.stop_policy = spec.stop_policy or STOP_NONE
+    preemption = spec.preemption = spec.preemption or ClusterQueuePreemption()
+    preemption.reclaim_within_cohort = preemption.reclaim_within_cohort or NEVER
+    preemption.within_cluster_queue = preemption.within_cluster_queue or NEVER
+    borrow = preemption.borrow_within_cohort = preemption.borrow_within_cohort or BorrowWithinCohort()
+    borrow.policy = borrow.policy or NEVER
+    fungibility = spec.flavor_fungibility = spec.flavor_fungibility or FlavorFungibility()
+    fungibility.when_can_borrow = fungibility.when_can_borrow or MAY_STOP_SEARCH
+    fungibility.when_can_preempt = fungibility.when_can_preempt or TRY_NEXT_FLAVOR
+    _default_weight(spec.fair_sharing)
+
+
+def _default_local_queue(queue: LocalQueue) -> None:
+    queue.spec.stop_policy = queue.spec.stop_policy or STOP_NONE
+    _default_weight(queue.spec.fair_sharing)
+
+
+def _default_weight(fair_sharing: FairSharing | None) -> None:
+    if fair_sharing is not None and fair_sharing.weight is None:
+        fair_sharing.weight = "1"
+
+
 _DEFAULTERS: Final[dict[type[ApiObject], Callable[[Any], None]]] = {
     Workload: _default_workload,
     PodGroup: _default_pod_group,
@@ -114,4 +155,7 @@ _DEFAULTERS: Final[dict[type[ApiObject], Callable[[Any], None]]] = {
     Job: _default_job,
     ResourceClaim: lambda claim: _default_device_claim(claim.spec.devices),
     ResourceClaimTemplate: lambda template: _default_device_claim(template.spec.spec.devices),
+    ClusterQueue: _default_cluster_queue,
+    LocalQueue: _default_local_queue,
+    Cohort: lambda cohort: _default_weight(cohort.spec.fair_sharing),
 }

@@ -14,13 +14,20 @@ SCHEDULING_V1ALPHA3: Final = "scheduling.k8s.io/v1alpha3"
 BETA_SHAPED: Final = (SCHEDULING_V1BETA1, SCHEDULING_V1ALPHA3)
 """The scheduling versions whose Workload and PodGroup have v1beta1's shape (v1.37's alpha and beta)."""
 RESOURCE_V1: Final = "resource.k8s.io/v1"
+KUEUE_V1BETA2: Final = "kueue.x-k8s.io/v1beta2"
+KUEUE_V1BETA1: Final = "kueue.x-k8s.io/v1beta1"
 
-# kind -> the apiVersion Podway stores it in (v1alpha1 Workloads are converted before they get here).
+# kind -> the apiVersion Podway stores it in (v1alpha1 Workloads and kueue v1beta1 objects are converted
+# before they get here).
 API_VERSION_OF_KIND: Final[dict[str, str]] = {
     "PriorityClass": SCHEDULING_V1,
     "DeviceClass": RESOURCE_V1,
     "Node": CORE_V1,
     "ResourceSlice": RESOURCE_V1,
+    "ResourceFlavor": KUEUE_V1BETA2,
+    "Cohort": KUEUE_V1BETA2,
+    "ClusterQueue": KUEUE_V1BETA2,
+    "LocalQueue": KUEUE_V1BETA2,
     "Workload": SCHEDULING_V1ALPHA2,
     "CompositePodGroup": SCHEDULING_V1ALPHA3,
     "ResourceClaimTemplate": RESOURCE_V1,
@@ -33,8 +40,20 @@ API_VERSION_OF_KIND: Final[dict[str, str]] = {
 # Dependency order for `podway apply -f DIR`: whatever an object refers to is created before it.
 KIND_ORDER: Final[tuple[str, ...]] = tuple(API_VERSION_OF_KIND)
 
+QUOTA_KINDS: Final = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
+"""Kueue's quota kinds, spoken as `kueue.x-k8s.io/v1beta2` (stored) and `v1beta1` (converted)."""
+
 NAMESPACED_KINDS: Final[frozenset[str]] = frozenset(
-    {"Workload", "CompositePodGroup", "PodGroup", "Pod", "Job", "ResourceClaim", "ResourceClaimTemplate"}
+    {
+        "Workload",
+        "CompositePodGroup",
+        "PodGroup",
+        "Pod",
+        "Job",
+        "ResourceClaim",
+        "ResourceClaimTemplate",
+        "LocalQueue",
+    }
 )
 
 

@@ -27,6 +27,7 @@ from libs.api.limits import LimitExceeded, check_document_shape, check_request_s
 from libs.api.models.base import unknown_fields
 from libs.api.models.batch import Job
 from libs.api.models.core import Node, Pod
+from libs.api.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from libs.api.models.scheduling import CompositePodGroup, PodGroup, PriorityClass, Workload
@@ -59,6 +60,10 @@ MODELS: Final[dict[tuple[str, str], type[ApiObject]]] = {
         DeviceClass,
         Node,
         ResourceSlice,
+        ResourceFlavor,
+        Cohort,
+        ClusterQueue,
+        LocalQueue,
         Workload,
         CompositePodGroup,
         ResourceClaimTemplate,

@@ -8,12 +8,21 @@ from typing import Any, Final
 from libs.api.errors import FieldError, FieldPath
 from libs.api.models.batch import Job
 from libs.api.models.core import Node, Pod
+from libs.api.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from libs.api.models.scheduling import CompositePodGroup, PodGroup, PriorityClass, Workload
 from libs.api.validation.batch import validate_job, validate_job_update
 from libs.api.validation.common import check_unchanged
 from libs.api.validation.core import validate_node, validate_pod, validate_pod_update
+from libs.api.validation.kueue import (
+    validate_cluster_queue,
+    validate_cohort,
+    validate_local_queue,
+    validate_local_queue_update,
+    validate_resource_flavor,
+    validate_resource_flavor_update,
+)
 from libs.api.validation.resource import (
     validate_device_class,
     validate_resource_claim,
@@ -43,6 +52,10 @@ _CREATE: Final[dict[type[ApiObject], Callable[[Any], list[FieldError]]]] = {
     ResourceClaim: validate_resource_claim,
     ResourceClaimTemplate: validate_resource_claim_template,
     ResourceSlice: validate_resource_slice,
+    ResourceFlavor: validate_resource_flavor,
+    Cohort: validate_cohort,
+    ClusterQueue: validate_cluster_queue,
+    LocalQueue: validate_local_queue,
 }
 
 _UPDATE: Final[dict[type[ApiObject], Callable[[Any, Any], list[FieldError]]]] = {
@@ -54,6 +67,8 @@ _UPDATE: Final[dict[type[ApiObject], Callable[[Any, Any], list[FieldError]]]] = 
     Job: validate_job_update,
     ResourceClaim: lambda old, new: check_unchanged(old.spec, new.spec, FieldPath("spec")),
     ResourceClaimTemplate: lambda old, new: check_unchanged(old.spec, new.spec, FieldPath("spec")),
+    ResourceFlavor: validate_resource_flavor_update,
+    LocalQueue: validate_local_queue_update,
 }
 
 

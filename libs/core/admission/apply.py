@@ -11,7 +11,8 @@ from typing import Any, Literal
 from libs.api.conversion import convert_documents, legacy_pod_group_name, workload_ref_of
 from libs.api.errors import FieldError, already_exists_status, being_deleted_message
 from libs.api.jobs import expand_job
-from libs.api.kinds import BETA_SHAPED, is_namespaced, kind_rank
+from libs.api.kinds import BETA_SHAPED, KUEUE_V1BETA1, is_namespaced, kind_rank
+from libs.api.kueue_versions import kueue_v1beta1_errors
 from libs.api.manifests import FieldValidation, ManifestError, parse_object, validate_document
 from libs.api.models.batch import Job
 from libs.api.models.core import Pod
@@ -337,6 +338,8 @@ def admit_document(
         result = dataclasses.replace(result, obj=None, errors=(*result.errors, *reference_errors))
     if written_as in BETA_SHAPED and result.errors:
         result = dataclasses.replace(result, errors=v1beta1_errors(result.errors))
+    if written_as == KUEUE_V1BETA1 and result.errors:
+        result = dataclasses.replace(result, errors=kueue_v1beta1_errors(result.errors))
     if result.obj is None:
         decision.events.append(rejected_event(result, ctx.request_id))
         return ObjectResult(
