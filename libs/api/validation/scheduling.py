@@ -152,18 +152,9 @@ def _validate_composite_policy(
     policy: CompositePodGroupSchedulingPolicy | None, path: FieldPath
 ) -> list[FieldError]:
     """Exactly one of `basic` or `gang`; a gang needs `minGroupCount >= 1`."""
-    basic = policy.basic if policy is not None else None
     gang = policy.gang if policy is not None else None
-    if basic is None and gang is None:
-        return [invalid(path, "", "must specify one of: `basic`, `gang`")]
-    if basic is not None and gang is not None:
-        detail = "exactly one of `basic`, `gang` is required, but multiple fields are set"
-        return [invalid(path, "{`basic`, `gang`}", detail)]
-    if gang is None:
-        return []
-    if not gang.min_group_count:
-        return [required(path.child("gang", "minGroupCount"))]
-    return check_minimum(gang.min_group_count, path.child("gang", "minGroupCount"), 1)
+    count = gang.min_group_count if gang is not None else None
+    return _basic_or_gang(policy.basic if policy else None, gang, count, path, "minGroupCount")
 
 
 def _validate_composite_disruption(mode: CompositeDisruptionMode, path: FieldPath) -> list[FieldError]:
@@ -229,8 +220,15 @@ def _validate_controller_ref(ref: TypedLocalObjectReference, path: FieldPath) ->
 
 def validate_scheduling_policy(policy: PodGroupSchedulingPolicy | None, path: FieldPath) -> list[FieldError]:
     """Exactly one of `basic` or `gang`; a gang needs `minCount >= 1` (0 counts as missing)."""
-    basic = policy.basic if policy is not None else None
     gang = policy.gang if policy is not None else None
+    count = gang.min_count if gang is not None else None
+    return _basic_or_gang(policy.basic if policy else None, gang, count, path, "minCount")
+
+
+def _basic_or_gang(
+    basic: object, gang: object, count: int | None, path: FieldPath, field: str
+) -> list[FieldError]:
+    """The union of a group's (or a composite's) policy: exactly one member; a gang's count at least 1."""
     if basic is None and gang is None:
         return [invalid(path, "", "must specify one of: `basic`, `gang`")]
     if basic is not None and gang is not None:
@@ -238,9 +236,9 @@ def validate_scheduling_policy(policy: PodGroupSchedulingPolicy | None, path: Fi
         return [invalid(path, "{`basic`, `gang`}", detail)]
     if gang is None:
         return []
-    if not gang.min_count:
-        return [required(path.child("gang", "minCount"))]
-    return check_minimum(gang.min_count, path.child("gang", "minCount"), 1)
+    if not count:
+        return [required(path.child("gang", field))]
+    return check_minimum(count, path.child("gang", field), 1)
 
 
 def _validate_group_settings(group: PodGroupTemplate | PodGroupSpec, path: FieldPath) -> list[FieldError]:
