@@ -17,9 +17,10 @@ figures err high). Its created time is `pod.admitted`'s, admission's commit.
 2. Gang start skew: `--gangs` gangs of `--gang-size` pods (a v1alpha2 Workload, a PodGroup with minCount the
    size), applied one after the other, each once the one before has ended; per gang, from its first process
    start to its last. Target p99 <= 200 ms.
-3. Churn: `--short-pods` pods, `--in-flight` applies at a time, each running to its end. Then no process of
-   the agent's may be left (its descendants), no pod file open in it, and its descriptor count no higher
-   than before the phase (after phases 1 and 2 warmed its pools).
+3. Churn: `--short-pods` pods, `--in-flight` applies at a time, each running to its end. Then no process may
+   be left below the agent, no pod file, pipe or pidfd open in it, and no more descriptors outside its
+   database and bus pools than before the phase (a pool may keep one more connection after a busier phase:
+   that is its growth, bounded by its size, not a pod's leak).
 
 Left out: image pulls (none: the command runs on the host), init containers, restarts, programs slower to
 start than bash, the agent's Running status write (measured is the process's start, not its report),
@@ -125,8 +126,8 @@ def gang(name: str, size: int, bash: str) -> list[dict[str, Any]]:
 
 @dataclass
 class PodTimes:
-    """Per pod uid, when admission stored it and when the scheduler bound it (the events' own times); how
-    many pods ended, straight off core NATS."""
+    """Per pod uid, when admission stored it and when the scheduler bound it (the events' own times), and
+    which pods ended, straight off core NATS."""
 
     created_at: dict[str, float] = field(default_factory=dict)
     bound_at: dict[str, float] = field(default_factory=dict)
