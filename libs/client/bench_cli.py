@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, str] = {
     "cli-start": "bench.cli_start",
     "retention": "bench.retention",
     "kube-api": "bench.kube_api",
+    "runtime": "bench.runtime",
 }
 
 # `make bench` runs these, hetero and churn as lines of their own so every figure appears.
@@ -51,6 +52,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("cli-start", []),
     ("retention", []),
     ("kube-api", []),
+    ("runtime", []),
 ]
 
 

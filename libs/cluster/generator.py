@@ -9,6 +9,8 @@ ZONE_KEY = "topology.kubernetes.io/zone"
 BLOCK_KEY = "topology.example.com/block"
 RACK_KEY = "topology.example.com/rack"
 HOST_KEY = "kubernetes.io/hostname"
+RUNTIME_KEY = "podway.io/runtime"
+"""The label of a node whose agent runs pods as processes (value `process`); the simulated fleet has none."""
 GPU_DRIVER = "gpu.example.com"
 FABRIC_DRIVER = "fabric.example.com"
 

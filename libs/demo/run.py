@@ -12,6 +12,7 @@ from libs.demo.admission import admission_steps
 from libs.demo.dra import dra_steps
 from libs.demo.kubernetes import kubernetes_steps
 from libs.demo.preemption import preemption_steps
+from libs.demo.processes import host_agent, process_steps
 from libs.demo.router import RouterDemoPlan, prepare_router_demo, router_steps
 from libs.demo.scheduling import scheduling_steps
 from libs.demo.steps import Demo, StepFailed
@@ -56,7 +57,11 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print, report: P
                 await dra_steps(demo)
                 await preemption_steps(demo)
                 await kubernetes_steps(demo, data_dir)
-                await router_demo_steps(demo, plan, settings, info.nats_url)
+                # The host's agent starts here, so that it has registered by the time its steps come: the
+                # router's steps look at no node, and the steps before count the simulated fleet's.
+                with host_agent(info, data_dir):
+                    await router_demo_steps(demo, plan, settings, info.nats_url)
+                    await process_steps(demo)
             except StepFailed as exc:
                 out(f"   FAILED: {exc}")
                 return 1

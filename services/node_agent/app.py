@@ -49,7 +49,7 @@ from libs.messaging.consumer import EventConsumer
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import RpcTimeout, RpcUnavailable, request, serve_rpc
 from libs.runtime.clock import Clock, utc_now
-from libs.runtime.health import beat_forever, health_file
+from libs.runtime.health import beat_forever, health_file, process_name
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.node_agent.host import host_manifests
 from services.node_agent.launch import completion_index, grace_seconds, pod_processes
@@ -127,6 +127,7 @@ class NodeAgentService:
                     reserved_cpu_m=settings.reserved_cpu_m,
                     reserved_memory_mi=settings.reserved_memory_mi,
                     limits_condition=limits.condition(),
+                    taints=settings.node_taints,
                 )
         self.manifests = list(manifests) if manifests is not None else settings.cluster_manifests()
         self.nodes = {doc["metadata"]["name"] for doc in self.manifests if doc.get("kind") == "Node"}
@@ -173,7 +174,8 @@ class NodeAgentService:
             asyncio.create_task(self._run_timers(), name="pod-timers"),
         ]
         if self.settings.data_dir:
-            beacon = health_file(Path(self.settings.run_dir), SERVICE)
+            # Its own beacon per instance: a second agent in the same data dir must not beat for the first.
+            beacon = health_file(Path(self.settings.run_dir), process_name(SERVICE, self.settings.instance))
             self._tasks.append(asyncio.create_task(beat_forever(beacon, alive=self.connected), name="health"))
         log.info("node agent ready", extra={"nodes": len(self.nodes), "running": len(self.pods)})
 

@@ -7,18 +7,21 @@ import logging
 import os
 import platform
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from libs.cluster.generator import GPU_DRIVER, HOST_KEY
+from libs.api.models.core import TAINT_EFFECTS
+from libs.cluster.generator import GPU_DRIVER, HOST_KEY, RUNTIME_KEY
 
 log = logging.getLogger(__name__)
 
 RESOURCE_LIMITS = "PodwayResourceLimits"
 """The Node condition saying how the agent holds pods to their limits (cgroup v2 or rlimits)."""
 MAX_PODS = 110
+PROCESS_RUNTIME = "process"
 
 
 def host_cpus() -> int:
@@ -30,9 +33,12 @@ def host_memory_bytes() -> int:
 
 
 def host_labels(node_name: str, labels_file: Path | None) -> dict[str, str]:
-    """Kubelet's well-known labels, then the file's (YAML mapping, or `key=value` lines), which win."""
+    """Kubelet's well-known labels and the runtime's (`podway.io/runtime: process`, what a pod selects to run
+    for real in a fleet that also has simulated nodes), then the file's (YAML mapping, or `key=value` lines),
+    which win."""
     labels = {
         HOST_KEY: node_name,
+        RUNTIME_KEY: PROCESS_RUNTIME,
         "kubernetes.io/os": platform.system().lower(),
         "kubernetes.io/arch": {"x86_64": "amd64", "aarch64": "arm64"}.get(
             platform.machine(), platform.machine()
@@ -50,6 +56,17 @@ def read_labels(path: Path) -> dict[str, str]:
         return {str(k): str(v) for k, v in loaded.items()}
     pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
     return {k.strip(): v.strip() for k, v in pairs}
+
+
+def parse_taint(spec: str) -> dict[str, str]:
+    """A taint written as `kubectl taint` takes it, `key[=value]:Effect`; ValueError in kubectl's words."""
+    key_value, colon, effect = spec.rpartition(":")
+    key, _, value = key_value.partition("=")
+    if not colon or not key:
+        raise ValueError(f"invalid taint spec: {spec}")
+    if effect not in TAINT_EFFECTS:
+        raise ValueError(f"invalid taint effect: {effect}, unsupported taint effect")
+    return {"key": key, "value": value, "effect": effect} if value else {"key": key, "effect": effect}
 
 
 def gpus_from_nvml() -> list[dict[str, Any]] | None:
@@ -120,8 +137,10 @@ def host_manifests(
     reserved_cpu_m: int,
     reserved_memory_mi: int,
     limits_condition: dict[str, str],
+    taints: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """The Node (and its GPUs' ResourceSlice, when it has any) this host registers."""
+    """The Node (and its GPUs' ResourceSlice, when it has any) this host registers, with `taints`
+    (`key[=value]:Effect`) so that only pods tolerating them land here."""
     name = node_name or socket.gethostname().lower()
     cpu_m = max(100, host_cpus() * 1000 - reserved_cpu_m)
     memory_mi = max(128, host_memory_bytes() // 2**20 - reserved_memory_mi)
@@ -131,7 +150,7 @@ def host_manifests(
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": host_labels(name, labels_file)},
-        "spec": {},
+        "spec": {"taints": [parse_taint(taint) for taint in taints]} if taints else {},
         "status": {
             "capacity": capacity,
             "allocatable": allocatable,

@@ -3,8 +3,8 @@
 `podway-node-agent --cluster deploy/examples/cluster-small.yaml`, or a generated shape:
 `podway-node-agent --zones 1 --blocks 2 --racks-per-block 4 --nodes-per-rack 8 --gpus-per-node 8`
 (the same settings are read from PODWAY_CLUSTER_FILE, PODWAY_CLUSTER_ZONES, ...).
-`podway-node-agent --runtime process [--node-name N] [--labels FILE] [--devices FILE]` registers this host
-and runs its pods as processes (PODWAY_RUNTIME=process, PODWAY_NODE_NAME, ...).
+`podway-node-agent --runtime process [--node-name N] [--labels FILE] [--devices FILE] [--taint T ...]`
+registers this host and runs its pods as processes (PODWAY_RUNTIME=process, PODWAY_NODE_NAME, ...).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from libs.runtime.service import run_service
 from services.node_agent.app import NodeAgentService
+from services.node_agent.host import parse_taint
 from services.node_agent.settings import NodeAgentSettings
 
 
@@ -26,6 +27,12 @@ def parse_settings(argv: list[str] | None = None) -> NodeAgentSettings:
     parser.add_argument("--node-name", help="process runtime: this host's Node name (default: the hostname)")
     parser.add_argument("--labels", type=Path, help="process runtime: Node labels (YAML or key=value lines)")
     parser.add_argument("--devices", type=Path, help="process runtime: GPUs to publish when NVML finds none")
+    parser.add_argument(
+        "--taint",
+        action="append",
+        type=taint_argument,
+        help="process runtime: a Node taint, key[=value]:Effect (repeatable)",
+    )
     args = parser.parse_args(argv)
     overrides: dict[str, object] = {}
     for name, setting in (
@@ -33,6 +40,7 @@ def parse_settings(argv: list[str] | None = None) -> NodeAgentSettings:
         ("node_name", "node_name"),
         ("labels", "labels_file"),
         ("devices", "devices_file"),
+        ("taint", "node_taints"),
     ):
         if getattr(args, name) is not None:
             overrides[setting] = getattr(args, name)
@@ -42,6 +50,14 @@ def parse_settings(argv: list[str] | None = None) -> NodeAgentSettings:
         if getattr(args, name) is not None:
             overrides[f"cluster_{name}"] = getattr(args, name)
     return NodeAgentSettings(**overrides)  # type: ignore[arg-type]
+
+
+def taint_argument(text: str) -> str:
+    try:
+        parse_taint(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+    return text
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from libs.cluster.generator import ClusterShape, generate_cluster
 from libs.runtime.settings import PodwaySettings
+from services.node_agent.host import parse_taint
 
 REGISTERED_KINDS = ("Node", "ResourceSlice")
 
@@ -36,6 +37,9 @@ class NodeAgentSettings(PodwaySettings):
         default=None, description="process runtime: Node labels (YAML or key=value)"
     )
     devices_file: Path | None = Field(default=None, description="process runtime: GPUs when NVML finds none")
+    node_taints: list[str] = Field(
+        default_factory=list, description="process runtime: Node taints, each `key[=value]:Effect`"
+    )
     reserved_cpu_m: int = Field(default=100, description="process runtime: CPU kept from pods (millicores)")
     reserved_memory_mi: int = Field(default=256, description="process runtime: memory kept from pods (MiB)")
     pods_dir: Path | None = Field(
@@ -47,6 +51,13 @@ class NodeAgentSettings(PodwaySettings):
         default=False,
         description="process runtime: leave pods running when the agent stops (found again later)",
     )
+
+    @field_validator("node_taints")
+    @classmethod
+    def _taints_parse(cls, taints: list[str]) -> list[str]:
+        for taint in taints:
+            parse_taint(taint)
+        return taints
 
     def shape(self) -> ClusterShape:
         return ClusterShape(

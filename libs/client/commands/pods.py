@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -86,7 +87,12 @@ def cmd_agent(args: argparse.Namespace) -> int:
     ):
         if value is not None:
             argv += [flag, str(value)]
+    for taint in args.taint or []:
+        argv += ["--taint", taint]
     env = dict(os.environ)
+    # An agent of its own beside the stack's: its event consumer, heartbeats and beacon are not the stack
+    # agent's (instance 0), which would otherwise share its events with it.
+    env.setdefault("PODWAY_INSTANCE", args.node_name or socket.gethostname().lower())
     for name, setting in (
         ("data_dir", "PODWAY_DATA_DIR"),
         ("nats_url", "PODWAY_NATS_URL"),
@@ -126,4 +132,9 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         "--labels", type=Path, default=None, help="Node labels: YAML mapping or key=value lines"
     )
     agent.add_argument("--devices", type=Path, default=None, help="GPUs to publish when NVML finds none")
+    agent.add_argument(
+        "--taint",
+        action="append",
+        help="a Node taint, key[=value]:Effect (repeatable): only pods tolerating it land here",
+    )
     agent.set_defaults(handler=cmd_agent)
