@@ -80,7 +80,7 @@ class _BreakerTransition(EventPayload):
     deployment: str = Field(description="Deployment whose breaker changed state (also the correlation id)")
     from_state: str = Field(description="closed, open or half_open")
     to_state: str = Field(description="closed, open or half_open")
-    reason: str = Field(description="error_rate, latency_p90, consecutive_failures, probe_*, ramp_*")
+    reason: str = Field(description="error_rate, latency_p90, consecutive_failures, probe_*, peer_succeeded, ramp_*")
     window_requests: int = Field(description="Attempts in the sliding window at the transition")
     window_error_rate: float = Field(description="Error rate in the sliding window at the transition")
     open_for_s: float | None = Field(default=None, description="How long it stays open before a probe")

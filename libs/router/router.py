@@ -30,6 +30,7 @@ from libs.core.routing import (
     RoutingPolicy,
     RoutingTable,
     Scoreboard,
+    SkipReason,
     SpilloverDecision,
     build_health,
     estimate_tokens,
@@ -254,7 +255,7 @@ class Router:
             if first_byte_s is None:
                 self._transition(entry.breaker.record_failure(now))
             else:
-                self._transition(entry.breaker.record_success(first_byte_s, now))
+                self._transition(entry.breaker.record_peer_success(first_byte_s, now))
 
     def breakers(self) -> dict[str, BreakerSnapshot]:
         """The breaker of every deployment."""
@@ -315,6 +316,7 @@ class Router:
         if dispatch is None:
             last = call.last_failure
             detail = f"; last failure {last.reason.value}: {last}" if last is not None else ""
+            detail += _refusals(call, now)
             self._fail_request(
                 call, NoDeploymentAvailable(f"no deployment could answer{detail}", tuple(call.attempts))
             )
@@ -569,6 +571,21 @@ class Router:
         except Exception as exc:
             healthy = not REASON_TRAITS[_normalise(exc).reason].counts_against_breaker
         self._transition(health.breaker.record_probe(healthy, self._clock.now()))
+
+
+def _refusals(call: _Call, now: float) -> str:
+    """What refused the request without a call: the breakers (with the seconds to their probe) and capacity."""
+    parts = []
+    for skip in call.walk.skips:
+        if skip.reason is SkipReason.PT_CAPACITY:
+            parts.append(f"{skip.deployment} no PT capacity")
+            continue
+        breaker = call.generation.health[skip.deployment].breaker.snapshot(now)
+        probe = (
+            f", probe in {max(breaker.reopens_at - now, 0.0):.1f} s" if breaker.reopens_at is not None else ""
+        )
+        parts.append(f"{skip.deployment} breaker {breaker.state.value}{probe}")
+    return "; refused by " + ", ".join(parts) if parts else ""
 
 
 def _check_providers(policy: RoutingPolicy, providers: Mapping[str, Provider]) -> None:
