@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -25,6 +25,8 @@ from libs.core.routing import (
     Dispatch,
     FailureReason,
     FeatureBudget,
+    LeaseBook,
+    LedgerKind,
     RoutePlan,
     RouteWalk,
     RoutingPolicy,
@@ -34,6 +36,7 @@ from libs.core.routing import (
     SpilloverDecision,
     build_health,
     estimate_tokens,
+    ledger_key,
 )
 from libs.events.catalogue import EventType
 from libs.providers import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest
@@ -64,6 +67,7 @@ AttemptOutcome = tuple[str, float | None]
 """One attempt as a breaker heard it: the deployment, and the first-byte seconds of a success (None: a failure
 that counts against it)."""
 DEFAULT_PROBE_TIMEOUT_S = 5.0
+GRANT_WAIT_S = 0.25
 
 
 class _Generation:
@@ -77,20 +81,26 @@ class _Generation:
         providers: Mapping[str, Provider],
         previous: _Generation | None,
         now: float,
+        book: LeaseBook | None,
     ) -> None:
         self.policy = policy
         self.providers = providers
         self.table = RoutingTable(policy)
         self.health: dict[str, DeploymentHealth] = build_health(
-            policy, previous.health if previous else {}, now
+            policy, previous.health if previous else {}, now, book
         )
-        self.budgets = _budgets(policy, previous, now)
+        self.budgets = _budgets(policy, previous, now, book)
+        if book is not None:
+            book.keep_only(_leased_keys(policy))
         timeouts = [f.first_byte_timeout_ms for f in policy.features.values() if f.first_byte_timeout_ms]
         self.probe_timeout_s = max(timeouts) / 1000.0 if timeouts else DEFAULT_PROBE_TIMEOUT_S
 
 
-def _budgets(policy: RoutingPolicy, previous: _Generation | None, now: float) -> dict[str, FeatureBudget]:
-    """Feature budgets; a feature whose budget did not change keeps what it has spent."""
+def _budgets(
+    policy: RoutingPolicy, previous: _Generation | None, now: float, book: LeaseBook | None
+) -> dict[str, FeatureBudget]:
+    """Feature budgets; a feature whose budget did not change keeps what it has spent. With a lease book,
+    each is leased from the fleet's ledger."""
     budgets: dict[str, FeatureBudget] = {}
     for name, feature in policy.features.items():
         if feature.budget is None:
@@ -100,8 +110,17 @@ def _budgets(policy: RoutingPolicy, previous: _Generation | None, now: float) ->
         if kept is not None and old is not None and old.budget == feature.budget:
             budgets[name] = kept
         else:
-            budgets[name] = FeatureBudget(feature.budget.tokens_per_minute, now)
+            per_minute = feature.budget.tokens_per_minute
+            leased = book.lease(LedgerKind.FEATURE, name, per_minute, now) if book is not None else None
+            budgets[name] = FeatureBudget(per_minute, now, leased)
     return budgets
+
+
+def _leased_keys(policy: RoutingPolicy) -> set[str]:
+    """The ledger keys a policy's budgets and PT capacities use."""
+    keys = {ledger_key(LedgerKind.FEATURE, n) for n, f in policy.features.items() if f.budget is not None}
+    keys |= {ledger_key(LedgerKind.PT, n) for n, d in policy.deployments.items() if d.capacity is not None}
+    return keys
 
 
 @dataclass(slots=True)
@@ -133,11 +152,16 @@ class Router:
         providers: Mapping[str, Provider],
         clock: RouterClock | None = None,
         event_sink: EventSink | None = None,
+        leases: LeaseBook | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
         self._emit: EventSink = event_sink if event_sink is not None else EventBuffer()
         _check_providers(policy, providers)
-        self._generation = _Generation(policy, dict(providers), None, self._clock.now())
+        # With a lease book, budgets and PT capacity are the fleet's, leased (a refresher keeps them topped up).
+        self.leases = leases
+        # Set by whoever refreshes the leases: one refresh pass, awaited by a request its lease was short for.
+        self.await_grant: Callable[[], Awaitable[None]] | None = None
+        self._generation = _Generation(policy, dict(providers), None, self._clock.now(), leases)
         self._probes: set[asyncio.Task[None]] = set()
         self.scoreboard = Scoreboard()
         # Bounded: a router nobody drains (a library user with one process) keeps only the latest.
@@ -154,7 +178,7 @@ class Router:
 
     async def infer(self, request: InferRequest) -> InferResult:
         """Answer a request, failing over across deployments, models and clouds within its deadline."""
-        call = self._begin(request)
+        call = await self._begin_granted(request)
         while True:
             dispatch = self._next_dispatch(call)
             provider_request = _provider_request(call, dispatch)
@@ -177,7 +201,7 @@ class Router:
     async def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream an answer: TextDelta events, then exactly one StreamCompleted. Failover happens only before
         the first text reaches the caller; a later failure raises MidStreamFailure."""
-        call = self._begin(request)
+        call = await self._begin_granted(request)
         while True:
             dispatch = self._next_dispatch(call)
             provider = call.generation.providers[dispatch.candidate.deployment.provider]
@@ -212,7 +236,7 @@ class Router:
         previous = self._generation
         providers = dict(providers) if providers is not None else previous.providers
         _check_providers(policy, providers)
-        self._generation = _Generation(policy, providers, previous, self._clock.now())
+        self._generation = _Generation(policy, providers, previous, self._clock.now(), self.leases)
         kept = sorted(n for n, h in self._generation.health.items() if previous.health.get(n) is h)
         self._emit(
             RouterEvent(
@@ -282,6 +306,21 @@ class Router:
 
     # One request -----------------------------------------------------------------------------------------
 
+    async def _begin_granted(self, request: InferRequest) -> _Call:
+        """Begin, waiting for one grant when only this process's lease was short: the one request-path round
+        trip, for a request larger than what a process holds while the fleet has room."""
+        try:
+            return self._begin(request)
+        except BudgetExceeded as refused:
+            if not refused.grantable or self.await_grant is None:
+                raise
+            try:
+                async with asyncio.timeout(GRANT_WAIT_S):
+                    await self.await_grant()
+            except TimeoutError:
+                raise refused from None
+        return self._begin(request)
+
     def _begin(self, request: InferRequest) -> _Call:
         started = time.perf_counter()
         generation = self._generation
@@ -293,7 +332,11 @@ class Router:
         if budget is not None:
             wait_s = budget.try_spend(estimate, self._clock.now())
             if wait_s:
-                raise BudgetExceeded(f"feature {request.feature!r} is over its tokens per minute", wait_s)
+                raise BudgetExceeded(
+                    f"feature {request.feature!r} is over its tokens per minute",
+                    wait_s,
+                    grantable=budget.could_grant(estimate),
+                )
         plan = generation.table.plan(request.feature, request.request_id)
         deadline_ms = min(feature.deadline_ms, request.deadline_ms or feature.deadline_ms)
         first_byte = feature.first_byte_timeout_ms / 1000.0 if feature.first_byte_timeout_ms else None

@@ -50,6 +50,17 @@ from libs.core.routing.decision import (
     build_health,
     candidate_chain,
 )
+from libs.core.routing.ledger import (
+    Grant,
+    GrantRequest,
+    LeaseBook,
+    LeasedBudget,
+    LeaseTerms,
+    LedgerKind,
+    LedgerState,
+    ledger_key,
+    settle,
+)
 from libs.core.routing.reasons import (
     REASON_TRAITS,
     FailureReason,
@@ -78,7 +89,14 @@ __all__ = [
     "FailureReason",
     "Feature",
     "FeatureBudget",
+    "Grant",
+    "GrantRequest",
     "LatencyClass",
+    "LeaseBook",
+    "LeaseTerms",
+    "LeasedBudget",
+    "LedgerKind",
+    "LedgerState",
     "PolicyError",
     "PolicyIssue",
     "ProviderKind",
@@ -103,7 +121,9 @@ __all__ = [
     "classify_bedrock",
     "classify_vertex",
     "estimate_tokens",
+    "ledger_key",
     "load_policy",
     "parse_policy",
     "policy_json_schema",
+    "settle",
 ]

@@ -13,6 +13,7 @@ from enum import StrEnum
 from libs.api.router_policy.policy import Deployment, Feature, LatencyClass, RoutingPolicy, Tier
 from libs.core.routing.breaker import BreakerState, CircuitBreaker
 from libs.core.routing.capacity import CapacityTracker, Reservation
+from libs.core.routing.ledger import LeaseBook, LedgerKind
 from libs.core.routing.reasons import REASON_TRAITS, FailureReason
 
 
@@ -99,24 +100,38 @@ class DeploymentHealth:
 
     __slots__ = ("breaker", "deployment", "tracker")
 
-    def __init__(self, name: str, deployment: Deployment, policy: RoutingPolicy, now: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        deployment: Deployment,
+        policy: RoutingPolicy,
+        now: float,
+        book: LeaseBook | None = None,
+    ) -> None:
         self.deployment = deployment
         self.breaker = CircuitBreaker(name, policy.breaker, now)
         capacity = deployment.capacity if deployment.tier is Tier.PROVISIONED else None
-        self.tracker = CapacityTracker(capacity, now) if capacity is not None else None
+        self.tracker = None
+        if capacity is not None:
+            tokens = book.lease(LedgerKind.PT, name, capacity.tokens_per_minute, now) if book else None
+            self.tracker = CapacityTracker(capacity, now, tokens)
 
 
 def build_health(
-    policy: RoutingPolicy, previous: Mapping[str, DeploymentHealth], now: float
+    policy: RoutingPolicy,
+    previous: Mapping[str, DeploymentHealth],
+    now: float,
+    book: LeaseBook | None = None,
 ) -> dict[str, DeploymentHealth]:
-    """Health state for a (new) policy; unchanged deployments keep their breaker and tracker across a reload."""
+    """Health state for a (new) policy; unchanged deployments keep their breaker and tracker across a reload.
+    With a lease book, PT capacity is leased from the fleet's ledger instead of a local bucket."""
     health: dict[str, DeploymentHealth] = {}
     for name, deployment in policy.deployments.items():
         kept = previous.get(name)
         if kept is not None and kept.deployment == deployment and kept.breaker.settings == policy.breaker:
             health[name] = kept
         else:
-            health[name] = DeploymentHealth(name, deployment, policy, now)
+            health[name] = DeploymentHealth(name, deployment, policy, now, book)
     return health
 
 
