@@ -36,6 +36,13 @@ class BudgetExceeded(RoutingError):
         """This process's lease was short but the fleet's ledger had room when last seen."""
 
 
+class BudgetNeverFits(RoutingError):
+    """The request's estimate is above a whole minute of a budget: it could never be admitted, so say so."""
+
+    http_status = 400
+    reason = "exceeds_budget"
+
+
 class RequestRejected(RoutingError):
     """A provider refused the request itself (400 validation, 403, 404): not retried elsewhere."""
 

@@ -1,8 +1,8 @@
 """The in-process router: decides with libs.core.routing, calls providers, fails over within the deadline.
 
-One request: (1) resolve the feature's route and candidates, (2) charge the feature budget, (3) dispatch to the
-next admitted candidate with a first-byte timeout, (4) on a retryable failure record it and dispatch the next
-candidate at once (no sleep, no backoff), (5) on success settle capacity, breaker and scoreboard and emit
+One request: (1) resolve the feature's route and candidates, (2) charge the feature's and the API key's budgets
+and the key's request rate, (3) dispatch to the next admitted candidate with a first-byte timeout, (4) on a
+retryable failure record it and dispatch the next candidate at once (no sleep, no backoff), (5) on success settle capacity, breaker and scoreboard and emit
 `inference.completed`. Decisions use the injected clock; latency figures use the performance counter.
 """
 
@@ -21,12 +21,15 @@ from libs.core.routing import (
     BreakerSnapshot,
     BreakerTransition,
     CapacitySnapshot,
+    Charge,
     DeploymentHealth,
     Dispatch,
     FailureReason,
-    FeatureBudget,
     LeaseBook,
     LedgerKind,
+    NeverFits,
+    Refusal,
+    RequestLimits,
     RoutePlan,
     RouteWalk,
     RoutingPolicy,
@@ -51,6 +54,7 @@ from libs.router.contracts import (
 )
 from libs.router.errors import (
     BudgetExceeded,
+    BudgetNeverFits,
     DeadlineExceeded,
     MidStreamFailure,
     NoDeploymentAvailable,
@@ -73,7 +77,7 @@ GRANT_WAIT_S = 0.25
 class _Generation:
     """One policy compiled with its runtime state; a reload swaps the whole object in one assignment."""
 
-    __slots__ = ("budgets", "health", "policy", "probe_timeout_s", "providers", "table")
+    __slots__ = ("health", "limits", "policy", "probe_timeout_s", "providers", "table")
 
     def __init__(
         self,
@@ -89,38 +93,15 @@ class _Generation:
         self.health: dict[str, DeploymentHealth] = build_health(
             policy, previous.health if previous else {}, now, book
         )
-        self.budgets = _budgets(policy, previous, now, book)
+        self.limits: RequestLimits = RequestLimits(policy, previous.limits if previous else None, now, book)
         if book is not None:
-            book.keep_only(_leased_keys(policy))
+            book.keep_only(self.limits.ledger_keys | _pt_ledger_keys(policy))
         timeouts = [f.first_byte_timeout_ms for f in policy.features.values() if f.first_byte_timeout_ms]
         self.probe_timeout_s = max(timeouts) / 1000.0 if timeouts else DEFAULT_PROBE_TIMEOUT_S
 
 
-def _budgets(
-    policy: RoutingPolicy, previous: _Generation | None, now: float, book: LeaseBook | None
-) -> dict[str, FeatureBudget]:
-    """Feature budgets; a feature whose budget did not change keeps what it has spent. With a lease book,
-    each is leased from the fleet's ledger."""
-    budgets: dict[str, FeatureBudget] = {}
-    for name, feature in policy.features.items():
-        if feature.budget is None:
-            continue
-        kept = previous.budgets.get(name) if previous is not None else None
-        old = previous.policy.features.get(name) if previous is not None else None
-        if kept is not None and old is not None and old.budget == feature.budget:
-            budgets[name] = kept
-        else:
-            per_minute = feature.budget.tokens_per_minute
-            leased = book.lease(LedgerKind.FEATURE, name, per_minute, now) if book is not None else None
-            budgets[name] = FeatureBudget(per_minute, now, leased)
-    return budgets
-
-
-def _leased_keys(policy: RoutingPolicy) -> set[str]:
-    """The ledger keys a policy's budgets and PT capacities use."""
-    keys = {ledger_key(LedgerKind.FEATURE, n) for n, f in policy.features.items() if f.budget is not None}
-    keys |= {ledger_key(LedgerKind.PT, n) for n, d in policy.deployments.items() if d.capacity is not None}
-    return keys
+def _pt_ledger_keys(policy: RoutingPolicy) -> set[str]:
+    return {ledger_key(LedgerKind.PT, n) for n, d in policy.deployments.items() if d.capacity is not None}
 
 
 @dataclass(slots=True)
@@ -131,7 +112,7 @@ class _Call:
     generation: _Generation
     plan: RoutePlan
     walk: RouteWalk
-    estimate: int
+    charge: Charge
     started: float
     deadline_at: float
     first_byte_timeout_s: float | None
@@ -328,21 +309,19 @@ class Router:
         if feature is None:
             raise UnknownFeature(f"unknown feature {request.feature!r}")
         estimate = estimate_tokens(request.prompt_chars, request.max_tokens)
-        budget = generation.budgets.get(request.feature)
-        if budget is not None:
-            wait_s = budget.try_spend(estimate, self._clock.now())
-            if wait_s:
-                raise BudgetExceeded(
-                    f"feature {request.feature!r} is over its tokens per minute",
-                    wait_s,
-                    grantable=budget.could_grant(estimate),
-                )
+        charge = generation.limits.charge(
+            request.feature, request.api_key, estimate, request.max_tokens, self._clock.now()
+        )
+        if isinstance(charge, NeverFits):
+            raise BudgetNeverFits(charge.message)
+        if isinstance(charge, Refusal):
+            raise BudgetExceeded(charge.message, charge.retry_after_s, grantable=charge.grantable)
         plan = generation.table.plan(request.feature, request.request_id)
         deadline_ms = min(feature.deadline_ms, request.deadline_ms or feature.deadline_ms)
         first_byte = feature.first_byte_timeout_ms / 1000.0 if feature.first_byte_timeout_ms else None
         walk = RouteWalk(plan, generation.health, estimate)
         return _Call(
-            request, generation, plan, walk, estimate, started, started + deadline_ms / 1000.0, first_byte
+            request, generation, plan, walk, charge, started, started + deadline_ms / 1000.0, first_byte
         )
 
     def _next_dispatch(self, call: _Call) -> Dispatch:
@@ -444,9 +423,7 @@ class Router:
         usage = completion.usage
         if dispatch.reservation is not None:
             dispatch.reservation.settle(usage.total_tokens, now)
-        budget = call.generation.budgets.get(call.request.feature)
-        if budget is not None:
-            budget.correct(call.estimate, usage.total_tokens, now)
+        call.charge.settle(usage.total_tokens, now)
         self._transition(call.generation.health[candidate.name].breaker.record_success(first_byte_s, now))
         self._record_outcome(candidate.name, first_byte_s)
         call.attempts.append(_attempt(call, dispatch, None, sent, done, first_byte_s))
@@ -488,9 +465,7 @@ class Router:
         return result
 
     def _fail_request(self, call: _Call, error: RoutingError) -> NoReturn:
-        budget = call.generation.budgets.get(call.request.feature)
-        if budget is not None:
-            budget.correct(call.estimate, 0, self._clock.now())
+        call.charge.settle(0, self._clock.now())
         failed = RouterEvent(
             EventType.INFERENCE_FAILED,
             call.request.request_id,
@@ -511,9 +486,7 @@ class Router:
         now = self._clock.now()
         if dispatch.reservation is not None:
             dispatch.reservation.cancel(now)
-        budget = call.generation.budgets.get(call.request.feature)
-        if budget is not None:
-            budget.correct(call.estimate, 0, now)
+        call.charge.settle(0, now)
 
     # Streaming after the first byte ------------------------------------------------------------------------
 

@@ -168,7 +168,7 @@ class RouterService:
             await records.open()
             self.ledger = LeaseRefresher(self.leases, records, self.clock)
             await self.ledger.refresh()  # the first grants, before any request is taken
-            router.await_grant = self.ledger.refresh
+            router.await_grant = self.ledger.grant_now
         self.relay = OutboxRelay(self.uow, jetstream(self.broker), poll_interval_s=RELAY_POLL_S)
         self._flusher_task = asyncio.create_task(self.flusher.run(), name="audit-flusher")
         self._tasks = [

@@ -41,7 +41,7 @@ class LeaseRefresher:
             lease.on_low = self._wanted.set
         self.settled = 0
         self.failed = 0
-        self._pass: asyncio.Task[None] | None = None
+        self._one_pass = asyncio.Lock()
 
     async def run(self) -> None:
         terms = self._book.terms
@@ -56,21 +56,20 @@ class LeaseRefresher:
             await asyncio.sleep(terms.refresh_s)
 
     async def refresh(self) -> None:
-        """One pass; a caller arriving while a pass runs waits for that one (then, if it asked late, the next)."""
-        if self._pass is not None and not self._pass.done():
-            await asyncio.shield(self._pass)
-        self._pass = asyncio.ensure_future(self._refresh())
-        await asyncio.shield(self._pass)
+        """Give back retired leases, and top up every lease that needs a grant. Passes run one at a time: two
+        settles of one lease in flight at once would each report the same unspent tokens."""
+        async with self._one_pass:
+            while self._book.retired:
+                lease = self._book.retired.pop()
+                await self._settle(lease, lease.release(self._book.process, self._clock.now()))
+            for lease in list(self._book.leases.values()):
+                now = self._clock.now()
+                if lease.needs_grant(now):
+                    await self._settle(lease, lease.request(self._book.process, now))
 
-    async def _refresh(self) -> None:
-        """Give back retired leases, and top up every lease that needs a grant."""
-        while self._book.retired:
-            lease = self._book.retired.pop()
-            await self._settle(lease, lease.release(self._book.process, self._clock.now()))
-        for lease in list(self._book.leases.values()):
-            now = self._clock.now()
-            if lease.needs_grant(now):
-                await self._settle(lease, lease.request(self._book.process, now))
+    async def grant_now(self) -> None:
+        """A pass for a request whose lease was short; a request giving up waiting does not cut the pass."""
+        await asyncio.shield(self.refresh())
 
     async def release_all(self) -> None:
         """Return every lease's unspent tokens to the fleet (the process stops)."""
@@ -101,6 +100,9 @@ class LeaseRefresher:
 
         try:
             await self._records.change(lease.key, change)
+        except asyncio.CancelledError:
+            lease.abandon(request)  # if the write went through, the debt is paid twice: never spent twice
+            raise
         except Exception as exc:  # the bus is away: keep the debt here, spend what is held until it expires
             lease.abandon(request)
             self.failed += 1

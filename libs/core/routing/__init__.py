@@ -28,9 +28,9 @@ from libs.core.routing.breaker import (
     TripReason,
 )
 from libs.core.routing.capacity import (
+    Allowance,
     CapacitySnapshot,
     CapacityTracker,
-    FeatureBudget,
     Reservation,
     TokenBucket,
     estimate_tokens,
@@ -61,6 +61,15 @@ from libs.core.routing.ledger import (
     ledger_key,
     settle,
 )
+from libs.core.routing.limits import (
+    NO_CHARGE,
+    Charge,
+    Limit,
+    LimitKind,
+    NeverFits,
+    Refusal,
+    RequestLimits,
+)
 from libs.core.routing.reasons import (
     REASON_TRAITS,
     FailureReason,
@@ -71,7 +80,9 @@ from libs.core.routing.reasons import (
 from libs.core.routing.scoreboard import Scoreboard, ScoreboardEntry
 
 __all__ = [
+    "NO_CHARGE",
     "REASON_TRAITS",
+    "Allowance",
     "BreakerSettings",
     "BreakerSnapshot",
     "BreakerState",
@@ -80,6 +91,7 @@ __all__ = [
     "Capacity",
     "CapacitySnapshot",
     "CapacityTracker",
+    "Charge",
     "CircuitBreaker",
     "Cost",
     "Deployment",
@@ -88,7 +100,6 @@ __all__ = [
     "FailoverDecision",
     "FailureReason",
     "Feature",
-    "FeatureBudget",
     "Grant",
     "GrantRequest",
     "LatencyClass",
@@ -97,11 +108,16 @@ __all__ = [
     "LeasedBudget",
     "LedgerKind",
     "LedgerState",
+    "Limit",
+    "LimitKind",
+    "NeverFits",
     "PolicyError",
     "PolicyIssue",
     "ProviderKind",
     "ProviderSpec",
     "ReasonTraits",
+    "Refusal",
+    "RequestLimits",
     "Reservation",
     "RoutePlan",
     "RouteWalk",

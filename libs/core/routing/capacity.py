@@ -156,7 +156,7 @@ class CapacityTracker:
         )
 
 
-class FeatureBudget:
+class Allowance:
     """A feature's tokens-per-minute allowance; callers beyond it are told when to come back."""
 
     __slots__ = ("_bucket",)

@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+# Shares of a small allowance (a few requests a minute) are fractions: their sums must not miss by a rounding.
+ROUNDING = 1e-6
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_=-]+")
 
 
@@ -196,7 +198,7 @@ class LeasedBudget:
     def try_take(self, tokens: float, now: float) -> bool:
         """Spend `tokens` from the holding, if it has them and has not expired."""
         self._expire(now)
-        if self.held < tokens:
+        if self.held + ROUNDING < tokens:
             self.wanted = max(self.wanted, float(tokens))
             self._low()
             return False
@@ -221,7 +223,7 @@ class LeasedBudget:
 
     def could_grant(self, tokens: float) -> bool:
         """Whether the ledger, as last seen, has room for what this holding lacks."""
-        return tokens - max(self.held, 0.0) <= self.pool
+        return tokens - max(self.held, 0.0) <= self.pool + ROUNDING
 
     def needs_grant(self, now: float) -> bool:
         """Whether to ask the ledger now: below half the target, a refusal waiting, or the lease ageing."""
