@@ -361,9 +361,29 @@ class RecentError(_Part):
     status: int | None = None
 
 
+class BudgetHolder(_Part):
+    """Tokens one router process holds of a shared budget."""
+
+    process: str = Field(description="Router process (instance.pid)")
+    tokens: float = Field(description="Tokens granted to it and not known to be spent")
+
+
+class BudgetStatus(_Part):
+    """One shared budget's ledger as every router process sees it."""
+
+    key: str = Field(description="Ledger key: feature.<name>, key.<digest of the API key>, pt.<deployment>")
+    tokens_per_minute: int = Field(description="The budget")
+    pool: float = Field(description="Tokens no process holds yet, at the last grant")
+    holders: list[BudgetHolder] = Field(description="Processes holding a share, the whole fleet's")
+
+
 class RouterStatusReply(_Part):
-    """`podway.rpc.router.status`: one router process's deployments and its latest errors."""
+    """`podway.rpc.router.status`: one router process's deployments and its latest errors, and the fleet's
+    shared budgets."""
 
     instance: str = Field(description="Router process that answered")
     deployments: list[DeploymentStatus]
     recent_errors: list[RecentError]
+    budgets: list[BudgetStatus] = Field(
+        default_factory=list, description="The shared budgets' ledgers, with every process holding a share"
+    )

@@ -2,8 +2,9 @@
 
 One request: (1) resolve the feature's route and candidates, (2) charge the feature's and the API key's budgets
 and the key's request rate, (3) dispatch to the next admitted candidate with a first-byte timeout, (4) on a
-retryable failure record it and dispatch the next candidate at once (no sleep, no backoff), (5) on success settle capacity, breaker and scoreboard and emit
-`inference.completed`. Decisions use the injected clock; latency figures use the performance counter.
+retryable failure record it and dispatch the next candidate at once (no sleep, no backoff), (5) on success
+settle capacity, breaker and scoreboard and emit `inference.completed`. Decisions use the injected clock;
+latency figures use the performance counter.
 """
 
 from __future__ import annotations

@@ -200,7 +200,13 @@ class RouterService:
             await serve_requests(
                 self.broker,
                 ROUTER_STATUS_SUBJECT,
-                RouterStatus(router, self.recent_errors, self.settings.instance, self.clock),
+                RouterStatus(
+                    router,
+                    self.recent_errors,
+                    self.settings.instance,
+                    self.clock,
+                    self.ledger.ledgers if self.ledger is not None else None,
+                ),
                 queue=QUEUE_GROUP,
             ),
         ]

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from libs.core.routing import Grant, GrantRequest, LeaseBook, LeasedBudget, LedgerState, settle
+from libs.events.inference import BudgetHolder, BudgetStatus
 from libs.router import RouterClock
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ class LedgerRecords(Protocol):
     """Records changed by compare-and-set (KvRecords on the bus, a dict in tests)."""
 
     async def change(self, key: str, change: Callable[[bytes | None], bytes]) -> bytes: ...
+
+    async def read(self, key: str) -> bytes | None: ...
 
 
 class LeaseRefresher:
@@ -66,6 +69,25 @@ class LeaseRefresher:
                 now = self._clock.now()
                 if lease.needs_grant(now):
                     await self._settle(lease, lease.request(self._book.process, now))
+
+    async def ledgers(self) -> list[BudgetStatus]:
+        """Every ledger this process leases from, with the whole fleet's holdings (`podway router status`)."""
+        rows = []
+        for key in sorted(self._book.leases):
+            data = await self._records.read(key)
+            if data is None:
+                continue
+            state = LedgerState.from_json(data)
+            holders = [BudgetHolder(process=h.process, tokens=round(h.tokens, 1)) for h in state.holdings]
+            rows.append(
+                BudgetStatus(
+                    key=key,
+                    tokens_per_minute=state.tokens_per_minute,
+                    pool=round(state.pool, 1),
+                    holders=holders,
+                )
+            )
+        return rows
 
     async def grant_now(self) -> None:
         """A pass for a request whose lease was short; a request giving up waiting does not cut the pass."""

@@ -1,13 +1,15 @@
 """`podway.rpc.router.status` (`podway router status`): each deployment's breaker state and ramp step, the PT
-capacity in use, and the latest failed attempts, as one router process sees them."""
+capacity in use, and the latest failed attempts, as one router process sees them; and the shared budgets'
+ledgers, with the share every router process of the fleet holds."""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from libs.events.catalogue import EventType
-from libs.events.inference import DeploymentStatus, RecentError, RouterStatusReply
+from libs.events.inference import BudgetStatus, DeploymentStatus, RecentError, RouterStatusReply
 from libs.messaging.streaming_rpc import IncomingRequest
 from libs.router import Router, RouterClock, RouterEvent
 from services.llm_router.metrics import MOVES_WITHOUT_AN_ATTEMPT, SPILLS_AFTER_A_FAILED_ATTEMPT
@@ -54,14 +56,25 @@ class RecentErrors:
 class RouterStatus:
     """Serves `podway.rpc.router.status`."""
 
-    def __init__(self, router: Router, errors: RecentErrors, instance: str, clock: RouterClock) -> None:
+    def __init__(
+        self,
+        router: Router,
+        errors: RecentErrors,
+        instance: str,
+        clock: RouterClock,
+        ledgers: Callable[[], Awaitable[list[BudgetStatus]]] | None = None,
+    ) -> None:
         self._router = router
         self._errors = errors
         self._instance = instance
         self._clock = clock
+        self._ledgers = ledgers
 
     async def __call__(self, request: IncomingRequest) -> None:
-        await request.send(self.reply().model_dump_json().encode())
+        reply = self.reply()
+        if self._ledgers is not None:
+            reply = reply.model_copy(update={"budgets": await self._ledgers()})
+        await request.send(reply.model_dump_json().encode())
 
     def reply(self) -> RouterStatusReply:
         now = self._clock.now()

@@ -77,8 +77,8 @@ class Charge:
 
     def settle(self, used_tokens: int, now: float) -> None:
         """Replace the estimate with what the request used (0 when nothing was produced)."""
-        if self.settled:
-            return
+        if self.settled or not self._budgets:
+            return  # NO_CHARGE, shared by every request under no budget, is never marked
         self.settled = True
         for budget in self._budgets:
             budget.correct(self.estimate, used_tokens, now)
