@@ -206,6 +206,7 @@ class RouterService:
                     self.settings.instance,
                     self.clock,
                     self.ledger.ledgers if self.ledger is not None else None,
+                    self.leases.process if self.leases is not None else "",
                 ),
                 queue=QUEUE_GROUP,
             ),
