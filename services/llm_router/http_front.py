@@ -61,10 +61,13 @@ class ApiError(Exception):
         self.type = type_
         self.code = code
         self.retry_after_s = retry_after_s
+        self.request_id: str | None = None
 
     def response(self) -> HttpResponse:
         body = {"error": {"message": str(self), "type": self.type, "param": None, "code": self.code}}
         headers = []
+        if self.request_id is not None:  # so that a failure can be looked up (`podway events --request`)
+            headers.append((REQUEST_ID_HEADER, self.request_id))
         if self.retry_after_s is not None:
             headers.append(("Retry-After", str(max(1, math.ceil(self.retry_after_s)))))
         return _json_response(body, status=self.status, headers=headers)
@@ -122,6 +125,17 @@ class OpenAIFront:
         return _json_response({"object": "list", "data": data})
 
     async def chat_completions(self, request: HttpRequest) -> HttpResponse | None:
+        sent = request.headers.get(REQUEST_ID_HEADER.lower())
+        request_id = sent if sent and len(sent) <= MAX_REQUEST_ID_LENGTH else new_request_id()
+        try:
+            if sent is not None and len(sent) > MAX_REQUEST_ID_LENGTH:
+                raise _invalid(f"{REQUEST_ID_HEADER}: must be at most {MAX_REQUEST_ID_LENGTH} characters")
+            return await self._chat_completions(request, request_id)
+        except ApiError as exc:
+            exc.request_id = request_id
+            raise
+
+    async def _chat_completions(self, request: HttpRequest, request_id: str) -> HttpResponse | None:
         router, cap, metrics = self.router, self.cap, self.metrics
         key, allowed = _caller(request, router)
         body = _json_body(request)
@@ -134,7 +148,7 @@ class OpenAIFront:
                 type_="invalid_request_error",
                 code="feature_not_allowed",
             )
-        infer = _infer_request(request, body, feature, key)
+        infer = _infer_request(body, feature, key, request_id)
         try:
             with cap.admit():
                 if infer.stream:
@@ -207,7 +221,7 @@ def _feature(request: HttpRequest, body: dict[str, Any]) -> str:
     return feature
 
 
-def _infer_request(request: HttpRequest, body: dict[str, Any], feature: str, api_key: str) -> InferRequest:
+def _infer_request(body: dict[str, Any], feature: str, api_key: str, request_id: str) -> InferRequest:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise _invalid("messages: must be a non-empty list")
@@ -218,9 +232,6 @@ def _infer_request(request: HttpRequest, body: dict[str, Any], feature: str, api
         raise _invalid("max_tokens: must be a positive integer")
     if temperature is not None and not isinstance(temperature, int | float):
         raise _invalid("temperature: must be a number")
-    request_id = request.headers.get(REQUEST_ID_HEADER.lower()) or new_request_id()
-    if len(request_id) > MAX_REQUEST_ID_LENGTH:
-        raise _invalid(f"{REQUEST_ID_HEADER}: must be at most {MAX_REQUEST_ID_LENGTH} characters")
     return InferRequest(
         feature=feature,
         messages=messages,

@@ -153,6 +153,33 @@ async def test_a_request_above_a_minute_of_its_keys_budget_is_400_saying_why(
     assert emulators.vertex.counters()["models"] == {}  # refused before any provider call
 
 
+async def test_error_answers_carry_the_request_id_so_a_failure_can_be_looked_up(
+    make_stack: StackFactory, emulators: RunningEmulators
+):
+    document = policy_document(emulators, GEMINI_FIRST)
+    document["api_keys"]["team-search"]["rate_limit"] = {"requests_per_minute": 1}
+    stack = await make_stack(document=document)
+    async with openai_client(stack) as client:
+        await client.chat.completions.create(model="feature:search-answer", messages=MESSAGES, max_tokens=8)
+        with pytest.raises(openai.RateLimitError) as limited:
+            await client.chat.completions.create(
+                model="feature:search-answer",
+                messages=MESSAGES,
+                max_tokens=8,
+                extra_headers={"X-Request-Id": "mine-429"},
+            )
+        with pytest.raises(openai.BadRequestError) as invalid:
+            await client.chat.completions.create(model="feature:search-answer", messages=[], max_tokens=8)
+    async with openai_client(stack, key="nobody") as stranger:
+        with pytest.raises(openai.AuthenticationError) as unknown:
+            await stranger.chat.completions.create(
+                model="feature:search-answer", messages=MESSAGES, extra_headers={"X-Request-Id": "mine-401"}
+            )
+    assert limited.value.response.headers["X-Request-Id"] == "mine-429"
+    assert unknown.value.response.headers["X-Request-Id"] == "mine-401"
+    assert invalid.value.response.headers["X-Request-Id"]  # one was drawn for it
+
+
 async def test_models_lists_the_features_of_the_key(make_stack: StackFactory):
     stack = await make_stack()
     async with openai_client(stack) as client:
