@@ -296,7 +296,10 @@ class RouterService:
     async def _watch_policy(self) -> None:
         while True:
             await asyncio.sleep(self.settings.router_policy_poll_s)
-            self.check_policy()
+            try:
+                self.check_policy()
+            except Exception:  # a reload must never stop the watching for good
+                log.exception("policy file check failed; the policy in force stays, still watching")
 
     async def _serve_http(self, router: Router) -> None:
         front = HttpServer(OpenAIFront(router, self.cap, self.metrics))
