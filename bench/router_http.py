@@ -88,6 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--sse-requests", type=int, default=200, help="streamed requests per path and side")
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--budgets",
+        action="store_true",
+        help="give both features and the API key budgets and a request rate, shared by the router processes "
+        "through the ledger (large enough never to refuse: what they cost, not what they refuse)",
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -97,7 +103,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with (
         _emulators() as urls,
         tempfile.TemporaryDirectory(prefix="podway-bench-router-http-") as tmp,
-        router_front(urls, Path(tmp), args.processes, event_loop=args.event_loop) as front,
+        router_front(
+            urls, Path(tmp), args.processes, event_loop=args.event_loop, budgets=args.budgets
+        ) as front,
     ):
         metrics = asyncio.run(_measure(args, rates, urls, front))
     params = {
@@ -109,6 +117,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "warmup_s": args.warmup,
         "sse_requests": args.sse_requests,
         "max_tokens": args.max_tokens,
+        "budgets": BUDGETS if args.budgets else None,
         "client": "aiohttp, open loop, one process, pooled keep-alive connections",
         "paths": "bedrock: claude-haiku on-demand (Converse); vertex: gemini-flash on-demand (generateContent)",
         "emulator_latency_ms": 0,
@@ -138,8 +147,13 @@ class Front:
         return used
 
 
-def bench_policy_document(urls: dict[str, str]) -> dict[str, Any]:
-    """On-demand deployments only, one feature per cloud, one API key for both."""
+# Tight enough that each router process tops its leases up every few seconds at 500 req/s, never refused.
+BUDGETS = {"feature_tokens_per_minute": 20_000_000, "key_tokens_per_minute": 40_000_000, "key_rpm": 2_000_000}
+
+
+def bench_policy_document(urls: dict[str, str], *, budgets: bool = False) -> dict[str, Any]:
+    """On-demand deployments only, one feature per cloud, one API key for both (with `budgets`, each feature
+    and the key under BUDGETS)."""
     document = example_policy_document(urls["bedrock"], urls["vertex"])
     document["deployments"] = {
         name: spec for name, spec in document["deployments"].items() if spec["tier"] == "on_demand"
@@ -150,6 +164,13 @@ def bench_policy_document(urls: dict[str, str]) -> dict[str, Any]:
         for path, model in (("bedrock", "claude-haiku"), ("vertex", "gemini-flash"))
     }
     document["api_keys"] = {API_KEY: {"features": list(FEATURES.values())}}
+    if budgets:
+        for feature in document["features"].values():
+            feature["budget"] = {"tokens_per_minute": BUDGETS["feature_tokens_per_minute"]}
+        document["api_keys"][API_KEY] |= {
+            "budget": {"tokens_per_minute": BUDGETS["key_tokens_per_minute"]},
+            "rate_limit": {"requests_per_minute": BUDGETS["key_rpm"]},
+        }
     # A rate the host cannot carry makes the router's own backlog look like slow deployments; breakers held
     # closed keep one saturated rate from failing the next phases.
     document["breaker"].update(NO_BREAKER)
@@ -158,7 +179,12 @@ def bench_policy_document(urls: dict[str, str]) -> dict[str, Any]:
 
 @contextmanager
 def router_front(
-    urls: dict[str, str], data_dir: Path, processes: int, *, event_loop: str = "uvloop"
+    urls: dict[str, str],
+    data_dir: Path,
+    processes: int,
+    *,
+    event_loop: str = "uvloop",
+    budgets: bool = False,
 ) -> Iterator[Front]:
     """The router service as `podway up` runs it (shared socket, `processes` processes on `event_loop`) on a
     fresh data dir."""
@@ -166,7 +192,7 @@ def router_front(
 
     data_dir.mkdir(parents=True, exist_ok=True)
     policy = data_dir / "policy.yaml"
-    policy.write_text(yaml.safe_dump(bench_policy_document(urls), sort_keys=False))
+    policy.write_text(yaml.safe_dump(bench_policy_document(urls, budgets=budgets), sort_keys=False))
     settings = PodwaySettings(
         data_dir=data_dir,
         router_policy=policy,

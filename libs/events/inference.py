@@ -21,6 +21,9 @@ from libs.events.registry import event_model
 ROUTER_SCOREBOARD_SUBJECT = "podway.rpc.router.scoreboard"
 ROUTER_STATUS_SUBJECT = "podway.rpc.router.status"
 INFERENCE_FEEDBACK_SUBJECT = "podway.inference.feedback"
+# Router processes share budgets and PT capacity through one JetStream key-value bucket (a ledger per budget).
+ROUTER_LEDGER_BUCKET = "podway_router_ledger"
+ROUTER_LEDGER_STREAM = f"KV_{ROUTER_LEDGER_BUCKET}"
 # Router processes tell each other what their breakers heard (core NATS, every process subscribes).
 ROUTER_OUTCOMES_SUBJECT = "podway.router.outcomes"
 
@@ -80,7 +83,9 @@ class _BreakerTransition(EventPayload):
     deployment: str = Field(description="Deployment whose breaker changed state (also the correlation id)")
     from_state: str = Field(description="closed, open or half_open")
     to_state: str = Field(description="closed, open or half_open")
-    reason: str = Field(description="error_rate, latency_p90, consecutive_failures, probe_*, ramp_*")
+    reason: str = Field(
+        description="error_rate, latency_p90, consecutive_failures, probe_*, peer_succeeded, ramp_*"
+    )
     window_requests: int = Field(description="Attempts in the sliding window at the transition")
     window_error_rate: float = Field(description="Error rate in the sliding window at the transition")
     open_for_s: float | None = Field(default=None, description="How long it stays open before a probe")
@@ -356,9 +361,29 @@ class RecentError(_Part):
     status: int | None = None
 
 
+class BudgetHolder(_Part):
+    """Tokens one router process holds of a shared budget."""
+
+    process: str = Field(description="Router process (instance.pid)")
+    tokens: float = Field(description="Tokens granted to it and not known to be spent")
+
+
+class BudgetStatus(_Part):
+    """One shared budget's ledger as every router process sees it."""
+
+    key: str = Field(description="Ledger key: feature.<name>, key.<digest of the API key>, pt.<deployment>")
+    tokens_per_minute: int = Field(description="The budget")
+    pool: float = Field(description="Tokens no process holds yet, at the last grant")
+    holders: list[BudgetHolder] = Field(description="Processes holding a share, the whole fleet's")
+
+
 class RouterStatusReply(_Part):
-    """`podway.rpc.router.status`: one router process's deployments and its latest errors."""
+    """`podway.rpc.router.status`: one router process's deployments and its latest errors, and the fleet's
+    shared budgets."""
 
     instance: str = Field(description="Router process that answered")
     deployments: list[DeploymentStatus]
     recent_errors: list[RecentError]
+    budgets: list[BudgetStatus] = Field(
+        default_factory=list, description="The shared budgets' ledgers, with every process holding a share"
+    )

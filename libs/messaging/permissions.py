@@ -11,6 +11,8 @@ code does. Each user gets:
 - for each durable consumer it owns: create (every form of the JetStream API subject, all bound to the durable's
   name), info, pull (`MSG.NEXT`), acknowledge (`$JS.ACK.<stream>.<durable>.>`) and its dead-letter subject;
 - `$JS.API.STREAM.INFO` of the streams it checks at start-up. Only the `migrate` user creates or updates streams;
+- for each key-value bucket it keeps records in: its info, direct gets, and puts (compare-and-set, the PubAck
+  to its inbox);
 - its own inbox, `_INBOX.<user>.>`: `make_broker` gives each user that inbox prefix, so no user reads another's
   replies.
 
@@ -36,6 +38,8 @@ from libs.events.catalogue import (
 )
 from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_LEDGER_BUCKET,
+    ROUTER_LEDGER_STREAM,
     ROUTER_OUTCOMES_SUBJECT,
     ROUTER_SCOREBOARD_SUBJECT,
     ROUTER_STATUS_SUBJECT,
@@ -77,6 +81,7 @@ class NatsUser:
     checks: tuple[str, ...] = ()
     provisions: tuple[str, ...] = ()
     watches: tuple[str, ...] = ()
+    buckets: tuple[str, ...] = ()
 
     @property
     def password_variable(self) -> str:
@@ -93,6 +98,13 @@ class NatsUser:
         subjects += self.calls
         subjects += [f"{INBOX_PREFIX}.{caller}.>" for caller in self.answers]
         subjects += [f"{JS_API}.STREAM.INFO.{stream}" for stream in self.checks]
+        for bucket in self.buckets:
+            subjects += [
+                f"$KV.{bucket}.>",
+                f"{JS_API}.STREAM.INFO.KV_{bucket}",
+                f"{JS_API}.DIRECT.GET.KV_{bucket}.>",
+                f"{JS_API}.STREAM.MSG.GET.KV_{bucket}",
+            ]
         for stream in self.provisions:
             subjects += [f"{JS_API}.STREAM.{verb}.{stream}" for verb in ("CREATE", "UPDATE", "INFO")]
         for durable in self.durables:
@@ -222,6 +234,7 @@ USERS: tuple[NatsUser, ...] = (
         watches=(ROUTER_OUTCOMES_SUBJECT,),
         durables=(Durable(WORK_STREAM, "llm-router-inference"),),
         checks=(EVENTS_STREAM, WORK_STREAM, DLQ_STREAM),
+        buckets=(ROUTER_LEDGER_BUCKET,),
     ),
     NatsUser(
         name="client",
@@ -255,7 +268,7 @@ USERS: tuple[NatsUser, ...] = (
     NatsUser(
         name="migrate",
         role="the admin step (`podway migrate`): creates and updates the streams before services start",
-        provisions=(EVENTS_STREAM, WORK_STREAM, DLQ_STREAM),
+        provisions=(EVENTS_STREAM, WORK_STREAM, DLQ_STREAM, ROUTER_LEDGER_STREAM),
     ),
 )
 

@@ -1,4 +1,4 @@
-"""The three JetStream streams Podway uses.
+"""The JetStream streams Podway uses: events, work, dead letters, and the router's ledger bucket.
 
 Streams are provisioned by an admin step, not by services: `podway migrate` (with a NATS URL) and `podway up`
 call `ensure_streams`, and in a deployment only the `migrate` NATS user may create or update a stream (see
@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 
 from nats.js import JetStreamContext
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
 from libs.events.catalogue import (
@@ -23,6 +23,7 @@ from libs.events.catalogue import (
     WORK_PREFIX,
     WORK_STREAM,
 )
+from libs.events.inference import ROUTER_LEDGER_BUCKET, ROUTER_LEDGER_STREAM
 
 #: Long enough for a relay that crashed after publishing to restart and re-publish into the same window.
 DUPLICATE_WINDOW_S = 120.0
@@ -71,6 +72,21 @@ def stream_configs(
             retention=RetentionPolicy.LIMITS,
             duplicate_window=duplicate_window_s,
             max_age=dlq_max_age_s,
+            num_replicas=copies,
+        ),
+        # A key-value bucket as nats-py's create_key_value makes it (one value per key, direct gets); in
+        # memory: a restarted server starts every budget full again, once.
+        StreamConfig(
+            name=ROUTER_LEDGER_STREAM,
+            subjects=[f"$KV.{ROUTER_LEDGER_BUCKET}.>"],
+            storage=StorageType.MEMORY,
+            retention=RetentionPolicy.LIMITS,
+            max_msgs_per_subject=1,
+            discard=DiscardPolicy.NEW,
+            allow_direct=True,
+            allow_rollup_hdrs=True,
+            deny_delete=True,
+            duplicate_window=duplicate_window_s,
             num_replicas=copies,
         ),
     ]

@@ -17,6 +17,7 @@ from libs.router.contracts import (
 )
 from libs.router.errors import (
     BudgetExceeded,
+    BudgetNeverFits,
     DeadlineExceeded,
     MidStreamFailure,
     NoDeploymentAvailable,
@@ -32,6 +33,7 @@ __all__ = [
     "Attempt",
     "AttemptOutcome",
     "BudgetExceeded",
+    "BudgetNeverFits",
     "DeadlineExceeded",
     "EventBuffer",
     "EventSink",

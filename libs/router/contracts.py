@@ -28,6 +28,8 @@ class InferRequest:
     request_id: str = field(default_factory=new_request_id)
     deadline_ms: int | None = None
     temperature: float | None = None
+    api_key: str | None = field(default=None, repr=False)
+    """The caller's key (the HTTP front's bearer key), whose budget and rate limit apply."""
 
     @property
     def prompt_chars(self) -> int:

@@ -29,9 +29,18 @@ class BudgetExceeded(RoutingError):
     http_status = 429
     reason = "budget_exceeded"
 
-    def __init__(self, message: str, retry_after_s: float) -> None:
+    def __init__(self, message: str, retry_after_s: float, *, grantable: bool = False) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.grantable = grantable
+        """This process's lease was short but the fleet's ledger had room when last seen."""
+
+
+class BudgetNeverFits(RoutingError):
+    """The request's estimate is above a whole minute of a budget: it could never be admitted, so say so."""
+
+    http_status = 400
+    reason = "exceeds_budget"
 
 
 class RequestRejected(RoutingError):

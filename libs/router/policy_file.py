@@ -10,6 +10,7 @@ did; it changes routes, deployments and breakers, not the provider clients opene
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -20,6 +21,8 @@ from libs.router.router import Router
 
 PLACEHOLDER = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?\}$")
 _ENDPOINT_FIELDS = ("region", "endpoint_url", "project", "location", "api_endpoint")
+
+log = logging.getLogger(__name__)
 
 
 def read_policy_file(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> RoutingPolicy:
@@ -79,22 +82,29 @@ class PolicyFileWatcher:
     def _stamp(self) -> tuple[int, int] | None:
         try:
             stat = self._path.stat()
-        except FileNotFoundError:
+        except OSError as exc:
+            if not isinstance(exc, FileNotFoundError):
+                log.warning("policy file %s not readable, the policy in force stays: %r", self._path, exc)
             return None
         return stat.st_mtime_ns, stat.st_size
 
     def check(self) -> bool:
         """Reload if the file changed; True when a new policy is in force. An invalid file is reported
-        through `on_error` and the router keeps the policy it has."""
+        through `on_error` and the router keeps the policy it has. A file that cannot be read now (briefly a
+        directory, a permission, removed between stat and read) is logged and read again at the next check."""
         stamp = self._stamp()
         if stamp is None or stamp == self._seen:
             return False
-        self._seen = stamp
         try:
             policy = read_policy_file(self._path, self._env)
         except PolicyError as exc:
+            self._seen = stamp
             if self._on_error is not None:
                 self._on_error(exc)
             return False
+        except OSError as exc:
+            log.warning("policy file %s not readable, the policy in force stays: %r", self._path, exc)
+            return False
+        self._seen = stamp
         self._router.reload(policy)
         return True

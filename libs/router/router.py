@@ -1,9 +1,10 @@
 """The in-process router: decides with libs.core.routing, calls providers, fails over within the deadline.
 
-One request: (1) resolve the feature's route and candidates, (2) charge the feature budget, (3) dispatch to the
-next admitted candidate with a first-byte timeout, (4) on a retryable failure record it and dispatch the next
-candidate at once (no sleep, no backoff), (5) on success settle capacity, breaker and scoreboard and emit
-`inference.completed`. Decisions use the injected clock; latency figures use the performance counter.
+One request: (1) resolve the feature's route and candidates, (2) charge the feature's and the API key's budgets
+and the key's request rate, (3) dispatch to the next admitted candidate with a first-byte timeout, (4) on a
+retryable failure record it and dispatch the next candidate at once (no sleep, no backoff), (5) on success
+settle capacity, breaker and scoreboard and emit `inference.completed`. Decisions use the injected clock;
+latency figures use the performance counter.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import dataclasses
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -21,18 +22,25 @@ from libs.core.routing import (
     BreakerSnapshot,
     BreakerTransition,
     CapacitySnapshot,
+    Charge,
     DeploymentHealth,
     Dispatch,
     FailureReason,
-    FeatureBudget,
+    LeaseBook,
+    LedgerKind,
+    NeverFits,
+    Refusal,
+    RequestLimits,
     RoutePlan,
     RouteWalk,
     RoutingPolicy,
     RoutingTable,
     Scoreboard,
+    SkipReason,
     SpilloverDecision,
     build_health,
     estimate_tokens,
+    ledger_key,
 )
 from libs.events.catalogue import EventType
 from libs.providers import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest
@@ -47,6 +55,7 @@ from libs.router.contracts import (
 )
 from libs.router.errors import (
     BudgetExceeded,
+    BudgetNeverFits,
     DeadlineExceeded,
     MidStreamFailure,
     NoDeploymentAvailable,
@@ -63,12 +72,13 @@ AttemptOutcome = tuple[str, float | None]
 """One attempt as a breaker heard it: the deployment, and the first-byte seconds of a success (None: a failure
 that counts against it)."""
 DEFAULT_PROBE_TIMEOUT_S = 5.0
+GRANT_WAIT_S = 0.25
 
 
 class _Generation:
     """One policy compiled with its runtime state; a reload swaps the whole object in one assignment."""
 
-    __slots__ = ("budgets", "health", "policy", "probe_timeout_s", "providers", "table")
+    __slots__ = ("health", "limits", "policy", "probe_timeout_s", "providers", "table")
 
     def __init__(
         self,
@@ -76,31 +86,23 @@ class _Generation:
         providers: Mapping[str, Provider],
         previous: _Generation | None,
         now: float,
+        book: LeaseBook | None,
     ) -> None:
         self.policy = policy
         self.providers = providers
         self.table = RoutingTable(policy)
         self.health: dict[str, DeploymentHealth] = build_health(
-            policy, previous.health if previous else {}, now
+            policy, previous.health if previous else {}, now, book
         )
-        self.budgets = _budgets(policy, previous, now)
+        self.limits: RequestLimits = RequestLimits(policy, previous.limits if previous else None, now, book)
+        if book is not None:
+            book.keep_only(self.limits.ledger_keys | _pt_ledger_keys(policy))
         timeouts = [f.first_byte_timeout_ms for f in policy.features.values() if f.first_byte_timeout_ms]
         self.probe_timeout_s = max(timeouts) / 1000.0 if timeouts else DEFAULT_PROBE_TIMEOUT_S
 
 
-def _budgets(policy: RoutingPolicy, previous: _Generation | None, now: float) -> dict[str, FeatureBudget]:
-    """Feature budgets; a feature whose budget did not change keeps what it has spent."""
-    budgets: dict[str, FeatureBudget] = {}
-    for name, feature in policy.features.items():
-        if feature.budget is None:
-            continue
-        kept = previous.budgets.get(name) if previous is not None else None
-        old = previous.policy.features.get(name) if previous is not None else None
-        if kept is not None and old is not None and old.budget == feature.budget:
-            budgets[name] = kept
-        else:
-            budgets[name] = FeatureBudget(feature.budget.tokens_per_minute, now)
-    return budgets
+def _pt_ledger_keys(policy: RoutingPolicy) -> set[str]:
+    return {ledger_key(LedgerKind.PT, n) for n, d in policy.deployments.items() if d.capacity is not None}
 
 
 @dataclass(slots=True)
@@ -111,7 +113,7 @@ class _Call:
     generation: _Generation
     plan: RoutePlan
     walk: RouteWalk
-    estimate: int
+    charge: Charge
     started: float
     deadline_at: float
     first_byte_timeout_s: float | None
@@ -132,11 +134,16 @@ class Router:
         providers: Mapping[str, Provider],
         clock: RouterClock | None = None,
         event_sink: EventSink | None = None,
+        leases: LeaseBook | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
         self._emit: EventSink = event_sink if event_sink is not None else EventBuffer()
         _check_providers(policy, providers)
-        self._generation = _Generation(policy, dict(providers), None, self._clock.now())
+        # With a lease book, budgets and PT capacity are the fleet's, leased (a refresher keeps them topped up).
+        self.leases = leases
+        # Set by whoever refreshes the leases: one refresh pass, awaited by a request its lease was short for.
+        self.await_grant: Callable[[], Awaitable[None]] | None = None
+        self._generation = _Generation(policy, dict(providers), None, self._clock.now(), leases)
         self._probes: set[asyncio.Task[None]] = set()
         self.scoreboard = Scoreboard()
         # Bounded: a router nobody drains (a library user with one process) keeps only the latest.
@@ -153,7 +160,7 @@ class Router:
 
     async def infer(self, request: InferRequest) -> InferResult:
         """Answer a request, failing over across deployments, models and clouds within its deadline."""
-        call = self._begin(request)
+        call = await self._begin_granted(request)
         while True:
             dispatch = self._next_dispatch(call)
             provider_request = _provider_request(call, dispatch)
@@ -176,7 +183,7 @@ class Router:
     async def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream an answer: TextDelta events, then exactly one StreamCompleted. Failover happens only before
         the first text reaches the caller; a later failure raises MidStreamFailure."""
-        call = self._begin(request)
+        call = await self._begin_granted(request)
         while True:
             dispatch = self._next_dispatch(call)
             provider = call.generation.providers[dispatch.candidate.deployment.provider]
@@ -211,7 +218,7 @@ class Router:
         previous = self._generation
         providers = dict(providers) if providers is not None else previous.providers
         _check_providers(policy, providers)
-        self._generation = _Generation(policy, providers, previous, self._clock.now())
+        self._generation = _Generation(policy, providers, previous, self._clock.now(), self.leases)
         kept = sorted(n for n, h in self._generation.health.items() if previous.health.get(n) is h)
         self._emit(
             RouterEvent(
@@ -254,7 +261,7 @@ class Router:
             if first_byte_s is None:
                 self._transition(entry.breaker.record_failure(now))
             else:
-                self._transition(entry.breaker.record_success(first_byte_s, now))
+                self._transition(entry.breaker.record_peer_success(first_byte_s, now))
 
     def breakers(self) -> dict[str, BreakerSnapshot]:
         """The breaker of every deployment."""
@@ -281,6 +288,21 @@ class Router:
 
     # One request -----------------------------------------------------------------------------------------
 
+    async def _begin_granted(self, request: InferRequest) -> _Call:
+        """Begin, waiting for one grant when only this process's lease was short: the one request-path round
+        trip, for a request larger than what a process holds while the fleet has room."""
+        try:
+            return self._begin(request)
+        except BudgetExceeded as refused:
+            if not refused.grantable or self.await_grant is None:
+                raise
+            try:
+                async with asyncio.timeout(GRANT_WAIT_S):
+                    await self.await_grant()
+            except TimeoutError:
+                raise refused from None
+        return self._begin(request)
+
     def _begin(self, request: InferRequest) -> _Call:
         started = time.perf_counter()
         generation = self._generation
@@ -288,17 +310,19 @@ class Router:
         if feature is None:
             raise UnknownFeature(f"unknown feature {request.feature!r}")
         estimate = estimate_tokens(request.prompt_chars, request.max_tokens)
-        budget = generation.budgets.get(request.feature)
-        if budget is not None:
-            wait_s = budget.try_spend(estimate, self._clock.now())
-            if wait_s:
-                raise BudgetExceeded(f"feature {request.feature!r} is over its tokens per minute", wait_s)
+        charge = generation.limits.charge(
+            request.feature, request.api_key, estimate, request.max_tokens, self._clock.now()
+        )
+        if isinstance(charge, NeverFits):
+            raise BudgetNeverFits(charge.message)
+        if isinstance(charge, Refusal):
+            raise BudgetExceeded(charge.message, charge.retry_after_s, grantable=charge.grantable)
         plan = generation.table.plan(request.feature, request.request_id)
         deadline_ms = min(feature.deadline_ms, request.deadline_ms or feature.deadline_ms)
         first_byte = feature.first_byte_timeout_ms / 1000.0 if feature.first_byte_timeout_ms else None
         walk = RouteWalk(plan, generation.health, estimate)
         return _Call(
-            request, generation, plan, walk, estimate, started, started + deadline_ms / 1000.0, first_byte
+            request, generation, plan, walk, charge, started, started + deadline_ms / 1000.0, first_byte
         )
 
     def _next_dispatch(self, call: _Call) -> Dispatch:
@@ -315,6 +339,7 @@ class Router:
         if dispatch is None:
             last = call.last_failure
             detail = f"; last failure {last.reason.value}: {last}" if last is not None else ""
+            detail += _refusals(call, now)
             self._fail_request(
                 call, NoDeploymentAvailable(f"no deployment could answer{detail}", tuple(call.attempts))
             )
@@ -399,9 +424,7 @@ class Router:
         usage = completion.usage
         if dispatch.reservation is not None:
             dispatch.reservation.settle(usage.total_tokens, now)
-        budget = call.generation.budgets.get(call.request.feature)
-        if budget is not None:
-            budget.correct(call.estimate, usage.total_tokens, now)
+        call.charge.settle(usage.total_tokens, now)
         self._transition(call.generation.health[candidate.name].breaker.record_success(first_byte_s, now))
         self._record_outcome(candidate.name, first_byte_s)
         call.attempts.append(_attempt(call, dispatch, None, sent, done, first_byte_s))
@@ -443,9 +466,7 @@ class Router:
         return result
 
     def _fail_request(self, call: _Call, error: RoutingError) -> NoReturn:
-        budget = call.generation.budgets.get(call.request.feature)
-        if budget is not None:
-            budget.correct(call.estimate, 0, self._clock.now())
+        call.charge.settle(0, self._clock.now())
         failed = RouterEvent(
             EventType.INFERENCE_FAILED,
             call.request.request_id,
@@ -466,9 +487,7 @@ class Router:
         now = self._clock.now()
         if dispatch.reservation is not None:
             dispatch.reservation.cancel(now)
-        budget = call.generation.budgets.get(call.request.feature)
-        if budget is not None:
-            budget.correct(call.estimate, 0, now)
+        call.charge.settle(0, now)
 
     # Streaming after the first byte ------------------------------------------------------------------------
 
@@ -569,6 +588,21 @@ class Router:
         except Exception as exc:
             healthy = not REASON_TRAITS[_normalise(exc).reason].counts_against_breaker
         self._transition(health.breaker.record_probe(healthy, self._clock.now()))
+
+
+def _refusals(call: _Call, now: float) -> str:
+    """What refused the request without a call: the breakers (with the seconds to their probe) and capacity."""
+    parts = []
+    for skip in call.walk.skips:
+        if skip.reason is SkipReason.PT_CAPACITY:
+            parts.append(f"{skip.deployment} no PT capacity")
+            continue
+        breaker = call.generation.health[skip.deployment].breaker.snapshot(now)
+        probe = (
+            f", probe in {max(breaker.reopens_at - now, 0.0):.1f} s" if breaker.reopens_at is not None else ""
+        )
+        parts.append(f"{skip.deployment} breaker {breaker.state.value}{probe}")
+    return "; refused by " + ", ".join(parts) if parts else ""
 
 
 def _check_providers(policy: RoutingPolicy, providers: Mapping[str, Provider]) -> None:

@@ -7,17 +7,24 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from libs.core.routing import PolicyError, RoutingPolicy
+from libs.core.routing import LeaseBook, PolicyError, RoutingPolicy
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
-from libs.events.inference import INFERENCE_FEEDBACK_SUBJECT, ROUTER_SCOREBOARD_SUBJECT, ROUTER_STATUS_SUBJECT
+from libs.events.inference import (
+    INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_LEDGER_BUCKET,
+    ROUTER_SCOREBOARD_SUBJECT,
+    ROUTER_STATUS_SUBJECT,
+)
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
+from libs.messaging.records import KvRecords
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.streaming_rpc import RequestServer, serve_requests
 from libs.messaging.work_queue import WorkQueueConsumer
@@ -37,6 +44,7 @@ from libs.runtime.listener import inherited_listener, url_of
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.llm_router.audit import AuditFlusher, AuditSink
 from services.llm_router.http_front import MetricsOnly, OpenAIFront
+from services.llm_router.ledger import LeaseRefresher
 from services.llm_router.metrics import RouterMetrics
 from services.llm_router.nats_front import Feedback, RecentAnswers, Scoreboard, SyncInference
 from services.llm_router.overload import EventLoopLag, InFlightCap, default_max_in_flight
@@ -93,6 +101,11 @@ class RouterService:
         self.recent = RecentAnswers()
         self.recent_errors = RecentErrors()
         self.peers: PeerOutcomes | None = None
+        # One holder name per process: a restarted process must not spend what its predecessor was granted.
+        self.leases = (
+            LeaseBook(f"{settings.instance}.{os.getpid()}") if settings.router_shared_budgets else None
+        )
+        self.ledger: LeaseRefresher | None = None
         self.buffer = EventBuffer()
         self.sink = AuditSink(self.buffer, observe=self._observe)
         self.engine = create_engine(settings.resolved_database_url())
@@ -138,7 +151,9 @@ class RouterService:
             self.providers = self._injected_providers
         else:
             self.providers = await open_providers(policy.providers)
-        router = self.router = Router(policy, self.providers, clock=self.clock, event_sink=self.sink)
+        router = self.router = Router(
+            policy, self.providers, clock=self.clock, event_sink=self.sink, leases=self.leases
+        )
         self.metrics.watch(
             router.breakers, lambda: self.cap.in_flight, lambda: len(self.buffer), self._audit_dropped
         )
@@ -148,12 +163,20 @@ class RouterService:
         await start_broker(self.broker)
         self.peers = PeerOutcomes(router, self.settings.instance)
         await self.peers.start(self.broker)
+        if self.leases is not None:
+            records = KvRecords(jetstream(self.broker), ROUTER_LEDGER_BUCKET)
+            await records.open()
+            self.ledger = LeaseRefresher(self.leases, records, self.clock)
+            await self.ledger.refresh()  # the first grants, before any request is taken
+            router.await_grant = self.ledger.grant_now
         self.relay = OutboxRelay(self.uow, jetstream(self.broker), poll_interval_s=RELAY_POLL_S)
         self._flusher_task = asyncio.create_task(self.flusher.run(), name="audit-flusher")
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.peers.run(), name="breaker-outcomes"),
         ]
+        if self.ledger is not None:
+            self._tasks.append(asyncio.create_task(self.ledger.run(), name="budget-leases"))
         if self.cap.sheds_on_lag:  # the sampler wakes 50 times a second: only when something reads it
             self._tasks.append(asyncio.create_task(self.loop_lag.run(), name="loop-lag"))
         if self.watcher is not None:
@@ -177,7 +200,14 @@ class RouterService:
             await serve_requests(
                 self.broker,
                 ROUTER_STATUS_SUBJECT,
-                RouterStatus(router, self.recent_errors, self.settings.instance, self.clock),
+                RouterStatus(
+                    router,
+                    self.recent_errors,
+                    self.settings.instance,
+                    self.clock,
+                    self.ledger.ledgers if self.ledger is not None else None,
+                    self.leases.process if self.leases is not None else "",
+                ),
                 queue=QUEUE_GROUP,
             ),
         ]
@@ -227,6 +257,8 @@ class RouterService:
         if self.peers is not None:
             await _bounded(self.peers.stop(), "leaving the breaker outcomes")
         await cancel_tasks(self._tasks, service=SERVICE)
+        if self.ledger is not None:
+            await _bounded(self.ledger.release_all(), "returning the budget leases")
         if self._flusher_task is not None:
             self.flusher.close()
             await _bounded(self._flusher_task, "flushing the audit buffer")
@@ -264,7 +296,10 @@ class RouterService:
     async def _watch_policy(self) -> None:
         while True:
             await asyncio.sleep(self.settings.router_policy_poll_s)
-            self.check_policy()
+            try:
+                self.check_policy()
+            except Exception:  # a reload must never stop the watching for good
+                log.exception("policy file check failed; the policy in force stays, still watching")
 
     async def _serve_http(self, router: Router) -> None:
         front = HttpServer(OpenAIFront(router, self.cap, self.metrics))

@@ -3,8 +3,9 @@ and `/metrics`.
 
 The feature is the `X-Podway-Feature` header or a `model` of the form `feature:<name>`. Callers present a bearer
 key from the policy's `api_keys` (the key is the map's key), limited to its features: an unknown key is 401, a
-feature outside its list 403. A feature over its budget is 429 with `Retry-After`, as is expected of an OpenAI
-endpoint; a router at its in-flight cap is 503 with `Retry-After`. Errors use OpenAI's error JSON.
+feature outside its list 403. A feature or a key over its budget, or a key over its request rate, is 429 with
+`Retry-After` (when the allowance will have room), as is expected of an OpenAI endpoint; a request above a whole
+minute of a budget is 400, since it could never be admitted; a router at its in-flight cap is 503 with `Retry-After`. Errors use OpenAI's error JSON.
 
 Streaming: the first event is awaited before the response starts, so failover before the first byte is
 invisible and a request nobody could answer is an HTTP error. After that, a failure is sent as an SSE `error`
@@ -60,10 +61,13 @@ class ApiError(Exception):
         self.type = type_
         self.code = code
         self.retry_after_s = retry_after_s
+        self.request_id: str | None = None
 
     def response(self) -> HttpResponse:
         body = {"error": {"message": str(self), "type": self.type, "param": None, "code": self.code}}
         headers = []
+        if self.request_id is not None:  # so that a failure can be looked up (`podway events --request`)
+            headers.append((REQUEST_ID_HEADER, self.request_id))
         if self.retry_after_s is not None:
             headers.append(("Retry-After", str(max(1, math.ceil(self.retry_after_s)))))
         return _json_response(body, status=self.status, headers=headers)
@@ -113,7 +117,7 @@ class OpenAIFront:
 
     async def list_models(self, request: HttpRequest) -> HttpResponse:
         """The features the key may use, as `feature:<name>` model ids."""
-        features = _allowed_features(request, self.router)
+        _, features = _caller(request, self.router)
         data = [
             {"id": f"{FEATURE_MODEL_PREFIX}{name}", "object": "model", "created": 0, "owned_by": "podway"}
             for name in features
@@ -121,8 +125,19 @@ class OpenAIFront:
         return _json_response({"object": "list", "data": data})
 
     async def chat_completions(self, request: HttpRequest) -> HttpResponse | None:
+        sent = request.headers.get(REQUEST_ID_HEADER.lower())
+        request_id = sent if sent and len(sent) <= MAX_REQUEST_ID_LENGTH else new_request_id()
+        try:
+            if sent is not None and len(sent) > MAX_REQUEST_ID_LENGTH:
+                raise _invalid(f"{REQUEST_ID_HEADER}: must be at most {MAX_REQUEST_ID_LENGTH} characters")
+            return await self._chat_completions(request, request_id)
+        except ApiError as exc:
+            exc.request_id = request_id
+            raise
+
+    async def _chat_completions(self, request: HttpRequest, request_id: str) -> HttpResponse | None:
         router, cap, metrics = self.router, self.cap, self.metrics
-        allowed = _allowed_features(request, router)
+        key, allowed = _caller(request, router)
         body = _json_body(request)
         feature = _feature(request, body)
         if feature not in allowed:
@@ -133,7 +148,7 @@ class OpenAIFront:
                 type_="invalid_request_error",
                 code="feature_not_allowed",
             )
-        infer = _infer_request(request, body, feature)
+        infer = _infer_request(body, feature, key, request_id)
         try:
             with cap.admit():
                 if infer.stream:
@@ -163,15 +178,17 @@ def metrics_response(metrics: RouterMetrics) -> HttpResponse:
     return HttpResponse(200, metrics.exposition(), content_type=CONTENT_TYPE)
 
 
-def _allowed_features(request: HttpRequest, router: Router) -> tuple[str, ...]:
+def _caller(request: HttpRequest, router: Router) -> tuple[str, tuple[str, ...]]:
+    """The bearer key and the features it may use."""
     header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
-    api_key = router.policy.api_keys.get(key.strip()) if scheme.lower() == "bearer" else None
+    key = key.strip()
+    api_key = router.policy.api_keys.get(key) if scheme.lower() == "bearer" else None
     if api_key is None:
         raise ApiError(
             401, "Incorrect API key provided.", type_="invalid_request_error", code="invalid_api_key"
         )
-    return api_key.features
+    return key, api_key.features
 
 
 def _json_response(
@@ -204,7 +221,7 @@ def _feature(request: HttpRequest, body: dict[str, Any]) -> str:
     return feature
 
 
-def _infer_request(request: HttpRequest, body: dict[str, Any], feature: str) -> InferRequest:
+def _infer_request(body: dict[str, Any], feature: str, api_key: str, request_id: str) -> InferRequest:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise _invalid("messages: must be a non-empty list")
@@ -215,9 +232,6 @@ def _infer_request(request: HttpRequest, body: dict[str, Any], feature: str) -> 
         raise _invalid("max_tokens: must be a positive integer")
     if temperature is not None and not isinstance(temperature, int | float):
         raise _invalid("temperature: must be a number")
-    request_id = request.headers.get(REQUEST_ID_HEADER.lower()) or new_request_id()
-    if len(request_id) > MAX_REQUEST_ID_LENGTH:
-        raise _invalid(f"{REQUEST_ID_HEADER}: must be at most {MAX_REQUEST_ID_LENGTH} characters")
     return InferRequest(
         feature=feature,
         messages=messages,
@@ -225,6 +239,7 @@ def _infer_request(request: HttpRequest, body: dict[str, Any], feature: str) -> 
         stream=bool(body.get("stream")),
         request_id=request_id,
         temperature=float(temperature) if temperature is not None else None,
+        api_key=api_key,
     )
 
 

@@ -48,4 +48,9 @@ class RouterSettings(PodwaySettings):
         default="uvloop" if sys.platform != "win32" else "asyncio",
         description="The event loop the router runs on: uvloop proxies a request on less CPU than asyncio's",
     )
+    router_shared_budgets: bool = Field(
+        default=True,
+        description="Lease feature and API-key budgets and PT capacity from the fleet's ledger on the bus, so "
+        "every router process and replica shares them; off, each process keeps its own",
+    )
     router_policy_poll_s: float = Field(default=1.0, gt=0, description="How often the policy file is checked")

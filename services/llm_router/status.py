@@ -1,13 +1,16 @@
 """`podway.rpc.router.status` (`podway router status`): each deployment's breaker state and ramp step, the PT
-capacity in use, and the latest failed attempts, as one router process sees them."""
+capacity in use, and the latest failed attempts, as one router process sees them; and the shared budgets'
+ledgers, with the share every router process of the fleet holds."""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
+from libs.core.routing import LedgerKind, ledger_key
 from libs.events.catalogue import EventType
-from libs.events.inference import DeploymentStatus, RecentError, RouterStatusReply
+from libs.events.inference import BudgetStatus, DeploymentStatus, RecentError, RouterStatusReply
 from libs.messaging.streaming_rpc import IncomingRequest
 from libs.router import Router, RouterClock, RouterEvent
 from services.llm_router.metrics import MOVES_WITHOUT_AN_ATTEMPT, SPILLS_AFTER_A_FAILED_ATTEMPT
@@ -54,14 +57,27 @@ class RecentErrors:
 class RouterStatus:
     """Serves `podway.rpc.router.status`."""
 
-    def __init__(self, router: Router, errors: RecentErrors, instance: str, clock: RouterClock) -> None:
+    def __init__(
+        self,
+        router: Router,
+        errors: RecentErrors,
+        instance: str,
+        clock: RouterClock,
+        ledgers: Callable[[], Awaitable[list[BudgetStatus]]] | None = None,
+        process: str = "",
+    ) -> None:
         self._router = router
         self._errors = errors
         self._instance = instance
         self._clock = clock
+        self._ledgers = ledgers
+        self._process = process
 
     async def __call__(self, request: IncomingRequest) -> None:
-        await request.send(self.reply().model_dump_json().encode())
+        reply = self.reply()
+        if self._ledgers is not None:
+            reply = with_fleet_ledgers(reply, await self._ledgers(), self._process)
+        await request.send(reply.model_dump_json().encode())
 
     def reply(self) -> RouterStatusReply:
         now = self._clock.now()
@@ -96,3 +112,24 @@ class RouterStatus:
         return RouterStatusReply(
             instance=self._instance, deployments=rows, recent_errors=self._errors.latest()
         )
+
+
+def with_fleet_ledgers(
+    reply: RouterStatusReply, budgets: list[BudgetStatus], process: str
+) -> RouterStatusReply:
+    """The reply with the fleet's ledgers, and each leased PT deployment's tokens in use as the whole fleet
+    spent them: the ledger's pool and the other processes' shares as last reported, and what this process
+    holds now (its share alone would say nearly all is in use)."""
+    ledgers = {b.key: b for b in budgets}
+    rows = []
+    for row in reply.deployments:
+        ledger = ledgers.get(ledger_key(LedgerKind.PT, row.deployment))
+        if ledger is not None and row.pt_tokens_per_minute is not None and row.pt_tokens_in_use is not None:
+            held_here = row.pt_tokens_per_minute - row.pt_tokens_in_use
+            others = sum(h.tokens for h in ledger.holders if h.process != process)
+            free = ledger.pool + others + held_here
+            row = row.model_copy(
+                update={"pt_tokens_in_use": round(max(0.0, ledger.tokens_per_minute - free), 1)}
+            )
+        rows.append(row)
+    return reply.model_copy(update={"budgets": budgets, "deployments": rows})

@@ -142,10 +142,19 @@ class BreakerSettings(_Spec):
         return self
 
 
+class RateLimit(_Spec):
+    """A caller's request allowance; beyond it callers get 429."""
+
+    requests_per_minute: int = Field(gt=0)
+
+
 class ApiKey(_Spec):
-    """A caller of the OpenAI-compatible front and the features it may use."""
+    """A caller of the OpenAI-compatible front, the features it may use, and its own allowances (shared by every
+    router process, as feature budgets are)."""
 
     features: tuple[str, ...] = Field(min_length=1)
+    budget: Budget | None = None
+    rate_limit: RateLimit | None = None
 
 
 class RoutingPolicy(_Spec):

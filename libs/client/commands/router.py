@@ -25,6 +25,7 @@ from libs.events.inference import (
     ROUTER_SCOREBOARD_SUBJECT,
     ROUTER_STATUS_SUBJECT,
     STREAM_HEADER,
+    BudgetStatus,
     ChatMessage,
     FeedbackRecorded,
     FeedbackReport,
@@ -268,6 +269,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"{d.deployment:<18} {d.provider:<9} {d.tier:<12} {d.state:<10} {ramp:<11} "
                 f"{d.window_requests:>6} {d.window_error_rate * 100:>5.1f}% {d.consecutive_failures:>6}  {pt}"
             )
+        _print_budgets(status.budgets)
         print("\nRECENT ERRORS" if status.recent_errors else "\nno recent errors")
         for e in status.recent_errors:
             code = f" {e.code}" if e.code else ""
@@ -278,6 +280,16 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
 
     return _run(args, work)
+
+
+def _print_budgets(budgets: list[BudgetStatus]) -> None:
+    """The shared budgets as the fleet's ledgers hold them: every router process's share."""
+    if not budgets:
+        return
+    print(f"\nSHARED BUDGETS (every router process)\n{'LEDGER':<34} {'PER MINUTE':>12} {'POOL':>12}  HELD BY")
+    for b in budgets:
+        held = ", ".join(f"{h.process} {h.tokens:.0f}" for h in b.holders) or "-"
+        print(f"{b.key:<34} {b.tokens_per_minute:>12} {b.pool:>12.0f}  {held}")
 
 
 def cmd_audit_gaps(args: argparse.Namespace) -> int:

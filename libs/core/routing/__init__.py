@@ -28,9 +28,9 @@ from libs.core.routing.breaker import (
     TripReason,
 )
 from libs.core.routing.capacity import (
+    Allowance,
     CapacitySnapshot,
     CapacityTracker,
-    FeatureBudget,
     Reservation,
     TokenBucket,
     estimate_tokens,
@@ -50,6 +50,26 @@ from libs.core.routing.decision import (
     build_health,
     candidate_chain,
 )
+from libs.core.routing.ledger import (
+    Grant,
+    GrantRequest,
+    LeaseBook,
+    LeasedBudget,
+    LeaseTerms,
+    LedgerKind,
+    LedgerState,
+    ledger_key,
+    settle,
+)
+from libs.core.routing.limits import (
+    NO_CHARGE,
+    Charge,
+    Limit,
+    LimitKind,
+    NeverFits,
+    Refusal,
+    RequestLimits,
+)
 from libs.core.routing.reasons import (
     REASON_TRAITS,
     FailureReason,
@@ -60,7 +80,9 @@ from libs.core.routing.reasons import (
 from libs.core.routing.scoreboard import Scoreboard, ScoreboardEntry
 
 __all__ = [
+    "NO_CHARGE",
     "REASON_TRAITS",
+    "Allowance",
     "BreakerSettings",
     "BreakerSnapshot",
     "BreakerState",
@@ -69,6 +91,7 @@ __all__ = [
     "Capacity",
     "CapacitySnapshot",
     "CapacityTracker",
+    "Charge",
     "CircuitBreaker",
     "Cost",
     "Deployment",
@@ -77,13 +100,24 @@ __all__ = [
     "FailoverDecision",
     "FailureReason",
     "Feature",
-    "FeatureBudget",
+    "Grant",
+    "GrantRequest",
     "LatencyClass",
+    "LeaseBook",
+    "LeaseTerms",
+    "LeasedBudget",
+    "LedgerKind",
+    "LedgerState",
+    "Limit",
+    "LimitKind",
+    "NeverFits",
     "PolicyError",
     "PolicyIssue",
     "ProviderKind",
     "ProviderSpec",
     "ReasonTraits",
+    "Refusal",
+    "RequestLimits",
     "Reservation",
     "RoutePlan",
     "RouteWalk",
@@ -103,7 +137,9 @@ __all__ = [
     "classify_bedrock",
     "classify_vertex",
     "estimate_tokens",
+    "ledger_key",
     "load_policy",
     "parse_policy",
     "policy_json_schema",
+    "settle",
 ]

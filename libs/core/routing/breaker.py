@@ -3,6 +3,11 @@
 HALF_OPEN reopens on any failure, so a step that lasts `ramp_step_s` and `ramp_min_requests` attempts has an
 error rate of zero, under any threshold (the breaker needs one strictly under `error_rate`, which is > 0).
 
+Recovery takes seconds at any traffic level: a step needs at most `ramp_min_requests` successes, and no more
+than the requests it admitted (a quiet deployment is not held at 1 % until 20 requests came by). Once a step's
+time has passed it admits at the next step's fraction, so the success that moves it up arrives without waiting
+for the hundredth request. A peer process's success counts as this breaker's probe once the probe is due.
+
 Time is a float of seconds passed in by the caller. Every method is O(1): the sliding window is a fixed ring
 of buckets, and the p90 test counts slow successes instead of sorting latencies (p90 > T exactly when more
 than n - ceil(0.9 n) of the n successes are slower than T).
@@ -34,6 +39,7 @@ class TripReason(StrEnum):
     LATENCY_P90 = "latency_p90"
     CONSECUTIVE_FAILURES = "consecutive_failures"
     PROBE_SUCCEEDED = "probe_succeeded"
+    PEER_SUCCEEDED = "peer_succeeded"
     PROBE_FAILED = "probe_failed"
     RAMP_FAILED = "ramp_failed"
     RAMP_COMPLETED = "ramp_completed"
@@ -133,6 +139,8 @@ class CircuitBreaker:
         self._step = 0
         self._step_started = now
         self._step_attempts = 0
+        self._step_admitted = 0
+        self._step_due = False
         self._offered = 0
         self._admitted = 0
 
@@ -148,11 +156,27 @@ class CircuitBreaker:
             return True
         if self.state is BreakerState.OPEN:
             return False
+        if not self._step_due and now - self._step_started >= self.settings.ramp_step_s:
+            self._step_due = True
+            self._offered = self._admitted = 0
         self._offered += 1
-        if self._admitted < math.ceil(self._offered * self.settings.ramp[self._step] - 1e-9):
+        if self._admitted < math.ceil(self._offered * self._admitting_fraction() - 1e-9):
             self._admitted += 1
+            self._step_admitted += 1
             return True
         return False
+
+    def admit_last_resort(self) -> bool:
+        """Admit a request the ramp held back because no other candidate admits it: a half-open deployment
+        answered its probe, so sending there beats refusing the caller. False unless HALF_OPEN."""
+        if self.state is not BreakerState.HALF_OPEN:
+            return False
+        self._step_admitted += 1
+        return True
+
+    def _admitting_fraction(self) -> float:
+        ramp = self.settings.ramp
+        return ramp[min(self._step + 1, len(ramp) - 1)] if self._step_due else ramp[self._step]
 
     def probe_due(self, now: float) -> bool:
         """True once per open period, when it is time to send the single probe; the caller must send it."""
@@ -205,6 +229,17 @@ class CircuitBreaker:
         self._start_step(0, now)
         return self._move(BreakerState.HALF_OPEN, TripReason.PROBE_SUCCEEDED, now)
 
+    def record_peer_success(self, first_byte_s: float, now: float) -> BreakerTransition | None:
+        """Another router process's attempt answered. While OPEN it stands for this breaker's probe once the
+        probe is due (earlier, it may predate the outage); otherwise it counts like a local success."""
+        if self.state is not BreakerState.OPEN:
+            return self.record_success(first_byte_s, now)
+        if now < self._reopens_at:
+            return None
+        self._probing = False
+        self._start_step(0, now)
+        return self._move(BreakerState.HALF_OPEN, TripReason.PEER_SUCCEEDED, now)
+
     def snapshot(self, now: float) -> BreakerSnapshot:
         """The visible state of this breaker."""
         return BreakerSnapshot(
@@ -232,10 +267,8 @@ class CircuitBreaker:
     def _maybe_step_up(self, now: float) -> BreakerTransition | None:
         """Called on a success; the step has had no failure (one would have reopened the breaker)."""
         settings = self.settings
-        if (
-            now - self._step_started < settings.ramp_step_s
-            or self._step_attempts < settings.ramp_min_requests
-        ):
+        needed = min(settings.ramp_min_requests, self._step_admitted)
+        if now - self._step_started < settings.ramp_step_s or self._step_attempts < needed:
             return None
         next_step = self._step + 1
         if next_step >= len(settings.ramp) - 1:
@@ -247,6 +280,8 @@ class CircuitBreaker:
         self._step = step
         self._step_started = now
         self._step_attempts = 0
+        self._step_admitted = 0
+        self._step_due = False
         self._offered = 0
         self._admitted = 0
 

@@ -7,6 +7,7 @@ deployment is skipped (spilled to OD) before the provider has to answer 429.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from libs.api.router_policy.policy import Capacity
 
@@ -14,6 +15,22 @@ from libs.api.router_policy.policy import Capacity
 def estimate_tokens(prompt_chars: int, max_tokens: int) -> int:
     """Tokens to reserve for one call: input at ~4 characters per token, output at its maximum."""
     return -(-prompt_chars // 4) + max_tokens
+
+
+class TokenSource(Protocol):
+    """Where a budget or a PT tracker takes its tokens: a local bucket, or a lease of a fleet's ledger."""
+
+    def try_take(self, tokens: float, now: float) -> bool: ...
+
+    def adjust(self, tokens: float, now: float) -> None: ...
+
+    def seconds_until(self, tokens: float, now: float) -> float: ...
+
+    def empty(self, now: float) -> None: ...
+
+    def level_at(self, now: float) -> float: ...
+
+    def could_grant(self, tokens: float) -> bool: ...
 
 
 class TokenBucket:
@@ -58,6 +75,15 @@ class TokenBucket:
         self.refill(now)
         self.level = min(self.level, 0.0)
 
+    def level_at(self, now: float) -> float:
+        """The tokens available at `now`."""
+        self.refill(now)
+        return self.level
+
+    def could_grant(self, tokens: float) -> bool:
+        """A local bucket has no one to ask for more."""
+        return False
+
 
 @dataclass(slots=True)
 class Reservation:
@@ -95,9 +121,9 @@ class CapacityTracker:
 
     __slots__ = ("_bucket", "_capacity", "in_flight")
 
-    def __init__(self, capacity: Capacity, now: float) -> None:
+    def __init__(self, capacity: Capacity, now: float, tokens: TokenSource | None = None) -> None:
         self._capacity = capacity
-        self._bucket = TokenBucket(capacity.tokens_per_minute, now)
+        self._bucket = tokens if tokens is not None else TokenBucket(capacity.tokens_per_minute, now)
         self.in_flight = 0
 
     def try_reserve(self, estimate: int, now: float) -> Reservation | None:
@@ -122,28 +148,31 @@ class CapacityTracker:
 
     def snapshot(self, now: float) -> CapacitySnapshot:
         """The tracker's state, for dashboards and tests."""
-        self._bucket.refill(now)
         return CapacitySnapshot(
-            tokens_available=self._bucket.level,
+            tokens_available=self._bucket.level_at(now),
             tokens_per_minute=self._capacity.tokens_per_minute,
             in_flight=self.in_flight,
             concurrency=self._capacity.concurrency,
         )
 
 
-class FeatureBudget:
+class Allowance:
     """A feature's tokens-per-minute allowance; callers beyond it are told when to come back."""
 
     __slots__ = ("_bucket",)
 
-    def __init__(self, tokens_per_minute: int, now: float) -> None:
-        self._bucket = TokenBucket(tokens_per_minute, now)
+    def __init__(self, tokens_per_minute: int, now: float, tokens: TokenSource | None = None) -> None:
+        self._bucket = tokens if tokens is not None else TokenBucket(tokens_per_minute, now)
 
     def try_spend(self, tokens: int, now: float) -> float:
         """Spend `tokens`; returns 0.0 when allowed, else the seconds to wait (Retry-After)."""
         if self._bucket.try_take(tokens, now):
             return 0.0
         return max(self._bucket.seconds_until(tokens, now), 0.001)
+
+    def could_grant(self, tokens: int) -> bool:
+        """Whether a refusal was only this process's share running short (a fleet's ledger has room)."""
+        return self._bucket.could_grant(tokens)
 
     def correct(self, estimated: int, used: int, now: float) -> None:
         """Replace the estimate with the real usage."""

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from libs.api.router_policy.policy import Deployment, Feature, LatencyClass, RoutingPolicy, Tier
-from libs.core.routing.breaker import CircuitBreaker
+from libs.core.routing.breaker import BreakerState, CircuitBreaker
 from libs.core.routing.capacity import CapacityTracker, Reservation
+from libs.core.routing.ledger import LeaseBook, LedgerKind
 from libs.core.routing.reasons import REASON_TRAITS, FailureReason
 
 
@@ -99,24 +100,38 @@ class DeploymentHealth:
 
     __slots__ = ("breaker", "deployment", "tracker")
 
-    def __init__(self, name: str, deployment: Deployment, policy: RoutingPolicy, now: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        deployment: Deployment,
+        policy: RoutingPolicy,
+        now: float,
+        book: LeaseBook | None = None,
+    ) -> None:
         self.deployment = deployment
         self.breaker = CircuitBreaker(name, policy.breaker, now)
         capacity = deployment.capacity if deployment.tier is Tier.PROVISIONED else None
-        self.tracker = CapacityTracker(capacity, now) if capacity is not None else None
+        self.tracker = None
+        if capacity is not None:
+            tokens = book.lease(LedgerKind.PT, name, capacity.tokens_per_minute, now) if book else None
+            self.tracker = CapacityTracker(capacity, now, tokens)
 
 
 def build_health(
-    policy: RoutingPolicy, previous: Mapping[str, DeploymentHealth], now: float
+    policy: RoutingPolicy,
+    previous: Mapping[str, DeploymentHealth],
+    now: float,
+    book: LeaseBook | None = None,
 ) -> dict[str, DeploymentHealth]:
-    """Health state for a (new) policy; unchanged deployments keep their breaker and tracker across a reload."""
+    """Health state for a (new) policy; unchanged deployments keep their breaker and tracker across a reload.
+    With a lease book, PT capacity is leased from the fleet's ledger instead of a local bucket."""
     health: dict[str, DeploymentHealth] = {}
     for name, deployment in policy.deployments.items():
         kept = previous.get(name)
         if kept is not None and kept.deployment == deployment and kept.breaker.settings == policy.breaker:
             health[name] = kept
         else:
-            health[name] = DeploymentHealth(name, deployment, policy, now)
+            health[name] = DeploymentHealth(name, deployment, policy, now, book)
     return health
 
 
@@ -178,9 +193,12 @@ class RouteWalk:
     one for a capacity reason (local capacity, an open PT breaker, or a failure whose traits say spill);
     every other move (another PT, another model, another cloud, a failure that is not about capacity) is a
     failover.
+
+    A candidate whose half-open ramp held the request back is the last resort: when nothing else admits the
+    request it goes there rather than being refused (the deployment answered its probe).
     """
 
-    __slots__ = ("_estimate", "_health", "_left", "_plan", "_position", "probes_due", "skips")
+    __slots__ = ("_estimate", "_health", "_held_back", "_left", "_plan", "_position", "probes_due", "skips")
 
     def __init__(self, plan: RoutePlan, health: Mapping[str, DeploymentHealth], estimate: int) -> None:
         self._plan = plan
@@ -188,6 +206,7 @@ class RouteWalk:
         self._estimate = estimate
         self._position = 0
         self._left: tuple[Candidate, FailureReason | SkipReason] | None = None
+        self._held_back: list[Candidate] = []
         self.skips: list[Skip] = []
         self.probes_due: list[str] = []
 
@@ -201,6 +220,8 @@ class RouteWalk:
             if not health.breaker.allows(now):
                 if health.breaker.probe_due(now):
                     self.probes_due.append(candidate.name)
+                if health.breaker.state is BreakerState.HALF_OPEN:
+                    self._held_back.append(candidate)
                 self._skip(candidate, SkipReason.BREAKER_OPEN)
                 continue
             reservation = None
@@ -210,7 +231,35 @@ class RouteWalk:
                     self._skip(candidate, SkipReason.PT_CAPACITY)
                     continue
             return self._dispatch(candidate, reservation)
+        return self._last_resort(now)
+
+    def _last_resort(self, now: float) -> Dispatch | None:
+        while self._held_back:
+            candidate = self._held_back.pop(0)
+            health = self._health[candidate.name]
+            reservation = None
+            if health.tracker is not None:
+                reservation = health.tracker.try_reserve(self._estimate, now)
+                if reservation is None:
+                    continue
+            if not health.breaker.admit_last_resort():
+                if reservation is not None:
+                    reservation.cancel(now)
+                continue
+            self.skips = [skip for skip in self.skips if skip.deployment != candidate.name]
+            if self._left is None or isinstance(self._left[1], SkipReason):
+                self._left = self._skipped_before(candidate)  # it moved only past those ahead of it
+            return self._dispatch(candidate, reservation)
         return None
+
+    def _skipped_before(self, target: Candidate) -> tuple[Candidate, SkipReason] | None:
+        ahead = self._plan.candidates[: self._plan.candidates.index(target)]
+        last = None
+        for skip in self.skips:
+            for candidate in ahead:
+                if candidate.name == skip.deployment:
+                    last = (candidate, skip.reason)
+        return last
 
     def failed(self, candidate: Candidate, reason: FailureReason) -> None:
         """Tell the walk that the attempt at `candidate` failed, so the next dispatch is labelled."""

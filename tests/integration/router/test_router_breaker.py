@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from libs.core.routing import BreakerState, SpilloverReason
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
-from libs.router import EventBuffer, ManualClock, Router
+from libs.router import EventBuffer, ManualClock, NoDeploymentAvailable, Router
 from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN
 from tests.integration.router.conftest import CLAUDE_FIRST, RouterFactory, ask
 
@@ -89,3 +91,18 @@ async def test_failure_while_half_open_reopens(
     await router.infer(ask())
     assert breaker_events(events)[-1] == ("half_open", "open", "ramp_failed")
     assert router.breakers()["claude-haiku-pt"].reopens_at == clock.now() + 10
+
+
+async def test_a_refusal_names_the_open_breakers_and_when_they_probe(
+    make_router: RouterFactory, emulators: RunningEmulators, clock: ManualClock
+) -> None:
+    router = make_router(["claude-haiku"])
+    emulators.bedrock.start_outage()
+    for _ in range(5):
+        with pytest.raises(NoDeploymentAvailable):
+            await router.infer(ask())
+    clock.advance(1)
+    with pytest.raises(NoDeploymentAvailable) as refused:
+        await router.infer(ask())
+    assert "claude-haiku-pt breaker open, probe in 4.0 s" in str(refused.value)
+    assert "claude-haiku-od breaker open, probe in 4.0 s" in str(refused.value)

@@ -96,11 +96,13 @@ async def make_stack(
         providers: dict[str, Provider] | None = None,
         feature: dict[str, Any] | None = None,
         document: dict[str, Any] | None = None,
+        clock: ManualClock | None = None,
         **settings: Any,
     ) -> RouterStack:
         document = document or policy_document(emulators, models or GEMINI_FIRST, **(feature or {}))
         path = write_policy(tmp_path / "policy.yaml", document)
-        clock = ManualClock(wall_start=time.time())  # decisions on a hand-moved clock; wall starts now
+        # Decisions on a hand-moved clock whose wall starts now; replicas of one fleet may share one.
+        clock = clock or ManualClock(wall_start=time.time())
         service = RouterService(
             RouterSettings(
                 nats_url=nats_url,

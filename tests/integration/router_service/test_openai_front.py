@@ -7,9 +7,10 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
+from libs.emulators import RunningEmulators
 from libs.router.example_policy import GEMINI_FLASH
 from tests.conftest import SQLITE_ONLY
-from tests.integration.router_service.conftest import RouterStack, StackFactory
+from tests.integration.router_service.conftest import GEMINI_FIRST, RouterStack, StackFactory, policy_document
 
 pytestmark = SQLITE_ONLY
 
@@ -115,6 +116,68 @@ async def test_a_feature_over_its_budget_is_429_with_retry_after(make_stack: Sta
             )
     assert int(caught.value.response.headers["Retry-After"]) >= 1
     assert caught.value.code == "rate_limit_exceeded"
+
+
+async def test_a_key_over_its_request_rate_is_429_with_the_true_retry_after(
+    make_stack: StackFactory, emulators: RunningEmulators
+):
+    document = policy_document(emulators, GEMINI_FIRST)
+    document["api_keys"]["team-search"]["rate_limit"] = {"requests_per_minute": 2}
+    stack = await make_stack(document=document)
+    async with openai_client(stack) as client:
+        for _ in range(2):
+            await client.chat.completions.create(
+                model="feature:search-answer", messages=MESSAGES, max_tokens=8
+            )
+        with pytest.raises(openai.RateLimitError) as caught:
+            await client.chat.completions.create(
+                model="feature:search-answer", messages=MESSAGES, max_tokens=8
+            )
+    assert caught.value.response.headers["Retry-After"] == "30"  # two a minute: the next in half a minute
+    assert "api_keys.<key>.rate_limit.requests_per_minute" in caught.value.message
+
+
+async def test_a_request_above_a_minute_of_its_keys_budget_is_400_saying_why(
+    make_stack: StackFactory, emulators: RunningEmulators
+):
+    document = policy_document(emulators, GEMINI_FIRST)
+    document["api_keys"]["team-search"]["budget"] = {"tokens_per_minute": 1000}
+    stack = await make_stack(document=document)
+    async with openai_client(stack) as client:
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="feature:search-answer", messages=MESSAGES, max_tokens=5000
+            )
+    assert caught.value.code == "exceeds_budget"
+    assert "api_keys.<key>.budget.tokens_per_minute (1000 per minute)" in caught.value.message
+    assert emulators.vertex.counters()["models"] == {}  # refused before any provider call
+
+
+async def test_error_answers_carry_the_request_id_so_a_failure_can_be_looked_up(
+    make_stack: StackFactory, emulators: RunningEmulators
+):
+    document = policy_document(emulators, GEMINI_FIRST)
+    document["api_keys"]["team-search"]["rate_limit"] = {"requests_per_minute": 1}
+    stack = await make_stack(document=document)
+    async with openai_client(stack) as client:
+        await client.chat.completions.create(model="feature:search-answer", messages=MESSAGES, max_tokens=8)
+        with pytest.raises(openai.RateLimitError) as limited:
+            await client.chat.completions.create(
+                model="feature:search-answer",
+                messages=MESSAGES,
+                max_tokens=8,
+                extra_headers={"X-Request-Id": "mine-429"},
+            )
+        with pytest.raises(openai.BadRequestError) as invalid:
+            await client.chat.completions.create(model="feature:search-answer", messages=[], max_tokens=8)
+    async with openai_client(stack, key="nobody") as stranger:
+        with pytest.raises(openai.AuthenticationError) as unknown:
+            await stranger.chat.completions.create(
+                model="feature:search-answer", messages=MESSAGES, extra_headers={"X-Request-Id": "mine-401"}
+            )
+    assert limited.value.response.headers["X-Request-Id"] == "mine-429"
+    assert unknown.value.response.headers["X-Request-Id"] == "mine-401"
+    assert invalid.value.response.headers["X-Request-Id"]  # one was drawn for it
 
 
 async def test_models_lists_the_features_of_the_key(make_stack: StackFactory):

@@ -74,3 +74,17 @@ def test_the_status_table_names_each_deployment(capsys, monkeypatch):
     assert "0.05 step 1" in out
     assert "1200/400000 tok/min, 2/32 in flight" in out
     assert "no recent errors" in out
+
+
+async def test_status_shows_each_shared_budget_with_every_process_holding_a_share(make_stack: StackFactory):
+    first = await make_stack(feature={"budget": {"tokens_per_minute": 100_000}})
+    await make_stack(feature={"budget": {"tokens_per_minute": 100_000}}, instance="1")
+
+    status = await first.router.status()
+
+    budgets = {b.key: b for b in status.budgets}
+    feature = budgets["feature.search-answer"]
+    assert feature.tokens_per_minute == 100_000
+    assert sorted(h.process.split(".")[0] for h in feature.holders) == ["0", "1"]
+    assert feature.pool + sum(h.tokens for h in feature.holders) <= 100_000
+    assert "pt.gemini-flash-pt" in budgets

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from libs.core.routing import PolicyError
-from libs.router import read_policy_file
+from libs.router import PolicyFileWatcher, read_policy_file
 from libs.router.example_policy import EXAMPLE_POLICY_PATH as DEPLOYED
 
 ENV = {"PODWAY_BEDROCK_ENDPOINT": "http://127.0.0.1:4001", "PODWAY_VERTEX_ENDPOINT": "http://127.0.0.1:4002"}
@@ -40,3 +40,44 @@ def test_an_unset_variable_without_default_is_an_error_at_its_field():
     assert str(caught.value) == (
         f"{DEPLOYED}: providers.bedrock.endpoint_url: environment variable PODWAY_BEDROCK_ENDPOINT is not set"
     )
+
+
+class ReloadCounter:
+    def __init__(self) -> None:
+        self.reloads = 0
+
+    def reload(self, policy: object) -> None:
+        self.reloads += 1
+
+
+def test_an_unreadable_policy_file_keeps_the_policy_and_the_watching(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(DEPLOYED.read_text())
+    router = ReloadCounter()
+    watcher = PolicyFileWatcher(router, path, env=ENV)  # type: ignore[arg-type]
+    path.unlink()
+    path.mkdir()  # briefly a directory: stat works, read fails
+    assert watcher.check() is False
+    path.rmdir()
+    path.write_text(DEPLOYED.read_text())
+    assert watcher.check() is True
+    assert router.reloads == 1
+
+
+def test_a_policy_file_that_could_not_be_read_is_read_again_at_the_next_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(DEPLOYED.read_text())
+    router = ReloadCounter()
+    watcher = PolicyFileWatcher(router, path, env=ENV)  # type: ignore[arg-type]
+    path.write_text(DEPLOYED.read_text() + "\n# edited\n")
+    real_read_text = Path.read_text
+
+    def denied(self: Path, *args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    assert watcher.check() is False
+    monkeypatch.setattr(Path, "read_text", real_read_text)
+    assert watcher.check() is True

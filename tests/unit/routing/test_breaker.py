@@ -261,3 +261,66 @@ def test_ramp_admission_never_exceeds_its_fraction_by_more_than_one(fraction: fl
     admitted = sum(breaker.allows(5.0) for _ in range(offered))
     assert admitted - 1 <= offered * fraction + 1e-9
     assert admitted >= int(offered * fraction)
+
+
+def recover_at_rate(breaker: CircuitBreaker, requests_per_s: float, start: float, answer_s: float) -> float:
+    """Offer traffic at a steady rate, each admitted request answering `answer_s` later; the instant the
+    breaker closes (or start + 600 s)."""
+    now, gap = start, 1.0 / requests_per_s
+    answers: list[float] = []
+    while now < start + 600:
+        for at in [at for at in answers if at <= now]:
+            answers.remove(at)
+            breaker.record_success(FAST, at)
+        if breaker.state is BreakerState.CLOSED:
+            return now
+        if breaker.allows(now):
+            answers.append(now + answer_s)
+        now += gap
+    return now
+
+
+def test_a_quiet_deployment_recovers_in_seconds_not_after_two_thousand_requests() -> None:
+    breaker = half_open_breaker(ramp_step_s=2, ramp_min_requests=20)
+    closed_at = recover_at_rate(breaker, requests_per_s=3, start=5.0, answer_s=0.2)
+    assert closed_at - 5.0 < 10.0
+    assert breaker.state is BreakerState.CLOSED
+
+
+def test_a_step_needs_as_many_successes_as_it_admitted_up_to_min_requests() -> None:
+    breaker = half_open_breaker(ramp_step_s=2, ramp_min_requests=20)
+    for _ in range(1000):
+        breaker.allows(5.0)  # ten admitted at 1 %
+    for i in range(9):
+        breaker.record_success(FAST, 7.0 + i * 0.01)
+    assert breaker.ramp_fraction == 0.01
+    breaker.record_success(FAST, 7.1)
+    assert breaker.ramp_fraction == 0.05
+
+
+def test_a_step_whose_time_has_passed_admits_at_the_next_fraction_without_a_burst() -> None:
+    breaker = half_open_breaker(ramp_step_s=2)
+    for _ in range(1000):
+        breaker.allows(5.0)
+    admitted = sum(breaker.allows(7.5) for _ in range(1000))
+    assert admitted == 50
+
+
+def test_a_peer_success_stands_for_the_probe_once_it_is_due() -> None:
+    breaker = make_breaker()
+    open_breaker(breaker)
+    assert breaker.record_peer_success(FAST, 1.0) is None  # it may predate the outage
+    assert breaker.state is BreakerState.OPEN
+    transition = breaker.record_peer_success(FAST, 5.0)
+    assert transition is not None
+    assert (transition.to_state, transition.reason) == (BreakerState.HALF_OPEN, TripReason.PEER_SUCCEEDED)
+    assert not breaker.probe_due(6.0)
+
+
+def test_a_late_local_probe_after_a_peer_half_opened_the_breaker_changes_nothing() -> None:
+    breaker = make_breaker()
+    open_breaker(breaker)
+    assert breaker.probe_due(5.0)
+    breaker.record_peer_success(FAST, 5.01)
+    assert breaker.record_probe(True, 5.2) is None
+    assert breaker.state is BreakerState.HALF_OPEN

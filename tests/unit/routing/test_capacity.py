@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from libs.core.routing import Capacity, CapacityTracker, FeatureBudget, estimate_tokens
+from libs.core.routing import Allowance, Capacity, CapacityTracker, estimate_tokens
 
 
 def test_estimate_is_prompt_chars_over_four_plus_max_tokens() -> None:
@@ -56,7 +56,7 @@ def test_provider_exhaustion_empties_the_bucket_until_it_refills() -> None:
 
 
 def test_feature_budget_says_when_to_retry() -> None:
-    budget = FeatureBudget(tokens_per_minute=600, now=0.0)
+    budget = Allowance(tokens_per_minute=600, now=0.0)
     assert budget.try_spend(600, 0.0) == 0.0
     assert budget.try_spend(100, 0.0) == 10.0
     budget.correct(estimated=600, used=100, now=0.0)

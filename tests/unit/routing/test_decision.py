@@ -265,3 +265,49 @@ def test_a_failure_names_the_move_even_when_deployments_after_it_are_skipped() -
         "gemini-flash-pt",
         FailureReason.PT_EXHAUSTED,
     )
+
+
+def half_open(health: dict[str, DeploymentHealth], *names: str) -> None:
+    for name in names:
+        breaker = health[name].breaker
+        for _ in range(breaker.settings.consecutive_failures):
+            breaker.record_failure(0.0)
+        assert breaker.probe_due(5.0)
+        breaker.record_probe(True, 5.0)
+
+
+def test_with_every_candidate_half_open_a_request_the_ramp_holds_back_is_still_sent() -> None:
+    _, health = walk_for(("gemini-flash",))
+    half_open(health, "gemini-flash-pt", "gemini-flash-od")
+    plan = RoutingTable(single_route_policy("gemini-flash")).plan("search-answer", "r")
+    firsts = [RouteWalk(plan, health, 100).next(5.1) for _ in range(2)]
+    assert [d.candidate.name for d in firsts if d] == ["gemini-flash-pt", "gemini-flash-od"]  # first slots
+    walk = RouteWalk(plan, health, 100)
+    held_back = walk.next(5.2)
+    assert held_back is not None
+    assert held_back.candidate.name == "gemini-flash-pt"
+    assert held_back.reservation is not None
+    assert (held_back.spillover, held_back.failover) == (None, None)
+    assert [s.deployment for s in walk.skips] == ["gemini-flash-od"]
+
+
+def test_a_held_back_request_goes_past_an_open_breaker_as_a_spillover() -> None:
+    _, health = walk_for(("gemini-flash",))
+    half_open(health, "gemini-flash-od")
+    for _ in range(5):
+        health["gemini-flash-pt"].breaker.record_failure(5.0)
+    plan = RoutingTable(single_route_policy("gemini-flash")).plan("search-answer", "r")
+    assert RouteWalk(plan, health, 100).next(5.1) is not None
+    dispatch = RouteWalk(plan, health, 100).next(5.2)
+    assert dispatch is not None
+    assert dispatch.candidate.name == "gemini-flash-od"
+    assert dispatch.spillover is not None
+    assert dispatch.spillover.reason is SpilloverReason.PT_BREAKER_OPEN
+
+
+def test_an_open_breaker_is_never_a_last_resort() -> None:
+    walk, health = walk_for(("gemini-flash",))
+    for name in ("gemini-flash-pt", "gemini-flash-od"):
+        for _ in range(5):
+            health[name].breaker.record_failure(0.0)
+    assert walk.next(1.0) is None
