@@ -105,6 +105,8 @@ class _Entry:
     kind: NeedKind | None = None
     event_in_flight: bool = False
     ticket: int = 0
+    quota_wait: str | None = None
+    """Why its ClusterQueue has no quota for it (Kueue's message), while it waits gated for quota."""
 
     @property
     def busy(self) -> bool:
@@ -201,6 +203,8 @@ class SchedulingQueue:
         """Why the PodGroup may not be tried yet (gang PreEnqueue), or None if it may."""
         entry = self._entries[key]
         group = entry.group
+        if entry.quota_wait is not None:
+            return entry.quota_wait
         if (
             group.workload_name is not None
             and f"{group.namespace}/{group.workload_name}" not in self._workloads
@@ -221,6 +225,26 @@ class SchedulingQueue:
             entry.ticket = self._next_ticket()
         elif not gated and entry.state == QueueState.GATED:
             self._activate(entry, now)
+
+    def wait_for_quota(self, key: str, message: str) -> None:
+        """Take back a group whose ClusterQueue has no quota for it: gated (not parked, so no cluster event
+        wakes it) until `end_quota_waits`."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        self._busy.discard(key)
+        self._leave_parking(entry)
+        entry.quota_wait = message
+        entry.state = QueueState.GATED
+        entry.ticket = self._next_ticket()
+
+    def end_quota_waits(self, now: float) -> int:
+        """Quota may have come free: the groups waiting for it may be tried again; returns how many."""
+        waiting = [entry for entry in self._entries.values() if entry.quota_wait is not None]
+        for entry in waiting:
+            entry.quota_wait = None
+            self._regate(entry, now)
+        return len(waiting)
 
     # -- cycles -------------------------------------------------------------------------------------
 
