@@ -136,6 +136,7 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
         for key in list(self._reserved):
             self._release(key)
         self._wake_parked(now)
+        self._let_go_of_quota(now)
         if self._quota_freed:
             self._quota_freed = False
             self.queue.end_quota_waits(now)
@@ -157,7 +158,12 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
 
     def next_wakeup(self) -> float | None:
         """When a pass next has something to do on time alone (a back-off, a deadline), if ever."""
-        candidates = (self.queue.next_wakeup(), self._next_claims_deadline(), self.health.next_deadline())
+        candidates = (
+            self.queue.next_wakeup(),
+            self._next_claims_deadline(),
+            self.health.next_deadline(),
+            self._next_quota_deadline(),
+        )
         times = [t for t in candidates if t is not None]
         return min(times) if times else None
 
@@ -177,7 +183,7 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
             decision = self._claim_not_found(group, missing, now)
             return [self._decided(group, core, decision, started, now, may_preempt=False)]
         # Quota is reserved before placement: a gang its ClusterQueue has no room for does not enter the cycle.
-        verdict = self._quota_verdict(group)
+        verdict = self._quota_verdict(group, now)
         if verdict is not None and not verdict.decision.fits:
             return [self._waits_for_quota(group, core, verdict, now)]
         requests = self.book.pending_requests(group)
@@ -327,6 +333,7 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
         return core
 
     def _placed(self, group: GroupRecord, decision: CycleDecision, ran: CycleRan, now: float) -> CycleRan:
+        group.quota_hold = None  # its pods hold nodes now: their usage is theirs (quotas.py)
         self.snapshot.apply(decision)
         for placement in decision.placements:
             self.book.place(placement.pod_uid, placement.node_name, placement.devices, assumed=True)

@@ -49,6 +49,9 @@ class MachineSettings:
     """Wake only the parked groups a release of capacity could help (off: every parked group)."""
     node_health: NodeHealthSettings = dataclasses.field(default_factory=NodeHealthSettings)
     """When an unheard node is NotReady, and when its pods fail."""
+    quota_hold_s: float = 300.0
+    """How long quota reserved for a gang stays reserved while the gang is not placed (then it is let go,
+    and the gang waits for quota again): a gang never holds quota unplaced for longer."""
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from libs.core.quota import Mode, PreemptionTarget
+from libs.core.quota import Mode, PreemptionTarget, QuotaDecision, QuotaSnapshot
 
 from .book import GroupRecord
 from .composite import nothing_placed
@@ -19,13 +19,39 @@ from .quotas import Holding, QuotaVerdict
 class QuotaReservations(MachineState):
     """Quota reservation before placement, on the Kueue objects the machine was told of."""
 
-    def _quota_verdict(self, group: GroupRecord) -> QuotaVerdict | None:
-        """What the gang's ClusterQueue answers for its waiting pods; None when it is not quota-managed."""
+    def _quota_verdict(self, group: GroupRecord, now: float) -> QuotaVerdict | None:
+        """What the gang's ClusterQueue answers for its waiting pods (the quota held for them, if it holds
+        some); None when it is not quota-managed. A gang that fits holds the quota until it is placed."""
         queue = self.quota_queue(group)
         if queue is None:
+            group.quota_hold = None
             return None
-        snapshot = self.quotas.snapshot(self._holdings(), self._node_labels)
-        return self.quotas.verdict(snapshot, queue, self._holding(group), self._pending_pods(group))
+        hold = group.quota_hold
+        if hold is not None:
+            decision = QuotaDecision(Mode.FIT, {}, hold.workload.usage)
+            return QuotaVerdict(queue, decision, hold.node_selector)
+        snapshot = self._quota_snapshot()
+        gang = self._holding(group)
+        verdict = self.quotas.verdict(snapshot, queue, gang, self._pending_pods(group))
+        if verdict.decision.fits:
+            group.quota_hold = self.quotas.hold(verdict, gang, now)
+        return verdict
+
+    def _quota_snapshot(self) -> QuotaSnapshot:
+        holds = [g.quota_hold for _, g in sorted(self.book.groups.items()) if g.quota_hold is not None]
+        return self.quotas.snapshot(self._holdings(), self._node_labels, holds)
+
+    def _let_go_of_quota(self, now: float) -> None:
+        """Quota held for gangs still not placed after `quota_hold_s` is let go: they wait for it again."""
+        for group in self.book.groups.values():
+            hold = group.quota_hold
+            if hold is not None and (not group.pending or now - hold.since >= self.settings.quota_hold_s):
+                group.quota_hold = None
+                self._quota_freed = True
+
+    def _next_quota_deadline(self) -> float | None:
+        holds = [g.quota_hold.since for g in self.book.groups.values() if g.quota_hold is not None]
+        return min(holds) + self.settings.quota_hold_s if holds else None
 
     def quota_targets(self, group: GroupRecord) -> tuple[PreemptionTarget, ...] | None:
         """The gangs to preempt so that the group gets its quota, by its queue's preemption policies; None
@@ -33,7 +59,7 @@ class QuotaReservations(MachineState):
         queue = self.quota_queue(group)
         if queue is None:
             return None
-        snapshot = self.quotas.snapshot(self._holdings(), self._node_labels)
+        snapshot = self._quota_snapshot()
         gang, pending = self._holding(group), self._pending_pods(group)
         verdict = self.quotas.verdict(snapshot, queue, gang, pending)
         if verdict.decision.mode is not Mode.PREEMPT:

@@ -77,6 +77,15 @@ class QuotaVerdict:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaHold:
+    """Quota reserved for a gang's waiting pods, from `since`: what they will use, and where they go."""
+
+    since: float
+    workload: AdmittedWorkload
+    node_selector: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class Holding:
     """A gang holding room: its key, PodGroup (and Workload), and the pods on nodes with their nodes."""
 
@@ -127,13 +136,16 @@ class QuotaLedger:
         wanted = labels.get(QUEUE_NAME_LABEL) or DEFAULT_LOCAL_QUEUE
         return self.local_queues.get(f"{obj.namespace}/{wanted}") or None
 
-    def snapshot(self, holdings: Iterable[Holding], node_labels: NodeLabels) -> QuotaSnapshot:
-        """Quotas, and the usage of every quota-managed gang holding room."""
+    def snapshot(
+        self, holdings: Iterable[Holding], node_labels: NodeLabels, holds: Iterable[QuotaHold] = ()
+    ) -> QuotaSnapshot:
+        """Quotas, and the usage of every quota-managed gang holding room or quota held for its pods."""
         workloads = [
             held
             for holding in holdings
             if (held := self._admitted(holding, node_labels)) is not None and held.usage
         ]
+        workloads += [hold.workload for hold in holds]
         return QuotaSnapshot(
             self.flavors.values(), self.cohorts.values(), self.cluster_queues.values(), workloads
         )
@@ -147,6 +159,13 @@ class QuotaLedger:
         )
         decision = admit(snapshot, request)
         return QuotaVerdict(cluster_queue, decision, self._flavor_labels(decision))
+
+    def hold(self, verdict: QuotaVerdict, gang: Holding, now: float) -> QuotaHold:
+        """The quota a gang that fits reserves for its waiting pods until they are placed."""
+        created = _created(gang.obj)
+        usage = dict(verdict.decision.usage)
+        workload = AdmittedWorkload(gang.key, verdict.cluster_queue, gang.priority, created, created, usage)
+        return QuotaHold(now, workload, verdict.node_selector)
 
     def targets(
         self, snapshot: QuotaSnapshot, verdict: QuotaVerdict, gang: Holding, pending: Iterable[ApiObject]

@@ -182,3 +182,24 @@ def test_evicted_gangs_give_their_quota_back_and_the_reclaiming_gang_is_placed_o
     assert ran[0].decision.placed
     assert ran[0].bind is not None
     assert ran[0].bind.cluster_queue == "team-b"
+
+
+def test_a_gang_that_fits_its_quota_but_not_the_cluster_holds_its_quota_for_a_bounded_wait(clock):
+    scheduler = machine(clock, flavor(), cluster_queue("team-a", 16), local_queue("a", "team-a"))
+    scheduler.admit(*team_gang("others", "free", 3))  # 24 of the 32 GPUs, not quota-managed
+    scheduler.run()
+    scheduler.admit(*team_gang("big", "a", 2))
+    (unplaced,) = scheduler.run()
+    assert not unplaced.decision.placed
+    assert unplaced.quota_message is None
+
+    scheduler.admit(*team_gang("small", "a", 1, priority=100))
+    (waits,) = scheduler.run()
+    assert waits.group.name == "small"
+    assert waits.quota_message == NOT_ENOUGH.format(flavor="h200", n=8)
+
+    assert scheduler.next_wakeup() == clock.now + scheduler.settings.quota_hold_s
+    clock.now += scheduler.settings.quota_hold_s
+    placed = [ran for ran in scheduler.run() if ran.group.name == "small"]
+
+    assert placed[0].decision.placed  # the held quota was let go, and the more important gang took it
