@@ -140,12 +140,7 @@ class QuotaLedger:
         self, holdings: Iterable[Holding], node_labels: NodeLabels, holds: Iterable[QuotaHold] = ()
     ) -> QuotaSnapshot:
         """Quotas, and the usage of every quota-managed gang holding room or quota held for its pods."""
-        workloads = [
-            held
-            for holding in holdings
-            if (held := self._admitted(holding, node_labels)) is not None and held.usage
-        ]
-        workloads += [hold.workload for hold in holds]
+        workloads = [*self.admitted(holdings, node_labels), *(hold.workload for hold in holds)]
         return QuotaSnapshot(
             self.flavors.values(), self.cohorts.values(), self.cluster_queues.values(), workloads
         )
@@ -182,6 +177,30 @@ class QuotaLedger:
             for flavor in sorted(set(assigned.values())):
                 labels.update(self.flavors[flavor].node_labels if flavor in self.flavors else {})
         return labels
+
+    def admitted(self, holdings: Iterable[Holding], node_labels: NodeLabels) -> list[AdmittedWorkload]:
+        """The quota-managed gangs among `holdings`, with the usage their pods on nodes hold."""
+        return [
+            held
+            for holding in holdings
+            if (held := self._admitted(holding, node_labels)) is not None and held.usage
+        ]
+
+    def unreserved(self, holding: Holding, node_labels: NodeLabels) -> list[str]:
+        """What a quota-managed gang's pods hold outside any quota of its ClusterQueue: a resource the queue
+        does not cover, or a node that carries none of the flavors' labels (empty when all is reserved)."""
+        queue = self.cluster_queues.get(self.cluster_queue_for(holding.obj, holding.workload) or "")
+        if queue is None:
+            return []
+        found = []
+        for pod, node in holding.pods:
+            labels = node_labels(node) or {}
+            for resource in sorted(pod_quota_requests(pod)):
+                if self._flavor_on(queue, resource, labels) is None:
+                    found.append(
+                        f"pod {pod.name} holds {resource} on {node} outside ClusterQueue {queue.name}"
+                    )
+        return found
 
     def _admitted(self, holding: Holding, node_labels: NodeLabels) -> AdmittedWorkload | None:
         queue_name = self.cluster_queue_for(holding.obj, holding.workload)
