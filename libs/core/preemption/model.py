@@ -29,6 +29,9 @@ class PreemptionReason(StrEnum):
     )
     FITS = "the group fits without preempting anyone"
     RECLAIMING = "preempting {groups} gang(s) to free quota for the group in ClusterQueue {queue}"
+    NOTHING_TO_RECLAIM = (
+        "no gang that ClusterQueue {queue}'s preemption policies allow to preempt frees its quota"
+    )
     NEVER = "the group's preemptionPolicy is Never"
     NOTHING_PENDING = "the group has no pods waiting"
     NO_CANDIDATES = "no running pods have a priority lower than {priority}"

@@ -253,7 +253,7 @@ class PreemptorStateMachine:
         )
         started = self._timer() if self._timer is not None else 0.0
         targets = self.cluster.quota_targets(group)
-        decision = self._reclaim(group, targets) if targets else self._search(preemptor, now)
+        decision = self._reclaim(group, targets) if targets is not None else self._search(preemptor, now)
         search_ms = (self._timer() - started) * 1000 if self._timer is not None else 0.0
         expires_at = None
         if decision.victims:
@@ -281,7 +281,11 @@ class PreemptorStateMachine:
             victim for target in targets if (victim := self._whole_gang(target, group.uid)) is not None
         )
         queue = self.cluster.quota_queue(group) or ""
-        reason = PreemptionReason.RECLAIMING.format(groups=len(victims), queue=queue)
+        reason = (
+            PreemptionReason.RECLAIMING.format(groups=len(victims), queue=queue)
+            if victims
+            else PreemptionReason.NOTHING_TO_RECLAIM.format(queue=queue)
+        )
         return PreemptionDecision(group.key, victims, None, (), reason)
 
     def _whole_gang(self, target: PreemptionTarget, preemptor_uid: str) -> Victim | None:
