@@ -136,6 +136,8 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
         for key in list(self._reserved):
             self._release(key)
         self._wake_parked(now)
+        # 5b. Quota held too long by gangs not placed is let go; gangs waiting for quota retry once some may
+        # have come free.
         self._let_go_of_quota(now)
         if self._quota_freed:
             self._quota_freed = False

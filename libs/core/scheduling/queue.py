@@ -131,6 +131,7 @@ class SchedulingQueue:
         self._parked_keys: set[str] = set()
         self._parked_by_kind: dict[NeedKind | None, set[str]] = {}
         self._busy: set[str] = set()
+        self._quota_waits: set[str] = set()
         self._active: list[tuple[tuple[int, float, str, str], int, str]] = []
         self._backoff: list[tuple[float, str, int]] = []
         self._parked: list[tuple[float, str, int]] = []
@@ -183,6 +184,7 @@ class SchedulingQueue:
         if entry is not None:
             self._leave_parking(entry)
             self._busy.discard(key)
+            self._quota_waits.discard(key)
 
     def add_workload(self, namespace: str, name: str, *, now: float) -> None:
         """A Workload appeared: its PodGroups may pass PreEnqueue now."""
@@ -234,16 +236,19 @@ class SchedulingQueue:
             return
         self._busy.discard(key)
         self._leave_parking(entry)
+        self._quota_waits.add(key)
         entry.quota_wait = message
         entry.state = QueueState.GATED
         entry.ticket = self._next_ticket()
 
     def end_quota_waits(self, now: float) -> int:
         """Quota may have come free: the groups waiting for it may be tried again; returns how many."""
-        waiting = [entry for entry in self._entries.values() if entry.quota_wait is not None]
-        for entry in waiting:
-            entry.quota_wait = None
-            self._regate(entry, now)
+        waiting, self._quota_waits = sorted(self._quota_waits), set()
+        for key in waiting:
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry.quota_wait = None
+                self._regate(entry, now)
         return len(waiting)
 
     # -- cycles -------------------------------------------------------------------------------------

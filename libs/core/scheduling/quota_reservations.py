@@ -103,7 +103,7 @@ class QuotaReservations(MachineState):
     def _holdings(self) -> list[Holding]:
         return [
             self._holding(group)
-            for key, group in sorted(self.book.groups.items())
+            for _, group in sorted(self.book.groups.items())
             if group.placed and not group.standalone
         ]
 
