@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from libs.client.client import PodwayClient
+from libs.core.invariants.quotas import gangs_hold_their_quota, queues_within_their_limits, quota_holdings
+from libs.db.run_records import load_records
 from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from services.node_agent.app import NodeAgentService
@@ -140,7 +142,9 @@ async def _ready(scheduler: SchedulerService, preemptor: PreemptorService) -> bo
     )
 
 
-async def test_vision_reclaims_what_llm_borrowed_and_only_a_borrowed_gang_is_evicted(teams: Teams) -> None:
+async def test_vision_reclaims_what_llm_borrowed_and_only_a_borrowed_gang_is_evicted(
+    teams: Teams, database_url: str
+) -> None:
     # 1. llm fills what the cohort lets it use with low-priority gangs; one more waits for quota, saying why.
     for name in LLM_GANGS:
         await teams.client.apply(gang(name, "llm", 8, "batch"))
@@ -187,3 +191,13 @@ async def test_vision_reclaims_what_llm_borrowed_and_only_a_borrowed_gang_is_evi
     assert eviction["payload"]["message"].endswith("due to reclamation within the cohort")
     assert len(eviction["payload"]["pods"]) == 8
     assert not any(_phase(p) == "Running" for p in await teams.pods("llm", "llm-extra"))
+
+    # 4. podway check's quota promises hold over what the run stored.
+    records = await load_records(database_url)
+    holds = {binding.pod_uid: binding.node_name for binding in records.bindings}
+    ledger, holdings, labels = quota_holdings(records.objects, holds)
+    keys = {holding.key for holding in holdings}
+    assert "vision/vision-train" in keys
+    assert len({key for key in keys if key.startswith("llm/")}) >= len(LLM_GANGS) - 1
+    assert queues_within_their_limits(ledger, holdings, labels) == []
+    assert gangs_hold_their_quota(ledger, holdings, labels) == []
