@@ -43,6 +43,8 @@ class QuotaReservations(MachineState):
 
     def _let_go_of_quota(self, now: float) -> None:
         """Quota held for gangs still not placed after `quota_hold_s` is let go: they wait for it again."""
+        if not self.quotas.local_queues:
+            return  # nothing is quota-managed: no walk over every group on each pass
         for group in self.book.groups.values():
             hold = group.quota_hold
             if hold is not None and (not group.pending or now - hold.since >= self.settings.quota_hold_s):
@@ -50,6 +52,8 @@ class QuotaReservations(MachineState):
                 self._quota_freed = True
 
     def _next_quota_deadline(self) -> float | None:
+        if not self.quotas.local_queues:
+            return None
         holds = [g.quota_hold.since for g in self.book.groups.values() if g.quota_hold is not None]
         return min(holds) + self.settings.quota_hold_s if holds else None
 
