@@ -5,7 +5,8 @@ A gang holds its reservation while pods of it hold nodes and are not leaving; it
 requests, each resource counted in the flavor (of the queue's resource group covering it) whose node labels
 the pod's node carries. The flavor's labels constrain the placement, so that is the flavor the gang was
 admitted in; and a new leader, or the preemptor's view of the cluster, finds the same usage in the stored
-objects alone, with no record of the reservation to keep in step."""
+objects alone, with no record of the reservation to keep in step. A gang admitted but not placed yet holds
+the quota it was admitted with (`QuotaHold`, in memory) for a bounded time."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from libs.core.quota import (
 from libs.core.quota.inputs import cluster_queue_of, cohort_of, flavor_of
 from libs.core.quota.model import CohortQuota, Flavor, FlavorResource
 
+from .model import PodRequest
 from .objects import ApiObject
 
 QUOTA_KINDS: Final = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
@@ -46,10 +48,6 @@ QUOTA_KINDS: Final = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
 
 POD_SET: Final = "main"
 """The pod set a gang's pods make (Kueue names a Job's single pod set `main`)."""
-
-QUOTA_RESERVED: Final = "QuotaReserved"
-"""The condition Kueue gives a workload holding quota (True) or waiting for it (False, reason Pending)."""
-QUOTA_PENDING: Final = "Pending"
 
 _HUMAN_REASONS: Final = {
     PreemptionReason.IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
@@ -268,7 +266,7 @@ def _created(obj: ApiObject) -> datetime:
     return datetime.fromtimestamp(obj.created_at, UTC)
 
 
-def with_node_selector(requests: list[Any], labels: Mapping[str, str]) -> list[Any]:
+def with_node_selector(requests: list[PodRequest], labels: Mapping[str, str]) -> list[PodRequest]:
     """Pod requests placed only on nodes carrying `labels` (the flavor's), as kube-scheduler would once
     Kueue injected them into the pods' node selectors."""
     if not labels:
