@@ -14,6 +14,7 @@ from libs.api import annotations as podway
 from libs.api.kinds import BATCH_V1
 from libs.api.models.batch import COMPLETION_MODE_INDEXED, Job, PodTemplateSpec, is_gang_job
 from libs.api.models.core import Pod, PodSchedulingGroup
+from libs.api.models.kueue import QUEUE_NAME_LABEL
 from libs.api.models.meta import ObjectMeta, OwnerReference, derive_owned_uid, derive_uid
 from libs.api.models.scheduling import (
     GangSchedulingPolicy,
@@ -106,7 +107,9 @@ def gang_pod_group(job: Job, min_count: int) -> PodGroup:
 def _gang_pod_group(job: Job, workload: Workload) -> PodGroup:
     template = workload.spec.pod_group_templates[0]
     pod_group = instantiate_pod_group(workload, template, gang_pod_group_name(job.name))
-    pod_group.metadata = _owned_metadata(job, "PodGroup", pod_group.name, annotations=_gang_annotations(job))
+    pod_group.metadata = _owned_metadata(
+        job, "PodGroup", pod_group.name, labels=_queue_label(job), annotations=_gang_annotations(job)
+    )
     return pod_group
 
 
@@ -125,6 +128,12 @@ def _gang_annotations(job: Job) -> dict[str, str]:
     return carried
 
 
+def _queue_label(job: Job) -> dict[str, str]:
+    """The Job's `kueue.x-k8s.io/queue-name`, carried to its Workload and PodGroup (whose quota it names)."""
+    queue = job.metadata.labels.get(QUEUE_NAME_LABEL)
+    return {QUEUE_NAME_LABEL: queue} if queue else {}
+
+
 def _gang_workload(job: Job) -> Workload:
     template_spec = job.spec.template.spec if job.spec.template is not None else None
     hard_key = podway.topology_key(job.metadata.annotations)
@@ -138,7 +147,9 @@ def _gang_workload(job: Job) -> Workload:
     )
     controller = TypedLocalObjectReference(api_group="batch", kind="Job", name=job.name)
     return Workload(
-        metadata=_owned_metadata(job, "Workload", job.name, annotations=_gang_annotations(job)),
+        metadata=_owned_metadata(
+            job, "Workload", job.name, labels=_queue_label(job), annotations=_gang_annotations(job)
+        ),
         spec=WorkloadSpec(controller_ref=controller, pod_group_templates=[template]),
     )
 

@@ -22,6 +22,10 @@ for _kind, _names in {
     "ResourceClaim": ("resourceclaim", "resourceclaims"),
     "ResourceClaimTemplate": ("resourceclaimtemplate", "resourceclaimtemplates"),
     "ResourceSlice": ("resourceslice", "resourceslices"),
+    "ResourceFlavor": ("resourceflavor", "resourceflavors", "flavor", "flavors", "rf"),
+    "Cohort": ("cohort", "cohorts"),
+    "ClusterQueue": ("clusterqueue", "clusterqueues", "cq"),
+    "LocalQueue": ("localqueue", "localqueues", "queue", "queues", "lq"),
 }.items():
     for _name in (*_names, _kind.lower()):
         KIND_ALIASES[_name] = _kind
@@ -114,6 +118,17 @@ def _claim_row(obj: dict[str, Any]) -> list[str]:
     return [state, devices, ",".join(str(r.get("name")) for r in reserved) or "-"]
 
 
+def _queue_row(pointer: str) -> Callable[[dict[str, Any]], list[str]]:
+    """A ClusterQueue's cohort or a LocalQueue's ClusterQueue, then Kueue's pending and admitted counts."""
+
+    def row(obj: dict[str, Any]) -> list[str]:
+        status = obj.get("status") or {}
+        counts = [str(status.get("pendingWorkloads") or 0), str(status.get("admittedWorkloads") or 0)]
+        return [(obj.get("spec") or {}).get(pointer) or "-", *counts]
+
+    return row
+
+
 COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
     "ResourceClaim": (["STATE", "DEVICES", "RESERVED FOR"], _claim_row),
     "PodGroup": (["PHASE", "POLICY", "PLACED", "PRIORITY", "DOMAIN"], _podgroup_row),
@@ -122,6 +137,8 @@ COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
     "Workload": (["TEMPLATES"], _workload_row),
     "Job": (["COMPLETIONS", "PARALLELISM", "MODE"], _job_row),
     "Node": (["STATUS", "RACK"], _node_row),
+    "ClusterQueue": (["COHORT", "PENDING WORKLOADS", "ADMITTED WORKLOADS"], _queue_row("cohortName")),
+    "LocalQueue": (["CLUSTERQUEUE", "PENDING WORKLOADS", "ADMITTED WORKLOADS"], _queue_row("clusterQueue")),
 }
 
 

@@ -32,6 +32,7 @@ NAMESPACED = {
     "Job",
     "ResourceClaim",
     "ResourceClaimTemplate",
+    "LocalQueue",
 }
 
 

@@ -86,6 +86,24 @@ def _scheduling_kinds(version: str, storage_version: str) -> tuple[Resource, Res
     )
 
 
+def _kueue_kinds() -> tuple[Resource, ...]:
+    """Kueue's quota kinds in the version Podway stores them in (v1beta1 is applied with `podway apply`)."""
+    group, version = "kueue.x-k8s.io", "v1beta2"
+    return (
+        _r(
+            group,
+            version,
+            "ResourceFlavor",
+            "resourceflavors",
+            False,
+            short_names=("flavor", "flavors", "rf"),
+        ),
+        _r(group, version, "Cohort", "cohorts", False),
+        _r(group, version, "ClusterQueue", "clusterqueues", False, short_names=("cq",)),
+        _r(group, version, "LocalQueue", "localqueues", True, short_names=("queue", "queues", "lq")),
+    )
+
+
 RESOURCES: Final[tuple[Resource, ...]] = (
     _r(
         "",
@@ -165,6 +183,7 @@ RESOURCES: Final[tuple[Resource, ...]] = (
     _r("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True),
     _r("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True, subresources=()),
     _r("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False, subresources=()),
+    *_kueue_kinds(),
     _r(
         "authentication.k8s.io",
         "v1",
@@ -182,6 +201,7 @@ PREFERRED_VERSION: Final[dict[str, str]] = {
     "batch": "v1",
     "scheduling.k8s.io": "v1",
     "resource.k8s.io": "v1",
+    "kueue.x-k8s.io": "v1beta2",
     "authentication.k8s.io": "v1",
 }
 """The version discovery prefers per group (what kubectl picks when a resource is named without one)."""

@@ -26,6 +26,7 @@ from libs.api.models import (
 )
 from libs.api.models.base import PODWAY_STATUS, ApiModel, Quantity, Timestamp
 from libs.api.models.core import LegacyWorkloadReference
+from libs.api.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from libs.api.models.legacy import LegacyPodGroup, LegacyWorkload, LegacyWorkloadSpec
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
@@ -60,6 +61,10 @@ MODELS: Final[dict[tuple[str, str, str], type[ApiObject]]] = {
     ("resource.k8s.io", "v1", "ResourceClaim"): ResourceClaim,
     ("resource.k8s.io", "v1", "ResourceClaimTemplate"): ResourceClaimTemplate,
     ("resource.k8s.io", "v1", "ResourceSlice"): ResourceSlice,
+    ("kueue.x-k8s.io", "v1beta2", "ResourceFlavor"): ResourceFlavor,
+    ("kueue.x-k8s.io", "v1beta2", "Cohort"): Cohort,
+    ("kueue.x-k8s.io", "v1beta2", "ClusterQueue"): ClusterQueue,
+    ("kueue.x-k8s.io", "v1beta2", "LocalQueue"): LocalQueue,
 }
 """The model of each served (group, version, kind)."""
 
@@ -69,6 +74,8 @@ _PACKAGES: Final = {
     "libs.api.models.scheduling": "io.k8s.api.scheduling.v1alpha2",
     "libs.api.models.resource": "io.k8s.api.resource.v1",
     "libs.api.models.meta": META,
+    # A CRD's definitions are named by its group reversed, as kube-apiserver publishes them.
+    "libs.api.models.kueue": "io.x-k8s.kueue.v1beta2",
 }
 # Models whose upstream name is not their module's package and class name.
 _NAMES: Final[dict[type[ApiModel], str]] = {

@@ -99,6 +99,19 @@ def _claim(obj: dict[str, Any]) -> list[Any]:
     return [allocated + (",reserved" if reserved else "")]
 
 
+def _cluster_queue(obj: dict[str, Any]) -> list[Any]:
+    """Kueue's printer columns (the strategy is kubectl's `-o wide` one there, left out here)."""
+    status = _status(obj)
+    cohort = (obj.get("spec") or {}).get("cohortName") or ""
+    return [cohort, status.get("pendingWorkloads") or 0, status.get("admittedWorkloads") or 0]
+
+
+def _local_queue(obj: dict[str, Any]) -> list[Any]:
+    status = _status(obj)
+    queue = (obj.get("spec") or {}).get("clusterQueue") or ""
+    return [queue, status.get("pendingWorkloads") or 0, status.get("admittedWorkloads") or 0]
+
+
 COLUMNS: dict[str, tuple[list[tuple[str, str]], Row]] = {
     "Pod": (
         [("Status", "string"), ("Node", "string"), ("PodGroup", "string"), ("Waiting", "string")],
@@ -116,6 +129,14 @@ COLUMNS: dict[str, tuple[list[tuple[str, str]], Row]] = {
     "Node": ([("Status", "string"), ("Rack", "string")], _node),
     "ResourceClaim": ([("State", "string")], _claim),
     "Namespace": ([("Status", "string")], lambda obj: [_status(obj).get("phase") or "Active"]),
+    "ClusterQueue": (
+        [("Cohort", "string"), ("Pending Workloads", "integer"), ("Admitted Workloads", "integer")],
+        _cluster_queue,
+    ),
+    "LocalQueue": (
+        [("ClusterQueue", "string"), ("Pending Workloads", "integer"), ("Admitted Workloads", "integer")],
+        _local_queue,
+    ),
 }
 
 

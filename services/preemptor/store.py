@@ -157,6 +157,8 @@ async def _preempted(uow: UnitOfWork, preempted: Preempted, now: datetime) -> li
 
 
 def _victim_message(victim: Victim, preempted: Preempted, where: str) -> str:
+    if victim.message:
+        return victim.message
     preemptor = preempted.preemptor
     reason = VictimReason.SHRUNK if victim.shrunk else VictimReason.CHOSEN
     return reason.format(

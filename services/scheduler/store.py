@@ -341,12 +341,28 @@ class _Writer:
                 backoff_s=ran.backoff_s,
             )
         )
-        if ran.condition_false:
+        if ran.quota_message is not None:
+            await self._waits_for_quota(ran)
+        elif ran.condition_false:
             await self._group_condition(ran.group, False, ConditionReason.UNSCHEDULABLE, message)
         for uid in ran.joining:
             await self._pod_condition(uid, False, ConditionReason.UNSCHEDULABLE, message)
         if ran.preemption_priority is not None:
             story.emit(PreemptionRequested(podgroup=ref, priority=ran.preemption_priority, message=message))
+
+    async def _waits_for_quota(self, ran: CycleRan) -> None:
+        """`QuotaReserved` False in Kueue's words, and `PodGroupScheduled` False saying it is gated by it."""
+        stored = self.podgroups.get(ran.group.uid)
+        if stored is None:
+            return
+        reserved = ConditionType.QUOTA_RESERVED
+        message = ran.quota_message or ""
+        await self._set_condition(
+            ran.group.uid, False, ConditionReason.QUOTA_PENDING, message, stored.generation, reserved
+        )
+        if ran.condition_false:
+            gated = ConditionReason.SCHEDULING_GATED
+            await self._set_condition(ran.group.uid, False, gated, ran.decision.message, stored.generation)
 
     async def bind(self, binding: Binding, story: _Story) -> None:
         group = binding.group
@@ -366,6 +382,12 @@ class _Writer:
             await self._pod_condition(group.uid, True, ConditionReason.SCHEDULED, "")
             return
         generation = await self._set_status(group, placement=dict(binding.placement_status))
+        if binding.cluster_queue is not None and generation is not None:
+            message = f"Quota reserved in ClusterQueue {binding.cluster_queue}"
+            reserved = ConditionReason.QUOTA_RESERVED
+            await self._set_condition(
+                group.uid, True, reserved, message, generation, ConditionType.QUOTA_RESERVED
+            )
         if binding.first and generation is not None:
             await self._set_condition(group.uid, True, ConditionReason.SCHEDULED, "", generation)
             # True again at a later placement changes nothing: the row keeps its first transition time.

@@ -167,6 +167,21 @@ def test_kubectl_applies_every_example_and_reads_what_podway_admitted(kube: Kube
     ).split()
     assert len(nodes) == 4
     assert all(nodes)
+    queues = ok(kubectl(kube, "get", "clusterqueues"))
+    assert queues.splitlines()[0].split() == [
+        "NAME",
+        "COHORT",
+        "PENDING",
+        "WORKLOADS",
+        "ADMITTED",
+        "WORKLOADS",
+        "AGE",
+    ]
+    assert {line.split()[0] for line in queues.splitlines()[1:]} == {"team-llm", "team-vision"}
+    assert (
+        ok(kubectl(kube, "get", "lq", "-n", "llm", "-o", "jsonpath={.items[*].spec.clusterQueue}"))
+        == "team-llm"
+    )
     again = ok(kubectl(kube, "apply", "-f", str(EXAMPLES / "03-gang-workload.yaml")))
     assert "unchanged" in again or "configured" in again
 

@@ -29,6 +29,7 @@ from .holds import (
     state_has_its_event,
 )
 from .node_health import holds_on_live_nodes, lost_nodes
+from .quotas import gangs_hold_their_quota, queues_within_their_limits, quota_holdings
 from .records import BindingRow, DeviceAllocationRow, RecordedEvent, Records, Violation
 
 __all__ = ["BindingRow", "DeviceAllocationRow", "RecordedEvent", "Records", "Violation", "check"]
@@ -46,6 +47,7 @@ def check(records: Records) -> list[Violation]:
     holders = claim_holders(claims, records.device_allocations)
     in_use = claims_in_use(claims, pods, by_kind["PodGroup"], holds)
     nodes = frozenset(node.name for node in by_kind["Node"])
+    ledger, holdings, labels = quota_holdings(records.objects, holds)
     return [
         *holds_end_with_their_pods(pods, holds),
         *nodes_not_overcommitted(by_kind["Node"], pods, holds),
@@ -64,4 +66,6 @@ def check(records: Records) -> list[Violation]:
         *preemptions_answered(records.events, present),
         *gangs_ask_again(records.events, pods, present),
         *one_outcome_per_request(records.events, records.expected_requests),
+        *queues_within_their_limits(ledger, holdings, labels),
+        *gangs_hold_their_quota(ledger, holdings, labels),
     ]

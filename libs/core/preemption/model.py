@@ -28,6 +28,10 @@ class PreemptionReason(StrEnum):
         "frees room for the group in {domain}"
     )
     FITS = "the group fits without preempting anyone"
+    RECLAIMING = "preempting {groups} gang(s) to free quota for the group in ClusterQueue {queue}"
+    NOTHING_TO_RECLAIM = (
+        "no gang that ClusterQueue {queue}'s preemption policies allow to preempt frees its quota"
+    )
     NEVER = "the group's preemptionPolicy is Never"
     NOTHING_PENDING = "the group has no pods waiting"
     NO_CANDIDATES = "no running pods have a priority lower than {priority}"
@@ -104,6 +108,8 @@ class Victim:
     whole: bool
     shrunk: bool = False
     """A gang that loses only pods above its minCount and keeps running: shrunk, not preempted."""
+    message: str = ""
+    """Why it was chosen, when a rule other than the search's chose it (Kueue's words for quota)."""
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from libs.core.dra.allocator import ClaimAllocation
+from libs.core.quota import PreemptionTarget
 from libs.core.scheduling import SchedulerStateMachine
 from libs.core.scheduling.book import TERMINAL, GroupRecord, PodRecord
 from libs.core.scheduling.inputs import (
@@ -29,6 +30,7 @@ from libs.core.scheduling.inputs import (
 from libs.core.scheduling.nominations import NOMINATED_PREFIX
 from libs.core.scheduling.objects import STANDALONE_PREFIX, completion_index
 from libs.core.scheduling.outputs import GroupRef
+from libs.core.scheduling.quotas import preemption_message
 from libs.core.scheduling.snapshot import PlacementConflict
 
 from .candidates import CandidateIndex
@@ -36,10 +38,12 @@ from .model import (
     PREEMPT_NEVER,
     DisruptionMode,
     PreemptionDecision,
+    PreemptionReason,
     Preemptor,
     RunningPod,
     SearchSettings,
     UnitOwner,
+    Victim,
 )
 from .room import put_back, take_out
 from .search import find_victims
@@ -248,7 +252,8 @@ class PreemptorStateMachine:
             or any(pod.obj.spec.get("preemptionPolicy") == PREEMPT_NEVER for pod in pending),
         )
         started = self._timer() if self._timer is not None else 0.0
-        decision = self._search(preemptor, now)
+        targets = self.cluster.quota_targets(group)
+        decision = self._reclaim(group, targets) if targets is not None else self._search(preemptor, now)
         search_ms = (self._timer() - started) * 1000 if self._timer is not None else 0.0
         expires_at = None
         if decision.victims:
@@ -268,6 +273,34 @@ class PreemptorStateMachine:
         finally:
             self._let_go(held)
             put_back(snapshot, [leaving])
+
+    def _reclaim(self, group: GroupRecord, targets: tuple[PreemptionTarget, ...]) -> PreemptionDecision:
+        """Quota the group's ClusterQueue needs, freed by preempting the target gangs whole (Kueue's
+        policies chose them); the room they leave is the cycle's to find."""
+        victims = tuple(
+            victim for target in targets if (victim := self._whole_gang(target, group.uid)) is not None
+        )
+        queue = self.cluster.quota_queue(group) or ""
+        reason = (
+            PreemptionReason.RECLAIMING.format(groups=len(victims), queue=queue)
+            if victims
+            else PreemptionReason.NOTHING_TO_RECLAIM.format(queue=queue)
+        )
+        return PreemptionDecision(group.key, victims, None, (), reason)
+
+    def _whole_gang(self, target: PreemptionTarget, preemptor_uid: str) -> Victim | None:
+        gang = self.cluster.book.groups.get(target.workload.name)
+        if gang is None:
+            return None
+        owner = _group_owner(gang)
+        book = self.cluster.book
+        pods = tuple(
+            RunningPod(placement, gang.namespace, owner.key, owner.priority, book.pods[uid].obj.created_at)
+            for uid in sorted(gang.placed)
+            if (placement := self.cluster.snapshot.placement(uid)) is not None
+        )
+        message = preemption_message(target, preemptor_uid)
+        return Victim(owner, pods, whole=True, message=message) if pods else None
 
     def _groups_leaving(self) -> list[str]:
         """PodGroups whose every pod holding room is on its way out: their own claims go with them."""

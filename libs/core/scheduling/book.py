@@ -24,6 +24,7 @@ from .objects import (
     podgroup_workload_name,
     standalone_podgroup,
 )
+from .quotas import QuotaHold
 
 TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.UNKNOWN)
 """Phases of pods that hold no capacity (Unknown: the node was lost)."""
@@ -81,6 +82,8 @@ class GroupRecord:
     """Counts the group's waits for claims, so a deadline of an earlier wait is recognised as stale."""
     pending: set[str] = field(default_factory=set)
     placed: set[str] = field(default_factory=set)
+    quota_hold: QuotaHold | None = None
+    """The quota reserved for the gang's waiting pods (`quotas.QuotaHold`) until they are placed."""
 
     @property
     def uid(self) -> str:

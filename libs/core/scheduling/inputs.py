@@ -162,6 +162,10 @@ class NominationRecord:
 
 
 WORLD_KINDS = (
+    "ResourceFlavor",
+    "Cohort",
+    "ClusterQueue",
+    "LocalQueue",
     "DeviceClass",
     "Node",
     "ResourceSlice",
@@ -172,7 +176,8 @@ WORLD_KINDS = (
     "Pod",
     "ResourceClaim",
 )
-"""The kinds a World is loaded from, in this order: allocated ResourceClaims last, their holders known (a
+"""The kinds a World is loaded from, in this order: Kueue's quota objects first (flavors, cohorts, then the
+queues naming them), allocated ResourceClaims last, their holders known (a
 standalone pod's share is recorded nowhere else)."""
 
 

@@ -35,6 +35,8 @@ class ConditionType(StrEnum):
     """v1beta1's terminal condition: written True with every first binding of a placement, never False, so
     that it keeps the time the gang was first scheduled (docs/scheduling-api.md)."""
     DISRUPTION_TARGET = "DisruptionTarget"
+    QUOTA_RESERVED = "QuotaReserved"
+    """Kueue's: the gang holds quota in its ClusterQueue (True), or waits for it (False, reason Pending)."""
     COMPOSITE_INITIALLY_SCHEDULED = "CompositePodGroupInitiallyScheduled"
     """Terminal once True, as upstream's: a composite whose children are disrupted later keeps it."""
 
@@ -44,6 +46,9 @@ class ConditionReason(StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     SCHEDULER_ERROR = "SchedulerError"
     PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+    SCHEDULING_GATED = "SchedulingGated"
+    QUOTA_RESERVED = "QuotaReserved"
+    QUOTA_PENDING = "Pending"
 
 
 class RestartReason(StrEnum):

@@ -45,6 +45,8 @@ from .node_health import NodeCondition
 from .objects import ApiObject, composite_min_group_count, composite_topology_key
 from .outputs import Binding, CompositeCycleRan, CycleRan, GroupRef, Output
 from .queue import QueueState, backoff_seconds
+from .quota_reservations import QuotaReservations
+from .quotas import with_node_selector
 from .world_restore import WorldRestore
 
 __all__ = ["MachineSettings", "SchedulerStateMachine", "WakeStats"]
@@ -53,7 +55,7 @@ _TRIED_TOGETHER = (QueueState.ACTIVE, QueueState.BACKING_OFF, QueueState.PARKED)
 """Queue states of a composite's children that its cycle takes along (not gated, not in another's hands)."""
 
 
-class SchedulerStateMachine(WorldRestore):
+class SchedulerStateMachine(WorldRestore, QuotaReservations):
     """Nodes, pods and PodGroups as the scheduler last heard of them, one snapshot and one queue.
 
     `handle` is idempotent for replayed inputs. `timer`, when given, times each cycle for the `cycle_ms`
@@ -72,6 +74,7 @@ class SchedulerStateMachine(WorldRestore):
         elif isinstance(event, PodsFinished):
             self._pods_finished(event.uids, event.phase, event.cause)
         elif isinstance(event, PodsEvicted):
+            self._quota_freed = True
             for uid in event.uids:
                 self.book.mark_evicting(uid)
         elif isinstance(event, PodsBound):
@@ -133,6 +136,12 @@ class SchedulerStateMachine(WorldRestore):
         for key in list(self._reserved):
             self._release(key)
         self._wake_parked(now)
+        # 5b. Quota held too long by gangs not placed is let go; gangs waiting for quota retry once some may
+        # have come free.
+        self._let_go_of_quota(now)
+        if self._quota_freed:
+            self._quota_freed = False
+            self.queue.end_quota_waits(now)
         # 6. Room nominated for a preemptor is held for it alone.
         self._reserve(now)
         # 7. One cycle per ready group on the one snapshot; placements are assumed at once.
@@ -151,7 +160,12 @@ class SchedulerStateMachine(WorldRestore):
 
     def next_wakeup(self) -> float | None:
         """When a pass next has something to do on time alone (a back-off, a deadline), if ever."""
-        candidates = (self.queue.next_wakeup(), self._next_claims_deadline(), self.health.next_deadline())
+        candidates = (
+            self.queue.next_wakeup(),
+            self._next_claims_deadline(),
+            self.health.next_deadline(),
+            self._next_quota_deadline(),
+        )
         times = [t for t in candidates if t is not None]
         return min(times) if times else None
 
@@ -167,14 +181,18 @@ class SchedulerStateMachine(WorldRestore):
         core = self.cycle_group(group)
         started = self._timer() if self._timer is not None else 0.0
         missing = self._missing_claim(group)
-        decision = (
-            self._claim_not_found(group, missing, now)
-            if missing is not None
-            else schedule_podgroup(
-                self.snapshot, core, self.book.pending_requests(group), now=now, bound_pods=len(group.placed)
-            )
-        )
-        return [self._decided(group, core, decision, started, now, may_preempt=missing is None)]
+        if missing is not None:
+            decision = self._claim_not_found(group, missing, now)
+            return [self._decided(group, core, decision, started, now, may_preempt=False)]
+        # Quota is reserved before placement: a gang its ClusterQueue has no room for does not enter the cycle.
+        verdict = self._quota_verdict(group, now)
+        if verdict is not None and not verdict.decision.fits:
+            return [self._waits_for_quota(group, core, verdict, now)]
+        requests = self.book.pending_requests(group)
+        if verdict is not None:
+            requests = with_node_selector(requests, verdict.node_selector)
+        decision = schedule_podgroup(self.snapshot, core, requests, now=now, bound_pods=len(group.placed))
+        return [self._decided(group, core, decision, started, now, may_preempt=True)]
 
     @staticmethod
     def _may_place(group: GroupRecord) -> bool:
@@ -317,6 +335,7 @@ class SchedulerStateMachine(WorldRestore):
         return core
 
     def _placed(self, group: GroupRecord, decision: CycleDecision, ran: CycleRan, now: float) -> CycleRan:
+        group.quota_hold = None  # its pods hold nodes now: their usage is theirs (quotas.py)
         self.snapshot.apply(decision)
         for placement in decision.placements:
             self.book.place(placement.pod_uid, placement.node_name, placement.devices, assumed=True)
@@ -365,6 +384,7 @@ class SchedulerStateMachine(WorldRestore):
             placement_status=_placement_status(group.domain, group.placement, group.claims),
             first=first,
             cause=cause,
+            cluster_queue=self.quota_queue(group),
         )
 
     def _claim_records(self, group: GroupRecord, decision: CycleDecision) -> dict[str, list[dict[str, Any]]]:

@@ -11,6 +11,7 @@ one state set up here:
   time-outs;
 - `ObjectChanges` (`object_changes.py`): objects stored and removed, pods finished;
 - `WorldRestore` (`world_restore.py`): the world a new leader loads;
+- `QuotaReservations` (`quota_reservations.py`): quota reserved in a gang's ClusterQueue before its cycle;
 - `SchedulerStateMachine` (`machine.py`), on top: the inputs' dispatch, the pass, its cycles and bindings.
 """
 
@@ -29,6 +30,7 @@ from .node_health import NodeHealth, NodeHealthSettings
 from .objects import ApiObject
 from .outputs import GroupRef, Output
 from .queue import QueueState, SchedulingQueue
+from .quotas import QuotaLedger
 from .snapshot import ClusterSnapshot
 
 
@@ -47,6 +49,9 @@ class MachineSettings:
     """Wake only the parked groups a release of capacity could help (off: every parked group)."""
     node_health: NodeHealthSettings = dataclasses.field(default_factory=NodeHealthSettings)
     """When an unheard node is NotReady, and when its pods fail."""
+    quota_hold_s: float = 300.0
+    """How long quota reserved for a gang stays reserved while the gang is not placed (then it is let go,
+    and the gang waits for quota again): a gang never holds quota unplaced for longer."""
 
 
 @dataclass(slots=True)
@@ -98,6 +103,10 @@ class MachineState:
         self._unreachable: set[str] = set()
         """Nodes not Ready: they carry the unreachable taint, so nothing new is placed there."""
         self._preemption_generation = 0
+        self.quotas = QuotaLedger()
+        self._quota_freed = False
+        """Quota may have come free since the last pass (pods ended or left, a gang or a queue changed): the
+        groups waiting for quota are tried again."""
         self._preemptable_from: int | None = None
         """The lowest priority of the pods bound since the last pass: units a parked group of a higher
         priority may now preempt."""

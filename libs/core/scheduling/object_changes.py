@@ -10,6 +10,7 @@ from .disruptions import Disruptions
 from .inputs import ObjectRemoved
 from .lifecycle import PodPhase
 from .objects import ApiObject
+from .quotas import QUOTA_KINDS
 
 
 class ObjectChanges(Disruptions):
@@ -46,6 +47,9 @@ class ObjectChanges(Disruptions):
             self._refresh(group.key)
         elif kind == "Pod":
             self._stored_pod(obj, cause)
+        elif kind in QUOTA_KINDS:
+            self.quotas.put(obj)
+            self._quota_freed = True
         elif kind == "ResourceClaim":
             self._resource_claims[obj.key] = obj
             if self._loading:
@@ -90,6 +94,7 @@ class ObjectChanges(Disruptions):
 
     def _removed(self, event: ObjectRemoved) -> None:
         kind, uid, cause = event.kind, event.uid, event.cause
+        self._quota_freed = True
         self._versions.pop(uid, None)
         self._tombstones[uid] = self._now
         self._tombstones.move_to_end(uid)
@@ -141,8 +146,11 @@ class ObjectChanges(Disruptions):
             self._recompute_requests(self._pods_with_claims())
         elif kind == "ResourceClaim" and self._resource_claims.pop(key, None) is not None:
             self._named_claim_changed(key, cause)
+        elif kind in QUOTA_KINDS:
+            self.quotas.remove(kind, event.namespace, event.name)
 
     def _pods_finished(self, uids: Iterable[str], phase: PodPhase, cause: str | None) -> None:
+        self._quota_freed = True
         broken: set[str] = set()
         touched: set[str] = set()
         for uid in uids:

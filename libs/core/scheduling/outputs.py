@@ -39,6 +39,8 @@ class Binding:
     placement_status: Mapping[str, Any]
     first: bool
     cause: str | None = None
+    cluster_queue: str | None = None
+    """The ClusterQueue the gang holds quota in (`QuotaReserved` True), if it is quota-managed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,9 @@ class CycleRan:
     joining: tuple[str, ...] = ()
     """Pods joining a scheduled gang (scale up) that wait: the gang's own condition stays True, so each of
     these pods' `PodScheduled` condition says why (e.g. the gang's domain is full)."""
+    quota_message: str | None = None
+    """Why the gang's ClusterQueue has no quota for it (Kueue's message): it was not placed, it waits for
+    quota (`QuotaReserved` False, and `PodGroupScheduled` False, SchedulingGated, with `decision.message`)."""
 
 
 @dataclass(frozen=True, slots=True)

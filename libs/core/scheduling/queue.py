@@ -105,6 +105,8 @@ class _Entry:
     kind: NeedKind | None = None
     event_in_flight: bool = False
     ticket: int = 0
+    quota_wait: str | None = None
+    """Why its ClusterQueue has no quota for it (Kueue's message), while it waits gated for quota."""
 
     @property
     def busy(self) -> bool:
@@ -129,6 +131,7 @@ class SchedulingQueue:
         self._parked_keys: set[str] = set()
         self._parked_by_kind: dict[NeedKind | None, set[str]] = {}
         self._busy: set[str] = set()
+        self._quota_waits: set[str] = set()
         self._active: list[tuple[tuple[int, float, str, str], int, str]] = []
         self._backoff: list[tuple[float, str, int]] = []
         self._parked: list[tuple[float, str, int]] = []
@@ -181,6 +184,7 @@ class SchedulingQueue:
         if entry is not None:
             self._leave_parking(entry)
             self._busy.discard(key)
+            self._quota_waits.discard(key)
 
     def add_workload(self, namespace: str, name: str, *, now: float) -> None:
         """A Workload appeared: its PodGroups may pass PreEnqueue now."""
@@ -201,6 +205,8 @@ class SchedulingQueue:
         """Why the PodGroup may not be tried yet (gang PreEnqueue), or None if it may."""
         entry = self._entries[key]
         group = entry.group
+        if entry.quota_wait is not None:
+            return entry.quota_wait
         if (
             group.workload_name is not None
             and f"{group.namespace}/{group.workload_name}" not in self._workloads
@@ -221,6 +227,29 @@ class SchedulingQueue:
             entry.ticket = self._next_ticket()
         elif not gated and entry.state == QueueState.GATED:
             self._activate(entry, now)
+
+    def wait_for_quota(self, key: str, message: str) -> None:
+        """Take back a group whose ClusterQueue has no quota for it: gated (not parked, so no cluster event
+        wakes it) until `end_quota_waits`."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        self._busy.discard(key)
+        self._leave_parking(entry)
+        self._quota_waits.add(key)
+        entry.quota_wait = message
+        entry.state = QueueState.GATED
+        entry.ticket = self._next_ticket()
+
+    def end_quota_waits(self, now: float) -> int:
+        """Quota may have come free: the groups waiting for it may be tried again; returns how many."""
+        waiting, self._quota_waits = sorted(self._quota_waits), set()
+        for key in waiting:
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry.quota_wait = None
+                self._regate(entry, now)
+        return len(waiting)
 
     # -- cycles -------------------------------------------------------------------------------------
 

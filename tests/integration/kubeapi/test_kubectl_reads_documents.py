@@ -96,7 +96,13 @@ async def test_api_resources_lists_every_served_resource(server: str, tmp_path: 
     assert "compositepodgroups cpg scheduling.k8s.io/v1alpha3 true CompositePodGroup" in [
         " ".join(line.split()) for line in lines
     ]
-    assert len(lines) == 1 + 15  # Workloads and PodGroups are listed once, under their newest version
+    assert "clusterqueues cq kueue.x-k8s.io/v1beta2 false ClusterQueue" in [
+        " ".join(line.split()) for line in lines
+    ]
+    assert "localqueues queue,queues,lq kueue.x-k8s.io/v1beta2 true LocalQueue" in [
+        " ".join(line.split()) for line in lines
+    ]
+    assert len(lines) == 1 + 19  # Workloads and PodGroups are listed once, under their newest version
 
 
 async def test_explain_reads_the_v1beta1_shapes_by_default(server: str, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from libs.api.manifests import load_documents
 from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
 from libs.core.admission.model import AdmissionView
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "deploy" / "examples" / "quota" / "11-two-teams.yaml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "deploy" / "examples" / "11-two-teams.yaml"
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
@@ -29,7 +29,7 @@ def test_the_two_teams_example_is_admitted_whole_and_kept_as_written():
         ("Cohort", None, "research", "created"),
         ("ClusterQueue", None, "team-llm", "created"),
         ("ClusterQueue", None, "team-vision", "created"),
-        ("LocalQueue", "ml", "default", "created"),
+        ("LocalQueue", "llm", "default", "created"),
         ("LocalQueue", "vision", "default", "created"),
     ]
     assert {e.payload.TYPE.value for e in decision.events} == {"object.admitted"}

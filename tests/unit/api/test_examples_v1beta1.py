@@ -42,7 +42,7 @@ def says_something_versioned(doc: dict[str, Any]) -> bool:
     return scheduling_kind or "schedulingGroup" in spec or "workloadRef" in spec
 
 
-EXAMPLE_FILES = sorted(EXAMPLES.glob("0*.yaml"))
+EXAMPLE_FILES = sorted(EXAMPLES.glob("[0-9]*.yaml"))
 
 
 @pytest.mark.parametrize(

@@ -99,6 +99,16 @@ def test_gang_annotations_carry_over_with_gang_restart_always():
     assert expansion.podgroup.metadata.annotations == expected
 
 
+def test_the_queue_name_label_of_a_gang_job_carries_over_to_its_workload_and_pod_group():
+    job = gang_job()
+    job.metadata.labels["kueue.x-k8s.io/queue-name"] = "team-b"
+    expansion = expand_job(job)
+
+    assert expansion.workload.metadata.labels == {"kueue.x-k8s.io/queue-name": "team-b"}
+    assert expansion.podgroup.metadata.labels == {"kueue.x-k8s.io/queue-name": "team-b"}
+    assert expand_job(gang_job()).podgroup.metadata.labels == {}
+
+
 def test_an_explicit_gang_restart_is_kept():
     job = admitted_job(annotations={"podway.io/gang-restart": "Never"})
     assert expand_job(job).podgroup.metadata.annotations["podway.io/gang-restart"] == "Never"

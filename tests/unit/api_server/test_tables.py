@@ -29,3 +29,16 @@ def test_a_pending_pod_says_why_it_waits() -> None:
         },
     }
     assert _cells("pods", pod)[1:5] == ["Pending", "<none>", "g", "Unschedulable"]
+
+
+def test_queues_show_kueues_columns() -> None:
+    cluster_queue = lookup("kueue.x-k8s.io", "v1beta2", "clusterqueues")
+    local_queue = lookup("kueue.x-k8s.io", "v1beta2", "localqueues")
+    assert cluster_queue is not None
+    assert local_queue is not None
+    status = {"pendingWorkloads": 2, "admittedWorkloads": 5}
+    team = {"metadata": {"name": "team-a"}, "spec": {"cohortName": "research"}, "status": status}
+    default = {"metadata": {"name": "default", "namespace": "a"}, "spec": {"clusterQueue": "team-a"}}
+
+    assert table_of(cluster_queue, [team], 7)["rows"][0]["cells"][:4] == ["team-a", "research", 2, 5]
+    assert table_of(local_queue, [default], 7)["rows"][0]["cells"][:4] == ["default", "team-a", 0, 0]

@@ -44,7 +44,7 @@ spec:
 
 def _seeds() -> dict[str, dict[str, Any]]:
     seeds: dict[str, dict[str, Any]] = {}
-    for path in [*sorted(EXAMPLES.glob("*.yaml")), *sorted(EXAMPLES.glob("quota/*.yaml"))]:
+    for path in sorted(EXAMPLES.glob("*.yaml")):
         for document in load_documents(path.read_text()):
             seeds.setdefault(str(document.get("kind")), document)
     for document in yaml.safe_load_all(EXTRA_SEEDS):

@@ -209,3 +209,52 @@ def two_gpus_template() -> ApiObject:
             "spec": {"spec": {"devices": {"requests": [request]}}},
         }
     )
+
+
+def flavor(name: str = "h200", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    labels = labels if labels is not None else {"topology.kubernetes.io/zone": "zone-0"}
+    return {"kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {"nodeLabels": labels}}
+
+
+def cluster_queue(
+    name: str, gpus: int, *, cohort: str | None = None, reclaim: str | None = None, flavor_name: str = "h200"
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                "flavors": [
+                    {
+                        "name": flavor_name,
+                        "resources": [
+                            {"name": "cpu", "nominalQuota": "1000"},
+                            {"name": "memory", "nominalQuota": "100Ti"},
+                            {"name": "nvidia.com/gpu", "nominalQuota": str(gpus)},
+                        ],
+                    }
+                ],
+            }
+        ]
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+    if reclaim:
+        spec["preemption"] = {"reclaimWithinCohort": reclaim}
+    return {"kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def local_queue(namespace: str, queue: str) -> dict[str, Any]:
+    return {
+        "kind": "LocalQueue",
+        "metadata": {"name": "default", "namespace": namespace},
+        "spec": {"clusterQueue": queue},
+    }
+
+
+def quota_objects(*docs: dict[str, Any]) -> list:
+    return [stored({"apiVersion": "kueue.x-k8s.io/v1beta2", **doc}) for doc in docs]
+
+
+def team_gang(name: str, namespace: str, pods: int, *, gpus: int = 8, priority: int = 0) -> list:
+    group = podgroup(name, min_count=pods, namespace=namespace, workload_name=None, priority=priority)
+    return [group, *gang(name, pods, namespace=namespace, gpus=gpus, priority=priority)]

@@ -307,3 +307,20 @@ def test_groups_with_different_needs_are_asked_apart() -> None:
 
     assert moved == 1
     assert drain(queue, 5.0) == ["small"]
+
+
+def test_a_group_waiting_for_quota_stays_gated_through_events_and_time_until_quota_may_be_free() -> None:
+    queue = queue_with(make_group("g"))
+    group = queue.pop(0.0)
+    assert group is not None
+    queue.wait_for_quota(group.key, "waiting for quota in ClusterQueue team-a: no room")
+
+    assert queue.gate_reason("ml/g") == "waiting for quota in ClusterQueue team-a: no room"
+    assert queue.wake(10.0) == 0
+    queue.add(make_group("g"), pod_count=4, now=10.0)
+    assert queue.pop(3600.0) is None
+
+    assert queue.end_quota_waits(3600.0) == 1
+    assert queue.gate_reason("ml/g") is None
+    assert drain(queue, 3600.0) == ["g"]
+    assert queue.end_quota_waits(3600.0) == 0

@@ -1,0 +1,127 @@
+"""The scheduler state machine's quota layer: whether a gang's ClusterQueue has quota for its waiting pods
+before it enters a cycle, and what a gang waiting for quota tells (see `quotas.py` for what a gang holds)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from libs.core.quota import Mode, PreemptionTarget, QuotaDecision, QuotaSnapshot
+
+from .book import GroupRecord
+from .composite import nothing_placed
+from .machine_state import MachineState
+from .model import PodGroup
+from .objects import ApiObject
+from .outputs import CycleRan
+from .quotas import Holding, QuotaVerdict
+
+
+class QuotaReservations(MachineState):
+    """Quota reservation before placement, on the Kueue objects the machine was told of."""
+
+    def _quota_verdict(self, group: GroupRecord, now: float) -> QuotaVerdict | None:
+        """What the gang's ClusterQueue answers for its waiting pods (the quota held for them, if it holds
+        some); None when it is not quota-managed. A gang that fits holds the quota until it is placed."""
+        queue = self.quota_queue(group)
+        if queue is None:
+            group.quota_hold = None
+            return None
+        hold = group.quota_hold
+        if hold is not None:
+            decision = QuotaDecision(Mode.FIT, {}, hold.workload.usage)
+            return QuotaVerdict(queue, decision, hold.node_selector)
+        snapshot = self._quota_snapshot()
+        gang = self._holding(group)
+        verdict = self.quotas.verdict(snapshot, queue, gang, self._pending_pods(group))
+        if verdict.decision.fits:
+            group.quota_hold = self.quotas.hold(verdict, gang, now)
+        return verdict
+
+    def _quota_snapshot(self) -> QuotaSnapshot:
+        holds = [g.quota_hold for _, g in sorted(self.book.groups.items()) if g.quota_hold is not None]
+        return self.quotas.snapshot(self._holdings(), self._node_labels, holds)
+
+    def _let_go_of_quota(self, now: float) -> None:
+        """Quota held for gangs still not placed after `quota_hold_s` is let go: they wait for it again."""
+        if not self.quotas.local_queues:
+            return  # nothing is quota-managed: no walk over every group on each pass
+        for group in self.book.groups.values():
+            hold = group.quota_hold
+            if hold is not None and (not group.pending or now - hold.since >= self.settings.quota_hold_s):
+                group.quota_hold = None
+                self._quota_freed = True
+
+    def _next_quota_deadline(self) -> float | None:
+        if not self.quotas.local_queues:
+            return None
+        holds = [g.quota_hold.since for g in self.book.groups.values() if g.quota_hold is not None]
+        return min(holds) + self.settings.quota_hold_s if holds else None
+
+    def quota_targets(self, group: GroupRecord) -> tuple[PreemptionTarget, ...] | None:
+        """The gangs to preempt so that the group gets its quota, by its queue's preemption policies; None
+        when quota is not what it waits for (not quota-managed, it fits, or nothing could free it)."""
+        queue = self.quota_queue(group)
+        if queue is None:
+            return None
+        snapshot = self._quota_snapshot()
+        gang, pending = self._holding(group), self._pending_pods(group)
+        verdict = self.quotas.verdict(snapshot, queue, gang, pending)
+        if verdict.decision.mode is not Mode.PREEMPT:
+            return None
+        return self.quotas.targets(snapshot, verdict, gang, pending)
+
+    def quota_queue(self, group: GroupRecord) -> str | None:
+        """The ClusterQueue the group reserves quota in; None when it is not quota-managed."""
+        if group.standalone:
+            return None
+        return self.quotas.cluster_queue_for(group.obj, self.book.workload_of(group))
+
+    def _waits_for_quota(
+        self, group: GroupRecord, core: PodGroup, verdict: QuotaVerdict, now: float
+    ) -> CycleRan:
+        """The gang waits gated for quota; when preemption could free it, the preemptor is asked."""
+        self.queue.wait_for_quota(group.key, verdict.message)
+        group.attempts += 1
+        reclaims = verdict.decision.mode is Mode.PREEMPT
+        return CycleRan(
+            group=self._ref(group),
+            attempt=group.attempts,
+            pods=len(group.pending),
+            min_count=group.min_count or 1,
+            decision=nothing_placed(core, self.book.pending_requests(group), verdict.message, now),
+            cycle_ms=0.0,
+            cause=group.cause,
+            preemption_priority=self._reclaim_wanted(group, core.priority) if reclaims else None,
+            condition_false=not group.scheduled,
+            quota_message=verdict.decision.message,
+        )
+
+    def _reclaim_wanted(self, group: GroupRecord, priority: int) -> int | None:
+        """Ask the preemptor for quota once per change of the world (its policies, not priorities alone,
+        decide whom it may preempt), and not while room is nominated for the group."""
+        if group.preemption_asked == self._preemption_generation or group.key in self._nominations:
+            return None
+        group.preemption_asked = self._preemption_generation
+        return priority
+
+    def _holdings(self) -> list[Holding]:
+        return [
+            self._holding(group)
+            for _, group in sorted(self.book.groups.items())
+            if group.placed and not group.standalone
+        ]
+
+    def _holding(self, group: GroupRecord) -> Holding:
+        pods = tuple(
+            (self.book.pods[uid].obj, node)
+            for uid in sorted(group.placed)
+            if (node := self.book.pods[uid].node) is not None
+        )
+        priority = int(group.obj.spec.get("priority") or 0)
+        return Holding(group.key, group.obj, self.book.workload_of(group), priority, pods)
+
+    def _pending_pods(self, group: GroupRecord) -> list[ApiObject]:
+        return [self.book.pods[uid].obj for uid in sorted(group.pending)]
+
+    def _node_labels(self, node: str) -> Mapping[str, str] | None:
+        return self.snapshot.node_state(node).labels if node in self.snapshot else None

@@ -1,0 +1,274 @@
+"""Quota reservation before placement (docs/quotas.md): Kueue's objects as stored, the ClusterQueue a gang
+reserves quota in, and the quota gangs hold.
+
+A gang holds its reservation while pods of it hold nodes and are not leaving; its usage is those pods'
+requests, each resource counted in the flavor (of the queue's resource group covering it) whose node labels
+the pod's node carries. The flavor's labels constrain the placement, so that is the flavor the gang was
+admitted in; and a new leader, or the preemptor's view of the cluster, finds the same usage in the stored
+objects alone, with no record of the reservation to keep in step. A gang admitted but not placed yet holds
+the quota it was admitted with (`QuotaHold`, in memory) for a bounded time."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from libs.api.models.kueue import (
+    DEFAULT_LOCAL_QUEUE,
+    QUEUE_NAME_LABEL,
+    ClusterQueue,
+    Cohort,
+    LocalQueue,
+    ResourceFlavor,
+)
+from libs.api.quantity import canonical_amount
+from libs.core.quota import (
+    AdmittedWorkload,
+    ClusterQueueQuota,
+    PodSetRequest,
+    PreemptionReason,
+    PreemptionTarget,
+    QuotaDecision,
+    QuotaSnapshot,
+    WorkloadRequest,
+    admit,
+    preemption_targets,
+)
+from libs.core.quota.inputs import cluster_queue_of, cohort_of, flavor_of
+from libs.core.quota.model import CohortQuota, Flavor, FlavorResource
+
+from .model import PodRequest
+from .objects import ApiObject
+
+QUOTA_KINDS: Final = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
+"""Kueue's kinds, in the order a world is loaded (`inputs.WORLD_KINDS`)."""
+
+POD_SET: Final = "main"
+"""The pod set a gang's pods make (Kueue names a Job's single pod set `main`)."""
+
+_HUMAN_REASONS: Final = {
+    PreemptionReason.IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
+    PreemptionReason.IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    PreemptionReason.IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
+    PreemptionReason.IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
+}
+
+NodeLabels = Callable[[str], Mapping[str, str] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaVerdict:
+    """What a gang's ClusterQueue answers: the decision (Fit, Preempt, NoFit) and the node labels of the
+    flavors it was assigned, which its pods must be placed on."""
+
+    cluster_queue: str
+    decision: QuotaDecision
+    node_selector: Mapping[str, str]
+
+    @property
+    def message(self) -> str:
+        """Why it waits, in Kueue's words."""
+        return f"waiting for quota in ClusterQueue {self.cluster_queue}: {self.decision.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaHold:
+    """Quota reserved for a gang's waiting pods, from `since`: what they will use, and where they go."""
+
+    since: float
+    workload: AdmittedWorkload
+    node_selector: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """A gang holding room: its key, PodGroup (and Workload), and the pods on nodes with their nodes."""
+
+    key: str
+    obj: ApiObject
+    workload: ApiObject | None
+    priority: int
+    pods: tuple[tuple[ApiObject, str], ...]
+
+
+class QuotaLedger:
+    """Kueue's objects as the core sees them, and the quota snapshot of the gangs holding room."""
+
+    def __init__(self) -> None:
+        self.flavors: dict[str, Flavor] = {}
+        self.cohorts: dict[str, CohortQuota] = {}
+        self.cluster_queues: dict[str, ClusterQueueQuota] = {}
+        self.local_queues: dict[str, str] = {}
+        """`namespace/name` -> the ClusterQueue it points at."""
+
+    def put(self, obj: ApiObject) -> None:
+        document = {"metadata": dict(obj.metadata), "spec": dict(obj.spec)}
+        if obj.kind == "ResourceFlavor":
+            self.flavors[obj.name] = flavor_of(ResourceFlavor.model_validate(document))
+        elif obj.kind == "Cohort":
+            self.cohorts[obj.name] = cohort_of(Cohort.model_validate(document))
+        elif obj.kind == "ClusterQueue":
+            self.cluster_queues[obj.name] = cluster_queue_of(ClusterQueue.model_validate(document))
+        elif obj.kind == "LocalQueue":
+            self.local_queues[obj.key] = LocalQueue.model_validate(document).spec.cluster_queue or ""
+
+    def remove(self, kind: str, namespace: str, name: str) -> None:
+        if kind == "ResourceFlavor":
+            self.flavors.pop(name, None)
+        elif kind == "Cohort":
+            self.cohorts.pop(name, None)
+        elif kind == "ClusterQueue":
+            self.cluster_queues.pop(name, None)
+        elif kind == "LocalQueue":
+            self.local_queues.pop(f"{namespace}/{name}", None)
+
+    def cluster_queue_for(self, obj: ApiObject, workload: ApiObject | None) -> str | None:
+        """The ClusterQueue a PodGroup reserves quota in: that of the LocalQueue its (or its Workload's)
+        `kueue.x-k8s.io/queue-name` label names, else its namespace's `default`; None: not quota-managed."""
+        if not self.local_queues:
+            return None
+        labels = {**(workload.labels if workload is not None else {}), **obj.labels}
+        wanted = labels.get(QUEUE_NAME_LABEL) or DEFAULT_LOCAL_QUEUE
+        return self.local_queues.get(f"{obj.namespace}/{wanted}") or None
+
+    def snapshot(
+        self, holdings: Iterable[Holding], node_labels: NodeLabels, holds: Iterable[QuotaHold] = ()
+    ) -> QuotaSnapshot:
+        """Quotas, and the usage of every quota-managed gang holding room or quota held for its pods."""
+        workloads = [*self.admitted(holdings, node_labels), *(hold.workload for hold in holds)]
+        return QuotaSnapshot(
+            self.flavors.values(), self.cohorts.values(), self.cluster_queues.values(), workloads
+        )
+
+    def verdict(
+        self, snapshot: QuotaSnapshot, cluster_queue: str, gang: Holding, pending: Iterable[ApiObject]
+    ) -> QuotaVerdict:
+        """Whether the gang's waiting pods fit its ClusterQueue, on top of what the gang already holds."""
+        request = WorkloadRequest(
+            gang.key, cluster_queue, gang.priority, _created(gang.obj), _pod_sets(pending)
+        )
+        decision = admit(snapshot, request)
+        return QuotaVerdict(cluster_queue, decision, self._flavor_labels(decision))
+
+    def hold(self, verdict: QuotaVerdict, gang: Holding, now: float) -> QuotaHold:
+        """The quota a gang that fits reserves for its waiting pods until they are placed."""
+        created = _created(gang.obj)
+        usage = dict(verdict.decision.usage)
+        workload = AdmittedWorkload(gang.key, verdict.cluster_queue, gang.priority, created, created, usage)
+        return QuotaHold(now, workload, verdict.node_selector)
+
+    def targets(
+        self, snapshot: QuotaSnapshot, verdict: QuotaVerdict, gang: Holding, pending: Iterable[ApiObject]
+    ) -> tuple[PreemptionTarget, ...]:
+        """The gangs to preempt so that the gang fits its queue (Kueue's policies; whole gangs)."""
+        request = WorkloadRequest(
+            gang.key, verdict.cluster_queue, gang.priority, _created(gang.obj), _pod_sets(pending)
+        )
+        return preemption_targets(snapshot, request, verdict.decision)
+
+    def _flavor_labels(self, decision: QuotaDecision) -> dict[str, str]:
+        labels: dict[str, str] = {}
+        for assigned in decision.flavors.values():
+            for flavor in sorted(set(assigned.values())):
+                labels.update(self.flavors[flavor].node_labels if flavor in self.flavors else {})
+        return labels
+
+    def admitted(self, holdings: Iterable[Holding], node_labels: NodeLabels) -> list[AdmittedWorkload]:
+        """The quota-managed gangs among `holdings`, with the usage their pods on nodes hold."""
+        return [
+            held
+            for holding in holdings
+            if (held := self._admitted(holding, node_labels)) is not None and held.usage
+        ]
+
+    def unreserved(self, holding: Holding, node_labels: NodeLabels) -> list[str]:
+        """What a quota-managed gang's pods hold outside any quota of its ClusterQueue: a resource the queue
+        does not cover, or a node that carries none of the flavors' labels (empty when all is reserved)."""
+        queue = self.cluster_queues.get(self.cluster_queue_for(holding.obj, holding.workload) or "")
+        if queue is None:
+            return []
+        found = []
+        for pod, node in holding.pods:
+            labels = node_labels(node) or {}
+            for resource in sorted(pod_quota_requests(pod)):
+                if self._flavor_on(queue, resource, labels) is None:
+                    found.append(
+                        f"pod {pod.name} holds {resource} on {node} outside ClusterQueue {queue.name}"
+                    )
+        return found
+
+    def _admitted(self, holding: Holding, node_labels: NodeLabels) -> AdmittedWorkload | None:
+        queue_name = self.cluster_queue_for(holding.obj, holding.workload)
+        queue = self.cluster_queues.get(queue_name or "")
+        if queue is None:
+            return None
+        usage: dict[FlavorResource, int] = {}
+        for pod, node in holding.pods:
+            labels = node_labels(node) or {}
+            for resource, amount in pod_quota_requests(pod).items():
+                flavor = self._flavor_on(queue, resource, labels)
+                if flavor is not None:
+                    usage[(flavor, resource)] = usage.get((flavor, resource), 0) + amount
+        created = _created(holding.obj)
+        return AdmittedWorkload(holding.key, queue.name, holding.priority, created, created, usage)
+
+    def _flavor_on(self, queue: ClusterQueueQuota, resource: str, labels: Mapping[str, str]) -> str | None:
+        for group in queue.resource_groups:
+            if resource not in group.covered_resources:
+                continue
+            for name in group.flavors:
+                flavor = self.flavors.get(name)
+                if flavor is not None and all(labels.get(k) == v for k, v in flavor.node_labels.items()):
+                    return name
+        return None
+
+
+def preemption_message(target: PreemptionTarget, preemptor_uid: str) -> str:
+    """The victim's `DisruptionTarget` message, as Kueue words a workload's `Preempted` condition."""
+    return (
+        f"Preempted to accommodate a workload (UID: {preemptor_uid}) due to {_HUMAN_REASONS[target.reason]}"
+    )
+
+
+def pod_quota_requests(pod: ApiObject) -> dict[str, int]:
+    """What a pod counts against quota: its containers' requests summed, in canonical amounts (init
+    containers are not counted)."""
+    total: dict[str, int] = {}
+    for container in pod.spec.get("containers") or []:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        for resource, quantity in requests.items():
+            total[resource] = total.get(resource, 0) + canonical_amount(resource, quantity)
+    return total
+
+
+def _pod_sets(pods: Iterable[ApiObject]) -> tuple[PodSetRequest, ...]:
+    """Pods alike (same requests and node selector) make one pod set: `main`, then `main-2`, ..."""
+    shapes: dict[tuple[Any, ...], list[ApiObject]] = {}
+    for pod in sorted(pods, key=lambda p: p.name):
+        selector = pod.spec.get("nodeSelector") or {}
+        key = (tuple(sorted(pod_quota_requests(pod).items())), tuple(sorted(selector.items())))
+        shapes.setdefault(key, []).append(pod)
+    return tuple(
+        PodSetRequest(
+            POD_SET if index == 0 else f"{POD_SET}-{index + 1}",
+            len(alike),
+            dict(requests),
+            dict(selector),
+        )
+        for index, ((requests, selector), alike) in enumerate(shapes.items())
+    )
+
+
+def _created(obj: ApiObject) -> datetime:
+    return datetime.fromtimestamp(obj.created_at, UTC)
+
+
+def with_node_selector(requests: list[PodRequest], labels: Mapping[str, str]) -> list[PodRequest]:
+    """Pod requests placed only on nodes carrying `labels` (the flavor's), as kube-scheduler would once
+    Kueue injected them into the pods' node selectors."""
+    if not labels:
+        return requests
+    return [dataclasses.replace(r, node_selector={**r.node_selector, **labels}) for r in requests]

@@ -1,0 +1,67 @@
+"""Reclaim through the preemptor: a gang whose ClusterQueue is under its nominal quota takes back what
+another queue of its cohort borrowed, by evicting the gangs Kueue's policies choose, whole."""
+
+from __future__ import annotations
+
+from libs.core.preemption import Preempted
+from tests.unit.preemption.test_world import Pair
+from tests.unit.scheduling.manifests import (
+    cluster_queue,
+    flavor,
+    local_queue,
+    quota_objects,
+    team_gang,
+)
+
+
+def two_teams() -> Pair:
+    pair = Pair()
+    pair.admit(
+        *quota_objects(
+            flavor(),
+            cluster_queue("team-a", 16, cohort="research"),
+            cluster_queue("team-b", 16, cohort="research", reclaim="Any"),
+            local_queue("a", "team-a"),
+            local_queue("b", "team-b"),
+        )
+    )
+    return pair
+
+
+def test_the_gangs_a_queue_borrowed_are_evicted_whole_for_the_queue_that_reclaims():
+    pair = two_teams()
+    own, borrowed = team_gang("a-own", "a", 2, priority=10), team_gang("a-borrowed", "a", 2, priority=10)
+    pair.admit(*own, *borrowed)
+    pair.schedule()
+    reclaiming = team_gang("b-train", "b", 1, priority=1)
+    pair.admit(*reclaiming)
+    (waits,) = pair.schedule()
+    assert waits.preemption_priority == 1
+
+    answer = pair.preempt(reclaiming[0])
+
+    assert isinstance(answer, Preempted)
+    (victim,) = answer.decision.victims
+    assert victim.owner.name == "a-borrowed"
+    assert victim.whole
+    assert sorted(pod.uid for pod in victim.pods) == sorted(pod.uid for pod in borrowed[1:])
+    assert victim.message == (
+        f"Preempted to accommodate a workload (UID: {reclaiming[0].uid}) due to reclamation within the cohort"
+    )
+    assert answer.decision.reason == "preempting 1 gang(s) to free quota for the group in ClusterQueue team-b"
+
+
+def test_the_reclaiming_gang_is_bound_once_the_evicted_gangs_end():
+    pair = two_teams()
+    pair.admit(*team_gang("a-own", "a", 2), *team_gang("a-borrowed", "a", 2))
+    pair.schedule()
+    reclaiming = team_gang("b-train", "b", 1)
+    pair.admit(*reclaiming)
+    pair.schedule()
+
+    pair.evict(pair.preempt(reclaiming[0]))
+    (ran,) = pair.schedule()
+
+    assert ran.group.name == "b-train"
+    assert ran.bind is not None
+    assert ran.bind.cluster_queue == "team-b"

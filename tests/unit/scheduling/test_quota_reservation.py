@@ -1,0 +1,205 @@
+"""Quota reservation before placement: a quota-managed gang enters a cycle only once its ClusterQueue has
+quota for it, is placed on its flavor's nodes, and holds its quota while its pods hold nodes."""
+
+from __future__ import annotations
+
+from libs.core.quota import PreemptionReason
+from libs.core.scheduling import PodPhase
+from libs.core.scheduling.inputs import PodsEvicted, World
+from libs.core.scheduling.outputs import CycleRan
+from tests.unit.scheduling.conftest import SMALL, Machine
+from tests.unit.scheduling.manifests import (
+    cluster,
+    cluster_queue,
+    flavor,
+    local_queue,
+    quota_objects,
+    stored,
+    team_gang,
+)
+
+RACK_0 = "zone-0-b0-r0"
+NOT_ENOUGH = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor {flavor}, {n} more needed"
+
+
+def machine(clock, *quota) -> Machine:
+    scheduler = Machine(clock)
+    scheduler.load(World(cluster(SMALL) + quota_objects(*quota), {}), now=clock.now)
+    return scheduler
+
+
+def bound_nodes(ran: CycleRan) -> set[str]:
+    assert ran.bind is not None
+    return {placement.node_name for placement in ran.bind.placements}
+
+
+def test_a_gang_within_its_quota_is_placed_on_the_nodes_of_its_flavor(clock):
+    rack = {"topology.example.com/rack": RACK_0}
+    scheduler = machine(
+        clock,
+        flavor("rack-0", rack),
+        cluster_queue("team-a", 16, flavor_name="rack-0"),
+        local_queue("a", "team-a"),
+    )
+    scheduler.admit(*team_gang("g", "a", 2))
+
+    (ran,) = scheduler.run()
+
+    assert ran.decision.placed
+    assert bound_nodes(ran) == {f"{RACK_0}-n00", f"{RACK_0}-n01"}
+    assert ran.bind is not None
+    assert ran.bind.cluster_queue == "team-a"
+
+
+def test_a_gang_over_its_quota_waits_gated_in_kueues_words_until_its_queue_has_room(clock):
+    scheduler = machine(clock, flavor(), cluster_queue("team-a", 16), local_queue("a", "team-a"))
+    first = team_gang("first", "a", 2)
+    scheduler.admit(*first)
+    scheduler.run()
+    scheduler.admit(*team_gang("second", "a", 1))
+
+    (waits,) = scheduler.run()
+
+    assert not waits.decision.placed
+    assert waits.quota_message == NOT_ENOUGH.format(flavor="h200", n=8)
+    assert waits.preemption_priority is None
+    gate = scheduler.queue.gate_reason("a/second")
+    assert gate == f"waiting for quota in ClusterQueue team-a: {NOT_ENOUGH.format(flavor='h200', n=8)}"
+    clock.now += 3600
+    assert scheduler.run() == []  # gated: no cycle, whatever the time
+
+    scheduler.finish([pod.uid for pod in first[1:]], PodPhase.SUCCEEDED)
+    (admitted,) = scheduler.run()
+
+    assert admitted.decision.placed
+    assert admitted.bind is not None
+    assert admitted.bind.cluster_queue == "team-a"
+
+
+def test_a_gang_not_quota_managed_is_scheduled_as_before(clock):
+    scheduler = machine(clock, flavor(), cluster_queue("team-a", 0), local_queue("a", "team-a"))
+    scheduler.admit(*team_gang("free", "b", 4))
+
+    (ran,) = scheduler.run()
+
+    assert ran.decision.placed
+    assert ran.bind is not None
+    assert ran.bind.cluster_queue is None
+
+
+def test_the_queue_name_label_picks_the_local_queue(clock):
+    scheduler = machine(
+        clock,
+        flavor(),
+        cluster_queue("team-a", 0),
+        cluster_queue("team-big", 32),
+        local_queue("a", "team-a"),
+        {
+            "kind": "LocalQueue",
+            "metadata": {"name": "big", "namespace": "a"},
+            "spec": {"clusterQueue": "team-big"},
+        },
+    )
+    group, *pods = team_gang("g", "a", 2)
+    labelled = stored(
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {**dict(group.metadata), "labels": {"kueue.x-k8s.io/queue-name": "big"}},
+            "spec": dict(group.spec),
+        }
+    )
+    scheduler.admit(labelled, *pods)
+
+    (ran,) = scheduler.run()
+
+    assert ran.bind is not None
+    assert ran.bind.cluster_queue == "team-big"
+
+
+def test_a_restarted_leader_restores_the_usage_from_the_bindings(clock):
+    quota = quota_objects(flavor(), cluster_queue("team-a", 16), local_queue("a", "team-a"))
+    running = team_gang("first", "a", 2)
+    nodes = [obj.name for obj in cluster(SMALL) if obj.kind == "Node"]
+    bindings = {running[1].uid: nodes[0], running[2].uid: nodes[1]}
+    scheduler = Machine(clock)
+    scheduler.load(World(cluster(SMALL) + quota + running, bindings), now=clock.now)
+    scheduler.admit(*team_gang("second", "a", 1))
+
+    (waits,) = scheduler.run()
+
+    assert waits.quota_message == NOT_ENOUGH.format(flavor="h200", n=8)
+
+
+def test_a_queue_under_its_nominal_quota_asks_to_reclaim_what_another_borrowed(clock):
+    scheduler = machine(
+        clock,
+        flavor(),
+        cluster_queue("team-a", 16, cohort="research"),
+        cluster_queue("team-b", 16, cohort="research", reclaim="Any"),
+        local_queue("a", "team-a"),
+        local_queue("b", "team-b"),
+    )
+    scheduler.admit(*team_gang("a-own", "a", 2, priority=10), *team_gang("a-borrowed", "a", 2, priority=10))
+    placed = scheduler.run()
+    assert all(ran.decision.placed for ran in placed)
+    assert len(placed) == 2
+    scheduler.admit(*team_gang("b-train", "b", 1, priority=10))
+
+    (waits,) = scheduler.run()
+
+    assert waits.preemption_priority == 10
+    assert waits.quota_message == NOT_ENOUGH.format(flavor="h200", n=8)
+    targets = scheduler.quota_targets(scheduler.book.groups["b/b-train"])
+    assert targets is not None
+    # Equal priority and admission time: the name decides (docs/quotas.md), one gang is enough.
+    assert [(t.workload.name, t.reason) for t in targets] == [
+        ("a/a-borrowed", PreemptionReason.IN_COHORT_RECLAMATION)
+    ]
+
+
+def test_evicted_gangs_give_their_quota_back_and_the_reclaiming_gang_is_placed_once_they_end(clock):
+    scheduler = machine(
+        clock,
+        flavor(),
+        cluster_queue("team-a", 16, cohort="research"),
+        cluster_queue("team-b", 16, cohort="research", reclaim="Any"),
+        local_queue("a", "team-a"),
+        local_queue("b", "team-b"),
+    )
+    borrowed = team_gang("a-borrowed", "a", 2)
+    scheduler.admit(*team_gang("a-own", "a", 2), *borrowed)
+    scheduler.run()
+    scheduler.admit(*team_gang("b-train", "b", 1))
+    (waits,) = scheduler.run()
+    assert waits.quota_message is not None
+
+    scheduler.tell(PodsEvicted(tuple(pod.uid for pod in borrowed[1:])))
+    scheduler.finish([pod.uid for pod in borrowed[1:]], PodPhase.FAILED)
+    ran = [r for r in scheduler.run() if r.group.name == "b-train"]
+
+    assert len(ran) == 1
+    assert ran[0].decision.placed
+    assert ran[0].bind is not None
+    assert ran[0].bind.cluster_queue == "team-b"
+
+
+def test_a_gang_that_fits_its_quota_but_not_the_cluster_holds_its_quota_for_a_bounded_wait(clock):
+    scheduler = machine(clock, flavor(), cluster_queue("team-a", 16), local_queue("a", "team-a"))
+    scheduler.admit(*team_gang("others", "free", 3))  # 24 of the 32 GPUs, not quota-managed
+    scheduler.run()
+    scheduler.admit(*team_gang("big", "a", 2))
+    (unplaced,) = scheduler.run()
+    assert not unplaced.decision.placed
+    assert unplaced.quota_message is None
+
+    scheduler.admit(*team_gang("small", "a", 1, priority=100))
+    (waits,) = scheduler.run()
+    assert waits.group.name == "small"
+    assert waits.quota_message == NOT_ENOUGH.format(flavor="h200", n=8)
+
+    assert scheduler.next_wakeup() == clock.now + scheduler.settings.quota_hold_s
+    clock.now += scheduler.settings.quota_hold_s
+    placed = [ran for ran in scheduler.run() if ran.group.name == "small"]
+
+    assert placed[0].decision.placed  # the held quota was let go, and the more important gang took it
