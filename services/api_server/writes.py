@@ -26,6 +26,7 @@ from libs.kubeapi.patches import (
 from libs.kubeapi.resources import RESOURCES, lookup
 from services.api_server.answers import USER, Refused, answer
 from services.api_server.objects import object_list, parse_revision, shown
+from services.api_server.pod_logs import serve_log
 from services.api_server.reads import Reads, typed
 from services.api_server.requests import (
     DeleteOptions,
@@ -259,14 +260,8 @@ class Verbs(Reads):
         )
 
     async def log(self, request: web.Request, target: Target) -> web.StreamResponse:
-        """`pods/log`: the simulated kubelet runs no containers, so a pod has no log to show."""
-        assert target.name is not None
-        await self._get(target)
-        message = (
-            f'pod "{target.name}" has no container logs: the node agent simulates a kubelet and runs no '
-            "containers"
-        )
-        raise Refused(status.bad_request(message))
+        """`pods/log`: a process-runtime pod's container output (a simulated kubelet's pods have none)."""
+        return await serve_log(request, await self._get(target), lambda: self._get(target))
 
     async def delete_collection(self, request: web.Request, target: Target) -> web.StreamResponse:
         options = await delete_options(request)
