@@ -677,7 +677,7 @@ def test_events_whoami_eviction_and_logs(kube: KubeStack) -> None:
     assert json.loads(whoami)["status"]["userInfo"]["username"] == "podway-admin"
     logs = kubectl(kube, "logs", "-n", "ml", "evicted")
     assert logs.returncode != 0
-    assert "simulates a kubelet" in logs.stderr
+    assert "runs a simulated kubelet, which runs no containers" in logs.stderr
     from kubernetes import client, config
 
     core = client.CoreV1Api(config.new_client_from_config(config_file=str(kube.kubeconfig)))
