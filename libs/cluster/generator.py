@@ -84,6 +84,11 @@ def gpu_slice_manifest(node: str, shape: ClusterShape) -> dict[str, Any]:
             "cores": {"value": "1"},
             "memory": {"value": f"{shape.gpu_memory_gi}Gi", "requestPolicy": {"default": "0"}},
         }
+    return gpu_slice(node, devices)
+
+
+def gpu_slice(node: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ResourceSlice publishing a node's GPUs, one pool per node."""
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",

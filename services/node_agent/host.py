@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from libs.api.models.core import TAINT_EFFECTS
-from libs.cluster.generator import GPU_DRIVER, HOST_KEY, RUNTIME_KEY
+from libs.cluster.generator import HOST_KEY, RUNTIME_KEY, gpu_slice
 
 log = logging.getLogger(__name__)
 
@@ -116,17 +116,7 @@ def device_slice(node_name: str, gpus: list[dict[str, Any]]) -> dict[str, Any]:
         if gpu.get("memory"):
             device["capacity"] = {"memory": {"value": str(gpu["memory"])}}
         devices.append(device)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": f"{node_name}-{GPU_DRIVER}"},
-        "spec": {
-            "driver": GPU_DRIVER,
-            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
-            "nodeName": node_name,
-            "devices": devices,
-        },
-    }
+    return gpu_slice(node_name, devices)
 
 
 def host_manifests(

@@ -137,6 +137,15 @@ def _validate_composite_settings(
         errors += _validate_constraints(group.scheduling_constraints, path.child("schedulingConstraints"))
     if group.disruption_mode is not None:
         errors += _validate_composite_disruption(group.disruption_mode, path.child("disruptionMode"))
+    return errors + _validate_priority_settings(group, path)
+
+
+def _validate_priority_settings(
+    group: PodGroupTemplate | PodGroupSpec | CompositePodGroupTemplate | CompositePodGroupSpec,
+    path: FieldPath,
+) -> list[FieldError]:
+    """What every group says of its priority: class name, value and preemption policy."""
+    errors: list[FieldError] = []
     if group.priority_class_name:
         errors += check_optional_format(
             group.priority_class_name, path.child("priorityClassName"), dns1123_subdomain_errors
@@ -251,15 +260,7 @@ def _validate_group_settings(group: PodGroupTemplate | PodGroupSpec, path: Field
         errors += _validate_group_claims(group.resource_claims, path.child("resourceClaims"))
     if group.disruption_mode is not None:
         errors += check_enum(group.disruption_mode, path.child("disruptionMode"), DISRUPTION_MODES)
-    if group.priority_class_name:
-        errors += check_optional_format(
-            group.priority_class_name, path.child("priorityClassName"), dns1123_subdomain_errors
-        )
-    if group.priority is not None:
-        errors += validate_priority_value(group.priority, path.child("priority"))
-    if group.preemption_policy is not None:
-        errors += check_enum(group.preemption_policy, path.child("preemptionPolicy"), PREEMPTION_POLICIES)
-    return errors
+    return errors + _validate_priority_settings(group, path)
 
 
 def _validate_constraints(constraints: PodGroupSchedulingConstraints, path: FieldPath) -> list[FieldError]:
