@@ -83,3 +83,34 @@ def test_a_child_of_a_composite_that_does_not_exist_waits_saying_so() -> None:
     assert not ran.decision.placed
     assert ran.decision.message == "waiting for CompositePodGroup ghost, which does not exist"
     assert ran.preemption_priority is None
+
+
+def test_a_new_leader_keeps_a_placed_composite_in_its_block_from_the_bindings_alone() -> None:
+    machine = _machine()
+    job = composite("job", min_group_count=1, topology_key=BLOCK_KEY)
+    first = podgroup("first", min_count=2, parent="job")
+    pods = gang("first", 2, gpus=8)
+    _admit(machine, job, first, *pods)
+    placed = [o for o in machine.run_pass(NOW) if isinstance(o, CycleRan)]
+    (block,) = _blocks(machine, placed)
+    bindings = {p.pod_uid: p.node_name for r in placed for p in r.decision.placements}
+    nodes = sorted(set(bindings.values()))
+    status = {"placement": {"domain": None, "nodes": nodes, "pods": {}}}
+    stored_first = podgroup("first", min_count=2, parent="job", status=status)
+    # The other block is made the tighter one: a gang not of the composite holds 3 of its 4 nodes.
+    other = sorted(n.name for n in machine.snapshot.node_states() if n.labels[BLOCK_KEY] != block)[:3]
+    filler = gang("filler", 3, gpus=8)
+    bindings |= {p.uid: node for p, node in zip(filler, other, strict=True)}
+    held = {"placement": {"domain": None, "nodes": other, "pods": {}}}
+
+    leader = SchedulerStateMachine()
+    objects = [*cluster(SHAPE), workload(), job, stored_first, *pods]
+    objects += [podgroup("filler", min_count=3, status=held), *filler]
+    leader.load(World(objects, bindings), now=NOW + 1)
+    _admit(leader, podgroup("late", min_count=1, parent="job"), *gang("late", 1, gpus=8))
+    late = [o for o in leader.run_pass(NOW + 5) if isinstance(o, CycleRan)]
+
+    assert [r.group.name for r in late] == ["late"]
+    assert late[0].decision.placed
+    assert _blocks(leader, late) == {block}
+    assert not [o for o in leader.run_pass(NOW + 6) if isinstance(o, CompositeCycleRan)]
