@@ -107,7 +107,10 @@ def test_a_new_leader_keeps_a_placed_composite_in_its_block_from_the_bindings_al
     objects = [*cluster(SHAPE), workload(), job, stored_first, *pods]
     objects += [podgroup("filler", min_count=3, status=held), *filler]
     leader.load(World(objects, bindings), now=NOW + 1)
-    _admit(leader, podgroup("late", min_count=1, parent="job"), *gang("late", 1, gpus=8))
+    # On its own, a block-constrained child would take the tightest block: the other one.
+    _admit(
+        leader, podgroup("late", min_count=1, parent="job", topology_key=BLOCK_KEY), *gang("late", 1, gpus=8)
+    )
     late = [o for o in leader.run_pass(NOW + 5) if isinstance(o, CycleRan)]
 
     assert [r.group.name for r in late] == ["late"]
