@@ -20,18 +20,24 @@ _IDLE_SINCE = "podway_idle_since"
 
 
 def create_engine(
-    url: str | URL, *, echo: bool = False, ping_after_idle_s: float = PING_AFTER_IDLE_S
+    url: str | URL,
+    *,
+    echo: bool = False,
+    ping_after_idle_s: float = PING_AFTER_IDLE_S,
+    read_only: bool = False,
 ) -> AsyncEngine:
     """An async engine for `url` with the settings Podway relies on.
 
     SQLite: WAL journal, foreign keys on, a busy timeout, and `BEGIN IMMEDIATE` transactions (writers queue on
-    the database lock at BEGIN instead of failing with SQLITE_BUSY when a read turns into a write).
+    the database lock at BEGIN instead of failing with SQLITE_BUSY when a read turns into a write). A
+    `read_only` engine's transactions begin deferred and refuse writes: they read a snapshot without taking
+    the write lock, so what a service does before it writes (start a process, say) waits for no writer.
     PostgreSQL: a bounded pool, last in first out, that pings a connection before handing it out once it has
     been idle for `ping_after_idle_s`, so a restarted server does not hand out dead connections.
     """
     url = make_url(url)
     if url.get_backend_name() == "sqlite":
-        return _sqlite_engine(url, echo=echo)
+        return _sqlite_engine(url, echo=echo, read_only=read_only)
     engine = create_async_engine(
         url,
         echo=echo,
@@ -41,6 +47,7 @@ def create_engine(
         max_overflow=10,
         pool_use_lifo=True,
         pool_recycle=1800,
+        **({"execution_options": {"postgresql_readonly": True}} if read_only else {}),
     )
     _ping_when_idle(engine, ping_after_idle_s)
     return engine
@@ -76,7 +83,7 @@ def create_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSessi
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
-def _sqlite_engine(url: URL, *, echo: bool) -> AsyncEngine:
+def _sqlite_engine(url: URL, *, echo: bool, read_only: bool) -> AsyncEngine:
     in_memory = url.database in (None, "", ":memory:")
     extra: dict[str, Any] = {"poolclass": StaticPool} if in_memory else {}
     engine = create_async_engine(
@@ -98,13 +105,29 @@ def _sqlite_engine(url: URL, *, echo: bool) -> AsyncEngine:
             cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        if read_only:
+            cursor.execute("PRAGMA query_only=ON")
         cursor.close()
+
+    begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        connection.exec_driver_sql(begin)
 
     return engine
+
+
+def snapshot_engine(url: str | URL, engine: AsyncEngine) -> AsyncEngine:
+    """An engine for reads that must wait for no writer: on SQLite a read-only one of its own (deferred
+    transactions, see `create_engine`), elsewhere `engine` itself (PostgreSQL readers never wait for
+    writers)."""
+    return create_engine(url, read_only=True) if dialect_name(url) == "sqlite" else engine
+
+
+async def dispose_snapshot(snapshot: AsyncEngine, engine: AsyncEngine) -> None:
+    if snapshot is not engine:
+        await snapshot.dispose()
 
 
 def dialect_name(url: str | URL) -> str:

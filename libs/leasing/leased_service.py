@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Generic, TypeVar, cast
 
-from libs.db.engine import create_engine, create_session_factory
+from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.errors import StaleEpochError
 from libs.db.ports import UnitOfWork
 from libs.db.records import Fence, OutboxMessage
@@ -112,6 +112,7 @@ class LeasedService(ABC, Generic[World, Decision]):
         self.tick_s = tick_s
         self.engine = create_engine(settings.resolved_database_url())
         self.sessions = create_session_factory(self.engine)
+        self.snapshot_engine = snapshot_engine(settings.resolved_database_url(), self.engine)
         self.broker = make_broker(settings.nats_url, f"{self.name}-{settings.instance}")
         self.relay: OutboxRelay | None = None
         self.plain_uow = unit_of_work_factory(self.sessions, clock=clock)
@@ -176,7 +177,12 @@ class LeasedService(ABC, Generic[World, Decision]):
 
     async def start(self) -> None:
         await start_broker(self.broker)
-        self.relay = OutboxRelay(self.plain_uow, jetstream(self.broker), clock=self.clock)
+        self.relay = OutboxRelay(
+            self.plain_uow,
+            jetstream(self.broker),
+            clock=self.clock,
+            snapshot=unit_of_work_factory(create_session_factory(self.snapshot_engine), clock=self.clock),
+        )
         self._tasks = [asyncio.create_task(self.relay.run(), name="outbox-relay")]
         await self.elector.start()
         if self.settings.data_dir:
@@ -190,6 +196,11 @@ class LeasedService(ABC, Generic[World, Decision]):
         await bounded(self._deposed(), "ending the term", service=self.name)
         await bounded(self.broker.stop(), "stopping the broker", service=self.name)
         await bounded(self.engine.dispose(), "closing the database pool", service=self.name)
+        await bounded(
+            dispose_snapshot(self.snapshot_engine, self.engine),
+            "closing the snapshot pool",
+            service=self.name,
+        )
 
     @property
     def leading(self) -> bool:

@@ -63,6 +63,15 @@ class EventBatchHandler(Protocol):
     async def __call__(self, events: Sequence[tuple[Envelope, EventPayload]], uow: UnitOfWork) -> None: ...
 
 
+class EventBatchPreparer(Protocol):
+    """What a service does with a fetched batch (duplicates included) before the unit of work that handles it
+    opens, so that it waits for no database writer: reads of a snapshot, work outside the database (starting
+    a process). It writes nothing to the database; the handler, which runs anyway, makes it count, so a
+    preparer that fails or is skipped (a batch retried one by one) changes nothing but when the work starts."""
+
+    async def __call__(self, events: Sequence[tuple[Envelope, EventPayload]]) -> None: ...
+
+
 class ConsumeOutcome(StrEnum):
     """What became of one delivered message."""
 
@@ -132,6 +141,7 @@ class EventConsumer:
         batch_size: int = 1,
         on_reset: Callable[[], Awaitable[None]] | None = None,
         settle: Callable[[Sequence[Msg]], Awaitable[None]] | None = None,
+        prepare: EventBatchPreparer | None = None,
     ) -> None:
         if not subjects:
             raise ValueError("a consumer needs at least one subject")
@@ -152,6 +162,8 @@ class EventConsumer:
         self.batch_size = batch_size
         self._on_reset = on_reset
         self._settle = settle
+        self._prepare = prepare
+        """Work done for a fetched batch before its unit of work opens (see `EventBatchPreparer`)."""
         """Who acknowledges handled messages (default: the consumer, at once); see `HeldAcks`."""
         self._pull_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -375,6 +387,7 @@ class EventConsumer:
                 outcomes[index] = ConsumeOutcome.DEAD_LETTERED
                 continue
             good.append((index, msg, envelope, payload))
+        await self._prepare_batch([(e, p) for _, _, e, p in good])
         try:
             duplicates = await self._handle_all([(e, p, m.headers) for _, m, e, p in good])
         except Exception:
@@ -387,6 +400,15 @@ class EventConsumer:
             outcomes[index] = outcome
             EVENTS_CONSUMED.labels(self.name, envelope.type, outcome.value).inc()
         return [outcomes[i] for i in sorted(outcomes)]
+
+    async def _prepare_batch(self, events: Sequence[tuple[Envelope, EventPayload]]) -> None:
+        if self._prepare is None or not events:
+            return
+        try:
+            await self._prepare(events)
+        except Exception:
+            # Preparing only gets ahead of the handler, which does the work anyway.
+            log.exception("%s: preparing a batch of %d failed", self.name, len(events))
 
     async def _handle_all(
         self, events: Sequence[tuple[Envelope, EventPayload, dict[str, str] | None]]

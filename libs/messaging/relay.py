@@ -89,8 +89,10 @@ class OutboxRelay:
         error_backoff_s: float = 1.0,
         handoff_grace_s: float = 2.0,
         clock: Clock = utc_now,
+        snapshot: UnitOfWorkFactory | None = None,
     ) -> None:
         self._uow_factory = uow_factory
+        self._snapshot = snapshot
         self._js = js
         self._subjects = emitted_subjects(js.user if isinstance(js, UserJetStream) else None)
         self._batch = batch
@@ -105,6 +107,7 @@ class OutboxRelay:
         self._asked_to_poll = False
         self._unmarked: list[int] = []
         self._unmarked_since = 0.0
+        self._marking: asyncio.Task[None] | None = None
         RELAYS.relays.add(self)
 
     def backlog(self) -> tuple[int, float | None]:
@@ -153,7 +156,14 @@ class OutboxRelay:
 
     async def publish_pending(self, *, created_before: datetime | None = None) -> RelayPass:
         """One pass: publish up to `batch` unpublished events (created before `created_before`, if given) and
-        mark those JetStream acknowledged."""
+        mark those JetStream acknowledged. With a `snapshot`, a read that takes no lock first asks whether
+        there is any: on SQLite, a pass that finds nothing then never queues for the database lock."""
+        if self._snapshot is not None:
+            async with self._snapshot() as snapshot:
+                if not await snapshot.outbox.any_unpublished(
+                    created_before=created_before, subjects=self._subjects
+                ):
+                    return RelayPass(published=0, duplicates=0)
         async with self._uow_factory() as uow:
             messages = await uow.outbox.unpublished(
                 self._batch, created_before=created_before, subjects=self._subjects
@@ -171,21 +181,31 @@ class OutboxRelay:
 
     async def run(self) -> None:
         """Relay until cancelled: handed-over rows at once, and a polling pass every `poll_interval_s` (or
-        on a kick without rows) for rows no fast path published."""
+        on a kick without rows) for rows no fast path published. Marking runs beside publishing: rows
+        committed meanwhile go out while the mark waits for the database lock."""
+        try:
+            await self._relay()
+        finally:
+            if self._marking is not None:
+                self._marking.cancel()
+
+    async def _relay(self) -> None:
         backlog = False  # the last polling pass filled its batch: go on polling at once
         while True:
             self._kicked.clear()
             now = time.monotonic()
             wait_s = self._polled_at + self._poll_interval_s - now
             polling = backlog or self._asked_to_poll or wait_s <= 0
-            mark_in_s = self._unmarked_since + MARK_DELAY_S - now if self._unmarked else math.inf
+            marking = self._marking is not None and not self._marking.done()
+            due = self._unmarked and not marking
+            mark_in_s = self._unmarked_since + MARK_DELAY_S - now if due else math.inf
             if not polling and not self._committed and mark_in_s > 0:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._kicked.wait(), min(wait_s, mark_in_s))
                 continue
             try:
-                if mark_in_s <= 0 or (polling and self._unmarked):
-                    await self.mark_published()
+                if mark_in_s <= 0 or (polling and due):
+                    self._marking = asyncio.create_task(self._mark_beside(), name="outbox-marks")
                     continue
                 if polling:
                     self._polled_at = time.monotonic()
@@ -202,6 +222,15 @@ class OutboxRelay:
                 continue
             if done.failed:
                 await asyncio.sleep(self._error_backoff_s)
+
+    async def _mark_beside(self) -> None:
+        try:
+            await self.mark_published()
+        except Exception:
+            log.exception("marking published outbox rows failed")
+            await asyncio.sleep(self._error_backoff_s)
+        finally:
+            self._kicked.set()  # rows left unmarked are due again
 
     async def _publish(self, messages: Sequence[OutboxMessage]) -> list[PubAck | BaseException]:
         futures = []

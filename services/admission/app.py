@@ -25,7 +25,7 @@ from libs.core.admission.apply import (
 )
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
 from libs.core.admission.model import BatchDecision
-from libs.db.engine import create_engine, create_session_factory
+from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
 from libs.db.records import OutboxMessage
@@ -105,6 +105,7 @@ class AdmissionService:
         self.new_uid = new_uid
         self.engine = create_engine(settings.resolved_database_url())
         self.sessions = create_session_factory(self.engine)
+        self.snapshot_engine = snapshot_engine(settings.resolved_database_url(), self.engine)
         self.broker = make_broker(settings.nats_url, f"admission-{settings.instance}")
         self.relay: OutboxRelay | None = None
         self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
@@ -168,7 +169,12 @@ class AdmissionService:
 
     async def start(self) -> None:
         await start_broker(self.broker, self.consumers)
-        self.relay = OutboxRelay(self.uow, jetstream(self.broker), clock=self.clock)
+        self.relay = OutboxRelay(
+            self.uow,
+            jetstream(self.broker),
+            clock=self.clock,
+            snapshot=unit_of_work_factory(create_session_factory(self.snapshot_engine), clock=self.clock),
+        )
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.batcher.run(), name="apply-batcher"),
@@ -194,6 +200,9 @@ class AdmissionService:
             await bounded(consumer.stop(), "stopping a consumer", service=SERVICE)
         await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)
         await bounded(self.engine.dispose(), "closing the database pool", service=SERVICE)
+        await bounded(
+            dispose_snapshot(self.snapshot_engine, self.engine), "closing the snapshot pool", service=SERVICE
+        )
 
     def connected(self) -> bool:
         """Whether the service's NATS connection is up or coming back (not closed for good)."""

@@ -26,7 +26,7 @@ from libs.core.kubelet.downward import PodPlace
 from libs.core.kubelet.phases import ContainerReason, PodEnd
 from libs.core.kubelet.rendezvous import HOST_IP, free_pod_ip, gang_members
 from libs.core.kubelet.restarts import BackOff, restart_policy_of
-from libs.db.engine import create_engine, create_session_factory
+from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.ports import UnitOfWork
 from libs.db.records import JsonObject, OutboxMessage, StoredObject
 from libs.db.uow import unit_of_work_factory
@@ -110,6 +110,9 @@ class NodeAgentService:
         self.finished: list[PodFinished] = []
         self._background: set[asyncio.Task[None]] = set()
         self.pod_ips: dict[str, str] = {}
+        self._started: dict[str, JsonObject] = {}
+        """The status each pod this agent started adds (address, containers, logs), until its end is
+        recorded: a pod started ahead of its Running write is never started twice."""
         self._devices: dict[str, dict[str, list[str]]] = {}
         if settings.runtime == "process":
             limits = HostLimits.detect(f"podway-{settings.instance}")
@@ -134,6 +137,10 @@ class NodeAgentService:
         self.engine = create_engine(settings.resolved_database_url())
         self.sessions = create_session_factory(self.engine)
         self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
+        self.snapshot_engine = snapshot_engine(settings.resolved_database_url(), self.engine)
+        self.snapshot = unit_of_work_factory(create_session_factory(self.snapshot_engine), clock=clock)
+        """Reads that wait for no writer (a deferred transaction on SQLite): what to start, before the
+        transaction that records it queues for the database lock."""
         self.broker = make_broker(settings.nats_url, f"node-agent-{settings.instance}")
         self.down: set[str] = set()
         """Nodes whose host was taken away (`podway cluster node-down`): no beats, no pods."""
@@ -149,6 +156,7 @@ class NodeAgentService:
             batch_size=CONSUMER_BATCH,
             fetch_timeout_s=0.5,
             on_reset=self.reconcile,
+            prepare=self.start_ahead if self.runtime is not None else None,
         )
         self.consumer.subscribe(self.broker)
         serve_rpc(self.broker, RpcSubject.NODE_AGENT_POWER, self.on_power, queue="")
@@ -168,7 +176,7 @@ class NodeAgentService:
         await self.register()
         await self.restore()
         await start_broker(self.broker, [self.consumer])
-        self.relay = OutboxRelay(self.uow, jetstream(self.broker), clock=self.clock)
+        self.relay = OutboxRelay(self.uow, jetstream(self.broker), clock=self.clock, snapshot=self.snapshot)
         self._tasks += [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self._run_timers(), name="pod-timers"),
@@ -188,6 +196,9 @@ class NodeAgentService:
         await bounded(self.consumer.stop(), "stopping the consumer", service=SERVICE)
         await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)
         await bounded(self.engine.dispose(), "closing the database pool", service=SERVICE)
+        await bounded(
+            dispose_snapshot(self.snapshot_engine, self.engine), "closing the snapshot pool", service=SERVICE
+        )
 
     def connected(self) -> bool:
         """Whether the service's NATS connection is up or coming back (not closed for good)."""
@@ -282,10 +293,46 @@ class NodeAgentService:
                 self._forget_lost(payload)
         await self._start(bound, uow)
 
+    async def start_ahead(self, events: Sequence[tuple[Envelope, EventPayload]]) -> None:
+        """Start the processes of freshly bound pods from a snapshot, before the consumer's transaction
+        queues for the database lock (on SQLite, one writer at a time): `on_events` then records them Running
+        without starting them again."""
+        bound = [(envelope, payload) for envelope, payload in events if isinstance(payload, PodsBound)]
+        if not bound:
+            return
+        async with self.snapshot() as snapshot:
+            starts = await self._starts(bound, snapshot)
+        for placed, podgroup, _ in starts:
+            fresh = [(pod, node) for pod, node in placed if _startable(pod)]
+            if fresh:
+                await self._launch(fresh, podgroup)
+
     async def _start(self, events: Sequence[tuple[Envelope, PodsBound]], uow: UnitOfWork) -> None:
+        starts = await self._starts(events, uow)
+        recorded = await self._run_pods(uow, starts)
+        if self.runtime is not None:
+            self._stop_unrecorded(events, starts, recorded)
+
+    def _stop_unrecorded(
+        self, events: Sequence[tuple[Envelope, PodsBound]], starts: Sequence[PodStart], recorded: set[str]
+    ) -> None:
+        """Processes started ahead for pods that turned out not to start (deleted, or bound no more, by the
+        time their Running was to be written) are stopped: nothing would ever record them."""
+        pending = {pod.uid for placed, _, _ in starts for pod, _ in placed if _pending(pod)}
+        found = {pod.uid for placed, _, _ in starts for pod, _ in placed}
+        for _, bound in events:
+            for placement in self._mine(bound):
+                uid = placement.pod_uid
+                if uid in self._started and uid not in recorded and (uid in pending or uid not in found):
+                    self._in_background(self._kill(uid))
+
+    async def _starts(self, events: Sequence[tuple[Envelope, PodsBound]], uow: UnitOfWork) -> list[PodStart]:
+        """The pods of `events` bound to this agent's nodes, as `uow` reads them, grouped as bound."""
         mine = [(envelope, bound, self._mine(bound)) for envelope, bound in events]
         for _, _, placements in mine:
-            self._devices.update((p.pod_uid, p.devices) for p in placements if p.devices)
+            self._devices.update(
+                (p.pod_uid, p.devices) for p in placements if p.devices and p.pod_uid not in self._started
+            )
         grouped = [
             placement for _, bound, placed in mine if bound.podgroup is not None for placement in placed
         ]
@@ -316,7 +363,7 @@ class NodeAgentService:
                     placed.append((pod, placement.node))
             podgroup = (group.namespace, group.name, group.uid) if group is not None else None
             starts.append(PodStart(placed, podgroup, str(envelope.event_id)))
-        await self._run_pods(uow, starts)
+        return starts
 
     def _mine(self, bound: PodsBound) -> list[PodPlacement]:
         """Placements on this agent's nodes whose host is up (a dark host starts nothing)."""
@@ -344,20 +391,16 @@ class NodeAgentService:
                 nodes[placement.pod_uid], pods[placement.pod_uid] = binding.node_name, pod
         return nodes, pods
 
-    async def _run_pods(self, uow: UnitOfWork, starts: Sequence[PodStart]) -> None:
+    async def _run_pods(self, uow: UnitOfWork, starts: Sequence[PodStart]) -> set[str]:
         """Start bound pods that are still Pending: phase Running, one `pods.running` per start, one write for
-        all of them."""
+        all of them. Returns the pods recorded Running."""
         now = self.clock()
         start_time = iso(now)
         running: list[SimulatedPod] = []
         started: dict[str, tuple[StoredObject, JsonObject]] = {}
         for placed, podgroup, cause in starts:
             these: list[SimulatedPod] = []
-            fresh = [
-                (pod, node)
-                for pod, node in placed
-                if pod.status.get("phase", "Pending") == "Pending" and pod.deletion_requested_at is None
-            ]
+            fresh = [(pod, node) for pod, node in placed if _startable(pod)]
             processes = await self._launch(fresh, podgroup) if self.runtime is not None else {}
             for pod, node in fresh:
                 if pod.uid in started:
@@ -383,6 +426,7 @@ class NodeAgentService:
         if running:
             self.pods.run(running)
             self._wake.set()
+        return set(started)
 
     async def _evict(self, envelope: Envelope, evicted: PodsEvicted, uow: UnitOfWork) -> None:
         mine = [ref for ref in evicted.pods if ref.node in self.nodes or ref.uid in self.pods]
@@ -679,7 +723,7 @@ class NodeAgentService:
         """Start bound pods as processes, a gang's members knowing each other: the status each adds (its
         address, its containers' states, where its logs are)."""
         assert self.runtime is not None
-        fresh = [(pod, node) for pod, node in placed if pod.uid not in self.runtime]
+        fresh = [(pod, node) for pod, node in placed if pod.uid not in self._started]
         for pod, _ in fresh:
             self.pod_ips[pod.uid] = free_pod_ip(self.pod_ips.values())
         members = (
@@ -694,8 +738,10 @@ class NodeAgentService:
             directory = self.runtime.pod_directory(pod.namespace, pod.name, pod.uid)
             devices = self._devices.pop(pod.uid, {})
             pods.append(pod_processes(pod, directory, place, devices=devices, members=members))
+        # What each adds to its status is taken as it starts: a short process may end before it is recorded.
+        self._started.update((p.uid, self._process_status(p)) for p in pods)
         await asyncio.gather(*(self.runtime.start(p) for p in pods))
-        return {p.uid: self._process_status(p) for p in pods}
+        return {pod.uid: self._started[pod.uid] for pod, _ in placed if pod.uid in self._started}
 
     def _process_status(self, pod: PodProcesses) -> JsonObject:
         ip = self.pod_ips[pod.uid]
@@ -727,7 +773,7 @@ class NodeAgentService:
             assert self.runtime is not None
             await asyncio.gather(*(self.runtime.terminate(ref.uid) for ref in refs))
             for ref in refs:
-                self.pod_ips.pop(ref.uid, None)
+                self._forget(ref.uid)
             for attempt in range(5):
                 try:
                     async with self.uow() as uow:
@@ -744,7 +790,12 @@ class NodeAgentService:
         """Stop a pod's processes whose ending the scheduler has already recorded (its node was lost)."""
         assert self.runtime is not None
         await self.runtime.terminate(uid)
+        self._forget(uid)
+
+    def _forget(self, uid: str) -> None:
+        """A pod of this agent whose end is recorded (or was, by the scheduler)."""
         self.pod_ips.pop(uid, None)
+        self._started.pop(uid, None)
 
     def _in_background(self, work: Awaitable[None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
@@ -788,7 +839,7 @@ class NodeAgentService:
                 if pod is not None and pod.status.get("phase", "Pending") == "Pending":
                     later.append(finished)
                     continue
-                self.pod_ips.pop(finished.uid, None)
+                self._forget(finished.uid)
                 if pod is None or pod.status.get("phase") != "Running":
                     continue
                 changes.append((pod, self._ended_status(pod, finished, iso(now))))
@@ -900,6 +951,15 @@ class NodeAgentService:
             causation_id=cause,
             subject=subject,
         )
+
+
+def _pending(pod: StoredObject) -> bool:
+    return bool(pod.status.get("phase", "Pending") == "Pending")
+
+
+def _startable(pod: StoredObject) -> bool:
+    """Bound, not started yet, not being deleted."""
+    return _pending(pod) and pod.deletion_requested_at is None
 
 
 def _node_of(pod: StoredObject) -> str:

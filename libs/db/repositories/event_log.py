@@ -323,6 +323,17 @@ class SqlAlchemyOutbox:
         query = query.order_by(outbox.c.seq).limit(limit).with_for_update()
         return [OutboxMessage(**row._asdict()) for row in await self._session.execute(query)]
 
+    async def any_unpublished(
+        self, *, created_before: datetime | None = None, subjects: Collection[str] | None = None
+    ) -> bool:
+        """Whether `unpublished` would find a row, read without locking any."""
+        query = select(outbox.c.seq).where(outbox.c.published_at.is_(None))
+        if created_before is not None:
+            query = query.where(outbox.c.created_at < created_before)
+        if subjects is not None:
+            query = query.where(outbox.c.subject.in_(sorted(subjects)))
+        return (await self._session.execute(query.limit(1))).first() is not None
+
     async def mark_published(self, seqs: Sequence[int], at: datetime) -> None:
         """Record that JetStream acknowledged these messages."""
         if not seqs:

@@ -190,3 +190,54 @@ async def test_a_consumer_created_again_takes_up_only_its_replay_window_not_the_
 
 async def _handled(handler: AdmitJob, count: int) -> bool:
     return len(handler.calls) >= count
+
+
+class RecordingPreparer:
+    """Records each batch it is shown and how many units of work were open by then; fails if asked to."""
+
+    def __init__(self, counting: CountingFactory, *, fail: bool = False) -> None:
+        self.counting = counting
+        self.fail = fail
+        self.batches: list[tuple[list[uuid.UUID], int]] = []
+
+    async def __call__(self, events: Sequence[tuple[Envelope, EventPayload]]) -> None:
+        self.batches.append(([envelope.event_id for envelope, _ in events], self.counting.opened))
+        if self.fail:
+            raise RuntimeError("could not read ahead")
+
+
+def prepared(handler: AdmitJob, counting: CountingFactory, preparer: RecordingPreparer) -> EventConsumer:
+    return EventConsumer(
+        name=CONSUMER,
+        subjects=[SUBJECT],
+        handler=handler,
+        uow_factory=counting,
+        retry_delay=lambda attempt: 0.0,
+        batch_size=64,
+        fetch_timeout_s=0.2,
+        prepare=preparer,
+    )
+
+
+@pytest.mark.parametrize("fail", [False, True])
+async def test_a_batch_is_prepared_before_its_unit_of_work_opens_and_handled_even_if_preparing_fails(
+    nats_url: str, js: JetStreamContext, uow_factory: UowFactory, fail: bool
+) -> None:
+    envelopes = [job_submitted(f"prep-{i:02d}") for i in range(20)]
+    for envelope in envelopes:
+        await js.publish(SUBJECT, envelope.to_bytes())
+    handler = AdmitJob()
+    counting = CountingFactory(uow_factory)
+    preparer = RecordingPreparer(counting, fail=fail)
+    broker = make_broker(nats_url, "admission")
+    consumer = prepared(handler, counting, preparer)
+    consumer.subscribe(broker)
+    async with running(broker, consumer):
+        await settled(js, 20)
+    shown = [event_id for ids, _ in preparer.batches for event_id in ids]
+    assert shown == [e.event_id for e in envelopes]
+    # Each batch was shown before the unit of work that handles it: one opened per batch before it at most.
+    assert all(opened < number + 1 for number, (_, opened) in enumerate(preparer.batches))
+    assert handler.calls == [e.event_id for e in envelopes]
+    async with uow_factory() as uow:
+        assert len(await uow.objects.find("Job")) == 20

@@ -236,3 +236,86 @@ async def test_the_fast_path_can_mark_several_batches_in_one_transaction(
     async with uow_factory() as uow:
         assert await uow.outbox.unpublished(limit=10) == []
     assert len(await stream_messages(js, EVENTS_STREAM)) == 2
+
+
+class GatedFactory:
+    """Units of work that open only once `gate` is set, counting those opened and those waiting."""
+
+    def __init__(self, inner: UowFactory) -> None:
+        self.inner = inner
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.opened = 0
+        self.waiting = 0
+
+    def __call__(self) -> _Gated:
+        return _Gated(self)
+
+
+class _Gated:
+    def __init__(self, factory: GatedFactory) -> None:
+        self.factory = factory
+        self.uow = factory.inner()
+
+    async def __aenter__(self) -> SqlAlchemyUnitOfWork:
+        self.factory.waiting += 1
+        await self.factory.gate.wait()
+        self.factory.waiting -= 1
+        self.factory.opened += 1
+        return await self.uow.__aenter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.uow.__aexit__(*exc)  # type: ignore[arg-type]
+
+
+async def test_a_polling_pass_whose_snapshot_finds_nothing_takes_no_write_transaction(
+    uow_factory: UowFactory, js: JetStreamContext, fake_clock: FakeClock
+) -> None:
+    writes = GatedFactory(uow_factory)
+    relay = OutboxRelay(writes, js, clock=fake_clock, snapshot=uow_factory)  # type: ignore[arg-type]
+
+    assert (await relay.publish_pending()).published == 0
+    assert writes.opened == 0
+    await commit_events(uow_factory, [make_envelope()])
+    assert (await relay.publish_pending()).published == 1
+    assert writes.opened == 1
+    async with uow_factory() as uow:
+        assert await uow.outbox.unpublished(limit=10) == []
+
+
+async def test_rows_committed_while_a_mark_waits_for_the_database_are_published_meanwhile(
+    db_session_factory: async_sessionmaker[AsyncSession],
+    uow_factory: UowFactory,
+    js: JetStreamContext,
+    fake_clock: FakeClock,
+) -> None:
+    writes = GatedFactory(uow_factory)
+    relay = OutboxRelay(writes, js, poll_interval_s=3600, clock=fake_clock, snapshot=uow_factory)  # type: ignore[arg-type]
+    kicking = unit_of_work_factory(db_session_factory, clock=fake_clock, after_commit=relay.kick)
+    writes.gate.clear()  # every write the relay begins now waits, as behind another process's lock
+    running = asyncio.create_task(relay.run())
+    try:
+        await commit_events(kicking, [make_envelope(correlation_id="pg-0")])
+
+        async def mark_waiting() -> bool:
+            return writes.waiting == 1
+
+        await eventually(mark_waiting, within_s=5)
+        await commit_events(kicking, [make_envelope(correlation_id="pg-1")])
+
+        async def both_published() -> bool:
+            return len(await stream_messages(js, EVENTS_STREAM)) == 2
+
+        await eventually(both_published, within_s=5)
+        assert writes.opened == 0
+        writes.gate.set()
+
+        async def all_marked() -> bool:
+            async with uow_factory() as uow:
+                return await uow.outbox.unpublished(limit=10) == []
+
+        await eventually(all_marked, within_s=5)
+    finally:
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
