@@ -102,6 +102,10 @@ def _default_job(job: Job) -> None:
     spec.completion_mode = spec.completion_mode or COMPLETION_MODE_NON_INDEXED
     if spec.template is not None:
         default_pod_spec(spec.template.spec)
+    if spec.pod_failure_policy is not None:
+        for rule in spec.pod_failure_policy.rules:
+            for pattern in rule.on_pod_conditions:
+                pattern.status = pattern.status or "True"
 
 
 def _default_device_claim(claim: DeviceClaim) -> None:

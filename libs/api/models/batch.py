@@ -7,7 +7,7 @@ from typing import Annotated, Final
 from pydantic import Field
 
 from libs.api.kinds import BATCH_V1
-from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, PassThroughModel
+from libs.api.models.base import NONE_TO_DICT, NONE_TO_LIST, ApiModel, PassThroughModel
 from libs.api.models.core import PodSpec
 from libs.api.models.meta import ApiObject, ObjectMeta
 
@@ -24,8 +24,44 @@ class PodTemplateSpec(PassThroughModel):
     spec: Annotated[PodSpec, NONE_TO_DICT] = Field(default_factory=PodSpec)
 
 
+POD_FAILURE_ACTIONS: Final = ("Count", "FailIndex", "FailJob", "Ignore")
+EXIT_CODE_OPERATORS: Final = ("In", "NotIn")
+CONDITION_STATUSES: Final = ("False", "True", "Unknown")
+
+
+class PodFailurePolicyOnExitCodesRequirement(ApiModel):
+    """Exit codes a rule matches (of any container, or of `containerName`); exit code 0 never matches."""
+
+    container_name: str | None = None
+    operator: str | None = None
+    values: Annotated[list[int], NONE_TO_LIST] = Field(default_factory=list)
+
+
+class PodFailurePolicyOnPodConditionsPattern(ApiModel):
+    """A pod condition a rule matches (`status` defaults to True)."""
+
+    type: str | None = None
+    status: str | None = None
+
+
+class PodFailurePolicyRule(ApiModel):
+    """One rule: its action when a failed pod's exit codes or conditions match."""
+
+    action: str | None = None
+    on_exit_codes: PodFailurePolicyOnExitCodesRequirement | None = None
+    on_pod_conditions: Annotated[list[PodFailurePolicyOnPodConditionsPattern], NONE_TO_LIST] = Field(
+        default_factory=list
+    )
+
+
+class PodFailurePolicy(ApiModel):
+    """How failed pods count toward the Job's backoffLimit: rules tried in order, the first match wins."""
+
+    rules: Annotated[list[PodFailurePolicyRule], NONE_TO_LIST] = Field(default_factory=list)
+
+
 class JobSpec(PassThroughModel):
-    """Job spec; podFailurePolicy, ttlSecondsAfterFinished and the like ride along."""
+    """Job spec; backoffLimitPerIndex, ttlSecondsAfterFinished and the like ride along."""
 
     PASSED_THROUGH = frozenset(
         {
@@ -34,7 +70,6 @@ class JobSpec(PassThroughModel):
             "managedBy",
             "manualSelector",
             "maxFailedIndexes",
-            "podFailurePolicy",
             "podReplacementPolicy",
             "selector",
             "successPolicy",
@@ -48,6 +83,7 @@ class JobSpec(PassThroughModel):
     backoff_limit: int | None = None
     suspend: bool | None = None
     template: PodTemplateSpec | None = None
+    pod_failure_policy: PodFailurePolicy | None = None
 
 
 class JobCondition(PassThroughModel):

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Final
 
-from libs.api.errors import FieldError, FieldPath, forbidden, invalid, required
+from libs.api.errors import (
+    OMITTED,
+    FieldError,
+    FieldPath,
+    duplicate,
+    forbidden,
+    invalid,
+    not_supported,
+    required,
+    too_many,
+)
+from libs.api.formats import label_key_errors
 from libs.api.models.batch import (
     COMPLETION_MODE_INDEXED,
     COMPLETION_MODES,
+    CONDITION_STATUSES,
+    EXIT_CODE_OPERATORS,
     JOB_RESTART_POLICIES,
+    POD_FAILURE_ACTIONS,
     Job,
+    PodFailurePolicyOnExitCodesRequirement,
+    PodFailurePolicyOnPodConditionsPattern,
+    PodFailurePolicyRule,
     is_gang_job,
 )
 from libs.api.validation.common import check_enum, check_minimum, check_unchanged
@@ -22,6 +40,9 @@ GANG_RESIZED_ALONE: Final = (
     "parallelism == completions): the gang is resized by changing both"
 )
 MIN_GANG_PARALLELISM: Final = 2
+MAX_POD_FAILURE_RULES: Final = 20
+MAX_EXIT_CODE_VALUES: Final = 255
+MAX_CONDITION_PATTERNS: Final = 20
 
 
 def validate_job(job: Job) -> list[FieldError]:
@@ -34,7 +55,109 @@ def validate_job(job: Job) -> list[FieldError]:
     errors += check_enum(spec.completion_mode, SPEC.child("completionMode"), COMPLETION_MODES)
     if spec.completion_mode == COMPLETION_MODE_INDEXED and spec.completions is None:
         errors.append(required(SPEC.child("completions"), "when completion mode is Indexed"))
-    return errors + _validate_template(job, SPEC.child("template"))
+    errors += _validate_template(job, SPEC.child("template"))
+    return errors + _validate_pod_failure_policy(job, SPEC.child("podFailurePolicy"))
+
+
+def _validate_pod_failure_policy(job: Job, path: FieldPath) -> list[FieldError]:
+    """As kube-apiserver's `validatePodFailurePolicy`."""
+    policy = job.spec.pod_failure_policy
+    if policy is None:
+        return []
+    errors: list[FieldError] = []
+    template = job.spec.template
+    restart_policy = template.spec.restart_policy if template is not None else None
+    if restart_policy != "Never":
+        detail = 'only "Never" is supported when podFailurePolicy is specified'
+        errors.append(invalid(SPEC.child("template", "spec", "restartPolicy"), restart_policy or "", detail))
+    rules = path.child("rules")
+    if len(policy.rules) > MAX_POD_FAILURE_RULES:
+        errors.append(too_many(rules, len(policy.rules), MAX_POD_FAILURE_RULES))
+    containers = (
+        {c.name for c in [*template.spec.containers, *template.spec.init_containers]} if template else set()
+    )
+    for i, rule in enumerate(policy.rules):
+        errors += _validate_rule(job, rule, rules.index(i), containers)
+    return errors
+
+
+def _validate_rule(
+    job: Job, rule: PodFailurePolicyRule, path: FieldPath, containers: set[str | None]
+) -> list[FieldError]:
+    action = path.child("action")
+    errors: list[FieldError] = []
+    if not rule.action:
+        errors.append(required(action, f"valid values: {_quoted(POD_FAILURE_ACTIONS)}"))
+    elif rule.action == "FailIndex":
+        if "backoffLimitPerIndex" not in (job.spec.model_extra or {}):
+            errors.append(invalid(action, rule.action, "requires the backoffLimitPerIndex to be set"))
+    elif rule.action not in POD_FAILURE_ACTIONS:
+        errors.append(not_supported(action, rule.action, POD_FAILURE_ACTIONS))
+    if rule.on_exit_codes is not None:
+        errors += _validate_on_exit_codes(rule.on_exit_codes, path.child("onExitCodes"), containers)
+    if rule.on_pod_conditions:
+        errors += _validate_on_pod_conditions(rule.on_pod_conditions, path.child("onPodConditions"))
+    if rule.on_exit_codes is not None and rule.on_pod_conditions:
+        detail = "specifying both OnExitCodes and OnPodConditions is not supported"
+        errors.append(invalid(path, OMITTED, detail))
+    if rule.on_exit_codes is None and not rule.on_pod_conditions:
+        errors.append(invalid(path, OMITTED, "specifying one of OnExitCodes and OnPodConditions is required"))
+    return errors
+
+
+def _validate_on_exit_codes(
+    requirement: PodFailurePolicyOnExitCodesRequirement, path: FieldPath, containers: set[str | None]
+) -> list[FieldError]:
+    operator = path.child("operator")
+    errors: list[FieldError] = []
+    if not requirement.operator:
+        errors.append(required(operator, f"valid values: {_quoted(EXIT_CODE_OPERATORS)}"))
+    elif requirement.operator not in EXIT_CODE_OPERATORS:
+        errors.append(not_supported(operator, requirement.operator, EXIT_CODE_OPERATORS))
+    if requirement.container_name is not None and requirement.container_name not in containers:
+        detail = "must be one of the container or initContainer names in the pod template"
+        errors.append(invalid(path.child("containerName"), requirement.container_name, detail))
+    values = path.child("values")
+    codes = requirement.values
+    if not codes:
+        errors.append(invalid(values, codes, "at least one value is required"))
+    elif len(codes) > MAX_EXIT_CODE_VALUES:
+        errors.append(too_many(values, len(codes), MAX_EXIT_CODE_VALUES))
+    seen: set[int] = set()
+    for j, code in enumerate(codes):
+        if requirement.operator == "In" and code == 0:
+            errors.append(invalid(values.index(j), code, "must not be 0 for the In operator"))
+        if code in seen:
+            errors.append(duplicate(values.index(j), code))
+        seen.add(code)
+    if any(a > b for a, b in pairwise(codes)):
+        errors.append(invalid(values, codes, "must be ordered"))
+    return errors
+
+
+def _validate_on_pod_conditions(
+    patterns: list[PodFailurePolicyOnPodConditionsPattern], path: FieldPath
+) -> list[FieldError]:
+    errors: list[FieldError] = []
+    if len(patterns) > MAX_CONDITION_PATTERNS:
+        errors.append(too_many(path, len(patterns), MAX_CONDITION_PATTERNS))
+    for j, pattern in enumerate(patterns):
+        kind = path.index(j).child("type")
+        if not pattern.type:
+            errors.append(required(kind))
+        else:
+            errors += [invalid(kind, pattern.type, message) for message in label_key_errors(pattern.type)]
+        status = path.index(j).child("status")
+        if not pattern.status:
+            errors.append(required(status, f"valid values: {_quoted(CONDITION_STATUSES)}"))
+        elif pattern.status not in CONDITION_STATUSES:
+            errors.append(not_supported(status, pattern.status, CONDITION_STATUSES))
+    return errors
+
+
+def _quoted(values: tuple[str, ...]) -> str:
+    """Go's `%q` of a string slice: `["a" "b"]`."""
+    return "[" + " ".join(f'"{v}"' for v in values) + "]"
 
 
 def _validate_template(job: Job, path: FieldPath) -> list[FieldError]:

@@ -22,6 +22,7 @@ from libs.core.admission.jobs import (
     completion_index,
     counts_as_failure,
     finished,
+    given_up_indexes,
     is_active,
     job_status,
     succeeded_indexes,
@@ -92,11 +93,15 @@ def sync_job(
     resize = plan_gang_resize(parsed, owned) if is_gang_job(parsed) else None
     if resize is not None:
         return _resized(job, parsed, owned, resize, bound, view, ctx)
-    wave = _gang_wave(parsed, owned) if is_gang_job(parsed) else _plain_wave(parsed, pods)
+    given_up = given_up_indexes(job, pods)
+    wave = _gang_wave(parsed, owned, given_up) if is_gang_job(parsed) else _plain_wave(parsed, pods, given_up)
     decision, refusal = _create(wave, view, ctx) if wave.created else (BatchDecision(), None)
     gone = {obj.key for obj in wave.replaced} if refusal is None else set()
     after = [p for p in pods if p.key not in gone] + _created_pods(decision, view)
-    carried = sum(1 for p in wave.replaced if p.key in gone and p.kind == "Pod" and counts_as_failure(p))
+    policy = (job.manifest.get("spec") or {}).get("podFailurePolicy")
+    carried = sum(
+        1 for p in wave.replaced if p.key in gone and p.kind == "Pod" and counts_as_failure(p, policy)
+    )
     status = job_status(_carrying(job, carried), after, now=now)
     status = _running(status, old, now)
     return JobSync(decision, _replica_failure(status, refusal, now))
@@ -150,14 +155,15 @@ def _running(status: Manifest, old: Manifest, now: str) -> Manifest:
     return {**status, "startTime": old.get("startTime") or now}
 
 
-def _gang_wave(job: Job, owned: list[KnownObject]) -> Wave:
+def _gang_wave(job: Job, owned: list[KnownObject], given_up: set[int]) -> Wave:
     """A gang is created anew once none of its pods is active: a new PodGroup (its placement, domain and
-    conditions start afresh) waiting for the indexes that did not succeed, and their pods."""
+    conditions start afresh) waiting for the indexes that did not succeed (nor failed for good), and their
+    pods."""
     pods = [o for o in owned if o.kind == "Pod"]
     groups = [o for o in owned if o.kind == "PodGroup"]
     if any(is_active(p) for p in pods) or any(g.deletion_requested for g in groups):
         return Wave([], [])
-    done = succeeded_indexes(pods)
+    done = succeeded_indexes(pods) | given_up
     left = [i for i in range(job.spec.completions or 0) if i not in done]
     if not left:
         return Wave([], [])
@@ -165,15 +171,15 @@ def _gang_wave(job: Job, owned: list[KnownObject]) -> Wave:
     return Wave(replaced, [gang_pod_group(job, len(left)), *job_pods(job, left)])
 
 
-def _plain_wave(job: Job, pods: list[KnownObject]) -> Wave:
+def _plain_wave(job: Job, pods: list[KnownObject], given_up: set[int]) -> Wave:
     """Pods up to `parallelism` while completions are left: an Indexed Job's missing indexes (a failed
-    index's pod replaced), a NonIndexed Job's next pods under fresh names."""
+    index's pod replaced, unless it failed for good), a NonIndexed Job's next pods under fresh names."""
     active = [p for p in pods if is_active(p)]
     room = (job.spec.parallelism or 0) - len(active)
     if room <= 0:
         return Wave([], [])
     if job.spec.completion_mode == COMPLETION_MODE_INDEXED:
-        busy = succeeded_indexes(pods) | {completion_index(p) for p in active}
+        busy = succeeded_indexes(pods) | given_up | {completion_index(p) for p in active}
         todo = [i for i in range(job.spec.completions or 0) if i not in busy][:room]
         return Wave([p for p in pods if completion_index(p) in todo], job_pods(job, todo))
     succeeded = sum(1 for p in pods if (p.manifest.get("status") or {}).get("phase") == "Succeeded")

@@ -85,6 +85,44 @@ async def test_a_failing_index_is_retried_under_the_jobs_backoff_limit(process_s
     assert marker.exists()
 
 
+async def test_a_pod_failure_policy_ignores_one_exit_code_and_fails_the_job_on_another(
+    process_stack: ProcessStack,
+):
+    """Index 1 exits 3 once (ignored: run again, not counted), then 42 (FailJob); backoffLimit 0 would have
+    failed the Job at the first failure had it counted."""
+    marker = process_stack.work / "index-1-exited-3"
+    script = (
+        "import os, pathlib, sys\n"
+        f"marker = pathlib.Path({str(marker)!r})\n"
+        "if os.environ['JOB_COMPLETION_INDEX'] != '1': sys.exit(0)\n"
+        "if not marker.exists(): marker.touch(); sys.exit(3)\n"
+        "sys.exit(42)\n"
+    )
+    job = allreduce_job()
+    job["metadata"]["name"] = "policed"
+    job["spec"].update(parallelism=2, completions=2, completionMode="Indexed", backoffLimit=0)
+    job["spec"]["podFailurePolicy"] = {
+        "rules": [
+            {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}},
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "worker", "operator": "In", "values": [42]},
+            },
+        ]
+    }
+    job["spec"]["template"]["spec"]["containers"][0]["command"] = python(script)
+
+    await process_stack.client.apply([job])
+    status = await eventually(lambda: job_status(process_stack, "policed"), finished, timeout_s=30)
+
+    (failed,) = [c for c in status["conditions"] if c["type"] == "Failed"]
+    assert failed["reason"] == "PodFailurePolicy"
+    assert failed["message"].startswith("Container worker for pod ml/policed-")
+    assert failed["message"].endswith("failed with exit code 42 matching FailJob rule at index 1")
+    assert marker.exists()
+    assert status["failed"] == 1  # the exit 42 counted, the exit 3 not
+
+
 async def test_a_deleted_pod_sees_sigterm_and_its_room_is_released_only_after_it_exits(
     process_stack: ProcessStack,
 ):

@@ -317,3 +317,112 @@ def test_scaling_down_a_pending_gang_job_deletes_its_surplus_pods_at_once():
     ]
     assert stored_min_count(view) == 3
     assert result.status["active"] == 3
+
+
+def exited(code: int, container: str = "trainer") -> dict[str, Any]:
+    """A Failed pod status whose container exited with `code`."""
+    terminated = {"exitCode": code, "reason": "Error"}
+    return {
+        "phase": "Failed",
+        "reason": "Error",
+        "containerStatuses": [{"name": container, "state": {"terminated": terminated}}],
+    }
+
+
+def policy_job(rules: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    job = plain_job(parallelism=2, completions=4, completionMode="Indexed", **spec)
+    job["spec"]["podFailurePolicy"] = {"rules": rules}
+    return job
+
+
+FAIL_ON_42 = {
+    "action": "FailJob",
+    "onExitCodes": {"containerName": "trainer", "operator": "In", "values": [42]},
+}
+IGNORE_EVICTIONS = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+IGNORE_3 = {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3]}}
+
+
+def test_a_fail_job_rule_fails_the_job_with_upstreams_message_and_stops_its_pods():
+    view = admitted([*priority_classes(), policy_job([IGNORE_3, FAIL_ON_42])])
+    job = job_of(view, "sweep")
+    first, second = pods(view, job)
+    with_status(view, first, **exited(42))
+    with_status(view, second, phase="Running")
+
+    result = sync(view, "sweep", bound={second.uid: "node-1"})
+
+    (failed,) = result.status["conditions"]
+    assert (failed["type"], failed["reason"]) == ("Failed", "PodFailurePolicy")
+    assert failed["message"] == (
+        "Container trainer for pod ml/sweep-0 failed with exit code 42 matching FailJob rule at index 1"
+    )
+    assert not [
+        w for w in result.decision.writes if w.kind == "Pod" and w.name not in (first.name, second.name)
+    ]
+    stopping = {r.name for r in result.decision.removals} | {
+        w.name for w in result.decision.writes if w.kind == "Pod"
+    }
+    assert second.name in stopping
+
+
+def test_failures_an_ignore_rule_matches_do_not_count_and_their_index_runs_again():
+    view = admitted([*priority_classes(), policy_job([IGNORE_3, FAIL_ON_42], backoffLimit=0)])
+    job = job_of(view, "sweep")
+    first, second = pods(view, job)
+    with_status(view, first, **exited(3))
+    with_status(view, second, **exited(1))  # no rule: counted, and backoffLimit is 0
+
+    counted = sync(view, "sweep")
+
+    assert counted.status["failed"] == 1
+    assert counted.status["conditions"][0]["reason"] == "BackoffLimitExceeded"
+
+    view = admitted([*priority_classes(), policy_job([IGNORE_3], backoffLimit=0)])
+    job = job_of(view, "sweep")
+    first, _ = pods(view, job)
+    with_status(view, first, **exited(3))
+
+    ignored = sync(view, "sweep")
+
+    assert ignored.status["failed"] == 0
+    assert "conditions" not in ignored.status
+    assert [w.name for w in ignored.decision.writes if w.kind == "Pod"] == ["sweep-0"]  # index 0 again
+
+
+def test_an_eviction_counts_when_no_rule_ignores_it_and_not_when_one_does():
+    count_evictions = {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    evicted = {
+        "phase": "Failed",
+        "reason": "DisruptionTarget",
+        "conditions": [{"type": "DisruptionTarget", "status": "True"}],
+    }
+    for rules, failed in (([count_evictions], 1), ([IGNORE_EVICTIONS], 0), ([FAIL_ON_42], 0)):
+        view = admitted([*priority_classes(), policy_job(rules)])
+        first, _ = pods(view, job_of(view, "sweep"))
+        with_status(view, first, **evicted)
+        assert sync(view, "sweep").status["failed"] == failed, rules
+
+
+def test_a_fail_index_rule_gives_up_on_its_index_and_the_job_fails_with_failed_indexes_at_the_end():
+    fail_index = {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [7]}}
+    view = admitted([*priority_classes(), policy_job([fail_index], backoffLimitPerIndex=1)])
+    job = job_of(view, "sweep")
+    first, second = pods(view, job)
+    with_status(view, first, **exited(7))
+    with_status(view, second, phase="Succeeded")
+
+    given_up = sync(view, "sweep")
+
+    assert given_up.status["failedIndexes"] == "0"
+    assert sorted(w.name for w in given_up.decision.writes if w.kind == "Pod") == ["sweep-2", "sweep-3"]
+    assert "conditions" not in given_up.status
+    for pod in pods(view, job_of(view, "sweep")):
+        if pod.name in ("sweep-2", "sweep-3"):
+            with_status(view, pod, phase="Succeeded")
+
+    ended = sync(view, "sweep")
+
+    (failed,) = ended.status["conditions"]
+    assert (failed["reason"], failed["message"]) == ("FailedIndexes", "Job has failed indexes")
+    assert ended.status["completedIndexes"] == "1-3"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from libs.api.jobs import validate_job_update
 from libs.api.manifests import parse_object, validate_document
 from tests.unit.api.builders import error_lines, make_job
@@ -110,3 +112,76 @@ def test_completions_completion_mode_and_template_are_immutable():
     ]
     assert lines[2].startswith('spec.template: Invalid value: {"metadata":{"labels":{"a":"b"}}')
     assert lines[2].endswith(": field is immutable")
+
+
+def with_policy(rules: list[dict[str, Any]], **template_spec: Any) -> dict[str, Any]:
+    doc = make_job()
+    doc["spec"]["podFailurePolicy"] = {"rules": rules}
+    doc["spec"]["template"]["spec"].update(template_spec)
+    return doc
+
+
+def test_a_pod_failure_policy_is_admitted_and_its_condition_status_defaults_to_true():
+    doc = with_policy(
+        [
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": "trainer", "operator": "In", "values": [42]},
+            },
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {"action": "Count", "onExitCodes": {"operator": "NotIn", "values": [0, 1]}},
+        ]
+    )
+    result = validate_document(doc)
+    assert result.ok, result.message
+    policy = result.obj.spec.pod_failure_policy
+    assert policy is not None
+    assert policy.rules[1].on_pod_conditions[0].status == "True"
+    assert policy.rules[0].on_exit_codes is not None
+    assert policy.rules[0].on_exit_codes.values == [42]
+
+
+def test_a_pod_failure_policy_is_checked_in_the_api_servers_words():
+    doc = with_policy(
+        [
+            {"action": "Restart", "onExitCodes": {"operator": "In", "values": [0, 3, 3, 2]}},
+            {"action": "FailIndex", "onPodConditions": [{"type": "bad type!", "status": "Maybe"}]},
+            {"onExitCodes": {"containerName": "sidecar", "operator": "Within", "values": []}},
+            {"action": "Ignore"},
+            {
+                "action": "Count",
+                "onExitCodes": {"operator": "In", "values": [1]},
+                "onPodConditions": [{"type": "DisruptionTarget"}],
+            },
+        ],
+        restartPolicy="OnFailure",
+    )
+    assert error_lines(doc) == [
+        'spec.template.spec.restartPolicy: Invalid value: "OnFailure": only "Never" is supported when '
+        "podFailurePolicy is specified",
+        'spec.podFailurePolicy.rules[0].action: Unsupported value: "Restart": supported values: "Count", '
+        '"FailIndex", "FailJob", "Ignore"',
+        "spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In "
+        "operator",
+        "spec.podFailurePolicy.rules[0].onExitCodes.values[2]: Duplicate value: 3",
+        "spec.podFailurePolicy.rules[0].onExitCodes.values: Invalid value: [0,3,3,2]: must be ordered",
+        'spec.podFailurePolicy.rules[1].action: Invalid value: "FailIndex": requires the backoffLimitPerIndex '
+        "to be set",
+        'spec.podFailurePolicy.rules[1].onPodConditions[0].type: Invalid value: "bad type!": name part must '
+        "consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric "
+        "character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+        "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+        'spec.podFailurePolicy.rules[1].onPodConditions[0].status: Unsupported value: "Maybe": supported '
+        'values: "False", "True", "Unknown"',
+        'spec.podFailurePolicy.rules[2].action: Required value: valid values: ["Count" "FailIndex" "FailJob" '
+        '"Ignore"]',
+        'spec.podFailurePolicy.rules[2].onExitCodes.operator: Unsupported value: "Within": supported values: '
+        '"In", "NotIn"',
+        'spec.podFailurePolicy.rules[2].onExitCodes.containerName: Invalid value: "sidecar": must be one of '
+        "the container or initContainer names in the pod template",
+        "spec.podFailurePolicy.rules[2].onExitCodes.values: Invalid value: []: at least one value is required",
+        "spec.podFailurePolicy.rules[3]: Invalid value: specifying one of OnExitCodes and OnPodConditions is "
+        "required",
+        "spec.podFailurePolicy.rules[4]: Invalid value: specifying both OnExitCodes and OnPodConditions is not "
+        "supported",
+    ]
