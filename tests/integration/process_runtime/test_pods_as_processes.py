@@ -175,3 +175,27 @@ async def test_bad_input_fails_the_pod_in_kubelets_words_and_nothing_else(proces
         "CreateContainerConfigError",
         'error converting fieldPath: field label not supported: "metadata.nothing"',
     )
+
+
+async def test_a_container_over_its_memory_limit_fails_and_one_within_it_succeeds(
+    process_stack: ProcessStack,
+):
+    """The host's limits mode (its node condition) holds a container to `limits.memory`: on this kind of
+    host an rlimit (the allocation fails), under a writable cgroup v2 memory.max (the kernel kills it)."""
+    allocate = "import sys; block = bytearray(int(sys.argv[1]) * 2**20); print('allocated', len(block))"
+    limits = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "256Mi"}}
+    greedy = pod("greedy", [*python(allocate), "1024"], container={"resources": limits})
+    modest = pod("modest", [*python(allocate), "32"], container={"resources": limits})
+    await process_stack.client.apply([greedy, modest])
+
+    over = await eventually(
+        lambda: get_pod(process_stack, "greedy"), lambda p: phase(p) in ("Succeeded", "Failed")
+    )
+    within = await eventually(
+        lambda: get_pod(process_stack, "modest"), lambda p: phase(p) in ("Succeeded", "Failed")
+    )
+
+    assert phase(over) == "Failed"
+    (container,) = over["status"]["containerStatuses"]
+    assert container["state"]["terminated"]["exitCode"] != 0
+    assert phase(within) == "Succeeded"
