@@ -25,26 +25,32 @@ class CliError(Exception):
 
 
 def read_manifests(path: Path, verb: str) -> list[dict[str, Any]]:
-    """Documents of a file, or of every YAML/JSON file in a directory (sorted by kind when applied). A file
-    that cannot be read as manifests is refused naming it, as kubectl does; so is finding no object at all
-    (`error: no objects passed to apply`)."""
+    """Documents of a file, of every YAML/JSON file in a directory (sorted by kind when applied), or of
+    standard input (`-f -`). A file that cannot be read as manifests is refused naming it, as kubectl does;
+    so is finding no object at all (`error: no objects passed to apply`)."""
     from libs.api.manifests import ManifestError, decode_manifest, load_documents
 
+    docs: list[dict[str, Any]] = []
+    for name, data in _sources(path):
+        try:
+            docs += load_documents(decode_manifest(data))
+        except ManifestError as exc:
+            raise CliError(f"error: error parsing {name}: {exc}") from exc
+    if not docs:
+        raise CliError(f"error: no objects passed to {verb}")
+    return docs
+
+
+def _sources(path: Path) -> list[tuple[str, bytes]]:
+    if str(path) == "-":
+        return [("STDIN", sys.stdin.buffer.read())]
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
     elif path.exists():
         files = [path]
     else:
         raise CliError(f'error: the path "{path}" does not exist')
-    docs: list[dict[str, Any]] = []
-    for file in files:
-        try:
-            docs += load_documents(decode_manifest(file.read_bytes()))
-        except ManifestError as exc:
-            raise CliError(f"error: error parsing {file}: {exc}") from exc
-    if not docs:
-        raise CliError(f"error: no objects passed to {verb}")
-    return docs
+    return [(str(file), file.read_bytes()) for file in files]
 
 
 def nats_url_of(args: argparse.Namespace) -> str:

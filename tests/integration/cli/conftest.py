@@ -22,11 +22,12 @@ class Run:
     err: str
 
 
-def podway(*args: str) -> Run:
-    """`podway ARGS` in a subprocess, from the repository root."""
+def podway(*args: str, stdin: str | None = None) -> Run:
+    """`podway ARGS` in a subprocess, from the repository root (`stdin`: what it reads from standard input)."""
     proc = subprocess.run(
         [sys.executable, "-m", "libs.client.cli", *args],
         capture_output=True,
+        input=stdin,
         text=True,
         timeout=120,
         cwd=ROOT,

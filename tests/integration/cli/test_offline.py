@@ -69,6 +69,19 @@ def test_validate_accepts_a_directory_of_valid_manifests():
     assert (run.code, run.out.strip()) == (0, "job/finetune valid")
 
 
+def test_validate_reads_standard_input_with_f_dash_as_kubectl_does():
+    manifest = (EXAMPLES / "05-indexed-job.yaml").read_text()
+
+    valid = podway("validate", "-f", "-", stdin=manifest)
+    broken = podway("validate", "-f", "-", stdin="kind: [unclosed")
+    empty = podway("validate", "-f", "-", stdin="")
+
+    assert (valid.code, valid.out.strip()) == (0, "job/finetune valid")
+    assert broken.code == 1
+    assert broken.err.startswith("error: error parsing STDIN:")
+    assert (empty.code, empty.err.strip()) == (1, "error: no objects passed to validate")
+
+
 def test_validate_of_a_missing_file_says_so_and_exits_1():
     run = podway("validate", "-f", str(EXAMPLES / "nowhere.yaml"))
 
