@@ -41,6 +41,11 @@ class PodwaySettings(BaseSettings):
     claims_timeout_seconds: float = Field(
         default=30.0, description="Scheduler: how long a placement waits for its claims before it is released"
     )
+    fair_sharing: bool = Field(
+        default=False,
+        description="Scheduler and preemptor: Kueue's fairSharing.enable (heads of a cohort compete by "
+        "dominant resource share; quota preemption follows the fair-sharing strategies)",
+    )
     time_compression: float = Field(default=1.0, description="Node agent: simulated seconds per second")
     node_heartbeat_seconds: float = Field(
         default=10.0,

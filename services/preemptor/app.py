@@ -43,7 +43,7 @@ class PreemptorService(LeasedService[PreemptorStateMachine, PreemptionOutput]):
         preemptor_settings: PreemptorSettings | None = None,
     ) -> None:
         super().__init__(settings, clock=clock, holder=holder, tick_s=tick_s)
-        self.preemptor_settings = preemptor_settings or PreemptorSettings()
+        self.preemptor_settings = preemptor_settings or PreemptorSettings(fair_sharing=settings.fair_sharing)
 
     async def load(self, uow: UnitOfWork, now: float) -> PreemptorStateMachine:
         world = await load_world(uow, self.clock())

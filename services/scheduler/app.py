@@ -47,6 +47,7 @@ class SchedulerService(LeasedService[SchedulerStateMachine, Output]):
         super().__init__(settings, clock=clock, holder=holder, tick_s=tick_s)
         self.machine_settings = machine_settings or MachineSettings(
             claims_timeout_s=settings.claims_timeout_seconds,
+            fair_sharing=settings.fair_sharing,
             node_health=NodeHealthSettings(
                 monitor_grace_s=settings.node_monitor_grace_seconds, eviction_s=settings.node_eviction_seconds
             ),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from libs.core.dra.allocator import ClaimAllocation
 from libs.core.quota import PreemptionTarget
-from libs.core.scheduling import SchedulerStateMachine
+from libs.core.scheduling import MachineSettings, SchedulerStateMachine
 from libs.core.scheduling.book import TERMINAL, GroupRecord, PodRecord
 from libs.core.scheduling.inputs import (
     Input,
@@ -63,6 +63,9 @@ class PreemptorSettings:
     search: SearchSettings = field(default_factory=SearchSettings)
     max_requests_per_pass: int = 64
     """Requests answered in one pass (the rest in the next), so that a pass's write stays short."""
+    fair_sharing: bool = False
+    """Kueue's `fairSharing.enable`, as the scheduler has it: quota preemption follows the fair-sharing
+    strategies."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ class PreemptorStateMachine:
         self, settings: PreemptorSettings | None = None, *, timer: Callable[[], float] | None = None
     ) -> None:
         self.settings = settings or PreemptorSettings()
-        self.cluster = SchedulerStateMachine()
+        self.cluster = SchedulerStateMachine(MachineSettings(fair_sharing=self.settings.fair_sharing))
         self.candidates = CandidateIndex(self.cluster.snapshot.topology_keys)
         self._timer = timer
         self._requests: dict[str, str | None] = {}

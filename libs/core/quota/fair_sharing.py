@@ -32,6 +32,10 @@ class DominantResourceShare:
             return 0.0
         return math.inf if self.weight == 0 else self.ratio / self.weight
 
+    def order(self) -> tuple[int, float]:
+        """The sort key of `CompareDRS` (lower first)."""
+        return self._key()
+
     def _key(self) -> tuple[int, float]:
         # A zero weight that borrows ranks above every other share, and among such shares by ratio.
         zero_weight_borrows = self.weight == 0 and self.ratio != 0

@@ -10,6 +10,7 @@ from libs.api.models.kueue import (
     NEVER,
     QUEUE_NAME_LABEL,
     STOP_NONE,
+    STRICT_FIFO,
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -72,6 +73,7 @@ def cluster_queue_of(queue: ClusterQueue) -> ClusterQueueQuota:
         ),
         weight=_weight(spec.fair_sharing),
         stopped=(spec.stop_policy or STOP_NONE) != STOP_NONE,
+        strict_fifo=spec.queueing_strategy == STRICT_FIFO,
     )
 
 

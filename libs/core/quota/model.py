@@ -109,6 +109,9 @@ class ClusterQueueQuota:
     fungibility: FlavorFungibility = FlavorFungibility()
     weight: Decimal = Decimal(1)
     stopped: bool = False
+    strict_fifo: bool = False
+    """`queueingStrategy: StrictFIFO`: a head that cannot be admitted blocks the workloads behind it (the
+    default, BestEffortFIFO, lets them be tried)."""
 
 
 @dataclass(frozen=True)

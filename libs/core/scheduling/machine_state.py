@@ -52,6 +52,9 @@ class MachineSettings:
     quota_hold_s: float = 300.0
     """How long quota reserved for a gang stays reserved while the gang is not placed (then it is let go,
     and the gang waits for quota again): a gang never holds quota unplaced for longer."""
+    fair_sharing: bool = False
+    """Kueue's `fairSharing.enable`: heads of a cohort compete by dominant resource share, and preemption
+    follows the fair-sharing strategies."""
 
 
 @dataclass(slots=True)
@@ -103,7 +106,7 @@ class MachineState:
         self._unreachable: set[str] = set()
         """Nodes not Ready: they carry the unreachable taint, so nothing new is placed there."""
         self._preemption_generation = 0
-        self.quotas = QuotaLedger()
+        self.quotas = QuotaLedger(fair_sharing=self.settings.fair_sharing)
         self._quota_freed = False
         """Quota may have come free since the last pass (pods ended or left, a gang or a queue changed): the
         groups waiting for quota are tried again."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from libs.core.quota import Mode, PreemptionTarget, QuotaDecision, QuotaSnapshot
+from libs.core.quota import Mode, PreemptionTarget, QuotaDecision, QuotaSnapshot, WorkloadRequest
 
 from .book import GroupRecord
 from .composite import nothing_placed
@@ -31,11 +31,35 @@ class QuotaReservations(MachineState):
             decision = QuotaDecision(Mode.FIT, {}, hold.workload.usage)
             return QuotaVerdict(queue, decision, hold.node_selector)
         snapshot = self._quota_snapshot()
-        gang = self._holding(group)
-        verdict = self.quotas.verdict(snapshot, queue, gang, self._pending_pods(group))
+        gang, pending = self._holding(group), self._pending_pods(group)
+        verdict = self.quotas.verdict(snapshot, queue, gang, pending)
+        if verdict.decision.fits:
+            request = self.quotas.request(queue, gang, pending)
+            verdict = self.quotas.in_line(snapshot, verdict, request, lambda: self._waiting_for_quota(group))
         if verdict.decision.fits:
             group.quota_hold = self.quotas.hold(verdict, gang, now)
+            if self._others_wait_in_line(queue, verdict):
+                self._quota_freed = True  # the next in line, or the heads it went before, may go now
         return verdict
+
+    def _waiting_for_quota(self, group: GroupRecord) -> list[WorkloadRequest]:
+        """What the other gangs ready to run and holding no quota ask of their ClusterQueues."""
+        waiting = []
+        for _, other in sorted(self.book.groups.items()):
+            if other is group or not other.pending or other.quota_hold is not None:
+                continue
+            if len(other.pending) + len(other.placed) < (other.min_count or 1):
+                continue  # not all its pods are there yet: it could not be admitted whole
+            queue = self.quota_queue(other)
+            if queue is not None:
+                waiting.append(self.quotas.request(queue, self._holding(other), self._pending_pods(other)))
+        return waiting
+
+    def _others_wait_in_line(self, queue: str, verdict: QuotaVerdict) -> bool:
+        quota = self.quotas.cluster_queues.get(queue)
+        return (quota is not None and quota.strict_fifo) or (
+            self.quotas.fair_sharing and verdict.decision.borrows
+        )
 
     def _quota_snapshot(self) -> QuotaSnapshot:
         holds = [g.quota_hold for _, g in sorted(self.book.groups.items()) if g.quota_hold is not None]

@@ -38,7 +38,8 @@ from libs.core.quota import (
     preemption_targets,
 )
 from libs.core.quota.inputs import cluster_queue_of, cohort_of, flavor_of
-from libs.core.quota.model import CohortQuota, Flavor, FlavorResource
+from libs.core.quota.model import CohortQuota, Flavor, FlavorResource, Mode
+from libs.core.quota.ordering import goes_first
 
 from .model import PodRequest
 from .objects import ApiObject
@@ -95,9 +96,12 @@ class Holding:
 
 
 class QuotaLedger:
-    """Kueue's objects as the core sees them, and the quota snapshot of the gangs holding room."""
+    """Kueue's objects as the core sees them, and the quota snapshot of the gangs holding room. With
+    `fair_sharing` (Kueue's `fairSharing.enable`), a gang that borrows may reclaim by its queue's
+    reclaimWithinCohort and preemption follows the fair-sharing strategies."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fair_sharing: bool = False) -> None:
+        self.fair_sharing = fair_sharing
         self.flavors: dict[str, Flavor] = {}
         self.cohorts: dict[str, CohortQuota] = {}
         self.cluster_queues: dict[str, ClusterQueueQuota] = {}
@@ -143,15 +147,37 @@ class QuotaLedger:
             self.flavors.values(), self.cohorts.values(), self.cluster_queues.values(), workloads
         )
 
+    @staticmethod
+    def request(cluster_queue: str, gang: Holding, pending: Iterable[ApiObject]) -> WorkloadRequest:
+        """What a gang's waiting pods ask of its ClusterQueue."""
+        return WorkloadRequest(gang.key, cluster_queue, gang.priority, _created(gang.obj), _pod_sets(pending))
+
     def verdict(
         self, snapshot: QuotaSnapshot, cluster_queue: str, gang: Holding, pending: Iterable[ApiObject]
     ) -> QuotaVerdict:
         """Whether the gang's waiting pods fit its ClusterQueue, on top of what the gang already holds."""
-        request = WorkloadRequest(
-            gang.key, cluster_queue, gang.priority, _created(gang.obj), _pod_sets(pending)
-        )
-        decision = admit(snapshot, request)
+        decision = admit(snapshot, self.request(cluster_queue, gang, pending), fair_sharing=self.fair_sharing)
         return QuotaVerdict(cluster_queue, decision, self._flavor_labels(decision))
+
+    def in_line(
+        self,
+        snapshot: QuotaSnapshot,
+        verdict: QuotaVerdict,
+        request: WorkloadRequest,
+        waiting: Callable[[], Iterable[WorkloadRequest]],
+    ) -> QuotaVerdict:
+        """The verdict of a gang that fits, unless another waiting gang goes first (its queue's
+        StrictFIFO, or with fair sharing a head of its cohort whose queue would have a lower share): then
+        it waits, saying for whom. `waiting` is asked only when the order could matter."""
+        queue = self.cluster_queues.get(verdict.cluster_queue)
+        ordered = queue is not None and queue.strict_fifo
+        if not (ordered or (self.fair_sharing and verdict.decision.borrows)):
+            return verdict
+        ahead = goes_first(snapshot, request, verdict.decision, waiting(), fair_sharing=self.fair_sharing)
+        if ahead is None:
+            return verdict
+        decision = QuotaDecision(Mode.NO_FIT, {}, {}, message=ahead.message)
+        return QuotaVerdict(verdict.cluster_queue, decision, {})
 
     def hold(self, verdict: QuotaVerdict, gang: Holding, now: float) -> QuotaHold:
         """The quota a gang that fits reserves for its waiting pods until they are placed."""
@@ -167,7 +193,8 @@ class QuotaLedger:
         request = WorkloadRequest(
             gang.key, verdict.cluster_queue, gang.priority, _created(gang.obj), _pod_sets(pending)
         )
-        return preemption_targets(snapshot, request, verdict.decision)
+        strategies = () if self.fair_sharing else None  # () is Kueue's default strategies
+        return preemption_targets(snapshot, request, verdict.decision, fair_sharing=strategies)
 
     def _flavor_labels(self, decision: QuotaDecision) -> dict[str, str]:
         labels: dict[str, str] = {}

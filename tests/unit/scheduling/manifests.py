@@ -217,7 +217,13 @@ def flavor(name: str = "h200", labels: dict[str, str] | None = None) -> dict[str
 
 
 def cluster_queue(
-    name: str, gpus: int, *, cohort: str | None = None, reclaim: str | None = None, flavor_name: str = "h200"
+    name: str,
+    gpus: int,
+    *,
+    cohort: str | None = None,
+    reclaim: str | None = None,
+    flavor_name: str = "h200",
+    strategy: str | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "resourceGroups": [
@@ -240,6 +246,8 @@ def cluster_queue(
         spec["cohortName"] = cohort
     if reclaim:
         spec["preemption"] = {"reclaimWithinCohort": reclaim}
+    if strategy:
+        spec["queueingStrategy"] = strategy
     return {"kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 

@@ -4,7 +4,7 @@ quota for it, is placed on its flavor's nodes, and holds its quota while its pod
 from __future__ import annotations
 
 from libs.core.quota import PreemptionReason
-from libs.core.scheduling import PodPhase
+from libs.core.scheduling import MachineSettings, PodPhase
 from libs.core.scheduling.inputs import PodsEvicted, World
 from libs.core.scheduling.outputs import CycleRan
 from tests.unit.scheduling.conftest import SMALL, Machine
@@ -203,3 +203,48 @@ def test_a_gang_that_fits_its_quota_but_not_the_cluster_holds_its_quota_for_a_bo
     placed = [ran for ran in scheduler.run() if ran.group.name == "small"]
 
     assert placed[0].decision.placed  # the held quota was let go, and the more important gang took it
+
+
+def test_a_strict_fifo_queue_admits_its_head_or_nothing(clock):
+    for strategy, small_placed in (("StrictFIFO", False), ("BestEffortFIFO", True)):
+        scheduler = machine(
+            clock, flavor(), cluster_queue("team-a", 16, strategy=strategy), local_queue("a", "team-a")
+        )
+        scheduler.admit(*team_gang("first", "a", 1))
+        scheduler.run()
+        scheduler.admit(*team_gang("big", "a", 2))  # 16 GPUs: only 8 are left
+        scheduler.admit(*team_gang("small", "a", 1))  # 8 GPUs: would fit
+
+        ran = {r.group.name: r for r in scheduler.run()}
+
+        assert not ran["big"].decision.placed
+        assert ran["small"].decision.placed is small_placed, strategy
+        if not small_placed:
+            assert ran["small"].quota_message == "StrictFIFO: a/big is ahead of it in ClusterQueue team-a"
+            assert scheduler.queue.gate_reason("a/small") == (
+                "waiting for quota in ClusterQueue team-a: StrictFIFO: a/big is ahead of it in ClusterQueue "
+                "team-a"
+            )
+
+
+def test_with_fair_sharing_the_queue_that_borrows_less_borrows_first(clock):
+    for fair_sharing, winner in ((False, "a-next"), (True, "b-next")):
+        scheduler = Machine(clock, MachineSettings(fair_sharing=fair_sharing))
+        quota = quota_objects(
+            flavor(),
+            cluster_queue("team-a", 8, cohort="research"),
+            cluster_queue("team-b", 8, cohort="research"),
+            cluster_queue("idle", 16, cohort="research"),
+            local_queue("a", "team-a"),
+            local_queue("b", "team-b"),
+        )
+        scheduler.load(World(cluster(SMALL) + quota, {}), now=clock.now)
+        scheduler.admit(*team_gang("a-running", "a", 2))  # team-a borrows 8
+        scheduler.admit(*team_gang("b-running", "b", 1))
+        scheduler.run()
+        scheduler.admit(*team_gang("a-next", "a", 1))  # 8 GPUs each: room for one of them
+        scheduler.admit(*team_gang("b-next", "b", 1))
+
+        ran = [r for r in scheduler.run() if r.decision.placed]
+
+        assert [r.group.name for r in ran] == [winner], fair_sharing

@@ -1,0 +1,111 @@
+"""Which waiting workload goes first, as Kueue's queue manager and scheduler order them.
+
+Within a ClusterQueue: higher priority first, then earlier creation, then name (Kueue breaks the last tie
+by UID, which changes from run to run; a name does not). A StrictFIFO queue admits its head or nothing:
+whatever stands behind a head waits for it. A BestEffortFIFO queue (Kueue's default) lets a workload that
+fits go ahead of heads that do not.
+
+Across the ClusterQueues of a cohort, with fair sharing on: of two heads that could both be admitted now by
+borrowing, the one whose queue would then have the lower dominant resource share goes first (Kueue's
+scheduler sorts its heads so); ties go to the earlier head in queue order, then to the queue's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from libs.core.quota.admission import admit
+from libs.core.quota.fair_sharing import DominantResourceShare, dominant_resource_share
+from libs.core.quota.model import QuotaDecision, WorkloadRequest
+from libs.core.quota.snapshot import QuotaSnapshot
+
+
+def queue_order(request: WorkloadRequest) -> tuple[int, float, str]:
+    """The sort key of a workload within its ClusterQueue."""
+    return (-request.priority, request.created.timestamp(), request.name)
+
+
+def heads(waiting: Iterable[WorkloadRequest]) -> dict[str, WorkloadRequest]:
+    """The first waiting workload of each ClusterQueue."""
+    found: dict[str, WorkloadRequest] = {}
+    for request in waiting:
+        head = found.get(request.cluster_queue)
+        if head is None or queue_order(request) < queue_order(head):
+            found[request.cluster_queue] = request
+    return found
+
+
+@dataclass(frozen=True)
+class GoesFirst:
+    """Another waiting workload that must be admitted before this one, and why (shown while it waits)."""
+
+    workload: str
+    message: str
+
+
+def goes_first(
+    snapshot: QuotaSnapshot,
+    request: WorkloadRequest,
+    decision: QuotaDecision,
+    waiting: Iterable[WorkloadRequest],
+    *,
+    fair_sharing: bool,
+) -> GoesFirst | None:
+    """The workload that goes before `request` (whose `decision` admits it) by its queue's strategy or, with
+    `fair_sharing`, by the shares of its cohort's queues; None when `request` may be admitted now."""
+    waiting = [w for w in waiting if w.name != request.name]
+    queue = snapshot.cluster_queues.get(request.cluster_queue)
+    if queue is not None and queue.strict_fifo:
+        ahead = [
+            w for w in waiting if w.cluster_queue == queue.name and queue_order(w) < queue_order(request)
+        ]
+        if ahead:
+            head = min(ahead, key=queue_order)
+            return GoesFirst(
+                head.name, f"StrictFIFO: {head.name} is ahead of it in ClusterQueue {queue.name}"
+            )
+    if fair_sharing and decision.borrows:
+        return _lower_share_first(snapshot, request, decision, waiting)
+    return None
+
+
+def _lower_share_first(
+    snapshot: QuotaSnapshot,
+    request: WorkloadRequest,
+    decision: QuotaDecision,
+    waiting: list[WorkloadRequest],
+) -> GoesFirst | None:
+    node = snapshot.cluster_queue_node(request.cluster_queue)
+    root = snapshot.root_of(node)
+    mine = _key(dominant_resource_share(snapshot, node, decision.usage), request)
+    rivals = heads(w for w in waiting if w.cluster_queue != request.cluster_queue)
+    best: tuple[_Rank, WorkloadRequest] | None = None
+    for name in sorted(rivals):
+        head = rivals[name]
+        if name not in snapshot.cluster_queues:
+            continue
+        other = snapshot.cluster_queue_node(name)
+        if snapshot.root_of(other) != root:
+            continue
+        answer = admit(snapshot, head, fair_sharing=True)
+        if not (answer.fits and answer.borrows):
+            continue  # a head that cannot be admitted now (or needs no loan) does not hold the loan back
+        key = _key(dominant_resource_share(snapshot, other, answer.usage), head)
+        if key < mine and (best is None or key < best[0]):
+            best = (key, head)
+    if best is None:
+        return None
+    head = best[1]
+    return GoesFirst(
+        head.name,
+        f"ClusterQueue {head.cluster_queue} would have a lower share of the cohort after admitting "
+        f"{head.name}, which goes first",
+    )
+
+
+_Rank = tuple[tuple[int, float], tuple[int, float, str], str]
+
+
+def _key(share: DominantResourceShare, request: WorkloadRequest) -> _Rank:
+    return (share.order(), queue_order(request), request.cluster_queue)
