@@ -10,7 +10,7 @@ from typing import Any
 from libs.client.client import PodwayClient
 from libs.client.describe import event_line
 from libs.demo.scheduling import RACK, gang
-from libs.demo.steps import Demo, check, wait_for
+from libs.demo.steps import Demo, check, clear_namespace, wait_for
 
 NAMESPACE = "preempt"
 SCAVENGER = {
@@ -135,8 +135,7 @@ async def preemption_steps(demo: Demo) -> None:
             f"   PodGroup {youngest[0]}: DisruptionTarget=True, {disruption.get('reason')}; no Job owns it: it stays"
             " preempted"
         )
-        for workload in await client.get("Workload", namespace=NAMESPACE):
-            await client.delete("Workload", workload["metadata"]["name"], NAMESPACE)
+        await clear_namespace(client, NAMESPACE)  # the fleet is left idle for the steps after
 
     await demo.step("Fill every rack with low-priority gangs", fill_with_low_priority)
     await demo.step(

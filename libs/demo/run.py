@@ -13,6 +13,7 @@ from libs.demo.dra import dra_steps
 from libs.demo.kubernetes import kubernetes_steps
 from libs.demo.preemption import preemption_steps
 from libs.demo.processes import host_agent, process_steps
+from libs.demo.quotas import quota_steps
 from libs.demo.router import RouterDemoPlan, prepare_router_demo, router_steps
 from libs.demo.scheduling import scheduling_steps
 from libs.demo.steps import Demo, StepFailed
@@ -56,6 +57,7 @@ async def run_demo(data_dir: Path, out: Callable[[str], None] = print, report: P
                 await scheduling_steps(demo)
                 await dra_steps(demo)
                 await preemption_steps(demo)
+                await quota_steps(demo)
                 await kubernetes_steps(demo, data_dir)
                 # The host's agent starts here, so that it has registered by the time its steps come: the
                 # router's steps look at no node, and the steps before count the simulated fleet's.

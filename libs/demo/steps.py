@@ -51,3 +51,10 @@ async def wait_for(
         await asyncio.sleep(0.1)
         value = await probe()
     return value
+
+
+async def clear_namespace(client: PodwayClient, namespace: str) -> None:
+    """Delete every gang of a namespace, pods and all, so that the steps after find the fleet idle."""
+    for kind in ("Workload", "PodGroup", "Pod"):
+        for obj in await client.get(kind, namespace=namespace):
+            await client.delete(kind, obj["metadata"]["name"], namespace)
