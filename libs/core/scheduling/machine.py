@@ -230,8 +230,18 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
                 for child, core in zip(siblings, cores, strict=True)
             ]
         assert obj is not None
+        # Quota is reserved before placement, for the children together: all of them fit, or all wait.
+        verdict = self._composite_quota_verdict(siblings, now)
+        if verdict is not None and not verdict.decision.fits:
+            return [
+                self._waits_for_quota(child, core, verdict, now, asks=child is popped)
+                for child, core in zip(siblings, cores, strict=True)
+            ]
+        selector = verdict.node_selector if verdict is not None else {}
         children = [
-            ChildGroup(core, self.book.pending_requests(child), len(child.placed))
+            ChildGroup(
+                core, with_node_selector(self.book.pending_requests(child), selector), len(child.placed)
+            )
             for child, core in zip(siblings, cores, strict=True)
         ]
         result = schedule_composite(
@@ -241,6 +251,9 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
             self._decided(child, core, decision, started, now, may_preempt=True)
             for child, core, decision in zip(siblings, cores, result.decisions, strict=True)
         ]
+        if result.placed_groups:
+            for child in siblings:
+                child.quota_hold = None  # held for them together: the placed ones' pods hold it now
         if needed > 0:
             ran.append(_composite_ran(obj, siblings, result, popped.cause))
         return ran

@@ -42,6 +42,43 @@ class QuotaReservations(MachineState):
                 self._quota_freed = True  # the next in line, or the heads it went before, may go now
         return verdict
 
+    def _composite_quota_verdict(self, children: list[GroupRecord], now: float) -> QuotaVerdict | None:
+        """What the ClusterQueue answers for a composite's waiting children together, as one workload with a
+        pod set per shape (Kueue's multi-pod-set workload): all of them reserve quota, or none. None when no
+        child is quota-managed. The quota held for them is kept on the first child until they are placed."""
+        queue = next((q for child in children if (q := self.quota_queue(child)) is not None), None)
+        if queue is None:
+            return None
+        lead = children[0]
+        for child in children:
+            if child.quota_hold is not None:
+                hold = child.quota_hold
+                decision = QuotaDecision(Mode.FIT, {}, hold.workload.usage)
+                return QuotaVerdict(queue, decision, hold.node_selector)
+        snapshot = self._quota_snapshot()
+        gang, pending = self._holding(lead), [pod for child in children for pod in self._pending_pods(child)]
+        verdict = self.quotas.verdict(snapshot, queue, gang, pending)
+        if verdict.decision.fits:
+            request = self.quotas.request(queue, gang, pending)
+            ignored = {child.key for child in children}
+            verdict = self.quotas.in_line(
+                snapshot,
+                verdict,
+                request,
+                lambda: [w for w in self._waiting_for_quota(lead) if w.name not in ignored],
+            )
+        if verdict.decision.fits:
+            lead.quota_hold = self.quotas.hold(verdict, gang, now)
+        return verdict
+
+    def _quota_pending(self, group: GroupRecord) -> list[ApiObject]:
+        """The pods a quota request is made for: the group's waiting pods, or for a composite's child those
+        of every child of its composite still waiting (they reserve quota together)."""
+        composite = self.book.composite_of(group)
+        if composite is None:
+            return self._pending_pods(group)
+        return [pod for child in self.book.children(composite) for pod in self._pending_pods(child)]
+
     def _waiting_for_quota(self, group: GroupRecord) -> list[WorkloadRequest]:
         """What the other gangs ready to run and holding no quota ask of their ClusterQueues."""
         waiting = []
@@ -88,7 +125,7 @@ class QuotaReservations(MachineState):
         if queue is None:
             return None
         snapshot = self._quota_snapshot()
-        gang, pending = self._holding(group), self._pending_pods(group)
+        gang, pending = self._holding(group), self._quota_pending(group)
         verdict = self.quotas.verdict(snapshot, queue, gang, pending)
         if verdict.decision.mode is not Mode.PREEMPT:
             return None
@@ -101,12 +138,13 @@ class QuotaReservations(MachineState):
         return self.quotas.cluster_queue_for(group.obj, self.book.workload_of(group))
 
     def _waits_for_quota(
-        self, group: GroupRecord, core: PodGroup, verdict: QuotaVerdict, now: float
+        self, group: GroupRecord, core: PodGroup, verdict: QuotaVerdict, now: float, *, asks: bool = True
     ) -> CycleRan:
-        """The gang waits gated for quota; when preemption could free it, the preemptor is asked."""
+        """The gang waits gated for quota; when preemption could free it, the preemptor is asked (unless
+        `asks` is off: a composite's other children, whose quota the asking one asks for)."""
         self.queue.wait_for_quota(group.key, verdict.message)
         group.attempts += 1
-        reclaims = verdict.decision.mode is Mode.PREEMPT
+        reclaims = asks and verdict.decision.mode is Mode.PREEMPT
         return CycleRan(
             group=self._ref(group),
             attempt=group.attempts,

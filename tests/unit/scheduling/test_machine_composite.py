@@ -4,10 +4,20 @@ composite's cycle told once, a late child joining the composite's block."""
 from __future__ import annotations
 
 from libs.cluster.generator import ClusterShape
-from libs.core.scheduling import BLOCK_KEY, RACK_KEY, SchedulerStateMachine
-from libs.core.scheduling.inputs import ObjectStored, World
+from libs.core.scheduling import BLOCK_KEY, RACK_KEY, PodPhase, SchedulerStateMachine
+from libs.core.scheduling.inputs import ObjectStored, PodsFinished, World
 from libs.core.scheduling.outputs import CompositeCycleRan, CycleRan
-from tests.unit.scheduling.manifests import cluster, composite, gang, podgroup, workload
+from tests.unit.scheduling.manifests import (
+    cluster,
+    cluster_queue,
+    composite,
+    flavor,
+    gang,
+    local_queue,
+    podgroup,
+    quota_objects,
+    workload,
+)
 
 SHAPE = ClusterShape(blocks=2, racks_per_block=2, nodes_per_rack=2)  # 2 blocks of 2 racks of 2 nodes, 8 GPUs
 NOW = 1_000.0
@@ -117,3 +127,41 @@ def test_a_new_leader_keeps_a_placed_composite_in_its_block_from_the_bindings_al
     assert late[0].decision.placed
     assert _blocks(leader, late) == {block}
     assert not [o for o in leader.run_pass(NOW + 6) if isinstance(o, CompositeCycleRan)]
+
+
+def test_a_composites_children_reserve_quota_together_or_all_wait() -> None:
+    quota = quota_objects(flavor(), cluster_queue("team-a", 16), local_queue("ml", "team-a"))
+    machine = SchedulerStateMachine()
+    machine.load(World(cluster(SHAPE) + [workload()] + quota, {}), now=NOW)
+    first = composite("first", min_group_count=2)
+    first_pods = [*gang("first-a", 1, gpus=8), *gang("first-b", 1, gpus=8)]
+    _admit(
+        machine,
+        first,
+        podgroup("first-a", min_count=1, parent="first"),
+        podgroup("first-b", min_count=1, parent="first"),
+        *first_pods,
+    )
+    placed = [o for o in machine.run_pass(NOW) if isinstance(o, CycleRan)]
+    assert {r.group.name for r in placed if r.decision.placed} == {"first-a", "first-b"}
+    assert all(r.bind is not None and r.bind.cluster_queue == "team-a" for r in placed)
+
+    # 16 more GPUs: the cluster has them, the queue does not. Neither child takes half.
+    second = composite("second", min_group_count=2)
+    _admit(
+        machine,
+        second,
+        podgroup("second-a", min_count=1, parent="second"),
+        podgroup("second-b", min_count=1, parent="second"),
+        *gang("second-a", 1, gpus=8),
+        *gang("second-b", 1, gpus=8),
+    )
+    waits = [o for o in machine.run_pass(NOW + 5) if isinstance(o, CycleRan)]
+    assert {r.group.name for r in waits} == {"second-a", "second-b"}
+    assert not any(r.decision.placed for r in waits)
+    assert all(r.quota_message.startswith("couldn't assign flavors") for r in waits)
+    assert machine.queue.gate_reason("ml/second-b").startswith("waiting for quota in ClusterQueue team-a")
+
+    machine.handle(PodsFinished(tuple(p.uid for p in first_pods), PodPhase.SUCCEEDED), now=NOW + 10)
+    later = [o for o in machine.run_pass(NOW + 10) if isinstance(o, CycleRan)]
+    assert {r.group.name for r in later if r.decision.placed} == {"second-a", "second-b"}
