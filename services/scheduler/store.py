@@ -30,6 +30,7 @@ from libs.core.scheduling.outputs import (
     Restart,
     TimedOut,
 )
+from libs.db.core_objects import api_object
 from libs.db.node_health import NODE_READY, node_health_records
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition, Fence, JsonObject, PodBinding, StoredObject
@@ -68,24 +69,6 @@ NODE_LOST_REASON = "NodeLost"
 """A pod's `status.reason` when the node it held room on was lost or deleted."""
 TAINT_MANAGER_REASON = "DeletionByTaintManager"
 POD_GC_REASON = "DeletionByPodGC"
-
-
-def api_object(stored: StoredObject) -> ApiObject:
-    """A stored row as the state machine sees an object (a deletion request shows as `deletionTimestamp`)."""
-    metadata = stored.metadata
-    if stored.deletion_requested_at is not None:
-        metadata = {**metadata, "deletionTimestamp": stored.deletion_requested_at.isoformat()}
-    return ApiObject(
-        kind=stored.kind,
-        namespace=stored.namespace,
-        name=stored.name,
-        uid=stored.uid,
-        metadata=metadata,
-        spec=stored.spec,
-        status=stored.status,
-        created_at=stored.created_at.timestamp(),
-        resource_version=stored.resource_version,
-    )
 
 
 async def load_world(uow: UnitOfWork, now: datetime) -> World:

@@ -9,9 +9,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import total_ordering
+from typing import Final
 
 from libs.core.quota.model import FlavorResource
 from libs.core.quota.snapshot import Node, QuotaSnapshot
+
+MAX_WEIGHTED_SHARE: Final = 2**63 - 1
+"""The share Kueue reports for a zero weight that borrows (math.MaxInt64)."""
 
 
 @total_ordering
@@ -31,6 +35,14 @@ class DominantResourceShare:
         if self.ratio == 0:
             return 0.0
         return math.inf if self.weight == 0 else self.ratio / self.weight
+
+    @property
+    def weighted_share(self) -> int:
+        """`weightedShare` as Kueue reports it in a ClusterQueue's or Cohort's status: the weighted share
+        rounded up, and the largest int64 for a zero weight that borrows."""
+        if self.weight == 0 and self.ratio != 0:
+            return MAX_WEIGHTED_SHARE
+        return math.ceil(self.weighted)
 
     def _key(self) -> tuple[int, float]:
         # A zero weight that borrows ranks above every other share, and among such shares by ratio.
