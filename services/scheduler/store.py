@@ -27,6 +27,7 @@ from libs.core.scheduling.outputs import (
     NodeLost,
     Output,
     PodKey,
+    QuotaReleased,
     Restart,
     TimedOut,
 )
@@ -165,6 +166,8 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, fence: Fe
             await writer.node_health(outcome)
         elif isinstance(outcome, NodeLost):
             await writer.node_lost(outcome)
+        elif isinstance(outcome, QuotaReleased):
+            await writer.quota_released(outcome)
     await writer.flush()
     await uow.bindings.bind_many(writer.bindings, fence=fence)
     return bound
@@ -458,6 +461,24 @@ class _Writer:
         await self._set_status(disrupted.group, placement={"domain": None, "nodes": [], "pods": {}})
         await self._group_condition(disrupted.group, False, disrupted.reason, disrupted.message)
 
+    async def quota_released(self, released: QuotaReleased) -> None:
+        """`QuotaReserved` False once the gang holds no quota, if it said True: `Finished` when its pods
+        ended, else `Pending` (Kueue's reason for a workload whose reservation was taken back)."""
+        uid, kind = released.group.uid, ConditionType.QUOTA_RESERVED
+        held = self._conditions.get((uid, kind)) or await self.uow.conditions.get(uid, kind)
+        if held is None or held.status != "True":
+            return
+        if released.finished:
+            reason = ConditionReason.QUOTA_FINISHED
+            message = f"Quota released in ClusterQueue {released.cluster_queue}: the gang's pods ended"
+        else:
+            reason = ConditionReason.QUOTA_PENDING
+            message = (
+                f"Quota released in ClusterQueue {released.cluster_queue}: the gang's pods left their nodes; "
+                "it waits for quota again"
+            )
+        await self._group_condition(released.group, False, reason, message, kind)
+
     async def node_health(self, change: NodeHealthChange) -> None:
         """A node NotReady (Ready Unknown) or Ready again: its condition and `node.not_ready` / `node.ready`."""
         node = await self.uow.objects.get("Node", "", change.node)
@@ -578,10 +599,17 @@ class _Writer:
             self._statuses[group.uid] = status
         return stored.generation
 
-    async def _group_condition(self, group: GroupRef, status: bool, reason: str, message: str) -> None:
+    async def _group_condition(
+        self,
+        group: GroupRef,
+        status: bool,
+        reason: str,
+        message: str,
+        type_: ConditionType = ConditionType.POD_GROUP_SCHEDULED,
+    ) -> None:
         stored = self.podgroups.get(group.uid)
         if stored is not None:
-            await self._set_condition(group.uid, status, reason, message, stored.generation)
+            await self._set_condition(group.uid, status, reason, message, stored.generation, type_)
 
     async def _set_condition(
         self,

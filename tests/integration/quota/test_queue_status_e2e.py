@@ -1,6 +1,7 @@
 """Queue status end to end: the two teams on a real nats-server and database, a gang of llm's borrowing part of
 what vision lends and another waiting for quota; the ClusterQueue, its LocalQueue and the Cohort read through
-the client and the Kubernetes API endpoint show what is used, borrowed, admitted and pending."""
+the client and the Kubernetes API endpoint show what is used, borrowed, admitted and pending, and a gang whose
+pods are gone gives its quota back (`QuotaReserved` False)."""
 
 from __future__ import annotations
 
@@ -57,8 +58,10 @@ def usage_of(status: dict[str, Any], resource: str) -> dict[str, str]:
 async def test_a_borrowing_queue_shows_its_usage_counts_and_share_to_the_client_and_the_endpoint(
     teams: Teams, kube_api: Any
 ) -> None:
-    # 1. llm runs 48 pods of 8 GPUs: 384, 64 past its nominal 320; a second gang of 128 would pass the 448
-    # the cohort lets llm use, and waits.
+    # 1. vision runs 16 GPUs; llm runs 48 pods of 8 GPUs: 384, 64 past its nominal 320; a second gang of 128
+    # would pass the 448 the cohort lets llm use, and waits.
+    await teams.client.apply(gang("vision-small", "vision", 2, "batch"))
+    await teams.running("vision", "vision-small", 2)
     await teams.client.apply(gang("llm-big", "llm", 48, "batch"))
     await teams.running("llm", "llm-big", 48)
     await teams.client.apply(gang("llm-more", "llm", 16, "batch"))
@@ -89,8 +92,8 @@ async def test_a_borrowing_queue_shows_its_usage_counts_and_share_to_the_client_
         "Can admit new workloads",
     )
     (vision,) = await teams.client.get("ClusterQueue", "team-vision")
-    assert (vision["status"]["pendingWorkloads"], vision["status"]["admittedWorkloads"]) == (0, 0)
-    assert usage_of(vision["status"], GPU) == {"name": GPU, "total": "0", "borrowed": "0"}
+    assert (vision["status"]["pendingWorkloads"], vision["status"]["admittedWorkloads"]) == (0, 1)
+    assert usage_of(vision["status"], GPU) == {"name": GPU, "total": "16", "borrowed": "0"}
 
     # 3. Its LocalQueue shows the same gangs, and the root cohort a share of 0.
     (queue,) = await teams.client.get("LocalQueue", "default", namespace="llm")
@@ -108,3 +111,20 @@ async def test_a_borrowing_queue_shows_its_usage_counts_and_share_to_the_client_
     names = [column["name"] for column in table["columnDefinitions"]]
     rows = {row["cells"][0]: dict(zip(names, row["cells"], strict=True)) for row in table["rows"]}
     assert (rows["team-llm"]["Pending Workloads"], rows["team-llm"]["Admitted Workloads"]) == (1, 1)
+
+    # 5. vision's gang ends (its pods deleted): it holds no quota any more, its PodGroup and queue say so.
+    for pod in await teams.pods("vision", "vision-small"):
+        await teams.client.delete("Pod", pod["metadata"]["name"], namespace="vision")
+    released = await eventually(
+        lambda: teams.conditions("vision", "vision-small"),
+        lambda found: found.get("QuotaReserved", {}).get("status") == "False",
+        timeout_s=30,
+    )
+    assert released["QuotaReserved"]["reason"] == "Finished"
+    assert (
+        released["QuotaReserved"]["message"]
+        == "Quota released in ClusterQueue team-vision: the gang's pods ended"
+    )
+    (vision,) = await teams.client.get("ClusterQueue", "team-vision")
+    assert (vision["status"]["pendingWorkloads"], vision["status"]["admittedWorkloads"]) == (0, 0)
+    assert usage_of(vision["status"], GPU) == {"name": GPU, "total": "0", "borrowed": "0"}
