@@ -40,14 +40,15 @@ class DominantResourceShare:
     def weighted_share(self) -> int:
         """`weightedShare` as Kueue reports it in a ClusterQueue's or Cohort's status: the weighted share
         rounded up, and the largest int64 for a zero weight that borrows."""
-        if self.weight == 0 and self.ratio != 0:
-            return MAX_WEIGHTED_SHARE
-        return math.ceil(self.weighted)
+        return MAX_WEIGHTED_SHARE if self._zero_weight_borrows else math.ceil(self.weighted)
+
+    @property
+    def _zero_weight_borrows(self) -> bool:
+        return self.weight == 0 and self.ratio != 0
 
     def _key(self) -> tuple[int, float]:
         # A zero weight that borrows ranks above every other share, and among such shares by ratio.
-        zero_weight_borrows = self.weight == 0 and self.ratio != 0
-        return (1, self.ratio) if zero_weight_borrows else (0, self.weighted)
+        return (1, self.ratio) if self._zero_weight_borrows else (0, self.weighted)
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, DominantResourceShare):

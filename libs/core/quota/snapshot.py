@@ -107,7 +107,7 @@ class QuotaSnapshot:
         return inactive
 
     def missing_flavors(self, cluster_queue: str) -> list[str]:
-        """The flavors a ClusterQueue names that do not exist, in order."""
+        """The flavors a ClusterQueue names that do not exist, by name."""
         queue = self.cluster_queues[cluster_queue]
         return sorted(
             {flavor for group in queue.resource_groups for flavor in group.flavors} - set(self.flavors)

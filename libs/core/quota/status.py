@@ -73,6 +73,7 @@ class QueueStatuses:
         node = self.snapshot.cluster_queue_node(name)
         usage = self.snapshot.usage[node]
         pending, admitted = _counts(self._in_cluster_queue.get(name, []))
+        # Reservation and usage are equal but built twice: one list in two places would be aliased in YAML.
         return {
             "conditions": [self._cluster_queue_active(queue)],
             "flavorsReservation": _flavors_usage(queue, usage, borrowed=True),
