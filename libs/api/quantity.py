@@ -111,6 +111,45 @@ def canonical_amounts(resources: Mapping[str, str | int | float]) -> dict[str, i
     return {name: canonical_amount(name, amount) for name, amount in resources.items()}
 
 
+_DECIMAL_SUFFIX_OF: Final = {exponent: suffix for suffix, exponent in _DECIMAL_SUFFIXES.items()}
+_BINARY_SUFFIX_OF: Final = {0: "", **{power: suffix for suffix, power in _BINARY_SUFFIXES.items()}}
+_BINARY_RESOURCES: Final = frozenset({"memory", "ephemeral-storage"})
+
+
+def format_amount(resource_name: str, amount: int) -> str:
+    """A canonical amount back as the quantity Kueue writes for it (`resources.ResourceQuantity`, printed in
+    `resource.Quantity`'s canonical form): cpu from millicores (`2500m`, `2`), memory, ephemeral-storage and
+    hugepages in binary units (`512Gi`, and `1k` below 1024), anything else in decimal ones (`8`, `2k`)."""
+    if resource_name == CPU:
+        return _decimal_si(amount, -3)
+    if resource_name in _BINARY_RESOURCES or resource_name.startswith("hugepages-"):
+        return _binary_si(amount)
+    return _decimal_si(amount, 0)
+
+
+def _decimal_si(mantissa: int, exponent: int) -> str:
+    # As Quantity.String(): trailing zeros folded into the exponent, which is then lowered to a multiple of 3.
+    if mantissa == 0:
+        return "0"
+    while mantissa % 10 == 0 and exponent < 18:
+        mantissa //= 10
+        exponent += 1
+    while exponent % 3:
+        mantissa *= 10
+        exponent -= 1
+    return f"{mantissa}{_DECIMAL_SUFFIX_OF[exponent]}"
+
+
+def _binary_si(amount: int) -> str:
+    if -1024 < amount < 1024:
+        return _decimal_si(amount, 0)
+    power = 0
+    while amount % 1024 == 0 and power < 60:
+        amount //= 1024
+        power += 10
+    return f"{amount}{_BINARY_SUFFIX_OF[power]}"
+
+
 def cel_number(text: str | int | float) -> int | float:
     """A quantity as a CEL number: an int when it is whole (bytes, devices), else a float."""
     exact = parse_quantity(text)

@@ -66,11 +66,62 @@ def describe(obj: dict[str, Any], events: list[dict[str, Any]], extra: list[str]
         lines += claim_lines(obj)
     if obj.get("kind") == "Node":
         lines.append("Taints:       " + (", ".join(node_taints(obj)) or "<none>"))
+    if obj.get("kind") in QUEUE_KINDS:
+        lines += queue_lines(obj)
     lines += process_lines(obj)
     lines += extra or []
     lines.append("Events:")
     lines += ["  " + event_line(e) for e in events] or ["  <none>"]
     return "\n".join(lines)
+
+
+QUEUE_KINDS = ("ClusterQueue", "LocalQueue", "Cohort")
+
+
+def queue_lines(queue: dict[str, Any]) -> list[str]:
+    """A Kueue queue's status: its workloads pending, reserving and admitted, its weighted share, and what
+    it uses per flavor and resource (a ClusterQueue's beside its nominal quota, with what it borrows)."""
+    status = queue.get("status") or {}
+    lines = []
+    if queue.get("kind") != "Cohort":
+        counts = [f"{status.get(f'{c}Workloads') or 0} {c}" for c in ("pending", "reserving", "admitted")]
+        lines.append("Workloads:    " + ", ".join(counts))
+    if "fairSharing" in status:
+        lines.append(f"Weighted Share: {(status.get('fairSharing') or {}).get('weightedShare', 0)}")
+    if queue.get("kind") == "Cohort":
+        return lines
+    cluster_queue = queue.get("kind") == "ClusterQueue"
+    nominal = _nominal_quotas(queue) if cluster_queue else {}
+    rows = [
+        ["FLAVOR", "RESOURCE", "NOMINAL", "TOTAL", "BORROWED"]
+        if cluster_queue
+        else ["FLAVOR", "RESOURCE", "TOTAL"]
+    ]
+    for flavor in status.get("flavorsUsage") or []:
+        for used in flavor.get("resources") or []:
+            key = (str(flavor.get("name")), str(used.get("name")))
+            total = str(used.get("total", "0"))
+            if cluster_queue:
+                rows.append([*key, nominal.get(key, "-"), total, str(used.get("borrowed", "0"))])
+            else:
+                rows.append([*key, total])
+    lines.append("Usage:")
+    if len(rows) == 1:
+        return [*lines, "  <none>"]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines += [
+        "  " + "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return lines
+
+
+def _nominal_quotas(queue: dict[str, Any]) -> dict[tuple[str, str], str]:
+    return {
+        (str(flavor.get("name")), str(quota.get("name"))): str(quota.get("nominalQuota", "0"))
+        for group in (queue.get("spec") or {}).get("resourceGroups") or []
+        for flavor in group.get("flavors") or []
+        for quota in flavor.get("resources") or []
+    }
 
 
 def process_lines(obj: dict[str, Any]) -> list[str]:

@@ -129,6 +129,15 @@ def _queue_row(pointer: str) -> Callable[[dict[str, Any]], list[str]]:
     return row
 
 
+def _weighted_share(obj: dict[str, Any]) -> list[str]:
+    """Kueue's fair-sharing share (`status.fairSharing.weightedShare`)."""
+    return [str(((obj.get("status") or {}).get("fairSharing") or {}).get("weightedShare", 0))]
+
+
+def _cohort_row(obj: dict[str, Any]) -> list[str]:
+    return [(obj.get("spec") or {}).get("parentName") or "-", *_weighted_share(obj)]
+
+
 COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
     "ResourceClaim": (["STATE", "DEVICES", "RESERVED FOR"], _claim_row),
     "PodGroup": (["PHASE", "POLICY", "PLACED", "PRIORITY", "DOMAIN"], _podgroup_row),
@@ -139,6 +148,7 @@ COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]] = {
     "Node": (["STATUS", "RACK"], _node_row),
     "ClusterQueue": (["COHORT", "PENDING WORKLOADS", "ADMITTED WORKLOADS"], _queue_row("cohortName")),
     "LocalQueue": (["CLUSTERQUEUE", "PENDING WORKLOADS", "ADMITTED WORKLOADS"], _queue_row("clusterQueue")),
+    "Cohort": (["PARENT", "WEIGHTED SHARE"], _cohort_row),
 }
 
 
@@ -153,6 +163,7 @@ WIDE_COLUMNS: dict[str, tuple[list[str], Callable[[dict[str, Any]], list[str]]]]
     "PodGroup": (["WAITING"], lambda obj: [waiting(obj)]),
     "CompositePodGroup": (["WAITING"], lambda obj: [waiting(obj)]),
     "Pod": (["WAITING"], lambda obj: [waiting(obj)]),
+    "ClusterQueue": (["WEIGHTED SHARE"], _weighted_share),
 }
 
 

@@ -20,6 +20,7 @@ from libs.events.rpc import (
 )
 from libs.kubeapi.events import kube_events, waiting_event
 from services.admission import pending
+from services.admission.quota_status import QUEUE_KINDS, with_queue_statuses
 from services.admission.store import iso, known_from_stored
 
 
@@ -34,8 +35,9 @@ async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObjec
 async def get_objects(uow: UnitOfWork, request: GetRequest) -> GetReply:
     """Full manifests as a reader expects them: conditions from their own rows folded into status, a pod's
     node in `spec.nodeName`, a PodGroup's derived phase, placed count (its pods bound now) and domain in
-    `status.podway`, and a pending pod's or PodGroup's waiting condition (see pending.py). A list with a
-    `limit` is one page, with the token of the next when more follow."""
+    `status.podway`, a pending pod's or PodGroup's waiting condition (see pending.py), and Kueue's queues'
+    status (see quota_status.py). A list with a `limit` is one page, with the token of the next when more
+    follow."""
     token = None
     if request.name is not None and request.kind not in ("Namespace", "Event"):
         # One object has its own revision: no list revision to settle.
@@ -175,6 +177,8 @@ async def _readable(uow: UnitOfWork, kind: str, objects: list[StoredObject]) -> 
     manifests = await with_conditions(uow, objects)
     if kind == "CompositePodGroup":
         await _with_composite_summaries(uow, manifests)
+    if kind in QUEUE_KINDS:
+        await with_queue_statuses(uow, kind, manifests)
     if kind not in ("Pod", "PodGroup"):
         return manifests
     if kind == "Pod":

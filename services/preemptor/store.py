@@ -24,9 +24,10 @@ from libs.core.scheduling import ConditionReason, ConditionType
 from libs.core.scheduling.inputs import WORLD_KINDS, NominationRecord, World
 from libs.core.scheduling.objects import STANDALONE_PREFIX, ApiObject
 from libs.core.scheduling.outputs import GroupRef
+from libs.db.core_objects import api_object
 from libs.db.node_health import node_health_records
 from libs.db.ports import UnitOfWork
-from libs.db.records import Condition, Nomination, StoredObject
+from libs.db.records import Condition, Nomination
 from libs.events.envelope import AggregateRef, Envelope, EventPayload
 from libs.events.scheduling import (
     PodGroupNominated,
@@ -40,23 +41,6 @@ from libs.events.scheduling import (
 
 PRODUCER = "preemptor"
 FINISHED_PHASES = ("Succeeded", "Failed")
-
-
-def api_object(stored: StoredObject) -> ApiObject:
-    metadata = stored.metadata
-    if stored.deletion_requested_at is not None:
-        metadata = {**metadata, "deletionTimestamp": stored.deletion_requested_at.isoformat()}
-    return ApiObject(
-        kind=stored.kind,
-        namespace=stored.namespace,
-        name=stored.name,
-        uid=stored.uid,
-        metadata=metadata,
-        spec=stored.spec,
-        status=stored.status,
-        created_at=stored.created_at.timestamp(),
-        resource_version=stored.resource_version,
-    )
 
 
 async def unschedulable_groups(uow: UnitOfWork) -> list[str]:

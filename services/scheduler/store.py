@@ -27,9 +27,11 @@ from libs.core.scheduling.outputs import (
     NodeLost,
     Output,
     PodKey,
+    QuotaReleased,
     Restart,
     TimedOut,
 )
+from libs.db.core_objects import api_object
 from libs.db.node_health import NODE_READY, node_health_records
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition, Fence, JsonObject, PodBinding, StoredObject
@@ -68,24 +70,6 @@ NODE_LOST_REASON = "NodeLost"
 """A pod's `status.reason` when the node it held room on was lost or deleted."""
 TAINT_MANAGER_REASON = "DeletionByTaintManager"
 POD_GC_REASON = "DeletionByPodGC"
-
-
-def api_object(stored: StoredObject) -> ApiObject:
-    """A stored row as the state machine sees an object (a deletion request shows as `deletionTimestamp`)."""
-    metadata = stored.metadata
-    if stored.deletion_requested_at is not None:
-        metadata = {**metadata, "deletionTimestamp": stored.deletion_requested_at.isoformat()}
-    return ApiObject(
-        kind=stored.kind,
-        namespace=stored.namespace,
-        name=stored.name,
-        uid=stored.uid,
-        metadata=metadata,
-        spec=stored.spec,
-        status=stored.status,
-        created_at=stored.created_at.timestamp(),
-        resource_version=stored.resource_version,
-    )
 
 
 async def load_world(uow: UnitOfWork, now: datetime) -> World:
@@ -182,6 +166,8 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, fence: Fe
             await writer.node_health(outcome)
         elif isinstance(outcome, NodeLost):
             await writer.node_lost(outcome)
+        elif isinstance(outcome, QuotaReleased):
+            await writer.quota_released(outcome)
     await writer.flush()
     await uow.bindings.bind_many(writer.bindings, fence=fence)
     return bound
@@ -475,6 +461,24 @@ class _Writer:
         await self._set_status(disrupted.group, placement={"domain": None, "nodes": [], "pods": {}})
         await self._group_condition(disrupted.group, False, disrupted.reason, disrupted.message)
 
+    async def quota_released(self, released: QuotaReleased) -> None:
+        """`QuotaReserved` False once the gang holds no quota, if it said True: `Finished` when its pods
+        ended, else `Pending` (Kueue's reason for a workload whose reservation was taken back)."""
+        uid, kind = released.group.uid, ConditionType.QUOTA_RESERVED
+        held = self._conditions.get((uid, kind)) or await self.uow.conditions.get(uid, kind)
+        if held is None or held.status != "True":
+            return
+        if released.finished:
+            reason = ConditionReason.QUOTA_FINISHED
+            message = f"Quota released in ClusterQueue {released.cluster_queue}: the gang's pods ended"
+        else:
+            reason = ConditionReason.QUOTA_PENDING
+            message = (
+                f"Quota released in ClusterQueue {released.cluster_queue}: the gang's pods left their nodes; "
+                "it waits for quota again"
+            )
+        await self._group_condition(released.group, False, reason, message, kind)
+
     async def node_health(self, change: NodeHealthChange) -> None:
         """A node NotReady (Ready Unknown) or Ready again: its condition and `node.not_ready` / `node.ready`."""
         node = await self.uow.objects.get("Node", "", change.node)
@@ -595,10 +599,17 @@ class _Writer:
             self._statuses[group.uid] = status
         return stored.generation
 
-    async def _group_condition(self, group: GroupRef, status: bool, reason: str, message: str) -> None:
+    async def _group_condition(
+        self,
+        group: GroupRef,
+        status: bool,
+        reason: str,
+        message: str,
+        type_: ConditionType = ConditionType.POD_GROUP_SCHEDULED,
+    ) -> None:
         stored = self.podgroups.get(group.uid)
         if stored is not None:
-            await self._set_condition(group.uid, status, reason, message, stored.generation)
+            await self._set_condition(group.uid, status, reason, message, stored.generation, type_)
 
     async def _set_condition(
         self,

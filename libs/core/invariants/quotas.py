@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping
 
 from libs.core.quota import QuotaSnapshot
 from libs.core.quota.snapshot import Node as QuotaNode
-from libs.core.scheduling.objects import ApiObject, pod_group_name, pod_phase
-from libs.core.scheduling.quotas import QUOTA_KINDS, Holding, QuotaLedger
+from libs.core.scheduling.objects import ApiObject
+from libs.core.scheduling.quotas import Holding, QuotaLedger
+from libs.core.scheduling.stored_quotas import stored_gangs
 
-from .holds import ENDED
 from .records import Violation
 
 
@@ -18,36 +18,8 @@ def quota_holdings(
     objects: Iterable[ApiObject], holds: Mapping[str, str]
 ) -> tuple[QuotaLedger, list[Holding], dict[str, Mapping[str, str]]]:
     """Kueue's objects, each PodGroup whose pods hold nodes (with those pods), and the nodes' labels."""
-    ledger = QuotaLedger()
-    groups: dict[str, ApiObject] = {}
-    workloads: dict[str, ApiObject] = {}
-    on_nodes: dict[str, list[tuple[ApiObject, str]]] = {}
-    labels: dict[str, Mapping[str, str]] = {}
-    for obj in objects:
-        if obj.kind in QUOTA_KINDS:
-            ledger.put(obj)
-        elif obj.kind == "PodGroup":
-            groups[obj.key] = obj
-        elif obj.kind == "Workload":
-            workloads[obj.key] = obj
-        elif obj.kind == "Node":
-            labels[obj.name] = obj.labels
-        elif obj.kind == "Pod" and obj.uid in holds and pod_phase(obj) not in ENDED:
-            name = pod_group_name(obj)
-            if name is not None:
-                on_nodes.setdefault(f"{obj.namespace}/{name}", []).append((obj, holds[obj.uid]))
-    holdings = [
-        Holding(key, group, _workload_of(group, workloads), int(group.spec.get("priority") or 0), tuple(pods))
-        for key, group in sorted(groups.items())
-        if (pods := on_nodes.get(key))
-    ]
-    return ledger, holdings, labels
-
-
-def _workload_of(group: ApiObject, workloads: Mapping[str, ApiObject]) -> ApiObject | None:
-    ref = (group.spec.get("podGroupTemplateRef") or {}).get("workload") or {}
-    name = ref.get("workloadName")
-    return workloads.get(f"{group.namespace}/{name}") if name else None
+    gangs = stored_gangs(objects, holds)
+    return gangs.ledger, gangs.holding, gangs.node_labels
 
 
 def queues_within_their_limits(

@@ -1,6 +1,7 @@
 """Quotas and fair sharing as Kueue has them, pure and deterministic: a snapshot of cohorts, ClusterQueues
 and flavors with their usage (snapshot.py), quota reservation and flavor assignment for a whole gang
-(admission.py), dominant resource shares (fair_sharing.py) and preemption targets (preemption.py).
+(admission.py), dominant resource shares (fair_sharing.py), preemption targets (preemption.py) and the
+queues' status (status.py).
 See docs/quotas.md."""
 
 from libs.core.quota.admission import admit
@@ -11,6 +12,7 @@ from libs.core.quota.model import (
     CohortQuota,
     FairSharingStrategy,
     Flavor,
+    LocalQueueQuota,
     Mode,
     PodSetRequest,
     PreemptionReason,
@@ -21,6 +23,7 @@ from libs.core.quota.model import (
 )
 from libs.core.quota.preemption import preemption_targets
 from libs.core.quota.snapshot import QuotaSnapshot
+from libs.core.quota.status import QueuedWorkload, QueueStatuses
 
 __all__ = [
     "AdmittedWorkload",
@@ -29,10 +32,13 @@ __all__ = [
     "DominantResourceShare",
     "FairSharingStrategy",
     "Flavor",
+    "LocalQueueQuota",
     "Mode",
     "PodSetRequest",
     "PreemptionReason",
     "PreemptionTarget",
+    "QueueStatuses",
+    "QueuedWorkload",
     "Quota",
     "QuotaDecision",
     "QuotaSnapshot",

@@ -9,9 +9,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import total_ordering
+from typing import Final
 
 from libs.core.quota.model import FlavorResource
 from libs.core.quota.snapshot import Node, QuotaSnapshot
+
+MAX_WEIGHTED_SHARE: Final = 2**63 - 1
+"""The share Kueue reports for a zero weight that borrows (math.MaxInt64)."""
 
 
 @total_ordering
@@ -36,10 +40,19 @@ class DominantResourceShare:
         """The sort key of `CompareDRS` (lower first)."""
         return self._key()
 
+    @property
+    def weighted_share(self) -> int:
+        """`weightedShare` as Kueue reports it in a ClusterQueue's or Cohort's status: the weighted share
+        rounded up, and the largest int64 for a zero weight that borrows."""
+        return MAX_WEIGHTED_SHARE if self._zero_weight_borrows else math.ceil(self.weighted)
+
+    @property
+    def _zero_weight_borrows(self) -> bool:
+        return self.weight == 0 and self.ratio != 0
+
     def _key(self) -> tuple[int, float]:
         # A zero weight that borrows ranks above every other share, and among such shares by ratio.
-        zero_weight_borrows = self.weight == 0 and self.ratio != 0
-        return (1, self.ratio) if zero_weight_borrows else (0, self.weighted)
+        return (1, self.ratio) if self._zero_weight_borrows else (0, self.weighted)
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, DominantResourceShare):

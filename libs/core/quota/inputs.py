@@ -25,6 +25,7 @@ from libs.core.quota.model import (
     Flavor,
     FlavorFungibility,
     FlavorResource,
+    LocalQueueQuota,
     Preemption,
     Quota,
     ResourceGroupQuota,
@@ -75,6 +76,13 @@ def cluster_queue_of(queue: ClusterQueue) -> ClusterQueueQuota:
         stopped=(spec.stop_policy or STOP_NONE) != STOP_NONE,
         strict_fifo=spec.queueing_strategy == STRICT_FIFO,
     )
+
+
+def local_queue_of(queue: LocalQueue) -> LocalQueueQuota:
+    """A LocalQueue as the core sees it."""
+    spec = queue.spec
+    stopped = (spec.stop_policy or STOP_NONE) != STOP_NONE
+    return LocalQueueQuota(queue.namespace or "", queue.name, spec.cluster_queue or "", stopped)
 
 
 def _quotas(groups: Sequence[ResourceGroup]) -> dict[FlavorResource, Quota]:

@@ -125,6 +125,21 @@ class CohortQuota:
 
 
 @dataclass(frozen=True)
+class LocalQueueQuota:
+    """A LocalQueue: the ClusterQueue its namespace's workloads are queued to, and whether it is stopped."""
+
+    namespace: str
+    name: str
+    cluster_queue: str
+    stopped: bool = False
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class Flavor:
     """A ResourceFlavor: the node labels and taints it stands for, tolerations it adds."""
 

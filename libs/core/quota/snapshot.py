@@ -97,16 +97,25 @@ class QuotaSnapshot:
     def _inactive(self) -> dict[str, str]:
         inactive: dict[str, str] = {}
         for name, queue in sorted(self.cluster_queues.items()):
-            node = Node(CLUSTER_QUEUE, name)
-            flavors = {flavor for group in queue.resource_groups for flavor in group.flavors}
-            missing = sorted(flavors - set(self.flavors))
-            if any(cohort in self.cyclic for cohort in self.path_to_root(node)):
+            missing = self.missing_flavors(name)
+            if self.in_cycle(name):
                 inactive[name] = f"ClusterQueue {name} is inactive: its cohort tree has a cycle"
             elif missing:
                 inactive[name] = f"ClusterQueue {name} is inactive: flavor {missing[0]} not found"
             elif queue.stopped:
                 inactive[name] = f"ClusterQueue {name} is inactive: stopped"
         return inactive
+
+    def missing_flavors(self, cluster_queue: str) -> list[str]:
+        """The flavors a ClusterQueue names that do not exist, by name."""
+        queue = self.cluster_queues[cluster_queue]
+        return sorted(
+            {flavor for group in queue.resource_groups for flavor in group.flavors} - set(self.flavors)
+        )
+
+    def in_cycle(self, cluster_queue: str) -> bool:
+        """Whether the ClusterQueue's cohort tree has a cycle."""
+        return any(cohort in self.cyclic for cohort in self.path_to_root(Node(CLUSTER_QUEUE, cluster_queue)))
 
     def roots(self) -> list[Node]:
         """Nodes without a parent, in order."""

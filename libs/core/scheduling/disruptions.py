@@ -12,7 +12,7 @@ from .lifecycle import PodPhase, decide_gang_restart
 from .node_health import UNREACHABLE_TAINT, HealthChange, NodeCondition
 from .nominations import Nominations
 from .objects import ApiObject
-from .outputs import Disrupted, GroupRef, NodeHealthChange, NodeLost, PodKey, Restart, TimedOut
+from .outputs import Disrupted, GroupRef, NodeHealthChange, NodeLost, PodKey, QuotaReleased, Restart, TimedOut
 from .queue import PodGroupTimedOut
 
 DISRUPTED_REASON = "Disrupted"
@@ -67,6 +67,7 @@ class Disruptions(ClaimProposals, Nominations):
         manager fail them), their room and claims let go, and their gangs restart per their policy."""
         lost: list[tuple[GroupRef, PodKey]] = []
         broken: set[str] = set()
+        left: set[str] = set()
         for uid in uids:
             pod = self.book.pods.get(uid)
             if pod is None or pod.phase in TERMINAL:
@@ -83,6 +84,7 @@ class Disruptions(ClaimProposals, Nominations):
             was_evicting = pod.evicting
             self.book.finish(uid, PodPhase.FAILED)
             self._unbind(uid, cause)
+            left.add(pod.group_key)
             if not was_evicting:
                 broken.add(pod.group_key)
         self._outputs.append(NodeLost(node, tuple(lost), since, deleted, cause))
@@ -92,6 +94,8 @@ class Disruptions(ClaimProposals, Nominations):
             self._maybe_disrupted(key, cause)
             self._refresh(key)
             self._release_idle_group_claims(key)
+        for key in sorted(left):
+            self._maybe_quota_released(key, cause)
 
     # -- gangs --------------------------------------------------------------------------------------------
 
@@ -131,6 +135,19 @@ class Disruptions(ClaimProposals, Nominations):
         group.domain = None
         group.placement = {}
         self._outputs.append(Disrupted(self._ref(group), DISRUPTED_REASON, DISRUPTED_MESSAGE, cause))
+
+    def _maybe_quota_released(self, key: str, cause: str | None) -> None:
+        """A quota-managed gang none of whose pods holds a node any more, and with no quota held for its
+        waiting pods, holds no quota: its `QuotaReserved` turns False."""
+        group = self.book.groups.get(key)
+        queue = self.quota_queue(group) if group is not None else None
+        if group is None or queue is None or group.quota_hold is not None:
+            return
+        members = list(self.book.members(key))
+        if any(pod.node is not None and pod.phase not in TERMINAL for pod in members):
+            return
+        finished = all(pod.phase in TERMINAL for pod in members)
+        self._outputs.append(QuotaReleased(self._ref(group), queue, finished, cause))
 
     def _time_out(self, timed_out: PodGroupTimedOut) -> TimedOut | None:
         group = self.book.groups.get(timed_out.podgroup)

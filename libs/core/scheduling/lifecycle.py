@@ -36,7 +36,8 @@ class ConditionType(StrEnum):
     that it keeps the time the gang was first scheduled (docs/scheduling-api.md)."""
     DISRUPTION_TARGET = "DisruptionTarget"
     QUOTA_RESERVED = "QuotaReserved"
-    """Kueue's: the gang holds quota in its ClusterQueue (True), or waits for it (False, reason Pending)."""
+    """Kueue's: the gang holds quota in its ClusterQueue (True), or waits for it (False, reason Pending: also once
+    its pods left their nodes unfinished), or its pods ended (False, reason Finished)."""
     COMPOSITE_INITIALLY_SCHEDULED = "CompositePodGroupInitiallyScheduled"
     """Terminal once True, as upstream's: a composite whose children are disrupted later keeps it."""
 
@@ -49,6 +50,8 @@ class ConditionReason(StrEnum):
     SCHEDULING_GATED = "SchedulingGated"
     QUOTA_RESERVED = "QuotaReserved"
     QUOTA_PENDING = "Pending"
+    QUOTA_FINISHED = "Finished"
+    """`QuotaReserved` False: the gang's pods ended, and with them its reservation."""
 
 
 class RestartReason(StrEnum):

@@ -139,6 +139,12 @@ class MachineState:
     def _ref(group: GroupRecord) -> GroupRef:
         return GroupRef(group.namespace, group.name, group.uid, group.standalone)
 
+    def quota_queue(self, group: GroupRecord) -> str | None:
+        """The ClusterQueue the group reserves quota in; None when it is not quota-managed."""
+        if group.standalone:
+            return None
+        return self.quotas.cluster_queue_for(group.obj, self.book.workload_of(group))
+
     # -- wake-ups -----------------------------------------------------------------------------------------
 
     def _wake_everyone(self, cause: str | None) -> None:

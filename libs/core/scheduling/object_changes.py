@@ -112,6 +112,7 @@ class ObjectChanges(Disruptions):
             if holds_room:
                 self._unbind(uid, cause)
                 self._maybe_disrupted(pod.group_key, cause)
+                self._maybe_quota_released(pod.group_key, cause)
             self._release_idle_group_claims(pod.group_key)
             self._refresh(pod.group_key)
         elif kind == "PodGroup":
@@ -169,4 +170,5 @@ class ObjectChanges(Disruptions):
             self._refresh(key)
         for key in sorted(touched):
             self._maybe_disrupted(key, cause)
+            self._maybe_quota_released(key, cause)
             self._release_idle_group_claims(key)

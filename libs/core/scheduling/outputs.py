@@ -142,6 +142,18 @@ class Disrupted:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaReleased:
+    """A quota-managed gang none of whose pods holds a node any more holds no quota: its `QuotaReserved`
+    turns False (when it was True), as finished when none of its pods is left to place, else as waiting for
+    quota again."""
+
+    group: GroupRef
+    cluster_queue: str
+    finished: bool
+    cause: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CompositeCycleRan:
     """A cycle of a CompositePodGroup not yet placed: its children placed together (the composite's
     `CompositePodGroupInitiallyScheduled` True, for good) or none of them (False, with why)."""
@@ -164,4 +176,5 @@ Output = (
     | NodeHealthChange
     | NodeLost
     | Disrupted
+    | QuotaReleased
 )

@@ -131,12 +131,6 @@ class QuotaReservations(MachineState):
             return None
         return self.quotas.targets(snapshot, verdict, gang, pending)
 
-    def quota_queue(self, group: GroupRecord) -> str | None:
-        """The ClusterQueue the group reserves quota in; None when it is not quota-managed."""
-        if group.standalone:
-            return None
-        return self.quotas.cluster_queue_for(group.obj, self.book.workload_of(group))
-
     def _waits_for_quota(
         self, group: GroupRecord, core: PodGroup, verdict: QuotaVerdict, now: float, *, asks: bool = True
     ) -> CycleRan:

@@ -37,8 +37,8 @@ from libs.core.quota import (
     admit,
     preemption_targets,
 )
-from libs.core.quota.inputs import cluster_queue_of, cohort_of, flavor_of
-from libs.core.quota.model import CohortQuota, Flavor, FlavorResource, Mode
+from libs.core.quota.inputs import cluster_queue_of, cohort_of, flavor_of, local_queue_of
+from libs.core.quota.model import CohortQuota, Flavor, FlavorResource, LocalQueueQuota, Mode
 from libs.core.quota.ordering import goes_first
 
 from .model import PodRequest
@@ -105,8 +105,8 @@ class QuotaLedger:
         self.flavors: dict[str, Flavor] = {}
         self.cohorts: dict[str, CohortQuota] = {}
         self.cluster_queues: dict[str, ClusterQueueQuota] = {}
-        self.local_queues: dict[str, str] = {}
-        """`namespace/name` -> the ClusterQueue it points at."""
+        self.local_queues: dict[str, LocalQueueQuota] = {}
+        """By `namespace/name`."""
 
     def put(self, obj: ApiObject) -> None:
         document = {"metadata": dict(obj.metadata), "spec": dict(obj.spec)}
@@ -117,7 +117,7 @@ class QuotaLedger:
         elif obj.kind == "ClusterQueue":
             self.cluster_queues[obj.name] = cluster_queue_of(ClusterQueue.model_validate(document))
         elif obj.kind == "LocalQueue":
-            self.local_queues[obj.key] = LocalQueue.model_validate(document).spec.cluster_queue or ""
+            self.local_queues[obj.key] = local_queue_of(LocalQueue.model_validate(document))
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         if kind == "ResourceFlavor":
@@ -132,11 +132,16 @@ class QuotaLedger:
     def cluster_queue_for(self, obj: ApiObject, workload: ApiObject | None) -> str | None:
         """The ClusterQueue a PodGroup reserves quota in: that of the LocalQueue its (or its Workload's)
         `kueue.x-k8s.io/queue-name` label names, else its namespace's `default`; None: not quota-managed."""
+        queue = self.local_queue_for(obj, workload)
+        return (queue.cluster_queue or None) if queue is not None else None
+
+    def local_queue_for(self, obj: ApiObject, workload: ApiObject | None) -> LocalQueueQuota | None:
+        """The LocalQueue a PodGroup is queued to (see `cluster_queue_for`), if there is one."""
         if not self.local_queues:
             return None
         labels = {**(workload.labels if workload is not None else {}), **obj.labels}
         wanted = labels.get(QUEUE_NAME_LABEL) or DEFAULT_LOCAL_QUEUE
-        return self.local_queues.get(f"{obj.namespace}/{wanted}") or None
+        return self.local_queues.get(f"{obj.namespace}/{wanted}")
 
     def snapshot(
         self, holdings: Iterable[Holding], node_labels: NodeLabels, holds: Iterable[QuotaHold] = ()

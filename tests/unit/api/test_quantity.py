@@ -15,6 +15,7 @@ from libs.api.quantity import (
     canonical_amount,
     canonical_amounts,
     cel_number,
+    format_amount,
     milli_value,
     parse_quantity,
     quantity_error,
@@ -105,3 +106,30 @@ def test_millicores_round_trip_through_the_m_suffix(amount):
     millis = int(amount * 1000)
     assert milli_value(f"{millis}m") == millis
     assert canonical_amount("cpu", f"{millis}m") == millis
+
+
+@pytest.mark.parametrize(
+    ("resource", "amount", "written"),
+    [
+        ("cpu", 0, "0"),
+        ("cpu", 2500, "2500m"),
+        ("cpu", 2000, "2"),
+        ("cpu", 448000, "448"),
+        ("cpu", 1_000_000, "1k"),
+        ("memory", 512 * 2**30, "512Gi"),
+        ("memory", 20 * 2**40, "20Ti"),
+        ("memory", 1000, "1k"),
+        ("memory", 1_500_000_000, "1500000000"),
+        ("hugepages-2Mi", 4 * 2**20, "4Mi"),
+        ("nvidia.com/gpu", 8, "8"),
+        ("nvidia.com/gpu", 1500, "1500"),
+        ("nvidia.com/gpu", 2000, "2k"),
+    ],
+)
+def test_amounts_are_written_back_as_kueue_writes_usage(resource, amount, written):
+    assert format_amount(resource, amount) == written
+
+
+@given(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), st.integers(min_value=0, max_value=10**15))
+def test_a_written_amount_reads_back_the_same(resource, amount):
+    assert canonical_amount(resource, format_amount(resource, amount)) == amount

@@ -26,3 +26,19 @@ def test_a_cluster_queue_row_shows_its_cohort_and_workload_counts() -> None:
 
     assert header[:4] == ["NAME", "COHORT", "PENDING WORKLOADS", "ADMITTED WORKLOADS"]
     assert row[:4] == ["team-a", "research", "1", "3"]
+
+
+def test_wide_shows_a_cluster_queues_weighted_share_and_a_cohort_its_parent_and_share() -> None:
+    queue = {"metadata": {"name": "team-a", "uid": "u1"}, "status": {"fairSharing": {"weightedShare": 250}}}
+    cohort = {
+        "metadata": {"name": "research"},
+        "spec": {"parentName": "org"},
+        "status": {"fairSharing": {"weightedShare": 84}},
+    }
+
+    header, row = table_rows("ClusterQueue", [queue], wide=True, all_namespaces=False)
+    cohort_header, cohort_row = table_rows("Cohort", [cohort], wide=False, all_namespaces=False)
+
+    assert row[header.index("WEIGHTED SHARE")] == "250"
+    assert cohort_header[:3] == ["NAME", "PARENT", "WEIGHTED SHARE"]
+    assert cohort_row[:3] == ["research", "org", "84"]

@@ -9,9 +9,9 @@ from libs.cluster.generator import ClusterShape
 from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine
 from libs.core.scheduling.inputs import ClaimsAllocationFailed, ObjectStored, PodsFinished, World
 from libs.core.scheduling.objects import ApiObject
-from libs.core.scheduling.outputs import Binding, Disrupted, GroupRef, Restart
+from libs.core.scheduling.outputs import Binding, Disrupted, GroupRef, QuotaReleased, Restart
 from libs.db.errors import StaleEpochError
-from libs.db.records import Nomination, ObjectDraft
+from libs.db.records import Condition, Nomination, ObjectDraft
 from libs.db.testing import in_memory_unit_of_work_factory
 from services.scheduler.store import load_world, write_outputs
 from tests.unit.scheduling.manifests import cluster, gang, pod, podgroup, workload
@@ -303,3 +303,29 @@ async def test_a_pod_without_a_podgroup_waiting_for_its_claims_says_so(uow_facto
     assert condition is not None
     assert (condition.status, condition.reason) == ("False", "WaitingForResourceClaims")
     assert condition.message == "waiting for ResourceClaims fabric to be allocated"
+
+
+async def test_quota_released_turns_a_true_quota_reserved_false_and_leaves_any_other_as_it_was(uow_factory):
+    held, waiting = podgroup("held"), podgroup("waiting")
+    await store(uow_factory, [held, waiting])
+    fence = await lease(uow_factory)
+    async with uow_factory() as uow:
+        for group, status in ((held, "True"), (waiting, "False")):
+            await uow.conditions.set(
+                Condition(group.uid, "QuotaReserved", status, "scheduler", "Pending", "waiting", 1)
+            )
+        await uow.commit()
+
+    def released(group: ApiObject, finished: bool) -> QuotaReleased:
+        return QuotaReleased(GroupRef(group.namespace, group.name, group.uid, False), "team-a", finished)
+
+    await write(uow_factory, [released(held, True), released(waiting, False)], fence)
+
+    async with uow_factory() as uow:
+        turned = await uow.conditions.get(held.uid, "QuotaReserved")
+        kept = await uow.conditions.get(waiting.uid, "QuotaReserved")
+    assert turned is not None
+    assert kept is not None
+    assert (turned.status, turned.reason) == ("False", "Finished")
+    assert turned.message == "Quota released in ClusterQueue team-a: the gang's pods ended"
+    assert (kept.status, kept.reason, kept.message) == ("False", "Pending", "waiting")

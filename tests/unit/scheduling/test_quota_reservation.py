@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from libs.core.quota import PreemptionReason
 from libs.core.scheduling import MachineSettings, PodPhase
-from libs.core.scheduling.inputs import PodsEvicted, World
-from libs.core.scheduling.outputs import CycleRan
+from libs.core.scheduling.inputs import ObjectRemoved, PodsEvicted, World
+from libs.core.scheduling.outputs import CycleRan, QuotaReleased
 from tests.unit.scheduling.conftest import SMALL, Machine
 from tests.unit.scheduling.manifests import (
     cluster,
     cluster_queue,
     flavor,
     local_queue,
+    pod,
     quota_objects,
     stored,
     team_gang,
@@ -69,8 +70,10 @@ def test_a_gang_over_its_quota_waits_gated_in_kueues_words_until_its_queue_has_r
     assert scheduler.run() == []  # gated: no cycle, whatever the time
 
     scheduler.finish([pod.uid for pod in first[1:]], PodPhase.SUCCEEDED)
-    (admitted,) = scheduler.run()
+    released, admitted = scheduler.run()
 
+    assert isinstance(released, QuotaReleased)
+    assert (released.group.name, released.finished) == ("first", True)
     assert admitted.decision.placed
     assert admitted.bind is not None
     assert admitted.bind.cluster_queue == "team-a"
@@ -176,12 +179,15 @@ def test_evicted_gangs_give_their_quota_back_and_the_reclaiming_gang_is_placed_o
 
     scheduler.tell(PodsEvicted(tuple(pod.uid for pod in borrowed[1:])))
     scheduler.finish([pod.uid for pod in borrowed[1:]], PodPhase.FAILED)
-    ran = [r for r in scheduler.run() if r.group.name == "b-train"]
+    outputs = scheduler.run()
+    ran = [r for r in outputs if r.group.name == "b-train"]
 
     assert len(ran) == 1
     assert ran[0].decision.placed
     assert ran[0].bind is not None
     assert ran[0].bind.cluster_queue == "team-b"
+    (released,) = [r for r in outputs if isinstance(r, QuotaReleased)]
+    assert (released.group.name, released.cluster_queue, released.finished) == ("a-borrowed", "team-a", True)
 
 
 def test_a_gang_that_fits_its_quota_but_not_the_cluster_holds_its_quota_for_a_bounded_wait(clock):
@@ -248,3 +254,33 @@ def test_with_fair_sharing_the_queue_that_borrows_less_borrows_first(clock):
         ran = [r for r in scheduler.run() if r.decision.placed]
 
         assert [r.group.name for r in ran] == [winner], fair_sharing
+
+
+def test_a_gang_whose_placed_pods_all_left_while_another_waits_releases_its_quota_to_wait_again(clock):
+    # free is not quota-managed: its pod ending releases nothing.
+    scheduler = machine(clock, flavor(), cluster_queue("team-a", 16), local_queue("a", "team-a"))
+    gang, free = team_gang("g", "a", 2), team_gang("free", "b", 1)
+    scheduler.admit(*gang, *free)
+    scheduler.run()
+    scheduler.admit(pod("g-2", group="g", namespace="a", gpus=8))  # joins the placed gang, past the quota
+    (joining,) = scheduler.run()
+    assert joining.quota_message is not None
+
+    scheduler.finish([gang[1].uid, gang[2].uid, free[1].uid], PodPhase.FAILED)
+    released = [r for r in scheduler.run() if isinstance(r, QuotaReleased)]
+
+    assert [(r.group.name, r.cluster_queue, r.finished) for r in released] == [("g", "team-a", False)]
+
+
+def test_a_gang_whose_pods_were_deleted_from_their_nodes_releases_its_quota(clock):
+    scheduler = machine(clock, flavor(), cluster_queue("team-a", 16), local_queue("a", "team-a"))
+    group, first, second = team_gang("g", "a", 2)
+    scheduler.admit(group, first, second)
+    scheduler.run()
+
+    scheduler.tell(ObjectRemoved("Pod", "a", first.name, first.uid))
+    assert not any(isinstance(r, QuotaReleased) for r in scheduler.run())  # the other still holds its node
+    scheduler.tell(ObjectRemoved("Pod", "a", second.name, second.uid))
+    released = [r for r in scheduler.run() if isinstance(r, QuotaReleased)]
+
+    assert [(r.group.name, r.finished) for r in released] == [("g", True)]
