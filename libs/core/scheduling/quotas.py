@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from libs.api.models.core import Toleration
 from libs.api.models.kueue import (
     DEFAULT_LOCAL_QUEUE,
     QUEUE_NAME_LABEL,
@@ -266,10 +267,19 @@ def preemption_message(target: PreemptionTarget, preemptor_uid: str) -> str:
 
 
 def pod_quota_requests(pod: ApiObject) -> dict[str, int]:
-    """What a pod counts against quota: its containers' requests summed, in canonical amounts (init
-    containers are not counted)."""
+    """What a pod counts against quota, per resource, in canonical amounts: its containers' requests summed,
+    or its largest init container's request when that is larger (init containers run one at a time, before
+    the containers: the effective request, as Kueue and kube-scheduler count it)."""
+    total = _summed(pod.spec.get("containers") or [])
+    for container in pod.spec.get("initContainers") or []:
+        for resource, amount in _summed([container]).items():
+            total[resource] = max(total.get(resource, 0), amount)
+    return total
+
+
+def _summed(containers: Iterable[Any]) -> dict[str, int]:
     total: dict[str, int] = {}
-    for container in pod.spec.get("containers") or []:
+    for container in containers:
         requests = (container.get("resources") or {}).get("requests") or {}
         for resource, quantity in requests.items():
             total[resource] = total.get(resource, 0) + canonical_amount(resource, quantity)
@@ -277,11 +287,13 @@ def pod_quota_requests(pod: ApiObject) -> dict[str, int]:
 
 
 def _pod_sets(pods: Iterable[ApiObject]) -> tuple[PodSetRequest, ...]:
-    """Pods alike (same requests and node selector) make one pod set: `main`, then `main-2`, ..."""
+    """Pods alike (same requests, node selector and tolerations) make one pod set: `main`, then `main-2`,
+    ..."""
     shapes: dict[tuple[Any, ...], list[ApiObject]] = {}
     for pod in sorted(pods, key=lambda p: p.name):
         selector = pod.spec.get("nodeSelector") or {}
-        key = (tuple(sorted(pod_quota_requests(pod).items())), tuple(sorted(selector.items())))
+        tolerations = tuple(tuple(sorted(t.items())) for t in pod.spec.get("tolerations") or [])
+        key = (tuple(sorted(pod_quota_requests(pod).items())), tuple(sorted(selector.items())), tolerations)
         shapes.setdefault(key, []).append(pod)
     return tuple(
         PodSetRequest(
@@ -289,8 +301,9 @@ def _pod_sets(pods: Iterable[ApiObject]) -> tuple[PodSetRequest, ...]:
             len(alike),
             dict(requests),
             dict(selector),
+            tuple(Toleration.model_validate(dict(t)) for t in tolerations),
         )
-        for index, ((requests, selector), alike) in enumerate(shapes.items())
+        for index, ((requests, selector, tolerations), alike) in enumerate(shapes.items())
     )
 
 

@@ -284,3 +284,40 @@ def test_a_gang_whose_pods_were_deleted_from_their_nodes_releases_its_quota(cloc
     released = [r for r in scheduler.run() if isinstance(r, QuotaReleased)]
 
     assert [(r.group.name, r.finished) for r in released] == [("g", True)]
+
+
+def _with_spec(obj, **spec):
+    """The stored pod with fields added to its spec."""
+    return stored(
+        {"apiVersion": "v1", "kind": obj.kind, "metadata": dict(obj.metadata), "spec": {**obj.spec, **spec}}
+    )
+
+
+def test_a_tainted_flavor_takes_only_gangs_whose_pods_tolerate_its_taint(clock):
+    tainted = flavor()
+    tainted["spec"]["nodeTaints"] = [{"key": "reserved", "value": "team-a", "effect": "NoSchedule"}]
+    scheduler = machine(clock, tainted, cluster_queue("team-a", 32), local_queue("a", "team-a"))
+    group, *pods = team_gang("plain", "a", 1)
+    scheduler.admit(group, *pods)
+    (refused,) = scheduler.run()
+    assert not refused.decision.placed
+    assert "untolerated taint reserved=team-a:NoSchedule in flavor h200" in (refused.quota_message or "")
+
+    toleration = {"key": "reserved", "operator": "Equal", "value": "team-a", "effect": "NoSchedule"}
+    group, *pods = team_gang("tolerant", "a", 1)
+    scheduler.admit(group, *(_with_spec(p, tolerations=[toleration]) for p in pods))
+    placed = [r for r in scheduler.run() if r.group.name == "tolerant"]
+    assert placed[0].decision.placed
+
+
+def test_an_init_container_larger_than_the_containers_counts_its_request(clock):
+    scheduler = machine(clock, flavor(), cluster_queue("team-a", 16), local_queue("a", "team-a"))
+    group, *pods = team_gang("warmup", "a", 1, gpus=8)
+    init = {"name": "warm", "image": "busybox", "resources": {"requests": {"nvidia.com/gpu": "24"}}}
+    scheduler.admit(group, *(_with_spec(p, initContainers=[init]) for p in pods))
+
+    (waits,) = scheduler.run()
+
+    assert not waits.decision.placed
+    assert "insufficient quota for nvidia.com/gpu in flavor h200" in (waits.quota_message or "")
+    assert "current podset request (24) > maximum capacity (16)" in (waits.quota_message or "")
