@@ -54,18 +54,26 @@ class ApiError(Exception):
     """An error answered in OpenAI's format."""
 
     def __init__(
-        self, status: int, message: str, *, type_: str, code: str, retry_after_s: float | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str,
+        code: str,
+        retry_after_s: float | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
         super().__init__(message)
         self.status = status
         self.type = type_
         self.code = code
         self.retry_after_s = retry_after_s
+        self.headers = headers
         self.request_id: str | None = None
 
     def response(self) -> HttpResponse:
         body = {"error": {"message": str(self), "type": self.type, "param": None, "code": self.code}}
-        headers = []
+        headers = list(self.headers)
         if self.request_id is not None:  # so that a failure can be looked up (`podway events --request`)
             headers.append((REQUEST_ID_HEADER, self.request_id))
         if self.retry_after_s is not None:
@@ -93,12 +101,14 @@ class OpenAIFront:
                 404, f"no route {request.path}", type_="invalid_request_error", code="not_found"
             ).response()
         method, handle = route
-        if request.method != method:
+        # HEAD is GET without the body (the server leaves it out), as HTTP wants of every GET resource.
+        if request.method != method and not (request.method == "HEAD" and method == "GET"):
             return ApiError(
                 405,
                 f"{request.method} is not allowed on {request.path}",
                 type_="invalid_request_error",
                 code="method_not_allowed",
+                headers=(("Allow", f"{method}, HEAD" if method == "GET" else method),),
             ).response()
         try:
             return await handle(request)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import aiohttp
+import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI
@@ -199,3 +200,20 @@ async def test_metrics_count_requests_per_feature_and_deployment(make_stack: Sta
     )
     assert 'podway_router_breaker_state{deployment="claude-haiku-pt"} 0.0' in page
     assert "podway_router_first_byte_seconds_bucket" in page
+
+
+async def test_a_head_has_no_body_and_the_kept_alive_connection_serves_on(make_stack: StackFactory):
+    """A HEAD answered with a body breaks the next answer on the connection (httpx reads the body as it)."""
+    stack = await make_stack()
+    headers = {"Authorization": "Bearer team-search"}
+    async with httpx.AsyncClient(base_url=stack.service.http_url or "", headers=headers) as http:
+        refused = await http.head("/v1/chat/completions")
+        listed = await http.head("/v1/models")
+        answered = await http.post(
+            "/v1/chat/completions", json={"model": "feature:search-answer", "messages": MESSAGES}
+        )
+    assert (refused.status_code, refused.headers["Allow"], refused.content) == (405, "POST", b"")
+    assert (listed.status_code, listed.content) == (200, b""), "HEAD is GET without the body"
+    assert int(listed.headers["Content-Length"]) > 0
+    assert answered.status_code == 200
+    assert answered.json()["choices"][0]["message"]["content"]
