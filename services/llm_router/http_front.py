@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 
 from libs.events.inference import MAX_REQUEST_ID_LENGTH
-from libs.providers import Message
 from libs.router import (
     BudgetExceeded,
     InferRequest,
@@ -36,6 +35,7 @@ from libs.router import (
     new_request_id,
 )
 from libs.runtime.http_server import HttpRequest, HttpResponse, ResponseStream
+from services.llm_router.chat_request import InvalidParameter, chat_request
 from services.llm_router.metrics import CONTENT_TYPE, RouterMetrics
 from services.llm_router.overload import InFlightCap, Overloaded
 from services.llm_router.wire import ROUTER_REPORTED
@@ -45,8 +45,6 @@ log = logging.getLogger(__name__)
 FEATURE_HEADER = "X-Podway-Feature"
 REQUEST_ID_HEADER = "X-Request-Id"
 FEATURE_MODEL_PREFIX = "feature:"
-DEFAULT_MAX_TOKENS = 256
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 FINISH_REASONS = {"max_tokens": "length", "MAX_TOKENS": "length", "length": "length"}
 
 
@@ -62,17 +60,19 @@ class ApiError(Exception):
         code: str,
         retry_after_s: float | None = None,
         headers: tuple[tuple[str, str], ...] = (),
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.type = type_
         self.code = code
+        self.param = param
         self.retry_after_s = retry_after_s
         self.headers = headers
         self.request_id: str | None = None
 
     def response(self) -> HttpResponse:
-        body = {"error": {"message": str(self), "type": self.type, "param": None, "code": self.code}}
+        body = {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}
         headers = list(self.headers)
         if self.request_id is not None:  # so that a failure can be looked up (`podway events --request`)
             headers.append((REQUEST_ID_HEADER, self.request_id))
@@ -158,11 +158,16 @@ class OpenAIFront:
                 type_="invalid_request_error",
                 code="feature_not_allowed",
             )
-        infer = _infer_request(body, feature, key, request_id)
+        try:
+            infer, include_usage = chat_request(body, feature, key, request_id)
+        except InvalidParameter as exc:
+            raise ApiError(
+                400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param
+            ) from None
         try:
             with cap.admit():
                 if infer.stream:
-                    await _stream(request, router, infer, body)
+                    await _stream(request, router, infer, include_usage)
                     return None
                 result = await router.infer(infer)
         except (Overloaded, RoutingError) as exc:
@@ -231,41 +236,6 @@ def _feature(request: HttpRequest, body: dict[str, Any]) -> str:
     return feature
 
 
-def _infer_request(body: dict[str, Any], feature: str, api_key: str, request_id: str) -> InferRequest:
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise _invalid("messages: must be a non-empty list")
-    messages = tuple(_message(index, item) for index, item in enumerate(raw))
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS
-    temperature = body.get("temperature")
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise _invalid("max_tokens: must be a positive integer")
-    if temperature is not None and not isinstance(temperature, int | float):
-        raise _invalid("temperature: must be a number")
-    return InferRequest(
-        feature=feature,
-        messages=messages,
-        max_tokens=max_tokens,
-        stream=bool(body.get("stream")),
-        request_id=request_id,
-        temperature=float(temperature) if temperature is not None else None,
-        api_key=api_key,
-    )
-
-
-def _message(index: int, item: Any) -> Message:
-    if not isinstance(item, dict) or item.get("role") not in ROLES:
-        raise _invalid(f"messages[{index}].role: must be one of {', '.join(sorted(ROLES))}")
-    content = item.get("content")
-    if isinstance(content, list):
-        content = "".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
-        )
-    if not isinstance(content, str):
-        raise _invalid(f"messages[{index}].content: must be a string or a list of text parts")
-    return Message(ROLES[item["role"]], content)  # type: ignore[arg-type]
-
-
 def _api_error(exc: Overloaded | RoutingError) -> ApiError:
     if isinstance(exc, Overloaded):
         return ApiError(503, str(exc), type_="server_error", code=exc.reason, retry_after_s=exc.retry_after_s)
@@ -327,7 +297,7 @@ def _completion(result: InferResult) -> dict[str, Any]:
     }
 
 
-async def _stream(request: HttpRequest, router: Router, infer: InferRequest, body: dict[str, Any]) -> None:
+async def _stream(request: HttpRequest, router: Router, infer: InferRequest, include_usage: bool) -> None:
     events = router.stream(infer)
     try:
         first = await anext(events)  # failover before the first byte happens in here, unseen by the client
@@ -339,7 +309,6 @@ async def _stream(request: HttpRequest, router: Router, infer: InferRequest, bod
                 (REQUEST_ID_HEADER, infer.request_id),
             ],
         )
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         await _relay(response, infer, first, events, include_usage)
     finally:
         await events.aclose()
