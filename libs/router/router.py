@@ -620,6 +620,8 @@ def _provider_request(call: _Call, dispatch: Dispatch) -> ProviderRequest:
         messages=request.messages,
         max_tokens=request.max_tokens,
         temperature=request.temperature,
+        top_p=request.top_p,
+        stop=request.stop,
         labels=(("feature", request.feature),),
     )
 
