@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -45,6 +46,11 @@ log = logging.getLogger(__name__)
 FEATURE_HEADER = "X-Podway-Feature"
 REQUEST_ID_HEADER = "X-Request-Id"
 FEATURE_MODEL_PREFIX = "feature:"
+REQUEST_ID = re.compile(f"[!-~]{{1,{MAX_REQUEST_ID_LENGTH}}}")  # visible ASCII: no space, no control
+BAD_REQUEST_ID = (
+    f"{REQUEST_ID_HEADER}: must be 1 to {MAX_REQUEST_ID_LENGTH} visible ASCII characters "
+    "(letters, digits, punctuation)"
+)
 FINISH_REASONS = {"max_tokens": "length", "MAX_TOKENS": "length", "length": "length"}
 
 
@@ -74,7 +80,7 @@ class ApiError(Exception):
     def response(self) -> HttpResponse:
         body = {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}
         headers = list(self.headers)
-        if self.request_id is not None:  # so that a failure can be looked up (`podway events --request`)
+        if self.request_id is not None:
             headers.append((REQUEST_ID_HEADER, self.request_id))
         if self.retry_after_s is not None:
             headers.append(("Retry-After", str(max(1, math.ceil(self.retry_after_s)))))
@@ -93,6 +99,7 @@ class OpenAIFront:
             "/v1/models": ("GET", self.list_models),
             "/metrics": ("GET", self.metrics_page),
         }
+        self._in_flight: set[str] = set()
 
     async def __call__(self, request: HttpRequest) -> HttpResponse | None:
         route = self._routes.get(request.path.rstrip("/") or "/")
@@ -117,10 +124,7 @@ class OpenAIFront:
         except Exception as exc:
             if request.streaming:
                 raise  # the server cuts the stream short
-            log.exception("%s %s failed", request.method, request.path)
-            return ApiError(
-                500, f"{type(exc).__name__}: {exc}", type_="server_error", code="internal_error"
-            ).response()
+            return _internal_error(request, exc).response()
 
     async def metrics_page(self, request: HttpRequest) -> HttpResponse:
         return metrics_response(self.metrics)
@@ -135,15 +139,39 @@ class OpenAIFront:
         return _json_response({"object": "list", "data": data})
 
     async def chat_completions(self, request: HttpRequest) -> HttpResponse | None:
+        """Every answer carries the request's id, the caller's (`X-Request-Id`) or a fresh one; an id in flight
+        in this process is refused (409): two requests under one id would write their stories into each other.
+        An id reused once its request is answered starts a second story under it (a retry, say)."""
         sent = request.headers.get(REQUEST_ID_HEADER.lower())
-        request_id = sent if sent and len(sent) <= MAX_REQUEST_ID_LENGTH else new_request_id()
+        if not sent:
+            request_id = new_request_id()
+        elif REQUEST_ID.fullmatch(sent):
+            request_id = sent
+        else:  # a header has no character set: a UTF-8 id would be stored as its bytes read in Latin-1
+            raise _with_id(_invalid(BAD_REQUEST_ID), new_request_id())
+        if request_id in self._in_flight:
+            raise _with_id(
+                ApiError(
+                    409,
+                    f"{REQUEST_ID_HEADER}: request {request_id!r} is in flight; send another id, or the same "
+                    "once it is answered",
+                    type_="invalid_request_error",
+                    code="request_id_in_use",
+                ),
+                request_id,
+            )
+        self._in_flight.add(request_id)
         try:
-            if sent is not None and len(sent) > MAX_REQUEST_ID_LENGTH:
-                raise _invalid(f"{REQUEST_ID_HEADER}: must be at most {MAX_REQUEST_ID_LENGTH} characters")
             return await self._chat_completions(request, request_id)
         except ApiError as exc:
-            exc.request_id = request_id
+            _with_id(exc, request_id)
             raise
+        except Exception as exc:
+            if request.streaming:
+                raise
+            raise _with_id(_internal_error(request, exc), request_id) from None
+        finally:
+            self._in_flight.discard(request_id)
 
     async def _chat_completions(self, request: HttpRequest, request_id: str) -> HttpResponse | None:
         router, cap, metrics = self.router, self.cap, self.metrics
@@ -224,6 +252,16 @@ def _json_body(request: HttpRequest) -> dict[str, Any]:
 
 def _invalid(message: str, code: str = "invalid_request") -> ApiError:
     return ApiError(400, message, type_="invalid_request_error", code=code)
+
+
+def _with_id(error: ApiError, request_id: str) -> ApiError:
+    error.request_id = request_id  # so that a failure can be looked up (`podway events --request`)
+    return error
+
+
+def _internal_error(request: HttpRequest, exc: Exception) -> ApiError:
+    log.exception("%s %s failed", request.method, request.path, exc_info=exc)
+    return ApiError(500, f"{type(exc).__name__}: {exc}", type_="server_error", code="internal_error")
 
 
 def _feature(request: HttpRequest, body: dict[str, Any]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 import yaml
@@ -12,12 +11,13 @@ from libs.emulators import RunningEmulators
 from libs.events.catalogue import RpcSubject
 from libs.events.inference import FRAME_END, FRAME_ERROR, STREAM_HEADER, FeedbackReport, InferenceRefusal
 from libs.messaging.streaming_rpc import stream_request
-from libs.providers import Completion, Provider, ProviderRequest, open_providers
+from libs.providers import open_providers
 from libs.router.example_policy import example_policy
 from tests.conftest import SQLITE_ONLY
 from tests.integration.router_service.conftest import (
     CLAUDE_FIRST,
     GEMINI_FIRST,
+    HeldProvider,
     StackFactory,
     ask,
     policy_document,
@@ -101,27 +101,6 @@ async def test_feedback_for_a_request_the_router_never_saw_is_not_recorded(make_
     stack = await make_stack()
     recorded = await stack.router.feedback(FeedbackReport(request_id="req-unknown", score=0.0))
     assert recorded.recorded is False
-
-
-class HeldProvider:
-    """A real provider whose calls wait until the test lets them through."""
-
-    def __init__(self, inner: Provider, release: asyncio.Event, arrivals: asyncio.Queue[str]) -> None:
-        self.name = inner.name
-        self._inner = inner
-        self._release = release
-        self._arrivals = arrivals
-
-    async def complete(self, request: ProviderRequest) -> Completion:
-        self._arrivals.put_nowait(request.model)
-        await self._release.wait()
-        return await self._inner.complete(request)
-
-    def stream(self, request: ProviderRequest) -> Any:
-        return self._inner.stream(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 async def test_beyond_its_in_flight_cap_the_router_refuses_at_once_without_blaming_a_provider(
