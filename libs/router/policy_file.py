@@ -5,7 +5,8 @@ Templating rule: in the `providers` section, a string field written `${NAME}` or
 value of environment variable NAME (or the default); an empty value means null, i.e. the real cloud. So
 `deploy/router/policy.yaml` says `endpoint_url: ${PODWAY_BEDROCK_ENDPOINT}` and the same file serves the local
 emulators and, with the variables set empty, AWS and GCP. A reload resolves the file exactly as the first load
-did; it changes routes, deployments and breakers, not the provider clients opened at start.
+did. `check()` changes routes, deployments and breakers, not the provider clients (the router opens none); the
+router service reads `changed_policy()` instead and opens a new client for each provider the edit changed.
 """
 
 from __future__ import annotations
@@ -89,22 +90,29 @@ class PolicyFileWatcher:
         return stat.st_mtime_ns, stat.st_size
 
     def check(self) -> bool:
-        """Reload if the file changed; True when a new policy is in force. An invalid file is reported
-        through `on_error` and the router keeps the policy it has. A file that cannot be read now (briefly a
-        directory, a permission, removed between stat and read) is logged and read again at the next check."""
+        """Reload if the file changed; True when a new policy is in force."""
+        policy = self.changed_policy()
+        if policy is None:
+            return False
+        self._router.reload(policy)
+        return True
+
+    def changed_policy(self) -> RoutingPolicy | None:
+        """The file's policy if the file changed since it was last read, else None. An invalid file is reported
+        through `on_error` (the router keeps the policy it has). A file that cannot be read now (briefly a
+        directory, a permission, removed between stat and read) is logged and read again at the next call."""
         stamp = self._stamp()
         if stamp is None or stamp == self._seen:
-            return False
+            return None
         try:
             policy = read_policy_file(self._path, self._env)
         except PolicyError as exc:
             self._seen = stamp
             if self._on_error is not None:
                 self._on_error(exc)
-            return False
+            return None
         except OSError as exc:
             log.warning("policy file %s not readable, the policy in force stays: %r", self._path, exc)
-            return False
+            return None
         self._seen = stamp
-        self._router.reload(policy)
-        return True
+        return policy

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 import yaml
 
-from libs.emulators import RunningEmulators
+from libs.emulators import RunningEmulators, serve
 from libs.events.catalogue import RpcSubject
 from libs.events.inference import FRAME_END, FRAME_ERROR, STREAM_HEADER, FeedbackReport, InferenceRefusal
 from libs.messaging.streaming_rpc import stream_request
@@ -33,7 +34,7 @@ async def test_an_edited_policy_file_is_reloaded_and_audited(make_stack: StackFa
     document["features"]["search-answer"]["routes"] = [{"weight": 1, "models": CLAUDE_FIRST}]
     stack.policy_path.write_text(yaml.safe_dump(document) + "\n")
 
-    assert stack.service.check_policy() is True
+    assert await stack.service.check_policy() is True
     assert (await stack.router.infer(ask())).deployment == "claude-haiku-pt"
     [reloaded] = await stack.story("policy")
     assert reloaded.envelope.type == "router.policy.reloaded"
@@ -61,14 +62,54 @@ async def test_a_reloaded_policy_file_resolves_provider_placeholders_as_the_firs
 
     document["features"]["search-answer"]["routes"] = [{"weight": 1, "models": CLAUDE_FIRST}]
     stack.policy_path.write_text(yaml.safe_dump(document) + "\n")
-    assert stack.service.check_policy() is True
+    assert await stack.service.check_policy() is True
     assert router.policy.providers == first
     assert (await stack.router.infer(ask())).deployment == "claude-haiku-pt"
 
     monkeypatch.delenv("PODWAY_VERTEX_ENDPOINT")
     stack.policy_path.write_text(yaml.safe_dump(document) + "\n\n")
-    assert stack.service.check_policy() is False, "refused on reload as it would be at start"
+    assert await stack.service.check_policy() is False, "refused on reload as it would be at start"
     assert router.policy.providers == first
+
+
+async def test_a_policy_cut_before_its_api_keys_is_reloaded_with_a_warning_logged_and_audited(
+    make_stack: StackFactory, caplog: pytest.LogCaptureFixture
+):
+    """Valid on its own (a router may serve no HTTP callers), but every caller of the front now gets 401."""
+    stack = await make_stack()
+    text = stack.policy_path.read_text()
+    stack.policy_path.write_text(text[: text.index("api_keys:")])
+
+    with caplog.at_level(logging.WARNING):
+        assert await stack.service.check_policy() is True
+    warning = "api_keys: none left (the policy in force had 1): every caller of the OpenAI front now gets 401"
+    assert warning in caplog.text
+    [reloaded] = await stack.story("policy")
+    assert reloaded.envelope.payload["warnings"] == [warning]
+
+
+async def test_a_changed_provider_endpoint_gets_a_new_client_and_the_traffic_at_once(
+    make_stack: StackFactory, emulators: RunningEmulators
+):
+    stack = await make_stack(GEMINI_FIRST)
+    moved = await serve()
+    try:
+        document = yaml.safe_load(stack.policy_path.read_text())
+        document["providers"]["vertex"]["api_endpoint"] = moved.vertex_url
+        stack.policy_path.write_text(yaml.safe_dump(document))
+        assert await stack.service.check_policy() is True
+        answer = await stack.router.infer(ask())
+        assert moved.vertex.counters()["total"]["ok"] == 1, "the new endpoint answered"
+    finally:
+        await moved.close()
+    assert answer.deployment == "gemini-flash-pt"
+    assert emulators.vertex.counters()["models"] == {}, "nothing went to the old endpoint"
+    [reloaded] = await stack.story("policy")
+    assert reloaded.envelope.payload["reopened_providers"] == ["vertex"]
+    assert reloaded.envelope.payload["kept_state"] == ["claude-haiku-od", "claude-haiku-pt"], (
+        "the breakers of the moved deployments start afresh"
+    )
+    assert reloaded.envelope.payload["warnings"] == []
 
 
 async def test_an_invalid_policy_edit_keeps_the_policy_in_force(make_stack: StackFactory):
@@ -76,7 +117,7 @@ async def test_an_invalid_policy_edit_keeps_the_policy_in_force(make_stack: Stac
     document = yaml.safe_load(stack.policy_path.read_text())
     document["features"]["search-answer"]["routes"][0]["weight"] = 0
     stack.policy_path.write_text(yaml.safe_dump(document))
-    assert stack.service.check_policy() is False
+    assert await stack.service.check_policy() is False
     assert (await stack.router.infer(ask())).deployment == "gemini-flash-pt"
     assert await stack.story("policy") == []
 
