@@ -31,7 +31,11 @@ def read_policy_file(path: str | os.PathLike[str], env: Mapping[str, str] | None
     names the file and every bad field path."""
     file = Path(path)
     try:
-        return _resolve_provider_placeholders(load_policy(file.read_text()), env)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:  # a half-written or binary file: a file with mistakes, not a crash
+            raise PolicyError([PolicyIssue("<document>", f"not UTF-8 text: {exc}")]) from exc
+        return _resolve_provider_placeholders(load_policy(text), env)
     except PolicyError as exc:
         raise PolicyError([type(i)(f"{file}: {i.path}", i.message) for i in exc.issues]) from exc
 
@@ -78,15 +82,25 @@ class PolicyFileWatcher:
         self._path = Path(path)
         self._on_error = on_error
         self._env = env
+        self._gone = False
         self._seen = self._stamp()
 
     def _stamp(self) -> tuple[int, int] | None:
         try:
             stat = self._path.stat()
-        except OSError as exc:
-            if not isinstance(exc, FileNotFoundError):
-                log.warning("policy file %s not readable, the policy in force stays: %r", self._path, exc)
+        except FileNotFoundError:
+            if not self._gone:  # once: a file removed for good would otherwise fill the log every check
+                self._gone = True
+                log.warning(
+                    "policy file %s is gone; the policy in force stays, and the file is read again once it is "
+                    "back",
+                    self._path,
+                )
             return None
+        except OSError as exc:
+            log.warning("policy file %s not readable, the policy in force stays: %r", self._path, exc)
+            return None
+        self._gone = False
         return stat.st_mtime_ns, stat.st_size
 
     def check(self) -> bool:

@@ -23,6 +23,7 @@ from tests.integration.router_service.conftest import (
     ask,
     policy_document,
 )
+from tests.support import eventually
 
 pytestmark = SQLITE_ONLY
 
@@ -70,6 +71,51 @@ async def test_a_reloaded_policy_file_resolves_provider_placeholders_as_the_firs
     stack.policy_path.write_text(yaml.safe_dump(document) + "\n\n")
     assert await stack.service.check_policy() is False, "refused on reload as it would be at start"
     assert router.policy.providers == first
+
+
+async def test_the_policy_watcher_keeps_watching_after_a_file_it_cannot_read_and_an_error(
+    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    stack = await make_stack(router_policy_poll_s=0.02)
+    service = stack.service
+    assert service.watcher is not None
+    assert service.router is not None
+    document = yaml.safe_load(stack.policy_path.read_text())
+    stack.policy_path.unlink()
+    stack.policy_path.mkdir()  # briefly a directory: stat works, the read fails
+    with caplog.at_level(logging.WARNING):
+        await eventually(_async(lambda: caplog.text), lambda text: "not readable" in text)
+    assert "not readable" in caplog.text
+
+    real = service.watcher.changed_policy
+    calls = {"n": 0}
+
+    def failing_once():
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("a bug in a check")
+        return real()
+
+    monkeypatch.setattr(service.watcher, "changed_policy", failing_once)
+    stack.policy_path.rmdir()
+    document["features"]["search-answer"]["routes"] = [{"weight": 1, "models": CLAUDE_FIRST}]
+    stack.policy_path.write_text(yaml.safe_dump(document))
+    router = service.router
+    routes = await eventually(
+        _async(lambda: router.policy.features["search-answer"].routes[0].models),
+        lambda models: list(models) == CLAUDE_FIRST,
+    )
+    assert list(routes) == CLAUDE_FIRST, (
+        "still watching: the edit after the directory and the error is in force"
+    )
+    assert calls["n"] >= 2
+
+
+def _async(read):
+    async def probe():
+        return read()
+
+    return probe
 
 
 async def test_a_policy_cut_before_its_api_keys_is_reloaded_with_a_warning_logged_and_audited(
