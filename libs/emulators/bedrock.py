@@ -22,12 +22,15 @@ from libs.emulators.control import (
     EmulatorControl,
     Pool,
     Refusal,
-    answer_tokens,
     input_tokens,
+    stop_sequences,
+    stopped_answer,
+    unit_fraction,
 )
 from libs.emulators.routes import CONTROL_KEY, add_control_routes
 
 DEFAULT_MAX_TOKENS = 512
+MAX_STOP_SEQUENCES = 2500  # Converse's own limit (a model may take fewer)
 
 _REFUSAL_CODES = {
     "capacity": "ThrottlingException",
@@ -59,37 +62,47 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         return _error(404, "UnknownOperationException", f"unknown operation {operation}")
     try:
         body = await request.json()
-        texts, max_tokens = _prompt(body)
+        texts, max_tokens, stop = _prompt(body)
     except (ValueError, KeyError, TypeError) as exc:
         control.count(model_id, "invalid")
         return _error(400, "ValidationException", f"Malformed input request: {exc}")
+    control.receive(model_id, body)
     pool: Pool = PROVISIONED if is_provisioned_arn(model_id) else ON_DEMAND
     n_in, n_out = input_tokens(texts), min(max_tokens, control.output_tokens)
     verdict = control.admit(model_id, (pool,), n_in + n_out)
     if isinstance(verdict, Refusal):
         return _refusal(verdict)
+    tokens, stopped = stopped_answer(n_out, stop)
+    stop_reason = (
+        "stop_sequence" if stopped else "end_turn" if n_out == control.output_tokens else "max_tokens"
+    )
     try:
         if operation == "converse":
-            return await _converse(control, model_id, n_in, n_out)
-        return await _converse_stream(request, control, model_id, n_in, n_out)
+            return await _converse(control, model_id, n_in, tokens, stop_reason)
+        return await _converse_stream(request, control, model_id, n_in, tokens, stop_reason)
     finally:
         verdict.release()
 
 
-def _prompt(body: dict[str, Any]) -> tuple[list[str], int]:
+def _prompt(body: dict[str, Any]) -> tuple[list[str], int, list[str]]:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list")
     texts = [block["text"] for message in messages for block in message["content"] if "text" in block]
     texts += [block["text"] for block in body.get("system", []) if "text" in block]
-    max_tokens = int(body.get("inferenceConfig", {}).get("maxTokens", DEFAULT_MAX_TOKENS))
+    config = body.get("inferenceConfig", {})
+    max_tokens = int(config.get("maxTokens", DEFAULT_MAX_TOKENS))
     if max_tokens < 1:
         raise ValueError("inferenceConfig.maxTokens must be >= 1")
-    return texts, max_tokens
+    unit_fraction(config, "topP")
+    return texts, max_tokens, stop_sequences(config, "stopSequences", MAX_STOP_SEQUENCES)
 
 
-async def _converse(control: EmulatorControl, model_id: str, n_in: int, n_out: int) -> web.Response:
+async def _converse(
+    control: EmulatorControl, model_id: str, n_in: int, tokens: list[str], stop_reason: str
+) -> web.Response:
     started = time.monotonic()
+    n_out = len(tokens)
     first, per_token = control.delays(model_id, n_out)
     delay = first + per_token * (n_out - 1)
     if delay:
@@ -97,10 +110,8 @@ async def _converse(control: EmulatorControl, model_id: str, n_in: int, n_out: i
     control.count(model_id, "ok")
     return web.json_response(
         {
-            "output": {
-                "message": {"role": "assistant", "content": [{"text": "".join(answer_tokens(n_out))}]}
-            },
-            "stopReason": "end_turn" if n_out == control.output_tokens else "max_tokens",
+            "output": {"message": {"role": "assistant", "content": [{"text": "".join(tokens)}]}},
+            "stopReason": stop_reason,
             "usage": {"inputTokens": n_in, "outputTokens": n_out, "totalTokens": n_in + n_out},
             "metrics": {"latencyMs": int((time.monotonic() - started) * 1000)},
         },
@@ -109,9 +120,15 @@ async def _converse(control: EmulatorControl, model_id: str, n_in: int, n_out: i
 
 
 async def _converse_stream(
-    request: web.Request, control: EmulatorControl, model_id: str, n_in: int, n_out: int
+    request: web.Request,
+    control: EmulatorControl,
+    model_id: str,
+    n_in: int,
+    tokens: list[str],
+    stop_reason: str,
 ) -> web.StreamResponse:
     started = time.monotonic()
+    n_out = len(tokens)
     failure = control.mid_stream_failure(model_id)
     first, per_token = control.delays(model_id, n_out)
     response = web.StreamResponse(
@@ -119,7 +136,7 @@ async def _converse_stream(
     )
     await response.prepare(request)
     await response.write(eventstream.event("messageStart", {"role": "assistant"}))
-    for index, token in enumerate(answer_tokens(n_out)):
+    for index, token in enumerate(tokens):
         if failure is not None and index == failure.after_chunks:
             code = failure.code or "modelStreamErrorException"
             await response.write(eventstream.exception(code, "The model stream failed (emulated)."))
@@ -131,8 +148,7 @@ async def _converse_stream(
         delta = {"contentBlockIndex": 0, "delta": {"text": token}}
         await response.write(eventstream.event("contentBlockDelta", delta))
     await response.write(eventstream.event("contentBlockStop", {"contentBlockIndex": 0}))
-    stop = "end_turn" if n_out == control.output_tokens else "max_tokens"
-    await response.write(eventstream.event("messageStop", {"stopReason": stop}))
+    await response.write(eventstream.event("messageStop", {"stopReason": stop_reason}))
     metadata = {
         "usage": {"inputTokens": n_in, "outputTokens": n_out, "totalTokens": n_in + n_out},
         "metrics": {"latencyMs": int((time.monotonic() - started) * 1000)},

@@ -1,6 +1,6 @@
 """The knobs of one cloud emulator and the decisions they drive: capacity pools, latency, injected errors,
-outages, mid-stream failures and counters. Time comes from an injectable clock so capacity windows can be
-driven by tests.
+outages, mid-stream failures and counters, and the latest requests as received (so a test sees what reached the
+provider). Time comes from an injectable clock so capacity windows can be driven by tests.
 
 Pools are `provisioned` and `on_demand`; a model without a configured limit in a pool has unlimited room there.
 """
@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+RECEIVED_REQUESTS = 64
 Pool = Literal["provisioned", "on_demand"]
 PROVISIONED: Pool = "provisioned"
 ON_DEMAND: Pool = "on_demand"
@@ -198,6 +199,7 @@ class EmulatorControl:
         self._mid_streams: list[_MidStream] = []
         self.output_tokens = 8
         self._stats = _Stats()
+        self._received: deque[tuple[str, dict[str, Any]]] = deque(maxlen=RECEIVED_REQUESTS)
 
     # Knobs -----------------------------------------------------------------------------------------------
 
@@ -241,6 +243,14 @@ class EmulatorControl:
     def counters(self) -> dict[str, Any]:
         """Request and outcome counts, in total and per model."""
         return self._stats.as_dict()
+
+    def receive(self, model: str, body: dict[str, Any]) -> None:
+        """Keep a request body as it arrived (the latest few)."""
+        self._received.append((model, body))
+
+    def requests(self, model: str | None = None) -> list[dict[str, Any]]:
+        """The latest request bodies received, oldest first, for `model` (None = every model)."""
+        return [body for received, body in self._received if model in (None, received)]
 
     # Decisions -------------------------------------------------------------------------------------------
 
@@ -316,3 +326,44 @@ WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel
 def answer_tokens(count: int) -> list[str]:
     """Deterministic output text, one word per token."""
     return [WORDS[i % len(WORDS)] + " " for i in range(count)]
+
+
+def stopped_answer(count: int, stop_sequences: Sequence[str]) -> tuple[list[str], bool]:
+    """The answer's tokens cut where the first stop sequence begins (the sequence is left out, as the real models
+    do), and whether one cut it."""
+    tokens = answer_tokens(count)
+    text = "".join(tokens)
+    cut = min((at for sequence in stop_sequences if (at := text.find(sequence)) >= 0), default=-1)
+    if cut < 0:
+        return tokens, False
+    kept: list[str] = []
+    length = 0
+    for token in tokens:
+        if length + len(token) >= cut:
+            if cut > length:
+                kept.append(token[: cut - length])
+            break
+        kept.append(token)
+        length += len(token)
+    return kept, True
+
+
+def stop_sequences(config: dict[str, Any], field: str, most: int) -> list[str]:
+    """The stop sequences of a request's generation config: at most `most` non-empty strings (ValueError)."""
+    sequences = config.get(field, [])
+    if (
+        not isinstance(sequences, list)
+        or len(sequences) > most
+        or not all(isinstance(s, str) and s for s in sequences)
+    ):
+        raise ValueError(f"{field} must be a list of at most {most} non-empty strings")
+    return sequences
+
+
+def unit_fraction(config: dict[str, Any], field: str) -> None:
+    """A field that must be a number from 0 to 1 when present (ValueError)."""
+    value = config.get(field)
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1
+    ):
+        raise ValueError(f"{field} must be a number from 0 to 1")

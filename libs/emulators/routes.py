@@ -1,4 +1,5 @@
-"""The control endpoints every emulator serves: `POST /__emulator/<knob>` with a JSON body, and counters."""
+"""The control endpoints every emulator serves: `POST /__emulator/<knob>` with a JSON body, counters, and the latest
+request bodies received (`GET /__emulator/requests?model=...`)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,8 @@ def add_control_routes(app: web.Application, control: EmulatorControl) -> None:
         return web.json_response(control.counters())
 
     app.router.add_get("/__emulator/counters", counters)
+
+    async def requests(request: web.Request) -> web.Response:
+        return web.json_response(control.requests(request.query.get("model")))
+
+    app.router.add_get("/__emulator/requests", requests)

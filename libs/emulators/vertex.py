@@ -23,13 +23,16 @@ from libs.emulators.control import (
     MidStreamKnob,
     Pool,
     Refusal,
-    answer_tokens,
     input_tokens,
+    stop_sequences,
+    stopped_answer,
+    unit_fraction,
 )
 from libs.emulators.routes import CONTROL_KEY, add_control_routes
 
 REQUEST_TYPE_HEADER = "X-Vertex-AI-LLM-Request-Type"
 DEFAULT_MAX_TOKENS = 512
+MAX_STOP_SEQUENCES = 5  # generateContent's limit
 
 _POOLS: dict[str, tuple[Pool, ...]] = {
     "dedicated": (PROVISIONED,),
@@ -72,33 +75,37 @@ async def _dispatch(request: web.Request) -> web.StreamResponse:
         return _error(400, f"invalid {REQUEST_TYPE_HEADER}")
     try:
         body = await request.json()
-        texts, max_tokens = _prompt(body)
+        texts, max_tokens, stop = _prompt(body)
     except (ValueError, KeyError, TypeError) as exc:
         control.count(model, "invalid")
         return _error(400, f"Invalid request: {exc}")
+    control.receive(model, body)
     n_in, n_out = input_tokens(texts), min(max_tokens, control.output_tokens)
     verdict = control.admit(model, pools, n_in + n_out)
     if isinstance(verdict, Refusal):
         return _refusal(verdict)
+    tokens, _ = stopped_answer(n_out, stop)  # a stop sequence ends the answer with finishReason STOP too
     try:
         if method == "generateContent":
-            return await _generate(control, model, n_in, n_out, verdict.pool)
+            return await _generate(control, model, n_in, tokens, verdict.pool)
         sse = request.query.get("alt") == "sse"
-        return await _stream(request, control, model, (n_in, n_out), verdict.pool, sse=sse)
+        return await _stream(request, control, model, n_in, tokens, verdict.pool, sse=sse)
     finally:
         verdict.release()
 
 
-def _prompt(body: dict[str, Any]) -> tuple[list[str], int]:
+def _prompt(body: dict[str, Any]) -> tuple[list[str], int, list[str]]:
     contents = body["contents"]
     if not isinstance(contents, list) or not contents:
         raise ValueError("contents must be a non-empty list")
     texts = [part["text"] for content in contents for part in content["parts"] if "text" in part]
     texts += [part["text"] for part in body.get("systemInstruction", {}).get("parts", []) if "text" in part]
-    max_tokens = int(body.get("generationConfig", {}).get("maxOutputTokens", DEFAULT_MAX_TOKENS))
+    config = body.get("generationConfig", {})
+    max_tokens = int(config.get("maxOutputTokens", DEFAULT_MAX_TOKENS))
     if max_tokens < 1:
         raise ValueError("generationConfig.maxOutputTokens must be >= 1")
-    return texts, max_tokens
+    unit_fraction(config, "topP")
+    return texts, max_tokens, stop_sequences(config, "stopSequences", MAX_STOP_SEQUENCES)
 
 
 def _response(model: str, text: str, usage: tuple[int, int] | None, pool: Pool, done: bool) -> dict[str, Any]:
@@ -121,20 +128,24 @@ def _response(model: str, text: str, usage: tuple[int, int] | None, pool: Pool, 
     return response
 
 
-async def _generate(control: EmulatorControl, model: str, n_in: int, n_out: int, pool: Pool) -> web.Response:
+async def _generate(
+    control: EmulatorControl, model: str, n_in: int, tokens: list[str], pool: Pool
+) -> web.Response:
+    n_out = len(tokens)
     first, per_token = control.delays(model, n_out)
     delay = first + per_token * (n_out - 1)
     if delay:
         await asyncio.sleep(delay)
     control.count(model, "ok")
-    return web.json_response(_response(model, "".join(answer_tokens(n_out)), (n_in, n_out), pool, done=True))
+    return web.json_response(_response(model, "".join(tokens), (n_in, n_out), pool, done=True))
 
 
 async def _stream(
     request: web.Request,
     control: EmulatorControl,
     model: str,
-    usage: tuple[int, int],
+    n_in: int,
+    tokens: list[str],
     pool: Pool,
     *,
     sse: bool,
@@ -144,7 +155,7 @@ async def _stream(
     response = web.StreamResponse(headers={"Content-Type": content_type})
     await response.prepare(request)
     framing = _sse_frames if sse else _array_frames
-    async for frame in framing(_stream_objects(control, model, usage, pool, failure)):
+    async for frame in framing(_stream_objects(control, model, n_in, tokens, pool, failure)):
         await response.write(frame)
     await response.write_eof()
     if failure is None:
@@ -153,11 +164,16 @@ async def _stream(
 
 
 async def _stream_objects(
-    control: EmulatorControl, model: str, usage: tuple[int, int], pool: Pool, failure: MidStreamKnob | None
+    control: EmulatorControl,
+    model: str,
+    n_in: int,
+    tokens: list[str],
+    pool: Pool,
+    failure: MidStreamKnob | None,
 ) -> AsyncIterator[dict[str, Any] | None]:
     """Response objects; a trailing None marks a broken stream (the error object comes just before it)."""
-    tokens = answer_tokens(usage[1])
-    first, per_token = control.delays(model, usage[1])
+    usage = (n_in, len(tokens))
+    first, per_token = control.delays(model, len(tokens))
     for index, token in enumerate(tokens):
         if failure is not None and index == failure.after_chunks:
             yield {
@@ -174,6 +190,8 @@ async def _stream_objects(
             await asyncio.sleep(delay)
         last = index == len(tokens) - 1
         yield _response(model, token, usage if last else None, pool, done=last)
+    if not tokens:  # stopped before its first word: one closing object still carries the usage
+        yield _response(model, "", usage, pool, done=True)
 
 
 async def _array_frames(objects: AsyncIterator[dict[str, Any] | None]) -> AsyncIterator[bytes]:

@@ -120,6 +120,14 @@ class RouterPolicyReloaded(EventPayload):
     deployments: list[str] = Field(description="Deployments of the new policy")
     features: list[str] = Field(description="Features of the new policy")
     kept_state: list[str] = Field(description="Deployments whose breaker and capacity state carried over")
+    reopened_providers: list[str] = Field(
+        default_factory=list,
+        description="Providers whose definition changed and whose client was opened anew",
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the edit may not have meant, each naming its section (e.g. every API key gone)",
+    )
 
 
 @event_model

@@ -2,7 +2,7 @@
 
 from libs.providers.base import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest, Usage
 from libs.providers.bedrock import BedrockProvider
-from libs.providers.registry import close_providers, open_provider, open_providers
+from libs.providers.registry import close_providers, open_provider, open_providers, reopen_changed
 from libs.providers.vertex import VertexProvider
 
 __all__ = [
@@ -18,4 +18,5 @@ __all__ = [
     "close_providers",
     "open_provider",
     "open_providers",
+    "reopen_changed",
 ]

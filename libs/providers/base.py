@@ -28,6 +28,8 @@ class ProviderRequest:
     messages: tuple[Message, ...]
     max_tokens: int
     temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
 
 

@@ -237,6 +237,10 @@ def converse_params(request: ProviderRequest) -> dict[str, Any]:
     inference: dict[str, Any] = {"maxTokens": request.max_tokens}
     if request.temperature is not None:
         inference["temperature"] = request.temperature
+    if request.top_p is not None:
+        inference["topP"] = request.top_p
+    if request.stop:
+        inference["stopSequences"] = list(request.stop)
     params: dict[str, Any] = {
         "modelId": request.model,
         "messages": [_message(m) for m in conversation],

@@ -29,6 +29,19 @@ async def open_providers(specs: Mapping[str, ProviderSpec]) -> dict[str, Provide
     return opened
 
 
+async def reopen_changed(
+    providers: Mapping[str, Provider], previous: Mapping[str, ProviderSpec], specs: Mapping[str, ProviderSpec]
+) -> dict[str, Provider]:
+    """Adapters for `specs`: those of `providers` whose spec is the same in `previous` are kept, the others (a
+    changed endpoint, region or project; a new provider) are opened. Closing what is left out is the caller's."""
+    kept = {
+        name: providers[name]
+        for name, spec in specs.items()
+        if name in providers and previous.get(name) == spec
+    }
+    return kept | await open_providers({name: spec for name, spec in specs.items() if name not in kept})
+
+
 async def close_providers(providers: Mapping[str, Provider]) -> None:
     """Close every adapter."""
     for provider in providers.values():

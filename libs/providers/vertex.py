@@ -154,6 +154,9 @@ class VertexProvider:
         config = self._config_pb(max_output_tokens=request.max_tokens)
         if request.temperature is not None:
             config.temperature = request.temperature
+        if request.top_p is not None:
+            config.top_p = request.top_p
+        config.stop_sequences.extend(request.stop)
         message = self._request_pb(
             model=self._model_prefix + request.model,
             contents=[
@@ -257,6 +260,10 @@ def generate_body(request: ProviderRequest) -> dict[str, Any]:
     config: dict[str, Any] = {"maxOutputTokens": request.max_tokens}
     if request.temperature is not None:
         config["temperature"] = request.temperature
+    if request.top_p is not None:
+        config["topP"] = request.top_p
+    if request.stop:
+        config["stopSequences"] = list(request.stop)
     body: dict[str, Any] = {
         "contents": [
             {"role": "model" if m.role == "assistant" else "user", "parts": [{"text": m.content}]}

@@ -28,6 +28,9 @@ class InferRequest:
     request_id: str = field(default_factory=new_request_id)
     deadline_ms: int | None = None
     temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    """Sequences that end the answer where they would begin (they are not part of it)."""
     api_key: str | None = field(default=None, repr=False)
     """The caller's key (the HTTP front's bearer key), whose budget and rate limit apply."""
 

@@ -5,7 +5,8 @@ Templating rule: in the `providers` section, a string field written `${NAME}` or
 value of environment variable NAME (or the default); an empty value means null, i.e. the real cloud. So
 `deploy/router/policy.yaml` says `endpoint_url: ${PODWAY_BEDROCK_ENDPOINT}` and the same file serves the local
 emulators and, with the variables set empty, AWS and GCP. A reload resolves the file exactly as the first load
-did; it changes routes, deployments and breakers, not the provider clients opened at start.
+did. `check()` changes routes, deployments and breakers, not the provider clients (the router opens none); the
+router service reads `changed_policy()` instead and opens a new client for each provider the edit changed.
 """
 
 from __future__ import annotations
@@ -30,7 +31,11 @@ def read_policy_file(path: str | os.PathLike[str], env: Mapping[str, str] | None
     names the file and every bad field path."""
     file = Path(path)
     try:
-        return _resolve_provider_placeholders(load_policy(file.read_text()), env)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:  # a half-written or binary file: a file with mistakes, not a crash
+            raise PolicyError([PolicyIssue("<document>", f"not UTF-8 text: {exc}")]) from exc
+        return _resolve_provider_placeholders(load_policy(text), env)
     except PolicyError as exc:
         raise PolicyError([type(i)(f"{file}: {i.path}", i.message) for i in exc.issues]) from exc
 
@@ -77,34 +82,51 @@ class PolicyFileWatcher:
         self._path = Path(path)
         self._on_error = on_error
         self._env = env
+        self._gone = False
         self._seen = self._stamp()
 
     def _stamp(self) -> tuple[int, int] | None:
         try:
             stat = self._path.stat()
-        except OSError as exc:
-            if not isinstance(exc, FileNotFoundError):
-                log.warning("policy file %s not readable, the policy in force stays: %r", self._path, exc)
+        except FileNotFoundError:
+            if not self._gone:  # once: a file removed for good would otherwise fill the log every check
+                self._gone = True
+                log.warning(
+                    "policy file %s is gone; the policy in force stays, and the file is read again once it is "
+                    "back",
+                    self._path,
+                )
             return None
+        except OSError as exc:
+            log.warning("policy file %s not readable, the policy in force stays: %r", self._path, exc)
+            return None
+        self._gone = False
         return stat.st_mtime_ns, stat.st_size
 
     def check(self) -> bool:
-        """Reload if the file changed; True when a new policy is in force. An invalid file is reported
-        through `on_error` and the router keeps the policy it has. A file that cannot be read now (briefly a
-        directory, a permission, removed between stat and read) is logged and read again at the next check."""
+        """Reload if the file changed; True when a new policy is in force."""
+        policy = self.changed_policy()
+        if policy is None:
+            return False
+        self._router.reload(policy)
+        return True
+
+    def changed_policy(self) -> RoutingPolicy | None:
+        """The file's policy if the file changed since it was last read, else None. An invalid file is reported
+        through `on_error` (the router keeps the policy it has). A file that cannot be read now (briefly a
+        directory, a permission, removed between stat and read) is logged and read again at the next call."""
         stamp = self._stamp()
         if stamp is None or stamp == self._seen:
-            return False
+            return None
         try:
             policy = read_policy_file(self._path, self._env)
         except PolicyError as exc:
             self._seen = stamp
             if self._on_error is not None:
                 self._on_error(exc)
-            return False
+            return None
         except OSError as exc:
             log.warning("policy file %s not readable, the policy in force stays: %r", self._path, exc)
-            return False
+            return None
         self._seen = stamp
-        self._router.reload(policy)
-        return True
+        return policy

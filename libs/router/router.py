@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -29,6 +30,8 @@ from libs.core.routing import (
     LeaseBook,
     LedgerKind,
     NeverFits,
+    ProviderKind,
+    ProviderSpec,
     Refusal,
     RequestLimits,
     RoutePlan,
@@ -39,6 +42,8 @@ from libs.core.routing import (
     SkipReason,
     SpilloverDecision,
     build_health,
+    changed_providers,
+    edit_warnings,
     estimate_tokens,
     ledger_key,
 )
@@ -64,6 +69,8 @@ from libs.router.errors import (
     UnknownFeature,
 )
 from libs.router.events import EventBuffer, EventSink, RouterEvent, breaker_event
+
+log = logging.getLogger(__name__)
 
 PROBE_MESSAGES = (Message("user", "ping"),)
 
@@ -213,13 +220,27 @@ class Router:
             await _close(relay)  # a caller leaving early must release capacity and the provider stream now
 
     def reload(self, policy: RoutingPolicy, providers: Mapping[str, Provider] | None = None) -> None:
-        """Swap in a new policy atomically. Requests in flight finish on the old one; deployments whose
-        definition and breaker settings are unchanged keep their breaker and capacity state."""
+        """Swap in a new policy atomically, with `providers` (those in use when not given). Requests in flight
+        finish on the old one; deployments whose definition, provider and breaker settings are unchanged keep
+        their breaker and capacity state. What the edit may not have meant (every API key gone, a provider
+        changed but its client not reopened) is logged and audited as warnings."""
         previous = self._generation
         providers = dict(providers) if providers is not None else previous.providers
         _check_providers(policy, providers)
         self._generation = _Generation(policy, providers, previous, self._clock.now(), self.leases)
         kept = sorted(n for n, h in self._generation.health.items() if previous.health.get(n) is h)
+        warnings = edit_warnings(previous.policy, policy)
+        reopened = []
+        for name in changed_providers(previous.policy, policy):
+            if providers[name] is not previous.providers.get(name):
+                reopened.append(name)
+            else:
+                where = _address(previous.policy.providers[name])
+                warnings.append(
+                    f"providers.{name}: changed, but its client was not reopened: calls still go to {where}"
+                )
+        for warning in warnings:
+            log.warning("policy reloaded, but %s", warning)
         self._emit(
             RouterEvent(
                 EventType.ROUTER_POLICY_RELOADED,
@@ -229,6 +250,8 @@ class Router:
                     "deployments": sorted(policy.deployments),
                     "kept_state": kept,
                     "features": sorted(policy.features),
+                    "reopened_providers": reopened,
+                    "warnings": warnings,
                 },
             )
         )
@@ -605,6 +628,13 @@ def _refusals(call: _Call, now: float) -> str:
     return "; refused by " + ", ".join(parts) if parts else ""
 
 
+def _address(spec: ProviderSpec) -> str:
+    """Where a provider's calls go."""
+    if spec.kind is ProviderKind.BEDROCK:
+        return spec.endpoint_url or f"Bedrock in {spec.region}"
+    return spec.api_endpoint or f"Vertex AI in {spec.project}/{spec.location}"
+
+
 def _check_providers(policy: RoutingPolicy, providers: Mapping[str, Provider]) -> None:
     missing = sorted({d.provider for d in policy.deployments.values()} - providers.keys())
     if missing:
@@ -620,6 +650,8 @@ def _provider_request(call: _Call, dispatch: Dispatch) -> ProviderRequest:
         messages=request.messages,
         max_tokens=request.max_tokens,
         temperature=request.temperature,
+        top_p=request.top_p,
+        stop=request.stop,
         labels=(("feature", request.feature),),
     )
 

@@ -4,8 +4,10 @@ Why not aiohttp's web server: the router's front answers a request in about 0.1 
 aiohttp's request, middleware, routing and response objects cost several times that on every request. This
 server parses with llhttp (`httptools`, the parser uvicorn uses), hands the handler a plain `HttpRequest`,
 and writes each answer in one `write`. It speaks what OpenAI clients and Prometheus scrapers need:
-keep-alive and pipelined requests (answered in order), `Content-Length` and chunked request bodies,
-`Connection: close`, answers with a body, and streamed answers (chunked, for SSE) with flow control.
+keep-alive and pipelined requests (answered in order, a request that cannot be read included), `Content-Length`
+and chunked request bodies, `Connection: close`, answers with a body (none to a HEAD), and streamed answers
+(chunked, for SSE) with flow control. A request asking for a protocol upgrade (`Upgrade: h2c`, `websocket`) is
+answered in HTTP/1.1 as if it had not asked, which RFC 9110 (7.8) lets a server do.
 
 Limits: a request's headers may take `MAX_HEADER_BYTES`, its body `max_body_bytes` (413 beyond); a
 connection idle for `keepalive_s` is closed. No TLS, no HTTP/2, no `Expect: 100-continue` (clients send
@@ -89,12 +91,13 @@ def _head(status: int, headers: Headers, extra: str) -> bytes:
     return ("\r\n".join(lines) + "\r\n" + extra + "\r\n").encode("latin-1")
 
 
-def encode_response(response: HttpResponse, *, keep_alive: bool) -> bytes:
-    """The bytes of a whole answer."""
+def encode_response(response: HttpResponse, *, keep_alive: bool, with_body: bool = True) -> bytes:
+    """The bytes of a whole answer; without its body for a HEAD (the head still says how long it is)."""
     extra = f"Content-Type: {response.content_type}\r\nContent-Length: {len(response.body)}\r\n"
     if not keep_alive:
         extra += "Connection: close\r\n"
-    return _head(response.status, response.headers, extra) + response.body
+    head = _head(response.status, response.headers, extra)
+    return head + response.body if with_body else head
 
 
 class HttpConnection(asyncio.Protocol):
@@ -113,6 +116,10 @@ class HttpConnection(asyncio.Protocol):
         self._keep_alive = True
         self._streaming = False
         self._unsent_head = b""
+        # An upgrade request whose body a fresh parser is reading, and an answer to send once those before it are
+        # out (a request that could not be read; nothing after it on the connection is read).
+        self._continued: tuple[HttpRequest, bool] | None = None
+        self._refusal: bytes | None = None
         self._reset_message()
 
     # Transport callbacks -----------------------------------------------------------------------------------
@@ -136,10 +143,12 @@ class HttpConnection(asyncio.Protocol):
             self._worker.cancel()
 
     def data_received(self, data: bytes) -> None:
+        if self._refusal is not None:
+            return
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._refuse(400, "protocol upgrades are not supported")
+        except httptools.HttpParserUpgrade as upgrade:
+            self._ignore_upgrade(data[upgrade.args[0] :])
         except httptools.HttpParserError as exc:
             # A limit a callback enforced surfaces here wrapped in the parser's own error.
             refused = exc.__cause__ or exc.__context__
@@ -187,18 +196,40 @@ class HttpConnection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        url = httptools.parse_url(self._url)
-        request = HttpRequest(
-            method=self._parser.get_method().decode("latin-1"),
-            path=(url.path or b"/").decode("latin-1"),
-            query=(url.query or b"").decode("latin-1"),
-            headers=self._headers,
-            body=b"".join(self._body),
-            _connection=self,
-        )
-        self._queue.append((request, self._parser.should_keep_alive()))
+        if self._continued is not None:  # the body of an upgrade request, read by a fresh parser
+            (request, keep_alive), self._continued = self._continued, None
+            request.body = b"".join(self._body)
+        else:
+            url = httptools.parse_url(self._url)
+            request = HttpRequest(
+                method=self._parser.get_method().decode("latin-1"),
+                path=(url.path or b"/").decode("latin-1"),
+                query=(url.query or b"").decode("latin-1"),
+                headers=self._headers,
+                body=b"".join(self._body),
+                _connection=self,
+            )
+            keep_alive = self._parser.should_keep_alive()
+        self._queue.append((request, keep_alive))
         if self._worker is None or self._worker.done():
             self._worker = self._loop.create_task(self._answer_queued())
+
+    def _ignore_upgrade(self, rest: bytes) -> None:
+        """Go on in HTTP/1.1. llhttp ends an upgrade request at its head (it was queued with no body) and takes
+        the rest for the new protocol, so a fresh parser reads on: the request's body first, if it has one, through
+        a head that gives only its framing, then the requests after it."""
+        self._parser = httptools.HttpRequestParser(self)
+        request, keep_alive = self._queue[-1]
+        headers = request.headers
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        length = headers.get("content-length", "0").strip()
+        if chunked or length != "0":
+            self._queue.pop()  # not answered yet: its worker runs after this callback
+            self._continued = (request, keep_alive)
+            framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {length}"
+            rest = f"{request.method} / HTTP/1.1\r\n{framing}\r\n\r\n".encode("latin-1") + rest
+        if rest:
+            self.data_received(rest)
 
     def _count_header_bytes(self, count: int) -> None:
         self._header_bytes += count
@@ -217,12 +248,16 @@ class HttpConnection(asyncio.Protocol):
                 return
             self._keep_alive = self._keep_alive and not self._server.closing
             if response is not None:
-                self._write(encode_response(response, keep_alive=self._keep_alive))
+                with_body = request.method != "HEAD"
+                self._write(encode_response(response, keep_alive=self._keep_alive, with_body=with_body))
             elif self._streaming:
                 self._write(self._take_head() + b"0\r\n\r\n")
             if not self._keep_alive:
                 self.close()
                 return
+        if self._refusal is not None:
+            self._send_refusal()
+            return
         self._arm_idle()
 
     async def _answer(self, request: HttpRequest) -> HttpResponse | None:
@@ -266,8 +301,16 @@ class HttpConnection(asyncio.Protocol):
             self._transport.write(data)
 
     def _refuse(self, status: int, message: str) -> None:
+        """Answer a request that cannot be read, after the answers to the requests before it, and close: what
+        follows it on the connection cannot be told apart from it."""
         body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
-        self._write(encode_response(HttpResponse(status, body), keep_alive=False))
+        self._refusal = encode_response(HttpResponse(status, body), keep_alive=False)
+        if not self.busy:
+            self._send_refusal()
+
+    def _send_refusal(self) -> None:
+        if self._refusal is not None:
+            self._write(self._refusal)
         self.close()
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ from libs.messaging.records import KvRecords
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.streaming_rpc import RequestServer, serve_requests
 from libs.messaging.work_queue import WorkQueueConsumer
-from libs.providers import Provider, close_providers, open_providers
+from libs.providers import Provider, close_providers, open_providers, reopen_changed
 from libs.router import (
     EventBuffer,
     PolicyFileWatcher,
@@ -122,6 +122,8 @@ class RouterService:
         self.relay: OutboxRelay | None = None
         self.router: Router | None = None
         self.providers: Mapping[str, Provider] = {}
+        # Clients a reload replaced: closed once every request begun before it has ended (or at stop).
+        self._retired: list[Provider] = []
         self.watcher: PolicyFileWatcher | None = None
         self.work: WorkQueueConsumer | None = None
         self.http_url: str | None = None
@@ -269,6 +271,7 @@ class RouterService:
             await _bounded(self.router.aclose(), "closing the router")
         if self._injected_providers is None:
             await _bounded(close_providers(self.providers), "closing the providers")
+            await _bounded(_close_each(self._retired), "closing the providers a reload replaced")
         await _bounded(self.engine.dispose(), "closing the database pool")
 
     # Operations tests drive directly (no sleeping) ---------------------------------------------------------
@@ -277,15 +280,43 @@ class RouterService:
         """Group-commit what is buffered now."""
         return await self.flusher.flush()
 
-    def check_policy(self) -> bool:
-        """Reload the policy file if it changed; True when a new policy is in force."""
-        if self.watcher is None:
+    async def check_policy(self) -> bool:
+        """Reload the policy file if it changed; True when a new policy is in force. A provider the edit
+        changed (its endpoint, region, project) or added gets a new client, so its traffic goes where the file
+        says at once; requests in flight finish on the old client, closed once the longest deadline of the
+        policy they began under has passed."""
+        if self.watcher is None or self.router is None:
             return False
+        router = self.router
+        policy = self.watcher.changed_policy()
+        if policy is None:
+            return False
+        previous = router.policy
+        providers = self.providers
+        if self._injected_providers is None:  # injected providers are the caller's: the router warns instead
+            try:
+                providers = await reopen_changed(self.providers, previous.providers, policy.providers)
+            except Exception:
+                log.exception("policy file not reloaded: a provider client could not be opened")
+                return False
+        opened = [p for name, p in providers.items() if p is not self.providers.get(name)]
         try:
-            return self.watcher.check()
-        except ValueError as exc:  # e.g. a provider the running clients do not include
+            router.reload(policy, providers)
+        except ValueError as exc:  # e.g. an injected set of providers without one the policy names
             log.error("policy file not reloaded: %s", exc)
+            for provider in opened:
+                await provider.aclose()
             return False
+        retired = [p for name, p in self.providers.items() if p is not providers.get(name)]
+        self.providers = providers
+        if retired:
+            self._retired.extend(retired)
+            longest_s = max(f.deadline_ms for f in previous.features.values()) / 1000.0
+            self._tasks = [task for task in self._tasks if not task.done()]
+            self._tasks.append(
+                asyncio.create_task(self._close_retired(retired, longest_s + 1.0), name="retired-providers")
+            )
+        return True
 
     # Internals ---------------------------------------------------------------------------------------------
 
@@ -293,11 +324,17 @@ class RouterService:
         assert self.settings.router_policy is not None
         return self.settings.router_policy
 
+    async def _close_retired(self, providers: list[Provider], after_s: float) -> None:
+        await asyncio.sleep(after_s)
+        for provider in providers:
+            await provider.aclose()
+            self._retired.remove(provider)
+
     async def _watch_policy(self) -> None:
         while True:
             await asyncio.sleep(self.settings.router_policy_poll_s)
             try:
-                self.check_policy()
+                await self.check_policy()
             except Exception:  # a reload must never stop the watching for good
                 log.exception("policy file check failed; the policy in force stays, still watching")
 
@@ -336,6 +373,11 @@ class RouterService:
 
 def _log_policy_error(error: PolicyError) -> None:
     log.error("policy file has errors; keeping the policy in force:\n%s", error)
+
+
+async def _close_each(providers: list[Provider]) -> None:
+    for provider in providers:
+        await provider.aclose()
 
 
 async def _bounded(step: Awaitable[Any], what: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -23,7 +24,6 @@ from typing import Any
 import orjson
 
 from libs.events.inference import MAX_REQUEST_ID_LENGTH
-from libs.providers import Message
 from libs.router import (
     BudgetExceeded,
     InferRequest,
@@ -36,6 +36,7 @@ from libs.router import (
     new_request_id,
 )
 from libs.runtime.http_server import HttpRequest, HttpResponse, ResponseStream
+from services.llm_router.chat_request import InvalidParameter, chat_request
 from services.llm_router.metrics import CONTENT_TYPE, RouterMetrics
 from services.llm_router.overload import InFlightCap, Overloaded
 from services.llm_router.wire import ROUTER_REPORTED
@@ -45,8 +46,11 @@ log = logging.getLogger(__name__)
 FEATURE_HEADER = "X-Podway-Feature"
 REQUEST_ID_HEADER = "X-Request-Id"
 FEATURE_MODEL_PREFIX = "feature:"
-DEFAULT_MAX_TOKENS = 256
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+REQUEST_ID = re.compile(f"[!-~]{{1,{MAX_REQUEST_ID_LENGTH}}}")  # visible ASCII: no space, no control
+BAD_REQUEST_ID = (
+    f"{REQUEST_ID_HEADER}: must be 1 to {MAX_REQUEST_ID_LENGTH} visible ASCII characters "
+    "(letters, digits, punctuation)"
+)
 FINISH_REASONS = {"max_tokens": "length", "MAX_TOKENS": "length", "length": "length"}
 
 
@@ -54,19 +58,29 @@ class ApiError(Exception):
     """An error answered in OpenAI's format."""
 
     def __init__(
-        self, status: int, message: str, *, type_: str, code: str, retry_after_s: float | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str,
+        code: str,
+        retry_after_s: float | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.type = type_
         self.code = code
+        self.param = param
         self.retry_after_s = retry_after_s
+        self.headers = headers
         self.request_id: str | None = None
 
     def response(self) -> HttpResponse:
-        body = {"error": {"message": str(self), "type": self.type, "param": None, "code": self.code}}
-        headers = []
-        if self.request_id is not None:  # so that a failure can be looked up (`podway events --request`)
+        body = {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}
+        headers = list(self.headers)
+        if self.request_id is not None:
             headers.append((REQUEST_ID_HEADER, self.request_id))
         if self.retry_after_s is not None:
             headers.append(("Retry-After", str(max(1, math.ceil(self.retry_after_s)))))
@@ -85,6 +99,7 @@ class OpenAIFront:
             "/v1/models": ("GET", self.list_models),
             "/metrics": ("GET", self.metrics_page),
         }
+        self._in_flight: set[str] = set()
 
     async def __call__(self, request: HttpRequest) -> HttpResponse | None:
         route = self._routes.get(request.path.rstrip("/") or "/")
@@ -93,12 +108,14 @@ class OpenAIFront:
                 404, f"no route {request.path}", type_="invalid_request_error", code="not_found"
             ).response()
         method, handle = route
-        if request.method != method:
+        # HEAD is GET without the body (the server leaves it out), as HTTP wants of every GET resource.
+        if request.method != method and not (request.method == "HEAD" and method == "GET"):
             return ApiError(
                 405,
                 f"{request.method} is not allowed on {request.path}",
                 type_="invalid_request_error",
                 code="method_not_allowed",
+                headers=(("Allow", f"{method}, HEAD" if method == "GET" else method),),
             ).response()
         try:
             return await handle(request)
@@ -107,10 +124,7 @@ class OpenAIFront:
         except Exception as exc:
             if request.streaming:
                 raise  # the server cuts the stream short
-            log.exception("%s %s failed", request.method, request.path)
-            return ApiError(
-                500, f"{type(exc).__name__}: {exc}", type_="server_error", code="internal_error"
-            ).response()
+            return _internal_error(request, exc).response()
 
     async def metrics_page(self, request: HttpRequest) -> HttpResponse:
         return metrics_response(self.metrics)
@@ -125,15 +139,39 @@ class OpenAIFront:
         return _json_response({"object": "list", "data": data})
 
     async def chat_completions(self, request: HttpRequest) -> HttpResponse | None:
+        """Every answer carries the request's id, the caller's (`X-Request-Id`) or a fresh one; an id in flight
+        in this process is refused (409): two requests under one id would write their stories into each other.
+        An id reused once its request is answered starts a second story under it (a retry, say)."""
         sent = request.headers.get(REQUEST_ID_HEADER.lower())
-        request_id = sent if sent and len(sent) <= MAX_REQUEST_ID_LENGTH else new_request_id()
+        if not sent:
+            request_id = new_request_id()
+        elif REQUEST_ID.fullmatch(sent):
+            request_id = sent
+        else:  # a header has no character set: a UTF-8 id would be stored as its bytes read in Latin-1
+            raise _with_id(_invalid(BAD_REQUEST_ID), new_request_id())
+        if request_id in self._in_flight:
+            raise _with_id(
+                ApiError(
+                    409,
+                    f"{REQUEST_ID_HEADER}: request {request_id!r} is in flight; send another id, or the same "
+                    "once it is answered",
+                    type_="invalid_request_error",
+                    code="request_id_in_use",
+                ),
+                request_id,
+            )
+        self._in_flight.add(request_id)
         try:
-            if sent is not None and len(sent) > MAX_REQUEST_ID_LENGTH:
-                raise _invalid(f"{REQUEST_ID_HEADER}: must be at most {MAX_REQUEST_ID_LENGTH} characters")
             return await self._chat_completions(request, request_id)
         except ApiError as exc:
-            exc.request_id = request_id
+            _with_id(exc, request_id)
             raise
+        except Exception as exc:
+            if request.streaming:
+                raise
+            raise _with_id(_internal_error(request, exc), request_id) from None
+        finally:
+            self._in_flight.discard(request_id)
 
     async def _chat_completions(self, request: HttpRequest, request_id: str) -> HttpResponse | None:
         router, cap, metrics = self.router, self.cap, self.metrics
@@ -148,11 +186,16 @@ class OpenAIFront:
                 type_="invalid_request_error",
                 code="feature_not_allowed",
             )
-        infer = _infer_request(body, feature, key, request_id)
+        try:
+            infer, include_usage = chat_request(body, feature, key, request_id)
+        except InvalidParameter as exc:
+            raise ApiError(
+                400, str(exc), type_="invalid_request_error", code=exc.code, param=exc.param
+            ) from None
         try:
             with cap.admit():
                 if infer.stream:
-                    await _stream(request, router, infer, body)
+                    await _stream(request, router, infer, include_usage)
                     return None
                 result = await router.infer(infer)
         except (Overloaded, RoutingError) as exc:
@@ -211,6 +254,16 @@ def _invalid(message: str, code: str = "invalid_request") -> ApiError:
     return ApiError(400, message, type_="invalid_request_error", code=code)
 
 
+def _with_id(error: ApiError, request_id: str) -> ApiError:
+    error.request_id = request_id  # so that a failure can be looked up (`podway events --request`)
+    return error
+
+
+def _internal_error(request: HttpRequest, exc: Exception) -> ApiError:
+    log.exception("%s %s failed", request.method, request.path, exc_info=exc)
+    return ApiError(500, f"{type(exc).__name__}: {exc}", type_="server_error", code="internal_error")
+
+
 def _feature(request: HttpRequest, body: dict[str, Any]) -> str:
     feature = request.headers.get(FEATURE_HEADER.lower())
     model = body.get("model")
@@ -219,41 +272,6 @@ def _feature(request: HttpRequest, body: dict[str, Any]) -> str:
     if not feature:
         raise _invalid(f"name the feature in the {FEATURE_HEADER} header or as model 'feature:<name>'")
     return feature
-
-
-def _infer_request(body: dict[str, Any], feature: str, api_key: str, request_id: str) -> InferRequest:
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise _invalid("messages: must be a non-empty list")
-    messages = tuple(_message(index, item) for index, item in enumerate(raw))
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_TOKENS
-    temperature = body.get("temperature")
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise _invalid("max_tokens: must be a positive integer")
-    if temperature is not None and not isinstance(temperature, int | float):
-        raise _invalid("temperature: must be a number")
-    return InferRequest(
-        feature=feature,
-        messages=messages,
-        max_tokens=max_tokens,
-        stream=bool(body.get("stream")),
-        request_id=request_id,
-        temperature=float(temperature) if temperature is not None else None,
-        api_key=api_key,
-    )
-
-
-def _message(index: int, item: Any) -> Message:
-    if not isinstance(item, dict) or item.get("role") not in ROLES:
-        raise _invalid(f"messages[{index}].role: must be one of {', '.join(sorted(ROLES))}")
-    content = item.get("content")
-    if isinstance(content, list):
-        content = "".join(
-            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"
-        )
-    if not isinstance(content, str):
-        raise _invalid(f"messages[{index}].content: must be a string or a list of text parts")
-    return Message(ROLES[item["role"]], content)  # type: ignore[arg-type]
 
 
 def _api_error(exc: Overloaded | RoutingError) -> ApiError:
@@ -317,7 +335,7 @@ def _completion(result: InferResult) -> dict[str, Any]:
     }
 
 
-async def _stream(request: HttpRequest, router: Router, infer: InferRequest, body: dict[str, Any]) -> None:
+async def _stream(request: HttpRequest, router: Router, infer: InferRequest, include_usage: bool) -> None:
     events = router.stream(infer)
     try:
         first = await anext(events)  # failover before the first byte happens in here, unseen by the client
@@ -329,7 +347,6 @@ async def _stream(request: HttpRequest, router: Router, infer: InferRequest, bod
                 (REQUEST_ID_HEADER, infer.request_id),
             ],
         )
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         await _relay(response, infer, first, events, include_usage)
     finally:
         await events.aclose()

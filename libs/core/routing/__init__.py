@@ -70,6 +70,7 @@ from libs.core.routing.limits import (
     Refusal,
     RequestLimits,
 )
+from libs.core.routing.policy_edit import changed_providers, edit_warnings
 from libs.core.routing.reasons import (
     REASON_TRAITS,
     FailureReason,
@@ -134,8 +135,10 @@ __all__ = [
     "TripReason",
     "build_health",
     "candidate_chain",
+    "changed_providers",
     "classify_bedrock",
     "classify_vertex",
+    "edit_warnings",
     "estimate_tokens",
     "ledger_key",
     "load_policy",

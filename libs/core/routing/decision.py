@@ -96,9 +96,10 @@ class Dispatch:
 
 
 class DeploymentHealth:
-    """Runtime state of one deployment: its breaker and, for PT, its capacity tracker."""
+    """Runtime state of one deployment: its breaker and, for PT, its capacity tracker; and what it was built for
+    (the deployment and its provider), which a reload compares."""
 
-    __slots__ = ("breaker", "deployment", "tracker")
+    __slots__ = ("breaker", "deployment", "provider", "tracker")
 
     def __init__(
         self,
@@ -109,6 +110,7 @@ class DeploymentHealth:
         book: LeaseBook | None = None,
     ) -> None:
         self.deployment = deployment
+        self.provider = policy.providers[deployment.provider]
         self.breaker = CircuitBreaker(name, policy.breaker, now)
         capacity = deployment.capacity if deployment.tier is Tier.PROVISIONED else None
         self.tracker = None
@@ -123,12 +125,18 @@ def build_health(
     now: float,
     book: LeaseBook | None = None,
 ) -> dict[str, DeploymentHealth]:
-    """Health state for a (new) policy; unchanged deployments keep their breaker and tracker across a reload.
+    """Health state for a (new) policy; unchanged deployments keep their breaker and tracker across a reload (a
+    deployment whose provider now points elsewhere is not unchanged: its history was another endpoint's).
     With a lease book, PT capacity is leased from the fleet's ledger instead of a local bucket."""
     health: dict[str, DeploymentHealth] = {}
     for name, deployment in policy.deployments.items():
         kept = previous.get(name)
-        if kept is not None and kept.deployment == deployment and kept.breaker.settings == policy.breaker:
+        if (
+            kept is not None
+            and kept.deployment == deployment
+            and kept.provider == policy.providers[deployment.provider]
+            and kept.breaker.settings == policy.breaker
+        ):
             health[name] = kept
         else:
             health[name] = DeploymentHealth(name, deployment, policy, now, book)

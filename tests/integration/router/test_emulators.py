@@ -10,7 +10,7 @@ from botocore.eventstream import EventStreamBuffer
 from libs.emulators import RunningEmulators, serve
 from libs.emulators.control import Grant, Refusal
 from libs.emulators.eventstream import event, exception
-from libs.router.example_policy import CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
+from libs.router.example_policy import CLAUDE_HAIKU_OD, CLAUDE_HAIKU_PT_ARN, GEMINI_FLASH
 
 VERTEX_PATH = f"/v1/projects/acme-ai/locations/us-central1/publishers/google/models/{GEMINI_FLASH}"
 VERTEX_BODY = {
@@ -117,3 +117,50 @@ async def test_on_demand_throttles_above_its_request_rate() -> None:
         assert isinstance(running.vertex.admit(GEMINI_FLASH, ("on_demand",), 1), Grant)
     finally:
         await running.close()
+
+
+BEDROCK_PATH = f"/model/{CLAUDE_HAIKU_OD}"
+STOP_AT_CHARLIE = ["charlie", "no such words"]
+
+
+async def test_bedrock_stops_at_a_stop_sequence_and_keeps_the_request(emulators: RunningEmulators) -> None:
+    body = {
+        "messages": [{"role": "user", "content": [{"text": "hello"}]}],
+        "inferenceConfig": {"maxTokens": 8, "stopSequences": STOP_AT_CHARLIE, "topP": 0.5},
+    }
+    async with aiohttp.ClientSession(emulators.bedrock_url) as http:
+        answer = await (await http.post(f"{BEDROCK_PATH}/converse", json=body)).json()
+        streamed = await (await http.post(f"{BEDROCK_PATH}/converse-stream", json=body)).read()
+        refused = await http.post(
+            f"{BEDROCK_PATH}/converse", json=body | {"inferenceConfig": {"stopSequences": [""]}}
+        )
+    assert answer["output"]["message"]["content"] == [{"text": "alpha bravo "}]
+    assert (answer["stopReason"], answer["usage"]["outputTokens"]) == ("stop_sequence", 2)
+    buffer = EventStreamBuffer()
+    buffer.add_data(streamed)
+    events = {m.headers[":event-type"]: json.loads(m.payload) for m in buffer}
+    assert events["messageStop"] == {"stopReason": "stop_sequence"}
+    assert events["metadata"]["usage"]["outputTokens"] == 2
+    assert emulators.bedrock.requests(CLAUDE_HAIKU_OD)[0]["inferenceConfig"] == body["inferenceConfig"]
+    assert (refused.status, refused.headers["x-amzn-ErrorType"]) == (400, "ValidationException")
+
+
+async def test_vertex_stops_at_a_stop_sequence_and_keeps_the_request(emulators: RunningEmulators) -> None:
+    config = {"maxOutputTokens": 8, "stopSequences": STOP_AT_CHARLIE, "topP": 0.5}
+    body = VERTEX_BODY | {"generationConfig": config}
+    async with aiohttp.ClientSession(emulators.vertex_url) as http:
+        answer = await (await http.post(f"{VERTEX_PATH}:generateContent", json=body)).json()
+        streamed = await (await http.post(f"{VERTEX_PATH}:streamGenerateContent?alt=sse", json=body)).text()
+        refused = await http.post(
+            f"{VERTEX_PATH}:generateContent", json=body | {"generationConfig": {"stopSequences": "x"}}
+        )
+    candidate = answer["candidates"][0]
+    assert (candidate["content"]["parts"], candidate["finishReason"]) == ([{"text": "alpha bravo "}], "STOP")
+    assert answer["usageMetadata"]["candidatesTokenCount"] == 2
+    frames = [json.loads(line.removeprefix("data: ")) for line in streamed.split("\r\n\r\n") if line]
+    assert "".join(f["candidates"][0]["content"]["parts"][0]["text"] for f in frames) == "alpha bravo "
+    assert emulators.vertex.requests(GEMINI_FLASH)[0]["generationConfig"] == config
+    assert refused.status == 400
+    async with aiohttp.ClientSession(emulators.vertex_url) as http:
+        received = await (await http.get("/__emulator/requests", params={"model": GEMINI_FLASH})).json()
+    assert received == emulators.vertex.requests(GEMINI_FLASH), "the control endpoint reads the same"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from libs.core.routing import FailureReason, Tier
 from libs.emulators import RunningEmulators
-from libs.providers import Message, Provider, ProviderError, ProviderRequest
+from libs.providers import Message, Provider, ProviderError, ProviderRequest, VertexProvider
+from libs.providers.vertex import generate_body
 from libs.router.example_policy import CLAUDE_HAIKU_OD, GEMINI_FLASH
 
 MODELS = {"bedrock": CLAUDE_HAIKU_OD, "vertex": GEMINI_FLASH}  # on-demand model ids
@@ -61,3 +64,18 @@ async def test_vertex_answer_carries_text_usage_stop_reason_and_the_pool_that_se
     assert provisioned.usage.input_tokens > 0
     assert provisioned.stop_reason == "STOP"
     assert (provisioned.served_tier, on_demand.served_tier) == ("provisioned", "on_demand")
+
+
+async def test_vertex_sdk_request_carries_stop_sequences_and_top_p_as_the_rest_body_does(
+    providers: dict[str, Provider],
+) -> None:
+    """Against Vertex itself the request goes through the SDK (gRPC): it must carry what the REST body does."""
+    from google.protobuf import json_format
+
+    request = dataclasses.replace(call("vertex"), top_p=0.5, stop=("charlie", "zulu"))
+    vertex = providers["vertex"]
+    assert isinstance(vertex, VertexProvider)
+    sdk_request = vertex.generate_request(request)
+    sent = json_format.MessageToDict(type(sdk_request).pb(sdk_request))["generationConfig"]
+    assert (sent["stopSequences"], sent["topP"]) == (["charlie", "zulu"], 0.5)
+    assert generate_body(request)["generationConfig"] | {"temperature": 0} == sent | {"temperature": 0}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from libs.core.routing import PolicyError
+from libs.core.routing import PolicyError, parse_policy
 from libs.emulators import RunningEmulators
 from libs.events.catalogue import EventType
 from libs.router import EventBuffer
@@ -86,3 +86,18 @@ async def test_policy_file_changes_are_reloaded_and_bad_edits_are_refused(
     path.write_text(yaml.safe_dump(document) + "\n")
     assert watcher.check() is True
     assert (await router.infer(ask())).deployment == "claude-haiku-pt"
+
+
+async def test_a_changed_provider_without_a_new_client_is_reloaded_with_a_warning(
+    make_router: RouterFactory, emulators: RunningEmulators, events: EventBuffer
+) -> None:
+    """The router itself opens no client: a provider edited under it still sends where it did, and says so."""
+    router = make_router(GEMINI_FIRST)
+    document = make_policy(emulators, GEMINI_FIRST).model_dump(mode="json")
+    document["providers"]["vertex"]["api_endpoint"] = "http://127.0.0.1:9"
+    router.reload(parse_policy(document))
+    [reloaded] = events.of_type(EventType.ROUTER_POLICY_RELOADED)
+    assert reloaded.payload["warnings"] == [
+        f"providers.vertex: changed, but its client was not reopened: calls still go to {emulators.vertex_url}"
+    ]
+    assert reloaded.payload["reopened_providers"] == []

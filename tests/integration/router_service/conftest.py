@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from libs.db.records import StoredEvent
 from libs.db.uow import unit_of_work_factory
 from libs.emulators import RunningEmulators, serve
 from libs.events.inference import InferenceCall
-from libs.providers import Provider
+from libs.providers import Completion, Provider, ProviderRequest
 from libs.router import ManualClock
 from libs.router.example_policy import example_policy_document
 from services.llm_router.app import RouterService
@@ -135,3 +136,24 @@ async def make_stack(
 def ask(text: str = "What is a gang?", **options: Any) -> InferenceCall:
     call = user_call("search-answer", text, max_tokens=options.pop("max_tokens", 64))
     return call.model_copy(update=options)
+
+
+class HeldProvider:
+    """A real provider whose calls wait until the test lets them through."""
+
+    def __init__(self, inner: Provider, release: asyncio.Event, arrivals: asyncio.Queue[str]) -> None:
+        self.name = inner.name
+        self._inner = inner
+        self._release = release
+        self._arrivals = arrivals
+
+    async def complete(self, request: ProviderRequest) -> Completion:
+        self._arrivals.put_nowait(request.model)
+        await self._release.wait()
+        return await self._inner.complete(request)
+
+    def stream(self, request: ProviderRequest) -> Any:
+        return self._inner.stream(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

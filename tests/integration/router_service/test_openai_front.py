@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import aiohttp
+import httpx
 import openai
 import pytest
 from openai import AsyncOpenAI
 
 from libs.emulators import RunningEmulators
-from libs.router.example_policy import GEMINI_FLASH
+from libs.providers import close_providers, open_providers
+from libs.router.example_policy import GEMINI_FLASH, example_policy
 from tests.conftest import SQLITE_ONLY
-from tests.integration.router_service.conftest import GEMINI_FIRST, RouterStack, StackFactory, policy_document
+from tests.integration.router_service.conftest import (
+    GEMINI_FIRST,
+    HeldProvider,
+    RouterStack,
+    StackFactory,
+    policy_document,
+)
 
 pytestmark = SQLITE_ONLY
 
@@ -199,3 +210,100 @@ async def test_metrics_count_requests_per_feature_and_deployment(make_stack: Sta
     )
     assert 'podway_router_breaker_state{deployment="claude-haiku-pt"} 0.0' in page
     assert "podway_router_first_byte_seconds_bucket" in page
+
+
+async def test_a_head_has_no_body_and_the_kept_alive_connection_serves_on(make_stack: StackFactory):
+    """A HEAD answered with a body breaks the next answer on the connection (httpx reads the body as it)."""
+    stack = await make_stack()
+    headers = {"Authorization": "Bearer team-search"}
+    async with httpx.AsyncClient(base_url=stack.service.http_url or "", headers=headers) as http:
+        refused = await http.head("/v1/chat/completions")
+        listed = await http.head("/v1/models")
+        answered = await http.post(
+            "/v1/chat/completions", json={"model": "feature:search-answer", "messages": MESSAGES}
+        )
+    assert (refused.status_code, refused.headers["Allow"], refused.content) == (405, "POST", b"")
+    assert (listed.status_code, listed.content) == (200, b""), "HEAD is GET without the body"
+    assert int(listed.headers["Content-Length"]) > 0
+    assert answered.status_code == 200
+    assert answered.json()["choices"][0]["message"]["content"]
+
+
+def chat(request_id: bytes | str | None = None) -> dict[str, Any]:
+    """An httpx request of a chat completion (to send raw header bytes, which the openai client cannot)."""
+    headers: dict[str, Any] = {"Authorization": "Bearer team-search"}
+    if request_id is not None:
+        headers["X-Request-Id"] = request_id
+    return {
+        "url": "/v1/chat/completions",
+        "json": {"model": "feature:search-answer", "messages": MESSAGES, "max_tokens": 8},
+        "headers": headers,
+    }
+
+
+async def test_a_request_id_that_is_not_visible_ascii_is_refused_under_a_fresh_one(
+    make_stack: StackFactory, emulators: RunningEmulators
+):
+    """A header has no character set: an id in UTF-8 would be stored as its bytes read in Latin-1."""
+    stack = await make_stack()
+    async with httpx.AsyncClient(base_url=stack.service.http_url or "") as http:
+        answers = [await http.post(**chat(sent)) for sent in ("café-1".encode(), b"two words", b"tab\tbed")]
+    for answer in answers:
+        assert answer.status_code == 400
+        assert answer.json()["error"] == {
+            "message": "X-Request-Id: must be 1 to 128 visible ASCII characters (letters, digits, punctuation)",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_request",
+        }
+        fresh = answer.headers["X-Request-Id"]
+        assert fresh.isascii()
+        assert len(fresh) == 32
+    assert emulators.vertex.counters()["models"] == {}, "refused before any provider call"
+    assert len(stack.service.buffer) == 0, "nothing of them waits for the audit log"
+
+
+async def test_a_request_id_in_flight_is_refused_with_409_and_free_again_once_answered(
+    make_stack: StackFactory, emulators: RunningEmulators
+):
+    """Two requests in flight under one id would write their stories into each other."""
+    opened = await open_providers(example_policy(emulators.bedrock_url, emulators.vertex_url).providers)
+    release, arrivals = asyncio.Event(), asyncio.Queue[str]()
+    held = {name: HeldProvider(provider, release, arrivals) for name, provider in opened.items()}
+    stack = await make_stack(providers=held)
+    try:
+        async with httpx.AsyncClient(base_url=stack.service.http_url or "") as http:
+            first = asyncio.create_task(http.post(**chat("mine-1")))
+            await asyncio.wait_for(arrivals.get(), timeout=10)
+            again = await http.post(**chat("mine-1"))
+            release.set()
+            answered = await first
+            later = await http.post(**chat("mine-1"))
+    finally:
+        release.set()
+        await close_providers(opened)
+    assert (again.status_code, again.headers["X-Request-Id"]) == (409, "mine-1")
+    assert again.json()["error"] == {
+        "message": "X-Request-Id: request 'mine-1' is in flight; send another id, or the same once it is answered",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "request_id_in_use",
+    }
+    assert (answered.status_code, later.status_code) == (200, 200)
+    story = [e.envelope.type for e in await stack.story("mine-1")]
+    assert story == ["inference.completed", "inference.completed"], "one outcome per answer, none for the 409"
+
+
+async def test_an_internal_error_carries_the_request_id(
+    make_stack: StackFactory, monkeypatch: pytest.MonkeyPatch
+):
+    stack = await make_stack()
+
+    async def broken(request: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(stack.service.router, "infer", broken)
+    async with httpx.AsyncClient(base_url=stack.service.http_url or "") as http:
+        answer = await http.post(**chat("mine-500"))
+    assert (answer.status_code, answer.headers.get("X-Request-Id")) == (500, "mine-500")
+    assert answer.json()["error"]["code"] == "internal_error"

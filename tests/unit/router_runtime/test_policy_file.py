@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,37 @@ def test_a_policy_file_that_could_not_be_read_is_read_again_at_the_next_check(
     assert watcher.check() is False
     monkeypatch.setattr(Path, "read_text", real_read_text)
     assert watcher.check() is True
+
+
+def test_a_policy_file_gone_is_logged_once_and_read_again_when_it_is_back(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(DEPLOYED.read_text())
+    router = ReloadCounter()
+    watcher = PolicyFileWatcher(router, path, env=ENV)  # type: ignore[arg-type]
+    path.unlink()
+    with caplog.at_level(logging.WARNING):
+        assert watcher.check() is False
+        assert watcher.check() is False
+    assert [r.getMessage() for r in caplog.records] == [
+        f"policy file {path} is gone; the policy in force stays, and the file is read again once it is back"
+    ]
+    path.write_text(DEPLOYED.read_text() + "\n# back\n")
+    assert watcher.check() is True
+    assert router.reloads == 1
+
+
+def test_a_policy_file_that_is_not_utf8_is_refused_as_a_file_with_mistakes(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(DEPLOYED.read_text())
+    errors: list[PolicyError] = []
+    router = ReloadCounter()
+    watcher = PolicyFileWatcher(router, path, on_error=errors.append, env=ENV)  # type: ignore[arg-type]
+    path.write_bytes(b"providers: \xff\xfe half-written\n")
+    assert watcher.check() is False
+    assert [str(e) for e in errors] == [
+        f"{path}: <document>: not UTF-8 text: 'utf-8' codec can't decode byte 0xff in position 11: "
+        "invalid start byte"
+    ]
+    assert router.reloads == 0

@@ -147,3 +147,61 @@ async def test_closing_lets_a_request_in_progress_finish():
     data = await asyncio.wait_for(answer, 10)
     assert data.endswith(b"done")
     assert b"Connection: close" in data, "a server closing does not keep the connection alive"
+
+
+async def test_a_head_answer_has_its_headers_and_no_body(server):
+    """A body after a HEAD answer would be read as the start of the next answer on a kept-alive connection."""
+    raw = (
+        b"HEAD /first HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    data = await exchange(server, raw)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert b"Content-Length: 14" in head, "how long its body would have been"
+    assert rest.startswith(b"HTTP/1.1 200 "), "the next answer follows the head at once"
+    assert rest.endswith(b"GET /after? 0")
+
+
+async def test_an_upgrade_to_h2c_is_ignored_and_answered_in_http_1_1(server):
+    upgrade = (
+        b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+    )
+    raw = (
+        b"GET /first HTTP/1.1\r\nHost: x\r\n" + upgrade + b"\r\n"
+        b"POST /second HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n" + upgrade + b"\r\nabc"
+        b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    data = await exchange(server, raw)
+    assert b"101" not in data.split(b"\r\n", 1)[0]
+    assert data.count(b"HTTP/1.1 200 OK") == 3
+    first, second, third = (data.index(b) for b in (b"GET /first? 0", b"POST /second? 3", b"GET /last? 0"))
+    assert first < second < third, "the body of an upgrade request is read as HTTP/1.1's"
+
+
+async def test_an_upgrade_request_with_a_chunked_body_is_read_whole(server):
+    raw = (
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: h2c\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n"
+    )
+    data = await exchange(server, raw)
+    assert data.startswith(b"HTTP/1.1 200 ")
+    assert data.endswith(b"POST /echo? 7")
+
+
+async def test_a_bad_pipelined_request_is_answered_after_the_one_in_flight(server):
+    """Answers keep the order of the requests: the 400 comes after the answer of the request before it."""
+    data = await exchange(server, b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nNOT HTTP AT ALL\r\n\r\n")
+    assert data.startswith(b"HTTP/1.1 200 ")
+    assert b"GET /slow? 0" in data
+    assert data.index(b"GET /slow? 0") < data.index(b"HTTP/1.1 400 ")
+    assert data.rstrip().endswith(b"}"), "the 400 is the last answer, then the connection closes"
+
+
+async def test_a_pipelined_body_over_the_limit_is_413_after_the_answers_before_it(server):
+    raw = (
+        b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2048\r\n\r\n" + b"x" * 2048
+    )
+    data = await exchange(server, raw)
+    assert data.startswith(b"HTTP/1.1 200 ")
+    assert data.index(b"GET /slow? 0") < data.index(b"HTTP/1.1 413 ")
