@@ -335,7 +335,7 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
         return core
 
     def _placed(self, group: GroupRecord, decision: CycleDecision, ran: CycleRan, now: float) -> CycleRan:
-        group.quota_hold = None  # its pods hold nodes now: their usage is theirs (quotas.py)
+        self._hold_quota(group, None)  # its pods hold nodes now: their usage is theirs (quotas.py)
         self.snapshot.apply(decision)
         for placement in decision.placements:
             self.book.place(placement.pod_uid, placement.node_name, placement.devices, assumed=True)

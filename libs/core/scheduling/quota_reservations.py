@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from libs.core.quota import Mode, PreemptionTarget, QuotaDecision, QuotaSnapshot
+from libs.core.quota import AdmittedWorkload, Mode, PreemptionTarget, QuotaDecision, QuotaSnapshot
 
 from .book import GroupRecord
 from .composite import nothing_placed
@@ -13,7 +13,7 @@ from .machine_state import MachineState
 from .model import PodGroup
 from .objects import ApiObject
 from .outputs import CycleRan
-from .quotas import Holding, QuotaVerdict
+from .quotas import Holding, QuotaHold, QuotaUsage, QuotaVerdict, gang_usage
 
 
 class QuotaReservations(MachineState):
@@ -24,7 +24,7 @@ class QuotaReservations(MachineState):
         some); None when it is not quota-managed. A gang that fits holds the quota until it is placed."""
         queue = self.quota_queue(group)
         if queue is None:
-            group.quota_hold = None
+            self._hold_quota(group, None)
             return None
         hold = group.quota_hold
         if hold is not None:
@@ -34,12 +34,34 @@ class QuotaReservations(MachineState):
         gang = self._holding(group)
         verdict = self.quotas.verdict(snapshot, queue, gang, self._pending_pods(group))
         if verdict.decision.fits:
-            group.quota_hold = self.quotas.hold(verdict, gang, now)
+            self._hold_quota(group, self.quotas.hold(verdict, gang, now))
         return verdict
 
+    def _hold_quota(self, group: GroupRecord, hold: QuotaHold | None) -> None:
+        if hold is not None or group.quota_hold is not None:
+            group.quota_hold = hold
+            self.book.touch(group.key)
+
     def _quota_snapshot(self) -> QuotaSnapshot:
-        holds = [g.quota_hold for _, g in sorted(self.book.groups.items()) if g.quota_hold is not None]
-        return self.quotas.snapshot(self._holdings(), self._node_labels, holds)
+        """The quotas and what the gangs hold, brought up to date for the gangs that changed since it was
+        last asked for (built anew when a quota object changed, a node's or Workload's labels may have, or
+        too many gangs changed). Read it only: it is kept."""
+        usage, touched = self._quota_usage, self.book.touched
+        if usage is None or usage.version != self.quotas.version or touched is None:
+            usage = self._quota_usage = QuotaUsage(self.quotas.empty_snapshot(), self.quotas.version)
+            touched = set(self.book.groups)
+        for key in touched:
+            group = self.book.groups.get(key)
+            usage.put(key, self._gang_usage(group) if group is not None else ())
+        self.book.touched = set()
+        return usage.snapshot
+
+    def _gang_usage(self, group: GroupRecord) -> tuple[AdmittedWorkload, ...]:
+        held = None
+        if group.placed and not group.standalone:
+            found = self.quotas.admitted([self._holding(group)], self._node_labels)
+            held = found[0] if found else None
+        return gang_usage(held, group.quota_hold)
 
     def _let_go_of_quota(self, now: float) -> None:
         """Quota held for gangs still not placed after `quota_hold_s` is let go: they wait for it again."""
@@ -48,7 +70,7 @@ class QuotaReservations(MachineState):
         for group in self.book.groups.values():
             hold = group.quota_hold
             if hold is not None and (not group.pending or now - hold.since >= self.settings.quota_hold_s):
-                group.quota_hold = None
+                self._hold_quota(group, None)
                 self._quota_freed = True
 
     def _next_quota_deadline(self) -> float | None:
