@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Final
 
 from libs.core.quota.fair_sharing import DominantResourceShare, dominant_resource_share
 from libs.core.quota.model import (
@@ -93,9 +95,13 @@ def satisfies_policy(policy: str, preemptor: WorkloadRequest, candidate: Admitte
     return policy == ANY
 
 
-def _candidate_order(queue: str) -> Callable[[AdmittedWorkload], tuple[bool, int, float, str]]:
+def _candidate_order(queue: str) -> Callable[[AdmittedWorkload], tuple[bool, tuple[int, float, str]]]:
     # CandidatesOrdering: other queues first, lower priority, most recently admitted; then the name.
-    return lambda w: (w.cluster_queue == queue, w.priority, -w.reserved_at.timestamp(), w.name)
+    return lambda w: (w.cluster_queue == queue, w.preemption_order)
+
+
+_IN_ONE_QUEUE_ORDER: Final = attrgetter("preemption_order")
+"""`_candidate_order` among candidates that are all, or all not, of the gang's own queue."""
 
 
 def _uses(workload: AdmittedWorkload, short: frozenset[FlavorResource]) -> bool:
@@ -173,9 +179,8 @@ def _restore(context: _Context) -> None:
 
 
 def _classical_preemption(context: _Context) -> list[PreemptionTarget]:
-    order = _candidate_order(context.queue.name)
-    own = sorted(_own_candidates(context), key=order)
-    others = sorted(_cohort_candidates(context), key=order)
+    own = sorted(_own_candidates(context), key=_IN_ONE_QUEUE_ORDER)
+    others = sorted(_cohort_candidates(context), key=_IN_ONE_QUEUE_ORDER)
     for allow_borrowing, candidates in _attempts(context, own, others):
         if not allow_borrowing and _borrows_without_all_of_its_own(context, candidates):
             continue  # no set of these candidates can help: the loop below would take them all in vain
