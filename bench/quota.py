@@ -116,13 +116,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             metrics["wall_s"] <= TARGETS["wall_s"] and metrics["all_admitted_or_rejected"]
         )
         metrics["cycle_target_met"] = metrics["cycle_ms_p99"] <= TARGETS["cycle_ms_p99"]
-    e2e_cohorts = args.cohorts if args.e2e_cohorts is None else args.e2e_cohorts
-    e2e_world = build_world(args.mix, e2e_cohorts, args.teams, args.queues_per_team)
+    e2e_params: dict[str, Any] = {}
     if args.phase in ("e2e", "all"):
         from bench.quota_services import run_services
 
+        e2e_cohorts = args.cohorts if args.e2e_cohorts is None else args.e2e_cohorts
+        e2e_world = build_world(args.mix, e2e_cohorts, args.teams, args.queues_per_team)
         metrics |= run_services(args, e2e_world)
         metrics["e2e_target_met"] = metrics["e2e_gangs_per_second"] >= TARGETS["e2e_gangs_per_second"]
+        e2e_params = {
+            "cluster_queues": len(e2e_world.queues),
+            "cohorts": e2e_world.count("Cohort"),
+            "nodes": args.e2e_nodes,
+            "backlog_gangs": args.e2e_gangs,
+            "rate_gangs_per_second": args.e2e_rate,
+            "seconds": args.e2e_seconds,
+            "pod_run_seconds": args.e2e_run_seconds,
+            "database": args.database,
+            "services": ["admission", "node_agent", "scheduler", "preemptor"],
+        }
     params = {
         "phase": args.phase,
         "mix": world.mix,
@@ -157,18 +169,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "host_load_avg_1m_before": round(load_before, 2),
         "host_load_avg_1m_after": round(os.getloadavg()[0], 2),
     }
-    if args.phase in ("e2e", "all"):
-        params["e2e"] = {
-            "cluster_queues": len(e2e_world.queues),
-            "cohorts": e2e_world.count("Cohort"),
-            "nodes": args.e2e_nodes,
-            "backlog_gangs": args.e2e_gangs,
-            "rate_gangs_per_second": args.e2e_rate,
-            "seconds": args.e2e_seconds,
-            "pod_run_seconds": args.e2e_run_seconds,
-            "database": args.database,
-            "services": ["admission", "node_agent", "scheduler", "preemptor"],
-        }
+    if e2e_params:
+        params["e2e"] = e2e_params
     return {"name": "quota", "params": params, "metrics": metrics}
 
 

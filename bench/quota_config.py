@@ -15,7 +15,7 @@ each flavor, and some workloads pin a flavor with a node selector."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -250,16 +250,18 @@ class Arrival:
         return f"{self.queue}-{self.workload_class.name}-{self.number}"
 
 
-def arrivals(world: QuotaWorld, phases: Iterator[float]) -> list[Arrival]:
+def arrivals(world: QuotaWorld, *, seed: int, aligned: bool = False) -> list[Arrival]:
     """Every workload, in order of creation. A class's workloads in one queue arrive one interval apart from
-    a phase (a fraction of the interval, from `phases`): Kueue's generator starts every queue's streams at
-    once and each waits its interval before each creation, so phase 1.0 for all is its schedule exactly;
-    in real time the streams drift apart, which seeded phases stand for."""
+    a phase within the interval: Kueue's generator starts every queue's streams at once and each waits its
+    interval before each creation, which `aligned` keeps (every phase a whole interval); in real time the
+    streams drift apart, which phases drawn with `seed` stand for."""
+    rng = random.Random(seed)
     found = []
     for queue in world.queues:
         for workload_class in world.classes:
             interval_us = workload_class.interval_ms * 1000
-            first = round(next(phases) * interval_us)
+            phase = 1.0 if aligned else 1.0 - rng.random()
+            first = round(phase * interval_us)
             for number in range(workload_class.count):
                 every = workload_class.pin_every
                 pin = workload_class.pin if every and number % every == every - 1 else ""

@@ -5,7 +5,6 @@ do it (see `bench.quota` for what is measured and what is left out)."""
 from __future__ import annotations
 
 import heapq
-import random
 import resource
 import time
 from collections.abc import Iterable
@@ -59,6 +58,19 @@ def core_inputs(world: QuotaWorld) -> tuple[list[Flavor], list[CohortQuota], lis
         elif isinstance(obj, ClusterQueue):
             queues.append(cluster_queue_of(obj))
     return flavors, cohorts, queues
+
+
+def workload_request(arrival: Arrival) -> WorkloadRequest:
+    """The gang asking its ClusterQueue for quota: one pod set of its class's pods, created when it arrives."""
+    shape = arrival.workload_class
+    selector = {MODEL_LABEL: arrival.pin} if arrival.pin else {}
+    return WorkloadRequest(
+        arrival.name,
+        arrival.queue,
+        shape.priority,
+        T0 + timedelta(microseconds=arrival.at_us),
+        (PodSetRequest("main", shape.pods, dict(shape.per_pod), selector),),
+    )
 
 
 @dataclass(slots=True)
@@ -152,6 +164,7 @@ class UsageLedger:
 
 
 def usage_ledger(snapshot: QuotaSnapshot) -> UsageLedger:
+    """An empty ledger with the limits of the snapshot's queues and cohort trees."""
     queue_limit = {}
     tree_limit: dict[tuple[Node, FlavorResource], int] = {}
     for node, quotas in snapshot.quotas.items():
@@ -208,9 +221,7 @@ class QuotaAdmissions:
         for name, queue in self.queues.items():
             self.trees.setdefault(queue.root, []).append(name)
         self.main_resource = GPU if world.mix == "gpu" else "cpu"
-        rng = random.Random(seed)
-        phases = iter(lambda: 1.0 if aligned else 1.0 - rng.random(), None)
-        self.arrivals = arrivals(world, phases)
+        self.arrivals = arrivals(world, seed=seed, aligned=aligned)
         self.batch_us = round(requeue_batch_ms * 1000)
         self.events: list[tuple[int, int, int, Any]] = []
         self.sequence = 0
@@ -252,14 +263,7 @@ class QuotaAdmissions:
 
     def _arrive(self, arrival: Arrival) -> None:
         shape = arrival.workload_class
-        selector = {MODEL_LABEL: arrival.pin} if arrival.pin else {}
-        request = WorkloadRequest(
-            arrival.name,
-            arrival.queue,
-            shape.priority,
-            T0 + timedelta(microseconds=arrival.at_us),
-            (PodSetRequest("main", shape.pods, dict(shape.per_pod), selector),),
-        )
+        request = workload_request(arrival)
         workload = _Workload(arrival, request, (shape.name, arrival.pin, shape.priority), arrival.at_us)
         if self.queues[arrival.queue].push(workload):
             self.ready.add(arrival.queue)
@@ -399,7 +403,7 @@ class QuotaAdmissions:
         within = self.ledger.change(
             held.cluster_queue, self.queues[held.cluster_queue].root, held.usage.items(), sign
         )
-        if not within:
+        if sign > 0 and not within:
             self.figures.over_quota_admissions += 1
         self.figures.check_s += time.perf_counter() - started
         return within

@@ -28,13 +28,13 @@ from bench.quota_config import (
     arrivals,
     namespace_of,
 )
-from bench.quota_core import T0, core_inputs
+from bench.quota_core import core_inputs, workload_request
 from bench.scheduler_e2e import GPU_CLASS, BusWatch, Processes, until_leader
 from libs.api.annotations import RUN_SECONDS
 from libs.api.models.kueue import QUEUE_NAME_LABEL
 from libs.client.client import PodwayClient
 from libs.cluster.generator import ClusterShape, gpu_slice_manifest, node_manifest
-from libs.core.quota import Mode, PodSetRequest, QuotaSnapshot, WorkloadRequest, admit
+from libs.core.quota import Mode, QuotaSnapshot, admit
 from libs.events.rpc import ApplyReply
 from libs.runtime.health import health_file
 
@@ -157,18 +157,10 @@ def _quantity(resource: str, amount: int) -> str:
 def admissible(world: QuotaWorld, seed: int, count: int) -> list[Arrival]:
     """The first `count` workloads of the world (in order of creation) that their queue could ever admit: a
     gang that does not fit its queue with nothing admitted would wait for ever."""
-    import random
-
-    flavors, cohorts, queues = core_inputs(world)
-    empty = QuotaSnapshot(flavors, cohorts, queues)
-    rng = random.Random(seed)
+    empty = QuotaSnapshot(*core_inputs(world))
     found = []
-    for arrival in arrivals(world, iter(lambda: 1.0 - rng.random(), None)):
-        shape = arrival.workload_class
-        selector = {MODEL_LABEL: arrival.pin} if arrival.pin else {}
-        pod_set = PodSetRequest("main", shape.pods, dict(shape.per_pod), selector)
-        request = WorkloadRequest(arrival.name, arrival.queue, shape.priority, T0, (pod_set,))
-        if admit(empty, request).mode is not Mode.NO_FIT:
+    for arrival in arrivals(world, seed=seed):
+        if admit(empty, workload_request(arrival)).mode is not Mode.NO_FIT:
             found.append(arrival)
         if len(found) == count:
             break

@@ -126,13 +126,6 @@ class QuotaReservations(MachineState):
         group.preemption_asked = self._preemption_generation
         return priority
 
-    def _holdings(self) -> list[Holding]:
-        return [
-            self._holding(group)
-            for _, group in sorted(self.book.groups.items())
-            if group.placed and not group.standalone
-        ]
-
     def _holding(self, group: GroupRecord) -> Holding:
         pods = tuple(
             (self.book.pods[uid].obj, node)

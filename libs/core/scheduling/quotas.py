@@ -139,15 +139,6 @@ class QuotaLedger:
         wanted = labels.get(QUEUE_NAME_LABEL) or DEFAULT_LOCAL_QUEUE
         return self.local_queues.get(f"{obj.namespace}/{wanted}") or None
 
-    def snapshot(
-        self, holdings: Iterable[Holding], node_labels: NodeLabels, holds: Iterable[QuotaHold] = ()
-    ) -> QuotaSnapshot:
-        """Quotas, and the usage of every quota-managed gang holding room or quota held for its pods."""
-        workloads = [*self.admitted(holdings, node_labels), *(hold.workload for hold in holds)]
-        return QuotaSnapshot(
-            self.flavors.values(), self.cohorts.values(), self.cluster_queues.values(), workloads
-        )
-
     def empty_snapshot(self) -> QuotaSnapshot:
         """Quotas with nothing admitted: a copy of the snapshot built once per version of the objects."""
         if self._empty is None or self._empty[0] != self.version:
@@ -240,8 +231,8 @@ class QuotaLedger:
 
 class QuotaUsage:
     """The quota snapshot of the gangs holding room or quota held for their pods, kept up to date gang by
-    gang rather than built again for every gang that asks (`QuotaLedger.snapshot` builds the same from
-    scratch). It is valid for one version of the quota objects."""
+    gang rather than built again for every gang that asks. It is valid for one version of the quota
+    objects."""
 
     def __init__(self, snapshot: QuotaSnapshot, version: int) -> None:
         self.snapshot = snapshot

@@ -40,8 +40,15 @@ def usage_of(snapshot: QuotaSnapshot) -> tuple[dict[Any, dict[Any, int]], set[st
 
 
 def built_from_scratch(scheduler: Machine) -> QuotaSnapshot:
-    holds = [g.quota_hold for _, g in sorted(scheduler.book.groups.items()) if g.quota_hold is not None]
-    return scheduler.quotas.snapshot(scheduler._holdings(), scheduler._node_labels, holds)
+    """Every quota-managed gang holding room, with what its pods on nodes use, and the quota held for
+    waiting gangs, in a snapshot built anew."""
+    ledger, groups = scheduler.quotas, sorted(scheduler.book.groups.items())
+    holdings = [scheduler._holding(g) for _, g in groups if g.placed and not g.standalone]
+    holds = [g.quota_hold.workload for _, g in groups if g.quota_hold is not None]
+    workloads = [*ledger.admitted(holdings, scheduler._node_labels), *holds]
+    return QuotaSnapshot(
+        ledger.flavors.values(), ledger.cohorts.values(), ledger.cluster_queues.values(), workloads
+    )
 
 
 steps = st.lists(
