@@ -29,6 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "retention": "bench.retention",
     "kube-api": "bench.kube_api",
     "runtime": "bench.runtime",
+    "quota": "bench.quota",
 }
 
 # `make bench` runs these, hetero and churn as lines of their own so every figure appears.
@@ -42,6 +43,7 @@ ALL_RUNS: list[tuple[str, list[str]]] = [
     ("admission", []),
     ("scheduler-e2e", []),
     ("preemption", []),
+    ("quota", []),
     ("router", []),
     ("router-trace", []),
     ("router-vs-litellm", []),

@@ -12,6 +12,7 @@ earliest on a tie."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from libs.api.models.core import Taint
 from libs.core.quota.model import (
@@ -43,19 +44,20 @@ def admit(snapshot: QuotaSnapshot, request: WorkloadRequest, *, fair_sharing: bo
     if queue.name in snapshot.inactive:
         return _no_fit(snapshot.inactive[queue.name])
     node = snapshot.cluster_queue_node(queue.name)
+    available = _Available(snapshot, node)
     usage: dict[FlavorResource, int] = {}
     flavors: dict[str, dict[str, str]] = {}
     needs_preemption: set[FlavorResource] = set()
     mode = Mode.FIT
     messages: list[str] = []
     for pod_set in request.pod_sets:
-        pod_set_mode, assigned, reasons = _assign_pod_set(snapshot, queue, node, pod_set, usage, fair_sharing)
+        pod_set_mode, assigned, reasons = _assign_pod_set(available, queue, pod_set, usage, fair_sharing)
         flavors[pod_set.name] = assigned
-        mode = min(mode, pod_set_mode, key=lambda m: m.rank)
+        mode = _worse(mode, pod_set_mode)
         for resource, flavor in assigned.items():
             fr = (flavor, resource)
             usage[fr] = usage.get(fr, 0) + _total(pod_set, resource)
-            if usage[fr] > snapshot.available(node, fr):
+            if usage[fr] > available(fr):
                 needs_preemption.add(fr)
         if pod_set_mode is not Mode.FIT:
             messages.append(
@@ -67,6 +69,30 @@ def admit(snapshot: QuotaSnapshot, request: WorkloadRequest, *, fair_sharing: bo
     return QuotaDecision(mode, flavors, usage, borrows, "; ".join(messages), frozenset(needs_preemption))
 
 
+_RANKS: Final = {mode: mode.rank for mode in Mode}
+
+
+def _worse(mode: Mode, other: Mode) -> Mode:
+    """The worse of two modes (the first when they are equal)."""
+    return mode if _RANKS[mode] <= _RANKS[other] else other
+
+
+class _Available(dict[FlavorResource, int]):
+    """What the queue may still use of each (flavor, resource), asked of the snapshot once per decision (the
+    snapshot does not change while a gang is decided)."""
+
+    def __init__(self, snapshot: QuotaSnapshot, node: Node) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.node = node
+
+    def __call__(self, fr: FlavorResource) -> int:
+        found = self.get(fr)
+        if found is None:
+            found = self[fr] = self.snapshot.available(self.node, fr)
+        return found
+
+
 def _no_fit(message: str) -> QuotaDecision:
     return QuotaDecision(Mode.NO_FIT, {}, {}, message=message)
 
@@ -76,9 +102,8 @@ def _total(pod_set: PodSetRequest, resource: str) -> int:
 
 
 def _assign_pod_set(
-    snapshot: QuotaSnapshot,
+    available: _Available,
     queue: ClusterQueueQuota,
-    node: Node,
     pod_set: PodSetRequest,
     usage: Mapping[FlavorResource, int],
     fair_sharing: bool,
@@ -93,9 +118,9 @@ def _assign_pod_set(
         group_requests = {r: a for r, a in requested.items() if r in group.covered_resources}
         if not group_requests:
             continue
-        choice = _choose_flavor(snapshot, queue, node, group, pod_set, group_requests, usage, fair_sharing)
+        choice = _choose_flavor(available, queue, group, pod_set, group_requests, usage, fair_sharing)
         reasons += choice.reasons
-        mode = min(mode, choice.mode, key=lambda m: m.rank)
+        mode = _worse(mode, choice.mode)
         if choice.flavor is not None:
             assigned.update(dict.fromkeys(group_requests, choice.flavor))
     return mode, assigned, reasons
@@ -118,9 +143,8 @@ class _FlavorChoice:
 
 
 def _choose_flavor(
-    snapshot: QuotaSnapshot,
+    available: _Available,
     queue: ClusterQueueQuota,
-    node: Node,
     group: ResourceGroupQuota,
     pod_set: PodSetRequest,
     requests: Mapping[str, int],
@@ -128,6 +152,7 @@ def _choose_flavor(
     fair_sharing: bool,
 ) -> _FlavorChoice:
     choice = _FlavorChoice()
+    snapshot, node = available.snapshot, available.node
     for name in group.flavors:
         mismatch = _mismatch(snapshot.flavors[name], pod_set)
         if mismatch:
@@ -136,9 +161,9 @@ def _choose_flavor(
         mode, borrows = Mode.FIT, False
         for resource, amount in requests.items():
             fr = (name, resource)
-            resource_mode, reason = _fits(snapshot, queue, node, fr, usage.get(fr, 0), amount, fair_sharing)
+            resource_mode, reason = _fits(available, queue, fr, usage.get(fr, 0), amount, fair_sharing)
             choice.reasons += [reason] if reason else []
-            mode = min(mode, resource_mode, key=lambda m: m.rank)
+            mode = _worse(mode, resource_mode)
             borrows = borrows or snapshot.borrowing(node, fr, usage.get(fr, 0) + amount)
             if mode is Mode.NO_FIT:
                 break
@@ -159,14 +184,14 @@ def _try_next_flavor(queue: ClusterQueueQuota, mode: Mode, borrows: bool) -> boo
 
 
 def _fits(
-    snapshot: QuotaSnapshot,
+    available_now: _Available,
     queue: ClusterQueueQuota,
-    node: Node,
     fr: FlavorResource,
     assumed: int,
     amount: int,
     fair_sharing: bool,
 ) -> tuple[Mode, str]:
+    snapshot, node = available_now.snapshot, available_now.node
     flavor, resource = fr
     wanted = assumed + amount
     maximum = snapshot.potential_available(node, fr)
@@ -176,7 +201,7 @@ def _fits(
             f"({shown(resource, assumed)}) + current podset request ({shown(resource, amount)}) > maximum "
             f"capacity ({shown(resource, maximum)})"
         )
-    available = snapshot.available(node, fr)
+    available = available_now(fr)
     if wanted <= available:
         return Mode.FIT, ""
     reason = (
@@ -208,9 +233,13 @@ def _preemption_may_help(
 def _mismatch(flavor: Flavor, pod_set: PodSetRequest) -> str:
     """Why the pod set cannot run on the flavor's nodes ("" when it can): a node selector on one of the
     flavor's label keys with another value, or a NoSchedule/NoExecute taint nothing tolerates."""
-    for key, value in sorted(flavor.node_labels.items()):
-        if key in pod_set.node_selector and pod_set.node_selector[key] != value:
-            return f"flavor {flavor.name} doesn't match node affinity"
+    selector = pod_set.node_selector
+    if selector and any(
+        key in selector and selector[key] != value for key, value in flavor.node_labels.items()
+    ):
+        return f"flavor {flavor.name} doesn't match node affinity"
+    if not flavor.node_taints:
+        return ""
     tolerations = (*pod_set.tolerations, *flavor.tolerations)
     for taint in flavor.node_taints:
         if taint.effect in _EVALUATED_EFFECTS and not any(t.tolerates(taint) for t in tolerations):

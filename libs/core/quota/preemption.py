@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Final
 
 from libs.core.quota.fair_sharing import DominantResourceShare, dominant_resource_share
 from libs.core.quota.model import (
@@ -93,13 +95,21 @@ def satisfies_policy(policy: str, preemptor: WorkloadRequest, candidate: Admitte
     return policy == ANY
 
 
-def _candidate_order(queue: str) -> Callable[[AdmittedWorkload], tuple[bool, int, float, str]]:
+def _candidate_order(queue: str) -> Callable[[AdmittedWorkload], tuple[bool, tuple[int, float, str]]]:
     # CandidatesOrdering: other queues first, lower priority, most recently admitted; then the name.
-    return lambda w: (w.cluster_queue == queue, w.priority, -w.reserved_at.timestamp(), w.name)
+    return lambda w: (w.cluster_queue == queue, w.preemption_order)
+
+
+_IN_ONE_QUEUE_ORDER: Final = attrgetter("preemption_order")
+"""`_candidate_order` among candidates that are all, or all not, of the gang's own queue."""
 
 
 def _uses(workload: AdmittedWorkload, short: frozenset[FlavorResource]) -> bool:
-    return any(amount > 0 and fr in short for fr, amount in workload.usage.items())
+    usage = workload.usage
+    for fr in short:  # noqa: SIM110 - a loop is faster than any() on one to three pairs
+        if usage.get(fr, 0) > 0:
+            return True
+    return False
 
 
 def _own_candidates(context: _Context) -> list[AdmittedWorkload]:
@@ -108,25 +118,30 @@ def _own_candidates(context: _Context) -> list[AdmittedWorkload]:
         return []
     return [
         w
-        for w in context.snapshot.workloads_of(context.queue.name)
+        for w in context.snapshot.workloads_in(context.queue.name)
         if satisfies_policy(policy, context.request, w) and _uses(w, context.short)
     ]
 
 
 def _cohort_candidates(context: _Context) -> list[AdmittedWorkload]:
+    # In no particular order: the candidates are sorted by `_candidate_order`, a total order.
     snapshot, policy = context.snapshot, context.queue.preemption.reclaim_within_cohort
     if snapshot.parent[context.node] is None or policy == NEVER:
         return []
-    found = []
-    for name in snapshot.subtree_cluster_queues(snapshot.root_of(context.node)):
-        node = snapshot.cluster_queue_node(name)
-        if name == context.queue.name or snapshot.within_nominal(node, context.short):
-            continue  # quota is reclaimed only from queues that borrow it
-        found += [
-            w
-            for w in snapshot.workloads_of(name)
-            if satisfies_policy(policy, context.request, w) and _uses(w, context.short)
-        ]
+    found: list[AdmittedWorkload] = []
+    # Quota is reclaimed only from queues that borrow it.
+    for name in snapshot.borrowing_queues(snapshot.root_of(context.node), context.short):
+        if name == context.queue.name:
+            continue
+        workloads = snapshot.workloads_in(name)
+        if policy == ANY:
+            found += [w for w in workloads if _uses(w, context.short)]
+        else:
+            found += [
+                w
+                for w in workloads
+                if satisfies_policy(policy, context.request, w) and _uses(w, context.short)
+            ]
     return found
 
 
@@ -164,10 +179,11 @@ def _restore(context: _Context) -> None:
 
 
 def _classical_preemption(context: _Context) -> list[PreemptionTarget]:
-    order = _candidate_order(context.queue.name)
-    own = sorted(_own_candidates(context), key=order)
-    others = sorted(_cohort_candidates(context), key=order)
+    own = sorted(_own_candidates(context), key=_IN_ONE_QUEUE_ORDER)
+    others = sorted(_cohort_candidates(context), key=_IN_ONE_QUEUE_ORDER)
     for allow_borrowing, candidates in _attempts(context, own, others):
+        if not allow_borrowing and _borrows_without_all_of_its_own(context, candidates):
+            continue  # no set of these candidates can help: the loop below would take them all in vain
         for workload, reason in candidates:
             if workload.cluster_queue != context.queue.name and context.snapshot.within_nominal(
                 context.snapshot.cluster_queue_node(workload.cluster_queue), context.short
@@ -182,6 +198,22 @@ def _classical_preemption(context: _Context) -> list[PreemptionTarget]:
 
 
 Attempt = tuple[bool, list[tuple[AdmittedWorkload, PreemptionReason]]]
+
+
+def _borrows_without_all_of_its_own(
+    context: _Context, candidates: list[tuple[AdmittedWorkload, PreemptionReason]]
+) -> bool:
+    """Whether the gang would borrow even with every candidate of its own queue taken out. Only those change
+    what its queue uses, so then no set of the candidates lets it fit without borrowing."""
+    freed: dict[FlavorResource, int] = {}
+    for workload, _ in candidates:
+        if workload.cluster_queue == context.queue.name:
+            for fr, amount in workload.usage.items():
+                freed[fr] = freed.get(fr, 0) + amount
+    return any(
+        context.snapshot.borrowing(context.node, fr, amount - freed.get(fr, 0))
+        for fr, amount in context.usage.items()
+    )
 
 
 def _attempts(

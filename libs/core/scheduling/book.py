@@ -27,6 +27,8 @@ from .objects import (
 from .quotas import QuotaHold
 
 TERMINAL = (PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.UNKNOWN)
+_TOUCHED_AT_MOST = 4096
+"""Groups noted as changed, beyond twice the groups there are, after which the quota usage is built anew."""
 """Phases of pods that hold no capacity (Unknown: the node was lost)."""
 
 
@@ -115,13 +117,27 @@ class PodBook:
         self.composites: dict[str, ApiObject] = {}
         self._children: dict[str, set[str]] = {}
         self.bound_priorities: Counter[int] = Counter()
+        self.touched: set[str] | None = None
+        """Keys of the groups whose PodGroup, Workload or pods changed since the quota usage last looked at
+        them (`QuotaReservations`); None while none is kept, or once it fell too far behind (it is then
+        built anew)."""
+
+    def touch(self, key: str) -> None:
+        """Note that what the group `key` holds may have changed."""
+        if self.touched is not None:
+            self.touched.add(key)
+            if len(self.touched) > max(_TOUCHED_AT_MOST, 2 * len(self.groups)):
+                self.touched = None
 
     # -- objects ----------------------------------------------------------------------------------------
 
     def put_workload(self, obj: ApiObject) -> list[str]:
         """Store a Workload; returns the keys of its PodGroups (their annotations may have changed)."""
         self.workloads[obj.key] = obj
-        return sorted(self._groups_of_workload.get(obj.key, ()))
+        keys = sorted(self._groups_of_workload.get(obj.key, ()))
+        for key in keys:
+            self.touch(key)
+        return keys
 
     def put_composite(self, obj: ApiObject) -> list[str]:
         """Store a CompositePodGroup; returns the keys of its child PodGroups."""
@@ -148,6 +164,7 @@ class PodBook:
         return self.workloads.get(f"{group.namespace}/{name}") if name else None
 
     def put_group(self, obj: ApiObject) -> GroupRecord:
+        self.touch(obj.key)
         record = self.groups.get(obj.key)
         if record is None or record.uid != obj.uid:
             record = GroupRecord(
@@ -181,6 +198,7 @@ class PodBook:
 
     def remove_group(self, key: str) -> GroupRecord | None:
         record = self.groups.pop(key, None)
+        self.touch(key)
         if record is not None:
             self.group_uids.pop(record.uid, None)
             workload = None if record.standalone else podgroup_workload_name(record.obj)
@@ -195,6 +213,7 @@ class PodBook:
         """Store a pod (a known pod keeps its placement and phase: events may be replayed)."""
         known = self.pods.get(obj.uid)
         if known is not None:
+            self.touch(known.group_key)
             known.obj = obj
             if known.pending:
                 known.request = request
@@ -225,6 +244,7 @@ class PodBook:
         if record is None:
             return None
         self._members.get(record.group_key, set()).discard(uid)
+        self.touch(record.group_key)
         group = self.groups.get(record.group_key)
         if group is not None:
             group.pending.discard(uid)
@@ -240,6 +260,7 @@ class PodBook:
             yield self.pods[uid]
 
     def _file(self, group: GroupRecord, pod: PodRecord) -> None:
+        self.touch(group.key)
         group.pending.discard(pod.uid)
         group.placed.discard(pod.uid)
         if pod.pending:

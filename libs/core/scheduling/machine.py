@@ -253,7 +253,7 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
         ]
         if result.placed_groups:
             for child in siblings:
-                child.quota_hold = None  # held for them together: the placed ones' pods hold it now
+                self._hold_quota(child, None)  # held for them together: the placed ones' pods hold it now
         if needed > 0:
             ran.append(_composite_ran(obj, siblings, result, popped.cause))
         return ran
@@ -348,7 +348,7 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
         return core
 
     def _placed(self, group: GroupRecord, decision: CycleDecision, ran: CycleRan, now: float) -> CycleRan:
-        group.quota_hold = None  # its pods hold nodes now: their usage is theirs (quotas.py)
+        self._hold_quota(group, None)  # its pods hold nodes now: their usage is theirs (quotas.py)
         self.snapshot.apply(decision)
         for placement in decision.placements:
             self.book.place(placement.pod_uid, placement.node_name, placement.devices, assumed=True)

@@ -30,7 +30,7 @@ from .node_health import NodeHealth, NodeHealthSettings
 from .objects import ApiObject
 from .outputs import GroupRef, Output
 from .queue import QueueState, SchedulingQueue
-from .quotas import QuotaLedger
+from .quotas import QuotaLedger, QuotaUsage
 from .snapshot import ClusterSnapshot
 
 
@@ -107,12 +107,19 @@ class MachineState:
         """Nodes not Ready: they carry the unreachable taint, so nothing new is placed there."""
         self._preemption_generation = 0
         self.quotas = QuotaLedger(fair_sharing=self.settings.fair_sharing)
+        self._quota_usage: QuotaUsage | None = None
+        """What the gangs hold, kept between passes; None: built anew when next asked for."""
         self._quota_freed = False
         """Quota may have come free since the last pass (pods ended or left, a gang or a queue changed): the
         groups waiting for quota are tried again."""
         self._preemptable_from: int | None = None
         """The lowest priority of the pods bound since the last pass: units a parked group of a higher
         priority may now preempt."""
+
+    def _forget_quota_usage(self) -> None:
+        """What the gangs hold is built anew when next asked for (`QuotaReservations`)."""
+        self._quota_usage = None
+        self.book.touched = None
 
     # -- queueing -----------------------------------------------------------------------------------------
 

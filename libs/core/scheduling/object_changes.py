@@ -21,6 +21,7 @@ class ObjectChanges(Disruptions):
             return
         kind = obj.kind
         if kind == "Node":
+            self._forget_quota_usage()  # its labels say which flavor its pods' usage is counted in
             if self.inventory.put_node(self._tainted(obj)):
                 self._wake_everyone(cause)
         elif kind == "ResourceSlice":
@@ -127,11 +128,13 @@ class ObjectChanges(Disruptions):
             self.book.remove_group(key)
             self.queue.remove(key)
         elif kind == "Workload":
+            self._forget_quota_usage()  # its labels may have named its PodGroups' queue
             self.book.workloads.pop(key, None)
             self.queue.remove_workload(event.namespace, event.name)
         elif kind == "CompositePodGroup":
             self._wake_children(self.book.remove_composite(key))
         elif kind == "Node":
+            self._forget_quota_usage()
             self.health.forget(event.name)
             self._unreachable.discard(event.name)
             uids = self.inventory.remove_node(event.name)

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from libs.core.quota import Mode, PreemptionTarget, QuotaDecision, QuotaSnapshot, WorkloadRequest
+from libs.core.quota import (
+    AdmittedWorkload,
+    Mode,
+    PreemptionTarget,
+    QuotaDecision,
+    QuotaSnapshot,
+    WorkloadRequest,
+)
 
 from .book import GroupRecord
 from .composite import nothing_placed
@@ -13,7 +20,7 @@ from .machine_state import MachineState
 from .model import PodGroup
 from .objects import ApiObject
 from .outputs import CycleRan
-from .quotas import Holding, QuotaVerdict
+from .quotas import Holding, QuotaHold, QuotaUsage, QuotaVerdict, gang_usage
 
 
 class QuotaReservations(MachineState):
@@ -24,7 +31,7 @@ class QuotaReservations(MachineState):
         some); None when it is not quota-managed. A gang that fits holds the quota until it is placed."""
         queue = self.quota_queue(group)
         if queue is None:
-            group.quota_hold = None
+            self._hold_quota(group, None)
             return None
         hold = group.quota_hold
         if hold is not None:
@@ -37,7 +44,7 @@ class QuotaReservations(MachineState):
             request = self.quotas.request(queue, gang, pending)
             verdict = self.quotas.in_line(snapshot, verdict, request, lambda: self._waiting_for_quota(group))
         if verdict.decision.fits:
-            group.quota_hold = self.quotas.hold(verdict, gang, now)
+            self._hold_quota(group, self.quotas.hold(verdict, gang, now))
             if self._others_wait_in_line(queue, verdict):
                 self._quota_freed = True  # the next in line, or the heads it went before, may go now
         return verdict
@@ -68,7 +75,7 @@ class QuotaReservations(MachineState):
                 lambda: [w for w in self._waiting_for_quota(lead) if w.name not in ignored],
             )
         if verdict.decision.fits:
-            lead.quota_hold = self.quotas.hold(verdict, gang, now)
+            self._hold_quota(lead, self.quotas.hold(verdict, gang, now))
         return verdict
 
     def _quota_pending(self, group: GroupRecord) -> list[ApiObject]:
@@ -98,9 +105,31 @@ class QuotaReservations(MachineState):
             self.quotas.fair_sharing and verdict.decision.borrows
         )
 
+    def _hold_quota(self, group: GroupRecord, hold: QuotaHold | None) -> None:
+        if hold is not None or group.quota_hold is not None:
+            group.quota_hold = hold
+            self.book.touch(group.key)
+
     def _quota_snapshot(self) -> QuotaSnapshot:
-        holds = [g.quota_hold for _, g in sorted(self.book.groups.items()) if g.quota_hold is not None]
-        return self.quotas.snapshot(self._holdings(), self._node_labels, holds)
+        """The quotas and what the gangs hold, brought up to date for the gangs that changed since it was
+        last asked for (built anew when a quota object changed, a node's or Workload's labels may have, or
+        too many gangs changed). Read it only: it is kept."""
+        usage, touched = self._quota_usage, self.book.touched
+        if usage is None or usage.version != self.quotas.version or touched is None:
+            usage = self._quota_usage = QuotaUsage(self.quotas.empty_snapshot(), self.quotas.version)
+            touched = set(self.book.groups)
+        for key in touched:
+            group = self.book.groups.get(key)
+            usage.put(key, self._gang_usage(group) if group is not None else ())
+        self.book.touched = set()
+        return usage.snapshot
+
+    def _gang_usage(self, group: GroupRecord) -> tuple[AdmittedWorkload, ...]:
+        held = None
+        if group.placed and not group.standalone:
+            found = self.quotas.admitted([self._holding(group)], self._node_labels)
+            held = found[0] if found else None
+        return gang_usage(held, group.quota_hold)
 
     def _let_go_of_quota(self, now: float) -> None:
         """Quota held for gangs still not placed after `quota_hold_s` is let go: they wait for it again."""
@@ -109,7 +138,7 @@ class QuotaReservations(MachineState):
         for group in self.book.groups.values():
             hold = group.quota_hold
             if hold is not None and (not group.pending or now - hold.since >= self.settings.quota_hold_s):
-                group.quota_hold = None
+                self._hold_quota(group, None)
                 self._quota_freed = True
 
     def _next_quota_deadline(self) -> float | None:
@@ -159,13 +188,6 @@ class QuotaReservations(MachineState):
             return None
         group.preemption_asked = self._preemption_generation
         return priority
-
-    def _holdings(self) -> list[Holding]:
-        return [
-            self._holding(group)
-            for _, group in sorted(self.book.groups.items())
-            if group.placed and not group.standalone
-        ]
 
     def _holding(self, group: GroupRecord) -> Holding:
         pods = tuple(

@@ -108,8 +108,12 @@ class QuotaLedger:
         self.cluster_queues: dict[str, ClusterQueueQuota] = {}
         self.local_queues: dict[str, LocalQueueQuota] = {}
         """By `namespace/name`."""
+        self.version = 0
+        """Changes with every quota object stored or removed."""
+        self._empty: tuple[int, QuotaSnapshot] | None = None
 
     def put(self, obj: ApiObject) -> None:
+        self.version += 1
         document = {"metadata": dict(obj.metadata), "spec": dict(obj.spec)}
         if obj.kind == "ResourceFlavor":
             self.flavors[obj.name] = flavor_of(ResourceFlavor.model_validate(document))
@@ -121,6 +125,7 @@ class QuotaLedger:
             self.local_queues[obj.key] = local_queue_of(LocalQueue.model_validate(document))
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
+        self.version += 1
         if kind == "ResourceFlavor":
             self.flavors.pop(name, None)
         elif kind == "Cohort":
@@ -147,11 +152,19 @@ class QuotaLedger:
     def snapshot(
         self, holdings: Iterable[Holding], node_labels: NodeLabels, holds: Iterable[QuotaHold] = ()
     ) -> QuotaSnapshot:
-        """Quotas, and the usage of every quota-managed gang holding room or quota held for its pods."""
+        """Quotas, and the usage of every quota-managed gang holding room or quota held for its pods, built
+        at once (the scheduler keeps its own up to date instead: `QuotaUsage`)."""
         workloads = [*self.admitted(holdings, node_labels), *(hold.workload for hold in holds)]
         return QuotaSnapshot(
             self.flavors.values(), self.cohorts.values(), self.cluster_queues.values(), workloads
         )
+
+    def empty_snapshot(self) -> QuotaSnapshot:
+        """Quotas with nothing admitted: a copy of the snapshot built once per version of the objects."""
+        if self._empty is None or self._empty[0] != self.version:
+            built = QuotaSnapshot(self.flavors.values(), self.cohorts.values(), self.cluster_queues.values())
+            self._empty = (self.version, built)
+        return self._empty[1].copy()
 
     @staticmethod
     def request(cluster_queue: str, gang: Holding, pending: Iterable[ApiObject]) -> WorkloadRequest:
@@ -257,6 +270,41 @@ class QuotaLedger:
                 if flavor is not None and all(labels.get(k) == v for k, v in flavor.node_labels.items()):
                     return name
         return None
+
+
+class QuotaUsage:
+    """The quota snapshot of the gangs holding room or quota held for their pods, kept up to date gang by
+    gang rather than built again for every gang that asks. It is valid for one version of the quota
+    objects."""
+
+    def __init__(self, snapshot: QuotaSnapshot, version: int) -> None:
+        self.snapshot = snapshot
+        self.version = version
+        self._entries: dict[str, tuple[AdmittedWorkload, ...]] = {}
+
+    def put(self, key: str, entries: tuple[AdmittedWorkload, ...]) -> None:
+        """What the gang `key` holds now (nothing: it holds nothing), in place of what it held."""
+        for workload in reversed(self._entries.pop(key, ())):
+            self.snapshot.remove(workload)
+        for workload in entries:
+            self.snapshot.add(workload)
+        if entries:
+            self._entries[key] = entries
+
+
+def gang_usage(held: AdmittedWorkload | None, hold: QuotaHold | None) -> tuple[AdmittedWorkload, ...]:
+    """What a gang holds: what its pods on nodes use and what is held for its waiting pods (other pods), as
+    one workload when both are in one ClusterQueue."""
+    if hold is None:
+        return () if held is None else (held,)
+    if held is None:
+        return (hold.workload,)
+    if held.cluster_queue != hold.workload.cluster_queue:
+        return (held, hold.workload)
+    usage = dict(held.usage)
+    for fr, amount in hold.workload.usage.items():
+        usage[fr] = usage.get(fr, 0) + amount
+    return (dataclasses.replace(hold.workload, usage=usage),)
 
 
 def preemption_message(target: PreemptionTarget, preemptor_uid: str) -> str:

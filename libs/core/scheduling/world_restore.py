@@ -24,6 +24,7 @@ class WorldRestore(ObjectChanges):
         placements still waiting for their claims (recorded in `status.proposal`)."""
         self._now = now
         self._loading = True
+        self._forget_quota_usage()
         self.inventory.defer()
         try:
             for record in world.node_health:

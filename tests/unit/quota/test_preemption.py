@@ -130,3 +130,22 @@ def test_less_than_initial_share_lets_a_preemptor_overtake_a_target_that_stays_a
     assert strict == []  # team-a would borrow 3 of 16, more than the 2 team-b would still borrow
     either = targets(state, request, fair_sharing=[])
     assert either == [("b2", PreemptionReason.IN_COHORT_FAIR_SHARING)]
+
+
+def test_a_gang_that_fits_its_nominal_quota_once_its_own_lower_priorities_go_reclaims_without_borrowing():
+    # team-a holds 4 of its 8 GPUs with a low-priority gang; team-b borrows the other 4. A gang of 8 needs
+    # team-a's own gang gone as well as team-b's loan back: with both it fits without borrowing.
+    policy = Preemption(within_cluster_queue="LowerPriority", reclaim_within_cohort="Any")
+    queues = [make_queue("team-a", 8, preemption=policy), make_queue("team-b", 8)]
+    state = snapshot(
+        queues,
+        [
+            running("own", "team-a", 4, priority=0),
+            running("b1", "team-b", 8, priority=5),
+            running("b2", "team-b", 4, priority=5, minute=10),
+        ],
+    )
+    assert targets(state, gang("team-a", 8, priority=10)) == [
+        ("b2", PreemptionReason.IN_COHORT_RECLAMATION),
+        ("own", PreemptionReason.IN_CLUSTER_QUEUE),
+    ]

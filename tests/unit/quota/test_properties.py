@@ -4,12 +4,14 @@ snapshot, given in any order, gives the same decision and the same minimal set o
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libs.core.quota import Mode, admit, dominant_resource_share, preemption_targets
+from libs.core.quota import Mode, admit, dominant_resource_share, preemption, preemption_targets
 from libs.core.quota.model import Preemption
 from libs.core.quota.snapshot import QuotaSnapshot
 from tests.unit.quota.builders import GPU, gang, make_cohort, make_queue, running, snapshot
@@ -132,3 +134,23 @@ def test_a_cohorts_share_in_a_hierarchy_counts_what_its_subtree_borrows_from_the
     assert research.borrowing
     assert research.weighted == 2 * 1000 / 16  # 10 used of research's 8: 2 of the 16 org could lend
     assert dominant_resource_share(state, state.roots()[0]).weighted == 0
+
+
+@settings(max_examples=80)
+@given(queue_specs, gangs, st.integers(0, 3), st.integers(1, 16), st.integers(0, 6), st.booleans())
+def test_an_attempt_skipped_because_the_gang_would_still_borrow_finds_what_the_full_search_finds(
+    specs, requests, queue, gpus, priority, borrow_within_cohort
+):
+    policy = Preemption(
+        within_cluster_queue="LowerPriority",
+        reclaim_within_cohort="Any",
+        borrow_within_cohort="LowerPriority" if borrow_within_cohort else "Never",
+    )
+    queues = [dataclasses.replace(q, preemption=policy) for q in build_queues(specs)]
+    state = admit_in_order(queues, requests)
+    request = gang(f"q{queue % len(queues)}", gpus, priority=priority)
+    decision = admit(state, request)
+    found = preemption_targets(state, request, decision)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(preemption, "_borrows_without_all_of_its_own", lambda *_: False)
+        assert preemption_targets(state, request, decision) == found
