@@ -188,6 +188,9 @@ class OutboxRelay:
         finally:
             if self._marking is not None:
                 self._marking.cancel()
+                # Its transaction ends (rolled back) before the relay is done: no connection left in use.
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._marking
 
     async def _relay(self) -> None:
         backlog = False  # the last polling pass filled its batch: go on polling at once
