@@ -145,6 +145,8 @@ class PreemptorStateMachine:
             group = self._group_by_uid(record.podgroup_uid)
             if group is not None and record.expires_at > now:
                 self._nominations[group.uid] = _Nomination(_ref(group), record.nodes, record.expires_at)
+                if group.pending:
+                    self.cluster.hold_reclaimed_quota(group, now)
         lowest = self.cluster.book.lowest_running_priority()
         book = self.cluster.book
         for uid in sorted(unschedulable):
@@ -263,6 +265,8 @@ class PreemptorStateMachine:
             expires_at = now + self.settings.nomination_ttl_s
             self._evict(decision, now)
             self._nominations[uid] = _Nomination(_ref(group), decision.nodes, expires_at, decision.claims)
+            if targets is not None:
+                self.cluster.hold_reclaimed_quota(group, now)
         return Preempted(_ref(group), core.priority, decision, expires_at, cause, search_ms)
 
     def _search(self, preemptor: Preemptor, now: float) -> PreemptionDecision:
@@ -414,6 +418,9 @@ class PreemptorStateMachine:
 
     def _end(self, nomination: _Nomination, reason: str, message: str, announce: bool) -> None:
         self._nominations.pop(nomination.group.uid, None)
+        group = self._group_by_uid(nomination.group.uid)
+        if group is not None:
+            self.cluster.let_go_of_reclaimed_quota(group)
         self._ended.append(NominationEnded(nomination.group, reason, message, announce))
 
     def _scheduled(self, group_key: str) -> None:

@@ -160,6 +160,20 @@ class QuotaReservations(MachineState):
             return None
         return self.quotas.targets(snapshot, verdict, gang, pending)
 
+    def hold_reclaimed_quota(self, group: GroupRecord, now: float) -> None:
+        """Hold the quota a reclaim freed for the group (its victims are on their way out) until it is placed,
+        as the scheduler will once it admits it: the preemptor must not hand that quota out again meanwhile."""
+        queue = self.quota_queue(group)
+        if queue is None:
+            return
+        gang, pending = self._holding(group), self._quota_pending(group)
+        verdict = self.quotas.verdict(self._quota_snapshot(), queue, gang, pending)
+        if verdict.decision.fits:
+            self._hold_quota(group, self.quotas.hold(verdict, gang, now))
+
+    def let_go_of_reclaimed_quota(self, group: GroupRecord) -> None:
+        self._hold_quota(group, None)
+
     def _waits_for_quota(
         self, group: GroupRecord, core: PodGroup, verdict: QuotaVerdict, now: float, *, asks: bool = True
     ) -> CycleRan:

@@ -65,3 +65,50 @@ def test_the_reclaiming_gang_is_bound_once_the_evicted_gangs_end():
     assert ran.group.name == "b-train"
     assert ran.bind is not None
     assert ran.bind.cluster_queue == "team-b"
+
+
+def run_until_quiet(pair: Pair, rounds: int = 6) -> set[str]:
+    """The services' loop: schedule; each gang that asks is answered and its victims evicted; again. The
+    names of the gangs bound."""
+    bound: set[str] = set()
+    for _ in range(rounds):
+        for ran in pair.schedule():
+            if ran.bind is not None:
+                bound.add(ran.group.name)
+            if ran.preemption_priority is not None:
+                answer = pair.preempt(next(g for g in pair.groups if g.uid == ran.group.uid))
+                if answer.decision.victims:
+                    pair.evict(answer)
+        pair.now += 1
+    return bound
+
+
+def test_a_second_gang_reclaiming_while_the_first_is_not_bound_yet_is_not_told_it_fits():
+    """The first reclaim's gang holds no node until it is bound; the second must not be told that the room
+    the first freed is its own, nor wait for ever once the first took it."""
+    pair = two_teams()
+    pair.admit(*team_gang("a-own", "a", 2), *team_gang("a-lent-1", "a", 1), *team_gang("a-lent-2", "a", 1))
+    pair.schedule()
+    first, second = team_gang("b-first", "b", 1), team_gang("b-second", "b", 1)
+    pair.admit(*first, *second)
+    asked = {ran.group.name for ran in pair.schedule() if ran.preemption_priority is not None}
+    assert asked == {"b-first", "b-second"}
+    pair.evict(pair.preempt(first[0]))
+
+    answer = pair.preempt(second[0])
+
+    assert answer.decision.reason != "the group fits without preempting anyone"
+    assert [victim.owner.name for victim in answer.decision.victims] in (["a-lent-1"], ["a-lent-2"])
+
+
+def test_a_gang_waiting_for_quota_asks_again_once_the_gang_before_it_took_the_room_it_was_told_of():
+    pair = two_teams()
+    pair.admit(*team_gang("a-own", "a", 2), *team_gang("a-lent-1", "a", 1), *team_gang("a-lent-2", "a", 1))
+    pair.schedule()
+    first, second = team_gang("b-first", "b", 1), team_gang("b-second", "b", 1)
+    pair.groups = [first[0], second[0]]
+    pair.admit(*first, *second)
+
+    bound = run_until_quiet(pair)
+
+    assert {"b-first", "b-second"} <= bound
