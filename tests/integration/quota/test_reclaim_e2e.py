@@ -75,3 +75,25 @@ async def test_vision_reclaims_what_llm_borrowed_and_only_a_borrowed_gang_is_evi
     assert len({key for key in keys if key.startswith("llm/")}) >= len(LLM_GANGS) - 1
     assert queues_within_their_limits(ledger, holdings, labels) == []
     assert gangs_hold_their_quota(ledger, holdings, labels) == []
+
+
+async def test_two_gangs_reclaiming_at_once_each_get_the_quota_they_reclaim(teams: Teams) -> None:
+    """The second reclaim is answered while the first reclaiming gang is not bound yet: it must evict a
+    gang of its own rather than be told the room the first freed is its, and then wait for ever."""
+    for name in LLM_GANGS:
+        await teams.client.apply(gang(name, "llm", 8, "batch"))
+    for name in LLM_GANGS:
+        await teams.running("llm", name, 8)
+    await teams.client.apply(gang("vision-first", "vision", 8, "high-priority"))  # the 64 GPUs left idle
+    await teams.running("vision", "vision-first", 8)
+
+    await teams.client.apply(
+        [*gang("vision-a", "vision", 8, "high-priority"), *gang("vision-b", "vision", 8, "high-priority")]
+    )
+
+    await teams.running("vision", "vision-a", 8)
+    await teams.running("vision", "vision-b", 8)
+    still_running = [
+        name for name in LLM_GANGS if {phase(p) for p in await teams.pods("llm", name)} == {"Running"}
+    ]
+    assert len(still_running) == len(LLM_GANGS) - 2
