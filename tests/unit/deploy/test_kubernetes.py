@@ -94,7 +94,7 @@ def podway(docs: tuple[Doc, ...]) -> dict[str, Doc]:
 
 
 def size_bytes(text: str) -> int:
-    """A Kubernetes quantity (Gi, Mi) or a nats-server size (GB, MB: counted as powers of ten, the smaller)."""
+    """A Kubernetes quantity (Gi, Mi) or a nats-server size (GB, MB: nats-server counts them in powers of two)."""
     number, unit = re.fullmatch(r"(\d+)([A-Za-z]*)", text).groups()  # type: ignore[union-attr]
     scale = {
         "": 1,
@@ -102,9 +102,9 @@ def size_bytes(text: str) -> int:
         "Mi": 2**20,
         "Gi": 2**30,
         "Ti": 2**40,
-        "MB": 10**6,
-        "GB": 10**9,
-        "TB": 10**12,
+        "MB": 2**20,
+        "GB": 2**30,
+        "TB": 2**40,
     }
     return int(number) * scale[unit]
 
