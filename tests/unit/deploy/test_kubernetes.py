@@ -372,6 +372,14 @@ def test_prometheus_scrapes_every_service_pod(overlay):
     config = yaml.safe_load(named(docs, "ConfigMap", "prometheus-config")["data"]["prometheus.yml"])
     (job,) = config["scrape_configs"]
     assert job["kubernetes_sd_configs"][0]["role"] == "pod"
+    (port_rule,) = [r for r in job["relabel_configs"] if r.get("action") == "keepequal"]
+    assert port_rule["source_labels"] == ["__meta_kubernetes_pod_container_port_number"]
+    assert port_rule["target_label"] == "__meta_kubernetes_pod_annotation_prometheus_io_port"
+    for name, workload in workloads(docs).items():
+        annotations = workload["spec"]["template"]["metadata"].get("annotations", {})
+        if annotations.get("prometheus.io/scrape") == "true":
+            declared = {p["containerPort"] for c in containers(workload) for p in c.get("ports", [])}
+            assert int(annotations["prometheus.io/port"]) in declared, name  # or keepequal drops every target
     for name, workload in podway(docs).items():
         if name == "podway-migrate":
             continue
