@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar, cast
 from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.errors import StaleEpochError
 from libs.db.ports import UnitOfWork
+from libs.db.reachability import database_check
 from libs.db.records import Fence, OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.envelope import Envelope, EventPayload
@@ -234,9 +235,15 @@ class LeasedService(ABC, Generic[World, Decision]):
         # Beats under the name `podway up` supervises the process by (the module's, one file per replica).
         process = process_name(self.name.replace("-", "_"), self.settings.instance)
         path = health_file(Path(self.settings.run_dir), process)
+        database = database_check(self.engine)
         while True:
             if self.connected():
-                detail: dict[str, object] = {"leader": self.leading, **self.health()}
+                detail: dict[str, object] = {
+                    "leader": self.leading,
+                    "nats": bus_state(self.broker),
+                    "database": await database(),
+                    **self.health(),
+                }
                 if self._term is not None:
                     detail["epoch"] = self._term.fence.epoch
                 beat(path, detail=detail)

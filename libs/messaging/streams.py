@@ -39,15 +39,31 @@ def stream_replicas() -> int:
     return max(1, int(os.environ.get("PODWAY_STREAM_REPLICAS") or 1))
 
 
+def _limit(variable: str, default: float | None = None) -> float | None:
+    value = os.environ.get(variable)
+    return float(value) if value else default
+
+
+DLQ_MAX_AGE_S = 14 * 24 * 3600
+
+
 def stream_configs(
     *,
     duplicate_window_s: float = DUPLICATE_WINDOW_S,
-    dlq_max_age_s: float = 14 * 24 * 3600,
     replicas: int | None = None,
 ) -> list[StreamConfig]:
     """Domain events (file, dedup window), work queue (removed on ack), dead letters (kept two weeks), each on
-    `replicas` servers (default `stream_replicas()`)."""
+    `replicas` servers (default `stream_replicas()`).
+
+    Size (bytes) and age (seconds) limits come from the environment, none by default (the server's store is
+    the bound): `PODWAY_EVENTS_MAX_BYTES`, `PODWAY_EVENTS_MAX_AGE_SECONDS`, `PODWAY_WORK_MAX_BYTES`,
+    `PODWAY_DLQ_MAX_BYTES`, `PODWAY_DLQ_MAX_AGE_SECONDS`. A deployment sets them so the streams together stay
+    below JetStream's `max_file_store`, itself below the volume: a full volume stops every stream, a full
+    stream drops its oldest messages."""
     copies = replicas or stream_replicas()
+    events_bytes, work_bytes, dlq_bytes = (
+        _limit(f"PODWAY_{name}_MAX_BYTES") for name in ("EVENTS", "WORK", "DLQ")
+    )
     return [
         StreamConfig(
             name=EVENTS_STREAM,
@@ -56,6 +72,8 @@ def stream_configs(
             retention=RetentionPolicy.LIMITS,
             duplicate_window=duplicate_window_s,
             num_replicas=copies,
+            max_bytes=int(events_bytes) if events_bytes else None,
+            max_age=_limit("PODWAY_EVENTS_MAX_AGE_SECONDS"),
         ),
         StreamConfig(
             name=WORK_STREAM,
@@ -64,6 +82,7 @@ def stream_configs(
             retention=RetentionPolicy.WORK_QUEUE,
             duplicate_window=duplicate_window_s,
             num_replicas=copies,
+            max_bytes=int(work_bytes) if work_bytes else None,
         ),
         StreamConfig(
             name=DLQ_STREAM,
@@ -71,8 +90,9 @@ def stream_configs(
             storage=StorageType.FILE,
             retention=RetentionPolicy.LIMITS,
             duplicate_window=duplicate_window_s,
-            max_age=dlq_max_age_s,
             num_replicas=copies,
+            max_bytes=int(dlq_bytes) if dlq_bytes else None,
+            max_age=_limit("PODWAY_DLQ_MAX_AGE_SECONDS", DLQ_MAX_AGE_S),
         ),
         # A key-value bucket as nats-py's create_key_value makes it (one value per key, direct gets); in
         # memory: a restarted server starts every budget full again, once.

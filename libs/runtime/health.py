@@ -50,13 +50,17 @@ async def beat_forever(
     *,
     alive: Callable[[], bool] | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    connections: Callable[[], Awaitable[dict[str, object]]] | None = None,
 ) -> None:
     """Beat every `interval_s` until cancelled, while `alive()` says the service can still do its work (its
     connections are up or coming back); run it as a task beside the service. A service that stops beating
-    is restarted by its supervisor. The file is written on a worker thread: on some filesystems a write and
-    rename take milliseconds, which on the event loop would delay every request in flight."""
+    is restarted by its supervisor. Each beat carries what `connections()` says of the service's NATS and
+    database connections (a readiness probe reads them: `libs.runtime.probe`). The file is written on a
+    worker thread: on some filesystems a write and rename take milliseconds, which on the event loop would
+    delay every request in flight."""
     with suppress(asyncio.CancelledError):
         while True:
             if alive is None or alive():
-                await asyncio.to_thread(beat, path, detail=None)
+                detail = await connections() if connections is not None else None
+                await asyncio.to_thread(beat, path, detail=detail)
             await sleep(interval_s)

@@ -28,6 +28,7 @@ from libs.core.admission.model import BatchDecision
 from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
+from libs.db.reachability import database_check
 from libs.db.records import OutboxMessage
 from libs.db.repositories.objects import OBJECT_MODIFIED
 from libs.db.uow import unit_of_work_factory
@@ -57,6 +58,7 @@ from libs.events.scheduling import (
 from libs.leasing.retention import RetentionSchedule, policy_from
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
+from libs.messaging.readiness import connection_states
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
 from libs.runtime.clock import Clock, utc_now
@@ -190,7 +192,16 @@ class AdmissionService:
             self._tasks.append(asyncio.create_task(retention.run(), name="retention"))
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
-            self._tasks.append(asyncio.create_task(beat_forever(beacon, alive=self.connected), name="health"))
+            self._tasks.append(
+                asyncio.create_task(
+                    beat_forever(
+                        beacon,
+                        alive=self.connected,
+                        connections=connection_states(self.broker, database_check(self.engine)),
+                    ),
+                    name="health",
+                )
+            )
         log.info("admission ready", extra={"nats": self.settings.nats_url})
 
     async def stop(self) -> None:

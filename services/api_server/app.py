@@ -27,6 +27,7 @@ from libs.kubeapi.security import (
 )
 from libs.messaging.broker import bus_state, make_broker, start_broker
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
+from libs.messaging.readiness import connection_states
 from libs.runtime.health import BEAT_DETAIL, beat_forever, health_file
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.api_server.answers import USER, Refused, answer, refusal
@@ -78,7 +79,12 @@ class ApiServerService:
         if self.settings.data_dir:
             beacon = health_file(Path(self.settings.run_dir), SERVICE)
             BEAT_DETAIL["url"] = self.url
-            self._tasks.append(asyncio.create_task(beat_forever(beacon, alive=self.connected), name="health"))
+            self._tasks.append(
+                asyncio.create_task(
+                    beat_forever(beacon, alive=self.connected, connections=connection_states(self.broker)),
+                    name="health",
+                )
+            )
         log.info("API server ready", extra={"url": self.url})
 
     async def _listen(self, context: ssl.SSLContext | None) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from libs.core.routing import LeaseBook, PolicyError, RoutingPolicy
 from libs.db.engine import create_engine, create_session_factory
+from libs.db.reachability import database_check
 from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
@@ -24,6 +25,7 @@ from libs.events.inference import (
     ROUTER_STATUS_SUBJECT,
 )
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
+from libs.messaging.readiness import connection_states
 from libs.messaging.records import KvRecords
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.streaming_rpc import RequestServer, serve_requests
@@ -230,6 +232,7 @@ class RouterService:
                     beat_forever(
                         health_file(run_dir, process_name(SERVICE, self.settings.instance)),
                         alive=lambda: bus_state(self.broker) != "closed",
+                        connections=connection_states(self.broker, database_check(self.engine)),
                     ),
                     name="health",
                 )

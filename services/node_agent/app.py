@@ -28,6 +28,7 @@ from libs.core.kubelet.rendezvous import HOST_IP, free_pod_ip, gang_members
 from libs.core.kubelet.restarts import BackOff, restart_policy_of
 from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.ports import UnitOfWork
+from libs.db.reachability import database_check
 from libs.db.records import JsonObject, OutboxMessage, StoredObject
 from libs.db.uow import unit_of_work_factory
 from libs.events.admission import ObjectDeleted
@@ -46,6 +47,8 @@ from libs.events.scheduling import (
 )
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
+from libs.messaging.durable_names import durable_name
+from libs.messaging.readiness import connection_states
 from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import RpcTimeout, RpcUnavailable, request, serve_rpc
 from libs.runtime.clock import Clock, utc_now
@@ -145,7 +148,7 @@ class NodeAgentService:
         self.down: set[str] = set()
         """Nodes whose host was taken away (`podway cluster node-down`): no beats, no pods."""
         self.consumer = EventConsumer(
-            name=f"node-agent-{settings.instance}",
+            name=durable_name("node-agent", settings.instance),
             subjects=[
                 EventType.PODS_BOUND.subject,
                 EventType.PODS_EVICTED.subject,
@@ -184,7 +187,16 @@ class NodeAgentService:
         if self.settings.data_dir:
             # Its own beacon per instance: a second agent in the same data dir must not beat for the first.
             beacon = health_file(Path(self.settings.run_dir), process_name(SERVICE, self.settings.instance))
-            self._tasks.append(asyncio.create_task(beat_forever(beacon, alive=self.connected), name="health"))
+            self._tasks.append(
+                asyncio.create_task(
+                    beat_forever(
+                        beacon,
+                        alive=self.connected,
+                        connections=connection_states(self.broker, database_check(self.engine)),
+                    ),
+                    name="health",
+                )
+            )
         log.info("node agent ready", extra={"nodes": len(self.nodes), "running": len(self.pods)})
 
     async def stop(self) -> None:

@@ -210,3 +210,100 @@ def test_every_documented_metric_is_defined_by_the_code(name):
     # prometheus_client adds `_total` to a counter's name when it is exported
     names = {f'"{name}"', f'"{name.removesuffix("_total")}"'}
     assert any(n in path.read_text() for path in sources for n in names), name
+
+
+ONE_SHOT = ("migrate",)
+"""Containers that run to completion: what needs them waits for `service_completed_successfully`."""
+NO_HEALTHCHECK = {
+    "nats-exporter": "its image holds the exporter alone (no shell or client); nothing needs it"
+}
+
+
+@pytest.mark.parametrize(
+    "files", [("docker-compose.yml",), ("docker-compose.yml", "docker-compose.clouds.yml")]
+)
+def test_every_container_has_a_healthcheck_and_starts_after_what_it_needs_is_healthy(files):
+    services = compose(*files)["services"]
+    for name, service in services.items():
+        if name in ONE_SHOT:
+            assert service["restart"] == "no", name
+        elif name not in NO_HEALTHCHECK:
+            check = service["healthcheck"]["test"]
+            assert check[0] == "CMD", name
+            assert len(check) > 1, name
+        depends = service.get("depends_on", {})
+        assert isinstance(depends, dict), f"{name}: depends_on without conditions"
+        for dependency, rule in depends.items():
+            wanted = "service_completed_successfully" if dependency in ONE_SHOT else "service_healthy"
+            assert rule["condition"] == wanted, (name, dependency)
+            assert dependency not in NO_HEALTHCHECK, (name, dependency)
+    for name in (*SERVICES, "migrate"):
+        assert services[name]["depends_on"]["nats"]["condition"] == "service_healthy", name
+    for name in SERVICES:
+        assert {"migrate", "postgres"} <= set(services[name]["depends_on"]), name
+
+
+def test_podway_services_are_healthy_when_the_readiness_probe_says_so():
+    for name, service in podway_services(compose()).items():
+        if name in ONE_SHOT:
+            continue
+        check = service["healthcheck"]["test"][1:]
+        if name == "emulators":
+            assert check[:2] == ["python", "-c"]
+            continue
+        assert check == ["python", "-m", "libs.runtime.probe", "ready"], name
+        # the probe's default run directory is the data directory's
+        assert service["environment"]["PODWAY_DATA_DIR"] == "/data", name
+
+
+def test_the_emulators_healthcheck_knocks_on_the_ports_they_listen_on():
+    emulators = compose()["services"]["emulators"]
+    command = emulators["command"]
+    ports = {command[command.index(flag) + 1] for flag in ("--bedrock-port", "--vertex-port")}
+    script = emulators["healthcheck"]["test"][-1]
+    assert set(re.findall(r"\d{4}", script)) == ports
+
+
+def test_prometheus_scrapes_nats_through_the_exporter():
+    model = compose()
+    exporter = model["services"]["nats-exporter"]
+    command = exporter["command"]
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    (nats,) = [job for job in config["scrape_configs"] if job["job_name"] == "nats"]
+    assert "metrics_path" not in nats  # the exporter serves /metrics
+    assert nats["static_configs"][0]["targets"] == [f"nats-exporter:{command[command.index('-port') + 1]}"]
+    assert command[-1] == "http://nats:8222"
+    assert "8222:8222" in model["services"]["nats"]["ports"]
+
+
+def dockerfile_stages() -> list[list[str]]:
+    """The Dockerfile's instructions (continuation lines joined), one list per stage."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
+    stages: list[list[str]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or (line.startswith("ARG ") and not stages):
+            continue
+        if line.startswith("FROM "):
+            stages.append([])
+        stages[-1].append(line)
+    return stages
+
+
+def test_the_image_pins_uv_and_runs_as_a_numeric_non_root_user_on_a_read_only_environment():
+    stages = dockerfile_stages()
+    instructions = [i for stage in stages for i in stage]
+    (uv,) = [i for i in instructions if "astral-sh/uv" in i]
+    assert re.fullmatch(r"FROM ghcr\.io/astral-sh/uv:\d+\.\d+\.\d+ AS uv", uv), uv
+    assert not any(re.search(r"pip install[^\n]*\buv\b(?!==)", i) for i in instructions)
+    assert all("--frozen" in i for i in instructions if "uv sync" in i)
+    runtime = stages[-1]
+    (user_line,) = [i for i in runtime if i.startswith("USER ")]
+    uid = user_line.split()[1].split(":")[0]
+    assert uid.isdigit()
+    assert int(uid) > 0
+    assert any("a-w" in i and "/opt/venv" in i for i in runtime if i.startswith("RUN "))
+    assert runtime.index(user_line) == len(runtime) - 1 or all(
+        not i.startswith("RUN ") for i in runtime[runtime.index(user_line) :]
+    )
+    assert not any("pip install" in i for i in runtime)
