@@ -29,7 +29,10 @@ REPLICATION = (
     "max_replication_slots=4",
     "hot_standby=on",
     "wal_receiver_status_interval=1s",
+    "wal_retrieve_retry_interval=1s",
 )
+"""A standby whose primary restarted streams again within a second (the default waits 5 s, and the
+primary's commits wait for it meanwhile)."""
 SLOT = "podway_standby"
 
 
@@ -104,8 +107,6 @@ class PostgresPair:
     def rejoin(self) -> None:
         """Make the dead old primary a standby of the new one: a fresh base backup on its old port (what
         `pg_rewind` would save is copying the data; these clusters are small)."""
-        with contextlib.suppress(FileNotFoundError):
-            kill_cluster(self.standby)
         shutil.rmtree(self.standby.data_dir, ignore_errors=True)
         self._follow(self.standby, self.primary)
 

@@ -4,6 +4,7 @@ primary, the pool drops the dead connections and reconnects there, and a lease a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -108,5 +109,30 @@ async def test_the_leader_renews_its_lease_and_writes_under_its_fence_on_the_new
         assert renewed.fence == fence == Fence("scheduler", 1)
         async with unit_of_work_factory(create_session_factory(engine), fence=lambda: fence)() as fenced:
             await fenced.commit()
+    finally:
+        await engine.dispose()
+
+
+async def test_the_dead_primary_rejoins_as_a_synchronous_standby_and_the_pair_fails_over_again(
+    pair: PostgresPair,
+) -> None:
+    engine = create_engine(pair.url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(text("CREATE TABLE acknowledged (n int)"))
+        first = pair.fail_over()
+        await asyncio.to_thread(pair.rejoin)
+        assert await _after_failover(engine) == (first.new_port, False)
+        async with engine.begin() as connection:
+            await connection.execute(text("INSERT INTO acknowledged VALUES (1)"))
+            replication = (await connection.execute(text("SELECT sync_state FROM pg_stat_replication"))).all()
+
+        second = pair.fail_over()
+
+        assert replication == [("sync",)]
+        assert (second.old_port, second.new_port) == (first.new_port, first.old_port)
+        assert await _after_failover(engine) == (first.old_port, False)
+        async with engine.connect() as connection:
+            assert (await connection.execute(text("SELECT count(*) FROM acknowledged"))).scalar_one() == 1
     finally:
         await engine.dispose()
