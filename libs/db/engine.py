@@ -23,7 +23,7 @@ _MULTI_HOST = re.compile(r"^(?P<head>[^:/]+://(?:[^@/]*@)?)(?P<hosts>[^@/?]*,[^/
 """libpq's multi-host form: `scheme://user@host1:port1,host2:port2/db?...`."""
 
 
-def database_url(url: str | URL) -> URL:
+def parse_database_url(url: str | URL) -> URL:
     """`url` parsed; libpq's multi-host form too (`postgresql+asyncpg://user@h1:5432,h2:5432/db?...`), as
     the `host=h1:5432&host=h2:5432` query the asyncpg dialect takes (a host without a port gets 5432). With
     `target_session_attrs=read-write` a connection goes to whichever listed server is the primary."""
@@ -52,9 +52,9 @@ def create_engine(
     the write lock, so what a service does before it writes (start a process, say) waits for no writer.
     PostgreSQL: a bounded pool, last in first out, that pings a connection before handing it out once it has
     been idle for `ping_after_idle_s`, so a restarted server does not hand out dead connections; `url` may
-    list a primary and its standbys (see `database_url`).
+    list a primary and its standbys (see `parse_database_url`).
     """
-    url = database_url(url)
+    url = parse_database_url(url)
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url, echo=echo, read_only=read_only)
     engine = create_async_engine(
@@ -151,4 +151,4 @@ async def dispose_snapshot(snapshot: AsyncEngine, engine: AsyncEngine) -> None:
 
 def dialect_name(url: str | URL) -> str:
     """`sqlite` or `postgresql`."""
-    return database_url(url).get_backend_name()
+    return parse_database_url(url).get_backend_name()

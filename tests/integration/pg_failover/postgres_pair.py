@@ -71,7 +71,7 @@ class PostgresPair:
     @property
     def url(self) -> str:
         """Both servers, the writable one chosen at connect time (libpq's multi-host form, which
-        `libs.db.engine.database_url` accepts). The order stays the same across failovers."""
+        `libs.db.engine.parse_database_url` accepts). The order stays the same across failovers."""
         first, second = sorted((self.primary.port, self.standby.port))
         return (
             f"postgresql+asyncpg://postgres@127.0.0.1:{first},127.0.0.1:{second}/postgres"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from libs.db.engine import database_url, dialect_name
+from libs.db.engine import dialect_name, parse_database_url
 
 
 def test_a_multi_host_url_lists_every_server_in_order_with_its_port() -> None:
-    url = database_url(
+    url = parse_database_url(
         "postgresql+asyncpg://podway:secret@db-a:5433,db-b/podway?target_session_attrs=read-write"
     )
 
@@ -17,8 +17,8 @@ def test_a_multi_host_url_lists_every_server_in_order_with_its_port() -> None:
 
 
 def test_a_single_host_url_and_a_sqlite_path_with_a_comma_are_left_as_they_are() -> None:
-    single = database_url("postgresql+asyncpg://postgres@127.0.0.1:5432/test")
-    sqlite = database_url("sqlite+aiosqlite:////tmp/a,b/podway.db")
+    single = parse_database_url("postgresql+asyncpg://postgres@127.0.0.1:5432/test")
+    sqlite = parse_database_url("sqlite+aiosqlite:////tmp/a,b/podway.db")
 
     assert (single.host, single.port, dict(single.query)) == ("127.0.0.1", 5432, {})
     assert sqlite.database == "/tmp/a,b/podway.db"
