@@ -50,7 +50,7 @@ bench: install ## run every benchmark, one JSON object per line
 SOAK_JOBS ?= 2000
 SOAK_REQUESTS ?= 5000
 soak: install ## the full chaos run: gang Jobs and inference under every fault, 5 rounds; JSON figures (not CI)
-	$(PY) -m tests.chaos.harness --jobs $(SOAK_JOBS) --requests $(SOAK_REQUESTS)
+	$(PY) -m tests.chaos.harness --jobs $(SOAK_JOBS) --requests $(SOAK_REQUESTS) --postgres-failover
 
 up: install ## start the stack in the background (podway up)
 	$(PODWAY) up --data-dir $(DATA_DIR) --detach

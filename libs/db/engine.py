@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -17,6 +18,23 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 PING_AFTER_IDLE_S = 1.0
 """A PostgreSQL connection idle this long is pinged before it is used again."""
 _IDLE_SINCE = "podway_idle_since"
+DEFAULT_POSTGRES_PORT = 5432
+_MULTI_HOST = re.compile(r"^(?P<head>[^:/]+://(?:[^@/]*@)?)(?P<hosts>[^@/?]*,[^/?]*)(?P<tail>[/?].*)?$")
+"""libpq's multi-host form: `scheme://user@host1:port1,host2:port2/db?...`."""
+
+
+def parse_database_url(url: str | URL) -> URL:
+    """`url` parsed; libpq's multi-host form too (`postgresql+asyncpg://user@h1:5432,h2:5432/db?...`), as
+    the `host=h1:5432&host=h2:5432` query the asyncpg dialect takes (a host without a port gets 5432). With
+    `target_session_attrs=read-write` a connection goes to whichever listed server is the primary."""
+    if isinstance(url, URL):
+        return url
+    found = _MULTI_HOST.match(url)
+    if found is None:
+        return make_url(url)
+    hosts = [h if ":" in h else f"{h}:{DEFAULT_POSTGRES_PORT}" for h in found["hosts"].split(",") if h]
+    single = make_url(found["head"] + (found["tail"] or "/"))
+    return single.update_query_pairs([("host", host) for host in hosts], append=True)
 
 
 def create_engine(
@@ -33,9 +51,10 @@ def create_engine(
     `read_only` engine's transactions begin deferred and refuse writes: they read a snapshot without taking
     the write lock, so what a service does before it writes (start a process, say) waits for no writer.
     PostgreSQL: a bounded pool, last in first out, that pings a connection before handing it out once it has
-    been idle for `ping_after_idle_s`, so a restarted server does not hand out dead connections.
+    been idle for `ping_after_idle_s`, so a restarted server does not hand out dead connections; `url` may
+    list a primary and its standbys (see `parse_database_url`).
     """
-    url = make_url(url)
+    url = parse_database_url(url)
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url, echo=echo, read_only=read_only)
     engine = create_async_engine(
@@ -132,4 +151,4 @@ async def dispose_snapshot(snapshot: AsyncEngine, engine: AsyncEngine) -> None:
 
 def dialect_name(url: str | URL) -> str:
     """`sqlite` or `postgresql`."""
-    return make_url(url).get_backend_name()
+    return parse_database_url(url).get_backend_name()

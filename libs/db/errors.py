@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlalchemy.exc import DBAPIError
+
 
 class PersistenceError(Exception):
     """Base of every error this package raises on purpose."""
@@ -25,3 +27,11 @@ class AlreadyBoundError(PersistenceError):
 
 class ConditionOwnershipError(PersistenceError):
     """A service tried to write a condition type that another service owns."""
+
+
+def database_unreachable(error: BaseException) -> bool:
+    """The database (or the way to it) was away: the connection broke, or none could be made (refused, timed
+    out, no listed server writable yet during a failover). The work was not done and can be done again."""
+    if isinstance(error, DBAPIError):
+        return bool(error.connection_invalidated)
+    return isinstance(error, OSError)

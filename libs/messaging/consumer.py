@@ -23,6 +23,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
+from libs.db.errors import database_unreachable
 from libs.db.ports import UnitOfWork, UnitOfWorkFactory
 from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM, EventType
 from libs.events.envelope import Envelope, EventPayload
@@ -113,7 +114,8 @@ class EventConsumer:
 
     For each message, in stream order: parse the envelope and payload (unparseable → DLQ, ack); open a unit of
     work; if `inbox.seen(name, event_id)` already, ack without effect; else run the handler, commit, ack. When
-    the handler raises, nak with `retry_delay(attempt)`; on attempt `max_deliver` publish to the DLQ and ack.
+    the handler raises, nak with `retry_delay(attempt)`; on attempt `max_deliver` publish to the DLQ and ack,
+    unless the database was unreachable (`database_unreachable`): that event is tried again until it is back.
     The server-side consumer has no delivery limit: the limit is enforced here, where the DLQ is.
     With a `batch_handler` instead of a `handler`, the fresh events of a batch are handed over together, so that
     a service reads and writes once for all of them.
@@ -505,7 +507,8 @@ class EventConsumer:
     async def _retry_or_dead_letter(
         self, msg: Msg, delivery: Delivery, envelope: Envelope, error: Exception
     ) -> ConsumeOutcome:
-        if delivery.attempt >= self.max_deliver:
+        # An event is not poison because the database was away (a restart, a failover): it waits for it.
+        if delivery.attempt >= self.max_deliver and not database_unreachable(error):
             log.error(
                 "%s: %s %s failed %d times, dead-lettering",
                 self.name, envelope.type, envelope.event_id, delivery.attempt, exc_info=error,

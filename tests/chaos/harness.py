@@ -2,8 +2,10 @@
 a mixed load of gang Jobs (rack-constrained, high-priority ones that must preempt, DRA claims) and inference
 requests (sync and queued), while every service is killed with SIGKILL, each leased service is paused past its
 lease, a node running pods is taken away until it is lost and then brought back, the embedded nats-server is
-killed and PostgreSQL crashes and comes back. Afterwards every Job must have reached
-a decision, every accepted queued request exactly one outcome, and `podway check` must find nothing.
+killed and PostgreSQL crashes and comes back. With `--postgres-failover` the cluster is a primary and a
+synchronous standby (reached through a multi-host URL), and the primary also dies for good while its standby
+is promoted. Afterwards every Job must have reached a decision, every accepted queued request exactly one
+outcome, and `podway check` must find nothing.
 
 `make soak` runs the full size (`python -m tests.chaos.harness --jobs 2000 --requests 5000`); CI runs a smoke
 (tests/chaos/test_chaos_smoke.py)."""
@@ -39,6 +41,7 @@ from libs.db.engine import create_engine
 from libs.db.run_records import load_records
 from libs.db.schema import objects
 from libs.messaging.rpc import RpcError
+from tests.integration.pg_failover.postgres_pair import PostgresPair
 from tests.integration.reliability.private_postgres import PrivatePostgres
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +66,9 @@ FAULTS = (
     "kill:nats-server",
     "crash:postgres",
 )
+POSTGRES_FAILOVER = "failover:postgres"
+"""With `ChaosPlan.postgres_failover` (`--postgres-failover`): the stack runs on a primary and a synchronous
+standby, and the primary also dies for good while its standby is promoted (`PostgresFailover`)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,11 @@ class ChaosPlan:
     deadline_s: float = 240.0
     fault_rounds: int = 1
     """How many times each fault kind strikes, at seeded moments inside the window."""
+    postgres_failover: bool = False
+
+    @property
+    def faults(self) -> tuple[str, ...]:
+        return (*FAULTS, POSTGRES_FAILOVER) if self.postgres_failover else FAULTS
 
 
 @dataclass
@@ -237,7 +248,7 @@ class Faults:
     def __init__(
         self,
         data_dir: Path,
-        postgres: PrivatePostgres,
+        postgres: PrivatePostgres | PostgresPair,
         report: ChaosReport,
         client: PodwayClient,
         rng: random.Random,
@@ -274,9 +285,12 @@ class Faults:
             await self._power(node, "node-up")
             self.report.nodes_lost.append(node)
         elif action == "crash":
-            await asyncio.to_thread(self.postgres.kill)
+            primary = self.postgres.primary if isinstance(self.postgres, PostgresPair) else self.postgres
+            await asyncio.to_thread(primary.kill)
             await asyncio.sleep(1.0)
-            await asyncio.to_thread(self.postgres.start)
+            await asyncio.to_thread(primary.start)
+        elif action == "failover" and isinstance(self.postgres, PostgresPair):
+            await PostgresFailover(self.postgres).strike()
         self.report.faults_injected.append(fault)
 
     async def _busy_node(self) -> str | None:
@@ -322,16 +336,42 @@ class Faults:
 
     async def run(self, plan: ChaosPlan) -> None:
         rng = self.rng
-        strikes = [fault for _ in range(plan.fault_rounds) for fault in FAULTS]
-        # A node is taken away in the first half of the window, while the long gangs still run on it.
+        strikes = [fault for _ in range(plan.fault_rounds) for fault in plan.faults]
         schedule = sorted(
-            (rng.uniform(3.0, plan.fault_window_s / (2 if fault == "lose:node" else 1)), fault)
-            for fault in strikes
+            (rng.uniform(*_strike_window(fault, plan.fault_window_s)), fault) for fault in strikes
         )
         started = time.monotonic()
         for at, fault in schedule:
             await asyncio.sleep(max(0.0, at - (time.monotonic() - started)))
             await self.inject(fault)
+
+
+class PostgresFailover:
+    """The primary dies (SIGKILL to all its processes) and its synchronous standby is promoted, as a failover
+    manager would; the stack finds the new primary through its multi-host URL. A while later the dead one
+    comes back as the new primary's standby, so that the next failover has a standby to promote."""
+
+    REJOIN_AFTER_S = 2.0
+    """How long the new primary runs alone (asynchronously: it has no standby to wait for)."""
+
+    def __init__(self, pair: PostgresPair) -> None:
+        self.pair = pair
+
+    async def strike(self) -> None:
+        await asyncio.to_thread(self.pair.fail_over)
+        await asyncio.sleep(self.REJOIN_AFTER_S)
+        await asyncio.to_thread(self.pair.rejoin)
+
+
+def _strike_window(fault: str, window_s: float) -> tuple[float, float]:
+    """When a fault may strike: a node is taken away in the first half of the window, while the long gangs
+    still run on it; PostgreSQL fails over in the second half, so that its promotion and the rejoining
+    standby (seconds) do not hold back the node loss."""
+    if fault == "lose:node":
+        return 3.0, window_s / 2
+    if fault == POSTGRES_FAILOVER:
+        return window_s / 2, window_s
+    return 3.0, window_s
 
 
 # --- the run -------------------------------------------------------------------------------------------------
@@ -455,7 +495,9 @@ async def run(plan: ChaosPlan, workdir: Path) -> ChaosReport:
     rng = random.Random(plan.seed)
     report = ChaosReport(seed=plan.seed)
     started = time.monotonic()
-    postgres = await asyncio.to_thread(PrivatePostgres.create)
+    postgres: PrivatePostgres | PostgresPair = await asyncio.to_thread(
+        PostgresPair.create if plan.postgres_failover else PrivatePostgres.create
+    )
     data_dir = workdir / "stack"
     try:
         up = await asyncio.to_thread(
@@ -499,7 +541,7 @@ async def _drive(
     rng: random.Random,
     report: ChaosReport,
     data_dir: Path,
-    postgres: PrivatePostgres,
+    postgres: PrivatePostgres | PostgresPair,
     deadline: float,
 ) -> list[str]:
     """Apply the setup and the load, ask the router and inject the faults at once; then wait for every Job's
@@ -542,8 +584,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=1800.0)
     parser.add_argument("--fault-rounds", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=Path(".podway-chaos"))
+    parser.add_argument(
+        "--postgres-failover",
+        action="store_true",
+        help="run on a PostgreSQL primary and a synchronous standby, and fail over to it",
+    )
     args = parser.parse_args(argv)
-    plan = ChaosPlan(args.seed, args.jobs, args.requests, args.fault_window, args.deadline, args.fault_rounds)
+    plan = ChaosPlan(
+        args.seed,
+        args.jobs,
+        args.requests,
+        args.fault_window,
+        args.deadline,
+        args.fault_rounds,
+        args.postgres_failover,
+    )
     report = asyncio.run(run(plan, args.workdir))
     figures = {k: v for k, v in asdict(report).items() if k != "answered"}
     print(json.dumps({**figures, "sync_answered": len(report.answered), "clean": report.clean}))

@@ -31,33 +31,44 @@ class PrivatePostgres:
     bin_dir: Path
     data_dir: Path
     port: int
+    settings: tuple[str, ...] = ()
+    """Server settings given at start (`name=value`), on top of the test defaults."""
 
     @property
     def url(self) -> str:
         return f"postgresql+asyncpg://postgres@127.0.0.1:{self.port}/postgres"
 
     @classmethod
-    def create(cls) -> PrivatePostgres:
+    def create(cls, settings: tuple[str, ...] = ()) -> PrivatePostgres:
+        cluster = cls.unstarted(settings)
+        cluster.run("initdb", "-D", str(cluster.data_dir), "-A", "trust", "-U", "postgres", "--no-sync")
+        cluster.start()
+        return cluster
+
+    @classmethod
+    def unstarted(cls, settings: tuple[str, ...] = ()) -> PrivatePostgres:
+        """A cluster with a port and a directory the server's user owns, and no data yet."""
         bin_dir = postgres_bin()
         if bin_dir is None:
             raise RuntimeError("no PostgreSQL binaries under /usr/lib/postgresql")
         root = Path(tempfile.mkdtemp(prefix="podway-pg-"))
-        data_dir = root / "data"
         owner = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
         if owner is not None:
             os.chown(root, owner.pw_uid, owner.pw_gid)
-        cluster = cls(bin_dir, data_dir, free_port())
-        cluster._run("initdb", "-D", str(data_dir), "-A", "trust", "-U", "postgres", "--no-sync")
-        cluster.start()
-        return cluster
+        return cls(bin_dir, root / "data", free_port(), settings)
 
     def start(self) -> None:
-        options = f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options = " ".join(
+            [
+                f"-p {self.port} -k {self.data_dir} -c listen_addresses=127.0.0.1 -c fsync=off",
+                *(f"-c {setting}" for setting in self.settings),
+            ]
+        )
         log = str(self.data_dir.parent / "server.log")
-        self._run("pg_ctl", "-D", str(self.data_dir), "-l", log, "-o", options, "-w", "-t", "60", "start")
+        self.run("pg_ctl", "-D", str(self.data_dir), "-l", log, "-o", options, "-w", "-t", "60", "start")
 
     def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop", check=False)
+        self.run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop", check=False)
 
     def kill(self) -> None:
         """SIGKILL the postmaster, as a crash would (its children go with it)."""
@@ -75,8 +86,12 @@ class PrivatePostgres:
         self.stop()
         shutil.rmtree(self.data_dir.parent, ignore_errors=True)
 
-    def _run(self, tool: str, *args: str, check: bool = True) -> None:
+    def run(self, tool: str, *args: str, check: bool = True) -> str:
+        """Run one of the PostgreSQL tools as the server's user; returns what it printed."""
         command = [str(self.bin_dir / tool), *args]
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
-        subprocess.run(command, check=check, capture_output=True, timeout=120)
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"{tool} {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+        return done.stdout
