@@ -28,13 +28,32 @@ def parse_database_url(url: str | URL) -> URL:
     the `host=h1:5432&host=h2:5432` query the asyncpg dialect takes (a host without a port gets 5432). With
     `target_session_attrs=read-write` a connection goes to whichever listed server is the primary."""
     if isinstance(url, URL):
-        return url
+        return _with_driver(url)
     found = _MULTI_HOST.match(url)
     if found is None:
-        return make_url(url)
+        return _with_driver(make_url(url))
     hosts = [h if ":" in h else f"{h}:{DEFAULT_POSTGRES_PORT}" for h in found["hosts"].split(",") if h]
     single = make_url(found["head"] + (found["tail"] or "/"))
-    return single.update_query_pairs([("host", host) for host in hosts], append=True)
+    return _with_driver(single.update_query_pairs([("host", host) for host in hosts], append=True))
+
+
+DRIVERS = {"postgresql": "asyncpg", "sqlite": "aiosqlite"}
+"""The one driver Podway ships for each database it stores its state in."""
+
+
+def _with_driver(url: URL) -> URL:
+    """The URL with Podway's driver for its database, whatever driver it named (`postgresql://`,
+    `postgres://` and `postgresql+psycopg://` are PostgreSQL through asyncpg); ValueError for a database
+    Podway does not store its state in."""
+    backend = url.get_backend_name()
+    backend = "postgresql" if backend == "postgres" else backend
+    driver = DRIVERS.get(backend)
+    if driver is None:
+        raise ValueError(
+            f"database URL {url.render_as_string(hide_password=True)!r}: Podway stores its state in PostgreSQL"
+            " (postgresql+asyncpg://USER@HOST:PORT/DB) or SQLite (sqlite+aiosqlite:///PATH)"
+        )
+    return url if url.drivername == f"{backend}+{driver}" else url.set(drivername=f"{backend}+{driver}")
 
 
 def create_engine(

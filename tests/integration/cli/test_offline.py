@@ -189,3 +189,22 @@ def test_validate_refuses_unknown_fields_unless_told_to_warn(tmp_path):
     assert warned.err.strip() == 'Warning: unknown field "spec.paralelism"'
     assert wrong.code == 2
     assert 'invalid - validate option "maybe"' in wrong.err
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (
+            "mysql://admin:hunter2@db/podway",
+            "podway up: database URL 'mysql://admin:***@db/podway': Podway stores",
+        ),
+        ("not a url", "podway up: Could not parse SQLAlchemy URL from given URL string"),
+    ],
+)
+def test_up_refuses_a_database_it_cannot_store_in_before_starting_anything(tmp_path, url, said):
+    run = podway("up", "--data-dir", str(tmp_path / "stack"), "--database-url", url, "--detach")
+
+    assert run.code == 2
+    assert run.err.startswith(said)
+    assert "hunter2" not in run.err
+    assert not (tmp_path / "stack" / "podway-up.log").exists()
