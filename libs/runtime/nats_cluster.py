@@ -107,10 +107,9 @@ class NatsCluster:
                 command, stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=stop_with_parent
             )
 
-    def wait_ready(self, timeout_s: float = 60.0, *, current: bool = False) -> None:
-        """Until the meta group has a leader and every running server answers `/healthz` (JetStream enabled;
-        with `current`, also caught up with every stream it holds). Raises NatsServerError at the deadline."""
-        path = "/healthz" if current else "/healthz?js-enabled-only=true"
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Until the meta group's leader sees every running server as current and each of them answers
+        `/healthz?js-enabled-only=true`. Raises NatsServerError at the deadline."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for node in self.nodes:
@@ -123,7 +122,9 @@ class NatsCluster:
                         f"{node.name} exited with {node.process.returncode}; see {node.root}"
                     )
             running = [node for node in self.nodes if node.running]
-            if self._meta_current(running) and all(node.monitor(path)[0] == 200 for node in running):
+            if self._meta_current(running) and all(
+                node.monitor("/healthz?js-enabled-only=true")[0] == 200 for node in running
+            ):
                 return
             time.sleep(0.1)
         raise NatsServerError(f"the NATS cluster in {self.root} was not ready within {timeout_s:g}s")
