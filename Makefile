@@ -49,8 +49,9 @@ bench: install ## run every benchmark, one JSON object per line
 
 SOAK_JOBS ?= 2000
 SOAK_REQUESTS ?= 5000
-soak: install ## the full chaos run: gang Jobs and inference under every fault, 5 rounds; JSON figures (not CI)
-	$(PY) -m tests.chaos.harness --jobs $(SOAK_JOBS) --requests $(SOAK_REQUESTS) --postgres-failover
+SOAK_NATS_CLUSTER ?= 0
+soak: install ## the full chaos run: gang Jobs and inference under every fault (PostgreSQL failover too), 5 rounds; JSON figures (not CI); SOAK_NATS_CLUSTER=3 on a 3-node NATS cluster
+	$(PY) -m tests.chaos.harness --jobs $(SOAK_JOBS) --requests $(SOAK_REQUESTS) --postgres-failover --nats-cluster $(SOAK_NATS_CLUSTER)
 
 up: install ## start the stack in the background (podway up)
 	$(PODWAY) up --data-dir $(DATA_DIR) --detach

@@ -395,7 +395,7 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             "PODWAY_METRICS_PORT": "0",
             "PODWAY_API_PORT": "0",
         }
-        procs = Processes(env, tmp, nats_pid=stack.nats_pid)
+        procs = Processes(env, tmp, nats_pids=[stack.nats_pid] if stack.nats_pid else [])
         try:
             return await _measure(args, procs, stack.nats_url, tmp)
         finally:

@@ -82,7 +82,7 @@ async def _run(args: argparse.Namespace, fleet: dict[str, int], tmp: Path) -> di
         "PODWAY_LOG_LEVEL": "WARNING",
         "PODWAY_METRICS_PORT": "0",
     }
-    procs = Processes(env, tmp, nats_pid=nats.process.pid if nats.process else None)
+    procs = Processes(env, tmp, nats_pids=nats.pids())
     try:
         procs.start("admission", "services.admission.main", tmp / "admission")
         procs.wait_healthy("admission", health_file(tmp / "admission" / "run", "admission"))

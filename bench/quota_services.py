@@ -224,7 +224,7 @@ async def _run(args: argparse.Namespace, world: QuotaWorld, tmp: Path) -> dict[s
             "PODWAY_LOG_LEVEL": "WARNING",
             "PODWAY_METRICS_PORT": "0",
         }
-        procs = Processes(env, tmp, nats_pid=stack.nats_pid)
+        procs = Processes(env, tmp, nats_pids=[stack.nats_pid] if stack.nats_pid else [])
         try:
             procs.start("admission", "services.admission.main", tmp / "admission")
             procs.wait_healthy("admission", health_file(tmp / "admission" / "run", "admission"))

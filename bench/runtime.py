@@ -353,7 +353,7 @@ async def _run(args: argparse.Namespace, tmp: Path, bash: str) -> dict[str, Any]
             "PODWAY_LOG_LEVEL": "WARNING",
             "PODWAY_METRICS_PORT": "0",
         }
-        procs = Processes(env, tmp, nats_pid=stack.nats_pid)
+        procs = Processes(env, tmp, nats_pids=[stack.nats_pid] if stack.nats_pid else [])
         try:
             agent = start_services(procs, tmp, database_file(stack.database_url))
             await until_leader(health_file(tmp / "scheduler" / "run", "scheduler"))

@@ -37,6 +37,11 @@ N whole GPUs) instead of `nvidia.com/gpu`, and the DRA allocator service runs to
 cycle proposes exact devices, the allocator commits them (device rows, ResourceClaims, claim statuses) and
 only then is the gang bound. `allocation_ms_p50`/`p99` run, per gang, from its `placement.proposed` to its
 `claims.allocated` arriving on the bus.
+
+`--nats-cluster N`: the bus is a JetStream cluster of N nats-servers on loopback (libs/runtime/nats_cluster.py)
+and every stream is on all N (`podway migrate --replicas N`); each process is given every server's URL. The
+servers share this host's cores with everything else, so the figures show what replication costs in CPU and
+round trips, not what separate machines (and their network) would.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ from libs.client.client import PodwayClient
 from libs.cluster.generator import RACK_KEY
 from libs.messaging.broker import provision_streams
 from libs.runtime.health import health_file, last_beat, process_name
+from libs.runtime.nats_cluster import NatsCluster
 from libs.runtime.nats_server import EmbeddedNatsServer
 
 NAMESPACE = "bench"
@@ -130,6 +136,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", default=os.environ.get("PODWAY_BENCH_DATABASE_URL", DEFAULT_PG))
     parser.add_argument(
         "--claims", action="store_true", help="GPUs through per-pod claim templates and the DRA allocator"
+    )
+    parser.add_argument(
+        "--nats-cluster",
+        type=int,
+        default=0,
+        help="run on a JetStream cluster of this many nats-servers (loopback), every stream on all of them; "
+        "0: one embedded nats-server",
     )
 
 
@@ -261,7 +274,7 @@ class Processes:
     env: dict[str, str]
     tmp: Path
     running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    nats_pid: int | None = None
+    nats_pids: list[int] = field(default_factory=list)
 
     def start(self, name: str, module: str, data_dir: Path, **extra: str) -> subprocess.Popen[bytes]:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -280,9 +293,9 @@ class Processes:
             with contextlib.suppress(psutil.Error):
                 used[name] = cpu_seconds(psutil.Process(proc.pid))
         used["bench"] = cpu_seconds(psutil.Process())
-        if self.nats_pid is not None:
+        for pid in self.nats_pids:  # every server of a cluster together: what the bus costs
             with contextlib.suppress(psutil.Error):
-                used["nats_server"] = cpu_seconds(psutil.Process(self.nats_pid))
+                used["nats_server"] = used.get("nats_server", 0.0) + cpu_seconds(psutil.Process(pid))
         used["postgres"] = postgres_cpu_seconds()
         return used
 
@@ -504,13 +517,20 @@ def apply_to_bound(watch: BusWatch, gangs: list[str]) -> list[float]:
     return per_pod(watch, gangs, lambda uid: watch.bound_at[uid] - watch.applied_at[watch.name_of[uid]])
 
 
+def bus(args: argparse.Namespace, tmp: Path) -> EmbeddedNatsServer | NatsCluster:
+    """One embedded nats-server, or with `--nats-cluster N` a cluster of N (streams on all N)."""
+    if args.nats_cluster:
+        return NatsCluster(tmp / "nats", size=args.nats_cluster).start()
+    return EmbeddedNatsServer(data_dir=tmp / "nats").start()
+
+
 async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from libs.db.migrate import upgrade
 
     database_url, dropped = await fresh_postgres(args.database_url)
     await upgrade(database_url)
-    nats = EmbeddedNatsServer(data_dir=tmp / "nats").start()
-    await provision_streams(nats.url)
+    nats = bus(args, tmp)
+    await provision_streams(nats.url, replicas=args.nats_cluster or None)
     env = {
         **os.environ,
         "PODWAY_NATS_URL": nats.url,
@@ -519,7 +539,7 @@ async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "PODWAY_LEASE_SECONDS": str(args.lease_seconds),
         "PODWAY_METRICS_PORT": "0",
     }
-    procs = Processes(env, tmp, nats_pid=nats.process.pid if nats.process else None)
+    procs = Processes(env, tmp, nats_pids=nats.pids())
     nodes = args.blocks * args.racks_per_block * args.nodes_per_rack
     metrics: dict[str, Any] = _Progress()
     try:
@@ -734,6 +754,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "latency_run_seconds": args.latency_run_seconds,
         "lease_seconds": args.lease_seconds,
         "database": "postgres",
+        "nats_servers": args.nats_cluster or 1,
+        "stream_replicas": args.nats_cluster or 1,
         # Other processes on the host take CPU from the five processes measured here.
         "host_cpus": os.cpu_count(),
         "scheduling_core": scheduling_core(),

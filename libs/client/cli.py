@@ -53,7 +53,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--nats-url",
         default=None,
         help="NATS URL, nats://USER:PASSWORD@HOST:PORT for a NATS user (or PODWAY_NATS_USER and "
-        "PODWAY_NATS_PASSWORD); default: the running stack's",
+        "PODWAY_NATS_PASSWORD), or a cluster's URLs comma-separated (nats://a:4222,nats://b:4222,...); "
+        "default: the running stack's",
     )
     parser.add_argument("--database-url", default=None, help="database URL (default: the running stack's)")
 

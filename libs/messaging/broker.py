@@ -20,8 +20,9 @@ from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM
 from libs.messaging.consumer import EventConsumer
 from libs.messaging.permissions import INBOX_PREFIX
 from libs.messaging.rpc import start_rpc
-from libs.messaging.streams import ensure_streams, require_streams
+from libs.messaging.streams import ensure_streams, require_streams, stream_configs
 from libs.messaging.tls import TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV, tls_context
+from libs.runtime.urls import split_urls
 
 __all__ = [
     "TLS_CA_ENV",
@@ -37,15 +38,21 @@ log = logging.getLogger(__name__)
 
 # A stuck drain must never hold a service's shutdown for nats-py's default 30 s.
 DRAIN_TIMEOUT_S = 5
-# A restarted nats-server is found again however long it was away: a connection that gave up would leave a
-# service beating on, deaf. Retried every half second once the server is gone.
+# A restarted nats-server (or another server of the cluster) is found again however long the bus was away: a
+# connection that gave up would leave a service beating on, deaf. Unlimited attempts, each server of the list
+# (and those the cluster announces) retried every half second once all are gone.
 RECONNECT_WAIT_S = 0.5
+# While reconnecting, publishes wait in the client up to this many bytes and go out once connected; past it a
+# publish raises at once. A JetStream publish whose PubAck does not come back in time is an error to its
+# caller either way: the outbox relay logs it and publishes the row again (same Nats-Msg-Id, stored once).
+PENDING_BYTES = 2 * 1024 * 1024
 _SUBJECT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
 class NatsEndpoint:
-    """A NATS URL split into the address and the user that connects to it."""
+    """A NATS URL (or a comma-separated list of a cluster's URLs) split into the addresses and the user that
+    connects to them."""
 
     url: str
     user: str | None = None
@@ -54,14 +61,25 @@ class NatsEndpoint:
     @classmethod
     def parse(cls, url: str) -> NatsEndpoint:
         """`nats://user:password@host:4222` (user and password percent-encoded) -> address and credentials.
-        A URL with a user and no password (a token) or none at all is kept as it is."""
-        parts = urlsplit(url)
-        if parts.username is None or parts.password is None:
-            return cls(url)
-        netloc = parts.netloc.rpartition("@")[2]
-        return cls(
-            urlunsplit(parts._replace(netloc=netloc)), unquote(parts.username), unquote(parts.password)
-        )
+        A URL with a user and no password (a token) or none at all is kept as it is. In a list, every URL
+        that carries a user and password must carry the same ones (one connection, one NATS user)."""
+        addresses, credentials = [], set()
+        for one in split_urls(url):
+            parts = urlsplit(one)
+            if parts.username is None or parts.password is None:
+                addresses.append(one)
+                continue
+            credentials.add((unquote(parts.username), unquote(parts.password)))
+            addresses.append(urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2])))
+        if len(credentials) > 1:
+            raise ValueError("the NATS URLs of one connection carry different users or passwords")
+        user, password = credentials.pop() if credentials else (None, None)
+        return cls(",".join(addresses), user, password)
+
+    @property
+    def servers(self) -> list[str]:
+        """Each server's URL, for nats-py's `servers=`."""
+        return split_urls(self.url)
 
     @property
     def inbox_prefix(self) -> str:
@@ -79,21 +97,22 @@ _ENDPOINTS: weakref.WeakKeyDictionary[NatsBroker, NatsEndpoint] = weakref.WeakKe
 
 
 def make_broker(url: str, name: str, *, message_log_level: int = logging.DEBUG) -> NatsBroker:
-    """A broker for service `name` (shown in NATS monitoring); per-message logs at DEBUG, not INFO.
+    """A broker for service `name` (shown in NATS monitoring); per-message logs at DEBUG, not INFO. `url` may
+    list a cluster's servers, comma-separated: the broker connects to one and reconnects across all.
 
     Credentials in `url` connect as that NATS user (see `NatsEndpoint`); the URL's address is all the broker
     keeps, so they never reach its AsyncAPI description. TLS is on for a `tls://` URL or when
     PODWAY_NATS_TLS_CA names a CA (see `tls_context`)."""
     endpoint = NatsEndpoint.parse(url)
     context = tls_context()
-    use_ssl = True if context is not None or endpoint.url.startswith("tls://") else None
+    use_ssl = True if context is not None or any(u.startswith("tls://") for u in endpoint.servers) else None
     security: NatsSecurity | None = None
     if endpoint.user is not None and endpoint.password is not None:
         security = NatsUserPassword(endpoint.user, endpoint.password, ssl_context=context, use_ssl=use_ssl)
     elif use_ssl:
         security = NatsSecurity(ssl_context=context or ssl.create_default_context(), use_ssl=True)
     broker = NatsBroker(
-        endpoint.url,
+        endpoint.servers,
         name=name,
         security=security,
         inbox_prefix=endpoint.inbox_prefix,
@@ -101,6 +120,8 @@ def make_broker(url: str, name: str, *, message_log_level: int = logging.DEBUG) 
         allow_reconnect=True,
         max_reconnect_attempts=-1,
         reconnect_time_wait=RECONNECT_WAIT_S,  # type: ignore[arg-type]  # nats-py takes seconds as a float
+        dont_randomize=False,  # each process picks a random server of the list: connections spread out
+        pending_size=PENDING_BYTES,
         drain_timeout=DRAIN_TIMEOUT_S,
         graceful_timeout=DRAIN_TIMEOUT_S,
         log_level=message_log_level,
@@ -172,11 +193,12 @@ async def start_broker(broker: NatsBroker, consumers: Sequence[EventConsumer] = 
         await consumer.start()
 
 
-async def provision_streams(url: str) -> None:
-    """Create or update the streams on the server at `url`: the admin step before any service starts."""
+async def provision_streams(url: str, *, replicas: int | None = None) -> None:
+    """Create or update the streams on the server (or cluster) at `url`: the admin step before any service
+    starts. `replicas`: how many servers hold each stream (default `stream_replicas()`)."""
     broker = make_broker(url, "podway-streams")
     await broker.connect()
     try:
-        await ensure_streams(jetstream(broker))
+        await ensure_streams(jetstream(broker), stream_configs(replicas=replicas))
     finally:
         await broker.stop()

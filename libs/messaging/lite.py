@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
 from libs.messaging.tls import tls_context
+from libs.runtime.urls import split_urls
 
 ERROR_HEADER = "Podway-Rpc-Error"  # as libs.messaging.rpc sends it
 INBOX_PREFIX = "_INBOX"  # as libs.messaging.permissions grants it
@@ -39,7 +40,9 @@ class LiteNats:
     """`with LiteNats(url) as nats: nats.request(subject, payload)` or `for msg in nats.subscribe(subject)`."""
 
     def __init__(self, url: str, *, name: str = "podway-cli", connect_timeout_s: float = 5.0) -> None:
-        parts = urlsplit(url if "://" in url else f"nats://{url}")
+        """`url` may list a cluster's servers, comma-separated: `connect` takes the first that answers."""
+        self.servers = [urlsplit(one if "://" in one else f"nats://{one}") for one in split_urls(url)]
+        parts = next((p for p in self.servers if p.username is not None), self.servers[0])
         self.tls = parts.scheme == "tls"
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or 4222
@@ -65,6 +68,19 @@ class LiteNats:
         self.close()
 
     def connect(self) -> None:
+        """Connect to the first server of the list that answers (raises the last server's refusal)."""
+        for index, server in enumerate(self.servers):
+            self.tls = server.scheme == "tls"
+            self.host, self.port = server.hostname or "127.0.0.1", server.port or 4222
+            try:
+                self._connect_one()
+                return
+            except RpcUnavailable:
+                self.close()
+                if index == len(self.servers) - 1:
+                    raise
+
+    def _connect_one(self) -> None:
         try:
             self._sock = socket.create_connection((self.host, self.port), timeout=self.connect_timeout_s)
         except OSError as exc:

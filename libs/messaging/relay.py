@@ -268,7 +268,14 @@ def _outcome(
     RELAY_PUBLISHED.inc(acked)
     RELAY_FAILED.inc(failed)
     if failed:
-        log.warning("outbox relay: %d of %d publishes failed; retrying next pass", failed, len(messages))
+        error = next((ack for ack in acks if isinstance(ack, BaseException)), None)
+        log.warning(
+            "outbox relay: %d of %d publishes failed; retrying next pass (%s: %s)",
+            failed,
+            len(messages),
+            type(error).__name__,
+            error,
+        )
     return RelayPass(published=acked, duplicates=duplicates, failed=failed)
 
 

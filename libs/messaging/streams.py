@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import replace
 
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
@@ -33,10 +34,13 @@ class StreamMissing(RuntimeError):
     """A stream a service needs has not been provisioned."""
 
 
-def stream_replicas() -> int:
-    """How many JetStream servers hold each stream: `PODWAY_STREAM_REPLICAS` (3 on the Kubernetes cluster of
-    deploy/k8s, so a stream survives the loss of one server), 1 by default."""
-    return max(1, int(os.environ.get("PODWAY_STREAM_REPLICAS") or 1))
+def stream_replicas() -> int | None:
+    """How many JetStream servers hold each stream: `PODWAY_STREAM_REPLICAS` (3 on a three-server cluster such
+    as deploy/k8s's, so a stream survives the loss of one server). None when not set: a new stream is created
+    on one server and an existing one keeps its count, so a later provisioning never shrinks a replicated
+    stream that was not told to."""
+    value = os.environ.get("PODWAY_STREAM_REPLICAS")
+    return max(1, int(value)) if value else None
 
 
 def _limit(variable: str, default: float | None = None) -> float | None:
@@ -52,8 +56,8 @@ def stream_configs(
     duplicate_window_s: float = DUPLICATE_WINDOW_S,
     replicas: int | None = None,
 ) -> list[StreamConfig]:
-    """Domain events (file, dedup window), work queue (removed on ack), dead letters (kept two weeks), each on
-    `replicas` servers (default `stream_replicas()`).
+    """Domain events (file, dedup window), work queue (removed on ack), dead letters (kept two weeks) and the
+    router's ledger bucket, each on `replicas` servers (default `stream_replicas()`; None: see there).
 
     Size (bytes) and age (seconds) limits come from the environment, none by default (the server's store is
     the bound): `PODWAY_EVENTS_MAX_BYTES`, `PODWAY_EVENTS_MAX_AGE_SECONDS`, `PODWAY_WORK_MAX_BYTES`,
@@ -114,7 +118,8 @@ def stream_configs(
 
 async def ensure_streams(js: JetStreamContext, configs: list[StreamConfig] | None = None) -> None:
     """Create the streams, or update those whose configuration differs. Safe to call any number of times;
-    when every stream is already as configured it only reads their info, so it needs no right to change them."""
+    when every stream is already as configured it only reads their info, so it needs no right to change them.
+    A config that leaves the replica count unset keeps the existing stream's."""
     for config in configs if configs is not None else stream_configs():
         assert config.name is not None
         try:
@@ -123,6 +128,8 @@ async def ensure_streams(js: JetStreamContext, configs: list[StreamConfig] | Non
             await js.add_stream(config)
             continue
         if _differs(current, config):
+            if config.num_replicas is None:
+                config = replace(config, num_replicas=current.num_replicas)
             await js.update_stream(config)
 
 

@@ -58,6 +58,10 @@ class EmbeddedNatsServer:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
+    def pids(self) -> list[int]:
+        """The server's process id, as a list (a cluster has several)."""
+        return [self.process.pid] if self.process is not None else []
+
     def start(self, timeout_s: float = 10.0) -> EmbeddedNatsServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.port:

@@ -22,7 +22,8 @@ class PodwaySettings(BaseSettings):
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; default SQLite in data_dir")
     nats_url: str | None = Field(
         default=None,
-        description="NATS URL, with `user:password@` to connect as a NATS user; default an embedded nats-server",
+        description="NATS URL, or a comma-separated list of a cluster's servers (each tried, reconnected "
+        "across), with `user:password@` to connect as a NATS user; default an embedded nats-server",
     )
     nats_user: str | None = Field(
         default=None, description="NATS user (with nats_password), put into nats_url"

@@ -2,13 +2,14 @@
 a mixed load of gang Jobs (rack-constrained, high-priority ones that must preempt, DRA claims) and inference
 requests (sync and queued), while every service is killed with SIGKILL, each leased service is paused past its
 lease, a node running pods is taken away until it is lost and then brought back, the embedded nats-server is
-killed and PostgreSQL crashes and comes back. With `--postgres-failover` the cluster is a primary and a
-synchronous standby (reached through a multi-host URL), and the primary also dies for good while its standby
-is promoted. Afterwards every Job must have reached a decision, every accepted queued request exactly one
-outcome, and `podway check` must find nothing.
+killed (or, with `--nats-cluster 3`, a server of a 3-node JetStream cluster holding every stream on all three
+is killed and restarted) and PostgreSQL crashes and comes back. With `--postgres-failover` the cluster is a
+primary and a synchronous standby (reached through a multi-host URL), and the primary also dies for good while
+its standby is promoted. Afterwards every Job must have reached a decision, every accepted queued request
+exactly one outcome, and `podway check` must find nothing.
 
-`make soak` runs the full size (`python -m tests.chaos.harness --jobs 2000 --requests 5000`); CI runs a smoke
-(tests/chaos/test_chaos_smoke.py)."""
+`make soak` runs the full size (`python -m tests.chaos.harness --jobs 2000 --requests 5000`; `make soak
+SOAK_NATS_CLUSTER=3` on the cluster); CI runs a smoke (tests/chaos/test_chaos_smoke.py)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from libs.db.schema import objects
 from libs.messaging.rpc import RpcError
 from tests.integration.pg_failover.postgres_pair import PostgresPair
 from tests.integration.reliability.private_postgres import PrivatePostgres
+from tests.nats_cluster import NatsCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "deploy" / "examples"
@@ -70,6 +72,18 @@ POSTGRES_FAILOVER = "failover:postgres"
 """With `ChaosPlan.postgres_failover` (`--postgres-failover`): the stack runs on a primary and a synchronous
 standby, and the primary also dies for good while its standby is promoted (`PostgresFailover`)."""
 
+NATS_NODE_DOWN_S = 5.0
+"""How long a killed server of the NATS cluster stays down before it is started again (same store)."""
+
+
+def faults_for(plan: ChaosPlan) -> tuple[str, ...]:
+    """Every fault kind; on a NATS cluster a server of it is killed and restarted instead of the one server;
+    with `postgres_failover`, the failover too."""
+    faults = FAULTS
+    if plan.nats_cluster:
+        faults = tuple("kill:nats-node" if fault == "kill:nats-server" else fault for fault in faults)
+    return (*faults, POSTGRES_FAILOVER) if plan.postgres_failover else faults
+
 
 @dataclass(frozen=True)
 class ChaosPlan:
@@ -81,10 +95,12 @@ class ChaosPlan:
     fault_rounds: int = 1
     """How many times each fault kind strikes, at seeded moments inside the window."""
     postgres_failover: bool = False
+    nats_cluster: int = 0
+    """Servers of the JetStream cluster the stack runs on, every stream on all of them; 0: the embedded one."""
 
     @property
     def faults(self) -> tuple[str, ...]:
-        return (*FAULTS, POSTGRES_FAILOVER) if self.postgres_failover else FAULTS
+        return faults_for(self)
 
 
 @dataclass
@@ -252,17 +268,25 @@ class Faults:
         report: ChaosReport,
         client: PodwayClient,
         rng: random.Random,
+        cluster: NatsCluster | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.postgres = postgres
         self.report = report
         self.client = client
         self.rng = rng
+        self.cluster = cluster
 
     async def inject(self, fault: str) -> None:
         action, _, target = fault.partition(":")
         if action == "kill" and target == "nats-server":
             _signal(stack_info(self.data_dir)["nats_pid"], signal.SIGKILL)
+        elif action == "kill" and target == "nats-node":
+            assert self.cluster is not None
+            index = self.rng.choice([i for i, node in enumerate(self.cluster.nodes) if node.running])
+            self.cluster.kill(index)
+            await asyncio.sleep(NATS_NODE_DOWN_S)
+            await asyncio.to_thread(self.cluster.restart, index)
         elif action == "kill":
             pid = service_pid(self.data_dir, target)
             if pid is None:
@@ -337,6 +361,7 @@ class Faults:
     async def run(self, plan: ChaosPlan) -> None:
         rng = self.rng
         strikes = [fault for _ in range(plan.fault_rounds) for fault in plan.faults]
+        # A node is taken away in the first half of the window, while the long gangs still run on it.
         schedule = sorted(
             (rng.uniform(*_strike_window(fault, plan.fault_window_s)), fault) for fault in strikes
         )
@@ -499,6 +524,11 @@ async def run(plan: ChaosPlan, workdir: Path) -> ChaosReport:
         PostgresPair.create if plan.postgres_failover else PrivatePostgres.create
     )
     data_dir = workdir / "stack"
+    cluster = None
+    bus: list[str] = []
+    if plan.nats_cluster:
+        cluster = await asyncio.to_thread(NatsCluster(workdir / "nats", size=plan.nats_cluster).start)
+        bus = ["--nats-url", cluster.url, "--replicas", str(plan.nats_cluster)]
     try:
         up = await asyncio.to_thread(
             podway,
@@ -511,12 +541,13 @@ async def run(plan: ChaosPlan, workdir: Path) -> ChaosReport:
             "1",
             "--router-address",
             "127.0.0.1:0",
+            *bus,
         )
         if up.returncode != 0:
             raise RuntimeError(f"podway up failed: {up.stdout}{up.stderr}")
         standbys = start_standbys(data_dir)
         try:
-            queued = await _drive(plan, rng, report, data_dir, postgres, started + plan.deadline_s)
+            queued = await _drive(plan, rng, report, data_dir, postgres, started + plan.deadline_s, cluster)
         finally:
             await asyncio.to_thread(stop_standbys, standbys)
         records = await load_records(postgres.url, frozenset(queued))
@@ -531,6 +562,8 @@ async def run(plan: ChaosPlan, workdir: Path) -> ChaosReport:
         report.violations = [f"{v.invariant} {v.subject}: {v.detail}" for v in found[:20]]
     finally:
         await asyncio.to_thread(podway, data_dir, "down")
+        if cluster is not None:
+            await asyncio.to_thread(cluster.stop)
         await asyncio.to_thread(postgres.remove)
     report.seconds = round(time.monotonic() - started, 1)
     return report
@@ -543,6 +576,7 @@ async def _drive(
     data_dir: Path,
     postgres: PrivatePostgres | PostgresPair,
     deadline: float,
+    cluster: NatsCluster | None = None,
 ) -> list[str]:
     """Apply the setup and the load, ask the router and inject the faults at once; then wait for every Job's
     decision and every queued request's outcome. Returns the queued requests' ids."""
@@ -552,7 +586,7 @@ async def _drive(
     async with PodwayClient(stack_info(data_dir)["nats_url"], timeout_s=20) as client:
         setup = [d for name in ("01-priorityclasses.yaml", "02-dra.yaml") for d in example(name)]
         await _retrying(lambda: client.apply(setup))
-        faults = Faults(data_dir, postgres, report, client, random.Random(rng.random()))
+        faults = Faults(data_dir, postgres, report, client, random.Random(rng.random()), cluster)
         queued, _, _ = await asyncio.gather(
             _ask(client, plan, rng, report), _apply_load(client, jobs), faults.run(plan)
         )
@@ -583,6 +617,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-window", type=float, default=300.0)
     parser.add_argument("--deadline", type=float, default=1800.0)
     parser.add_argument("--fault-rounds", type=int, default=5)
+    parser.add_argument(
+        "--nats-cluster",
+        type=int,
+        default=0,
+        help="run on a JetStream cluster of this many servers (every stream on all); 0: one embedded server",
+    )
     parser.add_argument("--workdir", type=Path, default=Path(".podway-chaos"))
     parser.add_argument(
         "--postgres-failover",
@@ -598,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
         args.deadline,
         args.fault_rounds,
         args.postgres_failover,
+        args.nats_cluster,
     )
     report = asyncio.run(run(plan, args.workdir))
     figures = {k: v for k, v in asdict(report).items() if k != "answered"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import signal
 import subprocess
 import sys
@@ -39,8 +40,8 @@ def settings_from(args: argparse.Namespace) -> PodwaySettings:
     return PodwaySettings(**overrides)
 
 
-def prepare_stack(database_url: str, nats_url: str) -> None:
-    """Migrate the database and provision the streams before any service starts."""
+def prepare_stack(database_url: str, nats_url: str, *, replicas: int | None = None) -> None:
+    """Migrate the database and provision the streams (on `replicas` servers each) before any service starts."""
     import asyncio
 
     from libs.db.migrate import upgrade
@@ -48,18 +49,18 @@ def prepare_stack(database_url: str, nats_url: str) -> None:
 
     async def run() -> None:
         await upgrade(database_url)
-        await provision_streams(nats_url)
+        await provision_streams(nats_url, replicas=replicas)
 
     asyncio.run(run())
 
 
-def provision_streams_now(nats_url: str) -> None:
+def provision_streams_now(nats_url: str, *, replicas: int | None = None) -> None:
     """Create the streams that are missing (the supervisor's periodic check)."""
     import asyncio
 
     from libs.messaging.broker import provision_streams
 
-    asyncio.run(provision_streams(nats_url))
+    asyncio.run(provision_streams(nats_url, replicas=replicas))
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -91,8 +92,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     stack = Stack(
         settings,
         services=services,
-        prepare=prepare_stack,
-        provision=provision_streams_now,
+        prepare=functools.partial(prepare_stack, replicas=args.replicas),
+        provision=functools.partial(provision_streams_now, replicas=args.replicas),
         extra_specs=extra,
         service_env={"node_agent": {"PODWAY_RUNTIME": args.agents}},
     )
@@ -176,6 +177,8 @@ def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:
         argv += ["--router-address", args.router_http_address]
     if args.router_processes is not None:
         argv += ["--router-processes", str(args.router_processes)]
+    if args.replicas is not None:
+        argv += ["--replicas", str(args.replicas)]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with (settings.data_dir / "podway-up.log").open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -243,8 +246,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         asyncio.run(migrate.upgrade(url))
     print(f"database at revision {asyncio.run(migrate.current(url))}")
     if settings.nats_url and not args.downgrade:
-        asyncio.run(provision_streams(settings.nats_url))
-        print(redact_credentials(f"streams provisioned on {settings.nats_url}"))
+        asyncio.run(provision_streams(settings.nats_url, replicas=args.replicas))
+        copies = f" with {args.replicas} replicas" if args.replicas else ""
+        print(redact_credentials(f"streams provisioned on {settings.nats_url}{copies}"))
     return 0
 
 
@@ -305,6 +309,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(args.data_dir, args.report)
 
 
+def replicas(text: str) -> int:
+    """`--replicas`: JetStream keeps a stream on 1 to 5 servers."""
+    if not text.isdigit() or not 1 <= int(text) <= 5:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be between 1 and 5")
+    return int(text)
+
+
+def replicas_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--replicas",
+        type=replicas,
+        default=None,
+        help="JetStream servers that hold each stream and bucket: 3 on a 3-node NATS cluster (default "
+        "PODWAY_STREAM_REPLICAS; unset: 1 for a new stream, an existing one keeps its count)",
+    )
+
+
 def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.ArgumentParser], None]) -> None:
     up = sub.add_parser("up", help="start the stack (embedded NATS and SQLite unless URLs are given)")
     common(up)
@@ -333,6 +354,7 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         default=None,
         help="router processes sharing that address (default one per CPU, or PODWAY_ROUTER_PROCESSES)",
     )
+    replicas_flag(up)
     up.set_defaults(handler=cmd_up)
     down = sub.add_parser("down", help="stop the stack started in the data dir")
     common(down)
@@ -362,4 +384,5 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     common(mig)
     mig.add_argument("--downgrade", default=None)
     mig.add_argument("--revision", default=None)
+    replicas_flag(mig)
     mig.set_defaults(handler=cmd_migrate)

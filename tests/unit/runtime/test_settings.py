@@ -21,6 +21,17 @@ def test_user_and_password_from_the_environment_go_into_the_nats_url(monkeypatch
     assert PodwaySettings(**settings.model_dump()).nats_url == settings.nats_url
 
 
+def test_user_and_password_go_into_every_url_of_a_cluster_list():
+    settings = PodwaySettings(
+        nats_url="nats://n0:4222,nats://n1:4222", nats_user="admission", nats_password="p@ss"
+    )
+
+    assert settings.nats_url == "nats://admission:p%40ss@n0:4222,nats://admission:p%40ss@n1:4222"
+    assert (
+        redact_credentials(settings.nats_url) == "nats://admission:***@n0:4222,nats://admission:***@n1:4222"
+    )
+
+
 def test_credentials_given_twice_must_agree():
     with pytest.raises(ValidationError, match="other credentials"):
         PodwaySettings(nats_url="nats://client:a@nats:4222", nats_user="admission", nats_password="b")
