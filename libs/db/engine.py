@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import InvalidatePoolError
+from sqlalchemy.exc import ArgumentError, InvalidatePoolError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, StaticPool
 
@@ -31,11 +31,20 @@ def parse_database_url(url: str | URL) -> URL:
         return _with_driver(url)
     found = _MULTI_HOST.match(url)
     if found is None:
-        return _with_driver(make_url(url))
+        return _with_driver(_parsed(url))
     hosts = [h if ":" in h else f"{h}:{DEFAULT_POSTGRES_PORT}" for h in found["hosts"].split(",") if h]
     single = make_url(found["head"] + (found["tail"] or "/"))
     return _with_driver(single.update_query_pairs([("host", host) for host in hosts], append=True))
 
+
+def _parsed(url: str) -> URL:
+    try:
+        return make_url(url)
+    except ArgumentError:
+        raise ValueError(f"database URL: not a URL; {_FORMS}") from None
+
+
+_FORMS = "Podway stores its state in PostgreSQL (postgresql+asyncpg://USER@HOST:PORT/DB) or SQLite (sqlite+aiosqlite:///PATH)"
 
 DRIVERS = {"postgresql": "asyncpg", "sqlite": "aiosqlite"}
 """The one driver Podway ships for each database it stores its state in."""
@@ -49,10 +58,7 @@ def _with_driver(url: URL) -> URL:
     backend = "postgresql" if backend == "postgres" else backend
     driver = DRIVERS.get(backend)
     if driver is None:
-        raise ValueError(
-            f"database URL {url.render_as_string(hide_password=True)!r}: Podway stores its state in PostgreSQL"
-            " (postgresql+asyncpg://USER@HOST:PORT/DB) or SQLite (sqlite+aiosqlite:///PATH)"
-        )
+        raise ValueError(f"database URL {url.render_as_string(hide_password=True)!r}: {_FORMS}")
     return url if url.drivername == f"{backend}+{driver}" else url.set(drivername=f"{backend}+{driver}")
 
 

@@ -69,13 +69,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"a stack is already running in {settings.data_dir}", file=sys.stderr)
         return 1
     if settings.database_url is not None:
-        from sqlalchemy.exc import ArgumentError
-
         from libs.db.engine import parse_database_url
 
         try:
             parse_database_url(settings.database_url)
-        except (ValueError, ArgumentError) as error:
+        except ValueError as error:
             print(f"podway up: {error}", file=sys.stderr)
             return 2
     if args.detach:

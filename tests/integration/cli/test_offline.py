@@ -198,7 +198,7 @@ def test_validate_refuses_unknown_fields_unless_told_to_warn(tmp_path):
             "mysql://admin:hunter2@db/podway",
             "podway up: database URL 'mysql://admin:***@db/podway': Podway stores",
         ),
-        ("not a url", "podway up: Could not parse SQLAlchemy URL from given URL string"),
+        ("not a url", "podway up: database URL: not a URL; Podway stores its state in PostgreSQL"),
     ],
 )
 def test_up_refuses_a_database_it_cannot_store_in_before_starting_anything(tmp_path, url, said):
