@@ -160,6 +160,8 @@ class _Call:
     failed_at: float | None = None
     last_failure: ProviderError | None = None
     in_flight: DeploymentHealth | None = None
+    whole: bool = False
+    """The caller waits for the whole answer (infer), not for a stream."""
     """The deployment an attempt is under way at, counted in its evidence until the attempt ends."""
 
 
@@ -199,7 +201,7 @@ class Router:
     async def infer(self, request: InferRequest) -> InferResult:
         """Answer a request whole, failing over across deployments, models and clouds before the first byte
         and within its deadline. The provider streams it (see the module): the same tokens, billed the same."""
-        events = self.stream(request)
+        events = self._answer(request, whole=True)
         try:
             async for event in events:
                 if isinstance(event, StreamCompleted):
@@ -208,10 +210,14 @@ class Router:
             await _close(events)
         raise AssertionError("a stream always ends with StreamCompleted or an error")
 
-    async def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
+    def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream an answer: TextDelta events, then exactly one StreamCompleted. Failover happens only before
         the first text reaches the caller; a later failure raises MidStreamFailure."""
+        return self._answer(request, whole=False)
+
+    async def _answer(self, request: InferRequest, *, whole: bool) -> AsyncGenerator[StreamEvent, None]:
         call = await self._begin_granted(request)
+        call.whole = whole
         while True:
             dispatch = self._next_dispatch(call)
             provider = call.generation.providers[dispatch.candidate.deployment.provider]
@@ -640,7 +646,7 @@ class Router:
             self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
             health.evidence.record_fault(now, throttled=error.reason is FailureReason.THROTTLED)
         call.attempts.append(_attempt(call, dispatch, error, sent, time.perf_counter(), None))
-        if error is _DEADLINE_AFTER_FIRST_BYTE and not call.request.stream:
+        if error is _DEADLINE_AFTER_FIRST_BYTE and call.whole:
             message = f"deadline passed while {dispatch.candidate.name} was answering (after its first byte)"
             self._fail_request(call, DeadlineExceeded(message, tuple(call.attempts)))
         message = (
