@@ -160,9 +160,9 @@ class _Call:
     failed_at: float | None = None
     last_failure: ProviderError | None = None
     in_flight: DeploymentHealth | None = None
+    """The deployment an attempt is under way at, counted in its evidence until the attempt ends."""
     whole: bool = False
     """The caller waits for the whole answer (infer), not for a stream."""
-    """The deployment an attempt is under way at, counted in its evidence until the attempt ends."""
 
 
 class Router:
