@@ -156,6 +156,8 @@ left behind is measured again and traffic returns to it once it has recovered.""
 
 Group = tuple[int, int]
 """A run [start, end) of equivalent candidates in a chain: one model's deployments of one tier."""
+MAX_PAIR_GROUPS = 4
+"""Up to this many groups of two per chain, every order is built once (2^groups chains), not per request."""
 
 
 class RoutingTable:
@@ -167,6 +169,7 @@ class RoutingTable:
         self._routes: dict[
             str, tuple[tuple[float, ...], tuple[tuple[Candidate, ...], ...], tuple[tuple[Group, ...], ...]]
         ] = {}
+        self._pair_orders: dict[str, tuple[tuple[tuple[Candidate, ...], ...], ...]] = {}
         for name, feature in policy.features.items():
             cumulative: list[float] = []
             total = 0.0
@@ -174,7 +177,9 @@ class RoutingTable:
                 total += route.weight
                 cumulative.append(total)
             chains = tuple(candidate_chain(policy, feature, index) for index in range(len(feature.routes)))
-            self._routes[name] = (tuple(cumulative), chains, tuple(equivalent_groups(c) for c in chains))
+            groups = tuple(equivalent_groups(c) for c in chains)
+            self._routes[name] = (tuple(cumulative), chains, groups)
+            self._pair_orders[name] = tuple(_pair_orders(c, g) for c, g in zip(chains, groups, strict=True))
 
     def plan(
         self,
@@ -201,8 +206,18 @@ class RoutingTable:
         if health is not None and groups[index]:
             if digest < 0:
                 digest = request_hash(request_id)
+            pair_orders = self._pair_orders[feature_name][index]
+            mask = 0
             for number, group in enumerate(groups[index]):
-                chain = _order_group(chain, group, digest >> (24 * number % 48), health, now)
+                bits = digest >> (24 * number % 48)
+                if pair_orders:
+                    first, _ = _draw(chain, group, bits, health, now)
+                    if first is not chain[group[0]]:
+                        mask |= 1 << number
+                else:
+                    chain = _order_group(chain, group, bits, health, now)
+            if mask:
+                chain = pair_orders[mask]
         return RoutePlan(feature_name, feature, index, chain)
 
 
@@ -235,15 +250,28 @@ def _equivalent(first: Candidate, second: Candidate) -> bool:
     return first.model == second.model and first.deployment.tier is second.deployment.tier
 
 
-def _order_group(
-    chain: tuple[Candidate, ...],
-    group: Group,
-    bits: int,
-    health: Mapping[str, DeploymentHealth],
-    now: float,
-) -> tuple[Candidate, ...]:
-    """The chain with the group's better of two drawn candidates first and the other second (the worse first
-    for one request in EXPLORE_ONE_IN); the rest of the group follows in the policy's order."""
+def _pair_orders(
+    chain: tuple[Candidate, ...], groups: tuple[Group, ...]
+) -> tuple[tuple[Candidate, ...], ...]:
+    """When every group of the chain has two candidates (and there are at most MAX_PAIR_GROUPS): the chain with
+    each subset of its groups swapped, indexed by a bit mask (bit n: group n swapped). Otherwise none."""
+    if len(groups) > MAX_PAIR_GROUPS or any(end - start != 2 for start, end in groups):
+        return ()
+    orders = []
+    for mask in range(1 << len(groups)):
+        order = list(chain)
+        for number, (start, _) in enumerate(groups):
+            if mask & (1 << number):
+                order[start], order[start + 1] = order[start + 1], order[start]
+        orders.append(tuple(order))
+    return tuple(orders)
+
+
+def _draw(
+    chain: tuple[Candidate, ...], group: Group, bits: int, health: Mapping[str, DeploymentHealth], now: float
+) -> tuple[Candidate, Candidate]:
+    """The group's two candidates drawn by `bits`, the one to go first first: the lower score, except for one
+    request in EXPLORE_ONE_IN, which goes to the other so that it is measured again."""
     start, end = group
     size = end - start
     first = bits % size
@@ -253,8 +281,20 @@ def _order_group(
     a, b = chain[start + first], chain[start + second]
     a_better = health[a.name].evidence.score(now) <= health[b.name].evidence.score(now)
     explore = (bits >> 16) % EXPLORE_ONE_IN == 0
-    if a_better == explore:
-        a, b = b, a
+    return (b, a) if a_better == explore else (a, b)
+
+
+def _order_group(
+    chain: tuple[Candidate, ...],
+    group: Group,
+    bits: int,
+    health: Mapping[str, DeploymentHealth],
+    now: float,
+) -> tuple[Candidate, ...]:
+    """The chain with the group's drawn pair first (see _draw); the rest of the group follows in the policy's
+    order."""
+    start, end = group
+    a, b = _draw(chain, group, bits, health, now)
     if a is chain[start] and b is chain[start + 1]:
         return chain
     rest = tuple(c for c in chain[start:end] if c is not a and c is not b)

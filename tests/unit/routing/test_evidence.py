@@ -22,7 +22,7 @@ from tests.unit.routing.policies import example_document
 REQUESTS = [f"req-{i}" for i in range(400)]
 
 
-def equivalent_policy(*, pt_pair: bool = False) -> RoutingPolicy:
+def equivalent_policy(*, pt_pair: bool = False, od_regions: int = 2) -> RoutingPolicy:
     """search-answer on gemini-flash only, served on demand by two regions (and, with `pt_pair`, on PT by
     two as well)."""
     document = example_document()
@@ -32,6 +32,13 @@ def equivalent_policy(*, pt_pair: bool = False) -> RoutingPolicy:
         "tier": "on_demand",
     }
     deployments = ["gemini-flash-pt", "gemini-flash-od", "gemini-flash-od-eu"]
+    if od_regions == 3:
+        document["deployments"]["gemini-flash-od-asia"] = {
+            "provider": "vertex",
+            "model": "gemini-2.5-flash",
+            "tier": "on_demand",
+        }
+        deployments.append("gemini-flash-od-asia")
     if pt_pair:
         document["deployments"]["gemini-flash-pt-eu"] = {
             "provider": "vertex",
@@ -82,6 +89,27 @@ def test_evidence_moves_the_choice_to_the_faster_deployment() -> None:
     # ...and the other one stays next in line, so a failure still fails over within the model.
     chain = [c.name for c in table.plan("search-answer", "req-1", health, 1.0).candidates]
     assert set(chain[1:3]) == {"gemini-flash-od", "gemini-flash-od-eu"}
+
+
+def test_among_three_equivalents_the_better_of_two_draws_goes_first() -> None:
+    policy = equivalent_policy(od_regions=3)
+    table, health = RoutingTable(policy), build_health(policy, {}, 0.0)
+    for name, first_byte in (
+        ("gemini-flash-od", 300.0),
+        ("gemini-flash-od-eu", 20.0),
+        ("gemini-flash-od-asia", 200.0),
+    ):
+        answered(health[name].evidence, 1.0, first_byte_ms=first_byte)
+    # The fastest is in two draws of three, and first whenever drawn; the slowest is never first.
+    assert 0.55 < share_first(table, health, 1.0, "gemini-flash-od-eu") < 0.8
+    assert share_first(table, health, 1.0, "gemini-flash-od") < 0.05
+    for request_id in REQUESTS:
+        chain = table.plan("search-answer", request_id, health, 1.0).candidates
+        assert sorted(c.name for c in chain[1:4]) == [
+            "gemini-flash-od",
+            "gemini-flash-od-asia",
+            "gemini-flash-od-eu",
+        ]
 
 
 def test_a_slow_deployment_is_left_at_its_first_slow_answer() -> None:
