@@ -7,10 +7,11 @@ on a retryable failure before the first byte record it and dispatch the next can
 backoff), (5) on success settle capacity, breaker, evidence and scoreboard and emit `inference.completed`.
 Decisions use the injected clock; latency figures use the performance counter.
 
-The first byte is the first text the provider streams. A whole (non-streamed) answer is asked for as a stream
-too (ConverseStream, streamGenerateContent) and assembled here: Converse and generateContent send nothing
-until the whole answer is written, so their first byte would be the last, and a first-byte timeout would cut
-slow but healthy answers. The first-byte timeout bounds one attempt up to its first text; after it, only the
+The first byte is the first text the provider streams. For a feature with a first-byte timeout, a whole
+(non-streamed) answer is asked for as a stream too (ConverseStream, streamGenerateContent) and assembled here:
+Converse and generateContent send nothing until the whole answer is written, so their first byte would be the
+last, and a first-byte timeout would cut slow but healthy answers. Without a first-byte timeout there is
+nothing to time, and the whole call (one answer to parse instead of a frame per token) is cheaper. The first-byte timeout bounds one attempt up to its first text; after it, only the
 request's deadline bounds the answer and there is no failover (the provider is already billing it), and a
 deadline passing after the first byte is not held against the deployment.
 """
@@ -200,8 +201,13 @@ class Router:
 
     async def infer(self, request: InferRequest) -> InferResult:
         """Answer a request whole, failing over across deployments, models and clouds before the first byte
-        and within its deadline. The provider streams it (see the module): the same tokens, billed the same."""
-        events = self._answer(request, whole=True)
+        and within its deadline. With a first-byte timeout the provider streams it (see the module): the same
+        tokens, billed the same; without one, one whole call (one answer to parse) bounded by the deadline."""
+        call = await self._begin_granted(request)
+        if call.first_byte_timeout_s is None:
+            return await self._whole(call)
+        call.whole = True
+        events = self._answer(request, call)
         try:
             async for event in events:
                 if isinstance(event, StreamCompleted):
@@ -210,14 +216,35 @@ class Router:
             await _close(events)
         raise AssertionError("a stream always ends with StreamCompleted or an error")
 
+    async def _whole(self, call: _Call) -> InferResult:
+        while True:
+            dispatch = self._next_dispatch(call)
+            provider_request = _provider_request(call, dispatch)
+            provider = call.generation.providers[dispatch.candidate.deployment.provider]
+            timeout_s, by_deadline = self._attempt_timeout(call)
+            sent = time.perf_counter()
+            try:
+                async with asyncio.timeout(timeout_s):
+                    completion = await provider.complete(provider_request)
+            except asyncio.CancelledError:
+                self._abandon(call, dispatch)
+                raise
+            except Exception as exc:  # every provider failure is normalised, so a bug still fails over
+                call.provider_s += time.perf_counter() - sent
+                self._attempt_failed(call, dispatch, exc, sent, by_deadline)
+                continue
+            call.provider_s += time.perf_counter() - sent
+            return self._succeed(call, dispatch, completion, sent, completion.first_byte_s)
+
     def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream an answer: TextDelta events, then exactly one StreamCompleted. Failover happens only before
         the first text reaches the caller; a later failure raises MidStreamFailure."""
-        return self._answer(request, whole=False)
+        return self._answer(request, None)
 
-    async def _answer(self, request: InferRequest, *, whole: bool) -> AsyncGenerator[StreamEvent, None]:
-        call = await self._begin_granted(request)
-        call.whole = whole
+    async def _answer(self, request: InferRequest, call: _Call | None) -> AsyncGenerator[StreamEvent, None]:
+        """The stream of `request`, begun here unless `call` already began it."""
+        if call is None:
+            call = await self._begin_granted(request)
         while True:
             dispatch = self._next_dispatch(call)
             provider = call.generation.providers[dispatch.candidate.deployment.provider]
