@@ -121,6 +121,16 @@ class Feature(_Spec):
         description="Keep each request's messages in its audit events (they may hold personal data); off by default",
     )
 
+    @model_validator(mode="after")
+    def _experiment_arms(self) -> Self:
+        firsts = [route.models[0] for route in self.routes]
+        if self.experiment is not None and (len(firsts) < 2 or len(set(firsts)) != len(firsts)):
+            raise ValueError(
+                "experiment: needs two or more routes, each starting with a different model (feedback counts "
+                "for the route whose first model gave the answer)"
+            )
+        return self
+
 
 class BreakerSettings(_Spec):
     """Thresholds of the per-deployment circuit breaker (docs/router.md)."""

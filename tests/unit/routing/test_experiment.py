@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from libs.core.routing import FeatureExperiment, RoutingTable, parse_policy
+from libs.core.routing import FeatureExperiment, PolicyError, RoutingTable, parse_policy
 from libs.core.routing.experiment import confidence_radius
 from tests.unit.routing.policies import example_document
 
@@ -110,3 +110,22 @@ def test_after_the_conclusion_every_request_goes_to_the_winner() -> None:
 @pytest.mark.parametrize("count", [1, 10, 100, 10_000])
 def test_the_interval_narrows_with_feedback(count: int) -> None:
     assert confidence_radius(count * 10, 2, 0.05) < confidence_radius(count, 2, 0.05)
+
+
+@pytest.mark.parametrize(
+    "routes",
+    [
+        [{"weight": 1, "models": ["gemini-flash"]}],
+        [
+            {"weight": 1, "models": ["gemini-flash"]},
+            {"weight": 1, "models": ["gemini-flash", "claude-haiku"]},
+        ],
+    ],
+)
+def test_an_experiment_needs_routes_that_feedback_can_tell_apart(routes: list[dict[str, object]]) -> None:
+    document = example_document()
+    document["features"]["search-answer"]["experiment"] = {"confidence": 0.9}
+    document["features"]["search-answer"]["routes"] = routes
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(document)
+    assert str(caught.value).startswith("features.search-answer.experiment: needs two or more routes")
