@@ -14,8 +14,8 @@ Reported per second of the run: the share of the answers served by each deployme
 of each answer, counted in the second it was sent). `moved_90_s`: seconds from the slowdown to the first
 second in which at least 90 % of the answers came from the fast deployment (target <= 10 s).
 `returned_s`: seconds from the recovery to the first second in which the recovered deployment served at least
-`--returned-share` of the answers. Each router process learns from its own answers (evidence is not shared
-between processes).
+`--returned-share` of the answers. Each router process learns from its own answers and from the first bytes and
+failures the other processes share every 50 ms.
 
 What it leaves out: network between hosts (everything is on 127.0.0.1), real provider latency distributions
 (the emulator's first token comes at a fixed time, plus the slowdown), PT capacity (on-demand only), budgets,

@@ -341,9 +341,9 @@ class Router:
         self._outcomes.append((deployment, first_byte_s))
 
     def record_peer_outcomes(self, outcomes: Iterable[AttemptOutcome]) -> None:
-        """Feed the breakers with attempts another process of the same front made (its `drain_outcomes`), so
-        that every process sees the whole traffic's health. Deployments this policy does not have are
-        skipped."""
+        """Feed the breakers and the evidence with attempts another process of the same front made (its
+        `drain_outcomes`), so that every process sees the whole traffic's health and speed. Deployments this
+        policy does not have are skipped."""
         now = self._clock.now()
         health = self._generation.health
         for deployment, first_byte_s in outcomes:
@@ -352,8 +352,10 @@ class Router:
                 continue
             if first_byte_s is None:
                 self._transition(entry.breaker.record_failure(now))
+                entry.evidence.record_fault(now, throttled=False)
             else:
                 self._transition(entry.breaker.record_peer_success(first_byte_s, now))
+                entry.evidence.record_success(now, first_byte_ms=first_byte_s * 1000.0)
 
     def breakers(self) -> dict[str, BreakerSnapshot]:
         """The breaker of every deployment."""

@@ -92,17 +92,24 @@ class DeploymentEvidence:
             self.in_flight -= 1
 
     def record_success(
-        self, now: float, *, first_byte_ms: float, per_token_ms: float | None, cost_per_1k_tokens: float
+        self,
+        now: float,
+        *,
+        first_byte_ms: float,
+        per_token_ms: float | None = None,
+        cost_per_1k_tokens: float | None = None,
     ) -> None:
-        """An answered attempt; `per_token_ms` is None when the answer had a single token."""
+        """An answered attempt; `per_token_ms` is None when the answer had a single token, and both it and the
+        cost are None when only the first byte is known (another router process's attempt)."""
         self._decay(now)
         self._attempts += 1.0
         self._first_byte_sample(first_byte_ms)
         if per_token_ms is not None:
             self._per_token += per_token_ms
             self._per_token_weight += 1.0
-        self._cost += cost_per_1k_tokens
-        self._cost_weight += 1.0
+        if cost_per_1k_tokens is not None:
+            self._cost += cost_per_1k_tokens
+            self._cost_weight += 1.0
 
     def record_fault(self, now: float, *, throttled: bool, waited_ms: float | None = None) -> None:
         """An attempt that failed by the deployment's own fault. A throttle (429 on on-demand) counts in the
