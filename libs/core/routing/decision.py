@@ -228,11 +228,6 @@ def request_hash(request_id: str) -> int:
     return int.from_bytes(digest, "big")
 
 
-def unit_interval(request_id: str) -> float:
-    """A number in [0, 1) derived from the request id: the seeded, replayable A/B chooser."""
-    return request_hash(request_id) / 2.0**64
-
-
 def equivalent_groups(chain: tuple[Candidate, ...]) -> tuple[Group, ...]:
     """The runs of two or more candidates of one model and tier in a chain (candidate_chain keeps them
     together)."""
