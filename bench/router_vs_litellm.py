@@ -14,7 +14,8 @@ and LiteLLM, so both see the same host load.
 Added latency is defined as in docs/router.md for both sides: per request, the end-to-end time at the caller minus the time
 inside the provider call. The provider call is the same boundary on both sides, the call from the routing layer
 into its per-cloud adapter that turns the request into the cloud's wire format, sends it, and turns the answer
-back: Podway's `Provider.complete` (its adapter plus the real aiobotocore / google-cloud-aiplatform client), and
+back: Podway's `Provider.stream`, which its router uses for whole answers too (its adapter plus the real
+aiobotocore / google-cloud-aiplatform client, the time spent waiting on each chunk), and
 LiteLLM's `BedrockConverseLLM` / `VertexLLM` handlers (`completion`, which resolves credentials and the
 endpoint, and the `async_completion` it returns, which transforms, signs, sends and parses). Both are timed by
 this script from outside, by wrapping them, the same way; the LiteLLM worker fails rather than report a request
@@ -241,8 +242,23 @@ class _TimedProvider:
         finally:
             self.inside_s += time.perf_counter() - started
 
-    def stream(self, request: ProviderRequest) -> AsyncIterator[Chunk]:
-        raise NotImplementedError("the comparison does not stream")
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[Chunk]:
+        """The router asks for a whole answer as a stream (docs/router.md): the time spent waiting on it."""
+        chunks = self._provider.stream(request)
+        try:
+            while True:
+                started = time.perf_counter()
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    return
+                finally:
+                    self.inside_s += time.perf_counter() - started
+                yield chunk
+        finally:
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
 
     async def aclose(self) -> None:
         await self._provider.aclose()

@@ -63,6 +63,7 @@ class EventType(StrEnum):
     ROUTER_BREAKER_HALF_OPENED = "router.breaker.half_opened"
     ROUTER_BREAKER_CLOSED = "router.breaker.closed"
     ROUTER_POLICY_RELOADED = "router.policy.reloaded"
+    ROUTER_EXPERIMENT_CONCLUDED = "router.experiment.concluded"
 
     @property
     def subject(self) -> str:

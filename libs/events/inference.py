@@ -130,6 +130,30 @@ class RouterPolicyReloaded(EventPayload):
     )
 
 
+class ExperimentArm(_Part):
+    """One route of a concluded A/B split, with its feedback."""
+
+    route_index: int = Field(description="Index of the route in the feature's routes")
+    models: list[str] = Field(description="The route's model chain")
+    feedback_count: int = Field(description="Feedback scores counted for the route")
+    feedback_mean: float = Field(description="Their mean, in [0, 1]")
+    lower: float = Field(description="Lower end of the route's interval at the stated confidence")
+    upper: float = Field(description="Upper end of the route's interval at the stated confidence")
+
+
+@event_model
+class RouterExperimentConcluded(EventPayload):
+    """A feature's A/B split ended by evidence: one route's feedback is better than every other's at the stated
+    confidence, and all the feature's traffic goes to it from now on (docs/router.md)."""
+
+    TYPE = EventType.ROUTER_EXPERIMENT_CONCLUDED
+    feature: str = Field(description="Feature whose split concluded")
+    winner_route_index: int = Field(description="The route that takes all the feature's traffic")
+    winner_models: list[str] = Field(description="The winning route's model chain")
+    confidence: float = Field(description="Probability that the winner is the best route (1 - error bound)")
+    arms: list[ExperimentArm] = Field(description="Every route's feedback at the conclusion")
+
+
 @event_model
 class InferenceCompleted(EventPayload):
     """A request was answered."""

@@ -224,6 +224,7 @@ USERS: tuple[NatsUser, ...] = (
             EventType.ROUTER_BREAKER_HALF_OPENED,
             EventType.ROUTER_BREAKER_CLOSED,
             EventType.ROUTER_POLICY_RELOADED,
+            EventType.ROUTER_EXPERIMENT_CONCLUDED,
         ),
         serves=(
             Served(f"{RPC_PREFIX}.router.>", "llm_router"),

@@ -1,10 +1,19 @@
 """The in-process router: decides with libs.core.routing, calls providers, fails over within the deadline.
 
-One request: (1) resolve the feature's route and candidates, (2) charge the feature's and the API key's budgets
-and the key's request rate, (3) dispatch to the next admitted candidate with a first-byte timeout, (4) on a
-retryable failure record it and dispatch the next candidate at once (no sleep, no backoff), (5) on success
-settle capacity, breaker and scoreboard and emit `inference.completed`. Decisions use the injected clock;
-latency figures use the performance counter.
+One request: (1) resolve the feature's route and candidates (the A/B route by request id, or the winner of a
+concluded experiment; equivalent deployments ordered by evidence), (2) charge the feature's and the API key's
+budgets and the key's request rate, (3) dispatch to the next admitted candidate with a first-byte timeout, (4)
+on a retryable failure before the first byte record it and dispatch the next candidate at once (no sleep, no
+backoff), (5) on success settle capacity, breaker, evidence and scoreboard and emit `inference.completed`.
+Decisions use the injected clock; latency figures use the performance counter.
+
+The first byte is the first text the provider streams. For a feature with a first-byte timeout, a whole
+(non-streamed) answer is asked for as a stream too (ConverseStream, streamGenerateContent) and assembled here:
+Converse and generateContent send nothing until the whole answer is written, so their first byte would be the
+last, and a first-byte timeout would cut slow but healthy answers. Without a first-byte timeout there is
+nothing to time, and the whole call (one answer to parse instead of a frame per token) is cheaper. The first-byte timeout bounds one attempt up to its first text; after it, only the
+request's deadline bounds the answer and there is no failover (the provider is already billing it), and a
+deadline passing after the first byte is not held against the deployment.
 """
 
 from __future__ import annotations
@@ -47,8 +56,10 @@ from libs.core.routing import (
     estimate_tokens,
     ledger_key,
 )
+from libs.core.routing.evidence import EvidenceSnapshot
+from libs.core.routing.experiment import ExperimentConclusion, FeatureExperiment
 from libs.events.catalogue import EventType
-from libs.providers import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest
+from libs.providers import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest, Usage
 from libs.router.clock import RouterClock, SystemClock
 from libs.router.contracts import (
     Attempt,
@@ -85,7 +96,7 @@ GRANT_WAIT_S = 0.25
 class _Generation:
     """One policy compiled with its runtime state; a reload swaps the whole object in one assignment."""
 
-    __slots__ = ("health", "limits", "policy", "probe_timeout_s", "providers", "table")
+    __slots__ = ("experiments", "health", "limits", "policy", "probe_timeout_s", "providers", "table")
 
     def __init__(
         self,
@@ -102,10 +113,29 @@ class _Generation:
             policy, previous.health if previous else {}, now, book
         )
         self.limits: RequestLimits = RequestLimits(policy, previous.limits if previous else None, now, book)
+        self.experiments: dict[str, FeatureExperiment] = _experiments(
+            policy, previous.experiments if previous else {}
+        )
         if book is not None:
             book.keep_only(self.limits.ledger_keys | _pt_ledger_keys(policy))
         timeouts = [f.first_byte_timeout_ms for f in policy.features.values() if f.first_byte_timeout_ms]
         self.probe_timeout_s = max(timeouts) / 1000.0 if timeouts else DEFAULT_PROBE_TIMEOUT_S
+
+
+def _experiments(
+    policy: RoutingPolicy, previous: Mapping[str, FeatureExperiment]
+) -> dict[str, FeatureExperiment]:
+    """An experiment per feature that asks for one; a feature whose definition is unchanged keeps its feedback
+    and its winner across a reload."""
+    experiments: dict[str, FeatureExperiment] = {}
+    for name, feature in policy.features.items():
+        if feature.experiment is None:
+            continue
+        kept = previous.get(name)
+        experiments[name] = (
+            kept if kept is not None and kept.feature == feature else FeatureExperiment(name, feature)
+        )
+    return experiments
 
 
 def _pt_ledger_keys(policy: RoutingPolicy) -> set[str]:
@@ -130,6 +160,10 @@ class _Call:
     spillovers: list[SpilloverDecision] = field(default_factory=list)
     failed_at: float | None = None
     last_failure: ProviderError | None = None
+    in_flight: DeploymentHealth | None = None
+    """The deployment an attempt is under way at, counted in its evidence until the attempt ends."""
+    whole: bool = False
+    """The caller waits for the whole answer (infer), not for a stream."""
 
 
 class Router:
@@ -166,8 +200,23 @@ class Router:
     # Public API ------------------------------------------------------------------------------------------
 
     async def infer(self, request: InferRequest) -> InferResult:
-        """Answer a request, failing over across deployments, models and clouds within its deadline."""
+        """Answer a request whole, failing over across deployments, models and clouds before the first byte
+        and within its deadline. With a first-byte timeout the provider streams it (see the module): the same
+        tokens, billed the same; without one, one whole call (one answer to parse) bounded by the deadline."""
         call = await self._begin_granted(request)
+        if call.first_byte_timeout_s is None:
+            return await self._whole(call)
+        call.whole = True
+        events = self._answer(request, call)
+        try:
+            async for event in events:
+                if isinstance(event, StreamCompleted):
+                    return event.result
+        finally:
+            await _close(events)
+        raise AssertionError("a stream always ends with StreamCompleted or an error")
+
+    async def _whole(self, call: _Call) -> InferResult:
         while True:
             dispatch = self._next_dispatch(call)
             provider_request = _provider_request(call, dispatch)
@@ -187,10 +236,15 @@ class Router:
             call.provider_s += time.perf_counter() - sent
             return self._succeed(call, dispatch, completion, sent, completion.first_byte_s)
 
-    async def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
+    def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream an answer: TextDelta events, then exactly one StreamCompleted. Failover happens only before
         the first text reaches the caller; a later failure raises MidStreamFailure."""
-        call = await self._begin_granted(request)
+        return self._answer(request, None)
+
+    async def _answer(self, request: InferRequest, call: _Call | None) -> AsyncGenerator[StreamEvent, None]:
+        """The stream of `request`, begun here unless `call` already began it."""
+        if call is None:
+            call = await self._begin_granted(request)
         while True:
             dispatch = self._next_dispatch(call)
             provider = call.generation.providers[dispatch.candidate.deployment.provider]
@@ -204,7 +258,7 @@ class Router:
                 self._abandon(call, dispatch)
                 await _close(chunks)
                 raise
-            except Exception as exc:
+            except Exception as exc:  # every provider failure is normalised, so a bug still fails over
                 call.provider_s += time.perf_counter() - sent
                 await _close(chunks)
                 self._attempt_failed(call, dispatch, exc, sent, by_deadline)
@@ -257,8 +311,23 @@ class Router:
         )
 
     def record_feedback(self, feature: str, model: str, score: float) -> None:
-        """A quality score for an answer (feeds the scoreboard)."""
+        """A quality score for an answer: feeds the scoreboard and, when the feature runs an experiment, its
+        test; the score that concludes the test is audited (`router.experiment.concluded`)."""
         self.scoreboard.record_feedback(feature, model, score)
+        experiment = self._generation.experiments.get(feature)
+        if experiment is not None:
+            conclusion = experiment.record(model, score)
+            if conclusion is not None:
+                self._emit(_concluded_event(conclusion, self._clock.wall()))
+
+    def experiment_winners(self) -> dict[str, int]:
+        """The route every request of a feature goes to, for features whose experiment concluded."""
+        return {n: e.winner for n, e in self._generation.experiments.items() if e.winner is not None}
+
+    def evidence(self) -> dict[str, EvidenceSnapshot]:
+        """What this router has seen of every deployment, as its decisions weigh it now."""
+        now = self._clock.now()
+        return {name: h.evidence.snapshot(name, now) for name, h in self._generation.health.items()}
 
     def drain_outcomes(self) -> list[AttemptOutcome]:
         """The attempt outcomes this router's breakers heard since the last call, for its peers."""
@@ -272,9 +341,9 @@ class Router:
         self._outcomes.append((deployment, first_byte_s))
 
     def record_peer_outcomes(self, outcomes: Iterable[AttemptOutcome]) -> None:
-        """Feed the breakers with attempts another process of the same front made (its `drain_outcomes`), so
-        that every process sees the whole traffic's health. Deployments this policy does not have are
-        skipped."""
+        """Feed the breakers and the evidence with attempts another process of the same front made (its
+        `drain_outcomes`), so that every process sees the whole traffic's health and speed. Deployments this
+        policy does not have are skipped."""
         now = self._clock.now()
         health = self._generation.health
         for deployment, first_byte_s in outcomes:
@@ -283,8 +352,10 @@ class Router:
                 continue
             if first_byte_s is None:
                 self._transition(entry.breaker.record_failure(now))
+                entry.evidence.record_fault(now, throttled=False)
             else:
                 self._transition(entry.breaker.record_peer_success(first_byte_s, now))
+                entry.evidence.record_success(now, first_byte_ms=first_byte_s * 1000.0)
 
     def breakers(self) -> dict[str, BreakerSnapshot]:
         """The breaker of every deployment."""
@@ -340,7 +411,11 @@ class Router:
             raise BudgetNeverFits(charge.message)
         if isinstance(charge, Refusal):
             raise BudgetExceeded(charge.message, charge.retry_after_s, grantable=charge.grantable)
-        plan = generation.table.plan(request.feature, request.request_id)
+        experiment = generation.experiments.get(request.feature)
+        winner = experiment.winner if experiment is not None else None
+        plan = generation.table.plan(
+            request.feature, request.request_id, generation.health, self._clock.now(), winner
+        )
         deadline_ms = min(feature.deadline_ms, request.deadline_ms or feature.deadline_ms)
         first_byte = feature.first_byte_timeout_ms / 1000.0 if feature.first_byte_timeout_ms else None
         walk = RouteWalk(plan, generation.health, estimate)
@@ -367,7 +442,15 @@ class Router:
                 call, NoDeploymentAvailable(f"no deployment could answer{detail}", tuple(call.attempts))
             )
         self._announce_move(call, dispatch)
+        call.in_flight = call.generation.health[dispatch.candidate.name]
+        call.in_flight.evidence.started()
         return dispatch
+
+    @staticmethod
+    def _attempt_ended(call: _Call) -> None:
+        if call.in_flight is not None:
+            call.in_flight.evidence.ended()
+            call.in_flight = None
 
     def _attempt_timeout(self, call: _Call) -> tuple[float, bool]:
         """Seconds this attempt may wait for its first byte, and whether the deadline (not the SLO) set it."""
@@ -421,6 +504,7 @@ class Router:
         now = self._clock.now()
         candidate = dispatch.candidate
         health = call.generation.health[candidate.name]
+        self._attempt_ended(call)
         if dispatch.reservation is not None:
             dispatch.reservation.cancel(now)
         if error.reason is FailureReason.PT_EXHAUSTED and health.tracker is not None:
@@ -431,6 +515,10 @@ class Router:
             self._transition(health.breaker.record_failure(now))
             self._record_outcome(candidate.name, None)
             self.scoreboard.record_failure(call.request.feature, candidate.model)
+            waited_ms = (failed_at - sent) * 1000.0 if isinstance(exc, TimeoutError) else None
+            health.evidence.record_fault(
+                now, throttled=error.reason is FailureReason.THROTTLED, waited_ms=waited_ms
+            )
         call.attempts.append(_attempt(call, dispatch, error, sent, failed_at, None))
         call.failed_at = failed_at
         call.last_failure = error
@@ -445,15 +533,18 @@ class Router:
         now = self._clock.now()
         candidate = dispatch.candidate
         usage = completion.usage
+        health = call.generation.health[candidate.name]
+        self._attempt_ended(call)
         if dispatch.reservation is not None:
             dispatch.reservation.settle(usage.total_tokens, now)
         call.charge.settle(usage.total_tokens, now)
-        self._transition(call.generation.health[candidate.name].breaker.record_success(first_byte_s, now))
+        self._transition(health.breaker.record_success(first_byte_s, now))
         self._record_outcome(candidate.name, first_byte_s)
         call.attempts.append(_attempt(call, dispatch, None, sent, done, first_byte_s))
         latency_ms = (done - call.started) * 1000.0
         first_byte_ms = (sent - call.started + first_byte_s) * 1000.0
         cost = candidate.deployment.cost.of(usage.input_tokens, usage.output_tokens)
+        _record_evidence(health, now, done - sent, first_byte_s, usage, cost)
         self.scoreboard.record_success(
             call.request.feature,
             candidate.model,
@@ -508,6 +599,7 @@ class Router:
     def _abandon(self, call: _Call, dispatch: Dispatch) -> None:
         """The caller went away (cancelled, or left a stream): give back what was held for the request."""
         now = self._clock.now()
+        self._attempt_ended(call)
         if dispatch.reservation is not None:
             dispatch.reservation.cancel(now)
         call.charge.settle(0, now)
@@ -538,7 +630,7 @@ class Router:
                 texts.append(chunk.text)
                 yield TextDelta(chunk.text)
             finished = True
-        except MidStreamFailure:
+        except RoutingError:
             finished = True  # _stream_broke settled the reservation and the budget
             raise
         finally:
@@ -563,6 +655,9 @@ class Router:
                 return await anext(chunks)
         except asyncio.CancelledError:
             raise
+        except TimeoutError:
+            # Bytes had arrived: the request's deadline cut the answer, not the deployment's health.
+            self._stream_broke(call, dispatch, _DEADLINE_AFTER_FIRST_BYTE, sent)
         except Exception as exc:
             self._stream_broke(call, dispatch, _normalise(exc), sent)
         finally:
@@ -571,13 +666,18 @@ class Router:
     def _stream_broke(self, call: _Call, dispatch: Dispatch, error: ProviderError, sent: float) -> NoReturn:
         now = self._clock.now()
         health = call.generation.health[dispatch.candidate.name]
+        self._attempt_ended(call)
         if dispatch.reservation is not None:
             dispatch.reservation.cancel(now)
-        if REASON_TRAITS[error.reason].counts_against_breaker:
+        if error is not _DEADLINE_AFTER_FIRST_BYTE and REASON_TRAITS[error.reason].counts_against_breaker:
             self._transition(health.breaker.record_failure(now))
             self._record_outcome(dispatch.candidate.name, None)
             self.scoreboard.record_failure(call.request.feature, dispatch.candidate.model)
+            health.evidence.record_fault(now, throttled=error.reason is FailureReason.THROTTLED)
         call.attempts.append(_attempt(call, dispatch, error, sent, time.perf_counter(), None))
+        if error is _DEADLINE_AFTER_FIRST_BYTE and call.whole:
+            message = f"deadline passed while {dispatch.candidate.name} was answering (after its first byte)"
+            self._fail_request(call, DeadlineExceeded(message, tuple(call.attempts)))
         message = (
             f"stream from {dispatch.candidate.name} broke after the first byte: {error.reason.value}: {error}"
         )
@@ -653,6 +753,51 @@ def _provider_request(call: _Call, dispatch: Dispatch) -> ProviderRequest:
         top_p=request.top_p,
         stop=request.stop,
         labels=(("feature", request.feature),),
+    )
+
+
+_DEADLINE_AFTER_FIRST_BYTE = ProviderError(
+    FailureReason.TIMEOUT, "the request's deadline passed after the first byte", code="DeadlineExceeded"
+)
+
+
+def _record_evidence(
+    health: DeploymentHealth, now: float, attempt_s: float, first_byte_s: float, usage: Usage, cost: float
+) -> None:
+    """An answered attempt's figures, for the choice among equivalent deployments."""
+    tokens = usage.output_tokens
+    per_token_ms = (attempt_s - first_byte_s) * 1000.0 / (tokens - 1) if tokens > 1 else None
+    total = usage.total_tokens
+    health.evidence.record_success(
+        now,
+        first_byte_ms=first_byte_s * 1000.0,
+        per_token_ms=max(per_token_ms, 0.0) if per_token_ms is not None else None,
+        cost_per_1k_tokens=cost * 1000.0 / total if total else 0.0,
+    )
+
+
+def _concluded_event(conclusion: ExperimentConclusion, occurred_at: float) -> RouterEvent:
+    return RouterEvent(
+        EventType.ROUTER_EXPERIMENT_CONCLUDED,
+        "policy",
+        occurred_at,
+        {
+            "feature": conclusion.feature,
+            "winner_route_index": conclusion.winner,
+            "winner_models": list(conclusion.arms[conclusion.winner].models),
+            "confidence": conclusion.confidence,
+            "arms": [
+                {
+                    "route_index": arm.route_index,
+                    "models": list(arm.models),
+                    "feedback_count": arm.feedback_count,
+                    "feedback_mean": round(arm.feedback_mean, 4),
+                    "lower": round(arm.lower, 4),
+                    "upper": round(arm.upper, 4),
+                }
+                for arm in conclusion.arms
+            ],
+        },
     )
 
 

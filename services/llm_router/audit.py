@@ -70,7 +70,7 @@ class AuditSink:
 def _subject(event: RouterEvent) -> AggregateRef | None:
     if event.type in _BREAKER_TYPES:
         return AggregateRef(kind="Deployment", name=event.correlation_id)
-    if event.type is EventType.ROUTER_POLICY_RELOADED:
+    if event.type in (EventType.ROUTER_POLICY_RELOADED, EventType.ROUTER_EXPERIMENT_CONCLUDED):
         return AggregateRef(kind="RoutingPolicy", name=event.correlation_id)
     return AggregateRef(kind="InferenceRequest", name=event.correlation_id)
 

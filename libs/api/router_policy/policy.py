@@ -96,6 +96,14 @@ class Budget(_Spec):
     tokens_per_minute: int = Field(gt=0)
 
 
+class Experiment(_Spec):
+    """How a feature's A/B split may end by evidence: once the feedback scores show one route better than
+    every other at `confidence`, with at least `min_feedback` scores on each, all traffic goes to it."""
+
+    confidence: float = Field(default=0.95, gt=0, lt=1)
+    min_feedback: int = Field(default=100, ge=1)
+
+
 class Feature(_Spec):
     """A product feature: latency class, time limits and its ranked model chains."""
 
@@ -103,11 +111,25 @@ class Feature(_Spec):
     deadline_ms: int = Field(gt=0)
     first_byte_timeout_ms: int | None = Field(default=None, gt=0)
     routes: tuple[Route, ...] = Field(min_length=1)
+    experiment: Experiment | None = Field(
+        default=None,
+        description="End the A/B split by evidence (feedback scores); without it the weights hold for ever",
+    )
     budget: Budget | None = None
     record_prompts: bool = Field(
         default=False,
         description="Keep each request's messages in its audit events (they may hold personal data); off by default",
     )
+
+    @model_validator(mode="after")
+    def _experiment_arms(self) -> Self:
+        firsts = [route.models[0] for route in self.routes]
+        if self.experiment is not None and (len(firsts) < 2 or len(set(firsts)) != len(firsts)):
+            raise ValueError(
+                "experiment: needs two or more routes, each starting with a different model (feedback counts "
+                "for the route whose first model gave the answer)"
+            )
+        return self
 
 
 class BreakerSettings(_Spec):

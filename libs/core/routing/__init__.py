@@ -50,6 +50,8 @@ from libs.core.routing.decision import (
     build_health,
     candidate_chain,
 )
+from libs.core.routing.evidence import DeploymentEvidence, EvidenceSnapshot
+from libs.core.routing.experiment import ArmStanding, ExperimentConclusion, FeatureExperiment
 from libs.core.routing.ledger import (
     Grant,
     GrantRequest,
@@ -84,6 +86,7 @@ __all__ = [
     "NO_CHARGE",
     "REASON_TRAITS",
     "Allowance",
+    "ArmStanding",
     "BreakerSettings",
     "BreakerSnapshot",
     "BreakerState",
@@ -96,11 +99,15 @@ __all__ = [
     "CircuitBreaker",
     "Cost",
     "Deployment",
+    "DeploymentEvidence",
     "DeploymentHealth",
     "Dispatch",
+    "EvidenceSnapshot",
+    "ExperimentConclusion",
     "FailoverDecision",
     "FailureReason",
     "Feature",
+    "FeatureExperiment",
     "Grant",
     "GrantRequest",
     "LatencyClass",

@@ -1,5 +1,10 @@
 """The routing decision for one request: feature -> weighted route -> ordered candidate deployments -> the next
-deployment to dispatch to, given breaker and capacity state (docs/router.md).
+deployment to dispatch to, given breaker, capacity and evidence (docs/router.md).
+
+Within a chain, the deployments of one model and tier are equivalent: the request goes to the better of two of
+them by evidence (power of two choices, libs.core.routing.evidence), the two drawn by a hash of the request
+id, so a request's order is a function of its id and the evidence. Tiers keep their order (PT before OD) and
+models the feature's.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from enum import StrEnum
 from libs.api.router_policy.policy import Deployment, Feature, LatencyClass, RoutingPolicy, Tier
 from libs.core.routing.breaker import BreakerState, CircuitBreaker
 from libs.core.routing.capacity import CapacityTracker, Reservation
+from libs.core.routing.evidence import DeploymentEvidence
 from libs.core.routing.ledger import LeaseBook, LedgerKind
 from libs.core.routing.reasons import REASON_TRAITS, FailureReason
 
@@ -96,10 +102,10 @@ class Dispatch:
 
 
 class DeploymentHealth:
-    """Runtime state of one deployment: its breaker and, for PT, its capacity tracker; and what it was built for
-    (the deployment and its provider), which a reload compares."""
+    """Runtime state of one deployment: its breaker, what the router has seen of it and, for PT, its capacity
+    tracker; and what it was built for (the deployment and its provider), which a reload compares."""
 
-    __slots__ = ("breaker", "deployment", "provider", "tracker")
+    __slots__ = ("breaker", "deployment", "evidence", "provider", "tracker")
 
     def __init__(
         self,
@@ -112,6 +118,7 @@ class DeploymentHealth:
         self.deployment = deployment
         self.provider = policy.providers[deployment.provider]
         self.breaker = CircuitBreaker(name, policy.breaker, now)
+        self.evidence = DeploymentEvidence()
         capacity = deployment.capacity if deployment.tier is Tier.PROVISIONED else None
         self.tracker = None
         if capacity is not None:
@@ -143,12 +150,26 @@ def build_health(
     return health
 
 
+EXPLORE_ONE_IN = 32
+"""One request in this many (by its id) goes to the worse of its two draws, so that a deployment the evidence
+left behind is measured again and traffic returns to it once it has recovered."""
+
+Group = tuple[int, int]
+"""A run [start, end) of equivalent candidates in a chain: one model's deployments of one tier."""
+MAX_PAIR_GROUPS = 4
+"""Up to this many groups of two per chain, every order is built once (2^groups chains), not per request."""
+
+
 class RoutingTable:
-    """A policy compiled for O(1) decisions: per feature, cumulative route weights and candidate chains."""
+    """A policy compiled for O(1) decisions: per feature, cumulative route weights, candidate chains and each
+    chain's groups of equivalent deployments."""
 
     def __init__(self, policy: RoutingPolicy) -> None:
         self.policy = policy
-        self._routes: dict[str, tuple[tuple[float, ...], tuple[tuple[Candidate, ...], ...]]] = {}
+        self._routes: dict[
+            str, tuple[tuple[float, ...], tuple[tuple[Candidate, ...], ...], tuple[tuple[Group, ...], ...]]
+        ] = {}
+        self._pair_orders: dict[str, tuple[tuple[tuple[Candidate, ...], ...], ...]] = {}
         for name, feature in policy.features.items():
             cumulative: list[float] = []
             total = 0.0
@@ -156,23 +177,123 @@ class RoutingTable:
                 total += route.weight
                 cumulative.append(total)
             chains = tuple(candidate_chain(policy, feature, index) for index in range(len(feature.routes)))
-            self._routes[name] = (tuple(cumulative), chains)
+            groups = tuple(equivalent_groups(c) for c in chains)
+            self._routes[name] = (tuple(cumulative), chains, groups)
+            self._pair_orders[name] = tuple(_pair_orders(c, g) for c, g in zip(chains, groups, strict=True))
 
-    def plan(self, feature_name: str, request_id: str) -> RoutePlan:
-        """The route and chain for a request; the same request id always gets the same route."""
+    def plan(
+        self,
+        feature_name: str,
+        request_id: str,
+        health: Mapping[str, DeploymentHealth] | None = None,
+        now: float = 0.0,
+        winner: int | None = None,
+    ) -> RoutePlan:
+        """The route and chain for a request: the same request id always gets the same route (the `winner`
+        once the feature's A/B split has concluded) and, with the same evidence in `health`, the same order;
+        without `health`, the policy's order."""
         feature = self.policy.features[feature_name]
-        cumulative, chains = self._routes[feature_name]
+        cumulative, chains, groups = self._routes[feature_name]
         index = 0
-        if len(cumulative) > 1:
-            point = unit_interval(request_id) * cumulative[-1]
+        digest = -1
+        if winner is not None:
+            index = winner
+        elif len(cumulative) > 1:
+            digest = request_hash(request_id)
+            point = digest / 2.0**64 * cumulative[-1]
             index = min(bisect.bisect_right(cumulative, point), len(cumulative) - 1)
-        return RoutePlan(feature_name, feature, index, chains[index])
+        chain = chains[index]
+        if health is not None and groups[index]:
+            if digest < 0:
+                digest = request_hash(request_id)
+            pair_orders = self._pair_orders[feature_name][index]
+            mask = 0
+            for number, group in enumerate(groups[index]):
+                bits = digest >> (24 * number % 48)
+                if pair_orders:
+                    first, _ = _draw(chain, group, bits, health, now)
+                    if first is not chain[group[0]]:
+                        mask |= 1 << number
+                else:
+                    chain = _order_group(chain, group, bits, health, now)
+            if mask:
+                chain = pair_orders[mask]
+        return RoutePlan(feature_name, feature, index, chain)
 
 
-def unit_interval(request_id: str) -> float:
-    """A number in [0, 1) derived from the request id: the seeded, replayable A/B chooser."""
+def request_hash(request_id: str) -> int:
+    """64 bits derived from the request id: the seeded, replayable chooser of A/B routes (its high bits) and of
+    the two draws among equivalent deployments (its low bits)."""
     digest = hashlib.blake2b(request_id.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0**64
+    return int.from_bytes(digest, "big")
+
+
+def equivalent_groups(chain: tuple[Candidate, ...]) -> tuple[Group, ...]:
+    """The runs of two or more candidates of one model and tier in a chain (candidate_chain keeps them
+    together)."""
+    groups: list[Group] = []
+    start = 0
+    for end in range(1, len(chain) + 1):
+        if end == len(chain) or not _equivalent(chain[start], chain[end]):
+            if end - start > 1:
+                groups.append((start, end))
+            start = end
+    return tuple(groups)
+
+
+def _equivalent(first: Candidate, second: Candidate) -> bool:
+    return first.model == second.model and first.deployment.tier is second.deployment.tier
+
+
+def _pair_orders(
+    chain: tuple[Candidate, ...], groups: tuple[Group, ...]
+) -> tuple[tuple[Candidate, ...], ...]:
+    """When every group of the chain has two candidates (and there are at most MAX_PAIR_GROUPS): the chain with
+    each subset of its groups swapped, indexed by a bit mask (bit n: group n swapped). Otherwise none."""
+    if len(groups) > MAX_PAIR_GROUPS or any(end - start != 2 for start, end in groups):
+        return ()
+    orders = []
+    for mask in range(1 << len(groups)):
+        order = list(chain)
+        for number, (start, _) in enumerate(groups):
+            if mask & (1 << number):
+                order[start], order[start + 1] = order[start + 1], order[start]
+        orders.append(tuple(order))
+    return tuple(orders)
+
+
+def _draw(
+    chain: tuple[Candidate, ...], group: Group, bits: int, health: Mapping[str, DeploymentHealth], now: float
+) -> tuple[Candidate, Candidate]:
+    """The group's two candidates drawn by `bits`, the one to go first first: the lower score, except for one
+    request in EXPLORE_ONE_IN, which goes to the other so that it is measured again."""
+    start, end = group
+    size = end - start
+    first = bits % size
+    second = (bits // size) % (size - 1)
+    if second >= first:
+        second += 1
+    a, b = chain[start + first], chain[start + second]
+    a_better = health[a.name].evidence.score(now) <= health[b.name].evidence.score(now)
+    explore = (bits >> 16) % EXPLORE_ONE_IN == 0
+    return (b, a) if a_better == explore else (a, b)
+
+
+def _order_group(
+    chain: tuple[Candidate, ...],
+    group: Group,
+    bits: int,
+    health: Mapping[str, DeploymentHealth],
+    now: float,
+) -> tuple[Candidate, ...]:
+    """The chain with the group's drawn pair first (see _draw); the rest of the group follows in the policy's
+    order."""
+    start, end = group
+    a, b = _draw(chain, group, bits, health, now)
+    if a is chain[start] and b is chain[start + 1]:
+        return chain
+    rest = tuple(c for c in chain[start:end] if c is not a and c is not b)
+    return (*chain[:start], a, b, *rest, *chain[end:])
 
 
 def candidate_chain(policy: RoutingPolicy, feature: Feature, route_index: int) -> tuple[Candidate, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from libs.db.records import StoredEvent
 from libs.db.uow import unit_of_work_factory
 from libs.emulators import RunningEmulators, serve
 from libs.events.inference import InferenceCall
-from libs.providers import Completion, Provider, ProviderRequest
+from libs.providers import Chunk, Completion, Provider, ProviderRequest
 from libs.router import ManualClock
 from libs.router.example_policy import example_policy_document
 from services.llm_router.app import RouterService
@@ -152,8 +153,12 @@ class HeldProvider:
         await self._release.wait()
         return await self._inner.complete(request)
 
-    def stream(self, request: ProviderRequest) -> Any:
-        return self._inner.stream(request)
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[Chunk]:
+        self._arrivals.put_nowait(request.model)
+        await self._release.wait()
+        async with contextlib.aclosing(self._inner.stream(request)) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     async def aclose(self) -> None:
         await self._inner.aclose()

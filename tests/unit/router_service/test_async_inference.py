@@ -31,7 +31,8 @@ class AnsweringProvider:
         return Completion("fine", Usage(4, request.max_tokens), request.tier.value, "end_turn", 0.001)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[Chunk]:
-        yield Chunk("fine", Usage(4, 2))
+        self.calls += 1
+        yield Chunk("fine", Usage(4, request.max_tokens))
 
     async def aclose(self) -> None:
         return None

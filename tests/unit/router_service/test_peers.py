@@ -34,6 +34,20 @@ def test_a_peers_failures_open_this_processs_breaker():
     assert peers.received == 6
 
 
+def test_a_peers_answers_and_failures_are_evidence_here_too():
+    router = make_router()
+    peers = PeerOutcomes(router, "0")
+    peers.receive(
+        message("1", [("gemini-flash-od", 0.4)] * 3 + [("claude-haiku-od", 0.02), ("claude-haiku-od", None)])
+    )
+    evidence = router.evidence()
+    assert evidence["gemini-flash-od"].first_byte_ms > 250
+    assert evidence["claude-haiku-od"].first_byte_ms < 30
+    assert evidence["claude-haiku-od"].error_rate > 0
+    assert evidence["gemini-flash-od"].error_rate == 0
+    assert evidence["gemini-flash-od"].cost_per_1k_tokens == 0  # not known from a peer's outcome
+
+
 def test_its_own_outcomes_and_unknown_deployments_change_nothing():
     router = make_router()
     peers = PeerOutcomes(router, "0")

@@ -23,6 +23,10 @@ class RefusingProvider(AnsweringProvider):
     async def complete(self, request: Any) -> Any:
         raise ProviderError("throttled", status=429, code="ThrottlingException")
 
+    async def stream(self, request: Any) -> Any:
+        raise ProviderError("throttled", status=429, code="ThrottlingException")
+        yield  # an async generator, as a provider's stream is
+
 
 def router(record: bool, provider: type[AnsweringProvider] = AnsweringProvider) -> tuple[Router, EventBuffer]:
     document = example_policy_document(None, None)
