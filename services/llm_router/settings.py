@@ -39,7 +39,7 @@ class RouterSettings(PodwaySettings):
         default=0.05, gt=0, description="Audit group commits are at least this far apart"
     )
     router_flush_linger_s: float = Field(
-        default=1.0, gt=0, description="An audit event waits at most this long for its group commit"
+        default=0.05, gt=0, description="An audit event waits at most this long for its group commit"
     )
     router_flush_batch: int = Field(
         default=64, gt=0, description="Audit events that make a group commit due without lingering"
