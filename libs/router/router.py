@@ -80,6 +80,7 @@ AttemptOutcome = tuple[str, float | None]
 that counts against it)."""
 DEFAULT_PROBE_TIMEOUT_S = 5.0
 GRANT_WAIT_S = 0.25
+CLIENT_DISCONNECTED = "client_disconnected"
 
 
 class _Generation:
@@ -166,7 +167,8 @@ class Router:
     # Public API ------------------------------------------------------------------------------------------
 
     async def infer(self, request: InferRequest) -> InferResult:
-        """Answer a request, failing over across deployments, models and clouds within its deadline."""
+        """Answer a request, failing over across deployments, models and clouds within its deadline. A caller
+        that goes away (the task is cancelled) ends it as `client_disconnected`, charged what was produced."""
         call = await self._begin_granted(request)
         while True:
             dispatch = self._next_dispatch(call)
@@ -189,7 +191,8 @@ class Router:
 
     async def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream an answer: TextDelta events, then exactly one StreamCompleted. Failover happens only before
-        the first text reaches the caller; a later failure raises MidStreamFailure."""
+        the first text reaches the caller; a later failure raises MidStreamFailure. A caller that leaves
+        (closes the generator or is cancelled) ends it as `client_disconnected`, charged what was streamed."""
         call = await self._begin_granted(request)
         while True:
             dispatch = self._next_dispatch(call)
@@ -324,6 +327,11 @@ class Router:
                     await self.await_grant()
             except TimeoutError:
                 raise refused from None
+            except asyncio.CancelledError:
+                self._emit(
+                    _disconnected_event(request, (), 0, "while waiting for a budget grant", self._clock)
+                )
+                raise
         return self._begin(request)
 
     def _begin(self, request: InferRequest) -> _Call:
@@ -505,12 +513,20 @@ class Router:
         self._emit(_with_prompt(failed, call))
         raise error
 
-    def _abandon(self, call: _Call, dispatch: Dispatch) -> None:
-        """The caller went away (cancelled, or left a stream): give back what was held for the request."""
+    def _abandon(self, call: _Call, dispatch: Dispatch, streamed: str = "") -> None:
+        """The caller went away (cancelled, or left a stream): the request's outcome is `client_disconnected`,
+        charged what the provider consumed and produced by then (the prompt, and the text streamed), and what
+        was held beyond that is given back."""
         now = self._clock.now()
+        used = estimate_tokens(call.request.prompt_chars, 0) + estimate_tokens(len(streamed), 0)
         if dispatch.reservation is not None:
-            dispatch.reservation.cancel(now)
-        call.charge.settle(0, now)
+            dispatch.reservation.settle(used, now)
+        call.charge.settle(used, now)
+        where = (
+            f"during the call to {dispatch.candidate.name}, after {len(streamed)} characters of the answer"
+        )
+        event = _disconnected_event(call.request, call.attempts, used, where, self._clock)
+        self._emit(_with_prompt(event, call))
 
     # Streaming after the first byte ------------------------------------------------------------------------
 
@@ -543,7 +559,7 @@ class Router:
             raise
         finally:
             if not finished:
-                self._abandon(call, dispatch)
+                self._abandon(call, dispatch, "".join(texts))
             await _close(chunks)
         completion = Completion(
             text="".join(texts),
@@ -706,6 +722,24 @@ def _with_prompt(event: RouterEvent, call: _Call) -> RouterEvent:
         return event
     prompt = [{"role": message.role, "content": message.content} for message in call.request.messages]
     return dataclasses.replace(event, payload={**event.payload, "prompt": prompt})
+
+
+def _disconnected_event(
+    request: InferRequest, attempts: Iterable[Attempt], charged: int, where: str, clock: RouterClock
+) -> RouterEvent:
+    return RouterEvent(
+        EventType.INFERENCE_FAILED,
+        request.request_id,
+        clock.wall(),
+        {
+            "request_id": request.request_id,
+            "feature": request.feature,
+            "reason": CLIENT_DISCONNECTED,
+            "detail": f"the caller went away {where}; charged {charged} tokens",
+            "attempts": [_attempt_summary(a) for a in attempts],
+            "charged_tokens": charged,
+        },
+    )
 
 
 def _completed_event(result: InferResult, streamed: bool, occurred_at: float) -> RouterEvent:
