@@ -339,7 +339,17 @@ class RouterService:
                 log.exception("policy file check failed; the policy in force stays, still watching")
 
     async def _serve_http(self, router: Router) -> None:
-        front = HttpServer(OpenAIFront(router, self.cap, self.metrics))
+        handler = OpenAIFront(router, self.cap, self.metrics)
+        settings = self.settings
+        front = HttpServer(
+            handler,
+            header_timeout_s=settings.router_header_timeout_s,
+            body_timeout_s=settings.router_body_timeout_s,
+            max_connections=settings.router_max_connections,
+            max_pipelined=settings.router_max_pipelined,
+            check_head=handler.check_head,
+        )
+        self.metrics.watch_http(front)
         if self.settings.router_http_fd is not None:
             listener = inherited_listener(self.settings.router_http_fd)
             await self._started(front).start(sock=listener)

@@ -35,6 +35,20 @@ class RouterSettings(PodwaySettings):
     router_async_concurrency: int | None = Field(
         default=None, gt=0, description="Work-queue items handled at once; default an eighth of the cap"
     )
+    router_max_connections: int = Field(
+        default=1000,
+        gt=0,
+        description="Client connections one router process holds; one more is refused (503)",
+    )
+    router_max_pipelined: int = Field(
+        default=16, gt=0, description="Requests one connection may have waiting; beyond, reading pauses"
+    )
+    router_header_timeout_s: float = Field(
+        default=10.0, gt=0, description="A request's head must arrive within this after its first byte (408)"
+    )
+    router_body_timeout_s: float = Field(
+        default=30.0, gt=0, description="A request's body must arrive within this after its head (408)"
+    )
     router_flush_interval_s: float = Field(
         default=0.05, gt=0, description="Audit group commits are at least this far apart"
     )
