@@ -19,6 +19,7 @@ from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
 from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_FLEET_STATUS_SUBJECT,
     ROUTER_LEDGER_BUCKET,
     ROUTER_SCOREBOARD_SUBJECT,
     ROUTER_STATUS_SUBJECT,
@@ -185,6 +186,14 @@ class RouterService:
             self._tasks.append(asyncio.create_task(self._watch_policy(), name="policy-watcher"))
 
         feedback = Feedback(router, self.recent, self.sink, self.clock)
+        status = RouterStatus(
+            router,
+            self.recent_errors,
+            self.settings.instance,
+            self.clock,
+            self.ledger.ledgers if self.ledger is not None else None,
+            self.leases.process if self.leases is not None else "",
+        )
         self._servers = [
             await serve_requests(
                 self.broker,
@@ -199,19 +208,8 @@ class RouterService:
                 Scoreboard(router, self.settings.instance),
                 queue=QUEUE_GROUP,
             ),
-            await serve_requests(
-                self.broker,
-                ROUTER_STATUS_SUBJECT,
-                RouterStatus(
-                    router,
-                    self.recent_errors,
-                    self.settings.instance,
-                    self.clock,
-                    self.ledger.ledgers if self.ledger is not None else None,
-                    self.leases.process if self.leases is not None else "",
-                ),
-                queue=QUEUE_GROUP,
-            ),
+            await serve_requests(self.broker, ROUTER_STATUS_SUBJECT, status, queue=QUEUE_GROUP),
+            await serve_requests(self.broker, ROUTER_FLEET_STATUS_SUBJECT, status, queue=""),
         ]
         self.work = WorkQueueConsumer(
             name=WORK_CONSUMER,
