@@ -21,7 +21,7 @@ from libs.events.registry import event_model
 ROUTER_SCOREBOARD_SUBJECT = "podway.rpc.router.scoreboard"
 ROUTER_STATUS_SUBJECT = "podway.rpc.router.status"
 # Every router process answers it (no queue group): `podway router status` shows the whole fleet.
-ROUTER_FLEET_STATUS_SUBJECT = "podway.rpc.router.status.fleet"
+ROUTER_FLEET_STATUS_SUBJECT = "podway.router.status"
 INFERENCE_FEEDBACK_SUBJECT = "podway.inference.feedback"
 # Router processes share budgets and PT capacity through one JetStream key-value bucket (a ledger per budget).
 ROUTER_LEDGER_BUCKET = "podway_router_ledger"

@@ -228,6 +228,7 @@ USERS: tuple[NatsUser, ...] = (
         ),
         serves=(
             Served(f"{RPC_PREFIX}.router.>", "llm_router"),
+            Served(ROUTER_FLEET_STATUS_SUBJECT, ""),  # every process answers: the fleet's status
             Served(INFERENCE_FEEDBACK_SUBJECT, "llm_router"),
         ),
         answers=("client",),
