@@ -22,6 +22,15 @@ SSE (measured first, at light load): one streamed request at a time, time to the
 straight from the emulator and through the front in turn. Breakers are held closed, so that a rate the host cannot
 carry (the router's own backlog looks like slow deployments) does not fail the phases after it.
 
+`--fleet`: the fleet under one shared budget instead. `--processes` router processes (4 by default; try 8)
+share the feature `bench-vertex`'s `--fleet-budget` tokens per minute through the ledger (NATS KV token
+buckets with leased grants); the client offers `--fleet-rate` requests a second, open loop, for
+`--fleet-duration` seconds, far above what the budget admits, and adds up the tokens of the answers (the usage
+each reports; 429s spend nothing). One process holding the whole budget, starting full, may spend
+`budget x (1 + T/60)` over T seconds: `overshoot_fraction_of_minute` is what the fleet answered beyond that,
+as a fraction of one minute's budget (target <= 5 % with 8 processes). It leaves out the key's budgets (none
+is set) and a process dying with its grant (tests/integration/router_service/test_fleet_budget.py).
+
 What it leaves out: network between hosts (everything is on 127.0.0.1), real provider latency (the emulators
 answer at zero latency, which is the hard case for overhead), PT capacity (on-demand deployments only, as in
 the LiteLLM comparison), and TLS.
@@ -89,6 +98,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sse-requests", type=int, default=200, help="streamed requests per path and side")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument(
+        "--fleet",
+        action="store_true",
+        help="measure the overshoot of a fleet under one shared budget instead",
+    )
+    parser.add_argument("--fleet-budget", type=int, default=30_000, help="--fleet: tokens per minute")
+    parser.add_argument(
+        "--fleet-rate", type=float, default=200.0, help="--fleet: offered requests per second"
+    )
+    parser.add_argument("--fleet-duration", type=float, default=30.0, help="--fleet: seconds of load")
+    parser.add_argument(
         "--budgets",
         action="store_true",
         help="give both features and the API key budgets and a request rate, shared by the router processes "
@@ -98,6 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start the emulators and the front, measure, stop; returns `{"name", "params", "metrics"}`."""
+    if args.fleet:
+        return run_fleet(args)
     rates = [float(r) for r in args.rates.split(",")]
     load_before = os.getloadavg()[0]
     with (
@@ -126,6 +147,108 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "host_load_avg_1m_before": round(load_before, 2),
     }
     return {"name": "router-http", "params": params, "metrics": metrics}
+
+
+def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
+    """`--fleet`: the overshoot of `--processes` router processes under one shared budget."""
+    processes = args.processes or 4
+    load_before = os.getloadavg()[0]
+    with (
+        _emulators() as urls,
+        tempfile.TemporaryDirectory(prefix="podway-bench-router-fleet-") as tmp,
+        router_front(
+            urls,
+            Path(tmp),
+            processes,
+            event_loop=args.event_loop,
+            fleet_budget=args.fleet_budget,
+        ) as front,
+    ):
+        metrics = asyncio.run(_measure_fleet(args, front))
+    params = {
+        "fleet": True,
+        "router_processes": front.processes,
+        "feature_tokens_per_minute": args.fleet_budget,
+        "offered_rps": args.fleet_rate,
+        "duration_s": args.fleet_duration,
+        "max_tokens": args.max_tokens,
+        "router_event_loop": args.event_loop,
+        "ledger": "embedded nats-server, KV bucket podway_router_ledger, leased grants",
+        "host_cpus": os.cpu_count(),
+        "host_load_avg_1m_before": round(load_before, 2),
+    }
+    return {"name": "router-http", "params": params, "metrics": metrics}
+
+
+@dataclass
+class FleetRun:
+    """Tokens answered, requests refused and failed over one open-loop run against a budget."""
+
+    answered: int = 0
+    tokens: int = 0
+    refused: int = 0
+    errors: int = 0
+    first_sent: float = 0.0
+    last_answered: float = 0.0
+
+
+async def _measure_fleet(args: argparse.Namespace, front: Front) -> dict[str, Any]:
+    call = front_call(front.url, "vertex", args.max_tokens)
+    run = FleetRun()
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+
+    async def one(http: aiohttp.ClientSession) -> None:
+        try:
+            async with http.post(call.url, data=call.body, headers=call.headers, timeout=timeout) as response:
+                body = await response.read()
+        except (aiohttp.ClientError, TimeoutError):
+            run.errors += 1
+            return
+        if response.status == 429:
+            run.refused += 1
+        elif response.status != 200:
+            run.errors += 1
+        else:
+            run.answered += 1
+            run.tokens += json.loads(body)["usage"]["total_tokens"]
+            run.last_answered = time.perf_counter()
+
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        deadline = time.monotonic() + 60.0
+        while not run.answered:  # the providers open lazily; this first answer's tokens count too
+            await one(http)
+            if time.monotonic() > deadline:
+                raise RuntimeError("the front never answered")
+        tasks: set[asyncio.Task[None]] = set()
+        run.first_sent = start = time.perf_counter()
+        for i in range(max(1, int(args.fleet_rate * args.fleet_duration))):
+            delay = start + i / args.fleet_rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = asyncio.create_task(one(http))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        while tasks:
+            await asyncio.gather(*list(tasks))
+    return fleet_figures(run, args.fleet_budget)
+
+
+def fleet_figures(run: FleetRun, budget: int) -> dict[str, Any]:
+    """What the fleet answered against what one bucket of `budget` tokens a minute, full at the start, allows
+    over the same window."""
+    window_s = max(run.last_answered - run.first_sent, 0.0)
+    ideal = budget * (1.0 + window_s / 60.0)
+    return {
+        "answered": run.answered,
+        "refused_429": run.refused,
+        "errors": run.errors,
+        "answered_tokens": run.tokens,
+        "window_s": round(window_s, 2),
+        "one_bucket_ideal_tokens": round(ideal),
+        "spent_fraction_of_ideal": round(run.tokens / ideal, 4),
+        "overshoot_fraction_of_minute": round(max(run.tokens - ideal, 0.0) / budget, 4),
+    }
 
 
 # --- the front -----------------------------------------------------------------------------------------------
@@ -185,6 +308,7 @@ def router_front(
     *,
     event_loop: str = "uvloop",
     budgets: bool = False,
+    fleet_budget: int | None = None,
 ) -> Iterator[Front]:
     """The router service as `podway up` runs it (shared socket, `processes` processes on `event_loop`) on a
     fresh data dir."""
@@ -192,7 +316,10 @@ def router_front(
 
     data_dir.mkdir(parents=True, exist_ok=True)
     policy = data_dir / "policy.yaml"
-    policy.write_text(yaml.safe_dump(bench_policy_document(urls, budgets=budgets), sort_keys=False))
+    document = bench_policy_document(urls, budgets=budgets)
+    if fleet_budget is not None:
+        document["features"][FEATURES["vertex"]]["budget"] = {"tokens_per_minute": fleet_budget}
+    policy.write_text(yaml.safe_dump(document, sort_keys=False))
     settings = PodwaySettings(
         data_dir=data_dir,
         router_policy=policy,

@@ -20,6 +20,8 @@ from libs.events.registry import event_model
 # Subjects the router serves besides the catalogue's RpcSubject.ROUTER_INFER and WorkSubject.INFERENCE.
 ROUTER_SCOREBOARD_SUBJECT = "podway.rpc.router.scoreboard"
 ROUTER_STATUS_SUBJECT = "podway.rpc.router.status"
+# Every router process answers it (no queue group): `podway router status` shows the whole fleet.
+ROUTER_FLEET_STATUS_SUBJECT = "podway.router.status"
 INFERENCE_FEEDBACK_SUBJECT = "podway.inference.feedback"
 # Router processes share budgets and PT capacity through one JetStream key-value bucket (a ledger per budget).
 ROUTER_LEDGER_BUCKET = "podway_router_ledger"
@@ -197,9 +199,17 @@ class InferenceFailed(EventPayload):
     TYPE = EventType.INFERENCE_FAILED
     request_id: str = Field(description="The inference request (also the correlation id)")
     feature: str = Field(description="Product feature")
-    reason: str = Field(description="no_deployment_available, deadline_exceeded, client_error, ...")
+    reason: str = Field(
+        description="no_deployment_available, deadline_exceeded, client_error, client_disconnected, ..."
+    )
     detail: str = Field(description="Human-readable explanation")
     attempts: list[AttemptSummary] = Field(default_factory=list, description="Every attempt, in order")
+    charged_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Tokens charged to the feature's and the key's budgets (client_disconnected: the prompt "
+        "and the text produced before the caller went away)",
+    )
     prompt: list[ChatMessage] | None = Field(
         default=None, description="The request's messages, only when its feature sets record_prompts"
     )

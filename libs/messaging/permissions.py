@@ -38,6 +38,7 @@ from libs.events.catalogue import (
 )
 from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_FLEET_STATUS_SUBJECT,
     ROUTER_LEDGER_BUCKET,
     ROUTER_LEDGER_STREAM,
     ROUTER_OUTCOMES_SUBJECT,
@@ -228,6 +229,7 @@ USERS: tuple[NatsUser, ...] = (
         ),
         serves=(
             Served(f"{RPC_PREFIX}.router.>", "llm_router"),
+            Served(ROUTER_FLEET_STATUS_SUBJECT, ""),  # every process answers: the fleet's status
             Served(INFERENCE_FEEDBACK_SUBJECT, "llm_router"),
         ),
         answers=("client",),
@@ -252,6 +254,7 @@ USERS: tuple[NatsUser, ...] = (
             RpcSubject.NODE_AGENT_POWER,
             ROUTER_SCOREBOARD_SUBJECT,
             ROUTER_STATUS_SUBJECT,
+            ROUTER_FLEET_STATUS_SUBJECT,
             INFERENCE_FEEDBACK_SUBJECT,
         ),
         watches=(f"{EVENTS_PREFIX}.>",),

@@ -86,7 +86,8 @@ class RequestServer:
 async def serve_requests(
     connection: Client | NatsBroker, subject: str, handler: RequestHandler, *, queue: str
 ) -> RequestServer:
-    """Serve `subject` in queue group `queue` on a connected client; each request runs in its own task.
+    """Serve `subject` in queue group `queue` on a connected client; each request runs in its own task. With
+    `queue=""` every server of `subject` gets every request (a fleet-wide question: `gather_replies`).
 
     A handler exception is logged; the handler is responsible for telling the caller (it knows the framing).
     """
@@ -142,6 +143,39 @@ async def stream_request(
     finally:
         with contextlib.suppress(nats.errors.Error):
             await subscription.unsubscribe()
+
+
+async def gather_replies(
+    connection: Client | NatsBroker, subject: str, data: bytes, *, timeout_s: float, quiet_s: float
+) -> list[Reply]:
+    """Ask every server of `subject` (served with no queue group): the replies that come until `quiet_s`
+    passes without one, after the first; at most `timeout_s` in all.
+
+    Raises RpcUnavailable when nobody serves `subject`, and RpcTimeout when no reply arrives in `timeout_s`.
+    """
+    client = _client(connection)
+    inbox = client.new_inbox()
+    subscription = await client.subscribe(inbox)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    replies: list[Reply] = []
+    try:
+        await client.publish(subject, data, reply=inbox)
+        while (left := deadline - loop.time()) > 0:
+            try:
+                msg = await subscription.next_msg(timeout=min(left, quiet_s) if replies else left)
+            except (nats.errors.TimeoutError, TimeoutError):
+                break
+            headers = dict(msg.headers or {})
+            if not msg.data and headers.get(STATUS_HEADER) == NO_RESPONDERS:
+                raise RpcUnavailable("NoResponders", f"nobody serves {subject}")
+            replies.append(Reply(msg.data, headers))
+    finally:
+        with contextlib.suppress(nats.errors.Error):
+            await subscription.unsubscribe()
+    if not replies:
+        raise RpcTimeout("Timeout", f"no reply on {subject} within {timeout_s}s")
+    return replies
 
 
 async def publish(

@@ -9,6 +9,12 @@ stops reading from the socket while its reader is `MAX_UNREAD_CHUNKS` behind.
 
 Failures are `ConnectionError`s (refused, reset, closed before the answer was whole, or an answer that is not
 HTTP); a call cancelled (the router's deadline) closes its connection, which is never reused half-read.
+
+A kept-alive connection idle for `idle_timeout_s` is closed rather than reused (servers and load balancers
+close theirs after a minute or so, often without a word). A connection the peer closed while it sat in the
+pool is found out only when used: the write fails, or the answer ends before its first byte. The call is then
+sent once more, on a fresh connection: the peer never read it, and a stale socket says nothing of the
+deployment's health, so the router's breaker never hears of it. A fresh connection that fails is a failure.
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -38,7 +45,13 @@ class AnswerCutShort(ConnectionError):
     """The connection ended, or the answer was not HTTP, before the answer was whole."""
 
 
+class StaleConnection(AnswerCutShort):
+    """A pooled connection the peer had closed: the request could not be written, or the connection ended
+    before any byte of the answer."""
+
+
 MAX_UNREAD_CHUNKS = 64
+DEFAULT_IDLE_TIMEOUT_S = 30.0
 
 
 class _Connection(asyncio.Protocol):
@@ -56,16 +69,21 @@ class _Connection(asyncio.Protocol):
         self.whole = False
         self._more: asyncio.Future[None] | None = None
         self._paused = False
+        self.reused = False  # taken from the pool: it may have gone stale there
+        self.answered = False  # a byte of the current answer arrived
+        self.idle_since = 0.0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not its subclasses
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._fail(AnswerCutShort(f"the connection closed before the answer was whole ({exc or 'EOF'})"))
+        error = StaleConnection if self.reused and not self.answered else AnswerCutShort
+        self._fail(error(f"the connection closed before the answer was whole ({exc or 'EOF'})"))
         self._wake()
 
     def data_received(self, data: bytes) -> None:
+        self.answered = True
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -108,13 +126,20 @@ class _Connection(asyncio.Protocol):
         if self._more is not None and not self._more.done():
             self._more.set_result(None)
 
+    def _send(self, request: bytes) -> None:
+        if self.closed or self.transport is None or self.transport.is_closing():
+            raise (StaleConnection if self.reused else AnswerCutShort)("the connection is closed")
+        self.answered = False
+        try:
+            self.transport.write(request)
+        except (ConnectionError, RuntimeError) as exc:  # a socket the peer reset, found out on write
+            raise (StaleConnection if self.reused else AnswerCutShort)(f"write failed: {exc}") from exc
+
     async def start_stream(self, request: bytes) -> tuple[int, dict[str, str]]:
         """Send `request`; the answer's status and headers once they arrive (the body is `next_chunk`'s)."""
-        if self.closed or self.transport is None or self.transport.is_closing():
-            raise AnswerCutShort("the connection is closed")
         self._headers, self._unread, self.whole = {}, deque(), False
         self._head = asyncio.get_running_loop().create_future()
-        self.transport.write(request)
+        self._send(request)
         return await self._head
 
     async def next_chunk(self) -> bytes | None:
@@ -133,12 +158,10 @@ class _Connection(asyncio.Protocol):
         return chunk
 
     async def exchange(self, request: bytes) -> HttpAnswer:
-        if self.closed or self.transport is None or self.transport.is_closing():
-            raise AnswerCutShort("the connection is closed")
         self._head = None
         self._headers, self._body = {}, []
         self._answer = asyncio.get_running_loop().create_future()
-        self.transport.write(request)
+        self._send(request)
         return await self._answer
 
     def close(self) -> None:
@@ -168,23 +191,46 @@ class StreamedAnswer:
 class HttpPool:
     """POSTs to one origin (`https://host:port`) over at most `max_connections` kept-alive connections."""
 
-    def __init__(self, origin: str, *, max_connections: int = 256) -> None:
+    def __init__(
+        self,
+        origin: str,
+        *,
+        max_connections: int = 256,
+        idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         parts = urlsplit(origin)
         self._tls = parts.scheme == "https"
         self._host = parts.hostname or "localhost"
         self._port = parts.port or (443 if self._tls else 80)
         self._host_header = parts.netloc
         self._ssl = ssl.create_default_context() if self._tls else None
-        self._idle: list[_Connection] = []
+        self._idle: deque[_Connection] = deque()  # the most recently used on the right
         self._slots = asyncio.Semaphore(max_connections)
         self._closed = False
+        self._idle_timeout_s = idle_timeout_s
+        self._clock = clock
+        self.stale_retries = 0
+        """Calls sent again because their pooled connection had gone stale."""
+        self.opened = 0
+        """Connections opened."""
 
     async def post(self, target: str, body: bytes, headers: Mapping[str, str]) -> HttpAnswer:
         """POST `body` to `target` (path and query, already encoded); raises ConnectionError or OSError."""
+        request = self._request(target, body, headers)
         async with self._slots:
             connection = await self._connection()
             try:
-                answer = await connection.exchange(self._request(target, body, headers))
+                answer = await connection.exchange(request)
+            except StaleConnection:
+                connection.close()
+                self.stale_retries += 1
+                connection = await self._connection(fresh=True)
+                try:
+                    answer = await connection.exchange(request)
+                except BaseException:
+                    connection.close()
+                    raise
             except BaseException:
                 connection.close()
                 raise
@@ -196,10 +242,17 @@ class HttpPool:
         self, target: str, body: bytes, headers: Mapping[str, str]
     ) -> AsyncIterator[StreamedAnswer]:
         """POST, and read the answer's body as it arrives; leaving the block early closes the connection."""
+        request = self._request(target, body, headers)
         async with self._slots:
             connection = await self._connection()
             try:
-                status, answer_headers = await connection.start_stream(self._request(target, body, headers))
+                try:
+                    status, answer_headers = await connection.start_stream(request)
+                except StaleConnection:
+                    connection.close()
+                    self.stale_retries += 1
+                    connection = await self._connection(fresh=True)
+                    status, answer_headers = await connection.start_stream(request)
                 yield StreamedAnswer(status, answer_headers, connection)
             except BaseException:
                 connection.close()
@@ -218,15 +271,27 @@ class HttpPool:
 
     def _release(self, connection: _Connection) -> None:
         if connection.keep_alive and not connection.closed and not self._closed:
+            now = self._clock()
+            connection.idle_since = now
             self._idle.append(connection)
+            self._expire(now)
         else:
             connection.close()
 
-    async def _connection(self) -> _Connection:
-        while self._idle:
-            connection = self._idle.pop()
-            if not connection.closed:
-                return connection
+    def _expire(self, now: float) -> None:
+        """Close the connections idle longer than the timeout (the oldest are on the left)."""
+        idle = self._idle
+        while idle and (idle[0].closed or now - idle[0].idle_since > self._idle_timeout_s):
+            idle.popleft().close()
+
+    async def _connection(self, *, fresh: bool = False) -> _Connection:
+        if not fresh:
+            self._expire(self._clock())
+            while self._idle:
+                connection = self._idle.pop()
+                if not connection.closed:
+                    connection.reused = True
+                    return connection
         loop = asyncio.get_running_loop()
         _, connection = await loop.create_connection(
             _Connection,
@@ -235,6 +300,7 @@ class HttpPool:
             ssl=self._ssl,
             server_hostname=self._host if self._tls else None,
         )
+        self.opened += 1
         return connection
 
     @property

@@ -91,6 +91,7 @@ AttemptOutcome = tuple[str, float | None]
 that counts against it)."""
 DEFAULT_PROBE_TIMEOUT_S = 5.0
 GRANT_WAIT_S = 0.25
+CLIENT_DISCONNECTED = "client_disconnected"
 
 
 class _Generation:
@@ -202,7 +203,9 @@ class Router:
     async def infer(self, request: InferRequest) -> InferResult:
         """Answer a request whole, failing over across deployments, models and clouds before the first byte
         and within its deadline. With a first-byte timeout the provider streams it (see the module): the same
-        tokens, billed the same; without one, one whole call (one answer to parse) bounded by the deadline."""
+        tokens, billed the same; without one, one whole call (one answer to parse) bounded by the deadline. A
+        caller that goes away (the task is cancelled) ends it as `client_disconnected`, charged what was
+        produced."""
         call = await self._begin_granted(request)
         if call.first_byte_timeout_s is None:
             return await self._whole(call)
@@ -238,7 +241,8 @@ class Router:
 
     def stream(self, request: InferRequest) -> AsyncGenerator[StreamEvent, None]:
         """Stream an answer: TextDelta events, then exactly one StreamCompleted. Failover happens only before
-        the first text reaches the caller; a later failure raises MidStreamFailure."""
+        the first text reaches the caller; a later failure raises MidStreamFailure. A caller that leaves
+        (closes the generator or is cancelled) ends it as `client_disconnected`, charged what was streamed."""
         return self._answer(request, None)
 
     async def _answer(self, request: InferRequest, call: _Call | None) -> AsyncGenerator[StreamEvent, None]:
@@ -395,6 +399,11 @@ class Router:
                     await self.await_grant()
             except TimeoutError:
                 raise refused from None
+            except asyncio.CancelledError:
+                self._emit(
+                    _disconnected_event(request, (), 0, "while waiting for a budget grant", self._clock)
+                )
+                raise
         return self._begin(request)
 
     def _begin(self, request: InferRequest) -> _Call:
@@ -596,13 +605,21 @@ class Router:
         self._emit(_with_prompt(failed, call))
         raise error
 
-    def _abandon(self, call: _Call, dispatch: Dispatch) -> None:
-        """The caller went away (cancelled, or left a stream): give back what was held for the request."""
+    def _abandon(self, call: _Call, dispatch: Dispatch, streamed: str = "") -> None:
+        """The caller went away (cancelled, or left a stream): the request's outcome is `client_disconnected`,
+        charged what the provider consumed and produced by then (the prompt, and the text streamed), and what
+        was held beyond that is given back."""
         now = self._clock.now()
         self._attempt_ended(call)
+        used = estimate_tokens(call.request.prompt_chars, 0) + estimate_tokens(len(streamed), 0)
         if dispatch.reservation is not None:
-            dispatch.reservation.cancel(now)
-        call.charge.settle(0, now)
+            dispatch.reservation.settle(used, now)
+        call.charge.settle(used, now)
+        where = (
+            f"during the call to {dispatch.candidate.name}, after {len(streamed)} characters of the answer"
+        )
+        event = _disconnected_event(call.request, call.attempts, used, where, self._clock)
+        self._emit(_with_prompt(event, call))
 
     # Streaming after the first byte ------------------------------------------------------------------------
 
@@ -635,7 +652,7 @@ class Router:
             raise
         finally:
             if not finished:
-                self._abandon(call, dispatch)
+                self._abandon(call, dispatch, "".join(texts))
             await _close(chunks)
         completion = Completion(
             text="".join(texts),
@@ -851,6 +868,24 @@ def _with_prompt(event: RouterEvent, call: _Call) -> RouterEvent:
         return event
     prompt = [{"role": message.role, "content": message.content} for message in call.request.messages]
     return dataclasses.replace(event, payload={**event.payload, "prompt": prompt})
+
+
+def _disconnected_event(
+    request: InferRequest, attempts: Iterable[Attempt], charged: int, where: str, clock: RouterClock
+) -> RouterEvent:
+    return RouterEvent(
+        EventType.INFERENCE_FAILED,
+        request.request_id,
+        clock.wall(),
+        {
+            "request_id": request.request_id,
+            "feature": request.feature,
+            "reason": CLIENT_DISCONNECTED,
+            "detail": f"the caller went away {where}; charged {charged} tokens",
+            "attempts": [_attempt_summary(a) for a in attempts],
+            "charged_tokens": charged,
+        },
+    )
 
 
 def _completed_event(result: InferResult, streamed: bool, occurred_at: float) -> RouterEvent:

@@ -10,8 +10,18 @@ and chunked request bodies, `Connection: close`, answers with a body (none to a 
 answered in HTTP/1.1 as if it had not asked, which RFC 9110 (7.8) lets a server do.
 
 Limits: a request's headers may take `MAX_HEADER_BYTES`, its body `max_body_bytes` (413 beyond); a
-connection idle for `keepalive_s` is closed. No TLS, no HTTP/2, no `Expect: 100-continue` (clients send
-the body anyway after a short wait); a TLS-terminating proxy goes in front for those.
+connection idle for `keepalive_s` is closed. A request whose head has not arrived `header_timeout_s` after
+its first byte, or whose body has not arrived `body_timeout_s` after its head, is answered 408 and its
+connection closed (a client that sends half a request holds nothing for long). A process holds at most
+`max_connections`: one over the cap is answered 503 and closed at once, and counted. A connection has at most
+`max_pipelined` requests waiting for their answers (and those of the 4 KiB slice of a read that filled the
+queue): beyond, the server stops reading from it, and holds what it had read unparsed, until it has answered. `Expect: 100-continue` is answered `100 Continue`
+before the body is read, or with the final answer and no reading of the body when the request is refused
+from its head alone (a body over the limit, or what the handler's `check_head` refuses, e.g. a bad key); any
+other expectation is 417. No TLS, no HTTP/2: a TLS-terminating proxy goes in front for those.
+
+Time is the event loop's (`loop.call_later`): tests set tiny timeouts over real sockets instead of sleeping.
+A timer is armed only for a request that a read left incomplete, so a request arriving whole costs none.
 """
 
 from __future__ import annotations
@@ -34,6 +44,12 @@ log = logging.getLogger(__name__)
 MAX_HEADER_BYTES = 64 * 1024
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_KEEPALIVE_S = 75.0
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+DEFAULT_BODY_TIMEOUT_S = 30.0
+DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_MAX_PIPELINED = 16
+READ_SLICE = 4096
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 Headers = Sequence[tuple[str, str]]
 
 
@@ -71,6 +87,20 @@ class HttpResponse:
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse | None]]
 """Answers a request: a response, or None when it streamed its answer through `request.stream`."""
+
+HeadCheck = Callable[[str, str, dict[str, str]], HttpResponse | None]
+"""Refuses a request from its method, path and headers alone (an answer), or lets it be read (None); called
+for a request that waits for `100 Continue`, so that a refused body is never sent."""
+
+
+@dataclass(slots=True)
+class HttpServerStats:
+    """What the server refused or cut short, for the metrics."""
+
+    refused_connections: int = 0
+    header_timeouts: int = 0
+    body_timeouts: int = 0
+    paused_pipelines: int = 0
 
 
 class ResponseStream:
@@ -120,12 +150,27 @@ class HttpConnection(asyncio.Protocol):
         # out (a request that could not be read; nothing after it on the connection is read).
         self._continued: tuple[HttpRequest, bool] | None = None
         self._refusal: bytes | None = None
+        # A request partly read: its serial, whether its head is whole, and the timer that bounds the wait.
+        self._serial = 0
+        self._reading = False
+        self._head_read = False
+        self._read_timer: asyncio.TimerHandle | None = None
+        self._read_paused = False
+        self._held: list[bytes] = []
+        self._continue_due = False
         self._reset_message()
 
     # Transport callbacks -----------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not its subclasses
+        server = self._server
+        if len(server.connections) >= server.max_connections:
+            server.stats.refused_connections += 1
+            self._closed = True
+            self._transport.write(OVER_CONNECTION_CAP)
+            self._transport.close()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -137,6 +182,8 @@ class HttpConnection(asyncio.Protocol):
         self._server.connections.discard(self)
         if self._idle is not None:
             self._idle.cancel()
+        if self._read_timer is not None:
+            self._read_timer.cancel()
         if self._writable is not None and not self._writable.done():
             self._writable.set_exception(ConnectionResetError("the client went away"))
         if self._worker is not None and not self._worker.done():
@@ -145,6 +192,22 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._refusal is not None:
             return
+        if self._held:  # what came after the pause, or was left of the read that filled the queue
+            self._held.append(data)
+            return
+        if len(data) <= READ_SLICE:
+            self._feed(data)
+            return
+        # Fed in slices, so that the requests a big read holds stop queueing once the queue is full.
+        for start in range(0, len(data), READ_SLICE):
+            if self._read_paused:
+                self._held.append(data[start:])
+                return
+            if self._refusal is not None:
+                return
+            self._feed(data[start : start + READ_SLICE])
+
+    def _feed(self, data: bytes) -> None:
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
@@ -153,9 +216,43 @@ class HttpConnection(asyncio.Protocol):
             # A limit a callback enforced surfaces here wrapped in the parser's own error.
             refused = exc.__cause__ or exc.__context__
             if isinstance(refused, _Refused):
-                self._refuse(refused.status, str(refused))
+                self._refuse(refused.status, str(refused), refused.response)
             else:
                 self._refuse(400, f"malformed request: {exc}")
+            return
+        if self._reading and self._read_timer is None:
+            self._arm_read_timer()
+
+    # Reading in bounded time -------------------------------------------------------------------------------
+
+    def _arm_read_timer(self) -> None:
+        """Bound the wait for the rest of the request a read left incomplete: its head, or its body."""
+        if self._closed or self._read_paused:
+            return
+        server = self._server
+        timeout_s = server.body_timeout_s if self._head_read else server.header_timeout_s
+        self._read_timer = self._loop.call_later(
+            timeout_s, self._read_timed_out, self._serial, self._head_read
+        )
+
+    def _read_timed_out(self, serial: int, head_read: bool) -> None:
+        self._read_timer = None
+        if not self._reading or self._refusal is not None:
+            return
+        if serial != self._serial or head_read != self._head_read:  # that part came: time the next one
+            self._arm_read_timer()
+            return
+        if head_read:
+            self._server.stats.body_timeouts += 1
+            self._refuse(408, f"request body not received within {self._server.body_timeout_s:g} s")
+        else:
+            self._server.stats.header_timeouts += 1
+            self._refuse(408, f"request headers not received within {self._server.header_timeout_s:g} s")
+
+    def _cancel_read_timer(self) -> None:
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
 
     def pause_writing(self) -> None:
         if self._writable is None or self._writable.done():
@@ -176,6 +273,8 @@ class HttpConnection(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self._reset_message()
+        self._serial += 1
+        self._reading, self._head_read = True, False
         if self._idle is not None:
             self._idle.cancel()
 
@@ -189,6 +288,36 @@ class HttpConnection(asyncio.Protocol):
         text = value.decode("latin-1")
         self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text
 
+    def on_headers_complete(self) -> None:
+        self._head_read = True
+        if self._read_timer is not None:  # the head came in time: the body gets its own time
+            self._cancel_read_timer()
+        expect = self._headers.get("expect")
+        if expect is not None and self._continued is None:
+            self._expect(expect)
+
+    def _expect(self, expect: str) -> None:
+        """Answer `Expect: 100-continue` before the body is sent, or refuse from the head alone."""
+        if expect.strip().lower() != "100-continue":
+            raise _Refused(417, f"Expect: {expect} is not supported (only 100-continue)")
+        headers = self._headers
+        length = headers.get("content-length", "").strip()
+        if length.isdigit() and int(length) > self._server.max_body_bytes:
+            raise _Refused(413, f"request body over {self._server.max_body_bytes} bytes")
+        check = self._server.check_head
+        if check is not None:
+            url = httptools.parse_url(self._url)
+            method = self._parser.get_method().decode("latin-1")
+            refusal = check(method, (url.path or b"/").decode("latin-1"), headers)
+            if refusal is not None:
+                raise _Refused(refusal.status, "refused from its head", refusal)
+        if length == "0" and "transfer-encoding" not in headers:
+            return
+        if self.busy:  # after the answers before it: the client sends the body once it has them
+            self._continue_due = True
+        else:
+            self._write(CONTINUE)
+
     def on_body(self, body: bytes) -> None:
         self._body_bytes += len(body)
         if self._body_bytes > self._server.max_body_bytes:
@@ -196,6 +325,9 @@ class HttpConnection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        self._reading = False
+        if self._read_timer is not None:
+            self._cancel_read_timer()
         if self._continued is not None:  # the body of an upgrade request, read by a fresh parser
             (request, keep_alive), self._continued = self._continued, None
             request.body = b"".join(self._body)
@@ -211,8 +343,30 @@ class HttpConnection(asyncio.Protocol):
             )
             keep_alive = self._parser.should_keep_alive()
         self._queue.append((request, keep_alive))
+        if len(self._queue) >= self._server.max_pipelined and not self._read_paused:
+            self._pause_reading()
         if self._worker is None or self._worker.done():
             self._worker = self._loop.create_task(self._answer_queued())
+
+    def _pause_reading(self) -> None:
+        """Enough requests wait for their answers: read no more from this client until they are answered."""
+        if self._transport is None or self._closed:
+            return
+        self._read_paused = True
+        self._server.stats.paused_pipelines += 1
+        self._cancel_read_timer()  # what is not read cannot be late
+        self._transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        self._read_paused = False
+        held, self._held = b"".join(self._held), []
+        if held:
+            self.data_received(held)
+        if self._read_paused or self._transport is None or self._closed:
+            return
+        self._transport.resume_reading()
+        if self._reading and self._read_timer is None:
+            self._arm_read_timer()
 
     def _ignore_upgrade(self, rest: bytes) -> None:
         """Go on in HTTP/1.1. llhttp ends an upgrade request at its head (it was queued with no body) and takes
@@ -239,13 +393,20 @@ class HttpConnection(asyncio.Protocol):
     # Answering ---------------------------------------------------------------------------------------------
 
     async def _answer_queued(self) -> None:
+        while await self._answer_waiting():
+            pass
+
+    async def _answer_waiting(self) -> bool:
+        """Answer the requests waiting, in order; True when reading again queued more."""
         while self._queue and not self._closed:
             request, keep_alive = self._queue.popleft()
+            if self._read_paused and len(self._queue) < self._server.max_pipelined // 2:
+                self._resume_reading()
             self._keep_alive = keep_alive and not self._server.closing
             self._streaming, self._unsent_head = False, b""
             response = await self._answer(request)
             if self._closed:
-                return
+                return False
             self._keep_alive = self._keep_alive and not self._server.closing
             if response is not None:
                 with_body = request.method != "HEAD"
@@ -254,11 +415,22 @@ class HttpConnection(asyncio.Protocol):
                 self._write(self._take_head() + b"0\r\n\r\n")
             if not self._keep_alive:
                 self.close()
-                return
+                return False
+        if self._closed:
+            return False
         if self._refusal is not None:
             self._send_refusal()
-            return
-        self._arm_idle()
+            return False
+        if self._continue_due:
+            self._continue_due = False
+            self._write(CONTINUE)
+        if self._read_paused:
+            self._resume_reading()
+            if self._queue or self._refusal is not None:
+                return True
+        if not self._reading:
+            self._arm_idle()
+        return False
 
     async def _answer(self, request: HttpRequest) -> HttpResponse | None:
         try:
@@ -300,11 +472,15 @@ class HttpConnection(asyncio.Protocol):
         if self._transport is not None and not self._closed:
             self._transport.write(data)
 
-    def _refuse(self, status: int, message: str) -> None:
-        """Answer a request that cannot be read, after the answers to the requests before it, and close: what
-        follows it on the connection cannot be told apart from it."""
-        body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
-        self._refusal = encode_response(HttpResponse(status, body), keep_alive=False)
+    def _refuse(self, status: int, message: str, response: HttpResponse | None = None) -> None:
+        """Answer a request that cannot be read (or is refused from its head), after the answers to the
+        requests before it, and close: what follows it on the connection cannot be told apart from it."""
+        self._reading = False
+        self._cancel_read_timer()
+        if response is None:
+            body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+            response = HttpResponse(status, body)
+        self._refusal = encode_response(response, keep_alive=False)
         if not self.busy:
             self._send_refusal()
 
@@ -342,14 +518,31 @@ class HttpConnection(asyncio.Protocol):
         return self._worker
 
     @property
+    def waiting(self) -> int:
+        """Requests read and waiting for their answers (the one being answered not included)."""
+        return len(self._queue)
+
+    @property
     def busy(self) -> bool:
         return bool(self._queue) or (self._worker is not None and not self._worker.done())
 
 
 class _Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, response: HttpResponse | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.response = response
+
+
+OVER_CONNECTION_CAP = encode_response(
+    HttpResponse(
+        503,
+        b'{"error": {"message": "too many connections to this process", "type": "server_error", '
+        b'"code": "too_many_connections"}}',
+        (("Retry-After", "1"),),
+    ),
+    keep_alive=False,
+)
 
 
 class HttpServer:
@@ -361,10 +554,21 @@ class HttpServer:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         keepalive_s: float = DEFAULT_KEEPALIVE_S,
+        header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+        body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_pipelined: int = DEFAULT_MAX_PIPELINED,
+        check_head: HeadCheck | None = None,
     ) -> None:
         self.handler = handler
         self.max_body_bytes = max_body_bytes
         self.keepalive_s = keepalive_s
+        self.header_timeout_s = header_timeout_s
+        self.body_timeout_s = body_timeout_s
+        self.max_connections = max_connections
+        self.max_pipelined = max(1, max_pipelined)
+        self.check_head = check_head
+        self.stats = HttpServerStats()
         self.connections: set[HttpConnection] = set()
         self.closing = False
         self._server: asyncio.Server | None = None

@@ -20,6 +20,7 @@ from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
 from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_FLEET_STATUS_SUBJECT,
     ROUTER_LEDGER_BUCKET,
     ROUTER_SCOREBOARD_SUBJECT,
     ROUTER_STATUS_SUBJECT,
@@ -187,6 +188,14 @@ class RouterService:
             self._tasks.append(asyncio.create_task(self._watch_policy(), name="policy-watcher"))
 
         feedback = Feedback(router, self.recent, self.sink, self.clock)
+        status = RouterStatus(
+            router,
+            self.recent_errors,
+            self.settings.instance,
+            self.clock,
+            self.ledger.ledgers if self.ledger is not None else None,
+            self.leases.process if self.leases is not None else "",
+        )
         self._servers = [
             await serve_requests(
                 self.broker,
@@ -201,19 +210,8 @@ class RouterService:
                 Scoreboard(router, self.settings.instance),
                 queue=QUEUE_GROUP,
             ),
-            await serve_requests(
-                self.broker,
-                ROUTER_STATUS_SUBJECT,
-                RouterStatus(
-                    router,
-                    self.recent_errors,
-                    self.settings.instance,
-                    self.clock,
-                    self.ledger.ledgers if self.ledger is not None else None,
-                    self.leases.process if self.leases is not None else "",
-                ),
-                queue=QUEUE_GROUP,
-            ),
+            await serve_requests(self.broker, ROUTER_STATUS_SUBJECT, status, queue=QUEUE_GROUP),
+            await serve_requests(self.broker, ROUTER_FLEET_STATUS_SUBJECT, status, queue=""),
         ]
         self.work = WorkQueueConsumer(
             name=WORK_CONSUMER,
@@ -342,7 +340,17 @@ class RouterService:
                 log.exception("policy file check failed; the policy in force stays, still watching")
 
     async def _serve_http(self, router: Router) -> None:
-        front = HttpServer(OpenAIFront(router, self.cap, self.metrics))
+        handler = OpenAIFront(router, self.cap, self.metrics)
+        settings = self.settings
+        front = HttpServer(
+            handler,
+            header_timeout_s=settings.router_header_timeout_s,
+            body_timeout_s=settings.router_body_timeout_s,
+            max_connections=settings.router_max_connections,
+            max_pipelined=settings.router_max_pipelined,
+            check_head=handler.check_head,
+        )
+        self.metrics.watch_http(front)
         if self.settings.router_http_fd is not None:
             listener = inherited_listener(self.settings.router_http_fd)
             await self._started(front).start(sock=listener)

@@ -35,7 +35,7 @@ from libs.router import (
     TextDelta,
     new_request_id,
 )
-from libs.runtime.http_server import HttpRequest, HttpResponse, ResponseStream
+from libs.runtime.http_server import Handler, HttpRequest, HttpResponse, ResponseStream
 from services.llm_router.chat_request import InvalidParameter, chat_request
 from services.llm_router.metrics import CONTENT_TYPE, RouterMetrics
 from services.llm_router.overload import InFlightCap, Overloaded
@@ -101,22 +101,39 @@ class OpenAIFront:
         }
         self._in_flight: set[str] = set()
 
-    async def __call__(self, request: HttpRequest) -> HttpResponse | None:
-        route = self._routes.get(request.path.rstrip("/") or "/")
+    def check_head(self, method: str, path: str, headers: dict[str, str]) -> HttpResponse | None:
+        """What a request waiting for `100 Continue` is refused from its head alone: no route, a method not
+        allowed, or (on the answering routes) a key not in the policy. Its body is then never sent."""
+        try:
+            _, wanted = self._route(method, path)
+            if wanted != "/metrics":
+                _caller(headers, self.router)
+        except ApiError as exc:
+            return exc.response()
+        return None
+
+    def _route(self, method: str, path: str) -> tuple[Handler, str]:
+        name = path.rstrip("/") or "/"
+        route = self._routes.get(name)
         if route is None:
-            return ApiError(
-                404, f"no route {request.path}", type_="invalid_request_error", code="not_found"
-            ).response()
-        method, handle = route
+            raise ApiError(404, f"no route {path}", type_="invalid_request_error", code="not_found")
+        allowed, handle = route
         # HEAD is GET without the body (the server leaves it out), as HTTP wants of every GET resource.
-        if request.method != method and not (request.method == "HEAD" and method == "GET"):
-            return ApiError(
+        if method != allowed and not (method == "HEAD" and allowed == "GET"):
+            raise ApiError(
                 405,
-                f"{request.method} is not allowed on {request.path}",
+                f"{method} is not allowed on {path}",
                 type_="invalid_request_error",
                 code="method_not_allowed",
-                headers=(("Allow", f"{method}, HEAD" if method == "GET" else method),),
-            ).response()
+                headers=(("Allow", f"{allowed}, HEAD" if allowed == "GET" else allowed),),
+            )
+        return handle, name
+
+    async def __call__(self, request: HttpRequest) -> HttpResponse | None:
+        try:
+            handle, _ = self._route(request.method, request.path)
+        except ApiError as exc:
+            return exc.response()
         try:
             return await handle(request)
         except ApiError as exc:
@@ -131,7 +148,7 @@ class OpenAIFront:
 
     async def list_models(self, request: HttpRequest) -> HttpResponse:
         """The features the key may use, as `feature:<name>` model ids."""
-        _, features = _caller(request, self.router)
+        _, features = _caller(request.headers, self.router)
         data = [
             {"id": f"{FEATURE_MODEL_PREFIX}{name}", "object": "model", "created": 0, "owned_by": "podway"}
             for name in features
@@ -175,7 +192,7 @@ class OpenAIFront:
 
     async def _chat_completions(self, request: HttpRequest, request_id: str) -> HttpResponse | None:
         router, cap, metrics = self.router, self.cap, self.metrics
-        key, allowed = _caller(request, router)
+        key, allowed = _caller(request.headers, router)
         body = _json_body(request)
         feature = _feature(request, body)
         if feature not in allowed:
@@ -221,9 +238,9 @@ def metrics_response(metrics: RouterMetrics) -> HttpResponse:
     return HttpResponse(200, metrics.exposition(), content_type=CONTENT_TYPE)
 
 
-def _caller(request: HttpRequest, router: Router) -> tuple[str, tuple[str, ...]]:
+def _caller(headers: dict[str, str], router: Router) -> tuple[str, tuple[str, ...]]:
     """The bearer key and the features it may use."""
-    header = request.headers.get("authorization", "")
+    header = headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
     key = key.strip()
     api_key = router.policy.api_keys.get(key) if scheme.lower() == "bearer" else None

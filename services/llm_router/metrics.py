@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from libs.core.routing import BreakerSnapshot, BreakerState, SkipReason
 from libs.events.catalogue import EventType
 from libs.router import RouterEvent
+from libs.runtime.http_server import HttpServer
 from libs.runtime.metrics import PROCESS_REGISTRY
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 1.5, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -74,6 +75,37 @@ class _LiveState(Collector):
         for reason, count in sorted(self._dropped().items()):
             dropped.add_metric([reason], count)
         yield dropped
+
+
+class _HttpState(Collector):
+    """The HTTP front's connections and what it refused or cut short, read at scrape time."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self._server = server
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._server.stats
+        yield GaugeMetricFamily(
+            "podway_router_http_connections", "Client connections open", value=len(self._server.connections)
+        )
+        yield CounterMetricFamily(
+            "podway_router_http_connections_refused",
+            "Connections refused (503) because the process held its maximum",
+            value=stats.refused_connections,
+        )
+        timeouts = CounterMetricFamily(
+            "podway_router_http_read_timeouts",
+            "Requests answered 408 and closed: headers or body not received in time",
+            labels=["part"],
+        )
+        timeouts.add_metric(["headers"], stats.header_timeouts)
+        timeouts.add_metric(["body"], stats.body_timeouts)
+        yield timeouts
+        yield CounterMetricFamily(
+            "podway_router_http_pipeline_pauses",
+            "Times a connection's reading paused because its pipelined requests reached the maximum",
+            value=stats.paused_pipelines,
+        )
 
 
 class RouterMetrics:
@@ -158,6 +190,10 @@ class RouterMetrics:
     ) -> None:
         """Also report these live values at every scrape; `dropped` counts audit events by reason."""
         self.registry.register(_LiveState(breakers, in_flight, buffered, dropped))
+
+    def watch_http(self, server: HttpServer) -> None:
+        """Also report the HTTP front's connections, refusals and read timeouts at every scrape."""
+        self.registry.register(_HttpState(server))
 
     def observe(self, event: RouterEvent) -> None:
         """Count one router event."""

@@ -35,11 +35,25 @@ class RouterSettings(PodwaySettings):
     router_async_concurrency: int | None = Field(
         default=None, gt=0, description="Work-queue items handled at once; default an eighth of the cap"
     )
+    router_max_connections: int = Field(
+        default=1000,
+        gt=0,
+        description="Client connections one router process holds; one more is refused (503)",
+    )
+    router_max_pipelined: int = Field(
+        default=16, gt=0, description="Requests one connection may have waiting; beyond, reading pauses"
+    )
+    router_header_timeout_s: float = Field(
+        default=10.0, gt=0, description="A request's head must arrive within this after its first byte (408)"
+    )
+    router_body_timeout_s: float = Field(
+        default=30.0, gt=0, description="A request's body must arrive within this after its head (408)"
+    )
     router_flush_interval_s: float = Field(
         default=0.05, gt=0, description="Audit group commits are at least this far apart"
     )
     router_flush_linger_s: float = Field(
-        default=1.0, gt=0, description="An audit event waits at most this long for its group commit"
+        default=0.05, gt=0, description="An audit event waits at most this long for its group commit"
     )
     router_flush_batch: int = Field(
         default=64, gt=0, description="Audit events that make a group commit due without lingering"

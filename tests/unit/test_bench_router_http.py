@@ -66,3 +66,16 @@ def test_a_run_takes_in_another_windows_latencies_errors_and_time() -> None:
     run.add(Run([2.0, 3.0], errors=2, elapsed_s=0.5))
     assert run.latencies_ms == [1.0, 2.0, 3.0]
     assert (run.errors, run.elapsed_s) == (3, 1.5)
+
+
+def test_the_fleets_overshoot_is_what_it_answered_beyond_one_full_bucket_over_the_window() -> None:
+    within = router_http.fleet_figures(
+        router_http.FleetRun(answered=10, tokens=14_000, first_sent=100.0, last_answered=130.0), 10_000
+    )
+    assert within["one_bucket_ideal_tokens"] == 15_000  # a full minute's bucket, and half a minute's refill
+    assert within["overshoot_fraction_of_minute"] == 0.0
+    over = router_http.fleet_figures(
+        router_http.FleetRun(answered=10, tokens=15_600, first_sent=100.0, last_answered=130.0), 10_000
+    )
+    assert over["overshoot_fraction_of_minute"] == pytest.approx(0.06)
+    assert over["spent_fraction_of_ideal"] == pytest.approx(1.04)

@@ -22,6 +22,7 @@ from libs.events.inference import (
     FRAME_END,
     FRAME_ERROR,
     INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_FLEET_STATUS_SUBJECT,
     ROUTER_SCOREBOARD_SUBJECT,
     ROUTER_STATUS_SUBJECT,
     STREAM_HEADER,
@@ -37,10 +38,11 @@ from libs.events.inference import (
     ScoreboardReply,
 )
 from libs.messaging.rpc import RpcError, request
-from libs.messaging.streaming_rpc import stream_request
+from libs.messaging.streaming_rpc import gather_replies, stream_request
 from libs.messaging.work_queue import enqueue
 
 DEFAULT_TIMEOUT_S = 30.0
+FLEET_QUIET_S = 0.3  # every router process answers at once: a reply later than this after the last is none
 
 
 class InferenceRefused(Exception):
@@ -134,6 +136,15 @@ class RouterClient:
         """One router process's deployments (breaker, ramp step, PT capacity in use) and latest errors."""
         raw = await request(self._broker, ROUTER_STATUS_SUBJECT, b"{}", timeout_s=self.timeout_s)
         return RouterStatusReply.model_validate_json(raw)
+
+    async def fleet_status(self, quiet_s: float = FLEET_QUIET_S) -> list[RouterStatusReply]:
+        """Every router process's status (each answers; the replies are gathered until `quiet_s` passes
+        without one), ordered by instance."""
+        replies = await gather_replies(
+            self._broker, ROUTER_FLEET_STATUS_SUBJECT, b"{}", timeout_s=self.timeout_s, quiet_s=quiet_s
+        )
+        statuses = [RouterStatusReply.model_validate_json(reply.data) for reply in replies]
+        return sorted(statuses, key=lambda status: status.instance)
 
     async def scoreboard(self) -> ScoreboardReply:
         """One router replica's scoreboard and breakers."""
@@ -247,39 +258,44 @@ def cmd_scoreboard(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     async def work(router: RouterClient) -> int:
-        status = await router.status()
+        fleet = await router.fleet_status()
         if args.output == "json":
-            _print_json(status)
+            print(json.dumps([status.model_dump(mode="json") for status in fleet], indent=2))
             return 0
-        print(f"router process {status.instance}")
-        print(
-            f"{'DEPLOYMENT':<18} {'PROVIDER':<9} {'TIER':<12} {'BREAKER':<10} {'RAMP':<11} {'WINDOW':>6} "
-            f"{'ERR%':>6} {'CONSEC':>6}  PT IN USE"
-        )
-        for d in status.deployments:
-            ramp = f"{d.ramp_fraction:.2f}" + (f" step {d.ramp_step}" if d.ramp_step is not None else "")
-            if d.reopens_in_s is not None:
-                ramp = f"probe {d.reopens_in_s:.1f}s"
-            pt = "-"
-            if d.pt_tokens_per_minute is not None:
-                pt = f"{d.pt_tokens_in_use or 0:.0f}/{d.pt_tokens_per_minute} tok/min"
-                if d.pt_concurrency is not None:
-                    pt += f", {d.pt_in_flight}/{d.pt_concurrency} in flight"
-            print(
-                f"{d.deployment:<18} {d.provider:<9} {d.tier:<12} {d.state:<10} {ramp:<11} "
-                f"{d.window_requests:>6} {d.window_error_rate * 100:>5.1f}% {d.consecutive_failures:>6}  {pt}"
-            )
-        _print_budgets(status.budgets)
-        print("\nRECENT ERRORS" if status.recent_errors else "\nno recent errors")
-        for e in status.recent_errors:
-            code = f" {e.code}" if e.code else ""
-            code += f" ({e.status})" if e.status else ""
-            print(
-                f"{e.at:%H:%M:%S} {e.deployment or '-':<18} {e.reason:<14}{code}  {e.feature} {e.request_id}"
-            )
+        for status in fleet:
+            _print_process_status(status)
+        budgets = next((status.budgets for status in fleet if status.budgets), [])
+        _print_budgets(budgets)
         return 0
 
     return _run(args, work)
+
+
+def _print_process_status(status: RouterStatusReply) -> None:
+    print(f"router process {status.instance}")
+    print(
+        f"{'DEPLOYMENT':<18} {'PROVIDER':<9} {'TIER':<12} {'BREAKER':<10} {'RAMP':<11} {'WINDOW':>6} "
+        f"{'ERR%':>6} {'CONSEC':>6}  PT IN USE"
+    )
+    for d in status.deployments:
+        ramp = f"{d.ramp_fraction:.2f}" + (f" step {d.ramp_step}" if d.ramp_step is not None else "")
+        if d.reopens_in_s is not None:
+            ramp = f"probe {d.reopens_in_s:.1f}s"
+        pt = "-"
+        if d.pt_tokens_per_minute is not None:
+            pt = f"{d.pt_tokens_in_use or 0:.0f}/{d.pt_tokens_per_minute} tok/min"
+            if d.pt_concurrency is not None:
+                pt += f", {d.pt_in_flight}/{d.pt_concurrency} in flight"
+        print(
+            f"{d.deployment:<18} {d.provider:<9} {d.tier:<12} {d.state:<10} {ramp:<11} "
+            f"{d.window_requests:>6} {d.window_error_rate * 100:>5.1f}% {d.consecutive_failures:>6}  {pt}"
+        )
+    print("RECENT ERRORS" if status.recent_errors else "no recent errors")
+    for e in status.recent_errors:
+        code = f" {e.code}" if e.code else ""
+        code += f" ({e.status})" if e.status else ""
+        print(f"{e.at:%H:%M:%S} {e.deployment or '-':<18} {e.reason:<14}{code}  {e.feature} {e.request_id}")
+    print()
 
 
 def _print_budgets(budgets: list[BudgetStatus]) -> None:
@@ -374,7 +390,9 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     board.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
     board.set_defaults(handler=_guard(cmd_scoreboard))
     status = verbs.add_parser(
-        "status", help="each deployment's breaker state, ramp step, PT capacity in use, and recent errors"
+        "status",
+        help="every router process: each deployment's breaker state, ramp step, PT capacity in use, and "
+        "recent errors; and the shared budgets",
     )
     common(status)
     status.add_argument("-o", "--output", choices=["table", "json"], default="table")

@@ -18,6 +18,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM, WORK_STREAM, EventType, RpcSubject, WorkSubject
 from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_FLEET_STATUS_SUBJECT,
     ROUTER_OUTCOMES_SUBJECT,
     ROUTER_SCOREBOARD_SUBJECT,
     ROUTER_STATUS_SUBJECT,
@@ -29,7 +30,13 @@ from libs.runtime.settings import url_with_credentials
 from tests.integration.nats_permissions.conftest import Refusal, SecuredNats, refusals, settle
 
 STREAMS = (EVENTS_STREAM, WORK_STREAM, DLQ_STREAM)
-RPC_SUBJECTS = (*RpcSubject, ROUTER_SCOREBOARD_SUBJECT, ROUTER_STATUS_SUBJECT, INFERENCE_FEEDBACK_SUBJECT)
+RPC_SUBJECTS = (
+    *RpcSubject,
+    ROUTER_SCOREBOARD_SUBJECT,
+    ROUTER_STATUS_SUBJECT,
+    ROUTER_FLEET_STATUS_SUBJECT,
+    INFERENCE_FEEDBACK_SUBJECT,
+)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
+import pytest
+
 from libs.core.routing import LedgerKind, LedgerState, ledger_key
 from libs.events.inference import ROUTER_LEDGER_BUCKET
 from libs.messaging.broker import jetstream
@@ -101,3 +103,49 @@ async def test_a_stopped_replica_returns_its_grant_and_a_dead_ones_expires(make_
     assert survivor.service.ledger is not None
     await survivor.service.ledger.refresh()
     assert not any(h.process.startswith("1.") for h in (await ledger(survivor)).holdings)
+
+
+def kill(stack: RouterStack) -> None:
+    """What SIGKILL leaves of a replica to the fleet: its grants in the ledger, and nobody to return or renew
+    them (its refresher stops; its memory of the leases is gone, so its stop at teardown returns nothing)."""
+    for task in stack.service._tasks:
+        if task.get_name() == "budget-leases":
+            task.cancel()
+    assert stack.service.leases is not None
+    stack.service.leases.leases.clear()
+
+
+async def test_a_killed_replicas_grant_comes_back_within_its_lease_and_the_refill_of_it(
+    make_stack: StackFactory,
+) -> None:
+    clock = ManualClock(wall_start=time.time())
+    killed, *living = await start_fleet(make_stack, clock)
+    assert killed.service.leases is not None
+    terms = killed.service.leases.terms
+    before = await ledger(living[0])
+    stranded = next(h.tokens for h in before.holdings if h.process.startswith("0."))
+    assert stranded > 0
+    assert before.pool + sum(h.tokens for h in before.holdings) == pytest.approx(BUDGET)
+    kill(killed)
+
+    async def refreshed(seconds: float) -> LedgerState:
+        clock.advance(seconds)
+        for stack in living:
+            assert stack.service.ledger is not None
+            await stack.service.ledger.refresh()
+        return await ledger(living[0])
+
+    # Within its lease the dead grant stands: the living can count on no more than the rest of the budget.
+    within = await refreshed(terms.lease_s - terms.margin_s)
+    assert any(h.process.startswith("0.") for h in within.holdings)
+    assert within.pool + sum(h.tokens for h in within.holdings if not h.process.startswith("0.")) <= (
+        BUDGET - stranded + 1e-6
+    )
+    # Past its expiry, and the time the pool takes to refill the room it leaves (and what the living let lapse
+    # when they renewed), the whole budget is the living's again.
+    living_held = sum(h.tokens for h in within.holdings if not h.process.startswith("0."))
+    refill_s = (BUDGET - within.pool - living_held) / (BUDGET / 60.0)
+    assert refill_s <= terms.lease_s, "all of it comes back within a lease's time after it expires"
+    after = await refreshed(max(terms.margin_s, refill_s) + 0.01)
+    assert not any(h.process.startswith("0.") for h in after.holdings)
+    assert after.pool + sum(h.tokens for h in after.holdings) == pytest.approx(BUDGET)

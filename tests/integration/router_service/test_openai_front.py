@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
@@ -307,3 +308,24 @@ async def test_an_internal_error_carries_the_request_id(
         answer = await http.post(**chat("mine-500"))
     assert (answer.status_code, answer.headers.get("X-Request-Id")) == (500, "mine-500")
     assert answer.json()["error"]["code"] == "internal_error"
+
+
+async def test_a_request_expecting_100_continue_with_a_bad_key_is_401_before_its_body(
+    make_stack: StackFactory,
+):
+    stack = await make_stack()
+    address = urlsplit(stack.service.http_url or "")
+    assert address.hostname is not None
+    assert address.port is not None
+    reader, writer = await asyncio.open_connection(address.hostname, address.port)
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 99\r\n"
+    writer.write(head + b"Authorization: Bearer nope\r\n\r\n")
+    refused = await asyncio.wait_for(reader.read(), 10)  # closed without waiting for the body
+    writer.close()
+    reader, writer = await asyncio.open_connection(address.hostname, address.port)
+    writer.write(head + b"Authorization: Bearer team-search\r\n\r\n")
+    go_on = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    writer.close()
+    assert refused.startswith(b"HTTP/1.1 401 ")
+    assert b"invalid_api_key" in refused
+    assert go_on == b"HTTP/1.1 100 Continue\r\n\r\n"

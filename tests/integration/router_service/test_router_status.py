@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 from libs.client.commands.router import cmd_status
 from libs.events.inference import DeploymentStatus, RouterStatusReply
+from libs.router import ManualClock
+from services.llm_router.wire import infer_request
 from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
 
 
@@ -55,9 +59,11 @@ def test_the_status_table_names_each_deployment(capsys, monkeypatch):
         recent_errors=[],
     )
 
+    other = RouterStatusReply(instance="2", deployments=[], recent_errors=[])
+
     class FakeRouter:
-        async def status(self) -> RouterStatusReply:
-            return reply
+        async def fleet_status(self) -> list[RouterStatusReply]:
+            return [reply, other]
 
     async def run(work):
         return await work(FakeRouter())
@@ -69,6 +75,7 @@ def test_the_status_table_names_each_deployment(capsys, monkeypatch):
     assert cmd_status(args) == 0
     out = capsys.readouterr().out
     assert "router process 1" in out
+    assert "router process 2" in out, "every process of the fleet"
     assert "claude-haiku-pt" in out
     assert "half_open" in out
     assert "0.05 step 1" in out
@@ -77,8 +84,9 @@ def test_the_status_table_names_each_deployment(capsys, monkeypatch):
 
 
 async def test_status_shows_each_shared_budget_with_every_process_holding_a_share(make_stack: StackFactory):
-    first = await make_stack(feature={"budget": {"tokens_per_minute": 100_000}})
-    await make_stack(feature={"budget": {"tokens_per_minute": 100_000}}, instance="1")
+    clock = ManualClock(wall_start=time.time())  # one fleet, one clock: a replica started later is not ahead
+    first = await make_stack(feature={"budget": {"tokens_per_minute": 100_000}}, clock=clock)
+    await make_stack(feature={"budget": {"tokens_per_minute": 100_000}}, instance="1", clock=clock)
 
     status = await first.router.status()
 
@@ -88,3 +96,23 @@ async def test_status_shows_each_shared_budget_with_every_process_holding_a_shar
     assert sorted(h.process.split(".")[0] for h in feature.holders) == ["0", "1"]
     assert feature.pool + sum(h.tokens for h in feature.holders) <= 100_000
     assert "pt.gemini-flash-pt" in budgets
+
+
+async def test_the_fleets_status_has_every_router_process_and_each_ones_own_breakers(
+    make_stack: StackFactory,
+):
+    clock = ManualClock(wall_start=time.time())
+    first = await make_stack(CLAUDE_FIRST, clock=clock)
+    second = await make_stack(CLAUDE_FIRST, instance="1", clock=clock)
+    first.emulators.bedrock.start_outage()
+    router = first.service.router
+    assert router is not None
+    for i in range(5):  # through the first process: Claude PT and OD fail, Gemini answers
+        await router.infer(infer_request(ask(request_id=f"fleet-{i}")))
+
+    fleet = await second.router.fleet_status()
+
+    assert [status.instance for status in fleet] == ["0", "1"]
+    states = {s.instance: {d.deployment: d.state for d in s.deployments} for s in fleet}
+    assert states["0"]["claude-haiku-pt"] == "open"
+    assert all(status.budgets for status in fleet), "each reply carries the fleet's ledgers"

@@ -7,8 +7,9 @@ import asyncio
 
 import pytest
 
-from libs.providers.http_pool import AnswerCutShort, HttpPool
+from libs.providers.http_pool import AnswerCutShort, HttpPool, StaleConnection
 from libs.runtime.http_server import HttpRequest, HttpResponse, HttpServer
+from tests.support import eventually
 
 ON_BOTH_EVENT_LOOPS = True  # the router runs on uvloop
 
@@ -152,3 +153,101 @@ async def test_leaving_a_stream_early_closes_its_connection():
     finally:
         await pool.aclose()
         await server.close()
+
+
+class ClosingPeer:
+    """A raw endpoint whose connections answer `answers` requests kept alive, then close on the next one
+    without a byte of answer: what a peer that closed the connection while it sat idle looks like to the
+    client that sends on it."""
+
+    def __init__(self, answers: list[int]) -> None:
+        self._answers = answers  # per connection, in the order they open
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answers = self._answers[self.connections] if self.connections < len(self._answers) else 0
+        self.connections += 1
+        for _ in range(answers):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    async def origin(self) -> str:
+        self.server = await asyncio.start_server(self, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+async def test_a_call_on_a_connection_the_peer_closed_is_sent_once_more_on_a_fresh_one():
+    peer = ClosingPeer([1, 1])
+    pool = HttpPool(await peer.origin())
+    try:
+        assert (await pool.post("/", b"{}", {})).body == b"ok"
+        assert pool.idle_connections == 1
+        answer = await pool.post("/", b"{}", {})
+    finally:
+        await pool.aclose()
+        peer.close()
+    assert answer.body == b"ok", "the caller never sees the stale socket"
+    assert (pool.stale_retries, pool.opened, peer.connections) == (1, 2, 2)
+
+
+async def test_a_stream_on_a_connection_the_peer_closed_is_sent_once_more_on_a_fresh_one():
+    peer = ClosingPeer([1, 1])
+    pool = HttpPool(await peer.origin())
+    try:
+        await pool.post("/", b"{}", {})
+        async with pool.stream("/", b"{}", {}) as answer:
+            body = await answer.read()
+    finally:
+        await pool.aclose()
+        peer.close()
+    assert (answer.status, body) == (200, b"ok")
+    assert pool.stale_retries == 1
+
+
+async def test_a_fresh_connection_that_fails_is_a_failure_and_not_retried_again():
+    peer = ClosingPeer([1, 0, 0])
+    pool = HttpPool(await peer.origin())
+    try:
+        await pool.post("/", b"{}", {})
+        with pytest.raises(AnswerCutShort) as caught:
+            await pool.post("/", b"{}", {})
+        with pytest.raises(AnswerCutShort) as first_call:
+            await HttpPool(await peer.origin()).post("/", b"{}", {})
+    finally:
+        await pool.aclose()
+        peer.close()
+    assert not isinstance(caught.value, StaleConnection), "a fresh connection's failure is a real one"
+    assert not isinstance(first_call.value, StaleConnection)
+    assert pool.stale_retries == 1
+
+
+async def test_a_connection_idle_longer_than_the_timeout_is_closed_instead_of_reused():
+    now = [1000.0]
+    server, origin = await start(Upstream())
+    pool = HttpPool(origin, idle_timeout_s=30.0, clock=lambda: now[0])
+    try:
+        await pool.post("/first", b"", {})
+        now[0] += 29.0
+        await pool.post("/within", b"", {})
+        assert pool.opened == 1, "idle under the timeout: reused"
+        now[0] += 31.0
+        await pool.post("/after", b"", {})
+        assert pool.opened == 2, "idle over the timeout: a new connection"
+        assert pool.idle_connections == 1, "the expired one is closed, not kept"
+        await eventually(lambda: _count(server), lambda n: n == 1)
+        assert len(server.connections) == 1
+    finally:
+        await pool.aclose()
+        await server.close()
+
+
+async def _count(server: HttpServer) -> int:
+    return len(server.connections)

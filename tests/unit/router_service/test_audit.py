@@ -179,18 +179,109 @@ class CountingDatabase:
 
 
 def test_a_few_events_linger_and_a_full_batch_is_due_once_the_spacing_allows():
+    now = [10.0]
     buffer = EventBuffer()
-    flusher = AuditFlusher(buffer, FlakyDatabase(), interval_s=0.05, linger_s=1.0, batch_events=3)
+    flusher = AuditFlusher(
+        buffer, FlakyDatabase(), interval_s=0.05, linger_s=1.0, batch_events=3, clock=lambda: now[0]
+    )
     buffer(completed("req-1"))
-    assert flusher.due_in(10.0, first_at=10.0, flushed_at=9.0) == pytest.approx(1.0)
-    assert flusher.due_in(10.6, first_at=10.0, flushed_at=9.0) == pytest.approx(0.4)
-    assert flusher.due_in(11.0, first_at=10.0, flushed_at=9.0) <= 0
+    assert flusher.due_in(10.0) == pytest.approx(1.0)
+    assert flusher.due_in(10.6) == pytest.approx(0.4)
+    assert flusher.due_in(11.0) <= 0
     buffer(completed("req-2"))
     buffer(completed("req-3"))
-    assert flusher.due_in(10.0, first_at=10.0, flushed_at=9.0) <= 0, "a full batch does not linger"
-    assert flusher.due_in(10.0, first_at=10.0, flushed_at=9.98) == pytest.approx(0.03), (
-        "but keeps the spacing"
-    )
+    assert flusher.due_in(10.0) <= 0, "a full batch does not linger"
+
+
+def test_by_default_an_event_waits_at_most_50_ms_for_its_commit():
+    now = [10.0]
+    buffer = EventBuffer()
+    flusher = AuditFlusher(buffer, FlakyDatabase(), clock=lambda: now[0])
+    buffer(completed("req-1"))
+    now[0] = 10.03
+    buffer(completed("req-2"))
+    assert flusher.due_in(10.03) == pytest.approx(0.02), "the oldest event sets the time"
+    assert flusher.due_in(10.05) <= 0
+
+
+class SimulatedTime:
+    """A clock and a sleep for the flusher; the test moves the time on and wakes the sleepers."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sleepers.append((self.now + seconds, woken))
+        await woken
+
+    async def advance_to(self, moment: float) -> None:
+        self.now = moment
+        for wake_at, woken in list(self._sleepers):
+            if wake_at <= moment:
+                self._sleepers.remove((wake_at, woken))
+                woken.set_result(None)
+        for _ in range(20):  # let the flusher run until it sleeps again
+            await asyncio.sleep(0)
+
+
+class SlowCommitLog:
+    """A unit-of-work factory whose commits take `commit_s` of simulated time; what they made durable."""
+
+    def __init__(self, time: SimulatedTime, commit_s: float) -> None:
+        self.time = time
+        self.commit_s = commit_s
+        self.durable: list[str] = []
+        self._emitted: list[str] = []
+
+    def __call__(self) -> SlowCommitLog:
+        return self
+
+    async def __aenter__(self) -> SlowCommitLog:
+        self._emitted = []
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self._emitted = []
+
+    def emit(self, envelope) -> None:
+        self._emitted.append(envelope.correlation_id)
+
+    async def commit(self) -> None:
+        await self.time.sleep(self.commit_s)
+        self.durable += self._emitted
+
+
+@pytest.mark.parametrize("kill_at", [0.4213, 0.9, 1.4999, 2.0507])
+async def test_a_writer_killed_at_any_moment_loses_only_what_was_buffered_in_its_last_50_ms(kill_at: float):
+    """Traffic thin (an answer every 30 ms) then busy (every 1 ms); the writer is cancelled at `kill_at`, as a
+    process killed outright: every answer buffered earlier than one linger and one commit before is durable."""
+    time = SimulatedTime()
+    log = SlowCommitLog(time, commit_s=0.004)
+    buffer = EventBuffer()
+    flusher = AuditFlusher(buffer, log, clock=time, sleep=time.sleep)
+    writer = asyncio.create_task(flusher.run())
+    buffered_at: dict[str, float] = {}
+    moment, step = 0.0, 0.001
+    while moment < kill_at:
+        tick = round(moment / step)
+        if tick % 30 == 0 or moment > 1.0:
+            request_id = f"req-{tick}"
+            buffer(completed(request_id))
+            buffered_at[request_id] = moment
+        moment += step
+        await time.advance_to(moment)
+    writer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writer
+    lost = {rid: at for rid, at in buffered_at.items() if rid not in set(log.durable)}
+    assert len(log.durable) > len(buffered_at) / 2
+    oldest_lost = min(lost.values(), default=kill_at)
+    assert kill_at - oldest_lost <= flusher.linger_s + log.commit_s + step, sorted(lost.values())[:5]
 
 
 async def test_an_idle_flusher_opens_no_unit_of_work_and_closing_writes_what_lingers():

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from libs.runtime.http_server import HttpRequest, HttpResponse, HttpServer
+from tests.support import eventually
 
 ON_BOTH_EVENT_LOOPS = True  # the router runs on uvloop
 
@@ -205,3 +206,187 @@ async def test_a_pipelined_body_over_the_limit_is_413_after_the_answers_before_i
     data = await exchange(server, raw)
     assert data.startswith(b"HTTP/1.1 200 ")
     assert data.index(b"GET /slow? 0") < data.index(b"HTTP/1.1 413 ")
+
+
+# Holding its ground: half-sent requests, too many connections, deep pipelines, Expect: 100-continue -------
+
+
+async def started(http: HttpServer) -> tuple[str, int]:
+    return await http.start(host="127.0.0.1", port=0)
+
+
+async def test_a_request_whose_head_never_ends_is_408_after_the_header_timeout():
+    http = HttpServer(handler, header_timeout_s=0.05, body_timeout_s=60)
+    address = await started(http)
+    try:
+        data = await exchange(address, b"GET /half HTTP/1.1\r\nHost: x\r\nX-Echo: not fin")
+    finally:
+        await http.close()
+    assert data.startswith(b"HTTP/1.1 408 ")
+    assert b"request headers not received within 0.05 s" in data
+    assert (http.stats.header_timeouts, http.stats.body_timeouts) == (1, 0)
+
+
+async def test_a_request_whose_body_never_ends_is_408_after_the_body_timeout():
+    http = HttpServer(handler, header_timeout_s=60, body_timeout_s=0.05)
+    address = await started(http)
+    try:
+        data = await exchange(address, b"POST /half HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+    finally:
+        await http.close()
+    assert data.startswith(b"HTTP/1.1 408 ")
+    assert b"request body not received" in data
+    assert (http.stats.header_timeouts, http.stats.body_timeouts) == (0, 1)
+
+
+async def test_a_request_sent_in_pieces_is_answered_and_its_connection_kept():
+    """The read timer bounds an incomplete request only: the pieces of one that does arrive are no timeout."""
+    http = HttpServer(handler, header_timeout_s=30, body_timeout_s=30)
+    address = await started(http)
+    try:
+        reader, writer = await asyncio.open_connection(*address)
+        for piece in (b"POST /pieces HTTP/1.1\r\nHo", b"st: x\r\nContent-Length: 4\r\n\r\nab", b"cd"):
+            writer.write(piece)
+            await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"POST /pieces? 4"), 10)
+        writer.close()
+    finally:
+        await http.close()
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert http.stats.header_timeouts + http.stats.body_timeouts == 0
+
+
+async def test_a_connection_over_the_cap_is_refused_at_once_and_counted():
+    http = HttpServer(handler, max_connections=2)
+    address = await started(http)
+    held = []
+    try:
+        for _ in range(2):
+            reader, writer = await asyncio.open_connection(*address)
+            writer.write(b"GET /kept HTTP/1.1\r\nHost: x\r\n\r\n")
+            await asyncio.wait_for(reader.readuntil(b"GET /kept? 0"), 10)
+            held.append(writer)
+        refused = await exchange(address, b"GET /more HTTP/1.1\r\nHost: x\r\n\r\n")
+        held.pop().close()
+        answered = await eventually(
+            lambda: exchange(address, b"GET /later HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+            lambda data: b"GET /later? 0" in data,
+        )
+    finally:
+        for writer in held:
+            writer.close()
+        await http.close()
+    assert refused.startswith(b"HTTP/1.1 503 ")
+    assert b"too_many_connections" in refused
+    assert b"GET /more" not in refused
+    assert http.stats.refused_connections >= 1
+    assert b"GET /later? 0" in answered, "a connection freed makes room"
+
+
+async def test_a_deep_pipeline_is_read_no_further_than_its_bound_until_answered():
+    release = asyncio.Event()
+
+    async def holding(request: HttpRequest) -> HttpResponse:
+        if request.path == "/hold":
+            await release.wait()
+        return HttpResponse(200, request.path.encode(), content_type="text/plain")
+
+    http = HttpServer(holding, max_pipelined=2)
+    address = await started(http)
+    padding = b"X-Pad: " + b"p" * 1000 + b"\r\n"  # about 1 KiB a request: a few to a read slice
+    requests = b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n" + b"".join(
+        b"GET /r%d HTTP/1.1\r\nHost: x\r\n%b\r\n" % (n, padding) for n in range(40)
+    )
+    try:
+        reader, writer = await asyncio.open_connection(*address)
+        writer.write(requests + b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        [connection] = await eventually(
+            lambda: _connections(http), lambda c: len(c) == 1 and http.stats.paused_pipelines > 0
+        )
+        waiting = connection.waiting
+        release.set()
+        data = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+    finally:
+        release.set()
+        await http.close()
+    assert http.stats.paused_pipelines >= 1
+    assert waiting <= 2 + 5, "the bound, and the requests of the 4 KiB slice that reached it"
+    assert data.count(b"HTTP/1.1 200 OK") == 42, "every request is answered once reading resumes"
+    assert data.index(b"/r39") < data.index(b"/last")
+
+
+async def _connections(http: HttpServer) -> list:
+    return list(http.connections)
+
+
+def refuse_without_key(method: str, path: str, headers: dict[str, str]) -> HttpResponse | None:
+    if headers.get("authorization") != "Bearer ok":
+        return HttpResponse(401, b'{"error": "bad key"}')
+    return None
+
+
+async def expect_continue(
+    address: tuple[str, int], head: bytes
+) -> tuple[bytes, asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection(*address)
+    writer.write(head)
+    await writer.drain()
+    first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    return first, reader, writer
+
+
+async def test_expect_100_continue_is_answered_before_the_body_is_read():
+    http = HttpServer(handler, check_head=refuse_without_key)
+    address = await started(http)
+    try:
+        first, reader, writer = await expect_continue(
+            address,
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ok\r\nExpect: 100-continue\r\n"
+            b"Content-Length: 5\r\nConnection: close\r\n\r\n",
+        )
+        writer.write(b"hello")
+        rest = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+    finally:
+        await http.close()
+    assert first == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert rest.startswith(b"HTTP/1.1 200 ")
+    assert rest.endswith(b"POST /echo? 5")
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (b"Authorization: Bearer nope\r\nContent-Length: 5\r\n", b"401"),
+        (b"Authorization: Bearer ok\r\nContent-Length: 999999\r\n", b"413"),
+    ],
+)
+async def test_expect_100_continue_refused_from_its_head_gets_the_final_answer_unread(
+    head: bytes, status: bytes
+):
+    http = HttpServer(handler, max_body_bytes=1024, check_head=refuse_without_key)
+    address = await started(http)
+    try:
+        first, reader, writer = await expect_continue(
+            address, b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n" + head + b"\r\n"
+        )
+        rest = await asyncio.wait_for(reader.read(), 10)  # the server closes without waiting for the body
+        writer.close()
+    finally:
+        await http.close()
+    assert first.startswith(b"HTTP/1.1 " + status)
+    assert b"Connection: close" in first
+    assert b"100 Continue" not in first + rest
+
+
+async def test_an_expectation_other_than_100_continue_is_417():
+    http = HttpServer(handler)
+    address = await started(http)
+    try:
+        data = await exchange(
+            address, b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: magic\r\nContent-Length: 1\r\n\r\n"
+        )
+    finally:
+        await http.close()
+    assert data.startswith(b"HTTP/1.1 417 ")
