@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from libs.core.quota.admission import admit
 from libs.core.quota.fair_sharing import DominantResourceShare, dominant_resource_share
-from libs.core.quota.model import QuotaDecision, WorkloadRequest
+from libs.core.quota.model import PreemptionTarget, QuotaDecision, WorkloadRequest
 from libs.core.quota.snapshot import QuotaSnapshot
 
 
@@ -102,6 +102,27 @@ def _lower_share_first(
         f"ClusterQueue {head.cluster_queue} would have a lower share of the cohort after admitting "
         f"{head.name}, which goes first",
     )
+
+
+def admitted_after(
+    snapshot: QuotaSnapshot,
+    request: WorkloadRequest,
+    targets: Iterable[PreemptionTarget],
+    waiting: Iterable[WorkloadRequest],
+    *,
+    fair_sharing: bool,
+) -> bool:
+    """Whether `request` is admitted once `targets` are preempted: it fits its queue then, and no other
+    waiting workload goes before it (StrictFIFO, or a head of its cohort that would take the freed quota
+    with a lower share). Preempting for a gang that would still wait only frees quota for others, and the
+    gang asks again: victims evicted in a loop. The snapshot is not changed."""
+    simulation = snapshot.copy()
+    for target in targets:
+        simulation.remove(target.workload)
+    decision = admit(simulation, request, fair_sharing=fair_sharing)
+    if not decision.fits:
+        return False
+    return goes_first(simulation, request, decision, waiting, fair_sharing=fair_sharing) is None
 
 
 _Rank = tuple[tuple[int, float], tuple[int, float, str], str]

@@ -3,7 +3,7 @@ before it enters a cycle, and what a gang waiting for quota tells (see `quotas.p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from libs.core.quota import (
     AdmittedWorkload,
@@ -13,6 +13,7 @@ from libs.core.quota import (
     QuotaSnapshot,
     WorkloadRequest,
 )
+from libs.core.quota.ordering import admitted_after
 
 from .book import GroupRecord
 from .composite import nothing_placed
@@ -39,7 +40,9 @@ class QuotaReservations(MachineState):
             return QuotaVerdict(queue, decision, hold.node_selector)
         snapshot = self._quota_snapshot()
         gang, pending = self._holding(group), self._pending_pods(group)
-        verdict = self.quotas.verdict(snapshot, queue, gang, pending)
+        verdict = self._unless_held_for_others(
+            group, gang, pending, self.quotas.verdict(snapshot, queue, gang, pending)
+        )
         if verdict.decision.fits:
             request = self.quotas.request(queue, gang, pending)
             verdict = self.quotas.in_line(snapshot, verdict, request, lambda: self._waiting_for_quota(group))
@@ -65,6 +68,7 @@ class QuotaReservations(MachineState):
         snapshot = self._quota_snapshot()
         gang, pending = self._holding(lead), [pod for child in children for pod in self._pending_pods(child)]
         verdict = self.quotas.verdict(snapshot, queue, gang, pending)
+        verdict = self._unless_held_for_others(lead, gang, pending, verdict, ignored=children)
         if verdict.decision.fits:
             request = self.quotas.request(queue, gang, pending)
             ignored = {child.key for child in children}
@@ -77,6 +81,47 @@ class QuotaReservations(MachineState):
         if verdict.decision.fits:
             self._hold_quota(lead, self.quotas.hold(verdict, gang, now))
         return verdict
+
+    def _unless_held_for_others(
+        self,
+        group: GroupRecord,
+        gang: Holding,
+        pending: list[ApiObject],
+        verdict: QuotaVerdict,
+        *,
+        ignored: Iterable[GroupRecord] = (),
+    ) -> QuotaVerdict:
+        """A gang that preemption could admit, but that the quota held in memory for other gangs admitted and
+        not placed yet alone keeps out, waits for them without asking the preemptor: the preemptor sees
+        bindings alone, so it would find nothing to reclaim, or evict for a gang still not admitted after."""
+        if verdict.decision.mode is not Mode.PREEMPT:
+            return verdict
+        snapshot = self._quota_snapshot()
+        root = snapshot.root_of(snapshot.cluster_queue_node(verdict.cluster_queue))
+        skipped = {group.key, *(child.key for child in ignored)}
+        holders = [
+            other
+            for key, other in sorted(self.book.groups.items())
+            if key not in skipped
+            and other.quota_hold is not None
+            and other.quota_hold.workload.cluster_queue in snapshot.cluster_queues
+            and snapshot.root_of(snapshot.cluster_queue_node(other.quota_hold.workload.cluster_queue)) == root
+        ]
+        if not holders:
+            return verdict
+        without = snapshot.copy()
+        for other in holders:
+            for workload in reversed(self._gang_usage(other)):
+                without.remove(workload)
+            for workload in gang_usage(self._placed_usage(other), None):
+                without.add(workload)
+        if not self.quotas.verdict(without, verdict.cluster_queue, gang, pending).decision.fits:
+            return verdict
+        names = ", ".join(other.key for other in holders)
+        message = (
+            f"{verdict.decision.message}; the quota is held for gangs admitted but not placed yet: {names}"
+        )
+        return QuotaVerdict(verdict.cluster_queue, QuotaDecision(Mode.NO_FIT, {}, {}, message=message), {})
 
     def _quota_pending(self, group: GroupRecord) -> list[ApiObject]:
         """The pods a quota request is made for: the group's waiting pods, or for a composite's child those
@@ -125,11 +170,14 @@ class QuotaReservations(MachineState):
         return usage.snapshot
 
     def _gang_usage(self, group: GroupRecord) -> tuple[AdmittedWorkload, ...]:
-        held = None
-        if group.placed and not group.standalone:
-            found = self.quotas.admitted([self._holding(group)], self._node_labels)
-            held = found[0] if found else None
-        return gang_usage(held, group.quota_hold)
+        return gang_usage(self._placed_usage(group), group.quota_hold)
+
+    def _placed_usage(self, group: GroupRecord) -> AdmittedWorkload | None:
+        """What the gang's pods on nodes hold of its quota."""
+        if not group.placed or group.standalone:
+            return None
+        found = self.quotas.admitted([self._holding(group)], self._node_labels)
+        return found[0] if found else None
 
     def _let_go_of_quota(self, now: float) -> None:
         """Quota held for gangs still not placed after `quota_hold_s` is let go: they wait for it again."""
@@ -158,7 +206,16 @@ class QuotaReservations(MachineState):
         verdict = self.quotas.verdict(snapshot, queue, gang, pending)
         if verdict.decision.mode is not Mode.PREEMPT:
             return None
-        return self.quotas.targets(snapshot, verdict, gang, pending)
+        targets = self.quotas.targets(snapshot, verdict, gang, pending)
+        composite = self.book.composite_of(group)
+        together = {child.key for child in self.book.children(composite)} if composite else {group.key}
+        waiting = [w for w in self._waiting_for_quota(group) if w.name not in together]
+        request = self.quotas.request(queue, gang, pending)
+        if targets and not admitted_after(
+            snapshot, request, targets, waiting, fair_sharing=self.quotas.fair_sharing
+        ):
+            return ()  # the gang would still wait: evicting would free quota for others only
+        return targets
 
     def _waits_for_quota(
         self, group: GroupRecord, core: PodGroup, verdict: QuotaVerdict, now: float, *, asks: bool = True

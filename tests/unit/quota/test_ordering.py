@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from libs.core.quota import admit
-from libs.core.quota.ordering import goes_first, heads, queue_order
+from libs.core.quota import admit, preemption_targets
+from libs.core.quota.model import Preemption
+from libs.core.quota.ordering import admitted_after, goes_first, heads, queue_order
 from tests.unit.quota.builders import gang, make_queue, running, snapshot
 
 
@@ -104,3 +105,29 @@ def test_queues_of_another_cohort_do_not_compete():
         goes_first(state, from_a, admit(state, from_a, fair_sharing=True), [from_x], fair_sharing=True)
         is None
     )
+
+
+def test_a_gang_is_admitted_after_preemption_only_if_no_rival_head_takes_the_freed_quota_first():
+    queues = [
+        make_queue("team-a", 4, preemption=Preemption(reclaim_within_cohort="Any")),
+        make_queue("team-b", 4),
+        make_queue("team-c", 4),
+        make_queue("idle", 8),
+    ]
+    workloads = [
+        running("a-job", "team-a", 4),
+        running("b1", "team-b", 6),
+        running("b2", "team-b", 4, minute=5),
+        running("c-job", "team-c", 4),
+    ]
+    state = snapshot(queues, workloads)
+    reclaiming = gang("team-a", 4, minute=100, name="reclaiming")  # would borrow 4
+    rival = gang("team-c", 3, minute=1, name="rival")  # would borrow 3: a lower share
+    decision = admit(state, reclaiming, fair_sharing=True)
+    found = preemption_targets(state, reclaiming, decision, fair_sharing=())
+    assert [t.workload.name for t in found] == ["b2"]
+
+    assert not admitted_after(state, reclaiming, found, [rival], fair_sharing=True)
+    assert admitted_after(state, reclaiming, found, [], fair_sharing=True)
+    assert not admitted_after(state, reclaiming, (), [], fair_sharing=True)
+    assert sorted(state.workloads) == ["a-job", "b1", "b2", "c-job"]  # the snapshot is not changed
