@@ -48,7 +48,7 @@ class QuotaReservations(MachineState):
             verdict = self.quotas.in_line(snapshot, verdict, request, lambda: self._waiting_for_quota(group))
         if verdict.decision.fits:
             self._hold_quota(group, self.quotas.hold(verdict, gang, now))
-            if self._others_wait_in_line(queue, verdict):
+            if self._others_wait_in_line(queue):
                 self._quota_freed = True  # the next in line, or the heads it went before, may go now
         return verdict
 
@@ -144,11 +144,10 @@ class QuotaReservations(MachineState):
                 waiting.append(self.quotas.request(queue, self._holding(other), self._pending_pods(other)))
         return waiting
 
-    def _others_wait_in_line(self, queue: str, verdict: QuotaVerdict) -> bool:
+    def _others_wait_in_line(self, queue: str) -> bool:
+        # Under fair sharing loans wait for heads within their nominal quota too: any admission may end it.
         quota = self.quotas.cluster_queues.get(queue)
-        return (quota is not None and quota.strict_fifo) or (
-            self.quotas.fair_sharing and verdict.decision.borrows
-        )
+        return (quota is not None and quota.strict_fifo) or self.quotas.fair_sharing
 
     def _hold_quota(self, group: GroupRecord, hold: QuotaHold | None) -> None:
         if hold is not None or group.quota_hold is not None:

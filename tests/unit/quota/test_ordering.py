@@ -131,3 +131,21 @@ def test_a_gang_is_admitted_after_preemption_only_if_no_rival_head_takes_the_fre
     assert admitted_after(state, reclaiming, found, [], fair_sharing=True)
     assert not admitted_after(state, reclaiming, (), [], fair_sharing=True)
     assert sorted(state.workloads) == ["a-job", "b1", "b2", "c-job"]  # the snapshot is not changed
+
+
+def test_with_fair_sharing_a_head_within_its_nominal_quota_goes_before_every_loan():
+    queues = [make_queue("team-a", 4), make_queue("team-b", 4), make_queue("idle", 8)]
+    state = snapshot(queues, [running("a-job", "team-a", 5), running("b-job", "team-b", 2)])
+    borrowing = gang("team-a", 1, minute=1, name="borrowing")  # team-a would borrow 2 of 16
+    within = gang("team-b", 2, minute=2, name="within")  # team-b stays at its nominal quota
+    decision = admit(state, borrowing, fair_sharing=True)
+    assert decision.fits
+    assert decision.borrows
+    assert not admit(state, within, fair_sharing=True).borrows
+
+    ahead = goes_first(state, borrowing, decision, [borrowing, within], fair_sharing=True)
+
+    assert ahead is not None
+    assert ahead.workload == "within"
+    assert ahead.message == "within is admitted within the nominal quota of ClusterQueue team-b first"
+    assert goes_first(state, borrowing, decision, [borrowing, within], fair_sharing=False) is None
