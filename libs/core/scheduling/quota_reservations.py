@@ -3,7 +3,7 @@ before it enters a cycle, and what a gang waiting for quota tells (see `quotas.p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from libs.core.quota import (
     AdmittedWorkload,
@@ -41,7 +41,7 @@ class QuotaReservations(MachineState):
         snapshot = self._quota_snapshot()
         gang, pending = self._holding(group), self._pending_pods(group)
         verdict = self._unless_held_for_others(
-            group, gang, pending, self.quotas.verdict(snapshot, queue, gang, pending)
+            gang, pending, self.quotas.verdict(snapshot, queue, gang, pending)
         )
         if verdict.decision.fits:
             request = self.quotas.request(queue, gang, pending)
@@ -68,7 +68,7 @@ class QuotaReservations(MachineState):
         snapshot = self._quota_snapshot()
         gang, pending = self._holding(lead), [pod for child in children for pod in self._pending_pods(child)]
         verdict = self.quotas.verdict(snapshot, queue, gang, pending)
-        verdict = self._unless_held_for_others(lead, gang, pending, verdict, ignored=children)
+        verdict = self._unless_held_for_others(gang, pending, verdict)
         if verdict.decision.fits:
             request = self.quotas.request(queue, gang, pending)
             ignored = {child.key for child in children}
@@ -83,45 +83,51 @@ class QuotaReservations(MachineState):
         return verdict
 
     def _unless_held_for_others(
-        self,
-        group: GroupRecord,
-        gang: Holding,
-        pending: list[ApiObject],
-        verdict: QuotaVerdict,
-        *,
-        ignored: Iterable[GroupRecord] = (),
+        self, gang: Holding, pending: list[ApiObject], verdict: QuotaVerdict
     ) -> QuotaVerdict:
         """A gang that preemption could admit, but that the quota held in memory for other gangs admitted and
         not placed yet alone keeps out, waits for them without asking the preemptor: the preemptor sees
-        bindings alone, so it would find nothing to reclaim, or evict for a gang still not admitted after."""
+        bindings alone, so it would find nothing to reclaim, or evict for a gang still not admitted after.
+        (A gang asking holds nothing itself: one holding quota is not asked again until it lets it go.)"""
         if verdict.decision.mode is not Mode.PREEMPT:
             return verdict
         snapshot = self._quota_snapshot()
         root = snapshot.root_of(snapshot.cluster_queue_node(verdict.cluster_queue))
-        skipped = {group.key, *(child.key for child in ignored)}
         holders = [
-            other
-            for key, other in sorted(self.book.groups.items())
-            if key not in skipped
-            and other.quota_hold is not None
+            other.key
+            for other in self._groups_holding_quota()
+            if other.quota_hold is not None
             and other.quota_hold.workload.cluster_queue in snapshot.cluster_queues
             and snapshot.root_of(snapshot.cluster_queue_node(other.quota_hold.workload.cluster_queue)) == root
         ]
         if not holders:
             return verdict
+        without = self._quota_snapshot_without_holds()
+        if not self.quotas.verdict(without, verdict.cluster_queue, gang, pending).decision.fits:
+            return verdict
+        message = (
+            f"{verdict.decision.message}; the quota is held for gangs admitted but not placed yet: "
+            f"{', '.join(holders)}"
+        )
+        return QuotaVerdict(verdict.cluster_queue, QuotaDecision(Mode.NO_FIT, {}, {}, message=message), {})
+
+    def _quota_snapshot_without_holds(self) -> QuotaSnapshot:
+        """What the gangs' pods on nodes hold, without the quota held in memory for waiting pods: the
+        preemptor's view. Kept until the usage changes (gangs waiting for quota ask it in turn)."""
+        snapshot = self._quota_snapshot()
+        usage = self._quota_usage
+        assert usage is not None
+        kept = self._without_holds
+        if kept is not None and kept[0] is usage and kept[1] == usage.changes:
+            return kept[2]
         without = snapshot.copy()
-        for other in holders:
+        for other in self._groups_holding_quota():
             for workload in reversed(self._gang_usage(other)):
                 without.remove(workload)
             for workload in gang_usage(self._placed_usage(other), None):
                 without.add(workload)
-        if not self.quotas.verdict(without, verdict.cluster_queue, gang, pending).decision.fits:
-            return verdict
-        names = ", ".join(other.key for other in holders)
-        message = (
-            f"{verdict.decision.message}; the quota is held for gangs admitted but not placed yet: {names}"
-        )
-        return QuotaVerdict(verdict.cluster_queue, QuotaDecision(Mode.NO_FIT, {}, {}, message=message), {})
+        self._without_holds = (usage, usage.changes, without)
+        return without
 
     def _quota_pending(self, group: GroupRecord) -> list[ApiObject]:
         """The pods a quota request is made for: the group's waiting pods, or for a composite's child those
@@ -153,6 +159,19 @@ class QuotaReservations(MachineState):
         if hold is not None or group.quota_hold is not None:
             group.quota_hold = hold
             self.book.touch(group.key)
+            if hold is not None:
+                self._quota_holders.add(group.key)
+
+    def _groups_holding_quota(self) -> list[GroupRecord]:
+        """The groups quota is held for, by key."""
+        found = []
+        for key in sorted(self._quota_holders):
+            group = self.book.groups.get(key)
+            if group is None or group.quota_hold is None:
+                self._quota_holders.discard(key)
+            else:
+                found.append(group)
+        return found
 
     def _quota_snapshot(self) -> QuotaSnapshot:
         """The quotas and what the gangs hold, brought up to date for the gangs that changed since it was
@@ -180,18 +199,14 @@ class QuotaReservations(MachineState):
 
     def _let_go_of_quota(self, now: float) -> None:
         """Quota held for gangs still not placed after `quota_hold_s` is let go: they wait for it again."""
-        if not self.quotas.local_queues:
-            return  # nothing is quota-managed: no walk over every group on each pass
-        for group in self.book.groups.values():
+        for group in self._groups_holding_quota():
             hold = group.quota_hold
             if hold is not None and (not group.pending or now - hold.since >= self.settings.quota_hold_s):
                 self._hold_quota(group, None)
                 self._quota_freed = True
 
     def _next_quota_deadline(self) -> float | None:
-        if not self.quotas.local_queues:
-            return None
-        holds = [g.quota_hold.since for g in self.book.groups.values() if g.quota_hold is not None]
+        holds = [g.quota_hold.since for g in self._groups_holding_quota() if g.quota_hold is not None]
         return min(holds) + self.settings.quota_hold_s if holds else None
 
     def quota_targets(self, group: GroupRecord) -> tuple[PreemptionTarget, ...] | None:
