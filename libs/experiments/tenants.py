@@ -120,7 +120,7 @@ def tenant_metrics(
             shares_plot = _shares_over_time(series, capacity, until=tenants.last_arrival or tenants.end)
         if progress is not None:
             progress(
-                f"tenants seed {seed}: Jain {figures['jain_saturated']:.3f} over "
+                f"tenants seed {seed}: Jain {_shown(figures['jain_saturated'])} over "
                 f"{figures['contended_s']:.0f} s contended, reclaim p50 {figures['reclaim_s']['p50']} s "
                 f"p99 {figures['reclaim_s']['p99']} s, unallocated GPUs while saturated "
                 f"{figures['unallocated_gpus_saturated']} "
@@ -171,7 +171,7 @@ def _seed_figures(
         baseline_series, capacity, until=baseline.last_arrival or baseline.end
     )
     figures = {
-        "jain_saturated": round(fairness.jain, 4),
+        "jain_saturated": None if fairness.jain is None else round(fairness.jain, 4),
         "saturated_s": round(fairness.saturated_s, 1),
         "contended_s": round(fairness.contended_s, 1),
         "reclaim_s": _percentiles(waits),
@@ -189,6 +189,10 @@ def _seed_figures(
         "pods_preempted": tenants.pods_preempted,
     }
     return figures, series
+
+
+def _shown(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _rounded(value: float | None) -> float | None:
@@ -223,7 +227,10 @@ def _summary(per_seed: dict[str, Any]) -> dict[str, Any]:
 
     return {
         "jain_saturated_mean": mean("jain_saturated"),
-        "jain_saturated_min": min(figures["jain_saturated"] for figures in seeds),
+        "jain_saturated_min": min(
+            (figures["jain_saturated"] for figures in seeds if figures["jain_saturated"] is not None),
+            default=None,
+        ),
         "contended_s_mean": mean("contended_s"),
         "unallocated_gpus_saturated_mean": mean("unallocated_gpus_saturated"),
         "unallocated_gpus_saturated_without_tenants_mean": mean("unallocated_gpus_saturated_without_tenants"),
@@ -248,7 +255,7 @@ def summary_lines(metrics: dict[str, Any]) -> list[str]:
         unallocated = figures["unallocated_gpus_saturated"]
         without = figures["unallocated_gpus_saturated_without_tenants"]
         lines.append(
-            f"{seed:<6} {figures['jain_saturated']:>16.3f} {figures['contended_s']:>12.0f} {waits:>22} "
+            f"{seed:<6} {_shown(figures['jain_saturated']):>16} {figures['contended_s']:>12.0f} {waits:>22} "
             f"{str(unallocated) + ' (' + str(without) + ')':>35}"
         )
     return lines

@@ -119,7 +119,8 @@ class Fairness:
     """Jain's index of weight-normalised shares, time-weighted over the saturated instants at which two or
     more teams had pods waiting, and how long those lasted."""
 
-    jain: float
+    jain: float | None
+    """None when no two teams waited together while the fleet was saturated: nothing to compare."""
     saturated_s: float
     contended_s: float
     """Of the saturated time, how long two or more teams had pods waiting (where the index is taken)."""
@@ -130,7 +131,7 @@ def fairness_when_saturated(series: TeamSeries, capacity: FleetCapacity, *, unti
     the saturated time before `until`."""
     times = series.times
     if times.size == 0:
-        return Fairness(1.0, 0.0, 0.0)
+        return Fairness(None, 0.0, 0.0)
     spans = np.diff(np.append(np.minimum(times, until), until)).clip(min=0)
     shares = dominant_shares(series, capacity)
     weights = np.array([team.weight for team in series.teams], dtype=np.float64)
@@ -144,7 +145,7 @@ def fairness_when_saturated(series: TeamSeries, capacity: FleetCapacity, *, unti
             continue
         contended += spans[i]
         weighted += spans[i] * jain_index(shares[i][backlogged] / weights[backlogged])
-    return Fairness(weighted / contended if contended else 1.0, float(total), float(contended))
+    return Fairness(weighted / contended if contended else None, float(total), float(contended))
 
 
 def unallocated_when_saturated(series: TeamSeries, capacity: FleetCapacity, *, until: float) -> float | None:

@@ -85,6 +85,7 @@ def test_unequal_weighted_shares_lower_the_index_and_an_unsaturated_fleet_has_no
     idle = team_series(TEAMS, {"l0": pods["l0"]}, {"l0": 0.0}, [(0.0, "l0")], [])
     assert unallocated_when_saturated(idle, FLEET, until=5.0) is None
     assert fairness_when_saturated(idle, FLEET, until=5.0).contended_s == 0.0
+    assert fairness_when_saturated(idle, FLEET, until=5.0).jain is None
 
 
 def test_reclaim_waits_count_gangs_arriving_within_their_nominal_quota_while_another_team_borrows():
