@@ -57,3 +57,27 @@ def plot_delay_cdf(metrics: dict[str, Any], path: Path, *, dpi: int = 80) -> Pat
     figure.savefig(path, dpi=dpi)
     plt.close(figure)
     return path
+
+
+def plot_tenant_shares(metrics: dict[str, Any], path: Path, *, dpi: int = 80) -> Path:
+    """Each team's dominant resource share of the fleet over virtual time (the first seed), with the share
+    its weight entitles it to when every team asks for more than the fleet."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(6.4, 3.6))
+    over_time = metrics["shares_over_time"]
+    weights = over_time["weights"]
+    total = sum(weights.values())
+    for name, shares in over_time["shares"].items():
+        line = axes.plot(over_time["time_s"], shares, label=f"{name} (weight {weights[name]})", linewidth=1.2)
+        axes.axhline(weights[name] / total, color=line[0].get_color(), linewidth=0.6, linestyle=":")
+    axes.set_xlabel("virtual time (s)")
+    axes.set_ylabel("dominant resource share")
+    axes.set_ylim(0, 1)
+    seed = metrics["seeds"][0] if metrics["seeds"] else "-"
+    axes.set_title(f"{metrics['trace']}: teams by quota, fair sharing (seed {seed})", fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.legend(loc="upper left", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=dpi)
+    plt.close(figure)
+    return path

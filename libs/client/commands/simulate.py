@@ -38,6 +38,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     except (ValueError, TraceError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.tenants:
+        return _replay_tenants(args, trace, out_dir, progress)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.protocol == "inflation":
         from libs.experiments.experiments import inflation_metrics
@@ -59,6 +61,30 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         plot = plot_delay_cdf(metrics, out_dir / "queueing_delay_cdf.png")
     path = write_metrics(metrics, out_dir)
     print(summary_table(metrics))
+    print(f"wrote {path} and {plot}")
+    return 0
+
+
+def _replay_tenants(
+    args: argparse.Namespace, trace: Any, out_dir: Path, progress: Callable[[str], None]
+) -> int:
+    """The trace's jobs split over four teams sharing the fleet by quota, beside the same jobs without."""
+    from libs.experiments.experiments import write_metrics
+    from libs.experiments.plots import plot_tenant_shares
+    from libs.experiments.tenants import summary_lines, tenant_metrics
+
+    if args.protocol != "replay" or not trace.timed:
+        print(
+            f"error: {args.trace}: --tenants replays a trace with creation and deletion times "
+            "(--protocol replay)",
+            file=sys.stderr,
+        )
+        return 2
+    out_dir.mkdir(parents=True, exist_ok=True)
+    metrics = tenant_metrics(trace, args.seeds, speedup=args.speedup, progress=progress)
+    plot = plot_tenant_shares(metrics, out_dir / "tenant_shares.png")
+    path = write_metrics(metrics, out_dir)
+    print("\n".join(summary_lines(metrics)))
     print(f"wrote {path} and {plot}")
     return 0
 
@@ -107,6 +133,12 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     parser.add_argument("--ratio", type=float, default=1.3, help="inflation: GPU request over capacity")
     parser.add_argument(
         "--speedup", type=float, default=None, help="replay: virtual seconds per trace second"
+    )
+    parser.add_argument(
+        "--tenants",
+        action="store_true",
+        help="replay: the jobs split over four teams (weights 1:1:2:4) sharing the fleet by quota with fair "
+        "sharing, beside the same jobs without quotas; writes tenant_shares.png",
     )
     parser.add_argument("--out-dir", type=Path, default=Path("out"))
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")

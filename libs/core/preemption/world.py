@@ -287,6 +287,8 @@ class PreemptorStateMachine:
         victims = tuple(
             victim for target in targets if (victim := self._whole_gang(target, group.uid)) is not None
         )
+        if len(victims) < len(targets):
+            victims = ()  # a target it cannot evict: the others alone would not get the gang admitted
         queue = self.cluster.quota_queue(group) or ""
         reason = (
             PreemptionReason.RECLAIMING.format(groups=len(victims), queue=queue)

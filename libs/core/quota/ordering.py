@@ -5,9 +5,11 @@ by UID, which changes from run to run; a name does not). A StrictFIFO queue admi
 whatever stands behind a head waits for it. A BestEffortFIFO queue (Kueue's default) lets a workload that
 fits go ahead of heads that do not.
 
-Across the ClusterQueues of a cohort, with fair sharing on: of two heads that could both be admitted now by
-borrowing, the one whose queue would then have the lower dominant resource share goes first (Kueue's
-scheduler sorts its heads so); ties go to the earlier head in queue order, then to the queue's name.
+Across the ClusterQueues of a cohort, with fair sharing on: a head that could be admitted now within its
+queue's nominal quota goes before every loan (its queue's share stays 0, the lowest in Kueue's tournament);
+of two heads that could both be admitted now by borrowing, the one whose queue would then have the lower
+dominant resource share goes first (Kueue's scheduler sorts its heads so); ties go to the earlier head in
+queue order, then to the queue's name.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 from libs.core.quota.admission import admit
 from libs.core.quota.fair_sharing import DominantResourceShare, dominant_resource_share
-from libs.core.quota.model import QuotaDecision, WorkloadRequest
+from libs.core.quota.model import PreemptionTarget, QuotaDecision, WorkloadRequest
 from libs.core.quota.snapshot import QuotaSnapshot
 
 
@@ -89,8 +91,14 @@ def _lower_share_first(
         if snapshot.root_of(other) != root:
             continue
         answer = admit(snapshot, head, fair_sharing=True)
-        if not (answer.fits and answer.borrows):
-            continue  # a head that cannot be admitted now (or needs no loan) does not hold the loan back
+        if not answer.fits:
+            continue  # a head that cannot be admitted now does not hold the loan back
+        if not answer.borrows:
+            # Its queue's share stays 0: it wins Kueue's tournament against every loan.
+            return GoesFirst(
+                head.name,
+                f"{head.name} is admitted within the nominal quota of ClusterQueue {head.cluster_queue} first",
+            )
         key = _key(dominant_resource_share(snapshot, other, answer.usage), head)
         if key < mine and (best is None or key < best[0]):
             best = (key, head)
@@ -102,6 +110,27 @@ def _lower_share_first(
         f"ClusterQueue {head.cluster_queue} would have a lower share of the cohort after admitting "
         f"{head.name}, which goes first",
     )
+
+
+def admitted_after(
+    snapshot: QuotaSnapshot,
+    request: WorkloadRequest,
+    targets: Iterable[PreemptionTarget],
+    waiting: Iterable[WorkloadRequest],
+    *,
+    fair_sharing: bool,
+) -> bool:
+    """Whether `request` is admitted once `targets` are preempted: it fits its queue then, and no other
+    waiting workload goes before it (StrictFIFO, or a head of its cohort that would take the freed quota
+    with a lower share). Preempting for a gang that would still wait only frees quota for others, and the
+    gang asks again: victims evicted in a loop. The snapshot is not changed."""
+    simulation = snapshot.copy()
+    for target in targets:
+        simulation.remove(target.workload)
+    decision = admit(simulation, request, fair_sharing=fair_sharing)
+    if not decision.fits:
+        return False
+    return goes_first(simulation, request, decision, waiting, fair_sharing=fair_sharing) is None
 
 
 _Rank = tuple[tuple[int, float], tuple[int, float, str], str]

@@ -22,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from libs.core.quota import QuotaSnapshot
+
 from .book import GroupRecord, PodBook, PodRecord
 from .claims import ClaimsView
 from .hints import FreedCapacity, capacity_hint
@@ -109,6 +111,11 @@ class MachineState:
         self.quotas = QuotaLedger(fair_sharing=self.settings.fair_sharing)
         self._quota_usage: QuotaUsage | None = None
         """What the gangs hold, kept between passes; None: built anew when next asked for."""
+        self._quota_holders: set[str] = set()
+        """Keys of the groups that quota is held for (`GroupRecord.quota_hold`), so that finding them does not
+        walk every group (a key whose group is gone, or holds nothing now, is dropped when found)."""
+        self._without_holds: tuple[QuotaUsage, int, QuotaSnapshot] | None = None
+        """The quota usage without the holds, and the usage and change it was derived from."""
         self._quota_freed = False
         """Quota may have come free since the last pass (pods ended or left, a gang or a queue changed): the
         groups waiting for quota are tried again."""

@@ -13,6 +13,7 @@ from libs.core.quota import (
     QuotaSnapshot,
     WorkloadRequest,
 )
+from libs.core.quota.ordering import admitted_after
 
 from .book import GroupRecord
 from .composite import nothing_placed
@@ -39,13 +40,15 @@ class QuotaReservations(MachineState):
             return QuotaVerdict(queue, decision, hold.node_selector)
         snapshot = self._quota_snapshot()
         gang, pending = self._holding(group), self._pending_pods(group)
-        verdict = self.quotas.verdict(snapshot, queue, gang, pending)
+        verdict = self._unless_held_for_others(
+            gang, pending, self.quotas.verdict(snapshot, queue, gang, pending)
+        )
         if verdict.decision.fits:
             request = self.quotas.request(queue, gang, pending)
             verdict = self.quotas.in_line(snapshot, verdict, request, lambda: self._waiting_for_quota(group))
         if verdict.decision.fits:
             self._hold_quota(group, self.quotas.hold(verdict, gang, now))
-            if self._others_wait_in_line(queue, verdict):
+            if self._others_wait_in_line(queue):
                 self._quota_freed = True  # the next in line, or the heads it went before, may go now
         return verdict
 
@@ -65,6 +68,7 @@ class QuotaReservations(MachineState):
         snapshot = self._quota_snapshot()
         gang, pending = self._holding(lead), [pod for child in children for pod in self._pending_pods(child)]
         verdict = self.quotas.verdict(snapshot, queue, gang, pending)
+        verdict = self._unless_held_for_others(gang, pending, verdict)
         if verdict.decision.fits:
             request = self.quotas.request(queue, gang, pending)
             ignored = {child.key for child in children}
@@ -77,6 +81,53 @@ class QuotaReservations(MachineState):
         if verdict.decision.fits:
             self._hold_quota(lead, self.quotas.hold(verdict, gang, now))
         return verdict
+
+    def _unless_held_for_others(
+        self, gang: Holding, pending: list[ApiObject], verdict: QuotaVerdict
+    ) -> QuotaVerdict:
+        """A gang that preemption could admit, but that the quota held in memory for other gangs admitted and
+        not placed yet alone keeps out, waits for them without asking the preemptor: the preemptor sees
+        bindings alone, so it would find nothing to reclaim, or evict for a gang still not admitted after.
+        (A gang asking holds nothing itself: one holding quota is not asked again until it lets it go.)"""
+        if verdict.decision.mode is not Mode.PREEMPT:
+            return verdict
+        snapshot = self._quota_snapshot()
+        root = snapshot.root_of(snapshot.cluster_queue_node(verdict.cluster_queue))
+        holders = [
+            other.key
+            for other in self._groups_holding_quota()
+            if other.quota_hold is not None
+            and other.quota_hold.workload.cluster_queue in snapshot.cluster_queues
+            and snapshot.root_of(snapshot.cluster_queue_node(other.quota_hold.workload.cluster_queue)) == root
+        ]
+        if not holders:
+            return verdict
+        without = self._quota_snapshot_without_holds()
+        if not self.quotas.verdict(without, verdict.cluster_queue, gang, pending).decision.fits:
+            return verdict
+        message = (
+            f"{verdict.decision.message}; the quota is held for gangs admitted but not placed yet: "
+            f"{', '.join(holders)}"
+        )
+        return QuotaVerdict(verdict.cluster_queue, QuotaDecision(Mode.NO_FIT, {}, {}, message=message), {})
+
+    def _quota_snapshot_without_holds(self) -> QuotaSnapshot:
+        """What the gangs' pods on nodes hold, without the quota held in memory for waiting pods: the
+        preemptor's view. Kept until the usage changes (gangs waiting for quota ask it in turn)."""
+        snapshot = self._quota_snapshot()
+        usage = self._quota_usage
+        assert usage is not None
+        kept = self._without_holds
+        if kept is not None and kept[0] is usage and kept[1] == usage.changes:
+            return kept[2]
+        without = snapshot.copy()
+        for other in self._groups_holding_quota():
+            for workload in reversed(self._gang_usage(other)):
+                without.remove(workload)
+            for workload in gang_usage(self._placed_usage(other), None):
+                without.add(workload)
+        self._without_holds = (usage, usage.changes, without)
+        return without
 
     def _quota_pending(self, group: GroupRecord) -> list[ApiObject]:
         """The pods a quota request is made for: the group's waiting pods, or for a composite's child those
@@ -99,16 +150,28 @@ class QuotaReservations(MachineState):
                 waiting.append(self.quotas.request(queue, self._holding(other), self._pending_pods(other)))
         return waiting
 
-    def _others_wait_in_line(self, queue: str, verdict: QuotaVerdict) -> bool:
+    def _others_wait_in_line(self, queue: str) -> bool:
+        # Under fair sharing loans wait for heads within their nominal quota too: any admission may end it.
         quota = self.quotas.cluster_queues.get(queue)
-        return (quota is not None and quota.strict_fifo) or (
-            self.quotas.fair_sharing and verdict.decision.borrows
-        )
+        return (quota is not None and quota.strict_fifo) or self.quotas.fair_sharing
 
     def _hold_quota(self, group: GroupRecord, hold: QuotaHold | None) -> None:
         if hold is not None or group.quota_hold is not None:
             group.quota_hold = hold
             self.book.touch(group.key)
+            if hold is not None:
+                self._quota_holders.add(group.key)
+
+    def _groups_holding_quota(self) -> list[GroupRecord]:
+        """The groups quota is held for, by key."""
+        found = []
+        for key in sorted(self._quota_holders):
+            group = self.book.groups.get(key)
+            if group is None or group.quota_hold is None:
+                self._quota_holders.discard(key)
+            else:
+                found.append(group)
+        return found
 
     def _quota_snapshot(self) -> QuotaSnapshot:
         """The quotas and what the gangs hold, brought up to date for the gangs that changed since it was
@@ -125,26 +188,25 @@ class QuotaReservations(MachineState):
         return usage.snapshot
 
     def _gang_usage(self, group: GroupRecord) -> tuple[AdmittedWorkload, ...]:
-        held = None
-        if group.placed and not group.standalone:
-            found = self.quotas.admitted([self._holding(group)], self._node_labels)
-            held = found[0] if found else None
-        return gang_usage(held, group.quota_hold)
+        return gang_usage(self._placed_usage(group), group.quota_hold)
+
+    def _placed_usage(self, group: GroupRecord) -> AdmittedWorkload | None:
+        """What the gang's pods on nodes hold of its quota."""
+        if not group.placed or group.standalone:
+            return None
+        found = self.quotas.admitted([self._holding(group)], self._node_labels)
+        return found[0] if found else None
 
     def _let_go_of_quota(self, now: float) -> None:
         """Quota held for gangs still not placed after `quota_hold_s` is let go: they wait for it again."""
-        if not self.quotas.local_queues:
-            return  # nothing is quota-managed: no walk over every group on each pass
-        for group in self.book.groups.values():
+        for group in self._groups_holding_quota():
             hold = group.quota_hold
             if hold is not None and (not group.pending or now - hold.since >= self.settings.quota_hold_s):
                 self._hold_quota(group, None)
                 self._quota_freed = True
 
     def _next_quota_deadline(self) -> float | None:
-        if not self.quotas.local_queues:
-            return None
-        holds = [g.quota_hold.since for g in self.book.groups.values() if g.quota_hold is not None]
+        holds = [g.quota_hold.since for g in self._groups_holding_quota() if g.quota_hold is not None]
         return min(holds) + self.settings.quota_hold_s if holds else None
 
     def quota_targets(self, group: GroupRecord) -> tuple[PreemptionTarget, ...] | None:
@@ -158,7 +220,16 @@ class QuotaReservations(MachineState):
         verdict = self.quotas.verdict(snapshot, queue, gang, pending)
         if verdict.decision.mode is not Mode.PREEMPT:
             return None
-        return self.quotas.targets(snapshot, verdict, gang, pending)
+        targets = self.quotas.targets(snapshot, verdict, gang, pending)
+        composite = self.book.composite_of(group)
+        together = {child.key for child in self.book.children(composite)} if composite else {group.key}
+        waiting = [w for w in self._waiting_for_quota(group) if w.name not in together]
+        request = self.quotas.request(queue, gang, pending)
+        if targets and not admitted_after(
+            snapshot, request, targets, waiting, fair_sharing=self.quotas.fair_sharing
+        ):
+            return ()  # the gang would still wait: evicting would free quota for others only
+        return targets
 
     def hold_reclaimed_quota(self, group: GroupRecord, now: float) -> None:
         """Hold the quota a reclaim freed for the group (its victims are on their way out) until it is placed,

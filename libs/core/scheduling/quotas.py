@@ -280,10 +280,15 @@ class QuotaUsage:
     def __init__(self, snapshot: QuotaSnapshot, version: int) -> None:
         self.snapshot = snapshot
         self.version = version
+        self.changes = 0
+        """Counts the changes of the snapshot, so that what is derived from it knows when it is stale."""
         self._entries: dict[str, tuple[AdmittedWorkload, ...]] = {}
 
     def put(self, key: str, entries: tuple[AdmittedWorkload, ...]) -> None:
         """What the gang `key` holds now (nothing: it holds nothing), in place of what it held."""
+        if not entries and key not in self._entries:
+            return
+        self.changes += 1
         for workload in reversed(self._entries.pop(key, ())):
             self.snapshot.remove(workload)
         for workload in entries:

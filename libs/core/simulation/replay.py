@@ -33,8 +33,16 @@ from typing import Any
 import numpy as np
 
 from libs.core.placement import NodeSpec, PodDemand
-from libs.core.preemption import NominationEnded, Preempted, PreemptorStateMachine
-from libs.core.scheduling import BLOCK_KEY, HOSTNAME_KEY, RACK_KEY, ZONE_KEY, PodPhase, SchedulerStateMachine
+from libs.core.preemption import NominationEnded, Preempted, PreemptorSettings, PreemptorStateMachine
+from libs.core.scheduling import (
+    BLOCK_KEY,
+    HOSTNAME_KEY,
+    RACK_KEY,
+    ZONE_KEY,
+    MachineSettings,
+    PodPhase,
+    SchedulerStateMachine,
+)
 from libs.core.scheduling.inputs import (
     Input,
     Nominated,
@@ -112,6 +120,12 @@ class ReplayResult:
     end: float = 0.0
     bound: dict[str, str] = field(default_factory=dict)
     """Pod name -> node."""
+    arrived: dict[str, float] = field(default_factory=dict)
+    """Pod uid -> virtual time it arrived."""
+    binds: list[tuple[float, str]] = field(default_factory=list)
+    """(virtual time, pod uid) of each bind."""
+    ends: list[tuple[float, str]] = field(default_factory=list)
+    """(virtual time, pod uid) of each bound pod that ended (finished or evicted)."""
 
     def mean_allocation_pct(self, until: float | None = None) -> float:
         """Time-weighted GPU allocation from the start until `until` (the end of the replay by default)."""
@@ -223,9 +237,12 @@ def cluster_manifests(
     return manifests
 
 
-def job_manifests(job: ReplayJob, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
-    """A single pod, or a Workload, its gang PodGroup and its pods, as a user would apply them."""
-    if len(job.pods) == 1:
+def job_manifests(
+    job: ReplayJob, namespace: str = NAMESPACE, *, as_gang: bool = False
+) -> list[dict[str, Any]]:
+    """A single pod, or a Workload, its gang PodGroup and its pods, as a user would apply them. With
+    `as_gang` a single pod is a gang of one too (a standalone pod is not quota-managed)."""
+    if len(job.pods) == 1 and not as_gang:
         return [_pod(job.pods[0], job, None, namespace)]
     template: dict[str, Any] = {
         "name": "worker",
@@ -333,10 +350,11 @@ class _Tick:
     pass
 
 
-def job_arrival(job: ReplayJob) -> Arrival:
-    """A job's objects as admission stores them, at the job's arrival."""
+def job_arrival(job: ReplayJob, namespace: str = NAMESPACE, *, as_gang: bool = False) -> Arrival:
+    """A job's objects as admission stores them, at the job's arrival (see `job_manifests`)."""
     objects = tuple(
-        stored(manifest, created=job.arrival, priority=job.priority) for manifest in job_manifests(job)
+        stored(manifest, created=job.arrival, priority=job.priority)
+        for manifest in job_manifests(job, namespace, as_gang=as_gang)
     )
     return Arrival(job.arrival, objects)
 
@@ -350,11 +368,11 @@ class _Machines:
     """The scheduler's state machine and the preemptor's, told the same cluster events (as the services are,
     over the bus)."""
 
-    def __init__(self, cluster: Sequence[ApiObject]) -> None:
+    def __init__(self, cluster: Sequence[ApiObject], *, fair_sharing: bool) -> None:
         world = World(list(cluster), {})
-        self.scheduler = SchedulerStateMachine()
+        self.scheduler = SchedulerStateMachine(MachineSettings(fair_sharing=fair_sharing))
         self.scheduler.load(world, now=0.0)
-        self.preemptor = PreemptorStateMachine()
+        self.preemptor = PreemptorStateMachine(PreemptorSettings(fair_sharing=fair_sharing))
         self.preemptor.load(world, now=0.0)
 
     def tell(self, event: Input, now: float) -> None:
@@ -367,11 +385,14 @@ class _Machines:
         self.preemptor.handle(PodsBound(placements), now=now)
 
 
-def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -> ReplayResult:
+def replay_arrivals(
+    cluster: Sequence[ApiObject], arrivals: Sequence[Arrival], *, fair_sharing: bool = False
+) -> ReplayResult:
     """Arrivals, passes, binds, preemptions and completions on the virtual clock, until nothing is left to
-    happen, on fresh scheduler and preemptor state machines that start from the cluster's objects. A pod
-    runs for its `podway.io/run-seconds` once bound (for ever without it)."""
-    machines = _Machines(cluster)
+    happen, on fresh scheduler and preemptor state machines that start from the cluster's objects (with
+    `fair_sharing`, Kueue's `fairSharing.enable` for both). A pod runs for its `podway.io/run-seconds` once
+    bound (for ever without it)."""
+    machines = _Machines(cluster, fair_sharing=fair_sharing)
     machine = machines.scheduler
     gpus = sum(
         len(obj.spec.get("devices") or ())
@@ -380,7 +401,7 @@ def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -
     )
     result = ReplayResult(total_gpus=gpus, gangs=len(arrivals))
     events: EventQueue[_Arrive | _Finish | _Tick] = EventQueue()
-    arrived: dict[str, float] = {}
+    arrived = result.arrived
     runs: dict[str, float | None] = {}
     gpus_of: dict[str, int] = {}
     ended: set[str] = set()
@@ -404,6 +425,7 @@ def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -
                 # Pods a preemptor evicted ended already.
                 done = tuple(uid for uid in event.uids if uid not in ended)
                 ended.update(done)
+                result.ends += [(now, uid) for uid in done]
                 machines.tell(PodsFinished(done, PodPhase.SUCCEEDED), now)
                 allocated -= sum(gpus_of[uid] for uid in done)
                 result.allocation.append((now, allocated))
@@ -414,6 +436,7 @@ def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -
             for placement in binding.placements:
                 uid = placement.pod_uid
                 result.delays.append(now - arrived[uid])
+                result.binds.append((now, uid))
                 result.bound[placement.pod_name] = placement.node_name
                 allocated += gpus_of[uid]
                 run = runs[uid]
@@ -425,6 +448,7 @@ def replay_arrivals(cluster: Sequence[ApiObject], arrivals: Sequence[Arrival]) -
         evicted = _preempt(machines, now, result)
         if evicted:
             ended.update(evicted)
+            result.ends += [(now, uid) for uid in evicted]
             allocated -= sum(gpus_of[uid] for uid in evicted)
             result.allocation.append((now, allocated))
             events.at(now, _Tick())  # the preemptor's retry may be due at once

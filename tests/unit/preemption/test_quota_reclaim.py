@@ -3,6 +3,7 @@ another queue of its cohort borrowed, by evicting the gangs Kueue's policies cho
 
 from __future__ import annotations
 
+from libs.cluster.generator import ClusterShape
 from libs.core.preemption import Preempted
 from tests.unit.preemption.test_world import Pair
 from tests.unit.scheduling.manifests import (
@@ -112,3 +113,35 @@ def test_a_gang_waiting_for_quota_asks_again_once_the_gang_before_it_took_the_ro
     bound = run_until_quiet(pair)
 
     assert {"b-first", "b-second"} <= bound
+
+
+def test_no_gang_is_evicted_for_a_gang_another_teams_head_would_still_go_before():
+    pair = Pair(ClusterShape(blocks=1, racks_per_block=4, nodes_per_rack=5), fair_sharing=True)
+    pair.admit(
+        *quota_objects(
+            flavor(),
+            cluster_queue("team-a", 32, cohort="research", reclaim="Any"),
+            cluster_queue("team-b", 32, cohort="research"),
+            cluster_queue("team-c", 32, cohort="research"),
+            cluster_queue("idle", 64, cohort="research"),
+            local_queue("a", "team-a"),
+            local_queue("b", "team-b"),
+            local_queue("c", "team-c"),
+        )
+    )
+    pair.admit(*team_gang("a-job", "a", 4), *team_gang("c-job", "c", 4))
+    pair.admit(*team_gang("b1", "b", 6), *team_gang("b2", "b", 4))  # team-b borrows 48 of 160
+    while any(ran.decision.placed for ran in pair.schedule()):
+        pass
+    pair.admit(*team_gang("c-head", "c", 3))  # would borrow 24: waits, team-c may not reclaim
+    reclaiming = team_gang("a-next", "a", 4)  # would borrow 32, more than c-head's queue would
+    pair.admit(*reclaiming)
+    ran = {r.group.name: r for r in pair.schedule()}
+    assert ran["a-next"].preemption_priority == 0
+
+    answer = pair.preempt(reclaiming[0])
+
+    assert answer.decision.victims == ()
+    assert answer.decision.reason == (
+        "no gang that ClusterQueue team-a's preemption policies allow to preempt frees its quota"
+    )

@@ -6,9 +6,15 @@ from __future__ import annotations
 import pytest
 
 from libs.cluster.generator import ClusterShape
-from libs.core.preemption import NominationEnded, NominationEndReason, Preempted, PreemptorStateMachine
+from libs.core.preemption import (
+    NominationEnded,
+    NominationEndReason,
+    Preempted,
+    PreemptorSettings,
+    PreemptorStateMachine,
+)
 from libs.core.preemption.model import PreemptionReason
-from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine
+from libs.core.scheduling import RACK_KEY, MachineSettings, PodPhase, SchedulerStateMachine
 from libs.core.scheduling.inputs import (
     Nominated,
     ObjectStored,
@@ -27,11 +33,11 @@ NOW = 1_000.0
 class Pair:
     """A scheduler and a preemptor told the same things; the preemptor also hears the bindings."""
 
-    def __init__(self) -> None:
-        world = World(cluster(SHAPE) + [workload()], {})
-        self.scheduler = SchedulerStateMachine()
+    def __init__(self, shape: ClusterShape = SHAPE, *, fair_sharing: bool = False) -> None:
+        world = World(cluster(shape) + [workload()], {})
+        self.scheduler = SchedulerStateMachine(MachineSettings(fair_sharing=fair_sharing))
         self.scheduler.load(world, now=NOW)
-        self.preemptor = PreemptorStateMachine()
+        self.preemptor = PreemptorStateMachine(PreemptorSettings(fair_sharing=fair_sharing))
         self.preemptor.load(world, now=NOW)
         self.now = NOW
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from libs.core.quota import admit
-from libs.core.quota.ordering import goes_first, heads, queue_order
+from libs.core.quota import admit, preemption_targets
+from libs.core.quota.model import Preemption
+from libs.core.quota.ordering import admitted_after, goes_first, heads, queue_order
 from tests.unit.quota.builders import gang, make_queue, running, snapshot
 
 
@@ -104,3 +105,47 @@ def test_queues_of_another_cohort_do_not_compete():
         goes_first(state, from_a, admit(state, from_a, fair_sharing=True), [from_x], fair_sharing=True)
         is None
     )
+
+
+def test_a_gang_is_admitted_after_preemption_only_if_no_rival_head_takes_the_freed_quota_first():
+    queues = [
+        make_queue("team-a", 4, preemption=Preemption(reclaim_within_cohort="Any")),
+        make_queue("team-b", 4),
+        make_queue("team-c", 4),
+        make_queue("idle", 8),
+    ]
+    workloads = [
+        running("a-job", "team-a", 4),
+        running("b1", "team-b", 6),
+        running("b2", "team-b", 4, minute=5),
+        running("c-job", "team-c", 4),
+    ]
+    state = snapshot(queues, workloads)
+    reclaiming = gang("team-a", 4, minute=100, name="reclaiming")  # would borrow 4
+    rival = gang("team-c", 3, minute=1, name="rival")  # would borrow 3: a lower share
+    decision = admit(state, reclaiming, fair_sharing=True)
+    found = preemption_targets(state, reclaiming, decision, fair_sharing=())
+    assert [t.workload.name for t in found] == ["b2"]
+
+    assert not admitted_after(state, reclaiming, found, [rival], fair_sharing=True)
+    assert admitted_after(state, reclaiming, found, [], fair_sharing=True)
+    assert not admitted_after(state, reclaiming, (), [], fair_sharing=True)
+    assert sorted(state.workloads) == ["a-job", "b1", "b2", "c-job"]  # the snapshot is not changed
+
+
+def test_with_fair_sharing_a_head_within_its_nominal_quota_goes_before_every_loan():
+    queues = [make_queue("team-a", 4), make_queue("team-b", 4), make_queue("idle", 8)]
+    state = snapshot(queues, [running("a-job", "team-a", 5), running("b-job", "team-b", 2)])
+    borrowing = gang("team-a", 1, minute=1, name="borrowing")  # team-a would borrow 2 of 16
+    within = gang("team-b", 2, minute=2, name="within")  # team-b stays at its nominal quota
+    decision = admit(state, borrowing, fair_sharing=True)
+    assert decision.fits
+    assert decision.borrows
+    assert not admit(state, within, fair_sharing=True).borrows
+
+    ahead = goes_first(state, borrowing, decision, [borrowing, within], fair_sharing=True)
+
+    assert ahead is not None
+    assert ahead.workload == "within"
+    assert ahead.message == "within is admitted within the nominal quota of ClusterQueue team-b first"
+    assert goes_first(state, borrowing, decision, [borrowing, within], fair_sharing=False) is None

@@ -3,6 +3,7 @@ quota for it, is placed on its flavor's nodes, and holds its quota while its pod
 
 from __future__ import annotations
 
+from libs.cluster.generator import ClusterShape
 from libs.core.quota import PreemptionReason
 from libs.core.scheduling import MachineSettings, PodPhase
 from libs.core.scheduling.inputs import ObjectRemoved, PodsEvicted, World
@@ -20,6 +21,7 @@ from tests.unit.scheduling.manifests import (
 )
 
 RACK_0 = "zone-0-b0-r0"
+LARGE = ClusterShape(blocks=1, racks_per_block=4, nodes_per_rack=5)  # 20 nodes, 160 GPUs
 NOT_ENOUGH = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor {flavor}, {n} more needed"
 
 
@@ -27,6 +29,17 @@ def machine(clock, *quota) -> Machine:
     scheduler = Machine(clock)
     scheduler.load(World(cluster(SMALL) + quota_objects(*quota), {}), now=clock.now)
     return scheduler
+
+
+def settle(scheduler: Machine) -> list:
+    """Passes until one places nothing (a loan that waited for a gang within its nominal quota goes on the
+    pass after it); what they ran."""
+    ran: list = []
+    while placed := [r for r in scheduler.run() if isinstance(r, CycleRan)]:
+        ran += placed
+        if not any(r.decision.placed for r in placed):
+            break
+    return ran
 
 
 def bound_nodes(ran: CycleRan) -> set[str]:
@@ -247,7 +260,7 @@ def test_with_fair_sharing_the_queue_that_borrows_less_borrows_first(clock):
         scheduler.load(World(cluster(SMALL) + quota, {}), now=clock.now)
         scheduler.admit(*team_gang("a-running", "a", 2))  # team-a borrows 8
         scheduler.admit(*team_gang("b-running", "b", 1))
-        scheduler.run()
+        settle(scheduler)
         scheduler.admit(*team_gang("a-next", "a", 1))  # 8 GPUs each: room for one of them
         scheduler.admit(*team_gang("b-next", "b", 1))
 
@@ -321,3 +334,136 @@ def test_an_init_container_larger_than_the_containers_counts_its_request(clock):
     assert not waits.decision.placed
     assert "insufficient quota for nvidia.com/gpu in flavor h200" in (waits.quota_message or "")
     assert "current podset request (24) > maximum capacity (16)" in (waits.quota_message or "")
+
+
+def test_a_gang_short_only_of_quota_held_for_unplaced_gangs_waits_without_asking_the_preemptor(clock):
+    scheduler = machine(
+        clock,
+        flavor(),
+        cluster_queue("team-a", 16, cohort="research", reclaim="Any"),
+        cluster_queue("team-b", 16, cohort="research", reclaim="Any"),
+        local_queue("a", "team-a"),
+        local_queue("b", "team-b"),
+    )
+    scheduler.admit(*team_gang("others", "free", 3))  # 24 of the 32 GPUs, not quota-managed
+    scheduler.run()
+    scheduler.admit(*team_gang("b-big", "b", 3))  # fits team-b's quota by borrowing 8, not the cluster
+    (unplaced,) = scheduler.run()
+    assert not unplaced.decision.placed
+    assert scheduler.book.groups["b/b-big"].quota_hold is not None
+    scheduler.admit(*team_gang("a-own", "a", 2, priority=10))  # within team-a's nominal quota
+
+    (waits,) = scheduler.run()
+
+    # The preemptor sees bindings alone: nothing it could evict frees what b/b-big holds in memory.
+    assert waits.preemption_priority is None
+    assert waits.quota_message == (
+        f"{NOT_ENOUGH.format(flavor='h200', n=8)}; the quota is held for gangs admitted but not placed "
+        "yet: b/b-big"
+    )
+    assert (
+        scheduler.queue.gate_reason("a/a-own")
+        == f"waiting for quota in ClusterQueue team-a: {waits.quota_message}"
+    )
+
+
+def test_a_gang_short_of_quota_that_bindings_hold_too_still_asks_the_preemptor(clock):
+    scheduler = machine(
+        clock,
+        flavor(),
+        cluster_queue("team-a", 16, cohort="research", reclaim="Any"),
+        cluster_queue("team-b", 16, cohort="research", reclaim="Any"),
+        local_queue("a", "team-a"),
+        local_queue("b", "team-b"),
+    )
+    scheduler.admit(*team_gang("b-running", "b", 3))  # team-b borrows 8 of team-a's quota, on nodes
+    scheduler.run()
+    scheduler.admit(*team_gang("a-own", "a", 2, priority=10))
+
+    (waits,) = scheduler.run()
+
+    assert waits.preemption_priority == 10
+    assert waits.quota_message == NOT_ENOUGH.format(flavor="h200", n=8)
+
+
+def test_no_gang_is_preempted_for_a_gang_that_would_still_wait_for_its_quota_after(clock):
+    # Fair sharing: after the eviction team-a's gang would borrow more than team-c's head, which would take
+    # the quota freed first; team-a's gang would ask again, and evict again.
+    scheduler = Machine(clock, MachineSettings(fair_sharing=True))
+    quota = quota_objects(
+        flavor(),
+        cluster_queue("team-a", 32, cohort="research", reclaim="Any"),
+        cluster_queue("team-b", 32, cohort="research"),
+        cluster_queue("team-c", 32, cohort="research"),
+        cluster_queue("idle", 64, cohort="research"),
+        local_queue("a", "team-a"),
+        local_queue("b", "team-b"),
+        local_queue("c", "team-c"),
+    )
+    scheduler.load(World(cluster(LARGE) + quota, {}), now=clock.now)
+    scheduler.admit(*team_gang("a-job", "a", 4), *team_gang("c-job", "c", 4))
+    scheduler.admit(*team_gang("b1", "b", 6), *team_gang("b2", "b", 4))  # team-b borrows 48 of 160
+    assert len([ran for ran in settle(scheduler) if ran.decision.placed]) == 4
+    clock.now += 60
+    scheduler.admit(*team_gang("c-head", "c", 3))  # would borrow 24: waits, team-c may not reclaim
+    clock.now += 60
+    scheduler.admit(*team_gang("a-next", "a", 4))  # would borrow 32: reclaims by fair sharing
+    ran = {r.group.name: r for r in scheduler.run()}
+    assert ran["a-next"].preemption_priority == 0
+
+    assert scheduler.quota_targets(scheduler.book.groups["a/a-next"]) == ()
+
+
+def test_a_gang_that_preemption_gets_admitted_has_its_targets(clock):
+    scheduler = Machine(clock, MachineSettings(fair_sharing=True))
+    quota = quota_objects(
+        flavor(),
+        cluster_queue("team-a", 32, cohort="research", reclaim="Any"),
+        cluster_queue("team-b", 32, cohort="research"),
+        cluster_queue("team-c", 32, cohort="research"),
+        cluster_queue("idle", 64, cohort="research"),
+        local_queue("a", "team-a"),
+        local_queue("b", "team-b"),
+        local_queue("c", "team-c"),
+    )
+    scheduler.load(World(cluster(LARGE) + quota, {}), now=clock.now)
+    scheduler.admit(*team_gang("a-job", "a", 4), *team_gang("c-job", "c", 4))
+    scheduler.admit(*team_gang("b1", "b", 6), *team_gang("b2", "b", 4))
+    settle(scheduler)
+    clock.now += 60
+    scheduler.admit(*team_gang("a-next", "a", 4))
+    scheduler.run()
+
+    targets = scheduler.quota_targets(scheduler.book.groups["a/a-next"])
+
+    assert targets is not None
+    assert [t.workload.name for t in targets] == ["b/b1"]  # equal priority and admission time: by name
+
+
+def test_with_fair_sharing_a_loan_waits_for_a_gang_within_its_nominal_quota_then_goes(clock):
+    scheduler = Machine(clock, MachineSettings(fair_sharing=True))
+    quota = quota_objects(
+        flavor(),
+        cluster_queue("team-a", 8, cohort="research"),
+        cluster_queue("team-b", 16, cohort="research"),
+        cluster_queue("idle", 8, cohort="research"),
+        local_queue("a", "team-a"),
+        local_queue("b", "team-b"),
+    )
+    scheduler.load(World(cluster(SMALL) + quota, {}), now=clock.now)
+    scheduler.admit(*team_gang("a-running", "a", 1))  # team-a at its nominal quota
+    scheduler.run()
+    clock.now += 60
+    scheduler.admit(*team_gang("a-loan", "a", 1))  # would borrow 8: first in queue order
+    clock.now += 60
+    scheduler.admit(*team_gang("b-own", "b", 2))  # within team-b's nominal quota
+
+    first = scheduler.run()
+    placed = [r.group.name for r in first if r.decision.placed]
+    waiting = {r.group.name: r for r in first if not r.decision.placed}
+    placed += [r.group.name for r in scheduler.run() if r.decision.placed]
+
+    assert waiting["a-loan"].quota_message == (
+        "b/b-own is admitted within the nominal quota of ClusterQueue team-b first"
+    )
+    assert placed == ["b-own", "a-loan"]

@@ -56,3 +56,58 @@ def test_an_unknown_policy_is_refused(tmp_path: Path, capsys):
     pods, nodes = files(tmp_path)
     assert main(["simulate", "--trace", str(pods), "--nodes", str(nodes), "--policy", "tetris"]) == 2
     assert "--policy: Unsupported value: tetris" in capsys.readouterr().err
+
+
+BUSY_PODS = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+    + "".join(f"q{i},4000,16384,2,1000,,LS,Running,{i * 3},{i * 3 + 400},{i * 3}\n" for i in range(60))
+)
+
+
+def test_tenants_replays_the_jobs_split_over_teams_by_quota_beside_the_same_jobs_without(
+    tmp_path: Path, capsys
+):
+    _, nodes = files(tmp_path)
+    (tmp_path / "busy.csv").write_text(BUSY_PODS)  # 120 GPUs asked for within 3 minutes, 32 in the fleet
+    out = tmp_path / "tenants"
+    argv = ["simulate", "--trace", str(tmp_path / "busy.csv"), "--nodes", str(nodes), "--protocol", "replay"]
+    argv += ["--tenants", "--seeds", "42,43", "--speedup", "1", "--out-dir", str(out), "-q"]
+
+    assert main(argv) == 0
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [(t["name"], t["weight"]) for t in metrics["tenants"]] == [
+        ("team-a", 1),
+        ("team-b", 1),
+        ("team-c", 2),
+        ("team-d", 4),
+    ]
+    assert sum(t["nominal_gpus"] for t in metrics["tenants"]) == 32
+    for figures in metrics["per_seed"].values():
+        assert figures["saturated_s"] > 0
+        assert 0.25 <= figures["jain_saturated"] <= 1.0
+        assert figures["pods_never_placed"] == figures["pods_never_placed_without_tenants"] == 0
+        assert figures["unallocated_gpus_saturated"] >= 0
+        reclaim = figures["reclaim_s"]
+        assert reclaim["p50"] is None or 0 <= reclaim["p50"] <= reclaim["p99"] <= reclaim["max"]
+    shares = metrics["shares_over_time"]["shares"]
+    assert set(shares) == {"team-a", "team-b", "team-c", "team-d"}
+    assert max(max(values) for values in shares.values()) > 0
+    assert all(0 <= sum(at) <= 1.0001 for at in zip(*shares.values(), strict=True))
+    assert (out / "tenant_shares.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Jain" in capsys.readouterr().out
+
+    again = tmp_path / "again"
+    assert main([*argv[:-3], "--out-dir", str(again), "-q"]) == 0
+    repeated = json.loads((again / "metrics.json").read_text())
+    for seed, figures in metrics["per_seed"].items():
+        assert {k: v for k, v in repeated["per_seed"][seed].items() if k != "seconds"} == {
+            k: v for k, v in figures.items() if k != "seconds"
+        }
+
+
+def test_tenants_needs_a_timed_trace_replayed(tmp_path: Path, capsys):
+    pods, nodes = files(tmp_path)
+    argv = ["simulate", "--trace", str(pods), "--nodes", str(nodes), "--tenants", "--out-dir", str(tmp_path)]
+    assert main(argv) == 2
+    assert "--tenants replays a trace with creation and deletion times" in capsys.readouterr().err
