@@ -103,13 +103,54 @@ class QuotaReservations(MachineState):
         if not holders:
             return verdict
         without = self._quota_snapshot_without_holds()
-        if not self.quotas.verdict(without, verdict.cluster_queue, gang, pending).decision.fits:
+        freed = self.quotas.verdict(without, verdict.cluster_queue, gang, pending)
+        if not freed.decision.fits:
             return verdict
+        if not freed.decision.borrows and (taken := self._reclaim_held(gang, pending, verdict)) is not None:
+            return taken
         message = (
             f"{verdict.decision.message}; the quota is held for gangs admitted but not placed yet: "
             f"{', '.join(holders)}"
         )
         return QuotaVerdict(verdict.cluster_queue, QuotaDecision(Mode.NO_FIT, {}, {}, message=message), {})
+
+    def _reclaim_held(
+        self, gang: Holding, pending: list[ApiObject], verdict: QuotaVerdict
+    ) -> QuotaVerdict | None:
+        """A gang within its queue's nominal quota takes back what borrowing queues of its cohort hold for gangs
+        admitted but not placed yet (the newest holds first, only as many as it needs), as Kueue reclaims from
+        admitted workloads: they never ran, so they lose nothing but their place, and wait for quota again.
+        None (nothing let go) when letting go of those holds would not admit it."""
+        snapshot = self._quota_snapshot()
+        trial = snapshot.copy()
+        borrowing = set(
+            snapshot.borrowing_queues(
+                snapshot.root_of(snapshot.cluster_queue_node(verdict.cluster_queue)), verdict.decision.usage
+            )
+        )
+        holders = sorted(
+            (
+                other
+                for other in self._groups_holding_quota()
+                if other.quota_hold is not None
+                and other.quota_hold.workload.cluster_queue in borrowing
+                and other.quota_hold.workload.cluster_queue != verdict.cluster_queue
+            ),
+            key=lambda other: (-other.quota_hold.since if other.quota_hold else 0.0, other.key),
+        )
+        let_go: list[GroupRecord] = []
+        for other in holders:
+            for workload in reversed(self._gang_usage(other)):
+                trial.remove(workload)
+            for workload in gang_usage(self._placed_usage(other), None):
+                trial.add(workload)
+            let_go.append(other)
+            taken = self.quotas.verdict(trial, verdict.cluster_queue, gang, pending)
+            if taken.decision.fits:
+                for group in let_go:
+                    self._hold_quota(group, None)
+                return self.quotas.verdict(self._quota_snapshot(), verdict.cluster_queue, gang, pending)
+        return None
 
     def _quota_snapshot_without_holds(self) -> QuotaSnapshot:
         """What the gangs' pods on nodes hold, without the quota held in memory for waiting pods: the

@@ -336,7 +336,9 @@ def test_an_init_container_larger_than_the_containers_counts_its_request(clock):
     assert "current podset request (24) > maximum capacity (16)" in (waits.quota_message or "")
 
 
-def test_a_gang_short_only_of_quota_held_for_unplaced_gangs_waits_without_asking_the_preemptor(clock):
+def two_teams_and_an_unplaced_borrower(clock) -> Machine:
+    """Teams a and b of 16 GPUs each in one cohort; 24 of the 32 GPUs held by gangs not quota-managed, and
+    team-b's b/b-big (24 GPUs, 8 borrowed) admitted but not placed: it holds its quota in memory."""
     scheduler = machine(
         clock,
         flavor(),
@@ -345,26 +347,38 @@ def test_a_gang_short_only_of_quota_held_for_unplaced_gangs_waits_without_asking
         local_queue("a", "team-a"),
         local_queue("b", "team-b"),
     )
-    scheduler.admit(*team_gang("others", "free", 3))  # 24 of the 32 GPUs, not quota-managed
+    scheduler.admit(*team_gang("others", "free", 3))
     scheduler.run()
-    scheduler.admit(*team_gang("b-big", "b", 3))  # fits team-b's quota by borrowing 8, not the cluster
+    scheduler.admit(*team_gang("b-big", "b", 3))
     (unplaced,) = scheduler.run()
     assert not unplaced.decision.placed
     assert scheduler.book.groups["b/b-big"].quota_hold is not None
-    scheduler.admit(*team_gang("a-own", "a", 2, priority=10))  # within team-a's nominal quota
+    return scheduler
+
+
+def test_a_gang_that_would_borrow_leaves_an_unplaced_borrower_its_quota(clock):
+    scheduler = two_teams_and_an_unplaced_borrower(clock)
+    scheduler.admit(*team_gang("a-loan", "a", 3, priority=10))  # would borrow 8 too
 
     (waits,) = scheduler.run()
 
-    # The preemptor sees bindings alone: nothing it could evict frees what b/b-big holds in memory.
     assert waits.preemption_priority is None
-    assert waits.quota_message == (
-        f"{NOT_ENOUGH.format(flavor='h200', n=8)}; the quota is held for gangs admitted but not placed "
-        "yet: b/b-big"
-    )
-    assert (
-        scheduler.queue.gate_reason("a/a-own")
-        == f"waiting for quota in ClusterQueue team-a: {waits.quota_message}"
-    )
+    assert waits.quota_message == NOT_ENOUGH.format(flavor="h200", n=16)
+    assert scheduler.book.groups["b/b-big"].quota_hold is not None
+    assert scheduler.book.groups["a/a-loan"].quota_hold is None
+
+
+def test_a_gang_within_its_nominal_quota_takes_back_what_an_unplaced_borrower_holds(clock):
+    scheduler = two_teams_and_an_unplaced_borrower(clock)
+    scheduler.admit(*team_gang("a-own", "a", 2, priority=10))  # within team-a's nominal quota
+
+    (ran,) = scheduler.run()
+
+    # Admitted at once (not after b/b-big's bounded wait): b/b-big never ran, it loses only its reservation.
+    assert ran.group.name == "a-own"
+    assert ran.quota_message is None
+    assert scheduler.book.groups["a/a-own"].quota_hold is not None
+    assert scheduler.book.groups["b/b-big"].quota_hold is None
 
 
 def test_a_gang_short_of_quota_that_bindings_hold_too_still_asks_the_preemptor(clock):
