@@ -52,6 +52,10 @@ Well inside the poll path's hand-off grace, so a row is never published twice fo
 crash in between republishes it under the same Nats-Msg-Id, which JetStream drops as a duplicate."""
 
 
+MARK_STOP_WAIT_S = 10.0
+"""How long a stopping relay waits for its mark's transaction to end."""
+
+
 class OutboxRelay:
     """Publishes outbox rows with `Nats-Msg-Id = event_id`, awaits the PubAcks, and marks the acknowledged
     rows published. The order it keeps is its own process's commit order, not a global one (see the module).
@@ -188,9 +192,15 @@ class OutboxRelay:
         finally:
             if self._marking is not None:
                 self._marking.cancel()
-                # Its transaction ends (rolled back) before the relay is done: no connection left in use.
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._marking
+                # Its transaction ends (rolled back) before the relay is done: no connection left in use; but
+                # a stop waits a bounded time for it (a database that does not answer must not keep a service
+                # from stopping: the rows stay unmarked and are marked again, idempotently, later).
+                done, _ = await asyncio.wait({self._marking}, timeout=MARK_STOP_WAIT_S)
+                if not done:
+                    log.warning("outbox relay stopped with its mark's transaction still open")
+                elif not self._marking.cancelled():
+                    with contextlib.suppress(Exception):
+                        self._marking.result()
 
     async def _relay(self) -> None:
         backlog = False  # the last polling pass filled its batch: go on polling at once

@@ -64,8 +64,30 @@ class PrivatePostgres:
                 *(f"-c {setting}" for setting in self.settings),
             ]
         )
-        log = str(self.data_dir.parent / "server.log")
-        self.run("pg_ctl", "-D", str(self.data_dir), "-l", log, "-o", options, "-w", "-t", "60", "start")
+        log = self.data_dir.parent / "server.log"
+        for attempt in range(5):
+            try:
+                self.run(
+                    "pg_ctl",
+                    "-D",
+                    str(self.data_dir),
+                    "-l",
+                    str(log),
+                    "-o",
+                    options,
+                    "-w",
+                    "-t",
+                    "60",
+                    "start",
+                )
+                return
+            except RuntimeError as error:
+                said = log.read_text(errors="replace").splitlines()[-20:] if log.exists() else []
+                # A port a killed server held may not be free at once: try again, a few times.
+                if attempt < 4 and any("could not bind" in line or "already in use" in line for line in said):
+                    time.sleep(1.0)
+                    continue
+                raise RuntimeError(f"{error}\nserver.log:\n" + "\n".join(said)) from None
 
     def stop(self) -> None:
         self.run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop", check=False)
