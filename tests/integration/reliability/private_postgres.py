@@ -65,6 +65,11 @@ class PrivatePostgres:
             ]
         )
         log = self.data_dir.parent / "server.log"
+        # A killed server's socket lock stays behind, naming a pid that may live on as a zombie where nothing
+        # reaps orphans (a container's init): the server would take it for a live one. Its own socket dir
+        # holds no live socket while it is stopped (postmaster.pid guards the data dir itself).
+        for stale in self.data_dir.glob(".s.PGSQL.*"):
+            stale.unlink(missing_ok=True)
         for attempt in range(5):
             try:
                 self.run(
