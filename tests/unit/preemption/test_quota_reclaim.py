@@ -4,14 +4,17 @@ another queue of its cohort borrowed, by evicting the gangs Kueue's policies cho
 from __future__ import annotations
 
 from libs.cluster.generator import ClusterShape
-from libs.core.preemption import Preempted
-from tests.unit.preemption.test_world import Pair
+from libs.core.preemption import Preempted, PreemptorStateMachine
+from libs.core.scheduling.inputs import NominationRecord, World
+from tests.unit.preemption.test_world import NOW, SHAPE, Pair
 from tests.unit.scheduling.manifests import (
+    cluster,
     cluster_queue,
     flavor,
     local_queue,
     quota_objects,
     team_gang,
+    workload,
 )
 
 
@@ -145,3 +148,49 @@ def test_no_gang_is_evicted_for_a_gang_another_teams_head_would_still_go_before(
     assert answer.decision.reason == (
         "no gang that ClusterQueue team-a's preemption policies allow to preempt frees its quota"
     )
+
+
+def test_a_new_preemptor_term_holds_the_quota_of_a_reclaim_nominated_in_the_term_before():
+    """The quota a reclaim freed for its nominated gang is held in memory: a new term rebuilds the hold from the
+    stored nomination, so its first answer to a second reclaiming gang is not that the group fits."""
+    quota = quota_objects(
+        flavor(),
+        cluster_queue("team-a", 16, cohort="research"),
+        cluster_queue("team-b", 16, cohort="research", reclaim="Any"),
+        local_queue("a", "team-a"),
+        local_queue("b", "team-b"),
+    )
+    gangs = {
+        name: team_gang(name, "a", pods) for name, pods in (("a-own", 2), ("a-lent-1", 1), ("a-lent-2", 1))
+    }
+    first, second = team_gang("b-first", "b", 1), team_gang("b-second", "b", 1)
+    pair = Pair()
+    pair.admit(*quota, *(obj for gang in gangs.values() for obj in gang))
+    pair.schedule()
+    pair.admit(*first, *second)
+    pair.schedule()
+    answer = pair.preempt(first[0])
+    (evicted,) = [victim.owner.name for victim in answer.decision.victims]
+    pair.evict(answer)
+
+    kept = [obj for name, gang in gangs.items() if name != evicted for obj in gang]
+    book = pair.preemptor.cluster.book
+    bindings = {
+        uid: pod.node
+        for uid, pod in book.pods.items()
+        if pod.node is not None and uid in {o.uid for o in kept}
+    }
+    world = World(
+        cluster(SHAPE) + [workload()] + list(quota) + kept + list(first) + list(second),
+        bindings,
+        nominations=(NominationRecord(first[0].uid, answer.decision.nodes, answer.expires_at or NOW + 60),),
+    )
+    successor = PreemptorStateMachine()
+    successor.load(world, now=pair.now)
+    successor.request(second[0].uid, cause="request")
+    (again,) = [o for o in successor.run_pass(pair.now) if isinstance(o, Preempted)]
+
+    assert again.decision.reason != "the group fits without preempting anyone"
+    assert [victim.owner.name for victim in again.decision.victims] == [
+        name for name in ("a-lent-1", "a-lent-2") if name != evicted
+    ]
