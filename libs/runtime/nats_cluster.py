@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from libs.runtime.children import stop_with_parent
-from libs.runtime.nats_server import NatsServerError, free_port, nats_server_binary
+from libs.runtime.nats_server import NatsServerError, free_port, nats_server_binary, port_was_taken
 
 
 @dataclass
@@ -88,11 +88,28 @@ class NatsCluster:
     def pids(self) -> list[int]:
         return [node.process.pid for node in self.nodes if node.process is not None and node.running]
 
-    def start(self, timeout_s: float = 60.0) -> NatsCluster:
-        for index in range(len(self.nodes)):
-            self._launch(index)
-        self.wait_ready(timeout_s)
+    def start(self, timeout_s: float = 60.0, attempts: int = 3) -> NatsCluster:
+        """Launch every server and wait until the cluster is ready. A server that found one of its ports
+        taken (another process bound it after it was chosen) makes every server start again on new ports."""
+        for attempt in range(attempts):
+            for index in range(len(self.nodes)):
+                self._launch(index)
+            try:
+                self.wait_ready(timeout_s)
+                return self
+            except NatsServerError:
+                if attempt + 1 == attempts or not self._a_port_was_taken():
+                    raise
+                self.stop()
+                self.nodes = [ClusterNode(node.name, node.root) for node in self.nodes]
         return self
+
+    def _a_port_was_taken(self) -> bool:
+        return any(
+            port_was_taken(node.root / "nats-server.log") or port_was_taken(node.root / "nats-server.stderr")
+            for node in self.nodes
+            if not node.running
+        )
 
     def _launch(self, index: int) -> None:
         node = self.nodes[index]

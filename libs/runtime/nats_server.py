@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -27,10 +28,33 @@ def nats_server_binary() -> str:
     return found
 
 
+PRIVATE_PORTS = range(15_000, 32_000)
+"""Below Linux's ephemeral range (32768-60999): a port the kernel hands to no outgoing connection and to no
+`bind(0)`, so nothing else on the host takes it between being chosen here and the server binding it."""
+
+
 def free_port() -> int:
+    """A loopback port nobody listens on now, chosen at random from PRIVATE_PORTS."""
+    chooser = random.SystemRandom()
+    for _ in range(200):
+        port = chooser.choice(PRIVATE_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_was_taken(log: Path) -> bool:
+    """Whether a nats-server that exited said, in the log or stderr file `log`, that its port was in use."""
+    try:
+        return "address already in use" in log.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def _answers(port: int) -> bool:
@@ -63,6 +87,23 @@ class EmbeddedNatsServer:
         return [self.process.pid] if self.process is not None else []
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedNatsServer:
+        """Start the server and wait until it answers. Ports it chose itself are chosen again (three tries)
+        when another process bound one of them first."""
+        chosen, chosen_monitor = not self.port, not self.monitor_port
+        for attempt in range(3):
+            try:
+                return self._start(timeout_s)
+            except NatsServerError:
+                taken = port_was_taken(self.data_dir / "nats-server.log") or port_was_taken(
+                    self.data_dir / "nats-server.stderr"
+                )
+                if attempt == 2 or not taken or not (chosen or chosen_monitor):
+                    raise
+                self.port = 0 if chosen else self.port
+                self.monitor_port = 0 if chosen_monitor else self.monitor_port
+        return self
+
+    def _start(self, timeout_s: float) -> EmbeddedNatsServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.port:
             self.port = free_port()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import socket
 from collections.abc import Callable
 
 import pytest
@@ -140,3 +141,16 @@ def test_the_cli_client_connects_through_the_first_server_that_answers(nats_clus
 
     with LiteNats(nats_cluster.url) as lite:
         assert lite.port == nats_cluster.nodes[1].port
+
+
+def test_a_cluster_whose_port_was_taken_starts_again_on_new_ports(tmp_path) -> None:
+    cluster = NatsCluster(tmp_path / "cluster")
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", cluster.nodes[1].route_port))
+    squatter.listen()
+    try:
+        with cluster:
+            assert cluster.nodes[1].route_port != squatter.getsockname()[1]
+            assert len(cluster.pids()) == 3
+    finally:
+        squatter.close()

@@ -137,6 +137,12 @@ class PostgresPair:
         names = "*" if self.synchronous else ""
         query(primary, f"ALTER SYSTEM SET synchronous_standby_names = '{names}'")
         query(primary, "SELECT pg_reload_conf()")
+        # A reload is a signal: the WAL sender takes the new setting some time after pg_reload_conf returns.
+        wanted = "sync" if self.synchronous else "async"
+        while query(primary, "SELECT string_agg(sync_state, ',') FROM pg_stat_replication") != wanted:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the standby on port {standby.port} never became {wanted}")
+            time.sleep(0.05)
 
 
 def streaming(primary: PrivatePostgres) -> bool:
