@@ -26,6 +26,8 @@ INFERENCE_FEEDBACK_SUBJECT = "podway.inference.feedback"
 # Router processes share budgets and PT capacity through one JetStream key-value bucket (a ledger per budget).
 ROUTER_LEDGER_BUCKET = "podway_router_ledger"
 ROUTER_LEDGER_STREAM = f"KV_{ROUTER_LEDGER_BUCKET}"
+ROUTER_EXPERIMENTS_BUCKET = "podway_router_experiments"
+ROUTER_EXPERIMENTS_STREAM = f"KV_{ROUTER_EXPERIMENTS_BUCKET}"
 # Router processes tell each other what their breakers heard (core NATS, every process subscribes).
 ROUTER_OUTCOMES_SUBJECT = "podway.router.outcomes"
 
@@ -150,6 +152,9 @@ class RouterExperimentConcluded(EventPayload):
 
     TYPE = EventType.ROUTER_EXPERIMENT_CONCLUDED
     feature: str = Field(description="Feature whose split concluded")
+    experiment_key: str = Field(
+        default="", description="The experiment: a hash of the feature's name, arms and experiment settings"
+    )
     winner_route_index: int = Field(description="The route that takes all the feature's traffic")
     winner_models: list[str] = Field(description="The winning route's model chain")
     confidence: float = Field(description="Probability that the winner is the best route (1 - error bound)")

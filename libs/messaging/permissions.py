@@ -38,6 +38,8 @@ from libs.events.catalogue import (
 )
 from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_EXPERIMENTS_BUCKET,
+    ROUTER_EXPERIMENTS_STREAM,
     ROUTER_FLEET_STATUS_SUBJECT,
     ROUTER_LEDGER_BUCKET,
     ROUTER_LEDGER_STREAM,
@@ -237,7 +239,7 @@ USERS: tuple[NatsUser, ...] = (
         watches=(ROUTER_OUTCOMES_SUBJECT,),
         durables=(Durable(WORK_STREAM, "llm-router-inference"),),
         checks=(EVENTS_STREAM, WORK_STREAM, DLQ_STREAM),
-        buckets=(ROUTER_LEDGER_BUCKET,),
+        buckets=(ROUTER_LEDGER_BUCKET, ROUTER_EXPERIMENTS_BUCKET),
     ),
     NatsUser(
         name="client",
@@ -272,7 +274,7 @@ USERS: tuple[NatsUser, ...] = (
     NatsUser(
         name="migrate",
         role="the admin step (`podway migrate`): creates and updates the streams before services start",
-        provisions=(EVENTS_STREAM, WORK_STREAM, DLQ_STREAM, ROUTER_LEDGER_STREAM),
+        provisions=(EVENTS_STREAM, WORK_STREAM, DLQ_STREAM, ROUTER_LEDGER_STREAM, ROUTER_EXPERIMENTS_STREAM),
     ),
 )
 

@@ -24,7 +24,12 @@ from libs.events.catalogue import (
     WORK_PREFIX,
     WORK_STREAM,
 )
-from libs.events.inference import ROUTER_LEDGER_BUCKET, ROUTER_LEDGER_STREAM
+from libs.events.inference import (
+    ROUTER_EXPERIMENTS_BUCKET,
+    ROUTER_EXPERIMENTS_STREAM,
+    ROUTER_LEDGER_BUCKET,
+    ROUTER_LEDGER_STREAM,
+)
 
 #: Long enough for a relay that crashed after publishing to restart and re-publish into the same window.
 DUPLICATE_WINDOW_S = 120.0
@@ -104,6 +109,20 @@ def stream_configs(
             name=ROUTER_LEDGER_STREAM,
             subjects=[f"$KV.{ROUTER_LEDGER_BUCKET}.>"],
             storage=StorageType.MEMORY,
+            retention=RetentionPolicy.LIMITS,
+            max_msgs_per_subject=1,
+            discard=DiscardPolicy.NEW,
+            allow_direct=True,
+            allow_rollup_hdrs=True,
+            deny_delete=True,
+            duplicate_window=duplicate_window_s,
+            num_replicas=copies,
+        ),
+        # The router's experiments (feedback tallies and conclusions), on file: an A/B test outlives restarts.
+        StreamConfig(
+            name=ROUTER_EXPERIMENTS_STREAM,
+            subjects=[f"$KV.{ROUTER_EXPERIMENTS_BUCKET}.>"],
+            storage=StorageType.FILE,
             retention=RetentionPolicy.LIMITS,
             max_msgs_per_subject=1,
             discard=DiscardPolicy.NEW,

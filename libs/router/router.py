@@ -57,7 +57,7 @@ from libs.core.routing import (
     ledger_key,
 )
 from libs.core.routing.evidence import EvidenceSnapshot
-from libs.core.routing.experiment import ExperimentConclusion, FeatureExperiment
+from libs.core.routing.experiment import ExperimentConclusion, FeatureExperiment, FleetExperiments, Tally
 from libs.events.catalogue import EventType
 from libs.providers import Chunk, Completion, Message, Provider, ProviderError, ProviderRequest, Usage
 from libs.router.clock import RouterClock, SystemClock
@@ -106,6 +106,7 @@ class _Generation:
         previous: _Generation | None,
         now: float,
         book: LeaseBook | None,
+        fleet: FleetExperiments,
     ) -> None:
         self.policy = policy
         self.providers = providers
@@ -114,29 +115,11 @@ class _Generation:
             policy, previous.health if previous else {}, now, book
         )
         self.limits: RequestLimits = RequestLimits(policy, previous.limits if previous else None, now, book)
-        self.experiments: dict[str, FeatureExperiment] = _experiments(
-            policy, previous.experiments if previous else {}
-        )
+        self.experiments: dict[str, FeatureExperiment] = fleet.build(policy.features)
         if book is not None:
             book.keep_only(self.limits.ledger_keys | _pt_ledger_keys(policy))
         timeouts = [f.first_byte_timeout_ms for f in policy.features.values() if f.first_byte_timeout_ms]
         self.probe_timeout_s = max(timeouts) / 1000.0 if timeouts else DEFAULT_PROBE_TIMEOUT_S
-
-
-def _experiments(
-    policy: RoutingPolicy, previous: Mapping[str, FeatureExperiment]
-) -> dict[str, FeatureExperiment]:
-    """An experiment per feature that asks for one; a feature whose definition is unchanged keeps its feedback
-    and its winner across a reload."""
-    experiments: dict[str, FeatureExperiment] = {}
-    for name, feature in policy.features.items():
-        if feature.experiment is None:
-            continue
-        kept = previous.get(name)
-        experiments[name] = (
-            kept if kept is not None and kept.feature == feature else FeatureExperiment(name, feature)
-        )
-    return experiments
 
 
 def _pt_ledger_keys(policy: RoutingPolicy) -> set[str]:
@@ -185,13 +168,17 @@ class Router:
         self.leases = leases
         # Set by whoever refreshes the leases: one refresh pass, awaited by a request its lease was short for.
         self.await_grant: Callable[[], Awaitable[None]] | None = None
-        self._generation = _Generation(policy, dict(providers), None, self._clock.now(), leases)
+        self._fleet = FleetExperiments()
+        self._generation = _Generation(policy, dict(providers), None, self._clock.now(), leases, self._fleet)
         self._probes: set[asyncio.Task[None]] = set()
         self.scoreboard = Scoreboard()
         # Bounded: a router nobody drains (a library user with one process) keeps only the latest.
         self._outcomes: deque[AttemptOutcome] = deque(maxlen=MAX_UNSHARED_OUTCOMES)
         # Called when an outcome arrives with none waiting to be drained: a sharer waits for it, never polls.
         self.on_outcome: Callable[[], None] | None = None
+        # Set by whoever stores conclusions for the fleet (it audits the one stored first); without it, this
+        # router audits its own conclusions at once.
+        self.on_conclusion: Callable[[ExperimentConclusion], None] | None = None
 
     @property
     def policy(self) -> RoutingPolicy:
@@ -285,7 +272,9 @@ class Router:
         previous = self._generation
         providers = dict(providers) if providers is not None else previous.providers
         _check_providers(policy, providers)
-        self._generation = _Generation(policy, providers, previous, self._clock.now(), self.leases)
+        self._generation = _Generation(
+            policy, providers, previous, self._clock.now(), self.leases, self._fleet
+        )
         kept = sorted(n for n, h in self._generation.health.items() if previous.health.get(n) is h)
         warnings = edit_warnings(previous.policy, policy)
         reopened = []
@@ -320,9 +309,35 @@ class Router:
         self.scoreboard.record_feedback(feature, model, score)
         experiment = self._generation.experiments.get(feature)
         if experiment is not None:
-            conclusion = experiment.record(model, score)
-            if conclusion is not None:
-                self._emit(_concluded_event(conclusion, self._clock.wall()))
+            self._concluded(experiment.record(model, score))
+
+    def record_peer_tally(self, key: str, instance: str, tally: Tally) -> None:
+        """Another process's latest tally of experiment `key` (its own feedback scores, per arm)."""
+        self._concluded(self._fleet.merge_peer(key, instance, tally))
+
+    def resume_tally(self, key: str, tally: Tally) -> None:
+        """What this process had counted for experiment `key` before it restarted."""
+        self._fleet.resume(key, tally)
+
+    def adopt_conclusion(self, key: str, winner: int) -> None:
+        """The fleet's conclusion of experiment `key`: all its feature's traffic goes to route `winner`."""
+        self._fleet.adopt(key, winner)
+
+    def experiments(self) -> list[FeatureExperiment]:
+        """The experiments in force (one per feature that runs one)."""
+        return list(self._generation.experiments.values())
+
+    def audit_conclusion(self, conclusion: ExperimentConclusion) -> None:
+        """Audit a conclusion (`router.experiment.concluded`): the one the fleet stored."""
+        self._emit(_concluded_event(conclusion, self._clock.wall()))
+
+    def _concluded(self, conclusion: ExperimentConclusion | None) -> None:
+        if conclusion is None:
+            return
+        if self.on_conclusion is not None:
+            self.on_conclusion(conclusion)
+        else:
+            self.audit_conclusion(conclusion)
 
     def experiment_winners(self) -> dict[str, int]:
         """The route every request of a feature goes to, for features whose experiment concluded."""
@@ -800,6 +815,7 @@ def _concluded_event(conclusion: ExperimentConclusion, occurred_at: float) -> Ro
         occurred_at,
         {
             "feature": conclusion.feature,
+            "experiment_key": conclusion.key,
             "winner_route_index": conclusion.winner,
             "winner_models": list(conclusion.arms[conclusion.winner].models),
             "confidence": conclusion.confidence,

@@ -20,12 +20,13 @@ from libs.db.uow import unit_of_work_factory
 from libs.events.catalogue import RpcSubject, WorkSubject
 from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
+    ROUTER_EXPERIMENTS_BUCKET,
     ROUTER_FLEET_STATUS_SUBJECT,
     ROUTER_LEDGER_BUCKET,
     ROUTER_SCOREBOARD_SUBJECT,
     ROUTER_STATUS_SUBJECT,
 )
-from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
+from libs.messaging.broker import Broker, bus_state, jetstream, make_broker, start_broker
 from libs.messaging.readiness import connection_states
 from libs.messaging.records import KvRecords
 from libs.messaging.relay import OutboxRelay
@@ -46,6 +47,7 @@ from libs.runtime.http_server import HttpServer
 from libs.runtime.listener import inherited_listener, url_of
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.llm_router.audit import AuditFlusher, AuditSink
+from services.llm_router.experiments import SharedExperiments
 from services.llm_router.http_front import MetricsOnly, OpenAIFront
 from services.llm_router.ledger import LeaseRefresher
 from services.llm_router.metrics import RouterMetrics
@@ -109,6 +111,7 @@ class RouterService:
             LeaseBook(f"{settings.instance}.{os.getpid()}") if settings.router_shared_budgets else None
         )
         self.ledger: LeaseRefresher | None = None
+        self.experiments: SharedExperiments | None = None
         self.buffer = EventBuffer()
         self.sink = AuditSink(self.buffer, observe=self._observe)
         self.engine = create_engine(settings.resolved_database_url())
@@ -168,6 +171,7 @@ class RouterService:
         await start_broker(self.broker)
         self.peers = PeerOutcomes(router, self.settings.instance)
         await self.peers.start(self.broker)
+        self.experiments = await _shared_experiments(router, self.broker, self.settings.instance)
         if self.leases is not None:
             records = KvRecords(jetstream(self.broker), ROUTER_LEDGER_BUCKET)
             await records.open()
@@ -182,6 +186,8 @@ class RouterService:
         ]
         if self.ledger is not None:
             self._tasks.append(asyncio.create_task(self.ledger.run(), name="budget-leases"))
+        if self.experiments is not None:
+            self._tasks.append(asyncio.create_task(self.experiments.run(), name="experiments"))
         if self.cap.sheds_on_lag:  # the sampler wakes 50 times a second: only when something reads it
             self._tasks.append(asyncio.create_task(self.loop_lag.run(), name="loop-lag"))
         if self.watcher is not None:
@@ -260,6 +266,8 @@ class RouterService:
         if self.peers is not None:
             await _bounded(self.peers.stop(), "leaving the breaker outcomes")
         await cancel_tasks(self._tasks, service=SERVICE)
+        if self.experiments is not None:
+            await _bounded(self.experiments.sync(), "storing the experiments' tallies")
         if self.ledger is not None:
             await _bounded(self.ledger.release_all(), "returning the budget leases")
         if self._flusher_task is not None:
@@ -393,3 +401,20 @@ async def _close_each(providers: list[Provider]) -> None:
 
 async def _bounded(step: Awaitable[Any], what: str) -> None:
     await bounded(step, what, service=SERVICE)
+
+
+async def _shared_experiments(router: Router, broker: Broker, instance: str) -> SharedExperiments | None:
+    """The fleet's experiments, their records read once before the first request; None (each process tests
+    on its own feedback) when the bus has no experiments bucket: streams provisioned by an older Podway."""
+    records = KvRecords(jetstream(broker), ROUTER_EXPERIMENTS_BUCKET)
+    try:
+        await records.open()
+    except Exception as exc:
+        log.warning("experiments are not shared across router processes: %r (run `podway migrate`)", exc)
+        return None
+    experiments = SharedExperiments(router, records, instance)
+    try:
+        await experiments.sync()
+    except Exception as exc:
+        log.warning("experiment records not read at start: %r; the next pass tries again", exc)
+    return experiments

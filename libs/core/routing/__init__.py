@@ -51,7 +51,15 @@ from libs.core.routing.decision import (
     candidate_chain,
 )
 from libs.core.routing.evidence import DeploymentEvidence, EvidenceSnapshot
-from libs.core.routing.experiment import ArmStanding, ExperimentConclusion, FeatureExperiment
+from libs.core.routing.experiment import (
+    ArmStanding,
+    ExperimentConclusion,
+    ExperimentRecord,
+    FeatureExperiment,
+    FleetExperiments,
+    Tally,
+    experiment_key,
+)
 from libs.core.routing.ledger import (
     Grant,
     GrantRequest,
@@ -104,10 +112,12 @@ __all__ = [
     "Dispatch",
     "EvidenceSnapshot",
     "ExperimentConclusion",
+    "ExperimentRecord",
     "FailoverDecision",
     "FailureReason",
     "Feature",
     "FeatureExperiment",
+    "FleetExperiments",
     "Grant",
     "GrantRequest",
     "LatencyClass",
@@ -137,6 +147,7 @@ __all__ = [
     "SkipReason",
     "SpilloverDecision",
     "SpilloverReason",
+    "Tally",
     "Tier",
     "TokenBucket",
     "TripReason",
@@ -147,6 +158,7 @@ __all__ = [
     "classify_vertex",
     "edit_warnings",
     "estimate_tokens",
+    "experiment_key",
     "ledger_key",
     "load_policy",
     "parse_policy",

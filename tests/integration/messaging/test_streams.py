@@ -33,7 +33,7 @@ async def test_ensuring_twice_is_harmless_and_a_changed_config_is_applied(js: Je
     await ensure_streams(js, stream_configs(duplicate_window_s=300))
 
     assert (await js.stream_info(EVENTS_STREAM)).config.duplicate_window == 300
-    assert len(await js.streams_info()) == 4  # events, work, dead letters, the router's ledger bucket
+    assert len(await js.streams_info()) == 5  # events, work, dead letters, the router's two buckets
 
 
 async def test_a_service_does_not_start_on_streams_nobody_provisioned(

@@ -15,7 +15,7 @@ from nats.js import JetStreamContext
 
 from libs.db.uow import SqlAlchemyUnitOfWork
 from libs.events.catalogue import DLQ_STREAM, EVENTS_STREAM, WORK_STREAM, EventType
-from libs.events.inference import ROUTER_LEDGER_STREAM
+from libs.events.inference import ROUTER_EXPERIMENTS_STREAM, ROUTER_LEDGER_STREAM
 from libs.messaging.broker import connection, jetstream, make_broker
 from libs.messaging.lite import LiteNats
 from libs.messaging.publisher import MSG_ID_HEADER
@@ -27,7 +27,7 @@ from tests.integration.messaging.conftest import stream_messages
 from tests.integration.messaging.test_outbox_relay import commit_events
 from tests.nats_cluster import NatsCluster, kill_leader_of, stream_leader, until_stream_leader
 
-STREAMS = (EVENTS_STREAM, WORK_STREAM, DLQ_STREAM, ROUTER_LEDGER_STREAM)
+STREAMS = (EVENTS_STREAM, WORK_STREAM, DLQ_STREAM, ROUTER_LEDGER_STREAM, ROUTER_EXPERIMENTS_STREAM)
 
 
 async def test_every_stream_and_the_ledger_bucket_are_held_by_three_servers(

@@ -7,7 +7,7 @@ from libs.messaging.streams import stream_configs
 
 
 def test_every_stream_and_the_ledger_bucket_get_the_replica_count_asked_for():
-    assert [c.num_replicas for c in stream_configs(replicas=3)] == [3, 3, 3, 3]
+    assert [c.num_replicas for c in stream_configs(replicas=3)] == [3, 3, 3, 3, 3]
 
 
 def test_the_environment_gives_the_count_when_no_flag_does(monkeypatch: pytest.MonkeyPatch):

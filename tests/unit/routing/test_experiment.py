@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 
-from libs.core.routing import FeatureExperiment, PolicyError, RoutingTable, parse_policy
+from libs.api.router_policy.policy import Feature
+from libs.core.routing import (
+    ExperimentRecord,
+    FeatureExperiment,
+    FleetExperiments,
+    PolicyError,
+    RoutingTable,
+    Tally,
+    experiment_key,
+    parse_policy,
+)
 from libs.core.routing.experiment import confidence_radius
 from tests.unit.routing.policies import example_document
 
@@ -129,3 +140,84 @@ def test_an_experiment_needs_routes_that_feedback_can_tell_apart(routes: list[di
     with pytest.raises(PolicyError) as caught:
         parse_policy(document)
     assert str(caught.value).startswith("features.search-answer.experiment: needs two or more routes")
+
+
+def feature(document: dict[str, object]) -> Feature:
+    return parse_policy(document).features["search-answer"]
+
+
+def experiment_document(**changes: object) -> dict[str, Any]:
+    document = example_document()
+    search = document["features"]["search-answer"]
+    search["experiment"] = {"confidence": 0.95, "min_feedback": 30}
+    search.update(changes)
+    return document
+
+
+def test_the_experiment_key_follows_the_arms_and_settings_not_the_weights_or_deadline() -> None:
+    base = experiment_key("search-answer", feature(experiment_document()))
+    reweighted = experiment_document(deadline_ms=9_000)
+    reweighted["features"]["search-answer"]["routes"][0]["weight"] = 50
+    assert experiment_key("search-answer", feature(reweighted)) == base
+    assert experiment_key("other-name", feature(experiment_document())) != base
+    stricter = experiment_document(experiment={"confidence": 0.99, "min_feedback": 30})
+    assert experiment_key("search-answer", feature(stricter)) != base
+    rearmed = experiment_document()
+    rearmed["features"]["search-answer"]["routes"][1]["models"] = ["claude-haiku"]
+    assert experiment_key("search-answer", feature(rearmed)) != base
+
+
+def test_the_fleets_feedback_concludes_where_no_process_alone_could() -> None:
+    """Each process was given scores for one route only: only their sum has every route's minimum."""
+    first, second = FleetExperiments(), FleetExperiments()
+    policy = parse_policy(experiment_document())
+    (a,), (b,) = first.build(policy.features).values(), second.build(policy.features).values()
+    for _ in range(40):
+        assert a.record("gemini-flash", 0.0) is None
+        assert b.record("claude-haiku", 1.0) is None
+    conclusion = first.merge_peer(a.key, "second", b.own_tally())
+    assert conclusion is not None
+    assert (conclusion.winner, conclusion.key) == (1, a.key)
+    assert [arm.feedback_count for arm in conclusion.arms] == [40, 40]
+    second.adopt(b.key, conclusion.winner)
+    assert b.winner == 1
+
+
+def test_a_peers_newer_tally_replaces_its_older_one() -> None:
+    fleet = FleetExperiments()
+    (test,) = fleet.build(parse_policy(experiment_document()).features).values()
+    for count in range(1, 60):  # the same peer reporting its growing tally: 59 scores, not 1+2+...+59
+        fleet.merge_peer(test.key, "peer", Tally((count, 0), (float(count), 0.0)))
+    for _ in range(29):
+        test.record("claude-haiku", 0.0)
+    assert test.winner is None
+    conclusion = test.record("claude-haiku", 0.0)
+    assert conclusion is not None
+    assert [arm.feedback_count for arm in conclusion.arms] == [59, 30]
+
+
+def test_a_rebuilt_generation_keeps_what_the_fleet_knew_and_a_restarted_process_resumes() -> None:
+    fleet = FleetExperiments()
+    policy = parse_policy(experiment_document())
+    (test,) = fleet.build(policy.features).values()
+    fleet.resume(test.key, Tally((30, 0), (27.0, 0.0)))
+    assert test.own_tally().counts == (30, 0)
+    reweighted = experiment_document()
+    reweighted["features"]["search-answer"]["routes"][0]["weight"] = 50
+    (kept,) = fleet.build(parse_policy(reweighted).features).values()
+    assert kept is test
+    fleet.build(parse_policy(example_document()).features)  # the experiment taken out of the policy
+    fleet.adopt(test.key, 1)
+    (back,) = fleet.build(policy.features).values()  # and put back: the stored tally and winner hold
+    assert back is not test
+    assert (back.own_tally().counts, back.winner) == ((30, 0), 1)
+
+
+def test_an_experiment_record_round_trips_keeps_the_first_winner_and_refuses_garbage() -> None:
+    record = ExperimentRecord("search-answer", {}).with_tally("a", Tally((3, 4), (1.5, 2.0)))
+    record = record.concluded(1, "a").concluded(0, "b")
+    assert ExperimentRecord.from_json(record.to_json()) == record
+    assert (record.winner, record.concluded_by) == (1, "a")
+    for garbage in (b"{", b"[]", b'{"feature": "x"}', b'{"feature": "x", "tallies": {"a": {"counts": 1}}}'):
+        with pytest.raises(ValueError, match="not an experiment record"):
+            ExperimentRecord.from_json(garbage)
