@@ -17,7 +17,7 @@ from libs.db.engine import create_engine, create_session_factory
 from libs.db.reachability import database_check
 from libs.db.records import OutboxMessage
 from libs.db.uow import unit_of_work_factory
-from libs.events.catalogue import RpcSubject, WorkSubject
+from libs.events.catalogue import EventType, RpcSubject, WorkSubject
 from libs.events.inference import (
     INFERENCE_FEEDBACK_SUBJECT,
     ROUTER_EXPERIMENTS_BUCKET,
@@ -151,6 +151,20 @@ class RouterService:
         self.recent.observe(event)
         self.recent_errors.observe(event)
 
+    async def _answered(self, request_id: str) -> tuple[str, str] | None:
+        """Who answered `request_id`, from its `inference.completed` in the audit log; asked twice, the second
+        time after the audit's flush interval and linger, since the process that answered may not have written it yet."""
+        for attempt in range(2):
+            async with self.uow() as uow:
+                story = await uow.events.by_correlation(request_id)
+            for event in reversed(story):
+                if event.envelope.type == EventType.INFERENCE_COMPLETED:
+                    return str(event.envelope.payload["feature"]), str(event.envelope.payload["model"])
+            if attempt == 0:
+                settings = self.settings
+                await asyncio.sleep(settings.router_flush_interval_s + settings.router_flush_linger_s)
+        return None
+
     # Lifecycle -------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -193,7 +207,7 @@ class RouterService:
         if self.watcher is not None:
             self._tasks.append(asyncio.create_task(self._watch_policy(), name="policy-watcher"))
 
-        feedback = Feedback(router, self.recent, self.sink, self.clock)
+        feedback = Feedback(router, self.recent, self.sink, self.clock, self._answered)
         status = RouterStatus(
             router,
             self.recent_errors,

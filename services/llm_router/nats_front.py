@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from pydantic import ValidationError
 
@@ -114,6 +114,11 @@ class RecentAnswers:
         return self._answers.get(request_id)
 
 
+AnswerLookup = Callable[[str], Awaitable[tuple[str, str] | None]]
+"""The feature and model that answered a request, from the audit log: another process of the fleet may have
+answered it (the feedback subject is served by a queue group)."""
+
+
 class Feedback:
     """Serves `podway.inference.feedback`: a quality score feeds the scoreboard and becomes an event."""
 
@@ -123,11 +128,13 @@ class Feedback:
         recent: RecentAnswers,
         emit: Callable[[RouterEvent], None],
         clock: RouterClock,
+        answered: AnswerLookup | None = None,
     ) -> None:
         self._router = router
         self._recent = recent
         self._emit = emit
         self._clock = clock
+        self._answered = answered
 
     async def __call__(self, request: IncomingRequest) -> None:
         try:
@@ -136,11 +143,19 @@ class Feedback:
             log.warning("malformed feedback: %s", exc)
             await request.send(b"", {ERROR_HEADER: "bad_request"})
             return
-        recorded = self.record(report)
+        known = self._recent.get(report.request_id)
+        if known is None and self._answered is not None and (report.feature is None or report.model is None):
+            try:
+                known = await self._answered(report.request_id)
+            except Exception as exc:  # the audit log is away: the report's own feature and model, if any
+                log.warning("feedback for %s: the audit log did not answer: %r", report.request_id, exc)
+        recorded = self.record(report, known)
         await request.send(recorded.model_dump_json().encode())
 
-    def record(self, report: FeedbackReport) -> FeedbackRecorded:
-        known = self._recent.get(report.request_id)
+    def record(self, report: FeedbackReport, known: tuple[str, str] | None = None) -> FeedbackRecorded:
+        """Record `report` for the feature and model that answered (`known`: looked up by request id; else
+        the report's own)."""
+        known = known or self._recent.get(report.request_id)
         feature, model = known if known is not None else (report.feature, report.model)
         policy = self._router.policy
         if feature is None or model is None or feature not in policy.features or model not in policy.models:

@@ -4,9 +4,15 @@ conclude together, the conclusion is audited once, and a process started after i
 from __future__ import annotations
 
 from libs.events.catalogue import EventType
+from libs.events.inference import FeedbackReport
 from libs.router import InferRequest, Router
 from services.llm_router.experiments import SharedExperiments
-from tests.integration.router_service.conftest import CLAUDE_FIRST, GEMINI_FIRST, RouterStack, StackFactory
+from tests.integration.router_service.conftest import (
+    CLAUDE_FIRST,
+    GEMINI_FIRST,
+    RouterStack,
+    StackFactory,
+)
 from tests.unit.router_service.test_prompt_recording import PROMPT
 
 EXPERIMENT = {
@@ -55,3 +61,18 @@ async def test_the_fleet_concludes_once_and_a_later_process_routes_to_the_winner
     (experiment,) = later_router.experiments()
     assert experiment.own_tally().counts == (40, 0), "its tally from before the restart"
     assert await conclusions(later) == 1
+
+
+async def test_feedback_for_an_answer_another_process_gave_is_recorded_for_its_model(
+    make_stack: StackFactory,
+) -> None:
+    answering = await make_stack(instance="0")
+    other = await make_stack(instance="1")
+    answering_router, _ = router_of(answering)
+    answer = await answering_router.infer(InferRequest("search-answer", PROMPT, request_id="req-elsewhere"))
+    await answering.service.stop()  # its audit is written; only the other process serves feedback now
+    recorded = await other.router.feedback(FeedbackReport(request_id="req-elsewhere", score=0.8))
+    assert (recorded.recorded, recorded.feature, recorded.model) == (True, "search-answer", answer.model)
+    board = await other.router.scoreboard()
+    [row] = [r for r in board.rows if r.model == answer.model]
+    assert (row.feedback_count, row.feedback_mean) == (1, 0.8)
