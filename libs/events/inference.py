@@ -396,6 +396,27 @@ class DeploymentStatus(_Part):
     pt_tokens_in_use: float | None = Field(default=None, description="PT tokens per minute taken now")
     pt_in_flight: int | None = None
     pt_concurrency: int | None = None
+    first_byte_ms: float | None = Field(default=None, description="Decayed first-byte time (evidence)")
+    evidence_score: float | None = Field(
+        default=None, description="How the router ranks it among equivalent deployments: lower is better"
+    )
+    evidence_samples: float | None = Field(default=None, description="Decayed count of attempts behind it")
+
+
+class ExperimentArmStatus(_Part):
+    route_index: int
+    models: list[str]
+    feedback_count: int = Field(description="Scores the fleet counted for the route, as this process knows")
+    feedback_mean: float | None
+
+
+class ExperimentStatus(_Part):
+    """A feature's A/B experiment as one router process sees the fleet's feedback."""
+
+    feature: str
+    key: str
+    winner_route_index: int | None
+    arms: list[ExperimentArmStatus]
 
 
 class RecentError(_Part):
@@ -434,3 +455,4 @@ class RouterStatusReply(_Part):
     budgets: list[BudgetStatus] = Field(
         default_factory=list, description="The shared budgets' ledgers, with every process holding a share"
     )
+    experiments: list[ExperimentStatus] = Field(default_factory=list)

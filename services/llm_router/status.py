@@ -8,9 +8,16 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from libs.core.routing import LedgerKind, ledger_key
+from libs.core.routing import FeatureExperiment, LedgerKind, ledger_key
 from libs.events.catalogue import EventType
-from libs.events.inference import BudgetStatus, DeploymentStatus, RecentError, RouterStatusReply
+from libs.events.inference import (
+    BudgetStatus,
+    DeploymentStatus,
+    ExperimentArmStatus,
+    ExperimentStatus,
+    RecentError,
+    RouterStatusReply,
+)
 from libs.messaging.streaming_rpc import IncomingRequest
 from libs.router import Router, RouterClock, RouterEvent
 from services.llm_router.metrics import MOVES_WITHOUT_AN_ATTEMPT, SPILLS_AFTER_A_FAILED_ATTEMPT
@@ -83,10 +90,12 @@ class RouterStatus:
         now = self._clock.now()
         policy = self._router.policy
         capacity = self._router.capacity()
+        evidence = self._router.evidence()
         rows = []
         for name, breaker in sorted(self._router.breakers().items()):
             deployment = policy.deployments[name]
             held = capacity.get(name)
+            seen = evidence.get(name)
             rows.append(
                 DeploymentStatus(
                     deployment=name,
@@ -107,11 +116,35 @@ class RouterStatus:
                     else None,
                     pt_in_flight=held.in_flight if held else None,
                     pt_concurrency=held.concurrency if held else None,
+                    first_byte_ms=round(seen.first_byte_ms, 1) if seen and seen.samples else None,
+                    evidence_score=round(seen.score, 4) if seen and seen.samples else None,
+                    evidence_samples=round(seen.samples, 1) if seen else None,
                 )
             )
         return RouterStatusReply(
-            instance=self._instance, deployments=rows, recent_errors=self._errors.latest()
+            instance=self._instance,
+            deployments=rows,
+            recent_errors=self._errors.latest(),
+            experiments=[_experiment_status(e) for e in self._router.experiments()],
         )
+
+
+def _experiment_status(experiment: FeatureExperiment) -> ExperimentStatus:
+    totals = experiment.totals()
+    arms = [
+        ExperimentArmStatus(
+            route_index=index,
+            models=list(route.models),
+            feedback_count=count,
+            feedback_mean=round(total / count, 4) if count else None,
+        )
+        for index, (route, count, total) in enumerate(
+            zip(experiment.feature.routes, totals.counts, totals.sums, strict=True)
+        )
+    ]
+    return ExperimentStatus(
+        feature=experiment.name, key=experiment.key, winner_route_index=experiment.winner, arms=arms
+    )
 
 
 def with_fleet_ledgers(

@@ -275,7 +275,7 @@ def _print_process_status(status: RouterStatusReply) -> None:
     print(f"router process {status.instance}")
     print(
         f"{'DEPLOYMENT':<18} {'PROVIDER':<9} {'TIER':<12} {'BREAKER':<10} {'RAMP':<11} {'WINDOW':>6} "
-        f"{'ERR%':>6} {'CONSEC':>6}  PT IN USE"
+        f"{'ERR%':>6} {'CONSEC':>6} {'1ST BYTE':>9} {'SCORE':>7}  PT IN USE"
     )
     for d in status.deployments:
         ramp = f"{d.ramp_fraction:.2f}" + (f" step {d.ramp_step}" if d.ramp_step is not None else "")
@@ -286,10 +286,23 @@ def _print_process_status(status: RouterStatusReply) -> None:
             pt = f"{d.pt_tokens_in_use or 0:.0f}/{d.pt_tokens_per_minute} tok/min"
             if d.pt_concurrency is not None:
                 pt += f", {d.pt_in_flight}/{d.pt_concurrency} in flight"
+        first_byte = f"{d.first_byte_ms:.0f}ms" if d.first_byte_ms is not None else "-"
+        score = f"{d.evidence_score:.3f}" if d.evidence_score is not None else "-"
         print(
             f"{d.deployment:<18} {d.provider:<9} {d.tier:<12} {d.state:<10} {ramp:<11} "
-            f"{d.window_requests:>6} {d.window_error_rate * 100:>5.1f}% {d.consecutive_failures:>6}  {pt}"
+            f"{d.window_requests:>6} {d.window_error_rate * 100:>5.1f}% {d.consecutive_failures:>6} "
+            f"{first_byte:>9} {score:>7}  {pt}"
         )
+    for x in status.experiments:
+        arms = ", ".join(
+            f"route {a.route_index} ({a.models[0]}): {a.feedback_count} scores"
+            + (f", mean {a.feedback_mean:.3f}" if a.feedback_mean is not None else "")
+            for a in x.arms
+        )
+        verdict = (
+            f"concluded: route {x.winner_route_index}" if x.winner_route_index is not None else "running"
+        )
+        print(f"experiment {x.feature} [{verdict}] {arms}")
     print("RECENT ERRORS" if status.recent_errors else "no recent errors")
     for e in status.recent_errors:
         code = f" {e.code}" if e.code else ""

@@ -205,6 +205,11 @@ class FeatureExperiment:
         if 0 <= winner < self.arms:
             self.winner = winner
 
+    def totals(self) -> Tally:
+        """The feedback the test counts: this process's and every peer's latest tally."""
+        counts, sums = self._totals()
+        return Tally(tuple(counts), tuple(sums))
+
     def _totals(self) -> tuple[list[int], list[float]]:
         counts, sums = list(self._counts), list(self._sums)
         for tally in self._peers.values():

@@ -51,6 +51,12 @@ async def test_the_fleet_concludes_once_and_a_later_process_routes_to_the_winner
     assert first_router.experiment_winners() == second_router.experiment_winners() == {"search-answer": 1}
     await first.service.flush_audit()
     assert await conclusions(second) == 1
+    status = await second.router.status()
+    (experiment,) = status.experiments
+    assert experiment.winner_route_index == 1
+    assert [arm.feedback_count for arm in experiment.arms] == [40, 40], (
+        "the fleet's feedback, as one process sees it"
+    )
 
     await first.service.stop()
     later = await make_stack(feature=EXPERIMENT, instance="0")  # the first process, restarted

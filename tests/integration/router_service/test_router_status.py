@@ -5,7 +5,12 @@ from __future__ import annotations
 import time
 
 from libs.client.commands.router import cmd_status
-from libs.events.inference import DeploymentStatus, RouterStatusReply
+from libs.events.inference import (
+    DeploymentStatus,
+    ExperimentArmStatus,
+    ExperimentStatus,
+    RouterStatusReply,
+)
 from libs.router import ManualClock
 from services.llm_router.wire import infer_request
 from tests.integration.router_service.conftest import CLAUDE_FIRST, StackFactory, ask
@@ -33,6 +38,12 @@ async def test_status_shows_an_open_breaker_the_pt_capacity_used_and_why(make_st
     assert latest.deployment in {"claude-haiku-pt", "claude-haiku-od"}
     assert latest.reason == "unavailable"
     assert latest.status == 503
+    answered = rows["gemini-flash-pt"]
+    assert answered.first_byte_ms is not None
+    assert answered.evidence_score is not None
+    assert answered.evidence_samples is not None
+    assert answered.evidence_samples > 0
+    assert rows["gemini-flash-od"].first_byte_ms is None, "no attempt, no evidence"
 
 
 def test_the_status_table_names_each_deployment(capsys, monkeypatch):
@@ -54,9 +65,27 @@ def test_the_status_table_names_each_deployment(capsys, monkeypatch):
                 pt_tokens_in_use=1200.0,
                 pt_in_flight=2,
                 pt_concurrency=32,
+                first_byte_ms=142.0,
+                evidence_score=0.213,
+                evidence_samples=12.0,
             )
         ],
         recent_errors=[],
+        experiments=[
+            ExperimentStatus(
+                feature="search-answer",
+                key="k",
+                winner_route_index=None,
+                arms=[
+                    ExperimentArmStatus(
+                        route_index=0, models=["gemini-flash"], feedback_count=12, feedback_mean=0.5
+                    ),
+                    ExperimentArmStatus(
+                        route_index=1, models=["claude-haiku"], feedback_count=0, feedback_mean=None
+                    ),
+                ],
+            )
+        ],
     )
 
     other = RouterStatusReply(instance="2", deployments=[], recent_errors=[])
@@ -80,6 +109,11 @@ def test_the_status_table_names_each_deployment(capsys, monkeypatch):
     assert "half_open" in out
     assert "0.05 step 1" in out
     assert "1200/400000 tok/min, 2/32 in flight" in out
+    assert "142ms   0.213" in out
+    assert (
+        "experiment search-answer [running] route 0 (gemini-flash): 12 scores, mean 0.500, "
+        "route 1 (claude-haiku): 0 scores" in out
+    )
     assert "no recent errors" in out
 
 
