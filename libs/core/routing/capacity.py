@@ -32,11 +32,18 @@ class TokenSource(Protocol):
 
     def could_grant(self, tokens: float) -> bool: ...
 
+    @property
+    def fleet_size(self) -> int:
+        """How many processes share the source (1 for a local bucket)."""
+        ...
+
 
 class TokenBucket:
     """Tokens refill continuously at `tokens_per_minute / 60` per second, up to one minute's worth."""
 
     __slots__ = ("capacity", "level", "rate_per_s", "updated_at")
+
+    fleet_size = 1
 
     def __init__(self, tokens_per_minute: float, now: float) -> None:
         self.capacity = float(tokens_per_minute)
@@ -128,13 +135,22 @@ class CapacityTracker:
 
     def try_reserve(self, estimate: int, now: float) -> Reservation | None:
         """Hold `estimate` tokens and one slot, or None when either is missing (the caller spills)."""
-        limit = self._capacity.concurrency
+        limit = self.concurrency
         if limit is not None and self.in_flight >= limit:
             return None
         if not self._bucket.try_take(estimate, now):
             return None
         self.in_flight += 1
         return Reservation(self, estimate)
+
+    @property
+    def concurrency(self) -> int | None:
+        """This process's share of the bought concurrency: split evenly among the processes leasing the
+        deployment's capacity (at least one call each, so a fleet larger than the concurrency may exceed it)."""
+        limit = self._capacity.concurrency
+        if limit is None:
+            return None
+        return max(1, limit // max(self._bucket.fleet_size, 1))
 
     def finish(self, refund_tokens: int, now: float) -> None:
         """Free a slot and give back (or charge) the difference between reserved and used tokens."""
@@ -152,7 +168,7 @@ class CapacityTracker:
             tokens_available=self._bucket.level_at(now),
             tokens_per_minute=self._capacity.tokens_per_minute,
             in_flight=self.in_flight,
-            concurrency=self._capacity.concurrency,
+            concurrency=self.concurrency,
         )
 
 

@@ -115,6 +115,8 @@ class Grant:
     tokens: float
     expires_at: float
     pool: float
+    holders: int = 1
+    """Processes holding a share after this settle, the asking one included (at least 1)."""
 
 
 def settle(
@@ -151,7 +153,7 @@ def settle(
     if unspent + granted > 0:
         holdings = (*others, Holding(request.process, unspent + granted, now + lease_s))
     ledger = LedgerState(tokens_per_minute, pool, max(now, state.updated_at), holdings)
-    return ledger, Grant(granted, now + lease_s, pool)
+    return ledger, Grant(granted, now + lease_s, pool, max(len(holdings), 1))
 
 
 class LeasedBudget:
@@ -164,6 +166,7 @@ class LeasedBudget:
     __slots__ = (
         "_terms",
         "expires_at",
+        "fleet_size",
         "held",
         "key",
         "on_low",
@@ -181,6 +184,9 @@ class LeasedBudget:
         self.held = 0.0
         self.expires_at = now
         self.pool = 0.0
+        self.fleet_size = 1
+        """Processes holding a share of the ledger at the last grant: a PT deployment's concurrency is split
+        among them."""
         self.wanted = 0.0
         # Called when the holding runs low or a request was refused: a refresher waits for it, never polls.
         self.on_low: Callable[[], None] | None = None
@@ -252,6 +258,7 @@ class LeasedBudget:
         self.held += grant.tokens
         self.expires_at = grant.expires_at - self._terms.margin_s
         self.pool = grant.pool
+        self.fleet_size = grant.holders
         if grant.tokens > 0:
             self.wanted = 0.0
 

@@ -7,6 +7,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from libs.api.router_policy.policy import Capacity
+from libs.core.routing.capacity import CapacityTracker
 from libs.core.routing.ledger import GrantRequest, LeasedBudget, LeaseTerms, LedgerState, settle
 
 BUDGET = 60_000
@@ -153,3 +155,24 @@ def test_eight_processes_under_load_spend_a_minutes_budget_within_five_percent()
     spent = fleet.spent_between(0.0, 60.0)
     assert spent <= 2 * BUDGET * 1.05  # the full bucket at the start, then a minute's refill
     assert spent >= 2 * BUDGET * 0.9  # and the grants do not strand it
+
+
+def test_a_pt_deployments_concurrency_is_split_among_the_processes_leasing_it() -> None:
+    fleet = Fleet(4, budget=BUDGET)
+    for process in fleet.leases:
+        fleet.refill(process, 0.0)
+    assert fleet.leases["p0"].fleet_size == 1, "alone when it asked"
+    fleet.refill("p0", 0.1)
+    assert fleet.leases["p0"].fleet_size == 4
+    tracker = CapacityTracker(Capacity(tokens_per_minute=BUDGET, concurrency=8), 0.0, fleet.leases["p0"])
+    held = [tracker.try_reserve(10, 0.1) for _ in range(3)]
+    assert [r is not None for r in held] == [True, True, False], "8 calls over 4 processes: 2 here"
+    assert tracker.snapshot(0.1).concurrency == 2
+    alone = CapacityTracker(Capacity(tokens_per_minute=BUDGET, concurrency=8), 0.0)
+    assert alone.concurrency == 8
+    crowded = Fleet(16)
+    for process in crowded.leases:
+        crowded.refill(process, 0.0)
+    crowded.refill("p0", 0.1)
+    tracker = CapacityTracker(Capacity(tokens_per_minute=BUDGET, concurrency=8), 0.0, crowded.leases["p0"])
+    assert tracker.concurrency == 1, "every process may still send one call"
