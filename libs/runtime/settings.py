@@ -47,6 +47,21 @@ class PodwaySettings(BaseSettings):
         description="Scheduler and preemptor: Kueue's fairSharing.enable (heads of a cohort compete by "
         "dominant resource share; quota preemption follows the fair-sharing strategies)",
     )
+    admission_fair_sharing_half_life_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="Scheduler: Kueue's admissionFairSharing.usageHalfLifeTime; set, ClusterQueues with "
+        "admissionScope.admissionMode UsageBasedAdmissionFairSharing admit first the workloads of the "
+        "LocalQueue that used the least lately (unset: off)",
+    )
+    admission_fair_sharing_sampling_seconds: float = Field(
+        default=300.0, gt=0, description="Scheduler: Kueue's admissionFairSharing.usageSamplingInterval"
+    )
+    admission_fair_sharing_resource_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Scheduler: Kueue's admissionFairSharing.resourceWeights, as JSON "
+        '(e.g. {"nvidia.com/gpu": 100}); a resource not named weighs 1',
+    )
     time_compression: float = Field(default=1.0, description="Node agent: simulated seconds per second")
     node_heartbeat_seconds: float = Field(
         default=10.0,

@@ -11,6 +11,7 @@ import logging
 import time
 
 from libs.core import scheduling
+from libs.core.quota.admission_fair_sharing import AdmissionFairSharing
 from libs.core.scheduling import MachineSettings, SchedulerStateMachine
 from libs.core.scheduling.inputs import NodesHeard
 from libs.core.scheduling.node_health import NodeHealthSettings
@@ -48,6 +49,7 @@ class SchedulerService(LeasedService[SchedulerStateMachine, Output]):
         self.machine_settings = machine_settings or MachineSettings(
             claims_timeout_s=settings.claims_timeout_seconds,
             fair_sharing=settings.fair_sharing,
+            admission_fair_sharing=admission_fair_sharing(settings),
             node_health=NodeHealthSettings(
                 monitor_grace_s=settings.node_monitor_grace_seconds, eviction_s=settings.node_eviction_seconds
             ),
@@ -119,3 +121,14 @@ class SchedulerService(LeasedService[SchedulerStateMachine, Output]):
 
     def health(self) -> dict[str, object]:
         return {"metrics_port": self.metrics_port}
+
+
+def admission_fair_sharing(settings: PodwaySettings) -> AdmissionFairSharing | None:
+    """Kueue's `admissionFairSharing` configuration from the settings; None (off) without a half-life."""
+    if settings.admission_fair_sharing_half_life_seconds is None:
+        return None
+    return AdmissionFairSharing(
+        half_life_s=settings.admission_fair_sharing_half_life_seconds,
+        sampling_interval_s=settings.admission_fair_sharing_sampling_seconds,
+        resource_weights=dict(settings.admission_fair_sharing_resource_weights),
+    )

@@ -23,6 +23,7 @@ from libs.core.scheduling.outputs import (
     CycleRan,
     Disrupted,
     GroupRef,
+    LocalQueuesSampled,
     NodeHealthChange,
     NodeLost,
     Output,
@@ -168,6 +169,8 @@ async def write_outputs(uow: UnitOfWork, outputs: Iterable[Output], *, fence: Fe
             await writer.node_lost(outcome)
         elif isinstance(outcome, QuotaReleased):
             await writer.quota_released(outcome)
+        elif isinstance(outcome, LocalQueuesSampled):
+            await writer.local_queues_sampled(outcome)
     await writer.flush()
     await uow.bindings.bind_many(writer.bindings, fence=fence)
     return bound
@@ -218,7 +221,7 @@ class _Writer:
         keys = {
             ("PodGroup", outcome.group.namespace, outcome.group.name)
             for outcome in outcomes
-            if not isinstance(outcome, NodeHealthChange | NodeLost | CompositeCycleRan)
+            if not isinstance(outcome, NodeHealthChange | NodeLost | CompositeCycleRan | LocalQueuesSampled)
             and not outcome.group.standalone
         }
         self.podgroups = {stored.uid: stored for stored in await self.uow.objects.get_many(sorted(keys))}
@@ -478,6 +481,20 @@ class _Writer:
                 "it waits for quota again"
             )
         await self._group_condition(released.group, False, reason, message, kind)
+
+    async def local_queues_sampled(self, sampled: LocalQueuesSampled) -> None:
+        """Each sampled LocalQueue's `status.fairSharing.admissionFairSharingStatus`, from which a new leader
+        restores its usage."""
+        keys = sorted(("LocalQueue", namespace, name) for namespace, name, _ in sampled.statuses)
+        stored = {(obj.namespace, obj.name): obj for obj in await self.uow.objects.get_many(keys)}
+        changes = []
+        for namespace, name, written in sampled.statuses:
+            queue = stored.get((namespace, name))
+            if queue is None:
+                continue
+            fair_sharing = {**(queue.status.get("fairSharing") or {}), "admissionFairSharingStatus": written}
+            changes.append((queue, {**queue.status, "fairSharing": fair_sharing}))
+        await self.uow.objects.update_statuses(changes)
 
     async def node_health(self, change: NodeHealthChange) -> None:
         """A node NotReady (Ready Unknown) or Ready again: its condition and `node.not_ready` / `node.ready`."""

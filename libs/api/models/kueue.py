@@ -22,6 +22,9 @@ STRICT_FIFO: Final = "StrictFIFO"
 BEST_EFFORT_FIFO: Final = "BestEffortFIFO"
 QUEUEING_STRATEGIES: Final = (STRICT_FIFO, BEST_EFFORT_FIFO)
 
+USAGE_BASED_ADMISSION_FAIR_SHARING: Final = "UsageBasedAdmissionFairSharing"
+ADMISSION_MODES: Final = (USAGE_BASED_ADMISSION_FAIR_SHARING, "NoAdmissionFairSharing")
+
 STOP_NONE: Final = "None"
 STOP_POLICIES: Final = (STOP_NONE, "Hold", "HoldAndDrain")
 
@@ -84,6 +87,13 @@ class FairSharing(ApiModel):
     weight: Quantity | None = None
 
 
+class AdmissionScope(ApiModel):
+    """Whether the ClusterQueue orders its workloads by their LocalQueues' recent usage (admission fair
+    sharing): `UsageBasedAdmissionFairSharing` or `NoAdmissionFairSharing`."""
+
+    admission_mode: str | None = None
+
+
 class BorrowWithinCohort(ApiModel):
     """Whether a workload that borrows may preempt in other queues of the cohort, and up to which priority."""
 
@@ -125,7 +135,7 @@ class LabelSelector(ApiModel):
 class ClusterQueueSpec(ApiModel):
     """Quotas per resource group, the cohort to borrow from and lend to, queueing and preemption."""
 
-    PASSED_THROUGH = frozenset({"admissionChecksStrategy", "admissionScope", "concurrentAdmissionPolicy"})
+    PASSED_THROUGH = frozenset({"admissionChecksStrategy", "concurrentAdmissionPolicy"})
 
     resource_groups: Annotated[list[ResourceGroup], NONE_TO_LIST] = Field(default_factory=list)
     cohort_name: str | None = None
@@ -135,6 +145,7 @@ class ClusterQueueSpec(ApiModel):
     preemption: ClusterQueuePreemption | None = None
     stop_policy: str | None = None
     fair_sharing: FairSharing | None = None
+    admission_scope: AdmissionScope | None = None
 
 
 class ClusterQueue(ApiObject):

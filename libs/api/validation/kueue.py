@@ -26,6 +26,7 @@ from libs.api.errors import (
 from libs.api.formats import label_key_errors, label_value_errors
 from libs.api.models.core import TAINT_EFFECTS, Taint, Toleration
 from libs.api.models.kueue import (
+    ADMISSION_MODES,
     BORROW_WITHIN_COHORT_POLICIES,
     COVERED_RESOURCES_MAX,
     FLAVOR_NODE_LABELS_MAX,
@@ -45,6 +46,7 @@ from libs.api.models.kueue import (
     TOTAL_FLAVORS_MAX,
     TRY_NEXT_FLAVOR,
     WITHIN_CLUSTER_QUEUE_POLICIES,
+    AdmissionScope,
     ClusterQueue,
     ClusterQueuePreemption,
     Cohort,
@@ -123,6 +125,7 @@ def validate_cluster_queue(queue: ClusterQueue) -> list[FieldError]:
     if spec.flavor_fungibility is not None:
         schema += _fungibility_schema(spec.flavor_fungibility, SPEC.child("flavorFungibility"))
     schema += _fair_sharing_schema(spec.fair_sharing, SPEC.child("fairSharing"))
+    schema += _admission_scope_schema(spec.admission_scope, SPEC.child("admissionScope"))
     if schema:
         return errors + schema
     groups = SPEC.child("resourceGroups")
@@ -133,6 +136,16 @@ def validate_cluster_queue(queue: ClusterQueue) -> list[FieldError]:
         errors += _label_selector(spec.namespace_selector, SPEC.child("namespaceSelector"))
     errors += _fair_sharing_webhook(spec.fair_sharing, SPEC.child("fairSharing"))
     return errors + _totals_webhook(spec.resource_groups, groups)
+
+
+def _admission_scope_schema(scope: AdmissionScope | None, path: FieldPath) -> list[FieldError]:
+    """`admissionMode` is required and one of Kueue's two modes."""
+    if scope is None:
+        return []
+    mode = path.child("admissionMode")
+    if not scope.admission_mode:
+        return [required(mode)]
+    return check_enum(scope.admission_mode, mode, ADMISSION_MODES)
 
 
 def validate_cohort(cohort: Cohort) -> list[FieldError]:

@@ -81,7 +81,7 @@ def _replay_tenants(
         )
         return 2
     out_dir.mkdir(parents=True, exist_ok=True)
-    metrics = tenant_metrics(trace, args.seeds, speedup=args.speedup, progress=progress)
+    metrics = tenant_metrics(trace, args.seeds, speedup=args.speedup, load=args.load, progress=progress)
     plot = plot_tenant_shares(metrics, out_dir / "tenant_shares.png")
     path = write_metrics(metrics, out_dir)
     print("\n".join(summary_lines(metrics)))
@@ -139,6 +139,13 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         action="store_true",
         help="replay: the jobs split over four teams (weights 1:1:2:4) sharing the fleet by quota with fair "
         "sharing, beside the same jobs without quotas; writes tenant_shares.png",
+    )
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=2.0,
+        help="--tenants: each job replayed this many times over (copies arriving with it), so that the fleet "
+        "stays saturated and fair sharing decides (default 2; 1 is the trace as it is)",
     )
     parser.add_argument("--out-dir", type=Path, default=Path("out"))
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")

@@ -11,6 +11,7 @@ from libs.api.models.kueue import (
     QUEUE_NAME_LABEL,
     STOP_NONE,
     STRICT_FIFO,
+    USAGE_BASED_ADMISSION_FAIR_SHARING,
     ClusterQueue,
     Cohort,
     LocalQueue,
@@ -75,6 +76,8 @@ def cluster_queue_of(queue: ClusterQueue) -> ClusterQueueQuota:
         weight=_weight(spec.fair_sharing),
         stopped=(spec.stop_policy or STOP_NONE) != STOP_NONE,
         strict_fifo=spec.queueing_strategy == STRICT_FIFO,
+        admission_fair_sharing=spec.admission_scope is not None
+        and spec.admission_scope.admission_mode == USAGE_BASED_ADMISSION_FAIR_SHARING,
     )
 
 
@@ -82,7 +85,9 @@ def local_queue_of(queue: LocalQueue) -> LocalQueueQuota:
     """A LocalQueue as the core sees it."""
     spec = queue.spec
     stopped = (spec.stop_policy or STOP_NONE) != STOP_NONE
-    return LocalQueueQuota(queue.namespace or "", queue.name, spec.cluster_queue or "", stopped)
+    return LocalQueueQuota(
+        queue.namespace or "", queue.name, spec.cluster_queue or "", stopped, _weight(spec.fair_sharing)
+    )
 
 
 def _quotas(groups: Sequence[ResourceGroup]) -> dict[FlavorResource, Quota]:

@@ -113,6 +113,9 @@ class ClusterQueueQuota:
     strict_fifo: bool = False
     """`queueingStrategy: StrictFIFO`: a head that cannot be admitted blocks the workloads behind it (the
     default, BestEffortFIFO, lets them be tried)."""
+    admission_fair_sharing: bool = False
+    """`admissionScope.admissionMode: UsageBasedAdmissionFairSharing`: the workloads of the LocalQueue that
+    used the least lately go first (admission_fair_sharing.py)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,8 @@ class LocalQueueQuota:
     name: str
     cluster_queue: str
     stopped: bool = False
+    weight: Decimal = Decimal(1)
+    """`fairSharing.weight`: divides its usage under admission fair sharing."""
 
     @property
     def key(self) -> str:
@@ -188,6 +193,8 @@ class WorkloadRequest:
     priority: int
     created: datetime
     pod_sets: tuple[PodSetRequest, ...]
+    local_queue: str = ""
+    """The LocalQueue it was queued through, `namespace/name` (admission fair sharing orders by it)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ queue order, then to the queue's name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from libs.core.quota.admission import admit
@@ -46,6 +46,10 @@ class GoesFirst:
     message: str
 
 
+LocalQueueUsage = Callable[[str], float]
+"""A LocalQueue's weighted recent usage, by its key (admission_fair_sharing.UsageLedger.usage)."""
+
+
 def goes_first(
     snapshot: QuotaSnapshot,
     request: WorkloadRequest,
@@ -53,22 +57,69 @@ def goes_first(
     waiting: Iterable[WorkloadRequest],
     *,
     fair_sharing: bool,
+    admission_usage: LocalQueueUsage | None = None,
 ) -> GoesFirst | None:
-    """The workload that goes before `request` (whose `decision` admits it) by its queue's strategy or, with
-    `fair_sharing`, by the shares of its cohort's queues; None when `request` may be admitted now."""
+    """The workload that goes before `request` (whose `decision` admits it) by its queue's strategy, by its
+    LocalQueues' recent usage (admission fair sharing, when its queue has it and `admission_usage` is given)
+    or, with `fair_sharing`, by the shares of its cohort's queues; None when `request` may be admitted now."""
     waiting = [w for w in waiting if w.name != request.name]
     queue = snapshot.cluster_queues.get(request.cluster_queue)
+    usage = admission_usage if queue is not None and queue.admission_fair_sharing else None
     if queue is not None and queue.strict_fifo:
-        ahead = [
-            w for w in waiting if w.cluster_queue == queue.name and queue_order(w) < queue_order(request)
-        ]
+        order = _in_queue_order(usage)
+        ahead = [w for w in waiting if w.cluster_queue == queue.name and order(w) < order(request)]
         if ahead:
-            head = min(ahead, key=queue_order)
+            head = min(ahead, key=order)
             return GoesFirst(
                 head.name, f"StrictFIFO: {head.name} is ahead of it in ClusterQueue {queue.name}"
             )
+    elif usage is not None:
+        first = _less_used_first(snapshot, request, waiting, usage, fair_sharing=fair_sharing)
+        if first is not None:
+            return first
     if fair_sharing and decision.borrows:
         return _lower_share_first(snapshot, request, decision, waiting)
+    return None
+
+
+def _in_queue_order(
+    usage: LocalQueueUsage | None,
+) -> Callable[[WorkloadRequest], tuple[float, tuple[int, float, str]]]:
+    """The order of a ClusterQueue's workloads: by their LocalQueue's usage first under admission fair
+    sharing (Kueue's `queueOrderingFunc`), then `queue_order`."""
+    return lambda w: (usage(w.local_queue) if usage is not None else 0.0, queue_order(w))
+
+
+def _less_used_first(
+    snapshot: QuotaSnapshot,
+    request: WorkloadRequest,
+    waiting: list[WorkloadRequest],
+    usage: LocalQueueUsage,
+    *,
+    fair_sharing: bool,
+) -> GoesFirst | None:
+    """A workload of the same ClusterQueue from a LocalQueue that used less lately and that fits now: under
+    admission fair sharing it is admitted first (a BestEffortFIFO queue still lets a workload go ahead of
+    those that do not fit)."""
+    mine = usage(request.local_queue)
+    rivals = sorted(
+        (
+            w
+            for w in waiting
+            if w.cluster_queue == request.cluster_queue
+            and w.local_queue != request.local_queue
+            and usage(w.local_queue) < mine
+        ),
+        key=_in_queue_order(usage),
+    )
+    for rival in rivals:
+        if admit(snapshot, rival, fair_sharing=fair_sharing).fits:
+            return GoesFirst(
+                rival.name,
+                f"admission fair sharing: LocalQueue {rival.local_queue} used less of ClusterQueue "
+                f"{request.cluster_queue} lately ({usage(rival.local_queue):.4g} against {mine:.4g} for "
+                f"{request.local_queue}), so {rival.name} goes first",
+            )
     return None
 
 

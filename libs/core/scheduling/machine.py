@@ -139,6 +139,7 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
         # 5b. Quota held too long by gangs not placed is let go; gangs waiting for quota retry once some may
         # have come free.
         self._let_go_of_quota(now)
+        outputs += self._sample_local_queues(now)
         if self._quota_freed:
             self._quota_freed = False
             self.queue.end_quota_waits(now)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from libs.core.quota import QuotaSnapshot
+from libs.core.quota.admission_fair_sharing import AdmissionFairSharing
 
 from .book import GroupRecord, PodBook, PodRecord
 from .claims import ClaimsView
@@ -57,6 +58,9 @@ class MachineSettings:
     fair_sharing: bool = False
     """Kueue's `fairSharing.enable`: heads of a cohort compete by dominant resource share, and preemption
     follows the fair-sharing strategies."""
+    admission_fair_sharing: AdmissionFairSharing | None = None
+    """Kueue's `admissionFairSharing`: in ClusterQueues with `UsageBasedAdmissionFairSharing`, the workloads of
+    the LocalQueue that used the least lately go first. None: off."""
 
 
 @dataclass(slots=True)
@@ -108,7 +112,9 @@ class MachineState:
         self._unreachable: set[str] = set()
         """Nodes not Ready: they carry the unreachable taint, so nothing new is placed there."""
         self._preemption_generation = 0
-        self.quotas = QuotaLedger(fair_sharing=self.settings.fair_sharing)
+        self.quotas = QuotaLedger(
+            fair_sharing=self.settings.fair_sharing, admission=self.settings.admission_fair_sharing
+        )
         self._quota_usage: QuotaUsage | None = None
         """What the gangs hold, kept between passes; None: built anew when next asked for."""
         self._quota_holders: set[str] = set()
@@ -158,6 +164,13 @@ class MachineState:
         if group.standalone:
             return None
         return self.quotas.cluster_queue_for(group.obj, self.book.workload_of(group))
+
+    def quota_local_queue(self, group: GroupRecord) -> str:
+        """The key of the LocalQueue the group is queued through ("" when none)."""
+        if group.standalone:
+            return ""
+        queue = self.quotas.local_queue_for(group.obj, self.book.workload_of(group))
+        return queue.key if queue is not None else ""
 
     # -- wake-ups -----------------------------------------------------------------------------------------
 

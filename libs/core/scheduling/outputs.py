@@ -154,6 +154,14 @@ class QuotaReleased:
 
 
 @dataclass(frozen=True, slots=True)
+class LocalQueuesSampled:
+    """Admission fair sharing sampled the LocalQueues' usage: each changed one's (namespace, name, Kueue's
+    `admissionFairSharingStatus`), to be written in its status."""
+
+    statuses: tuple[tuple[str, str, Mapping[str, Any]], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class CompositeCycleRan:
     """A cycle of a CompositePodGroup not yet placed: its children placed together (the composite's
     `CompositePodGroupInitiallyScheduled` True, for good) or none of them (False, with why)."""
@@ -177,4 +185,5 @@ Output = (
     | NodeLost
     | Disrupted
     | QuotaReleased
+    | LocalQueuesSampled
 )

@@ -13,6 +13,7 @@ from libs.core.quota import (
     QuotaSnapshot,
     WorkloadRequest,
 )
+from libs.core.quota.admission_fair_sharing import summed
 from libs.core.quota.ordering import admitted_after
 
 from .book import GroupRecord
@@ -20,7 +21,7 @@ from .composite import nothing_placed
 from .machine_state import MachineState
 from .model import PodGroup
 from .objects import ApiObject
-from .outputs import CycleRan
+from .outputs import CycleRan, LocalQueuesSampled
 from .quotas import Holding, QuotaHold, QuotaUsage, QuotaVerdict, gang_usage
 
 
@@ -44,10 +45,11 @@ class QuotaReservations(MachineState):
             gang, pending, self.quotas.verdict(snapshot, queue, gang, pending)
         )
         if verdict.decision.fits:
-            request = self.quotas.request(queue, gang, pending)
+            request = self.quotas.request(queue, gang, pending, self.quota_local_queue(group))
             verdict = self.quotas.in_line(snapshot, verdict, request, lambda: self._waiting_for_quota(group))
         if verdict.decision.fits:
             self._hold_quota(group, self.quotas.hold(verdict, gang, now))
+            self._charge_local_queue(group)
             if self._others_wait_in_line(queue):
                 self._quota_freed = True  # the next in line, or the heads it went before, may go now
         return verdict
@@ -70,7 +72,7 @@ class QuotaReservations(MachineState):
         verdict = self.quotas.verdict(snapshot, queue, gang, pending)
         verdict = self._unless_held_for_others(gang, pending, verdict)
         if verdict.decision.fits:
-            request = self.quotas.request(queue, gang, pending)
+            request = self.quotas.request(queue, gang, pending, self.quota_local_queue(lead))
             ignored = {child.key for child in children}
             verdict = self.quotas.in_line(
                 snapshot,
@@ -80,7 +82,44 @@ class QuotaReservations(MachineState):
             )
         if verdict.decision.fits:
             self._hold_quota(lead, self.quotas.hold(verdict, gang, now))
+            self._charge_local_queue(lead)
         return verdict
+
+    def _charge_local_queue(self, group: GroupRecord) -> None:
+        """Admission fair sharing: the quota just reserved counts for the gang's LocalQueue at once (Kueue's
+        entry penalty), before the next sample of usage."""
+        usage, hold = self.quotas.usage, group.quota_hold
+        if usage is None or hold is None:
+            return
+        local_queue = self.quota_local_queue(group)
+        if local_queue and self.quotas.orders_by_usage(hold.workload.cluster_queue):
+            usage.admitted(local_queue, summed([hold.workload.usage]))
+
+    def _sample_local_queues(self, now: float) -> list[LocalQueuesSampled]:
+        """Admission fair sharing: every sampling interval, each LocalQueue's usage decays towards what its
+        gangs hold now; gangs waiting for quota are tried again in the new order, and the LocalQueues'
+        statuses are written."""
+        usage = self.quotas.usage
+        if usage is None or not usage.due(now):
+            return []
+        held: dict[str, list[Mapping[tuple[str, str], int]]] = {}
+        for group in self.book.groups.values():
+            if group.standalone or (not group.placed and group.quota_hold is None):
+                continue
+            local_queue = self.quota_local_queue(group)
+            if local_queue:
+                held.setdefault(local_queue, []).extend(w.usage for w in self._gang_usage(group))
+        changed = usage.sample(now, {key: summed(usages) for key, usages in held.items()})
+        if not changed:
+            return []
+        self._quota_freed = True
+        statuses = []
+        for key in changed:
+            queue = self.quotas.local_queues.get(key)
+            status = usage.status(key)
+            if queue is not None and status is not None:
+                statuses.append((queue.namespace, queue.name, status))
+        return [LocalQueuesSampled(tuple(statuses))] if statuses else []
 
     def _unless_held_for_others(
         self, gang: Holding, pending: list[ApiObject], verdict: QuotaVerdict
@@ -188,13 +227,20 @@ class QuotaReservations(MachineState):
                 continue  # not all its pods are there yet: it could not be admitted whole
             queue = self.quota_queue(other)
             if queue is not None:
-                waiting.append(self.quotas.request(queue, self._holding(other), self._pending_pods(other)))
+                local_queue = self.quota_local_queue(other)
+                waiting.append(
+                    self.quotas.request(queue, self._holding(other), self._pending_pods(other), local_queue)
+                )
         return waiting
 
     def _others_wait_in_line(self, queue: str) -> bool:
         # Under fair sharing loans wait for heads within their nominal quota too: any admission may end it.
         quota = self.quotas.cluster_queues.get(queue)
-        return (quota is not None and quota.strict_fifo) or self.quotas.fair_sharing
+        return (
+            (quota is not None and quota.strict_fifo)
+            or self.quotas.fair_sharing
+            or self.quotas.orders_by_usage(queue)
+        )
 
     def _hold_quota(self, group: GroupRecord, hold: QuotaHold | None) -> None:
         if hold is not None or group.quota_hold is not None:
@@ -248,7 +294,12 @@ class QuotaReservations(MachineState):
 
     def _next_quota_deadline(self) -> float | None:
         holds = [g.quota_hold.since for g in self._groups_holding_quota() if g.quota_hold is not None]
-        return min(holds) + self.settings.quota_hold_s if holds else None
+        deadlines = [min(holds) + self.settings.quota_hold_s] if holds else []
+        usage = self.quotas.usage
+        if usage is not None and usage.entries:  # the next sample of LocalQueue usage
+            last = usage.last_sample
+            deadlines.append(last + usage.config.sampling_interval_s if last is not None else self._now)
+        return min(deadlines) if deadlines else None
 
     def quota_targets(self, group: GroupRecord) -> tuple[PreemptionTarget, ...] | None:
         """The gangs to preempt so that the group gets its quota, by its queue's preemption policies; None

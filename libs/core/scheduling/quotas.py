@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Final
 
 from libs.api.models.core import Toleration
@@ -38,6 +39,7 @@ from libs.core.quota import (
     admit,
     preemption_targets,
 )
+from libs.core.quota.admission_fair_sharing import AdmissionFairSharing, UsageLedger, parse_status
 from libs.core.quota.inputs import cluster_queue_of, cohort_of, flavor_of, local_queue_of
 from libs.core.quota.model import CohortQuota, Flavor, FlavorResource, LocalQueueQuota, Mode
 from libs.core.quota.ordering import goes_first
@@ -101,8 +103,10 @@ class QuotaLedger:
     `fair_sharing` (Kueue's `fairSharing.enable`), a gang that borrows may reclaim by its queue's
     reclaimWithinCohort and preemption follows the fair-sharing strategies."""
 
-    def __init__(self, *, fair_sharing: bool = False) -> None:
+    def __init__(self, *, fair_sharing: bool = False, admission: AdmissionFairSharing | None = None) -> None:
         self.fair_sharing = fair_sharing
+        self.usage = UsageLedger(admission) if admission is not None else None
+        """Each LocalQueue's recent usage, with admission fair sharing on."""
         self.flavors: dict[str, Flavor] = {}
         self.cohorts: dict[str, CohortQuota] = {}
         self.cluster_queues: dict[str, ClusterQueueQuota] = {}
@@ -123,6 +127,28 @@ class QuotaLedger:
             self.cluster_queues[obj.name] = cluster_queue_of(ClusterQueue.model_validate(document))
         elif obj.kind == "LocalQueue":
             self.local_queues[obj.key] = local_queue_of(LocalQueue.model_validate(document))
+            self._restore_usage(obj)
+
+    def _restore_usage(self, obj: ApiObject) -> None:
+        """The usage an earlier scheduler wrote in the LocalQueue's status (`fairSharing.
+        admissionFairSharingStatus`), when this one does not count it yet."""
+        if self.usage is None or obj.key in self.usage.entries:
+            return
+        status = (obj.status.get("fairSharing") or {}).get("admissionFairSharingStatus")
+        if not status:
+            return
+        try:
+            consumed, last_update = parse_status(status)
+        except (ValueError, TypeError):
+            return  # unreadable: the LocalQueue starts with no past usage
+        self.usage.restore(obj.key, consumed, last_update)
+
+    def local_queue_usage(self, key: str) -> float:
+        """A LocalQueue's weighted recent usage (0 without admission fair sharing or for an unknown key)."""
+        if self.usage is None:
+            return 0.0
+        queue = self.local_queues.get(key)
+        return self.usage.usage(key, queue.weight if queue is not None else Decimal(1))
 
     def remove(self, kind: str, namespace: str, name: str) -> None:
         self.version += 1
@@ -134,6 +160,8 @@ class QuotaLedger:
             self.cluster_queues.pop(name, None)
         elif kind == "LocalQueue":
             self.local_queues.pop(f"{namespace}/{name}", None)
+            if self.usage is not None:
+                self.usage.forget(f"{namespace}/{name}")
 
     def cluster_queue_for(self, obj: ApiObject, workload: ApiObject | None) -> str | None:
         """The ClusterQueue a PodGroup reserves quota in: that of the LocalQueue its (or its Workload's)
@@ -167,9 +195,13 @@ class QuotaLedger:
         return self._empty[1].copy()
 
     @staticmethod
-    def request(cluster_queue: str, gang: Holding, pending: Iterable[ApiObject]) -> WorkloadRequest:
-        """What a gang's waiting pods ask of its ClusterQueue."""
-        return WorkloadRequest(gang.key, cluster_queue, gang.priority, _created(gang.obj), _pod_sets(pending))
+    def request(
+        cluster_queue: str, gang: Holding, pending: Iterable[ApiObject], local_queue: str = ""
+    ) -> WorkloadRequest:
+        """What a gang's waiting pods ask of its ClusterQueue (queued through LocalQueue `local_queue`)."""
+        return WorkloadRequest(
+            gang.key, cluster_queue, gang.priority, _created(gang.obj), _pod_sets(pending), local_queue
+        )
 
     def verdict(
         self, snapshot: QuotaSnapshot, cluster_queue: str, gang: Holding, pending: Iterable[ApiObject]
@@ -189,14 +221,27 @@ class QuotaLedger:
         StrictFIFO, or with fair sharing a head of its cohort whose queue would have a lower share): then
         it waits, saying for whom. `waiting` is asked only when the order could matter."""
         queue = self.cluster_queues.get(verdict.cluster_queue)
-        ordered = queue is not None and queue.strict_fifo
+        ordered = queue is not None and (queue.strict_fifo or self.orders_by_usage(queue.name))
         if not (ordered or (self.fair_sharing and verdict.decision.borrows)):
             return verdict
-        ahead = goes_first(snapshot, request, verdict.decision, waiting(), fair_sharing=self.fair_sharing)
+        usage = self.local_queue_usage if self.usage is not None else None
+        ahead = goes_first(
+            snapshot,
+            request,
+            verdict.decision,
+            waiting(),
+            fair_sharing=self.fair_sharing,
+            admission_usage=usage,
+        )
         if ahead is None:
             return verdict
         decision = QuotaDecision(Mode.NO_FIT, {}, {}, message=ahead.message)
         return QuotaVerdict(verdict.cluster_queue, decision, {})
+
+    def orders_by_usage(self, cluster_queue: str) -> bool:
+        """Whether the ClusterQueue orders its workloads by their LocalQueues' recent usage."""
+        queue = self.cluster_queues.get(cluster_queue)
+        return self.usage is not None and queue is not None and queue.admission_fair_sharing
 
     def hold(self, verdict: QuotaVerdict, gang: Holding, now: float) -> QuotaHold:
         """The quota a gang that fits reserves for its waiting pods until they are placed."""

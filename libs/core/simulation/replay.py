@@ -25,6 +25,7 @@ were never placed.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -172,6 +173,28 @@ def synthesise_jobs(
             jobs.append(_job(gang, speedup, topology))
     jobs.sort(key=lambda job: (job.arrival, job.name))
     return jobs
+
+
+def multiplied(jobs: Sequence[ReplayJob], load: float) -> list[ReplayJob]:
+    """The jobs `load` times over: whole copies (`-x1`, `-x2`, ... on the job's and its pods' names) arriving
+    with their original, and for a fractional load a copy more of the jobs whose name hashes below the
+    fraction (deterministic). What a trace whose demand barely passes the fleet's needs to keep it saturated."""
+    if load < 1:
+        raise ValueError(f"load: {load:g} must be at least 1")
+    whole, fraction = int(load), load - int(load)
+    copies: list[ReplayJob] = []
+    for job in jobs:
+        count = whole + (1 if fraction and _unit_hash(job.name) < fraction else 0)
+        copies.append(job)
+        for copy in range(1, count):
+            pods = tuple(dataclasses.replace(pod, name=f"{pod.name}-x{copy}") for pod in job.pods)
+            copies.append(dataclasses.replace(job, name=f"{job.name}-x{copy}", pods=pods))
+    copies.sort(key=lambda job: (job.arrival, job.name))
+    return copies
+
+
+def _unit_hash(name: str) -> float:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") / 2.0**64
 
 
 def _job(members: Sequence[TimedPod], speedup: float, topology: str | None) -> ReplayJob:

@@ -97,10 +97,13 @@ def phase(pod: dict[str, Any]) -> str | None:
 
 
 @asynccontextmanager
-async def running_teams(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterator[Teams]:
-    """The services started, the example applied, until every service sees the 64 nodes."""
+async def running_teams(
+    nats_url: str, database_url: str, tmp_path: Path, **overrides: Any
+) -> AsyncIterator[Teams]:
+    """The services started (`overrides`: settings), the example applied, until every service sees the 64
+    nodes."""
     settings = PodwaySettings(
-        nats_url=nats_url, database_url=database_url, data_dir=tmp_path, lease_seconds=5
+        nats_url=nats_url, database_url=database_url, data_dir=tmp_path, lease_seconds=5, **overrides
     )
     admission = AdmissionService(settings)
     await admission.start()

@@ -10,6 +10,7 @@ import pytest
 
 from libs.api.kueue_versions import DEPRECATED
 from libs.api.manifests import validate_document
+from libs.core.quota.inputs import cluster_queue_of
 
 
 def cluster_queue(**spec: Any) -> dict[str, Any]:
@@ -266,3 +267,31 @@ def test_v1beta1_is_converted_with_upstream_deprecation_warning():
         "whenCanBorrow": "MayStopSearch",
         "whenCanPreempt": "MayStopSearch",
     }
+
+
+@pytest.mark.parametrize(
+    ("scope", "message"),
+    [
+        ({}, "spec.admissionScope.admissionMode: Required value"),
+        (
+            {"admissionMode": "ByUsage"},
+            'spec.admissionScope.admissionMode: Unsupported value: "ByUsage": supported values: '
+            '"UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"',
+        ),
+    ],
+)
+def test_an_admission_scope_needs_one_of_kueues_modes(scope, message):
+    assert errors_of(cluster_queue(admissionScope=scope)) == [message]
+
+
+def test_an_admission_scope_is_kept_and_read_by_the_quota_core():
+    result = validate_document(
+        cluster_queue(admissionScope={"admissionMode": "UsageBasedAdmissionFairSharing"})
+    )
+    assert result.ok, result.message
+    assert result.obj.to_wire()["spec"]["admissionScope"] == {
+        "admissionMode": "UsageBasedAdmissionFairSharing"
+    }
+    assert cluster_queue_of(result.obj).admission_fair_sharing
+    plain = validate_document(cluster_queue(admissionScope={"admissionMode": "NoAdmissionFairSharing"}))
+    assert not cluster_queue_of(plain.obj).admission_fair_sharing

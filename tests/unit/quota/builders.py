@@ -54,9 +54,18 @@ def running(name: str, queue: str, gpus: int, *, priority: int = 0, minute: int 
     return AdmittedWorkload(name, queue, priority, at(minute), at(minute), {(flavor, GPU): gpus})
 
 
-def gang(queue: str, gpus: int, *, priority: int = 0, minute: int = 100, name: str = "incoming", **pod_set):
+def gang(
+    queue: str,
+    gpus: int,
+    *,
+    priority: int = 0,
+    minute: int = 100,
+    name: str = "incoming",
+    local_queue: str = "",
+    **pod_set,
+):
     return WorkloadRequest(
-        name, queue, priority, at(minute), (PodSetRequest("main", gpus, {GPU: 1}, **pod_set),)
+        name, queue, priority, at(minute), (PodSetRequest("main", gpus, {GPU: 1}, **pod_set),), local_queue
     )
 
 
