@@ -3,7 +3,8 @@
 Within a ClusterQueue: higher priority first, then earlier creation, then name (Kueue breaks the last tie
 by UID, which changes from run to run; a name does not). A StrictFIFO queue admits its head or nothing:
 whatever stands behind a head waits for it. A BestEffortFIFO queue (Kueue's default) lets a workload that
-fits go ahead of heads that do not.
+fits go ahead of heads that do not. With admission fair sharing (admission_fair_sharing.py) a queue orders by
+its LocalQueues' recent usage first: a workload that fits waits for one of a less-used LocalQueue that fits.
 
 Across the ClusterQueues of a cohort, with fair sharing on: a head that could be admitted now within its
 queue's nominal quota goes before every loan (its queue's share stays 0, the lowest in Kueue's tournament);

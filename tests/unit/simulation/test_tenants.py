@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
+from libs.core.placement import PodDemand
+from libs.core.simulation.replay import ReplayJob, multiplied
 from libs.core.simulation.tenants import (
     DEFAULT_TEAMS,
     FleetCapacity,
@@ -57,3 +61,28 @@ def test_the_queue_manifests_are_admitted_as_kueue_objects_with_fair_sharing_wei
     )
     local = {(obj.namespace, obj.spec["clusterQueue"]) for obj in objects if obj.kind == "LocalQueue"}
     assert local == {(team.name, team.name) for team in DEFAULT_TEAMS}
+
+
+def test_a_load_factor_replays_each_job_that_many_times_over_with_names_of_their_own() -> None:
+    pod = PodDemand("p-1", 1000, 1024, 1, 1000)
+    jobs = [
+        ReplayJob("p-1", 5.0, 60.0, (pod,), 0, None),
+        ReplayJob("gang-p-2", 1.0, 60.0, (pod, pod), 0, None),
+    ]
+
+    doubled = multiplied(jobs, 2)
+
+    assert [(job.name, job.arrival) for job in doubled] == [
+        ("gang-p-2", 1.0),
+        ("gang-p-2-x1", 1.0),
+        ("p-1", 5.0),
+        ("p-1-x1", 5.0),
+    ]
+    assert [pod.name for pod in doubled[3].pods] == ["p-1-x1"]
+    many = [ReplayJob(f"j-{i}", float(i), 1.0, (pod,), 0, None) for i in range(1000)]
+    half_again = multiplied(many, 1.5)
+    assert 1400 <= len(half_again) <= 1600
+    assert multiplied(many, 1.5) == half_again, "the fraction is chosen by name, the same every run"
+    assert multiplied(jobs, 1) == sorted(jobs, key=lambda job: (job.arrival, job.name))
+    with pytest.raises(ValueError, match="at least 1"):
+        multiplied(jobs, 0.5)
