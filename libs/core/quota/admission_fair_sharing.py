@@ -74,7 +74,9 @@ class UsageLedger:
         changed = []
         for key in sorted(set(self.entries) | set(usage)):
             # A LocalQueue first seen now held what it holds since the last sample (at most).
-            entry = self.entries.setdefault(key, LocalQueueUsage(last_update=now if previous is None else previous))
+            entry = self.entries.setdefault(
+                key, LocalQueueUsage(last_update=now if previous is None else previous)
+            )
             alpha = decay_rate(now - entry.last_update, self.config.half_life_s)
             held = usage.get(key, {})
             consumed = {

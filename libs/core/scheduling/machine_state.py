@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from libs.core.quota import QuotaSnapshot
+from libs.core.quota import QuotaSnapshot, WorkloadRequest
 from libs.core.quota.admission_fair_sharing import AdmissionFairSharing
 
 from .book import GroupRecord, PodBook, PodRecord
@@ -122,6 +122,8 @@ class MachineState:
         walk every group (a key whose group is gone, or holds nothing now, is dropped when found)."""
         self._without_holds: tuple[QuotaUsage, int, QuotaSnapshot] | None = None
         """The quota usage without the holds, and the usage and change it was derived from."""
+        self._quota_requests: dict[str, tuple[object, WorkloadRequest | None]] = {}
+        """What each gang waiting for quota asks, and what it was made from (`_waiting_request`)."""
         self._quota_freed = False
         """Quota may have come free since the last pass (pods ended or left, a gang or a queue changed): the
         groups waiting for quota are tried again."""

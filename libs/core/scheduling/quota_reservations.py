@@ -218,20 +218,37 @@ class QuotaReservations(MachineState):
         return [pod for child in self.book.children(composite) for pod in self._pending_pods(child)]
 
     def _waiting_for_quota(self, group: GroupRecord) -> list[WorkloadRequest]:
-        """What the other gangs ready to run and holding no quota ask of their ClusterQueues."""
+        """What the other gangs ready to run and holding no quota ask of their ClusterQueues (in no particular
+        order: who goes first is decided by a total order on them)."""
         waiting = []
-        for _, other in sorted(self.book.groups.items()):
+        for other in self.book.groups.values():
             if other is group or not other.pending or other.quota_hold is not None:
                 continue
             if len(other.pending) + len(other.placed) < (other.min_count or 1):
                 continue  # not all its pods are there yet: it could not be admitted whole
-            queue = self.quota_queue(other)
-            if queue is not None:
-                local_queue = self.quota_local_queue(other)
-                waiting.append(
-                    self.quotas.request(queue, self._holding(other), self._pending_pods(other), local_queue)
-                )
+            request = self._waiting_request(other)
+            if request is not None:
+                waiting.append(request)
+        if len(self._quota_requests) > 2 * len(self.book.groups) + 64:
+            self._quota_requests = {k: v for k, v in self._quota_requests.items() if k in self.book.groups}
         return waiting
+
+    def _waiting_request(self, group: GroupRecord) -> WorkloadRequest | None:
+        """The gang's request for its waiting pods, kept while its objects, its waiting pods and the quota
+        objects are unchanged: a gang that fits asks for every other's, and parsing each one's pods anew
+        made that quadratic in the gangs waiting."""
+        workload = self.book.workload_of(group)
+        token = (self.quotas.version, group.obj, workload, frozenset(group.pending))
+        kept = self._quota_requests.get(group.key)
+        if kept is not None and kept[0] == token:
+            return kept[1]
+        queue = self.quota_queue(group)
+        request = None
+        if queue is not None:
+            pending = self._pending_pods(group)
+            request = self.quotas.request(queue, self._holding(group), pending, self.quota_local_queue(group))
+        self._quota_requests[group.key] = (token, request)
+        return request
 
     def _others_wait_in_line(self, queue: str) -> bool:
         # Under fair sharing loans wait for heads within their nominal quota too: any admission may end it.
