@@ -3,7 +3,7 @@ before it enters a cycle, and what a gang waiting for quota tells (see `quotas.p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from libs.core.quota import (
     AdmittedWorkload,
@@ -15,6 +15,7 @@ from libs.core.quota import (
 )
 from libs.core.quota.admission_fair_sharing import summed
 from libs.core.quota.ordering import admitted_after
+from libs.core.quota.snapshot import Node
 
 from .book import GroupRecord
 from .composite import nothing_placed
@@ -132,14 +133,7 @@ class QuotaReservations(MachineState):
             return verdict
         snapshot = self._quota_snapshot()
         root = snapshot.root_of(snapshot.cluster_queue_node(verdict.cluster_queue))
-        holders = [
-            other.key
-            for other in self._groups_holding_quota()
-            if other.quota_hold is not None
-            and other.quota_hold.workload.cluster_queue in snapshot.cluster_queues
-            and snapshot.root_of(snapshot.cluster_queue_node(other.quota_hold.workload.cluster_queue)) == root
-        ]
-        if not holders:
+        if next(self._holders_in(snapshot, root), None) is None:
             return verdict
         without = self._quota_snapshot_without_holds()
         freed = self.quotas.verdict(without, verdict.cluster_queue, gang, pending)
@@ -147,11 +141,27 @@ class QuotaReservations(MachineState):
             return verdict
         if not freed.decision.borrows and (taken := self._reclaim_held(gang, pending, verdict)) is not None:
             return taken
+        holders = sorted(self._holders_in(snapshot, root))
         message = (
             f"{verdict.decision.message}; the quota is held for gangs admitted but not placed yet: "
             f"{', '.join(holders)}"
         )
         return QuotaVerdict(verdict.cluster_queue, QuotaDecision(Mode.NO_FIT, {}, {}, message=message), {})
+
+    def _holders_in(self, snapshot: QuotaSnapshot, root: Node) -> Iterator[str]:
+        """Keys of the gangs holding quota (admitted, not placed) in queues of the cohort tree `root`, in no
+        particular order (the first is found without walking them all; `_groups_holding_quota` drops the
+        keys of groups that hold nothing any more)."""
+        for key in self._quota_holders:
+            other = self.book.groups.get(key)
+            if other is None or other.quota_hold is None:
+                continue
+            queue = other.quota_hold.workload.cluster_queue
+            if (
+                queue in snapshot.cluster_queues
+                and snapshot.root_of(snapshot.cluster_queue_node(queue)) == root
+            ):
+                yield key
 
     def _reclaim_held(
         self, gang: Holding, pending: list[ApiObject], verdict: QuotaVerdict

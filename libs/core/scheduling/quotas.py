@@ -50,6 +50,9 @@ from .objects import ApiObject
 QUOTA_KINDS: Final = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
 """Kueue's kinds, in the order a world is loaded (`inputs.WORLD_KINDS`)."""
 
+SHAPES_KEPT: Final = 200_000
+"""Pods whose shape is kept (`QuotaLedger._pod_shape`); beyond, the cache starts again."""
+
 POD_SET: Final = "main"
 """The pod set a gang's pods make (Kueue names a Job's single pod set `main`)."""
 
@@ -114,6 +117,7 @@ class QuotaLedger:
         """By `namespace/name`."""
         self.version = 0
         """Changes with every quota object stored or removed."""
+        self._shapes: dict[str, tuple[ApiObject, PodShape]] = {}
         self._empty: tuple[int, QuotaSnapshot] | None = None
 
     def put(self, obj: ApiObject) -> None:
@@ -194,14 +198,30 @@ class QuotaLedger:
             self._empty = (self.version, built)
         return self._empty[1].copy()
 
-    @staticmethod
     def request(
-        cluster_queue: str, gang: Holding, pending: Iterable[ApiObject], local_queue: str = ""
+        self, cluster_queue: str, gang: Holding, pending: Iterable[ApiObject], local_queue: str = ""
     ) -> WorkloadRequest:
         """What a gang's waiting pods ask of its ClusterQueue (queued through LocalQueue `local_queue`)."""
         return WorkloadRequest(
-            gang.key, cluster_queue, gang.priority, _created(gang.obj), _pod_sets(pending), local_queue
+            gang.key,
+            cluster_queue,
+            gang.priority,
+            _created(gang.obj),
+            _pod_sets(pending, self._pod_shape),
+            local_queue,
         )
+
+    def _pod_shape(self, pod: ApiObject) -> PodShape:
+        """The pod's shape, kept while the pod's object is the same (a gang asks again and again while it
+        waits, and reading its pods' quantities each time was most of that)."""
+        kept = self._shapes.get(pod.uid)
+        if kept is not None and kept[0] is pod:
+            return kept[1]
+        if len(self._shapes) >= SHAPES_KEPT:
+            self._shapes.clear()
+        shape = pod_shape(pod)
+        self._shapes[pod.uid] = (pod, shape)
+        return shape
 
     def verdict(
         self, snapshot: QuotaSnapshot, cluster_queue: str, gang: Holding, pending: Iterable[ApiObject]
@@ -255,7 +275,11 @@ class QuotaLedger:
     ) -> tuple[PreemptionTarget, ...]:
         """The gangs to preempt so that the gang fits its queue (Kueue's policies; whole gangs)."""
         request = WorkloadRequest(
-            gang.key, verdict.cluster_queue, gang.priority, _created(gang.obj), _pod_sets(pending)
+            gang.key,
+            verdict.cluster_queue,
+            gang.priority,
+            _created(gang.obj),
+            _pod_sets(pending, self._pod_shape),
         )
         strategies = () if self.fair_sharing else None  # () is Kueue's default strategies
         return preemption_targets(snapshot, request, verdict.decision, fair_sharing=strategies)
@@ -384,15 +408,26 @@ def _summed(containers: Iterable[Any]) -> dict[str, int]:
     return total
 
 
-def _pod_sets(pods: Iterable[ApiObject]) -> tuple[PodSetRequest, ...]:
+PodShape = tuple[
+    tuple[tuple[str, int], ...], tuple[tuple[str, str], ...], tuple[tuple[tuple[str, Any], ...], ...]
+]
+"""What makes pods alike for quota: their requests, node selector and tolerations."""
+
+
+def pod_shape(pod: ApiObject) -> PodShape:
+    selector = pod.spec.get("nodeSelector") or {}
+    tolerations = tuple(tuple(sorted(t.items())) for t in pod.spec.get("tolerations") or [])
+    return (tuple(sorted(pod_quota_requests(pod).items())), tuple(sorted(selector.items())), tolerations)
+
+
+def _pod_sets(
+    pods: Iterable[ApiObject], shape_of: Callable[[ApiObject], PodShape] = pod_shape
+) -> tuple[PodSetRequest, ...]:
     """Pods alike (same requests, node selector and tolerations) make one pod set: `main`, then `main-2`,
     ..."""
-    shapes: dict[tuple[Any, ...], list[ApiObject]] = {}
+    shapes: dict[PodShape, list[ApiObject]] = {}
     for pod in sorted(pods, key=lambda p: p.name):
-        selector = pod.spec.get("nodeSelector") or {}
-        tolerations = tuple(tuple(sorted(t.items())) for t in pod.spec.get("tolerations") or [])
-        key = (tuple(sorted(pod_quota_requests(pod).items())), tuple(sorted(selector.items())), tolerations)
-        shapes.setdefault(key, []).append(pod)
+        shapes.setdefault(shape_of(pod), []).append(pod)
     return tuple(
         PodSetRequest(
             POD_SET if index == 0 else f"{POD_SET}-{index + 1}",
