@@ -121,9 +121,12 @@ class PodBook:
         """Keys of the groups whose PodGroup, Workload or pods changed since the quota usage last looked at
         them (`QuotaReservations`); None while none is kept, or once it fell too far behind (it is then
         built anew)."""
+        self.changes: dict[str, int] = {}
+        """How often each group was touched: what was derived from a group is current while it is the same."""
 
     def touch(self, key: str) -> None:
         """Note that what the group `key` holds may have changed."""
+        self.changes[key] = self.changes.get(key, 0) + 1
         if self.touched is not None:
             self.touched.add(key)
             if len(self.touched) > max(_TOUCHED_AT_MOST, 2 * len(self.groups)):
@@ -199,6 +202,7 @@ class PodBook:
     def remove_group(self, key: str) -> GroupRecord | None:
         record = self.groups.pop(key, None)
         self.touch(key)
+        self.changes.pop(key, None)  # a group added again under this key is a new object
         if record is not None:
             self.group_uids.pop(record.uid, None)
             workload = None if record.standalone else podgroup_workload_name(record.obj)

@@ -244,11 +244,10 @@ class QuotaReservations(MachineState):
         return waiting
 
     def _waiting_request(self, group: GroupRecord) -> WorkloadRequest | None:
-        """The gang's request for its waiting pods, kept while its objects, its waiting pods and the quota
-        objects are unchanged: a gang that fits asks for every other's, and parsing each one's pods anew
-        made that quadratic in the gangs waiting."""
-        workload = self.book.workload_of(group)
-        token = (self.quotas.version, group.obj, workload, frozenset(group.pending))
+        """The gang's request for its waiting pods, kept while the group was not touched (its PodGroup, its
+        Workload or its pods changed) and the quota objects are unchanged: a gang that fits asks for every
+        other's, and parsing each one's pods anew made that quadratic in the gangs waiting."""
+        token = (self.quotas.version, group.obj, self.book.changes.get(group.key, 0))
         kept = self._quota_requests.get(group.key)
         if kept is not None and kept[0] == token:
             return kept[1]
