@@ -122,11 +122,14 @@ class PodBook:
         them (`QuotaReservations`); None while none is kept, or once it fell too far behind (it is then
         built anew)."""
         self.changes: dict[str, int] = {}
+        self.revision = 0
+        """Counts every touch: what was derived from all the groups is current while it is the same."""
         """How often each group was touched: what was derived from a group is current while it is the same."""
 
     def touch(self, key: str) -> None:
         """Note that what the group `key` holds may have changed."""
         self.changes[key] = self.changes.get(key, 0) + 1
+        self.revision += 1
         if self.touched is not None:
             self.touched.add(key)
             if len(self.touched) > max(_TOUCHED_AT_MOST, 2 * len(self.groups)):

@@ -123,6 +123,8 @@ class MachineState:
         self._without_holds: tuple[QuotaUsage, int, QuotaSnapshot] | None = None
         """The quota usage without the holds, and the usage and change it was derived from."""
         self._quota_requests: dict[str, tuple[object, WorkloadRequest | None]] = {}
+        self._all_waiting: tuple[tuple[int, int], list[WorkloadRequest]] | None = None
+        """The requests of every gang waiting for quota, and the book's and quotas' versions they are of."""
         """What each gang waiting for quota asks, and what it was made from (`_waiting_request`)."""
         self._quota_freed = False
         """Quota may have come free since the last pass (pods ended or left, a gang or a queue changed): the

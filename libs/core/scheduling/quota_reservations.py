@@ -229,10 +229,18 @@ class QuotaReservations(MachineState):
 
     def _waiting_for_quota(self, group: GroupRecord) -> list[WorkloadRequest]:
         """What the other gangs ready to run and holding no quota ask of their ClusterQueues (in no particular
-        order: who goes first is decided by a total order on them)."""
+        order: who goes first is decided by a total order on them). The list of them all is kept while no
+        group and no quota object changed: in a busy pass most gangs that ask are told to wait."""
+        token = (self.book.revision, self.quotas.version)
+        kept = self._all_waiting
+        if kept is None or kept[0] != token:
+            kept = self._all_waiting = (token, self._gangs_waiting_for_quota())
+        return [request for request in kept[1] if request.name != group.key]
+
+    def _gangs_waiting_for_quota(self) -> list[WorkloadRequest]:
         waiting = []
         for other in self.book.groups.values():
-            if other is group or not other.pending or other.quota_hold is not None:
+            if not other.pending or other.quota_hold is not None:
                 continue
             if len(other.pending) + len(other.placed) < (other.min_count or 1):
                 continue  # not all its pods are there yet: it could not be admitted whole
