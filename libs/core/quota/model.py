@@ -196,6 +196,12 @@ class WorkloadRequest:
     local_queue: str = ""
     """The LocalQueue it was queued through, `namespace/name` (admission fair sharing orders by it)."""
 
+    @cached_property
+    def queue_order(self) -> tuple[int, float, str]:
+        """Its place in its ClusterQueue: higher priority, then earlier creation, then name (ordering.py).
+        Computed once: every gang that asks compares the others'."""
+        return (-self.priority, self.created.timestamp(), self.name)
+
 
 @dataclass(frozen=True)
 class QuotaDecision:

@@ -26,7 +26,7 @@ from libs.core.quota.snapshot import QuotaSnapshot
 
 def queue_order(request: WorkloadRequest) -> tuple[int, float, str]:
     """The sort key of a workload within its ClusterQueue."""
-    return (-request.priority, request.created.timestamp(), request.name)
+    return request.queue_order
 
 
 def heads(waiting: Iterable[WorkloadRequest]) -> dict[str, WorkloadRequest]:
