@@ -86,6 +86,15 @@ class QuotaReservations(MachineState):
             self._charge_local_queue(lead)
         return verdict
 
+    def _usage_decides_between_waiting_gangs(self) -> bool:
+        """Whether gangs of two LocalQueues or more wait in one ClusterQueue that orders by usage: only then
+        can a new sample change who goes first (waking gangs for nothing would tell each its wait again)."""
+        local_queues: dict[str, set[str]] = {}
+        for request in self._all_waiting_for_quota():
+            if self.quotas.orders_by_usage(request.cluster_queue):
+                local_queues.setdefault(request.cluster_queue, set()).add(request.local_queue)
+        return any(len(queues) > 1 for queues in local_queues.values())
+
     def _charge_local_queue(self, group: GroupRecord) -> None:
         """Admission fair sharing: the quota just reserved counts for the gang's LocalQueue at once (Kueue's
         entry penalty), before the next sample of usage."""
@@ -113,7 +122,8 @@ class QuotaReservations(MachineState):
         changed = usage.sample(now, {key: summed(usages) for key, usages in held.items()})
         if not changed:
             return []
-        self._quota_freed = True
+        if self._usage_decides_between_waiting_gangs():
+            self._quota_freed = True  # the order among them may have changed: they are tried again
         statuses = []
         for key in changed:
             queue = self.quotas.local_queues.get(key)
@@ -231,11 +241,14 @@ class QuotaReservations(MachineState):
         """What the other gangs ready to run and holding no quota ask of their ClusterQueues (in no particular
         order: who goes first is decided by a total order on them). The list of them all is kept while no
         group and no quota object changed: in a busy pass most gangs that ask are told to wait."""
+        return [request for request in self._all_waiting_for_quota() if request.name != group.key]
+
+    def _all_waiting_for_quota(self) -> list[WorkloadRequest]:
         token = (self.book.revision, self.quotas.version)
         kept = self._all_waiting
         if kept is None or kept[0] != token:
             kept = self._all_waiting = (token, self._gangs_waiting_for_quota())
-        return [request for request in kept[1] if request.name != group.key]
+        return kept[1]
 
     def _gangs_waiting_for_quota(self) -> list[WorkloadRequest]:
         waiting = []

@@ -149,3 +149,20 @@ def test_a_new_scheduler_restores_the_usage_written_in_the_local_queues_status(c
     assert entry.last_update == 960.0
     assert scheduler.quotas.local_queue_usage("a/default") == pytest.approx(16.0)
     assert scheduler.quotas.local_queue_usage("b/default") == 0.0
+
+
+def test_a_sample_wakes_gangs_waiting_for_quota_only_when_usage_decides_between_them(clock: Clock) -> None:
+    scheduler = machine(clock)
+    first = team_gang("a-first", "a", 2)
+    scheduler.admit(*first)
+    scheduler.run()
+    scheduler.admit(*team_gang("a-next", "a", 2))
+    scheduler.run()
+    for _ in range(3):  # one LocalQueue waits: a sample changes nothing for it
+        clock.now += SAMPLING_S
+        assert [r for r in scheduler.run() if isinstance(r, CycleRan)] == []
+    scheduler.admit(*team_gang("b-next", "b", 2))
+    scheduler.run()
+    clock.now += SAMPLING_S
+    woken = {r.group.name for r in scheduler.run() if isinstance(r, CycleRan)}
+    assert woken == {"a-next", "b-next"}, "two LocalQueues wait: the new order is tried"
