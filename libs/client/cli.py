@@ -87,7 +87,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench_main(argv[1:])
     verb = _verb_of(argv)
-    args = build_parser(verb or "").parse_args(argv)
+    parser = build_parser(verb or "")
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if len(extra) == 1 and not extra[0].startswith("-") and getattr(args, "name", "") is None:
+            args.name = extra[0]  # `get pods -n ml NAME`: the name after the flags, as kubectl takes it
+        else:
+            parser.parse_args(argv)  # argparse's own error and exit
     if not getattr(args, "reads_only", False):  # read verbs log nothing: they skip loading logging
         from libs.runtime.logging import configure_logging
 

@@ -99,3 +99,17 @@ def test_the_url_comes_from_the_flag_the_environment_or_the_running_stack(tmp_pa
         json.dumps({"pid": 1, "nats_url": "nats://x:1", "database_url": "d", "data_dir": "", "started_at": 0})
     )
     assert quick.nats_url_for(None, tmp_path) == "nats://x:1"  # pid 1 is alive
+
+
+def test_a_name_after_the_flags_is_taken_as_kubectl_takes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from libs.client.commands import objects
+
+    seen: list[tuple[str, str | None, str | None]] = []
+    monkeypatch.setattr(
+        objects, "cmd_get", lambda args: seen.append((args.kind, args.name, args.namespace)) or 0
+    )
+    assert cli.main(["get", "podgroups", "-n", "ml", "llm-train"]) == 0
+    assert cli.main(["get", "podgroups", "llm-train", "-n", "ml"]) == 0
+    assert seen == [("podgroups", "llm-train", "ml")] * 2
+    with pytest.raises(SystemExit):
+        cli.main(["get", "podgroups", "-n", "ml", "one", "two"])
