@@ -26,9 +26,7 @@ from libs.events.catalogue import (
 )
 from libs.events.inference import (
     ROUTER_EXPERIMENTS_BUCKET,
-    ROUTER_EXPERIMENTS_STREAM,
     ROUTER_LEDGER_BUCKET,
-    ROUTER_LEDGER_STREAM,
 )
 
 #: Long enough for a relay that crashed after publishing to restart and re-publish into the same window.
@@ -62,7 +60,7 @@ def stream_configs(
     replicas: int | None = None,
 ) -> list[StreamConfig]:
     """Domain events (file, dedup window), work queue (removed on ack), dead letters (kept two weeks) and the
-    router's ledger bucket, each on `replicas` servers (default `stream_replicas()`; None: see there).
+    router's two key-value buckets (budget ledgers, experiments), each on `replicas` servers (default `stream_replicas()`; None: see there).
 
     Size (bytes) and age (seconds) limits come from the environment, none by default (the server's store is
     the bound): `PODWAY_EVENTS_MAX_BYTES`, `PODWAY_EVENTS_MAX_AGE_SECONDS`, `PODWAY_WORK_MAX_BYTES`,
@@ -103,36 +101,30 @@ def stream_configs(
             max_bytes=int(dlq_bytes) if dlq_bytes else None,
             max_age=_limit("PODWAY_DLQ_MAX_AGE_SECONDS", DLQ_MAX_AGE_S),
         ),
-        # A key-value bucket as nats-py's create_key_value makes it (one value per key, direct gets); in
-        # memory: a restarted server starts every budget full again, once.
-        StreamConfig(
-            name=ROUTER_LEDGER_STREAM,
-            subjects=[f"$KV.{ROUTER_LEDGER_BUCKET}.>"],
-            storage=StorageType.MEMORY,
-            retention=RetentionPolicy.LIMITS,
-            max_msgs_per_subject=1,
-            discard=DiscardPolicy.NEW,
-            allow_direct=True,
-            allow_rollup_hdrs=True,
-            deny_delete=True,
-            duplicate_window=duplicate_window_s,
-            num_replicas=copies,
-        ),
+        # In memory: a restarted server starts every budget full again, once.
+        _key_value_bucket(ROUTER_LEDGER_BUCKET, StorageType.MEMORY, duplicate_window_s, copies),
         # The router's experiments (feedback tallies and conclusions), on file: an A/B test outlives restarts.
-        StreamConfig(
-            name=ROUTER_EXPERIMENTS_STREAM,
-            subjects=[f"$KV.{ROUTER_EXPERIMENTS_BUCKET}.>"],
-            storage=StorageType.FILE,
-            retention=RetentionPolicy.LIMITS,
-            max_msgs_per_subject=1,
-            discard=DiscardPolicy.NEW,
-            allow_direct=True,
-            allow_rollup_hdrs=True,
-            deny_delete=True,
-            duplicate_window=duplicate_window_s,
-            num_replicas=copies,
-        ),
+        _key_value_bucket(ROUTER_EXPERIMENTS_BUCKET, StorageType.FILE, duplicate_window_s, copies),
     ]
+
+
+def _key_value_bucket(
+    bucket: str, storage: StorageType, duplicate_window_s: float, copies: int | None
+) -> StreamConfig:
+    """A key-value bucket's stream as nats-py's create_key_value makes it (one value per key, direct gets)."""
+    return StreamConfig(
+        name=f"KV_{bucket}",
+        subjects=[f"$KV.{bucket}.>"],
+        storage=storage,
+        retention=RetentionPolicy.LIMITS,
+        max_msgs_per_subject=1,
+        discard=DiscardPolicy.NEW,
+        allow_direct=True,
+        allow_rollup_hdrs=True,
+        deny_delete=True,
+        duplicate_window=duplicate_window_s,
+        num_replicas=copies,
+    )
 
 
 async def ensure_streams(js: JetStreamContext, configs: list[StreamConfig] | None = None) -> None:
