@@ -176,3 +176,16 @@ def test_a_pt_deployments_concurrency_is_split_among_the_processes_leasing_it() 
     crowded.refill("p0", 0.1)
     tracker = CapacityTracker(Capacity(tokens_per_minute=BUDGET, concurrency=8), 0.0, crowded.leases["p0"])
     assert tracker.concurrency == 1, "every process may still send one call"
+
+
+def test_a_dead_processes_share_of_the_concurrency_comes_back_once_its_lease_expired() -> None:
+    fleet = Fleet(2, budget=BUDGET)
+    fleet.refill("p0", 0.0)
+    fleet.refill("p1", 0.0)
+    fleet.refill("p0", 0.1)
+    tracker = CapacityTracker(Capacity(tokens_per_minute=BUDGET, concurrency=8), 0.0, fleet.leases["p0"])
+    assert tracker.concurrency == 4
+    # p1 dies: it renews no more, and its holding expires on the ledger after the lease.
+    fleet.refill("p0", TERMS.lease_s + 1.0)
+    assert fleet.leases["p0"].fleet_size == 1
+    assert tracker.concurrency == 8
