@@ -98,6 +98,10 @@ async def test_the_local_queue_that_used_less_is_admitted_first_and_its_usage_is
         await teams.client.delete(document["kind"], document["metadata"]["name"], namespace="llm")
 
     await teams.running("vision", "vision-next", 8)
-    waiting = await teams.conditions("llm", "llm-next")
-    assert waiting["QuotaReserved"]["status"] == "False"
-    assert "insufficient unused quota" in waiting["QuotaReserved"]["message"], "vision-next holds it now"
+    # llm-next is tried again once vision-next holds the quota; its condition is written a moment later.
+    waiting = await eventually(
+        lambda: teams.conditions("llm", "llm-next"),
+        lambda found: "insufficient unused quota" in found.get("QuotaReserved", {}).get("message", ""),
+        timeout_s=30,
+    )
+    assert waiting["QuotaReserved"]["status"] == "False", "vision-next holds it now"
