@@ -3,6 +3,7 @@ priority, so that the search ranks domains without looking at their pods."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -152,6 +153,32 @@ class CandidateIndex:
             return self._held.get(CLUSTER, {})
         self._track(key)
         return self._held.get((key, value), {})
+
+    def rank_below(self, keys: Iterable[str], priority: int) -> list[UnitOwner]:
+        """Rank the pods of these owners just below `priority`, whatever theirs, so that a preemptor of that
+        priority may take them (placement-aware reclaim); returns the owners lowered, as they were, for
+        `restore`."""
+        lowered = []
+        for key in sorted(set(keys)):
+            owner = self.owners.get(key)
+            if owner is not None and owner.priority >= priority:
+                lowered.append(owner)
+                self._reprioritise(owner, priority - 1)
+        return lowered
+
+    def restore(self, owners: Iterable[UnitOwner]) -> None:
+        """Undo `rank_below`."""
+        for owner in owners:
+            if owner.key in self.owners:
+                self._reprioritise(owner, owner.priority)
+
+    def _reprioritise(self, owner: UnitOwner, priority: int) -> None:
+        pods = self.of_owner(owner.key)
+        for pod in pods:
+            self.remove(pod.uid)
+        self.owners[owner.key] = dataclasses.replace(owner, priority=priority)
+        for pod in pods:
+            self.add(dataclasses.replace(pod, priority=priority))
 
     # -- tallies --------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from libs.core.dra.allocator import ClaimAllocation
+from libs.core.quota import PreemptionReason as QuotaPreemption
 from libs.core.quota import PreemptionTarget
 from libs.core.scheduling import MachineSettings, SchedulerStateMachine
 from libs.core.scheduling.book import TERMINAL, GroupRecord, PodRecord
@@ -30,7 +31,7 @@ from libs.core.scheduling.inputs import (
 from libs.core.scheduling.nominations import NOMINATED_PREFIX
 from libs.core.scheduling.objects import STANDALONE_PREFIX, completion_index
 from libs.core.scheduling.outputs import GroupRef
-from libs.core.scheduling.quotas import preemption_message
+from libs.core.scheduling.quotas import preemption_message, quota_preemption_message
 from libs.core.scheduling.snapshot import PlacementConflict
 
 from .candidates import CandidateIndex
@@ -153,7 +154,8 @@ class PreemptorStateMachine:
             group = self._group_by_uid(uid)
             if group is None or not group.pending or lowest is None:
                 continue
-            if book.core_group(group).priority > lowest:
+            priority = book.core_group(group).priority
+            if priority > lowest or self.cluster.reclaims_room(group, priority):
                 self._requests.setdefault(uid, None)
 
     # -- inputs -------------------------------------------------------------------------------------------
@@ -258,7 +260,10 @@ class PreemptorStateMachine:
         )
         started = self._timer() if self._timer is not None else 0.0
         targets = self.cluster.quota_targets(group)
-        decision = self._reclaim(group, targets) if targets is not None else self._search(preemptor, now)
+        if targets is not None:
+            decision = self._reclaim(group, targets)
+        else:
+            decision = self._search(preemptor, now, self._borrowers(group, core.priority))
         search_ms = (self._timer() - started) * 1000 if self._timer is not None else 0.0
         expires_at = None
         if decision.victims:
@@ -269,17 +274,53 @@ class PreemptorStateMachine:
                 self.cluster.hold_reclaimed_quota(group, now)
         return Preempted(_ref(group), core.priority, decision, expires_at, cause, search_ms)
 
-    def _search(self, preemptor: Preemptor, now: float) -> PreemptionDecision:
+    def _search(self, preemptor: Preemptor, now: float, borrowers: Iterable[str]) -> PreemptionDecision:
         """The search on the snapshot as it will be: pods on their way out gone, the room nominated for
-        other groups held for them."""
+        other groups held for them; the gangs of `borrowers` (placement-aware reclaim) are candidates
+        whatever their priority."""
         snapshot = self.cluster.snapshot
         leaving = take_out(snapshot, sorted(self._leaving), self._groups_leaving())
         held = self._hold_nominated(preemptor.group.uid)
+        lowered = self.candidates.rank_below(borrowers, preemptor.group.priority)
         try:
-            return find_victims(snapshot, self.candidates, preemptor, now=now, settings=self.settings.search)
+            found = find_victims(snapshot, self.candidates, preemptor, now=now, settings=self.settings.search)
         finally:
+            self.candidates.restore(lowered)
             self._let_go(held)
             put_back(snapshot, [leaving])
+        return self._reclaimed(found, lowered, preemptor.group.uid) if lowered else found
+
+    def _borrowers(self, group: GroupRecord, priority: int) -> dict[str, str]:
+        """The running gangs the group may take room from though their priority is not lower, by owner key:
+        its queue admits it within nominal quota, and theirs borrow (their ClusterQueue's name)."""
+        book, found = self.cluster.book, {}
+        for workload in self.cluster.reclaimable_by_placement(group, priority):
+            gang = book.groups.get(workload.name)
+            if gang is None or not gang.placed:
+                continue
+            owner = self._composite_owner(gang)
+            found[owner.key if owner is not None else gang.key] = workload.cluster_queue
+        return found
+
+    def _reclaimed(
+        self, decision: PreemptionDecision, lowered: Iterable[UnitOwner], preemptor_uid: str
+    ) -> PreemptionDecision:
+        """The search's victims with their own priority again; those it could take for placement-aware
+        reclaim alone are told so in Kueue's words."""
+        reclaimed = {owner.key for owner in lowered}
+        message = quota_preemption_message(QuotaPreemption.IN_COHORT_RECLAMATION, preemptor_uid)
+        victims = []
+        for victim in decision.victims:
+            key = victim.owner.key
+            victims.append(
+                dataclasses.replace(
+                    victim,
+                    owner=self.candidates.owners.get(key, victim.owner),
+                    pods=tuple(self.candidates.pods.get(pod.uid, pod) for pod in victim.pods),
+                    message=message if key in reclaimed else victim.message,
+                )
+            )
+        return dataclasses.replace(decision, victims=tuple(victims))
 
     def _reclaim(self, group: GroupRecord, targets: tuple[PreemptionTarget, ...]) -> PreemptionDecision:
         """Quota the group's ClusterQueue needs, freed by preempting the target gangs whole (Kueue's

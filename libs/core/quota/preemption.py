@@ -15,7 +15,7 @@ priority and admission time), they are broken here by name."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Final
@@ -143,6 +143,33 @@ def _cohort_candidates(context: _Context) -> list[AdmittedWorkload]:
                 if satisfies_policy(policy, context.request, w) and _uses(w, context.short)
             ]
     return found
+
+
+def reclaimable_by_placement(
+    snapshot: QuotaSnapshot, cluster_queue: str, held: Collection[FlavorResource], priority: int
+) -> Iterator[AdmittedWorkload]:
+    """Placement-aware reclaim: the workloads whose room a gang may take back when its ClusterQueue holds
+    `held` for it within its nominal quota (the gang's own reservation counted in the snapshot) but no node
+    can hold it. Quota alone cannot see that case: the cohort's quota is not all used, yet the nodes are,
+    by queues that borrow. Candidates are the workloads of other queues of the cohort tree that borrow one
+    of `held`, as `reclaimWithinCohort` lets the gang's queue take them (`Any`, or `LowerPriority` than
+    `priority`); the victim search then picks, whole gangs only, the ones whose nodes would hold the gang.
+    Like Kueue's reclamation, a queue stays a candidate while it borrows: the last gang taken may bring it
+    below its nominal quota, never the gang's own queue above its own."""
+    queue = snapshot.cluster_queues.get(cluster_queue)
+    node = snapshot.cluster_queue_node(cluster_queue)
+    if queue is None or snapshot.parent[node] is None or not held:
+        return
+    policy = queue.preemption.reclaim_within_cohort
+    if policy not in (ANY, LOWER_PRIORITY) or not snapshot.within_nominal(node, held):
+        return
+    short = frozenset(held)
+    for name in snapshot.borrowing_queues(snapshot.root_of(node), short):
+        if name == cluster_queue:
+            continue
+        for workload in snapshot.workloads_in(name):
+            if (policy == ANY or workload.priority < priority) and _uses(workload, short):
+                yield workload
 
 
 def _fits(context: _Context, *, allow_borrowing: bool) -> bool:

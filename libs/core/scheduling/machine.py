@@ -332,7 +332,13 @@ class SchedulerStateMachine(WorldRestore, QuotaReservations):
         return dataclasses.replace(
             ran,
             backoff_s=backoff_seconds(group.unschedulable_attempts),
-            preemption_priority=self._preemption_wanted(group, core.priority) if may_preempt else None,
+            preemption_priority=(
+                self._preemption_wanted(
+                    group, core.priority, lambda: self.reclaims_room(group, core.priority)
+                )
+                if may_preempt
+                else None
+            ),
             condition_false=not group.scheduled,
             joining=tuple(sorted(group.pending)) if group.scheduled else (),
         )

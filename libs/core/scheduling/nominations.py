@@ -4,6 +4,7 @@ room the preemptor nominates for it, held by stand-ins so that no other group ta
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from .book import GroupRecord
 from .inputs import Nominated
@@ -62,15 +63,18 @@ class Nominations(MachineState):
         for uid in self._reserved.pop(key, ()):
             self.snapshot.unbind(uid)
 
-    def _preemption_wanted(self, group: GroupRecord, priority: int) -> int | None:
+    def _preemption_wanted(
+        self, group: GroupRecord, priority: int, reclaims_room: Callable[[], bool] = lambda: False
+    ) -> int | None:
         """Ask the preemptor after a failed cycle when lower-priority pods hold capacity, and again after
         each later failed cycle once the answer could differ (pods were bound or ended, a nomination or a
         node changed): kube-scheduler runs PostFilter on every failed cycle; the queue's back-off bounds
-        how often. Not while a nomination holds room for the group."""
+        how often. Not while a nomination holds room for the group. Also when `reclaims_room`: its queue
+        admitted it within nominal quota, and queues that borrow hold the room (placement-aware reclaim)."""
         if group.preemption_asked == self._preemption_generation or group.key in self._nominations:
             return None
         lowest = self.book.lowest_running_priority()
-        if lowest is None or lowest >= priority:
+        if (lowest is None or lowest >= priority) and not reclaims_room():
             return None
         group.preemption_asked = self._preemption_generation
         return priority

@@ -15,6 +15,7 @@ from libs.core.quota import (
 )
 from libs.core.quota.admission_fair_sharing import summed
 from libs.core.quota.ordering import admitted_after
+from libs.core.quota.preemption import reclaimable_by_placement
 from libs.core.quota.snapshot import Node
 
 from .book import GroupRecord
@@ -369,6 +370,28 @@ class QuotaReservations(MachineState):
         ):
             return ()  # the gang would still wait: evicting would free quota for others only
         return targets
+
+    def reclaimable_by_placement(self, group: GroupRecord, priority: int) -> Iterator[AdmittedWorkload]:
+        """The gangs of borrowing queues whose room the group may take back though its quota fits
+        (`libs.core.quota.preemption.reclaimable_by_placement`): counted with the quota the scheduler holds
+        for it, or, in the preemptor, which holds none for it, with what its queue would give it."""
+        queue = self.quota_queue(group)
+        if queue is None:
+            return iter(())
+        snapshot = self._quota_snapshot()
+        hold = group.quota_hold
+        if hold is not None:
+            return reclaimable_by_placement(snapshot, queue, hold.workload.usage.keys(), priority)
+        decision = self.quotas.verdict(
+            snapshot, queue, self._holding(group), self._quota_pending(group)
+        ).decision
+        if not decision.fits or decision.borrows:
+            return iter(())
+        return reclaimable_by_placement(snapshot, queue, decision.usage.keys(), priority)
+
+    def reclaims_room(self, group: GroupRecord, priority: int) -> bool:
+        """Whether placement-aware reclaim could free room for the group."""
+        return next(self.reclaimable_by_placement(group, priority), None) is not None
 
     def hold_reclaimed_quota(self, group: GroupRecord, now: float) -> None:
         """Hold the quota a reclaim freed for the group (its victims are on their way out) until it is placed,

@@ -383,9 +383,12 @@ def gang_usage(held: AdmittedWorkload | None, hold: QuotaHold | None) -> tuple[A
 
 def preemption_message(target: PreemptionTarget, preemptor_uid: str) -> str:
     """The victim's `DisruptionTarget` message, as Kueue words a workload's `Preempted` condition."""
-    return (
-        f"Preempted to accommodate a workload (UID: {preemptor_uid}) due to {_HUMAN_REASONS[target.reason]}"
-    )
+    return quota_preemption_message(target.reason, preemptor_uid)
+
+
+def quota_preemption_message(reason: PreemptionReason, preemptor_uid: str) -> str:
+    """Kueue's `Preempted` message for a reason."""
+    return f"Preempted to accommodate a workload (UID: {preemptor_uid}) due to {_HUMAN_REASONS[reason]}"
 
 
 def pod_quota_requests(pod: ApiObject) -> dict[str, int]:

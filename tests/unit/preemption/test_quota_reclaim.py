@@ -194,3 +194,94 @@ def test_a_new_preemptor_term_holds_the_quota_of_a_reclaim_nominated_in_the_term
     assert [victim.owner.name for victim in again.decision.victims] == [
         name for name in ("a-lent-1", "a-lent-2") if name != evicted
     ]
+
+
+def fragmented_by(team_a_gpus: int, *, reclaim: str | None = "Any") -> tuple[Pair, list]:
+    """Four nodes of 8 GPUs; team-a runs four one-pod gangs of 6 GPUs, one per node (2 GPUs free on each);
+    team-b (16 GPUs, its quota not used) asks for one pod of 8, at team-a's priority."""
+    pair = Pair()
+    pair.admit(
+        *quota_objects(
+            flavor(),
+            cluster_queue("team-a", team_a_gpus, cohort="research"),
+            cluster_queue("team-b", 32 - team_a_gpus, cohort="research", reclaim=reclaim),
+            local_queue("a", "team-a"),
+            local_queue("b", "team-b"),
+        )
+    )
+    for index in range(4):
+        pair.admit(*team_gang(f"a-{index}", "a", 1, gpus=6, priority=5))
+    pair.schedule()
+    waiting = team_gang("b-train", "b", 1, gpus=8, priority=5)
+    pair.admit(*waiting)
+    return pair, waiting
+
+
+def test_a_gang_admitted_within_its_quota_that_no_node_holds_takes_room_back_from_a_borrowing_queue():
+    """Placement-aware reclaim: the cohort's quota is not all used (24 of 32), so quota alone frees nothing,
+    yet every node is held in part by team-a, which borrows 8: one of its gangs goes, whatever its
+    priority, and team-b's gang is bound on its node."""
+    pair, waiting = fragmented_by(16)
+    (ran,) = pair.schedule()
+    assert ran.bind is None
+    assert ran.preemption_priority == 5
+
+    answer = pair.preempt(waiting[0])
+
+    (victim,) = answer.decision.victims
+    assert victim.owner.namespace == "a"
+    assert victim.owner.priority == 5
+    assert victim.whole
+    assert victim.message == (
+        f"Preempted to accommodate a workload (UID: {waiting[0].uid}) due to reclamation within the cohort"
+    )
+    assert answer.decision.nodes == (victim.pods[0].node,)
+    pair.evict(answer)
+    (bound,) = pair.schedule()
+    assert bound.bind is not None
+    assert [p.node_name for p in bound.bind.placements] == [victim.pods[0].node]
+
+
+def test_no_gang_is_taken_from_a_queue_within_its_own_quota():
+    pair, _ = fragmented_by(24)  # team-a uses exactly its 24: nothing is borrowed
+
+    (ran,) = pair.schedule()
+
+    assert ran.bind is None
+    assert ran.preemption_priority is None
+
+
+def test_a_queue_that_may_not_reclaim_does_not_take_room_back():
+    pair, waiting = fragmented_by(16, reclaim=None)  # reclaimWithinCohort: Never
+
+    (ran,) = pair.schedule()
+    assert ran.preemption_priority is None
+    answer = pair.preempt(waiting[0])
+
+    assert answer.decision.victims == ()
+
+
+def test_placement_aware_reclaim_takes_a_lower_priority_borrower_first():
+    pair = Pair()
+    pair.admit(
+        *quota_objects(
+            flavor(),
+            cluster_queue("team-a", 16, cohort="research"),
+            cluster_queue("team-b", 16, cohort="research", reclaim="Any"),
+            local_queue("a", "team-a"),
+            local_queue("b", "team-b"),
+        )
+    )
+    for index, priority in enumerate((9, 9, 3, 9)):
+        pair.admit(*team_gang(f"a-{index}", "a", 1, gpus=6, priority=priority))
+    pair.schedule()
+    waiting = team_gang("b-train", "b", 1, gpus=8, priority=5)
+    pair.admit(*waiting)
+    pair.schedule()
+
+    answer = pair.preempt(waiting[0])
+
+    (victim,) = answer.decision.victims
+    assert victim.owner.name == "a-2"
+    assert victim.owner.priority == 3
+    assert victim.message == ""  # lower priority: preempted as kube-scheduler would, not reclaimed
