@@ -262,3 +262,26 @@ def test_an_elastic_gang_never_shrinks_below_min_count_and_goes_whole_when_its_s
     assert victim_names(decision) == {"elastic": [f"elastic-{i}" for i in range(4)]}
     (victim,) = decision.victims
     assert (victim.shrunk, victim.whole) == (False, True)
+
+
+def test_owners_ranked_below_a_preemptor_become_candidates_and_are_restored_as_they_were():
+    fleet = Fleet(racks=1, nodes_per_rack=2)
+    fill(fleet, "borrower", "r0-n0", priority=1000)
+    fill(fleet, "peer", "r0-n1", priority=1000)
+    before = {key: dict(fleet.index.held(key, value)) for key, value in ((None, ""), (RACK_KEY, "r0"))}
+    held_before = {
+        key: {p: (h.pods, dict(h.devices)) for p, h in levels.items()} for key, levels in before.items()
+    }
+
+    lowered = fleet.index.rank_below(["ml/borrower"], 1000)
+    decision = find_victims(fleet.snapshot, fleet.index, preemptor("p", 1, gpus=8, priority=1000), now=NOW)
+    fleet.index.restore(lowered)
+
+    assert victim_names(decision) == {"borrower": ["borrower-0"]}
+    assert fleet.index.owners["ml/borrower"].priority == 1000
+    assert {pod.priority for pod in fleet.index.of_owner("ml/borrower")} == {1000}
+    after = {
+        key: {p: (h.pods, dict(h.devices)) for p, h in fleet.index.held(key, value).items() if h.pods}
+        for key, value in ((None, ""), (RACK_KEY, "r0"))
+    }
+    assert after == {key: {p: v for p, v in levels.items() if v[0]} for key, levels in held_before.items()}
