@@ -15,7 +15,7 @@ priority and admission time), they are broken here by name."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Final
@@ -154,8 +154,9 @@ def reclaimable_by_placement(
     by queues that borrow. Candidates are the workloads of other queues of the cohort tree that borrow one
     of `held`, as `reclaimWithinCohort` lets the gang's queue take them (`Any`, or `LowerPriority` than
     `priority`); the victim search then picks, whole gangs only, the ones whose nodes would hold the gang.
-    Like Kueue's reclamation, a queue stays a candidate while it borrows: the last gang taken may bring it
-    below its nominal quota, never the gang's own queue above its own."""
+    Only what is borrowed is taken back: a workload is a candidate when its queue would still use its
+    nominal quota of each of `held` it borrows without it, so that no queue is brought below its own share
+    and made to reclaim in turn; the gang's own queue stays within its nominal quota."""
     queue = snapshot.cluster_queues.get(cluster_queue)
     node = snapshot.cluster_queue_node(cluster_queue)
     if queue is None or snapshot.parent[node] is None or not held:
@@ -167,9 +168,23 @@ def reclaimable_by_placement(
     for name in snapshot.borrowing_queues(snapshot.root_of(node), short):
         if name == cluster_queue:
             continue
+        lender = snapshot.cluster_queue_node(name)
+        used, nominal = snapshot.usage[lender], snapshot.subtree_quota[lender]
+        borrowed = {fr: extra for fr in short if (extra := used.get(fr, 0) - nominal.get(fr, 0)) > 0}
         for workload in snapshot.workloads_in(name):
-            if (policy == ANY or workload.priority < priority) and _uses(workload, short):
+            if (policy == ANY or workload.priority < priority) and _only_borrowed(workload, borrowed):
                 yield workload
+
+
+def _only_borrowed(workload: AdmittedWorkload, borrowed: Mapping[FlavorResource, int]) -> bool:
+    """Whether the workload uses some of the pairs its queue borrows, and of each no more than it borrows."""
+    uses = False
+    for fr, amount in borrowed.items():
+        taken = workload.usage.get(fr, 0)
+        if taken > amount:
+            return False
+        uses = uses or taken > 0
+    return uses
 
 
 def _fits(context: _Context, *, allow_borrowing: bool) -> bool:

@@ -285,3 +285,14 @@ def test_placement_aware_reclaim_takes_a_lower_priority_borrower_first():
     assert victim.owner.name == "a-2"
     assert victim.owner.priority == 3
     assert victim.message == ""  # lower priority: preempted as kube-scheduler would, not reclaimed
+
+
+def test_a_gang_larger_than_what_its_queue_borrows_is_not_taken_back():
+    """team-a uses 24 of a nominal 20: evicting one of its 6-GPU gangs would leave it below its own share."""
+    pair, waiting = fragmented_by(20)
+
+    (ran,) = pair.schedule()
+    assert ran.preemption_priority is None
+    answer = pair.preempt(waiting[0])
+
+    assert answer.decision.victims == ()
