@@ -154,16 +154,16 @@ class CandidateIndex:
         self._track(key)
         return self._held.get((key, value), {})
 
-    def rank_below(self, keys: Iterable[str], priority: int) -> list[UnitOwner]:
-        """Rank the pods of these owners just below `priority`, whatever theirs, so that a preemptor of that
-        priority may take them (placement-aware reclaim); returns the owners lowered, as they were, for
-        `restore`."""
+    def rank_below(self, ranks: Mapping[str, int], priority: int) -> list[UnitOwner]:
+        """Rank the pods of the owners in `ranks` at the priority given there (below `priority`), those whose
+        own priority is not lower already, so that a preemptor of `priority` may take them (placement-aware
+        reclaim); returns the owners lowered, as they were, for `restore`."""
         lowered = []
-        for key in sorted(set(keys)):
+        for key in sorted(ranks):
             owner = self.owners.get(key)
             if owner is not None and owner.priority >= priority:
                 lowered.append(owner)
-                self._reprioritise(owner, priority - 1)
+                self._reprioritise(owner, min(ranks[key], priority - 1))
         return lowered
 
     def restore(self, owners: Iterable[UnitOwner]) -> None:

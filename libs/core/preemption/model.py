@@ -97,6 +97,9 @@ class Preemptor:
     pods: Sequence[PodRequest]
     bound_pods: int = 0
     never: bool = False
+    spared: frozenset[str] = frozenset()
+    """Owners the search may not take whatever their priority: under quotas, the gangs of other queues that
+    borrow nothing (Kueue preempts across queues only what they borrow)."""
 
 
 @dataclass(frozen=True, slots=True)

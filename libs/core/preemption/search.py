@@ -365,7 +365,15 @@ def _search_domain(
     scoped = dataclasses.replace(group, assigned_domain=domain) if domain is not None else group
     scope = snapshot.level(domain.key).domains.get(domain.value) if domain else snapshot.cluster
     nodes = candidates.nodes_in(domain.key if domain else None, domain.value if domain else "")
-    units = _units(candidates, [pod for pod in candidates.on_nodes(nodes) if pod.priority < group.priority])
+    protected = preemptor.spared
+    units = _units(
+        candidates,
+        [
+            pod
+            for pod in candidates.on_nodes(nodes)
+            if pod.priority < group.priority and pod.group_key not in protected
+        ],
+    )
     if scope is None:
         return None
     if not _missing(scope.free(), demand):

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from libs.core.dra.allocator import ClaimAllocation
+from libs.core.quota import AdmittedWorkload, PreemptionTarget
 from libs.core.quota import PreemptionReason as QuotaPreemption
-from libs.core.quota import PreemptionTarget
 from libs.core.scheduling import MachineSettings, SchedulerStateMachine
 from libs.core.scheduling.book import TERMINAL, GroupRecord, PodRecord
 from libs.core.scheduling.inputs import (
@@ -257,6 +257,7 @@ class PreemptorStateMachine:
             bound_pods=len(group.placed),
             never=group.obj.spec.get("preemptionPolicy") == PREEMPT_NEVER
             or any(pod.obj.spec.get("preemptionPolicy") == PREEMPT_NEVER for pod in pending),
+            spared=frozenset(self._owner_keys(self.cluster.spared_by_quota(group, core.priority))),
         )
         started = self._timer() if self._timer is not None else 0.0
         targets = self.cluster.quota_targets(group)
@@ -274,7 +275,7 @@ class PreemptorStateMachine:
                 self.cluster.hold_reclaimed_quota(group, now)
         return Preempted(_ref(group), core.priority, decision, expires_at, cause, search_ms)
 
-    def _search(self, preemptor: Preemptor, now: float, borrowers: Iterable[str]) -> PreemptionDecision:
+    def _search(self, preemptor: Preemptor, now: float, borrowers: Mapping[str, int]) -> PreemptionDecision:
         """The search on the snapshot as it will be: pods on their way out gone, the room nominated for
         other groups held for them; the gangs of `borrowers` (placement-aware reclaim) are candidates
         whatever their priority."""
@@ -290,16 +291,27 @@ class PreemptorStateMachine:
             put_back(snapshot, [leaving])
         return self._reclaimed(found, lowered, preemptor.group.uid) if lowered else found
 
-    def _borrowers(self, group: GroupRecord, priority: int) -> dict[str, str]:
-        """The running gangs the group may take room from though their priority is not lower, by owner key:
-        its queue admits it within nominal quota, and theirs borrow (their ClusterQueue's name)."""
+    def _borrowers(self, group: GroupRecord, priority: int) -> dict[str, int]:
+        """The running gangs the group may take room from though their priority is not lower, by owner key,
+        with the priority the search ranks them at: below the group's, the gangs of the queue with the
+        highest dominant resource share lowest, so that they go first (as Kueue's fair sharing picks the
+        queue to preempt from)."""
+        workloads = list(self.cluster.reclaimable_by_placement(group, priority))
+        order = self.cluster.borrowers_by_share({w.cluster_queue for w in workloads})
+        ranks = {w.name: priority - len(order) + order.index(w.cluster_queue) for w in workloads}
+        return {key: ranks[name] for name, key in self._owner_keys_by_gang(ranks).items()}
+
+    def _owner_keys(self, workloads: Iterable[AdmittedWorkload]) -> Iterable[str]:
+        return self._owner_keys_by_gang(w.name for w in workloads).values()
+
+    def _owner_keys_by_gang(self, gangs: Iterable[str]) -> dict[str, str]:
+        """The candidate owner of each running gang (its CompositePodGroup when they go together)."""
         book, found = self.cluster.book, {}
-        for workload in self.cluster.reclaimable_by_placement(group, priority):
-            gang = book.groups.get(workload.name)
-            if gang is None or not gang.placed:
-                continue
-            owner = self._composite_owner(gang)
-            found[owner.key if owner is not None else gang.key] = workload.cluster_queue
+        for name in gangs:
+            gang = book.groups.get(name)
+            if gang is not None and gang.placed:
+                owner = self._composite_owner(gang)
+                found[name] = owner.key if owner is not None else gang.key
         return found
 
     def _reclaimed(

@@ -15,7 +15,7 @@ priority and admission time), they are broken here by name."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Final
@@ -174,6 +174,33 @@ def reclaimable_by_placement(
         for workload in snapshot.workloads_in(name):
             if (policy == ANY or workload.priority < priority) and _only_borrowed(workload, borrowed):
                 yield workload
+
+
+def spared_by_quota(snapshot: QuotaSnapshot, cluster_queue: str, priority: int) -> Iterator[AdmittedWorkload]:
+    """The lower-priority workloads a gang of `cluster_queue` may not preempt by priority: those of other
+    ClusterQueues that borrow nothing. Kueue takes from another queue only what it borrows (reclaim, or
+    borrowing within the cohort); were a borrowing gang let evict a gang holding its own queue's nominal
+    quota, that gang would take the room back by placement-aware reclaim, and the two would evict each other
+    for ever."""
+    if cluster_queue not in snapshot.cluster_queues:
+        return
+    for name in sorted(snapshot.cluster_queues):
+        node = snapshot.cluster_queue_node(name)
+        if name == cluster_queue or not snapshot.within_nominal(node, snapshot.usage[node]):
+            continue
+        for workload in snapshot.workloads_in(name):
+            if workload.priority < priority:
+                yield workload
+
+
+def borrowers_by_share(snapshot: QuotaSnapshot, queues: Iterable[str]) -> list[str]:
+    """ClusterQueues, the highest dominant resource share first (ties by name): the order placement-aware
+    reclaim takes them in."""
+    return sorted(
+        sorted(queues),
+        key=lambda name: dominant_resource_share(snapshot, snapshot.cluster_queue_node(name)).order(),
+        reverse=True,
+    )
 
 
 def _only_borrowed(workload: AdmittedWorkload, borrowed: Mapping[FlavorResource, int]) -> bool:

@@ -3,7 +3,7 @@ before it enters a cycle, and what a gang waiting for quota tells (see `quotas.p
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from libs.core.quota import (
     AdmittedWorkload,
@@ -15,7 +15,7 @@ from libs.core.quota import (
 )
 from libs.core.quota.admission_fair_sharing import summed
 from libs.core.quota.ordering import admitted_after
-from libs.core.quota.preemption import reclaimable_by_placement
+from libs.core.quota.preemption import borrowers_by_share, reclaimable_by_placement, spared_by_quota
 from libs.core.quota.snapshot import Node
 
 from .book import GroupRecord
@@ -388,6 +388,18 @@ class QuotaReservations(MachineState):
         if not decision.fits or decision.borrows:
             return iter(())
         return reclaimable_by_placement(snapshot, queue, decision.usage.keys(), priority)
+
+    def spared_by_quota(self, group: GroupRecord, priority: int) -> Iterator[AdmittedWorkload]:
+        """The gangs the group may not preempt by priority (`libs.core.quota.preemption.spared_by_quota`);
+        none when it is not quota-managed."""
+        queue = self.quota_queue(group)
+        if queue is None:
+            return iter(())
+        return spared_by_quota(self._quota_snapshot(), queue, priority)
+
+    def borrowers_by_share(self, queues: Iterable[str]) -> list[str]:
+        """These ClusterQueues, the highest dominant resource share first."""
+        return borrowers_by_share(self._quota_snapshot(), queues)
 
     def reclaims_room(self, group: GroupRecord, priority: int) -> bool:
         """Whether placement-aware reclaim could free room for the group."""

@@ -296,3 +296,58 @@ def test_a_gang_larger_than_what_its_queue_borrows_is_not_taken_back():
     answer = pair.preempt(waiting[0])
 
     assert answer.decision.victims == ()
+
+
+def test_placement_aware_reclaim_takes_from_the_queue_with_the_highest_share_first():
+    """Five nodes of 8 GPUs, each holding one 6-GPU gang: team-a borrows 8 past its nominal 4, team-c 6 past
+    its 12. team-b's 8-GPU pod (within its 24) takes a gang of team-a, the larger share, though the search
+    alone would take team-c's (the same priority and age; the last name goes first)."""
+    pair = Pair(ClusterShape(blocks=1, racks_per_block=1, nodes_per_rack=5))
+    pair.admit(
+        *quota_objects(
+            flavor(),
+            cluster_queue("team-a", 4, cohort="research"),
+            cluster_queue("team-b", 24, cohort="research", reclaim="Any"),
+            cluster_queue("team-c", 12, cohort="research"),
+            local_queue("a", "team-a"),
+            local_queue("b", "team-b"),
+            local_queue("c", "team-c"),
+        )
+    )
+    for namespace, count in (("a", 2), ("c", 3)):
+        for index in range(count):
+            pair.admit(*team_gang(f"{namespace}-{index}", namespace, 1, gpus=6))
+    pair.schedule()
+    waiting = team_gang("b-train", "b", 1, gpus=8)
+    pair.admit(*waiting)
+    (ran,) = pair.schedule()
+    assert ran.preemption_priority == 0
+
+    answer = pair.preempt(waiting[0])
+
+    (victim,) = answer.decision.victims
+    assert victim.owner.namespace == "a"
+    assert victim.owner.priority == 0
+
+
+def test_a_borrowing_gang_does_not_evict_by_priority_a_gang_holding_its_own_queues_quota():
+    """team-b's gang took a node back from team-a, which borrowed it; team-a's gang coming back (a Job's pods
+    are recreated) has the higher priority, yet team-b holds only its nominal quota: it is spared, or the two
+    would evict each other for ever."""
+    pair, waiting = fragmented_by(16)
+    for document in waiting:
+        document.spec["priority"] = 1  # below team-a's 5
+    pair.schedule()
+    answer = pair.preempt(waiting[0])
+    (victim,) = answer.decision.victims
+    pair.evict(answer)
+    (bound,) = pair.schedule()
+    assert bound.bind is not None
+
+    again = team_gang("a-again", "a", 1, gpus=6, priority=5)
+    pair.admit(*again)
+    (ran,) = pair.schedule()
+    assert ran.bind is None
+    answer = pair.preempt(again[0])
+
+    assert answer.decision.victims == ()

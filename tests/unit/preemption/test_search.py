@@ -273,7 +273,7 @@ def test_owners_ranked_below_a_preemptor_become_candidates_and_are_restored_as_t
         key: {p: (h.pods, dict(h.devices)) for p, h in levels.items()} for key, levels in before.items()
     }
 
-    lowered = fleet.index.rank_below(["ml/borrower"], 1000)
+    lowered = fleet.index.rank_below({"ml/borrower": 999}, 1000)
     decision = find_victims(fleet.snapshot, fleet.index, preemptor("p", 1, gpus=8, priority=1000), now=NOW)
     fleet.index.restore(lowered)
 
