@@ -258,12 +258,15 @@ async def test_a_claim_deleted_while_its_pods_run_holds_its_gpu_until_they_end_e
         await stack.client.apply([greedy])
         waiting = await eventually(
             lambda: pods_named(stack, "greedy"),
-            lambda pods: (
-                "cannot allocate all claims" in str(pods[0].get("status")) or phases(pods) == {"Running"}
-            ),
+            lambda pods: (scheduled(pods[0]) or ("",))[0] == "Unschedulable" or phases(pods) == {"Running"},
             timeout_s=30,
         )
-        assert phases(waiting) != {"Running"}
+        assert phases(waiting) != {"Running"}, waiting[0].get("status")
+        assert scheduled(waiting[0]) == (
+            "Unschedulable",
+            "0/64 nodes are available: 63 node(s) didn't match Pod's node affinity/selector, "
+            "1 Insufficient nvidia.com/gpu.",
+        )
 
         stack.agent_clock.advance(timedelta(seconds=31))
         stack.agent.wake()
