@@ -146,8 +146,9 @@ def migrated_postgres_template(postgres_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def _postgres_dropper() -> Iterator[concurrent.futures.Executor]:
-    """Drops throwaway databases in the background (each drop takes ~0.2 s); waits for them at session end."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    """Drops throwaway databases in the background (each drop takes ~0.2 s, longer under load); waits for
+    them at session end, where a worker's backlog is drained over several connections at once."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
         yield pool
 
 

@@ -339,7 +339,7 @@ def test_a_borrowing_gang_does_not_evict_by_priority_a_gang_holding_its_own_queu
         document.spec["priority"] = 1  # below team-a's 5
     pair.schedule()
     answer = pair.preempt(waiting[0])
-    (victim,) = answer.decision.victims
+    assert [victim.owner.namespace for victim in answer.decision.victims] == ["a"]
     pair.evict(answer)
     (bound,) = pair.schedule()
     assert bound.bind is not None
