@@ -262,16 +262,7 @@ def test_a_queue_that_may_not_reclaim_does_not_take_room_back():
 
 
 def test_placement_aware_reclaim_takes_a_lower_priority_borrower_first():
-    pair = Pair()
-    pair.admit(
-        *quota_objects(
-            flavor(),
-            cluster_queue("team-a", 16, cohort="research"),
-            cluster_queue("team-b", 16, cohort="research", reclaim="Any"),
-            local_queue("a", "team-a"),
-            local_queue("b", "team-b"),
-        )
-    )
+    pair = two_teams()
     for index, priority in enumerate((9, 9, 3, 9)):
         pair.admit(*team_gang(f"a-{index}", "a", 1, gpus=6, priority=priority))
     pair.schedule()
