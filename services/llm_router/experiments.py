@@ -36,6 +36,8 @@ class SharedExperiments:
         self.interval_s = interval_s
         self._resumed: set[str] = set()
         self._pending: dict[str, ExperimentConclusion] = {}
+        self._stored: set[str] = set()
+        """Experiments whose conclusion this process's last write stored (no winner was stored before)."""
         self._wake = asyncio.Event()
         self._one_pass = asyncio.Lock()
         router.on_conclusion = self._concluded
@@ -94,7 +96,10 @@ class SharedExperiments:
         record = _parsed(current, key) or ExperimentRecord(experiment.name, {})
         record = record.with_tally(self._instance, tally)
         pending = self._pending.get(experiment.key)
+        self._stored.discard(experiment.key)
         if pending is not None:
+            if record.winner is None:
+                self._stored.add(experiment.key)
             record = record.concluded(pending.winner, self._instance)
         return record.to_json()
 
@@ -109,7 +114,10 @@ class SharedExperiments:
         self._router.adopt_conclusion(experiment.key, record.winner)
         if pending is not None:
             del self._pending[experiment.key]
-            if record.concluded_by == self._instance and record.winner == pending.winner:
+            # Audited by the write that stored it: a process restarted under the same instance name that
+            # concludes again finds its own earlier conclusion stored, and does not audit it twice.
+            if experiment.key in self._stored and record.winner == pending.winner:
+                self._stored.discard(experiment.key)
                 self._router.audit_conclusion(pending)
                 self.audited += 1
 

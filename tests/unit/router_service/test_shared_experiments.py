@@ -125,3 +125,23 @@ async def test_an_unreadable_record_is_written_anew() -> None:
     router.record_feedback("search-answer", "gemini-flash", 0.5)
     await shared.sync()
     assert stored(records, router).tallies["0"].counts == (1, 0)
+
+
+async def test_a_process_restarted_under_its_name_that_concludes_again_does_not_audit_it_twice() -> None:
+    records = Records()
+    router, shared, events = process("0", records)
+    for _ in range(40):
+        router.record_feedback("search-answer", "gemini-flash", 0.0)
+        router.record_feedback("search-answer", "claude-haiku", 1.0)
+    await shared.sync()
+    assert concluded(events) == 1
+    restarted, restarted_shared, restarted_events = process("0", records)
+    for _ in range(40):  # it concludes on its own before its first pass reads the stored winner
+        restarted.record_feedback("search-answer", "gemini-flash", 0.0)
+        restarted.record_feedback("search-answer", "claude-haiku", 1.0)
+    assert restarted.experiment_winners() == {"search-answer": 1}
+
+    await restarted_shared.sync()
+
+    assert stored(records, restarted).concluded_by == "0"
+    assert concluded(restarted_events) == 0
