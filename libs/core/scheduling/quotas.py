@@ -48,9 +48,6 @@ from .model import PodRequest
 from .objects import ApiObject
 
 QUOTA_KINDS: Final = ("ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
-MISSING_LOCAL_QUEUE: Final = "\x00missing LocalQueue "
-"""The ClusterQueue name a gang is queued to when its queue-name label names a LocalQueue its namespace does
-not have (followed by that name): no such ClusterQueue exists, so it is held until the LocalQueue is."""
 """Kueue's kinds, in the order a world is loaded (`inputs.WORLD_KINDS`)."""
 
 SHAPES_KEPT: Final = 200_000
@@ -174,20 +171,7 @@ class QuotaLedger:
         """The ClusterQueue a PodGroup reserves quota in: that of the LocalQueue its (or its Workload's)
         `kueue.x-k8s.io/queue-name` label names, else its namespace's `default`; None: not quota-managed."""
         queue = self.local_queue_for(obj, workload)
-        if queue is not None:
-            return queue.cluster_queue or None
-        missing = self.missing_local_queue(obj, workload)
-        return MISSING_LOCAL_QUEUE + missing if missing else None
-
-    def missing_local_queue(self, obj: ApiObject, workload: ApiObject | None) -> str | None:
-        """The LocalQueue a gang's queue-name label names when its namespace has none of that name (Kueue
-        holds such a workload pending until it exists); None when unlabelled, or when no LocalQueue exists
-        at all (quotas are not in use)."""
-        if not self.local_queues:
-            return None
-        labels = {**(workload.labels if workload is not None else {}), **obj.labels}
-        wanted = labels.get(QUEUE_NAME_LABEL)
-        return wanted if wanted and f"{obj.namespace}/{wanted}" not in self.local_queues else None
+        return (queue.cluster_queue or None) if queue is not None else None
 
     def local_queue_for(self, obj: ApiObject, workload: ApiObject | None) -> LocalQueueQuota | None:
         """The LocalQueue a PodGroup is queued to (see `cluster_queue_for`), if there is one."""
@@ -243,10 +227,6 @@ class QuotaLedger:
         self, snapshot: QuotaSnapshot, cluster_queue: str, gang: Holding, pending: Iterable[ApiObject]
     ) -> QuotaVerdict:
         """Whether the gang's waiting pods fit its ClusterQueue, on top of what the gang already holds."""
-        if cluster_queue.startswith(MISSING_LOCAL_QUEUE):
-            missing = cluster_queue.removeprefix(MISSING_LOCAL_QUEUE)
-            decision = QuotaDecision(Mode.NO_FIT, {}, {}, message=f"LocalQueue {missing} doesn't exist")
-            return QuotaVerdict(cluster_queue, decision, {})
         decision = admit(snapshot, self.request(cluster_queue, gang, pending), fair_sharing=self.fair_sharing)
         return QuotaVerdict(cluster_queue, decision, self._flavor_labels(decision))
 

@@ -481,35 +481,3 @@ def test_with_fair_sharing_a_loan_waits_for_a_gang_within_its_nominal_quota_then
         "b/b-own is admitted within the nominal quota of ClusterQueue team-b first"
     )
     assert placed == ["b-own", "a-loan"]
-
-
-def test_a_gang_naming_a_local_queue_that_does_not_exist_waits_for_it_as_kueue_holds_it(clock):
-    scheduler = machine(clock, flavor(), cluster_queue("team-a", 16), local_queue("a", "team-a"))
-    gang = team_gang("lost", "b", 1)
-    gang[0].metadata["labels"] = {"kueue.x-k8s.io/queue-name": "research"}
-    scheduler.admit(*gang)
-
-    (waits,) = scheduler.run()
-
-    assert not waits.decision.placed
-    assert waits.quota_message == "LocalQueue research doesn't exist"
-    assert waits.preemption_priority is None
-
-    scheduler.admit(
-        *quota_objects(local_queue("b", "team-a") | {"metadata": {"name": "research", "namespace": "b"}})
-    )
-    (ran,) = settle(scheduler)
-    assert ran.decision.placed
-    assert ran.bind is not None
-    assert ran.bind.cluster_queue == "team-a"
-
-
-def test_an_unlabelled_gang_in_a_namespace_without_a_default_local_queue_is_not_quota_managed(clock):
-    scheduler = machine(clock, flavor(), cluster_queue("team-a", 16), local_queue("a", "team-a"))
-    scheduler.admit(*team_gang("free", "b", 1))
-
-    (ran,) = scheduler.run()
-
-    assert ran.decision.placed
-    assert ran.bind is not None
-    assert ran.bind.cluster_queue is None
