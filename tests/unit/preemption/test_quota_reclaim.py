@@ -342,3 +342,27 @@ def test_a_borrowing_gang_does_not_evict_by_priority_a_gang_holding_its_own_queu
     answer = pair.preempt(again[0])
 
     assert answer.decision.victims == ()
+
+
+def test_a_new_preemptor_term_answers_a_gang_that_waits_for_room_a_borrowing_queue_holds():
+    """The request lives in the old term's memory: a new term, told which gangs wait unschedulable, asks
+    again for one whose room only placement-aware reclaim frees (no lower priority runs)."""
+    pair, waiting = fragmented_by(16)
+    pair.schedule()
+    book = pair.preemptor.cluster.book
+    objects = [group.obj for group in book.groups.values()] + [pod.obj for pod in book.pods.values()]
+    bindings = {uid: pod.node for uid, pod in book.pods.items() if pod.node is not None}
+    quota = quota_objects(
+        flavor(),
+        cluster_queue("team-a", 16, cohort="research"),
+        cluster_queue("team-b", 16, cohort="research", reclaim="Any"),
+        local_queue("a", "team-a"),
+        local_queue("b", "team-b"),
+    )
+    world = World(cluster(SHAPE) + [workload()] + quota + objects, bindings)
+    successor = PreemptorStateMachine()
+    successor.load(world, now=pair.now, unschedulable=[waiting[0].uid])
+
+    (answer,) = [o for o in successor.run_pass(pair.now) if isinstance(o, Preempted)]
+
+    assert [victim.owner.namespace for victim in answer.decision.victims] == ["a"]
