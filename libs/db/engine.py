@@ -17,6 +17,14 @@ from libs.db.types import json_text, json_value
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 PING_AFTER_IDLE_S = 1.0
 """A PostgreSQL connection idle this long is pinged before it is used again."""
+POOL_SIZE = 16
+"""PostgreSQL connections a process keeps open. A service's concurrent transactions (admission: a group
+commit, a read-back per waiting request, the change feed's reads, the outbox relay) must fit: a connection
+over the pool is opened for one transaction and closed after it, and each such opening costs PostgreSQL a
+backend and asyncpg its type introspection and prepared statements again (with 5, eight API clients writing
+at once cost PostgreSQL more CPU than the writes themselves)."""
+POOL_OVERFLOW = 16
+"""Connections opened beyond the pool under a burst, closed when given back."""
 _IDLE_SINCE = "podway_idle_since"
 DEFAULT_POSTGRES_PORT = 5432
 _MULTI_HOST = re.compile(r"^(?P<head>[^:/]+://(?:[^@/]*@)?)(?P<hosts>[^@/?]*,[^/?]*)(?P<tail>[/?].*)?$")
@@ -87,8 +95,8 @@ def create_engine(
         echo=echo,
         json_serializer=json_text,
         json_deserializer=json_value,
-        pool_size=5,
-        max_overflow=10,
+        pool_size=POOL_SIZE,
+        max_overflow=POOL_OVERFLOW,
         pool_use_lifo=True,
         pool_recycle=1800,
         **({"execution_options": {"postgresql_readonly": True}} if read_only else {}),

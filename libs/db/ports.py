@@ -18,6 +18,7 @@ from libs.db.records import (
     Lease,
     Nomination,
     ObjectDraft,
+    ObjectVersion,
     OutboxMessage,
     PodBinding,
     StoredEvent,
@@ -51,6 +52,17 @@ class ObjectRepository(Protocol):
         limit: int | None = None,
         podgroups: Collection[str] | None = None,
     ) -> list[StoredObject]: ...
+
+    async def find_versions(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        after: tuple[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[ObjectVersion]: ...
+
+    async def get_by_uids(self, uids: Sequence[str]) -> list[StoredObject]: ...
 
     async def namespaces(self) -> list[str]: ...
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from libs.events.envelope import Envelope
 
@@ -50,6 +50,15 @@ class StoredObject:
     @property
     def labels(self) -> dict[str, str]:
         return dict(self.metadata.get("labels") or {})
+
+
+class ObjectVersion(NamedTuple):
+    """Which version of an object is stored, without its documents."""
+
+    uid: str
+    namespace: str
+    name: str
+    revision: int | None
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries
 from services.admission.batcher import ApplyBatcher, Footprint
 from services.admission.store import iso, known_from_stored, load_view, write_decision
+from services.admission.stored_cache import StoredManifests
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class AdmissionService:
         self.broker = make_broker(settings.nats_url, f"admission-{settings.instance}")
         self.relay: OutboxRelay | None = None
         self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
+        self.stored = StoredManifests()
         self.batcher: ApplyBatcher[PreparedApply] = ApplyBatcher(
             self._apply_group,
             footprint_of=_footprint_of,
@@ -395,7 +397,7 @@ class AdmissionService:
     async def on_get(self, body: bytes) -> bytes:
         request = GetRequest.model_validate_json(body)
         async with self.uow() as uow:
-            return encode_objects(await queries.get_objects(uow, request))
+            return encode_objects(await queries.get_objects(uow, request, self.stored))
 
     async def on_changes(self, body: bytes) -> bytes:
         request = ChangesRequest.model_validate_json(body)

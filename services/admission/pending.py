@@ -57,6 +57,7 @@ def _podgroups_named(kind: str, manifests: list[dict[str, Any]]) -> set[str]:
 def with_waiting(kind: str, manifests: list[dict[str, Any]], scope: Scope) -> None:
     """Give each pending pod or PodGroup of `scope`'s namespace the condition saying why it waits, unless it
     has one of that type already."""
+    reasons: dict[PodFacts, dict[str, str]] = {}  # most pending pods of a page wait for the same reason
     for manifest in manifests:
         status = manifest.setdefault("status", {})
         conditions = status.get("conditions") or []
@@ -67,7 +68,10 @@ def with_waiting(kind: str, manifests: list[dict[str, Any]], scope: Scope) -> No
             if waiting is not None:
                 _add(status, waiting.condition(ConditionType.POD_GROUP_SCHEDULED), manifest)
         elif kind == "Pod" and _pending(manifest):
-            _add(status, pod_waiting(_pod_facts(manifest, scope)).condition(POD_SCHEDULED), manifest)
+            pod = _pod_facts(manifest, scope)
+            if pod not in reasons:
+                reasons[pod] = pod_waiting(pod).condition(POD_SCHEDULED)
+            _add(status, reasons[pod], manifest)
 
 
 def _pending(pod: Mapping[str, Any]) -> bool:

@@ -22,6 +22,7 @@ from libs.kubeapi.events import kube_events, waiting_event
 from services.admission import pending
 from services.admission.quota_status import QUEUE_KINDS, with_queue_statuses
 from services.admission.store import iso, known_from_stored
+from services.admission.stored_cache import StoredManifests
 
 
 async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObject]:
@@ -32,12 +33,12 @@ async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObjec
     return found
 
 
-async def get_objects(uow: UnitOfWork, request: GetRequest) -> GetReply:
+async def get_objects(uow: UnitOfWork, request: GetRequest, kept: StoredManifests | None = None) -> GetReply:
     """Full manifests as a reader expects them: conditions from their own rows folded into status, a pod's
     node in `spec.nodeName`, a PodGroup's derived phase, placed count (its pods bound now) and domain in
     `status.podway`, a pending pod's or PodGroup's waiting condition (see pending.py), and Kueue's queues'
     status (see quota_status.py). A list with a `limit` is one page, with the token of the next when more
-    follow."""
+    follow; `kept` keeps what the list read for the next (see stored_cache.py)."""
     token = None
     if request.name is not None and request.kind not in ("Namespace", "Event"):
         # One object has its own revision: no list revision to settle.
@@ -57,15 +58,16 @@ async def get_objects(uow: UnitOfWork, request: GetRequest) -> GetReply:
     namespace = None if request.all_namespaces else request.namespace
     after = continue_after(request.continue_token) if request.continue_token else None
     wanted = request.limit + 1 if request.limit is not None else None
-    objects = await uow.objects.find(request.kind, namespace, after=after, limit=wanted)
-    if request.limit is not None and len(objects) > request.limit:
-        objects = objects[: request.limit]
-        token = continue_token(objects[-1].namespace, objects[-1].name)
+    versions = await uow.objects.find_versions(request.kind, namespace, after=after, limit=wanted)
+    if request.limit is not None and len(versions) > request.limit:
+        versions = versions[: request.limit]
+        token = continue_token(versions[-1].namespace, versions[-1].name)
+    read = await (kept if kept is not None else StoredManifests(kept=0)).read(uow, versions, with_conditions)
     return GetReply(
-        items=await _readable(uow, request.kind, objects),
+        items=await _derived(uow, request.kind, [manifest for manifest, _ in read]),
         continue_token=token,
         revision=revision,
-        item_revisions=[obj.revision or revision for obj in objects],
+        item_revisions=[item_revision or revision for _, item_revision in read],
     )
 
 
@@ -174,7 +176,11 @@ async def changes(uow: UnitOfWork, request: ChangesRequest) -> ChangesReply:
 
 
 async def _readable(uow: UnitOfWork, kind: str, objects: list[StoredObject]) -> list[dict[str, Any]]:
-    manifests = await with_conditions(uow, objects)
+    return await _derived(uow, kind, await with_conditions(uow, objects))
+
+
+async def _derived(uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What reads derive from other objects, added to these manifests (conditions folded in already)."""
     if kind == "CompositePodGroup":
         await _with_composite_summaries(uow, manifests)
     if kind in QUEUE_KINDS:

@@ -14,7 +14,7 @@ from aiohttp import web
 from libs.api.errors import FieldError, FieldPath, invalid, not_supported
 from libs.api.limits import LimitExceeded, check_document_shape
 from libs.events.rpc import Propagation
-from libs.kubeapi import status
+from libs.kubeapi import protobuf, status
 from libs.kubeapi.patches import (
     YAML_LOADER,
     media_type,
@@ -33,6 +33,9 @@ from services.api_server.backend import FieldValidation
 from services.api_server.routes import Target
 
 MAX_BODY = 3 * 1024 * 1024
+BODY_TYPES = ("application/json", "application/yaml", protobuf.MEDIA_TYPE)
+"""What a body may be written in (protobuf for the built-in kinds kubectl's typed clients send: see
+libs/kubeapi/protobuf.py)."""
 """The API server's request size limit (3 MiB, as etcd's default object limit)."""
 
 
@@ -106,8 +109,10 @@ async def read_object(request: web.Request) -> dict[str, Any]:
             loaded = yaml.load(raw.decode(), Loader=YAML_LOADER)
         elif media.startswith("application/") and media.endswith("json"):
             loaded = json.loads(raw)
+        elif media == protobuf.MEDIA_TYPE:
+            loaded = protobuf.decode_object(raw)
         else:
-            raise Refused(status.unsupported_media_type(["application/json", "application/yaml"]))
+            raise Refused(status.unsupported_media_type(BODY_TYPES))
     except (ValueError, yaml.YAMLError, UnicodeDecodeError) as error:
         message = str(error).splitlines()[0]
         raise Refused(status.bad_request(f"the object provided is unrecognized: {message}")) from None
@@ -243,7 +248,10 @@ async def delete_options(request: web.Request) -> DeleteOptions:
     raw = await read_body(request)
     if raw.strip():
         try:
-            body = json.loads(raw)
+            if media_type(request.headers.get("Content-Type")).lower() == protobuf.MEDIA_TYPE:
+                body = protobuf.decode_delete_options(raw)
+            else:
+                body = json.loads(raw)
         except ValueError as error:
             raise Refused(status.bad_request(f"invalid DeleteOptions: {error}")) from None
         if not isinstance(body, dict):

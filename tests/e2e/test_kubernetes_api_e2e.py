@@ -731,3 +731,35 @@ def test_the_asyncio_client_lists_creates_and_watches(kube: KubeStack) -> None:
 
     labels = asyncio.run(scenario())
     assert labels[-1].get("seen") == "yes"
+
+
+def test_kubectls_typed_commands_send_protobuf_and_are_read_as_sent(kube: KubeStack) -> None:
+    created = kubectl(kube, "create", "namespace", "typed", "-v=8")
+    assert "Content-Type: application/vnd.kubernetes.protobuf" in created.stderr  # the path under test
+    assert ok(created).strip() == "namespace/typed created"
+    ok(kubectl(kube, "create", "priorityclass", "typed-high", "--value=0", "--description=zero is a value"))
+    ok(kubectl(kube, "create", "job", "typed", "-n", "typed", "--image=busybox", "--", "echo", "hi"))
+
+    priority = json.loads(ok(kubectl(kube, "get", "priorityclass", "typed-high", "-o", "json")))
+    assert (priority["value"], priority["description"]) == (0, "zero is a value")
+    job = json.loads(ok(kubectl(kube, "get", "job", "typed", "-n", "typed", "-o", "json")))
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert (container["name"], container["image"], container["command"]) == (
+        "typed",
+        "busybox",
+        ["echo", "hi"],
+    )
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="drained", app="drained", seconds=600)))
+    ok(kubectl(kube, "wait", "-n", "ml", "pod/drained", "--for=jsonpath={.status.phase}=Running"))
+    node = ok(kubectl(kube, "get", "pod", "drained", "-n", "ml", "-o", "jsonpath={.spec.nodeName}"))
+    try:
+        # drain evicts through policy/v1 Eviction, sent as protobuf with its DeleteOptions inside.
+        # --force: a bare pod has no controller to make it again.
+        only = "--pod-selector=app=drained"
+        drained = ok(kubectl(kube, "drain", node, "--ignore-daemonsets", "--force", "--timeout=60s", only))
+        assert "pod/drained evicted" in drained
+    finally:
+        ok(kubectl(kube, "uncordon", node))
+    ok(kubectl(kube, "wait", "-n", "ml", "pod/drained", "--for=delete", "--timeout=60s"))

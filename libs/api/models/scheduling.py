@@ -301,3 +301,7 @@ class PriorityClass(ApiObject):
     global_default: bool | None = None
     preemption_policy: str | None = None
     description: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        """`value` is written even when 0, as upstream's (a Go int32 without `omitempty`)."""
+        return {**super().to_wire(), "value": self.value}

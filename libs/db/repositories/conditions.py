@@ -7,8 +7,9 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Row, String, and_, bindparam, case, exists, func, select, update
+from sqlalchemy import BigInteger, Row, String, and_, any_, bindparam, case, exists, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.errors import ConditionOwnershipError
@@ -83,6 +84,10 @@ class SqlAlchemyConditionRepository:
         """The conditions of many objects, by object uid and then type (objects without any are left out)."""
         found: dict[str, list[Condition]] = {}
         distinct = list(dict.fromkeys(object_uids))
+        if dialect_of(self._session) == "postgresql" and distinct:
+            for row in await self._session.execute(_FOR_MANY_PG, {"uids": distinct}):
+                found.setdefault(row.object_uid, []).append(_to_condition(row))
+            return found
         for start in range(0, len(distinct), 500):
             query = select(conditions).where(conditions.c.object_uid.in_(distinct[start : start + 500]))
             for row in await self._session.execute(
@@ -95,6 +100,15 @@ class SqlAlchemyConditionRepository:
         query = select(conditions).where(conditions.c.object_uid == object_uid, conditions.c.type == type_)
         row = (await self._session.execute(query)).first()
         return _to_condition(row) if row else None
+
+
+_FOR_MANY_PG = (
+    select(conditions)
+    .where(conditions.c.object_uid == any_(bindparam("uids", type_=ARRAY(String))))
+    .order_by(conditions.c.object_uid, conditions.c.type)
+)
+"""`list_for_many` on PostgreSQL: one statement text for any number of objects, prepared once per connection
+(an IN list of 500 is rendered and compiled again on every call)."""
 
 
 def _to_condition(row: Row[Any]) -> Condition:

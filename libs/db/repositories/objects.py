@@ -16,6 +16,7 @@ from sqlalchemy import (
     Select,
     String,
     Update,
+    any_,
     bindparam,
     cast,
     delete,
@@ -27,14 +28,14 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.api.annotations import WORKLOAD_REF_NAME
 from libs.db.errors import ConflictError, NotFoundError
 from libs.db.ports import Clock
-from libs.db.records import JsonObject, ObjectDraft, StoredObject
+from libs.db.records import JsonObject, ObjectDraft, ObjectVersion, StoredObject
 from libs.db.repositories._sql import (
     dialect_of,
     insert_ignoring_duplicates,
@@ -135,6 +136,41 @@ class SqlAlchemyObjectRepository:
             query = query.where(objects.c.metadata[("labels", key)].as_string() == value)
         rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))
         return [_to_object(row) for row in rows]
+
+    async def find_versions(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        after: tuple[str, str] | None = None,
+        limit: int | None = None,
+    ) -> list[ObjectVersion]:
+        """What `find` would return, as each object's uid, key and revision only (without reading or decoding
+        the documents)."""
+        query = select(objects.c.uid, objects.c.namespace, objects.c.name, objects.c.revision).where(
+            objects.c.kind == kind
+        )
+        if namespace is not None:
+            query = query.where(objects.c.namespace == namespace)
+        if after is not None:
+            query = query.where(tuple_(objects.c.namespace, objects.c.name) > tuple_(*after))
+        if limit is not None:
+            query = query.limit(limit)
+        rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))
+        return [ObjectVersion(*row) for row in rows]  # the columns in ObjectVersion's order
+
+    async def get_by_uids(self, uids: Sequence[str]) -> list[StoredObject]:
+        """The objects with these uids that exist, in no particular order."""
+        wanted = list(dict.fromkeys(uids))
+        if not wanted:
+            return []
+        if on_postgres(self._session):
+            return [_to_object(row) for row in await self._session.execute(_BY_UIDS_PG, {"uids": wanted})]
+        found: list[StoredObject] = []
+        for start in range(0, len(wanted), 500):
+            query = select(objects).where(objects.c.uid.in_(wanted[start : start + 500]))
+            found += [_to_object(row) for row in await self._session.execute(query)]
+        return found
 
     async def namespaces(self) -> list[str]:
         """The namespaces that hold an object, sorted."""
@@ -398,6 +434,10 @@ def _by_key(kind: str, namespace: str, name: str) -> Select[Any]:
     return select(objects).where(
         objects.c.kind == kind, objects.c.namespace == namespace, objects.c.name == name
     )
+
+
+_BY_UIDS_PG = select(objects).where(objects.c.uid == any_(bindparam("uids", type_=ARRAY(String))))
+"""`get_by_uids` on PostgreSQL: one statement text for any number of objects, prepared once per connection."""
 
 
 def _to_object(row: Row[Any]) -> StoredObject:

@@ -135,6 +135,13 @@ async def test_reading_many_queues_builds_one_snapshot(fake_clock: FakeClock) ->
                 return await find(kind, namespace, **kw)
 
             uow.objects.find = counted  # type: ignore[method-assign]
+            versions = uow.objects.find_versions
+
+            async def counted_versions(kind: str, namespace: str | None = None, **kw: Any) -> Any:
+                finds.append((kind, namespace))
+                return await versions(kind, namespace, **kw)
+
+            uow.objects.find_versions = counted_versions  # type: ignore[method-assign]
             await get_objects(uow, GetRequest(kind="ClusterQueue", name="team-llm"))
             one = len(finds)
             finds.clear()

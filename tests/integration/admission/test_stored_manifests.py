@@ -1,0 +1,132 @@
+"""A list keeps what it read of each object by revision: the next list reads only which versions are stored,
+yet shows every change, and what reads derive from other objects is derived again each time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from libs.db.records import Condition, ObjectDraft
+from libs.events.rpc import GetRequest
+from services.admission import queries
+from services.admission.stored_cache import StoredManifests
+from tests.integration.db.conftest import UowFactory
+
+
+def pod(name: str, group: str) -> ObjectDraft:
+    return ObjectDraft(
+        kind="Pod",
+        api_version="v1",
+        namespace="ml",
+        name=name,
+        spec={"schedulingGroup": {"podGroupName": group}, "containers": [{"name": "main", "image": "x"}]},
+        metadata={"name": name, "namespace": "ml", "labels": {}},
+    )
+
+
+def gang(name: str, min_count: int) -> ObjectDraft:
+    return ObjectDraft(
+        kind="PodGroup",
+        api_version="scheduling.k8s.io/v1alpha2",
+        namespace="ml",
+        name=name,
+        spec={"schedulingPolicy": {"gang": {"minCount": min_count}}},
+        metadata={"name": name, "namespace": "ml", "labels": {}},
+    )
+
+
+async def list_pods(uow_factory: UowFactory, kept: StoredManifests | None) -> dict[str, dict[str, Any]]:
+    async with uow_factory() as uow:
+        reply = await queries.get_objects(uow, GetRequest(kind="Pod", namespace="ml", limit=500), kept)
+    return {item["metadata"]["name"]: item for item in reply.items}
+
+
+def scheduled(pod: dict[str, Any]) -> list[tuple[str, str]]:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return [(c["reason"], c["message"]) for c in conditions if c["type"] == "PodScheduled"]
+
+
+async def test_a_kept_list_reads_as_a_fresh_one_and_keeps_nothing_derived(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(pod("a", "nowhere"))
+        await uow.objects.upsert(pod("b", "nowhere"))
+        await uow.commit()
+    kept = StoredManifests()
+
+    first = await list_pods(uow_factory, kept)
+    again = await list_pods(uow_factory, kept)
+
+    assert len(kept) == 2
+    assert again == first == await list_pods(uow_factory, None)
+    # The waiting condition is derived on each read, never kept with the object: it appears once.
+    assert scheduled(again["a"]) == [
+        ("SchedulingGated", "waiting for PodGroup ml/nowhere, which does not exist")
+    ]
+
+
+async def test_what_other_objects_change_shows_though_the_pod_is_kept(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(pod("a", "train"))
+        await uow.commit()
+    kept = StoredManifests()
+    await list_pods(uow_factory, kept)
+
+    async with uow_factory() as uow:
+        await uow.objects.upsert(gang("train", 2))
+        await uow.commit()
+    after = await list_pods(uow_factory, kept)
+
+    assert scheduled(after["a"]) == [("SchedulingGated", "waiting for pods: 1 of 2 exist")]
+
+
+async def test_a_condition_written_moves_the_revision_and_the_list_reads_it(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        stored = await uow.objects.upsert(pod("a", "nowhere"))
+        await uow.commit()
+    kept = StoredManifests()
+    before = await list_pods(uow_factory, kept)
+
+    async with uow_factory() as uow:
+        written = Condition(
+            object_uid=stored.uid,
+            type="PodScheduled",
+            status="False",
+            owner="scheduler",
+            reason="Unschedulable",
+            message="0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+        )
+        await uow.conditions.set_many([written])
+        await uow.commit()
+    after = await list_pods(uow_factory, kept)
+
+    assert after["a"]["metadata"]["resourceVersion"] != before["a"]["metadata"]["resourceVersion"]
+    assert scheduled(after["a"]) == [
+        ("Unschedulable", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.")
+    ]
+    assert after == await list_pods(uow_factory, None)
+
+
+async def test_an_object_deleted_between_its_version_and_its_documents_is_left_out(
+    uow_factory: UowFactory,
+) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(pod("a", "nowhere"))
+        await uow.objects.upsert(pod("b", "nowhere"))
+        await uow.commit()
+    async with uow_factory() as uow:
+        versions = await uow.objects.find_versions("Pod", "ml")
+        await uow.objects.delete("Pod", "ml", "a")
+        read = await StoredManifests().read(uow, versions, queries.with_conditions)
+
+    assert [manifest["metadata"]["name"] for manifest, _ in read] == ["b"]
+
+
+async def test_the_least_recently_read_go_first(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        for name in "abc":
+            await uow.objects.upsert(pod(name, "nowhere"))
+        await uow.commit()
+    kept = StoredManifests(kept=2)
+
+    await list_pods(uow_factory, kept)
+
+    assert len(kept) == 2
