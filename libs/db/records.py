@@ -58,6 +58,7 @@ class ObjectVersion(NamedTuple):
     uid: str
     namespace: str
     name: str
+    resource_version: int
     revision: int | None
 
 

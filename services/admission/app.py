@@ -279,11 +279,13 @@ class AdmissionService:
             stale = {id(r): reply for r in requests if (reply := await _stale(uow, r)) is not None}
             live = [r for r in requests if id(r) not in stale]
             decisions = [admit_batch(r.batch, view, self._context(r.request_id)) for r in live]
+            created = []
             for run in write_runs(decisions):
-                await write_decision(uow, run, now=self.clock())
+                created += await write_decision(uow, run, now=self.clock())
             if live:
                 await self._sync_applied_jobs(uow, decisions, self._context(live[0].request_id))
             await uow.commit()
+        self.stored.keep_created(created)
         replies = {
             id(r): ApplyReply(request_id=r.request_id, results=d.results, warnings=d.warnings)
             for r, d in zip(live, decisions, strict=True)

@@ -88,8 +88,9 @@ def _draft(write: ObjectWrite) -> ObjectDraft:
 
 async def write_decision(
     uow: UnitOfWork, decision: BatchDecision, *, now: datetime, causation_id: str | None = None
-) -> None:
-    """Write every object, removal and event of a decision in the unit of work (the caller commits).
+) -> list[StoredObject]:
+    """Write every object, removal and event of a decision in the unit of work (the caller commits); the
+    objects it created, as stored.
 
     Removals go first (a recreated pod replaces one of the same name); new objects go in one statement; an
     object written twice in a group (created, then updated) keeps order."""
@@ -104,16 +105,17 @@ async def write_decision(
             await uow.objects.delete(*key, expected_uid=uid, expected_resource_version=version)
     creates: list[ObjectDraft] = []
     created: set[tuple[str, str, str]] = set()
+    stored: list[StoredObject] = []
     for write in decision.writes:
         draft = _draft(write)
         if write.expected_resource_version == MUST_NOT_EXIST and write.key not in created:
             creates.append(draft)
             created.add(write.key)
             continue
-        await uow.objects.create_many(creates)
+        stored += await uow.objects.create_many(creates)
         creates, created = [], set()
         await uow.objects.upsert(draft, expected_resource_version=write.expected_resource_version)
-    await uow.objects.create_many(creates)
+    stored += await uow.objects.create_many(creates)
     for event in decision.events:
         uow.emit(
             Envelope.wrap(
@@ -125,3 +127,4 @@ async def write_decision(
                 subject=event.subject,
             )
         )
+    return stored

@@ -13,7 +13,6 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Row,
-    Select,
     String,
     Update,
     any_,
@@ -60,7 +59,7 @@ class SqlAlchemyObjectRepository:
 
     async def get(self, kind: str, namespace: str, name: str) -> StoredObject | None:
         """The object, or None."""
-        row = (await self._session.execute(_by_key(kind, namespace, name))).first()
+        row = (await self._session.execute(_BY_KEY, _key(kind, namespace, name))).first()
         return _to_object(row) if row else None
 
     async def get_many(self, keys: Iterable[tuple[str, str, str]]) -> list[StoredObject]:
@@ -147,9 +146,8 @@ class SqlAlchemyObjectRepository:
     ) -> list[ObjectVersion]:
         """What `find` would return, as each object's uid, key and revision only (without reading or decoding
         the documents)."""
-        query = select(objects.c.uid, objects.c.namespace, objects.c.name, objects.c.revision).where(
-            objects.c.kind == kind
-        )
+        columns = (objects.c.uid, objects.c.namespace, objects.c.name, objects.c.resource_version)
+        query = select(*columns, objects.c.revision).where(objects.c.kind == kind)
         if namespace is not None:
             query = query.where(objects.c.namespace == namespace)
         if after is not None:
@@ -335,7 +333,7 @@ class SqlAlchemyObjectRepository:
         return rowcount(await self._session.execute(delete(objects).where(objects.c.uid.in_(list(uids)))))
 
     async def _get_for_update(self, kind: str, namespace: str, name: str) -> StoredObject | None:
-        row = (await self._session.execute(_by_key(kind, namespace, name).with_for_update())).first()
+        row = (await self._session.execute(_BY_KEY_FOR_UPDATE, _key(kind, namespace, name))).first()
         return _to_object(row) if row else None
 
     async def _require(
@@ -430,10 +428,18 @@ def _created_rows(rows: Sequence[dict[str, Any]], now: datetime) -> dict[str, An
     return parameters
 
 
-def _by_key(kind: str, namespace: str, name: str) -> Select[Any]:
-    return select(objects).where(
-        objects.c.kind == kind, objects.c.namespace == namespace, objects.c.name == name
-    )
+_BY_KEY = select(objects).where(
+    objects.c.kind == bindparam("key_kind"),
+    objects.c.namespace == bindparam("key_namespace"),
+    objects.c.name == bindparam("key_name"),
+)
+"""One object by its key: built once, not on every read (building the statement and its cache key was nearly
+half of `get`'s time in admission's profile)."""
+_BY_KEY_FOR_UPDATE = _BY_KEY.with_for_update()
+
+
+def _key(kind: str, namespace: str, name: str) -> dict[str, str]:
+    return {"key_kind": kind, "key_namespace": namespace, "key_name": name}
 
 
 _BY_UIDS_PG = select(objects).where(objects.c.uid == any_(bindparam("uids", type_=ARRAY(String))))

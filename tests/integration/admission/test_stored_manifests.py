@@ -130,3 +130,25 @@ async def test_the_least_recently_read_go_first(uow_factory: UowFactory) -> None
     await list_pods(uow_factory, kept)
 
     assert len(kept) == 2
+
+
+async def test_objects_kept_as_created_read_as_the_database_has_them(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        created = await uow.objects.create_many([pod("a", "nowhere"), pod("b", "nowhere")])
+        await uow.commit()
+    kept = StoredManifests()
+    kept.keep_created(created)
+
+    async with uow_factory() as uow:
+        read_documents: list[list[str]] = []
+        get_by_uids = uow.objects.get_by_uids
+
+        async def counted(uids: Any) -> Any:
+            read_documents.append(list(uids))
+            return await get_by_uids(uids)
+
+        uow.objects.get_by_uids = counted  # type: ignore[method-assign]
+        reply = await queries.get_objects(uow, GetRequest(kind="Pod", namespace="ml", limit=500), kept)
+
+    assert read_documents == []  # both came from what was kept
+    assert {i["metadata"]["name"]: i for i in reply.items} == await list_pods(uow_factory, None)
