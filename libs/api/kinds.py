@@ -20,6 +20,7 @@ KUEUE_V1BETA1: Final = "kueue.x-k8s.io/v1beta1"
 # kind -> the apiVersion Podway stores it in (v1alpha1 Workloads and kueue v1beta1 objects are converted
 # before they get here).
 API_VERSION_OF_KIND: Final[dict[str, str]] = {
+    "Namespace": CORE_V1,
     "PriorityClass": SCHEDULING_V1,
     "DeviceClass": RESOURCE_V1,
     "Node": CORE_V1,

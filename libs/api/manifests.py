@@ -26,7 +26,7 @@ from libs.api.kinds import KIND_ORDER, NAMESPACED_KINDS, is_namespaced, kind_ran
 from libs.api.limits import LimitExceeded, check_document_shape, check_request_size
 from libs.api.models.base import unknown_fields
 from libs.api.models.batch import Job
-from libs.api.models.core import Node, Pod
+from libs.api.models.core import Namespace, Node, Pod
 from libs.api.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
@@ -56,6 +56,7 @@ __all__ = [
 MODELS: Final[dict[tuple[str, str], type[ApiObject]]] = {
     (model.API_VERSION, model.KIND): model
     for model in (
+        Namespace,
         PriorityClass,
         DeviceClass,
         Node,

@@ -112,7 +112,7 @@ RESOURCES: Final[tuple[Resource, ...]] = (
         "namespaces",
         False,
         short_names=("ns",),
-        verbs=("create", "delete", "get", "list", "watch"),
+        verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
         subresources=(),
     ),
     _r(

@@ -72,29 +72,43 @@ async def get_objects(uow: UnitOfWork, request: GetRequest, kept: StoredManifest
 
 
 BUILT_IN_NAMESPACES = ("default", "kube-public", "kube-system")
-"""Namespaces that exist in every cluster; any other exists while it holds an object (Podway keeps no
-Namespace objects: a namespace is where objects are)."""
+"""Namespaces that exist in every cluster; any other exists while it holds an object or is stored (a
+Namespace created or applied), whichever comes first."""
 
 
 async def _namespaces(uow: UnitOfWork, request: GetRequest, revision: int) -> GetReply:
-    names = sorted({*BUILT_IN_NAMESPACES, *await uow.objects.namespaces()})
+    stored = {obj.name: obj for obj in await uow.objects.find("Namespace")}
+    names = sorted({*BUILT_IN_NAMESPACES, *await uow.objects.namespaces(), *stored})
     if request.name is not None:
-        names = [request.name]
-    items = [
-        {
+        names = [request.name] if request.name in names else []
+    emptying = await uow.objects.emptying_namespaces()
+    items = [_namespace(name, stored.get(name), name in emptying) for name in names]
+    revisions = [(stored[n].revision or revision) if n in stored else revision for n in names]
+    return GetReply(items=items, revision=revision, item_revisions=revisions)
+
+
+def _namespace(name: str, stored: StoredObject | None, emptying: bool) -> dict[str, Any]:
+    """A namespace as upstream shows it (see `_as_namespace`), Terminating while what it holds is being
+    deleted; a stored one with its own metadata."""
+    if stored is None:
+        implicit = {
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {
-                "name": name,
-                "uid": f"namespace-{name}",
-                "labels": {"kubernetes.io/metadata.name": name},
-            },
-            "spec": {"finalizers": ["kubernetes"]},
-            "status": {"phase": "Active"},
+            "metadata": {"name": name, "uid": f"namespace-{name}"},
         }
-        for name in names
-    ]
-    return GetReply(items=items, revision=revision, item_revisions=[revision] * len(items))
+        return _as_namespace(implicit, terminating=emptying)
+    return _as_namespace(known_from_stored(stored).manifest, terminating=emptying)
+
+
+def _as_namespace(manifest: dict[str, Any], *, terminating: bool = False) -> dict[str, Any]:
+    """Its name as the `kubernetes.io/metadata.name` label, the `kubernetes` finalizer, and its phase."""
+    metadata = manifest["metadata"]
+    metadata["labels"] = {**(metadata.get("labels") or {}), "kubernetes.io/metadata.name": metadata["name"]}
+    spec = manifest.get("spec") or {}
+    manifest["spec"] = {**spec, "finalizers": spec.get("finalizers") or ["kubernetes"]}
+    terminating = terminating or "deletionTimestamp" in metadata
+    manifest["status"] = {"phase": "Terminating" if terminating else "Active"}
+    return manifest
 
 
 KUBE_EVENTS = 5000
@@ -181,6 +195,8 @@ async def _readable(uow: UnitOfWork, kind: str, objects: list[StoredObject]) -> 
 
 async def _derived(uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What reads derive from other objects, added to these manifests (conditions folded in already)."""
+    if kind == "Namespace":
+        return [_as_namespace(manifest) for manifest in manifests]
     if kind == "CompositePodGroup":
         await _with_composite_summaries(uow, manifests)
     if kind in QUEUE_KINDS:

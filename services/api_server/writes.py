@@ -61,8 +61,6 @@ class Verbs(Reads):
     and log subresources."""
 
     async def create(self, request: web.Request, target: Target) -> web.StreamResponse:
-        if target.resource.kind == "Namespace":
-            return await self._create_namespace(request, target)
         if target.resource.kind == "SelfSubjectReview":
             return _who_am_i(request)
         manifest = managed(None, in_target(await read_object(request), target), request)
@@ -94,6 +92,8 @@ class Verbs(Reads):
                 status.bad_request("metadata.resourceVersion: Invalid value: not a revision")
             ) from None
         current = await self._get(target)  # update never creates
+        if _implicit_namespace(current):
+            manifest, expected = _as_new(manifest), None
         reply = await self.admission.apply(
             managed(current, manifest, request),
             dry_run=dry_run(request),
@@ -148,6 +148,8 @@ class Verbs(Reads):
                 raise Refused(
                     status.bad_request("metadata.resourceVersion: Invalid value: not a revision")
                 ) from None
+            if _implicit_namespace(current):
+                patched, expected = _as_new(patched), None
             reply = await self.admission.apply(
                 in_target(patched, target),
                 dry_run=dry_run(request),
@@ -217,20 +219,6 @@ class Verbs(Reads):
                 return answer(await self._get(target), 202)
         return answer(_deleted(target, current))
 
-    async def _create_namespace(self, request: web.Request, target: Target) -> web.StreamResponse:
-        """Namespaces are where objects are: creating one only names it (it exists once it holds objects)."""
-        body = await read_object(request)
-        name = str(metadata_of(body, target.resource).get("name") or "")
-        if not name:
-            raise Refused(
-                status.failure(
-                    422,
-                    "Invalid",
-                    'Namespace "" is invalid: metadata.name: Required value: name or generateName is required',
-                )
-            )
-        return answer(await self._get(Target(target.resource, None, name)), 201)
-
     async def _delete_namespace(self, name: str, *, dry_run: bool) -> web.StreamResponse:
         """Everything in the namespace is deleted, as upstream's namespace controller does."""
         namespace = lookup("", "v1", "namespaces")
@@ -242,6 +230,8 @@ class Verbs(Reads):
             items, _, _ = await self._collect(Target(resource, name), None, None, None, None)
             for obj in items:
                 await self.admission.delete(resource.kind, name, str((obj.get("metadata") or {}).get("name")))
+        if not dry_run:
+            await self.admission.delete("Namespace", None, name)  # not_found: it was never stored
         return answer({**shown_ns, "status": {"phase": "Terminating"}})
 
     async def evict(self, request: web.Request, target: Target) -> web.StreamResponse:
@@ -355,3 +345,18 @@ def result_of(reply: ApplyReply) -> ObjectResult:
     if not reply.results:
         raise Refused(status.internal_error("admission answered with no result"))
     return reply.results[0]
+
+
+def _implicit_namespace(current: dict[str, Any]) -> bool:
+    """A namespace that exists because objects are in it, never stored (admission shows it without a
+    creationTimestamp): writing it stores it."""
+    return current.get("kind") == "Namespace" and "creationTimestamp" not in (current.get("metadata") or {})
+
+
+def _as_new(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest of an object about to be stored for the first time: no uid or resourceVersion of the
+    implicit one it replaces."""
+    metadata = {
+        k: v for k, v in (manifest.get("metadata") or {}).items() if k not in ("uid", "resourceVersion")
+    }
+    return {**manifest, "metadata": metadata}

@@ -763,3 +763,28 @@ def test_kubectls_typed_commands_send_protobuf_and_are_read_as_sent(kube: KubeSt
     finally:
         ok(kubectl(kube, "uncordon", node))
     ok(kubectl(kube, "wait", "-n", "ml", "pod/drained", "--for=delete", "--timeout=60s"))
+
+
+def test_namespaces_created_labelled_and_deleted_with_kubectl(kube: KubeStack) -> None:
+    ok(kubectl(kube, "create", "namespace", "empty-team"))
+    listed = ok(kubectl(kube, "get", "namespaces"))
+    assert "empty-team" in listed  # stored: listed while it holds nothing
+    ok(kubectl(kube, "label", "namespace", "empty-team", "team=a"))
+    labels = json.loads(ok(kubectl(kube, "get", "ns", "empty-team", "-o", "jsonpath={.metadata.labels}")))
+    assert labels == {"team": "a", "kubernetes.io/metadata.name": "empty-team"}
+    refused = kubectl(kube, "create", "namespace", "Bad.Name")
+    assert refused.returncode != 0
+    assert 'metadata.name: Invalid value: "Bad.Name": a lowercase RFC 1123 label' in refused.stderr
+    missing = kubectl(kube, "get", "namespace", "nothing-here")
+    assert 'namespaces "nothing-here" not found' in missing.stderr
+
+    # ml exists because objects are in it; labelling it stores it, with its labels.
+    examples(kube)
+    ok(kubectl(kube, "label", "namespace", "ml", "owner=ml-team"))
+    ml = json.loads(ok(kubectl(kube, "get", "namespace", "ml", "-o", "json")))
+    assert ml["metadata"]["labels"]["owner"] == "ml-team"
+    assert ml["metadata"]["creationTimestamp"]
+
+    ok(kubectl(kube, "delete", "namespace", "empty-team", "--timeout=60s"))
+    gone = kubectl(kube, "get", "namespace", "empty-team")
+    assert 'namespaces "empty-team" not found' in gone.stderr

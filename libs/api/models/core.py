@@ -352,3 +352,19 @@ class Node(ApiObject):
     def allocatable_amounts(self) -> dict[str, int]:
         """Allocatable (capacity when allocatable is not reported) in canonical integers."""
         return canonical_amounts(self.status.allocatable or self.status.capacity)
+
+
+class NamespaceSpec(ApiModel):
+    """What must be done before the namespace is gone."""
+
+    finalizers: list[str] | None = None
+
+
+class Namespace(ApiObject):
+    """`v1` Namespace. Objects name a namespace whether or not one is stored; a stored one carries its labels,
+    annotations and creation time, and is listed while empty."""
+
+    API_VERSION = CORE_V1
+    KIND = "Namespace"
+
+    spec: Annotated[NamespaceSpec, NONE_TO_DICT] = Field(default_factory=NamespaceSpec)

@@ -7,14 +7,14 @@ from typing import Any, Final
 
 from libs.api.errors import FieldError, FieldPath
 from libs.api.models.batch import Job
-from libs.api.models.core import Node, Pod
+from libs.api.models.core import Namespace, Node, Pod
 from libs.api.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
 from libs.api.models.meta import ApiObject
 from libs.api.models.resource import DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from libs.api.models.scheduling import CompositePodGroup, PodGroup, PriorityClass, Workload
 from libs.api.validation.batch import validate_job, validate_job_update
 from libs.api.validation.common import check_unchanged
-from libs.api.validation.core import validate_node, validate_pod, validate_pod_update
+from libs.api.validation.core import validate_namespace, validate_node, validate_pod, validate_pod_update
 from libs.api.validation.kueue import (
     validate_cluster_queue,
     validate_cohort,
@@ -41,6 +41,7 @@ from libs.api.validation.scheduling import (
 )
 
 _CREATE: Final[dict[type[ApiObject], Callable[[Any], list[FieldError]]]] = {
+    Namespace: validate_namespace,
     Workload: validate_workload,
     PodGroup: validate_pod_group,
     CompositePodGroup: validate_composite_pod_group,

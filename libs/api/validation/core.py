@@ -28,6 +28,7 @@ from libs.api.models.core import (
     TAINT_EFFECTS,
     TOLERATION_OPERATORS,
     Container,
+    Namespace,
     Node,
     Pod,
     PodSpec,
@@ -336,3 +337,8 @@ def _validate_taints(taints: Sequence[Taint], path: FieldPath) -> list[FieldErro
             errors.append(duplicate(at.child("effect"), taint.effect))
         seen.add((taint.key or "", taint.effect or ""))
     return errors
+
+
+def validate_namespace(namespace: Namespace) -> list[FieldError]:
+    """A Namespace's name is an RFC 1123 label (it is part of DNS names), as upstream's."""
+    return validate_object_meta(namespace.metadata, namespaced=False, name_check=dns1123_label_errors)

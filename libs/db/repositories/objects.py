@@ -17,6 +17,7 @@ from sqlalchemy import (
     Update,
     any_,
     bindparam,
+    case,
     cast,
     delete,
     func,
@@ -174,6 +175,12 @@ class SqlAlchemyObjectRepository:
         """The namespaces that hold an object, sorted."""
         query = select(objects.c.namespace).where(objects.c.namespace != "").distinct()
         return sorted(str(row[0]) for row in await self._session.execute(query))
+
+    async def emptying_namespaces(self) -> set[str]:
+        """The namespaces every object of which is marked for deletion."""
+        live = func.max(case((objects.c.deletion_requested_at.is_(None), 1), else_=0))
+        query = select(objects.c.namespace).where(objects.c.namespace != "").group_by(objects.c.namespace)
+        return {str(row[0]) for row in await self._session.execute(query.having(live == 0))}
 
     async def find_marked(self, kinds: Sequence[str]) -> list[StoredObject]:
         """Objects of these kinds marked for deletion, in one query: by kind in the order given, then by

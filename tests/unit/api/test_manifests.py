@@ -139,6 +139,7 @@ def test_unknown_but_valid_kubernetes_fields_pass_through_pods_silently():
 
 def test_apply_order_puts_dependencies_first():
     assert KIND_ORDER == (
+        "Namespace",
         "PriorityClass",
         "DeviceClass",
         "Node",

@@ -18,6 +18,10 @@ from libs.api.manifests import MODELS, load_documents, to_manifest, validate_doc
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
 
 EXTRA_SEEDS = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: research, labels: {team: a}}
+---
 apiVersion: resource.k8s.io/v1
 kind: ResourceSlice
 metadata: {name: node-a-gpu.example.com}
