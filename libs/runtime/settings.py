@@ -62,6 +62,12 @@ class PodwaySettings(BaseSettings):
         description="Scheduler: Kueue's admissionFairSharing.resourceWeights, as JSON "
         '(e.g. {"nvidia.com/gpu": 100}); a resource not named weighs 1',
     )
+    admission_kept_objects: int = Field(
+        default=20_000,
+        ge=0,
+        description="Admission: objects whose decoded documents lists keep between reads (3-10 kB each), "
+        "so that listing unchanged objects again reads only their versions; 0 keeps none",
+    )
     time_compression: float = Field(default=1.0, description="Node agent: simulated seconds per second")
     node_heartbeat_seconds: float = Field(
         default=10.0,

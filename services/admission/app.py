@@ -112,7 +112,7 @@ class AdmissionService:
         self.broker = make_broker(settings.nats_url, f"admission-{settings.instance}")
         self.relay: OutboxRelay | None = None
         self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
-        self.stored = StoredManifests()
+        self.stored = StoredManifests(kept=settings.admission_kept_objects)
         self.batcher: ApplyBatcher[PreparedApply] = ApplyBatcher(
             self._apply_group,
             footprint_of=_footprint_of,

@@ -17,8 +17,10 @@ from libs.db.ports import UnitOfWork
 from libs.db.records import ObjectVersion, StoredObject
 from services.admission.store import known_from_stored
 
-KEPT = 50_000
-"""Objects kept at most (the least recently read go first); about 1 kB each for a pod."""
+KEPT = 20_000
+"""Objects kept at most by default (the least recently read go first): 2.6 kB each for a small pod as
+Python holds it, more for larger ones (`PODWAY_ADMISSION_KEPT_OBJECTS`). A list larger than this reads
+every document, as without keeping any."""
 
 Manifest = dict[str, Any]
 FoldConditions = Callable[[UnitOfWork, list[StoredObject]], Awaitable[list[Manifest]]]
