@@ -42,18 +42,23 @@ class KubeStack:
     def kubeconfig(self) -> Path:
         return self.data_dir / "kubeconfig"
 
-    def start(self, name: str) -> None:
-        argv = [sys.executable, "-m", f"services.{name}.main"]
-        if name == "node_agent":
-            argv += ["--cluster", str(EXAMPLES / "cluster-small.yaml")]
-        beacon = health_file(self.data_dir / "run", name)
-        beacon.unlink(missing_ok=True)
-        self.procs[name] = subprocess.Popen(argv, env=self.env, cwd=ROOT)
+    def start(self, *names: str) -> None:
+        """Start these services at once (each finds the others over the bus when they are up) and wait until
+        every one is healthy."""
+        beacons = {}
+        for name in names:
+            argv = [sys.executable, "-m", f"services.{name}.main"]
+            if name == "node_agent":
+                argv += ["--cluster", str(EXAMPLES / "cluster-small.yaml")]
+            beacons[name] = health_file(self.data_dir / "run", name)
+            beacons[name].unlink(missing_ok=True)
+            self.procs[name] = subprocess.Popen(argv, env=self.env, cwd=ROOT)
         deadline = time.monotonic() + 60
-        while last_beat(beacon) is None:
-            assert self.procs[name].poll() is None, f"{name} exited with {self.procs[name].returncode}"
-            assert time.monotonic() < deadline, f"{name} did not become healthy"
-            time.sleep(0.05)
+        for name, beacon in beacons.items():
+            while last_beat(beacon) is None:
+                assert self.procs[name].poll() is None, f"{name} exited with {self.procs[name].returncode}"
+                assert time.monotonic() < deadline, f"{name} did not become healthy"
+                time.sleep(0.05)
 
     def stop(self, name: str) -> None:
         proc = self.procs.pop(name)
@@ -79,8 +84,7 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeStack]:
     }
     stack = KubeStack(data_dir, env, {})
     try:
-        for name in SERVICES:
-            stack.start(name)
+        stack.start(*SERVICES)
         yield stack
     finally:
         for name in list(stack.procs):
