@@ -13,6 +13,7 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Row,
+    Select,
     String,
     Update,
     any_,
@@ -124,12 +125,7 @@ class SqlAlchemyObjectRepository:
             query = query.where(
                 objects.c.spec[("schedulingGroup", "podGroupName")].as_string().in_(podgroups)
             )
-        if namespace is not None:
-            query = query.where(objects.c.namespace == namespace)
-        if after is not None:
-            query = query.where(tuple_(objects.c.namespace, objects.c.name) > tuple_(*after))
-        if limit is not None:
-            query = query.limit(limit)
+        query = _page(query, namespace, after, limit)
         if marked_for_deletion:
             query = query.where(objects.c.deletion_requested_at.is_not(None))
         for key, value in (labels or {}).items():
@@ -148,13 +144,9 @@ class SqlAlchemyObjectRepository:
         """What `find` would return, as each object's uid, key and revision only (without reading or decoding
         the documents)."""
         columns = (objects.c.uid, objects.c.namespace, objects.c.name, objects.c.resource_version)
-        query = select(*columns, objects.c.revision).where(objects.c.kind == kind)
-        if namespace is not None:
-            query = query.where(objects.c.namespace == namespace)
-        if after is not None:
-            query = query.where(tuple_(objects.c.namespace, objects.c.name) > tuple_(*after))
-        if limit is not None:
-            query = query.limit(limit)
+        query = _page(
+            select(*columns, objects.c.revision).where(objects.c.kind == kind), namespace, after, limit
+        )
         rows = await self._session.execute(query.order_by(objects.c.namespace, objects.c.name))
         return [ObjectVersion(*row) for row in rows]  # the columns in ObjectVersion's order
 
@@ -447,6 +439,18 @@ _BY_KEY_FOR_UPDATE = _BY_KEY.with_for_update()
 
 def _key(kind: str, namespace: str, name: str) -> dict[str, str]:
     return {"key_kind": kind, "key_namespace": namespace, "key_name": name}
+
+
+def _page(
+    query: Select[Any], namespace: str | None, after: tuple[str, str] | None, limit: int | None
+) -> Select[Any]:
+    """`query` in one namespace (all without one), from after the (namespace, name) `after`, at most `limit`
+    (the caller orders by namespace and name)."""
+    if namespace is not None:
+        query = query.where(objects.c.namespace == namespace)
+    if after is not None:
+        query = query.where(tuple_(objects.c.namespace, objects.c.name) > tuple_(*after))
+    return query.limit(limit) if limit is not None else query
 
 
 _BY_UIDS_PG = select(objects).where(objects.c.uid == any_(bindparam("uids", type_=ARRAY(String))))

@@ -152,3 +152,24 @@ async def test_objects_kept_as_created_read_as_the_database_has_them(uow_factory
 
     assert read_documents == []  # both came from what was kept
     assert {i["metadata"]["name"]: i for i in reply.items} == await list_pods(uow_factory, None)
+
+
+async def test_a_replica_reads_what_another_replica_wrote_since_it_kept_the_object(
+    uow_factory: UowFactory,
+) -> None:
+    async with uow_factory() as uow:
+        created = await uow.objects.create_many([pod("a", "nowhere")])
+        await uow.commit()
+    this, other = StoredManifests(), StoredManifests()
+    this.keep_created(created)  # this replica created it and kept it
+    await list_pods(uow_factory, other)
+
+    async with uow_factory() as uow:  # the other replica writes a new label
+        labelled = pod("a", "nowhere")
+        labelled.metadata["labels"] = {"team": "b"}
+        await uow.objects.upsert(labelled)
+        await uow.commit()
+    seen = await list_pods(uow_factory, this)
+
+    assert seen["a"]["metadata"]["labels"] == {"team": "b"}
+    assert seen == await list_pods(uow_factory, other) == await list_pods(uow_factory, StoredManifests())
