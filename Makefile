@@ -15,14 +15,19 @@ help: ## list the targets
 
 $(VENV)/.installed: pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv || python3 -m pip install --quiet --user uv
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
 	@touch $@
 
 COMPILED_CORE := $(VENV)/podway-compiled/stamp.json
 $(COMPILED_CORE): $(VENV)/.installed $(wildcard libs/core/scheduling/*.py) deploy/compile_core.py
 	$(PY) deploy/compile_core.py
 
+# Bytecode is written ahead: on a host that sets PYTHONDONTWRITEBYTECODE (the machine images here do), Python
+# compiles every module again in every process, and a service takes 2.5 s of CPU to start instead of 1.
+BYTECODE = $(PY) -m compileall -q -j 0 libs services bench tests deploy
+
 install: $(VENV)/.installed $(COMPILED_CORE) ## create the virtual environment from the lock file, compile the scheduling core
+	@$(BYTECODE)
 
 demo: install ## run the whole stack on embedded defaults and show every capability, each step checked; writes report.html
 	$(PODWAY) demo --report report.html

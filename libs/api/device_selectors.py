@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final, Literal
 
-import cel
-
+from libs.api.cel_engine import cel
 from libs.api.errors import FieldError, FieldPath, forbidden, invalid, required, too_long
 from libs.api.models.resource import Device
 from libs.api.quantity import QuantityError, cel_number, parse_quantity
