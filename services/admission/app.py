@@ -10,7 +10,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from libs.api.errors import conflict_status, internal_error_status
 from libs.api.limits import check_document_shape
@@ -24,7 +24,7 @@ from libs.core.admission.apply import (
     write_runs,
 )
 from libs.core.admission.delete import decide_delete, finish_pending_deletions
-from libs.core.admission.model import BatchDecision
+from libs.core.admission.model import AdmissionView, BatchDecision, ObjectKey
 from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
@@ -89,6 +89,7 @@ class PreparedApply(NamedTuple):
     request_id: str
     batch: PreparedBatch
     expected_revision: int | None = None
+    read_back: bool = False
 
 
 class AdmissionService:
@@ -231,29 +232,44 @@ class AdmissionService:
         batch = prepare_batch(
             request.manifests, create_only=request.create_only, field_validation=request.field_validation
         )
-        prepared = PreparedApply(request.request_id, batch, request.expected_revision)
+        prepared = PreparedApply(request.request_id, batch, request.expected_revision, request.read_back)
         if request.dry_run:
             return await self._dry_run(prepared)
-        reply = await self.batcher.submit(prepared)
-        return await self._read_back(reply) if request.read_back else reply
+        return await self.batcher.submit(prepared)
 
-    async def _read_back(self, reply: ApplyReply) -> ApplyReply:
-        """Each object written (or left unchanged), as `get` reads it now that it is committed."""
-        async with self.uow() as uow:
-            results = [await _with_object(uow, result) for result in reply.results]
-        return reply.model_copy(update={"results": results})
+    async def _read_back(self, requests: list[PreparedApply], replies: list[ApplyReply]) -> list[ApplyReply]:
+        """Each object a group wrote (or left unchanged) for the requests that asked, as `get` reads it now
+        that it is committed: one read for the whole group. A read that fails leaves the answers without the
+        objects (what was written stays written; the caller reads them itself)."""
+        wanted = [reply for request, reply in zip(requests, replies, strict=True) if request.read_back]
+        keys = {key for reply in wanted for result in reply.results if (key := _readable_key(result))}
+        if not keys:
+            return replies
+        try:
+            async with self.uow() as uow:
+                found = await queries.read_back(uow, keys)
+        except Exception:
+            log.exception("reading back %d objects written failed", len(keys))
+            return replies
+        return [
+            _with_objects(reply, found) if request.read_back else reply
+            for request, reply in zip(requests, replies, strict=True)
+        ]
 
     async def _dry_run(self, prepared: PreparedApply) -> ApplyReply:
-        request_id, batch, _ = prepared
+        request_id, batch, *_ = prepared
         async with self.uow() as uow:
             view = await load_view(uow, batch.keys)
         decision = admit_batch(batch, view, self._context(request_id))
         return ApplyReply(request_id=request_id, results=decision.results, warnings=decision.warnings)
 
     async def _apply_group(self, requests: list[PreparedApply]) -> list[ApplyReply]:
-        """Decide and write a group of applies in one transaction; a conflict re-reads and decides again. A
-        group that still fails, for any reason, is split and its requests applied one by one, so that only
-        a request that fails alone is answered with the error."""
+        """Decide and write a group of applies in one transaction, then read back what they wrote."""
+        return await self._read_back(requests, await self._apply_split_on_failure(requests))
+
+    async def _apply_split_on_failure(self, requests: list[PreparedApply]) -> list[ApplyReply]:
+        """A conflict re-reads and decides again. A group that still fails, for any reason, is split and its
+        requests applied one by one, so that only a request that fails alone is answered with the error."""
         try:
             return await self._apply_retrying_conflicts(requests)
         except Exception as error:
@@ -261,7 +277,7 @@ class AdmissionService:
                 log.exception("apply %s failed", requests[0].request_id)
                 return [_failed_reply(requests[0], error)]
             log.warning("apply group of %d failed (%s); applying one by one", len(requests), error)
-        return [reply for r in requests for reply in await self._apply_group([r])]
+        return [reply for r in requests for reply in await self._apply_split_on_failure([r])]
 
     async def _apply_retrying_conflicts(self, requests: list[PreparedApply]) -> list[ApplyReply]:
         for attempt in range(CONFLICT_RETRIES - 1):
@@ -276,7 +292,7 @@ class AdmissionService:
             view = await load_view(uow, set().union(*(r.batch.keys for r in requests)))
             # After the view is read: a change committed since fails the precondition or the write's own
             # compare-and-set, never neither.
-            stale = {id(r): reply for r in requests if (reply := await _stale(uow, r)) is not None}
+            stale = {id(r): reply for r in requests if (reply := _stale(view, r)) is not None}
             live = [r for r in requests if id(r) not in stale]
             decisions = [admit_batch(r.batch, view, self._context(r.request_id)) for r in live]
             created = []
@@ -412,25 +428,34 @@ class AdmissionService:
             return await queries.events(uow, request)
 
 
-async def _with_object(uow: UnitOfWork, result: ObjectResult) -> ObjectResult:
+def _readable_key(result: ObjectResult) -> ObjectKey | None:
     if result.outcome not in ("created", "updated", "unchanged") or not result.kind or not result.name:
-        return result
-    asked = GetRequest(kind=result.kind, namespace=result.namespace or "", name=result.name)
-    found = await queries.get_objects(uow, asked)
-    if not found.items:
-        return result
-    return result.model_copy(update={"object": found.items[0], "revision": found.item_revisions[0]})
+        return None
+    return (result.kind, result.namespace or "", result.name)
 
 
-async def _stale(uow: UnitOfWork, prepared: PreparedApply) -> ApplyReply | None:
-    """The 409 answer to an update whose object no longer has the revision its caller read, else None."""
+def _with_objects(reply: ApplyReply, found: dict[ObjectKey, tuple[dict[str, Any], int]]) -> ApplyReply:
+    results = []
+    for result in reply.results:
+        key = _readable_key(result)
+        if key is not None and key in found:
+            manifest, revision = found[key]
+            result = result.model_copy(update={"object": manifest, "revision": revision})
+        results.append(result)
+    return reply.model_copy(update={"results": results})
+
+
+def _stale(view: AdmissionView, prepared: PreparedApply) -> ApplyReply | None:
+    """The 409 answer to an update whose object no longer has the revision its caller read, else None (the
+    view was read in the transaction that writes: a change committed after it fails the write's own
+    compare-and-set)."""
     if prepared.expected_revision is None or len(prepared.batch.documents) != 1:
         return None
     key = raw_key(prepared.batch.documents[0])
     if key is None:
         return None
     kind, namespace, name = key
-    stored = await uow.objects.get(kind, namespace, name)
+    stored = view.get(key)
     if stored is not None and stored.revision == prepared.expected_revision:
         return None
     detail = OBJECT_MODIFIED if stored is not None else "the object does not exist"

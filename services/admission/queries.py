@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from libs.api.lists import continue_after, continue_token
@@ -69,6 +70,26 @@ async def get_objects(uow: UnitOfWork, request: GetRequest, kept: StoredManifest
         revision=revision,
         item_revisions=[item_revision or revision for _, item_revision in read],
     )
+
+
+async def read_back(
+    uow: UnitOfWork, keys: Iterable[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], tuple[dict[str, Any], int]]:
+    """Objects by key as `get` reads each (see get_objects), with their revisions: one read for all (a
+    namespace's is its own: it is derived from what the namespace holds)."""
+    keys = sorted(keys)
+    found = {}
+    for kind, namespace, name in [key for key in keys if key[0] == "Namespace"]:
+        one = await get_objects(uow, GetRequest(kind=kind, namespace=namespace, name=name))
+        if one.items:
+            found[(kind, namespace, name)] = (one.items[0], one.item_revisions[0])
+    by_kind: dict[str, list[StoredObject]] = {}
+    for stored in await uow.objects.get_many(key for key in keys if key[0] != "Namespace"):
+        by_kind.setdefault(stored.kind, []).append(stored)
+    for kind, stored_objects in by_kind.items():
+        for stored, manifest in zip(stored_objects, await _readable(uow, kind, stored_objects), strict=True):
+            found[(stored.kind, stored.namespace, stored.name)] = (manifest, stored.revision or 0)
+    return found
 
 
 BUILT_IN_NAMESPACES = ("default", "kube-public", "kube-system")

@@ -41,6 +41,7 @@ def known_from_stored(obj: StoredObject) -> KnownObject:
         resource_version=obj.resource_version,
         manifest=rebuild_manifest(obj.kind, obj.api_version, metadata, obj.spec, obj.status),
         deletion_requested=obj.deletion_requested_at is not None,
+        revision=obj.revision,
     )
 
 

@@ -28,6 +28,8 @@ class KnownObject:
     resource_version: int
     manifest: Manifest
     deletion_requested: bool = False
+    revision: int | None = None
+    """The revision of the commit that last wrote it, when read from the store."""
 
     @property
     def key(self) -> ObjectKey:

@@ -268,3 +268,48 @@ async def test_an_apply_that_asks_to_read_back_answers_with_each_object_as_get_r
     assert updated.revision > created.revision
     assert silent.object is None
     assert silent.revision is None
+
+
+async def test_applies_written_together_each_read_back_their_own_object_and_a_stale_update_is_refused(stack):
+    """Many applies in flight at once are written in groups and read back together: each answer carries its
+    own object at its own revision, and an update naming a revision the object no longer has gets 409 while
+    the others of its group are written."""
+    _, client = stack
+
+    async def apply(manifest: dict, expected: int | None = None) -> ApplyReply:
+        asked = ApplyRequest(
+            request_id=f"together-{manifest['metadata']['name']}",
+            manifests=[manifest],
+            read_back=True,
+            expected_revision=expected,
+        )
+        return ApplyReply.model_validate_json(await request(client.broker, RpcSubject.ADMISSION_APPLY, asked))
+
+    first = (await apply(pod("together-target"))).results[0]
+    assert first.revision is not None
+    moved = pod("together-target")
+    moved["metadata"]["labels"] = {"moved": "yes"}
+    assert (await apply(moved, expected=first.revision)).results[0].outcome == "updated"
+
+    names = [f"together-{i}" for i in range(24)]
+    stale = pod("together-target")
+    stale["metadata"]["labels"] = {"stale": "yes"}
+    replies = await asyncio.gather(*(apply(pod(name)) for name in names), apply(stale, expected=first.revision))
+
+    created = [reply.results[0] for reply in replies[:-1]]
+    assert [result.outcome for result in created] == ["created"] * len(names)
+    assert [(result.object or {}).get("metadata", {}).get("name") for result in created] == names
+    for result in created:
+        got = GetReply.model_validate_json(
+            await request(
+                client.broker,
+                RpcSubject.ADMISSION_GET,
+                GetRequest(kind="Pod", namespace=NAMESPACE, name=result.name),
+            )
+        )
+        assert result.object == got.items[0]
+        assert result.revision == got.item_revisions[0]
+    refused = replies[-1].results[0]
+    assert refused.outcome == "rejected"
+    assert refused.status is not None and refused.status["code"] == 409
+    assert refused.object is None
