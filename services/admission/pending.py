@@ -32,13 +32,20 @@ class Scope:
 
 
 async def load_scope(uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]], namespace: str) -> Scope:
-    """The scope of these pods or PodGroups of `namespace`: only the PodGroups they name, so that reading a
-    few objects does not read every pod of a large namespace."""
+    """The scope of these pods or PodGroups of `namespace`: only the PodGroups they name and the Workloads
+    those name, so that reading a few objects does not read every pod of a large namespace (and a pod in no
+    PodGroup reads nothing more)."""
     names = sorted(_podgroups_named(kind, manifests))
-    pods = await uow.objects.find("Pod", namespace, podgroups=names) if names else []
+    if not names:
+        return Scope(namespace=namespace, pods=[], groups={}, group_conditions={}, workloads=frozenset())
+    pods = await uow.objects.find("Pod", namespace, podgroups=names)
     keys = [("PodGroup", namespace, name) for name in names]
     groups = {group.name: group for group in await uow.objects.get_many(keys)}
-    workloads = await uow.objects.find("Workload", namespace)
+    specs = [group.spec for group in groups.values()]
+    if kind == "PodGroup":
+        specs += [manifest.get("spec") or {} for manifest in manifests]
+    named = sorted({("Workload", namespace, name) for spec in specs if (name := _workload_of(spec))})
+    workloads = await uow.objects.get_many(named)
     return Scope(
         namespace=namespace,
         pods=pods,
@@ -111,17 +118,23 @@ def _pod_facts(pod: Mapping[str, Any], scope: Scope) -> PodFacts:
 def _group_facts(
     name: str, spec: Mapping[str, Any], conditions: list[Condition], scope: Scope
 ) -> PodGroupFacts:
-    ref = (spec.get("podGroupTemplateRef") or {}).get("workload") or {}
-    workload = ref.get("workloadName")
+    workload = _workload_of(spec)
     gang = (spec.get("schedulingPolicy") or {}).get("gang")
     return PodGroupFacts(
         namespace=scope.namespace,
-        workload=workload if isinstance(workload, str) else None,
+        workload=workload,
         workload_exists=workload in scope.workloads,
         pods=len(scope.pods_of(name)),
         min_count=int(gang.get("minCount") or 1) if isinstance(gang, dict) else None,
         scheduled=_of_type(conditions, ConditionType.POD_GROUP_SCHEDULED),
     )
+
+
+def _workload_of(spec: Mapping[str, Any]) -> str | None:
+    """The Workload a PodGroup's spec names as its template's."""
+    ref = (spec.get("podGroupTemplateRef") or {}).get("workload") or {}
+    workload = ref.get("workloadName") if isinstance(ref, Mapping) else None
+    return workload if isinstance(workload, str) else None
 
 
 def _group_name(spec: Mapping[str, Any]) -> str | None:

@@ -66,3 +66,18 @@ async def test_running_pods_and_placed_groups_do_not_wait(stack: Stack):
 
     assert waiting(await one(stack, "PodGroup", "fits"), "PodGroupScheduled") is None
     assert waiting(await one(stack, "Pod", "fits-0"), "PodScheduled") is None
+
+
+async def test_a_gang_whose_workload_was_deleted_says_so_and_its_pods_say_the_same(stack: Stack):
+    workload, group, first, *_ = gang("unowned", 4)
+    await stack.client.apply([workload, group, first])
+    short = ("SchedulingGated", "waiting for pods: 1 of 4 exist")
+    assert waiting(await one(stack, "PodGroup", "unowned"), "PodGroupScheduled") == short
+
+    await stack.client.delete("Workload", "unowned", NAMESPACE)
+
+    expected = ("SchedulingGated", f"waiting for Workload {NAMESPACE}/unowned")
+    assert waiting(await one(stack, "PodGroup", "unowned"), "PodGroupScheduled") == expected
+    assert waiting(await one(stack, "Pod", "unowned-0"), "PodScheduled") == expected
+    listed = {p["metadata"]["name"]: p for p in await stack.client.get("PodGroup", namespace=NAMESPACE)}
+    assert waiting(listed["unowned"], "PodGroupScheduled") == expected
