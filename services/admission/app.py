@@ -415,7 +415,7 @@ class AdmissionService:
     async def on_get(self, body: bytes) -> bytes:
         request = GetRequest.model_validate_json(body)
         async with self.uow() as uow:
-            return encode_objects(await queries.get_objects(uow, request, self.stored))
+            return encode_objects(await queries.get_objects(uow, request, self.stored, encoded=True))
 
     async def on_changes(self, body: bytes) -> bytes:
         request = ChangesRequest.model_validate_json(body)

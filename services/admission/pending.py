@@ -74,14 +74,14 @@ def with_waiting(kind: str, manifests: list[dict[str, Any]], scope: Scope) -> No
             waiting = podgroup_waiting(facts)
             if waiting is not None:
                 _add(status, waiting.condition(ConditionType.POD_GROUP_SCHEDULED), manifest)
-        elif kind == "Pod" and _pending(manifest):
-            pod = _pod_facts(manifest, scope)
+        elif kind == "Pod" and is_pending(manifest):
+            pod = pod_facts(manifest, scope)
             if pod not in reasons:
                 reasons[pod] = pod_waiting(pod).condition(POD_SCHEDULED)
             _add(status, reasons[pod], manifest)
 
 
-def _pending(pod: Mapping[str, Any]) -> bool:
+def is_pending(pod: Mapping[str, Any]) -> bool:
     phase = (pod.get("status") or {}).get("phase") or "Pending"
     no_node = not (pod.get("spec") or {}).get("nodeName")
     return phase == "Pending" and no_node and "deletionTimestamp" not in pod["metadata"]
@@ -98,7 +98,7 @@ def _add(status: dict[str, Any], condition: dict[str, str], manifest: Mapping[st
         ]
 
 
-def _pod_facts(pod: Mapping[str, Any], scope: Scope) -> PodFacts:
+def pod_facts(pod: Mapping[str, Any], scope: Scope) -> PodFacts:
     group_name = _group_name(pod.get("spec") or {})
     stored = scope.groups.get(group_name) if group_name else None
     group = None

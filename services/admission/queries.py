@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
+
 from libs.api.lists import continue_after, continue_token
 from libs.core.scheduling.lifecycle import Condition, PodPhase, podgroup_phase
+from libs.core.scheduling.waiting import PodFacts
 from libs.db.ports import UnitOfWork
 from libs.db.records import Condition as StoredCondition
 from libs.db.records import StoredEvent, StoredObject
@@ -23,7 +26,7 @@ from libs.kubeapi.events import kube_events, waiting_event
 from services.admission import pending
 from services.admission.quota_status import QUEUE_KINDS, with_queue_statuses
 from services.admission.store import iso, known_from_stored
-from services.admission.stored_cache import StoredManifests
+from services.admission.stored_cache import StoredManifests, copy_for_derived
 
 
 async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObject]:
@@ -34,12 +37,15 @@ async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObjec
     return found
 
 
-async def get_objects(uow: UnitOfWork, request: GetRequest, kept: StoredManifests | None = None) -> GetReply:
+async def get_objects(
+    uow: UnitOfWork, request: GetRequest, kept: StoredManifests | None = None, *, encoded: bool = False
+) -> GetReply:
     """Full manifests as a reader expects them: conditions from their own rows folded into status, a pod's
     node in `spec.nodeName`, a PodGroup's derived phase, placed count (its pods bound now) and domain in
     `status.podway`, a pending pod's or PodGroup's waiting condition (see pending.py), and Kueue's queues'
     status (see quota_status.py). A list with a `limit` is one page, with the token of the next when more
-    follow; `kept` keeps what the list read for the next (see stored_cache.py)."""
+    follow; `kept` keeps what the list read for the next (see stored_cache.py). `encoded`: a list of pods
+    carries each already encoded, for `encode_objects` only."""
     token = None
     if request.name is not None and request.kind not in ("Namespace", "Event"):
         # One object has its own revision: no list revision to settle.
@@ -63,13 +69,52 @@ async def get_objects(uow: UnitOfWork, request: GetRequest, kept: StoredManifest
     if request.limit is not None and len(versions) > request.limit:
         versions = versions[: request.limit]
         token = continue_token(versions[-1].namespace, versions[-1].name)
-    read = await (kept if kept is not None else StoredManifests(kept=0)).read(uow, versions, with_conditions)
+    kept = kept if kept is not None else StoredManifests(kept=0)
+    if request.kind == "Pod" and encoded:
+        shared = await kept.read_shared(uow, versions, with_conditions)
+        return GetReply.model_construct(
+            items=await _encoded_pods(uow, kept, [(uid, manifest) for uid, manifest, _ in shared]),
+            continue_token=token,
+            revision=revision,
+            item_revisions=[item_revision or revision for *_, item_revision in shared],
+        )
+    read = await kept.read(uow, versions, with_conditions)
     return GetReply(
         items=await _derived(uow, request.kind, [manifest for manifest, _ in read]),
         continue_token=token,
         revision=revision,
         item_revisions=[item_revision or revision for _, item_revision in read],
     )
+
+
+async def _encoded_pods(
+    uow: UnitOfWork, kept: StoredManifests, pods: list[tuple[str, dict[str, Any]]]
+) -> list[Any]:
+    """Pods as `_derived` shows them, each already encoded (orjson fragments, for `encode_objects`): a pod
+    whose kept manifest and derived facts (its node, why it waits) are those of its last reading is sent as
+    encoded then; the others are copied, derived and encoded, and kept so."""
+    bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(uid for uid, _ in pods)}
+    held = {uid: _held_node(manifest, bound) for uid, manifest in pods}
+    facts: dict[str, PodFacts | None] = {}
+    scopes: dict[str, pending.Scope] = {}
+    for namespace in sorted({m["metadata"].get("namespace", "") for _, m in pods}):
+        here = [(uid, m) for uid, m in pods if m["metadata"].get("namespace", "") == namespace]
+        waiting = [(uid, m) for uid, m in here if held[uid] is None and pending.is_pending(m)]
+        scopes[namespace] = scope = await pending.load_scope(uow, "Pod", [m for _, m in waiting], namespace)
+        facts |= {uid: pending.pod_facts(m, scope) for uid, m in waiting}
+    fragments = []
+    for uid, manifest in pods:
+        derived = (held[uid], facts.get(uid))
+        encoded = kept.encoded(uid, manifest, derived)
+        if encoded is None:
+            shown = copy_for_derived(manifest)
+            _show_node(shown, held[uid])
+            if derived[1] is not None:
+                pending.with_waiting("Pod", [shown], scopes[manifest["metadata"].get("namespace", "")])
+            encoded = orjson.dumps(shown)
+            kept.keep_encoded(uid, manifest, derived, encoded)
+        fragments.append(orjson.Fragment(encoded))
+    return fragments
 
 
 async def read_back(
@@ -273,13 +318,21 @@ async def _with_nodes(uow: UnitOfWork, pods: list[dict[str, Any]]) -> None:
     that (never a node the spec names that nothing bound)."""
     bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(p["metadata"]["uid"] for p in pods)}
     for pod in pods:
-        spec = pod.setdefault("spec", {})
-        status = pod.setdefault("status", {})
-        ran_on = (status.get("podway") or {}).get("nodeName")
-        held = bound.get(pod["metadata"]["uid"]) or ran_on
-        if held:
-            spec["nodeName"] = held
-            status["podway"] = {**(status.get("podway") or {}), "nodeName": held}
+        _show_node(pod, _held_node(pod, bound))
+
+
+def _held_node(pod: dict[str, Any], bound: dict[str, str]) -> str | None:
+    ran_on = ((pod.get("status") or {}).get("podway") or {}).get("nodeName")
+    held = bound.get(pod["metadata"]["uid"]) or ran_on
+    return str(held) if held else None
+
+
+def _show_node(pod: dict[str, Any], held: str | None) -> None:
+    spec = pod.setdefault("spec", {})
+    status = pod.setdefault("status", {})
+    if held:
+        spec["nodeName"] = held
+        status["podway"] = {**(status.get("podway") or {}), "nodeName": held}
 
 
 async def _with_summary(uow: UnitOfWork, group: dict[str, Any], scope: pending.Scope) -> None:

@@ -5,12 +5,14 @@ A list reads every object's documents from the database, decodes them and folds 
 conditions: most of admission's time on a list of pods. None of that changes while the object's resource
 version does not (a condition written or a pod bound moves it on), so it is kept here, per admission process,
 for the objects read or created last. What a read derives from other objects (a node bound, why a pod waits,
-a PodGroup's summary) is not kept: it is derived on every read, from the kept manifest's copy."""
+a PodGroup's summary) is derived on every read, from the kept manifest's copy. A pod's encoding is kept too,
+with the derived facts it showed (its node, why it waits): a list whose pods' versions and facts have not
+changed since the last one sends those encodings again instead of copying, deriving and encoding each."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from libs.db.ports import UnitOfWork
@@ -27,12 +29,25 @@ FoldConditions = Callable[[UnitOfWork, list[StoredObject]], Awaitable[list[Manif
 """The objects' manifests with the rows of their conditions folded in (queries.with_conditions)."""
 
 
+class _Entry:
+    """One object as kept: its manifest at a resource version, and the last encoding of what a read showed
+    of it, with what that reading derived from other objects."""
+
+    __slots__ = ("derived", "encoded", "manifest", "resource_version")
+
+    def __init__(self, resource_version: int, manifest: Manifest) -> None:
+        self.resource_version = resource_version
+        self.manifest = manifest
+        self.derived: Hashable = None
+        self.encoded: bytes | None = None
+
+
 class StoredManifests:
     """Manifests with their conditions folded in, by uid, each with the resource version it was read at."""
 
     def __init__(self, *, kept: int = KEPT) -> None:
         self._kept = kept
-        self._entries: OrderedDict[str, tuple[int, Manifest]] = OrderedDict()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -43,21 +58,43 @@ class StoredManifests:
         """Each listed object's manifest (a copy the caller may change) and its revision, in the order given;
         the ones kept at another resource version, or not kept, are read now (one deleted since it was listed
         is left out)."""
-        found: dict[str, tuple[Manifest, int | None]] = {}
+        return [
+            (copy_for_derived(manifest), revision)
+            for _, manifest, revision in await self.read_shared(uow, versions, fold)
+        ]
+
+    async def read_shared(
+        self, uow: UnitOfWork, versions: list[ObjectVersion], fold: FoldConditions
+    ) -> list[tuple[str, Manifest, int | None]]:
+        """As `read`, with each object's uid, and the manifests as kept: the caller must not change them."""
+        found: dict[str, tuple[str, Manifest, int | None]] = {}
         missing: list[str] = []
         for version in versions:
             kept = self._entries.get(version.uid)
-            if kept is not None and kept[0] == version.resource_version:
+            if kept is not None and kept.resource_version == version.resource_version:
                 self._entries.move_to_end(version.uid)
-                found[version.uid] = (_copy(kept[1]), version.revision)
+                found[version.uid] = (version.uid, kept.manifest, version.revision)
             else:
                 missing.append(version.uid)
         if missing:
             stored = await uow.objects.get_by_uids(missing)
             for obj, manifest in zip(stored, await fold(uow, stored), strict=True):
-                found[obj.uid] = (_copy(manifest), obj.revision)
+                found[obj.uid] = (obj.uid, manifest, obj.revision)
                 self._keep(obj.uid, obj.resource_version, manifest)
         return [found[v.uid] for v in versions if v.uid in found]
+
+    def encoded(self, uid: str, manifest: Manifest, derived: Hashable) -> bytes | None:
+        """The encoding kept of this object as read with these derived facts, if the last read had them."""
+        entry = self._entries.get(uid)
+        if entry is None or entry.manifest is not manifest or entry.derived != derived:
+            return None
+        return entry.encoded
+
+    def keep_encoded(self, uid: str, manifest: Manifest, derived: Hashable, encoded: bytes) -> None:
+        """Keep how this object read, with the derived facts its reading depended on."""
+        entry = self._entries.get(uid)
+        if entry is not None and entry.manifest is manifest:
+            entry.derived, entry.encoded = derived, encoded
 
     def keep_created(self, created: list[StoredObject]) -> None:
         """Objects just created and committed, as a list will read them: a new object has no condition yet."""
@@ -65,13 +102,13 @@ class StoredManifests:
             self._keep(obj.uid, obj.resource_version, known_from_stored(obj).manifest)
 
     def _keep(self, uid: str, resource_version: int, manifest: Manifest) -> None:
-        self._entries[uid] = (resource_version, manifest)
+        self._entries[uid] = _Entry(resource_version, manifest)
         self._entries.move_to_end(uid)
         while len(self._entries) > self._kept:
             self._entries.popitem(last=False)
 
 
-def _copy(manifest: Manifest) -> Manifest:
+def copy_for_derived(manifest: Manifest) -> Manifest:
     """A copy whose top level, spec and status a reader may change (what reads derive is written there)."""
     copied = dict(manifest)
     for part in ("spec", "status"):

@@ -294,7 +294,9 @@ async def test_applies_written_together_each_read_back_their_own_object_and_a_st
     names = [f"together-{i}" for i in range(24)]
     stale = pod("together-target")
     stale["metadata"]["labels"] = {"stale": "yes"}
-    replies = await asyncio.gather(*(apply(pod(name)) for name in names), apply(stale, expected=first.revision))
+    replies = await asyncio.gather(
+        *(apply(pod(name)) for name in names), apply(stale, expected=first.revision)
+    )
 
     created = [reply.results[0] for reply in replies[:-1]]
     assert [result.outcome for result in created] == ["created"] * len(names)
@@ -311,5 +313,6 @@ async def test_applies_written_together_each_read_back_their_own_object_and_a_st
         assert result.revision == got.item_revisions[0]
     refused = replies[-1].results[0]
     assert refused.outcome == "rejected"
-    assert refused.status is not None and refused.status["code"] == 409
+    assert refused.status is not None
+    assert refused.status["code"] == 409
     assert refused.object is None

@@ -3,12 +3,14 @@ yet shows every change, and what reads derive from other objects is derived agai
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from libs.db.records import Condition, ObjectDraft
-from libs.events.rpc import GetRequest
+from libs.db.records import Condition, ObjectDraft, PodBinding
+from libs.events.rpc import GetRequest, decode_get_reply, encode_objects
 from services.admission import queries
 from services.admission.stored_cache import StoredManifests
+from tests.conftest import FakeClock
 from tests.integration.db.conftest import UowFactory
 
 
@@ -35,9 +37,15 @@ def gang(name: str, min_count: int) -> ObjectDraft:
 
 
 async def list_pods(uow_factory: UowFactory, kept: StoredManifests | None) -> dict[str, dict[str, Any]]:
+    """With `kept`, as admission answers a list (each pod encoded, from what it kept); else read afresh."""
+    asked = GetRequest(kind="Pod", namespace="ml", limit=500)
     async with uow_factory() as uow:
-        reply = await queries.get_objects(uow, GetRequest(kind="Pod", namespace="ml", limit=500), kept)
-    return {item["metadata"]["name"]: item for item in reply.items}
+        if kept is None:
+            items = (await queries.get_objects(uow, asked)).items
+        else:
+            reply = await queries.get_objects(uow, asked, kept, encoded=True)
+            items = decode_get_reply(encode_objects(reply)).items
+    return {item["metadata"]["name"]: item for item in items}
 
 
 def scheduled(pod: dict[str, Any]) -> list[tuple[str, str]]:
@@ -173,3 +181,50 @@ async def test_a_replica_reads_what_another_replica_wrote_since_it_kept_the_obje
 
     assert seen["a"]["metadata"]["labels"] == {"team": "b"}
     assert seen == await list_pods(uow_factory, other) == await list_pods(uow_factory, StoredManifests())
+
+
+async def test_a_pod_bound_since_its_last_list_shows_its_node_and_no_longer_waits(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    async with uow_factory() as uow:
+        stored = await uow.objects.upsert(pod("a", "nowhere"))
+        await uow.objects.upsert(pod("b", "nowhere"))
+        await uow.commit()
+    kept = StoredManifests()
+    before = await list_pods(uow_factory, kept)
+    assert before == await list_pods(uow_factory, kept)  # the second from the encodings kept
+
+    async with uow_factory() as uow:
+        lease = await uow.leases.acquire_or_renew("scheduler", "a", fake_clock.now, timedelta(seconds=15))
+        assert lease is not None
+        bound = PodBinding(pod_uid=stored.uid, node_name="node-7", podgroup_uid="", bound_at=fake_clock.now)
+        await uow.bindings.bind_many([bound], fence=lease.fence)
+        await uow.commit()
+    after = await list_pods(uow_factory, kept)
+
+    assert after["a"]["spec"]["nodeName"] == "node-7"
+    assert scheduled(after["a"]) == []
+    assert after["b"] == before["b"]
+    assert after == await list_pods(uow_factory, None)
+
+
+async def test_a_pod_whose_podgroup_appears_reads_its_new_reason_from_the_same_kept_version(
+    uow_factory: UowFactory,
+) -> None:
+    async with uow_factory() as uow:
+        await uow.objects.upsert(pod("a", "train"))
+        await uow.commit()
+    kept = StoredManifests()
+    before = await list_pods(uow_factory, kept)
+    assert scheduled(before["a"]) == [
+        ("SchedulingGated", "waiting for PodGroup ml/train, which does not exist")
+    ]
+
+    async with uow_factory() as uow:
+        await uow.objects.upsert(gang("train", 1))
+        await uow.commit()
+    after = await list_pods(uow_factory, kept)
+
+    assert after["a"]["metadata"]["resourceVersion"] == before["a"]["metadata"]["resourceVersion"]
+    assert scheduled(after["a"]) == [("Queued", "waiting for a scheduling cycle")]
+    assert after == await list_pods(uow_factory, None)
