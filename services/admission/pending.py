@@ -75,10 +75,15 @@ def with_waiting(kind: str, manifests: list[dict[str, Any]], scope: Scope) -> No
             if waiting is not None:
                 _add(status, waiting.condition(ConditionType.POD_GROUP_SCHEDULED), manifest)
         elif kind == "Pod" and is_pending(manifest):
-            pod = pod_facts(manifest, scope)
-            if pod not in reasons:
-                reasons[pod] = pod_waiting(pod).condition(POD_SCHEDULED)
-            _add(status, reasons[pod], manifest)
+            with_pod_waiting(manifest, pod_facts(manifest, scope), reasons)
+
+
+def with_pod_waiting(pod: dict[str, Any], facts: PodFacts, reasons: dict[PodFacts, dict[str, str]]) -> None:
+    """Give a pending pod the condition saying why it waits, given its facts (`reasons`: the conditions worked
+    out for the facts met so far, added to)."""
+    if facts not in reasons:
+        reasons[facts] = pod_waiting(facts).condition(POD_SCHEDULED)
+    _add(pod.setdefault("status", {}), reasons[facts], pod)
 
 
 def is_pending(pod: Mapping[str, Any]) -> bool:

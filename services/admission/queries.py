@@ -96,13 +96,13 @@ async def _encoded_pods(
     bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(uid for uid, _ in pods)}
     held = {uid: _held_node(manifest, bound) for uid, manifest in pods}
     facts: dict[str, PodFacts | None] = {}
-    scopes: dict[str, pending.Scope] = {}
     for namespace in sorted({m["metadata"].get("namespace", "") for _, m in pods}):
         here = [(uid, m) for uid, m in pods if m["metadata"].get("namespace", "") == namespace]
         waiting = [(uid, m) for uid, m in here if held[uid] is None and pending.is_pending(m)]
-        scopes[namespace] = scope = await pending.load_scope(uow, "Pod", [m for _, m in waiting], namespace)
+        scope = await pending.load_scope(uow, "Pod", [m for _, m in waiting], namespace)
         facts |= {uid: pending.pod_facts(m, scope) for uid, m in waiting}
     fragments = []
+    reasons: dict[PodFacts, dict[str, str]] = {}
     for uid, manifest in pods:
         derived = (held[uid], facts.get(uid))
         encoded = kept.encoded(uid, manifest, derived)
@@ -110,7 +110,7 @@ async def _encoded_pods(
             shown = copy_for_derived(manifest)
             _show_node(shown, held[uid])
             if derived[1] is not None:
-                pending.with_waiting("Pod", [shown], scopes[manifest["metadata"].get("namespace", "")])
+                pending.with_pod_waiting(shown, derived[1], reasons)
             encoded = orjson.dumps(shown)
             kept.keep_encoded(uid, manifest, derived, encoded)
         fragments.append(orjson.Fragment(encoded))
