@@ -21,8 +21,8 @@ from services.admission.store import known_from_stored
 
 KEPT = 20_000
 """Objects kept at most by default (the least recently read go first): 2.6 kB each for a small pod as
-Python holds it, more for larger ones (`PODWAY_ADMISSION_KEPT_OBJECTS`). A list larger than this reads
-every document, as without keeping any."""
+Python holds it, and its encoding once listed (under 1 kB), more for larger ones
+(`PODWAY_ADMISSION_KEPT_OBJECTS`). A list larger than this reads every document, as without keeping any."""
 
 Manifest = dict[str, Any]
 FoldConditions = Callable[[UnitOfWork, list[StoredObject]], Awaitable[list[Manifest]]]

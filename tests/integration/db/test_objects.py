@@ -72,6 +72,39 @@ async def test_generation_moves_with_the_spec_and_resource_version_with_every_wr
     assert status.created_at == fake_clock.now - timedelta(seconds=5)
 
 
+async def test_a_write_at_a_named_version_moves_generation_only_with_the_spec(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    async with uow_factory() as uow:
+        first = await uow.objects.upsert(make_draft(spec={"minCount": 2, "tiers": [1, 2]}))
+        fake_clock.advance(timedelta(seconds=5))
+        # The same spec, its keys in another order: the same document.
+        same_spec = await uow.objects.upsert(
+            make_draft(spec={"tiers": [1, 2], "minCount": 2}, labels={"team": "a"}),
+            expected_resource_version=first.resource_version,
+        )
+        new_spec = await uow.objects.upsert(
+            make_draft(spec={"minCount": 8, "tiers": [1, 2]}), expected_resource_version=2
+        )
+        await uow.commit()
+    async with uow_factory() as uow:
+        stored = await uow.objects.get("PodGroup", "ml", "train-0")
+
+    assert (same_spec.generation, same_spec.resource_version) == (1, 2)
+    assert same_spec.metadata["labels"] == {"team": "a"}
+    assert (new_spec.generation, new_spec.resource_version, new_spec.spec) == (
+        2,
+        3,
+        {"minCount": 8, "tiers": [1, 2]},
+    )
+    assert new_spec.uid == first.uid
+    assert new_spec.updated_at == fake_clock.now
+    assert new_spec.created_at == fake_clock.now - timedelta(seconds=5)
+    assert stored is not None
+    assert (stored.generation, stored.resource_version, stored.spec) == (2, 3, new_spec.spec)
+    assert stored.revision is not None
+
+
 async def test_find_filters_by_kind_namespace_and_every_label(uow_factory: UowFactory) -> None:
     async with uow_factory() as uow:
         await uow.objects.upsert(make_draft("a", labels={"app.kubernetes.io/name": "llm", "tier": "gold"}))
