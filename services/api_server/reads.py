@@ -22,6 +22,7 @@ from libs.kubeapi.versions import as_served
 from services.api_server.answers import Refused, answer
 from services.api_server.backend import Admission
 from services.api_server.feed import ChangeFeed, Expired
+from services.api_server.last_seen import LastSeen
 from services.api_server.objects import continue_token, object_list, parse_revision, read_continue, shown
 from services.api_server.read_ahead import ReadAhead
 from services.api_server.requests import flag, int_param, limit_param, selectors
@@ -49,6 +50,7 @@ class Reads:
         self.admission = admission
         self.feed = feed
         self.read_ahead = ReadAhead()
+        self.last_seen = LastSeen()
 
     async def get(self, request: web.Request, target: Target) -> web.StreamResponse:
         found = await self._get(target)
@@ -63,7 +65,9 @@ class Reads:
         if found is None:
             raise Refused(status.not_found(target.resource.plural, target.resource.group, target.name))
         manifest, revision = found
-        return typed(target.resource, shown(manifest, revision))
+        served = typed(target.resource, shown(manifest, revision))
+        self.last_seen.remember(target, served)
+        return served
 
     async def list_objects(self, request: web.Request, target: Target) -> web.StreamResponse:
         if flag(request.query.get("watch")):

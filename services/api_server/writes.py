@@ -118,7 +118,9 @@ class Verbs(Reads):
             body = await read_object(request)
             response = answer(in_target(body, target), code)
         elif result.object is not None and result.revision is not None:
-            response = answer(typed(target.resource, shown(result.object, result.revision)), code)
+            served = typed(target.resource, shown(result.object, result.revision))
+            self.last_seen.remember(Target(target.resource, target.namespace, name), served)
+            response = answer(served, code)
         else:
             found = await self._get(Target(target.resource, target.namespace, name))
             response = answer(found, code)
@@ -128,20 +130,31 @@ class Verbs(Reads):
 
     async def patch(self, request: web.Request, target: Target) -> web.StreamResponse:
         """The patch applied to the object as read, written on condition that it is still at that revision;
-        a patch that names no resourceVersion is re-applied when someone wrote in between, as upstream."""
+        a patch that names no resourceVersion is re-applied when someone wrote in between, as upstream. The
+        first attempt starts from the object as this server last saw it, when it did (see last_seen.py)."""
         assert target.name is not None
         body = await read_body(request)
         media = media_type(request.headers.get("Content-Type"))
         if media not in PATCH_TYPES:
             raise Refused(status.unsupported_media_type(PATCH_TYPES))
-        for _ in range(PATCH_ATTEMPTS):
-            current = await self._current_or_none(target, creating=media == APPLY_PATCH)
+        # A dry run is not checked against the revision it starts from: it always reads.
+        guess = None if dry_run(request) else self.last_seen.guess(target)
+        for _ in range(PATCH_ATTEMPTS + (guess is not None)):
+            current = guess or await self._current_or_none(target, creating=media == APPLY_PATCH)
+            from_guess, guess = guess is not None, None
             if current is None:
                 return await self._apply_create(request, target, body)
             revision = int(current["metadata"]["resourceVersion"])
-            patched = self._patched(request, target, media, current, body)
+            try:
+                patched = self._patched(request, target, media, current, body)
+            except Refused:
+                if from_guess:  # perhaps only the guess is what the patch does not apply to
+                    continue
+                raise
             check_name(patched, target.name)
             named = (patched.get("metadata") or {}).get("resourceVersion")
+            if from_guess and named not in (None, "", str(revision)):
+                continue  # the caller names another version than the guess's: read what is stored
             try:
                 expected = parse_revision(str(named)) if named not in (None, "") else revision
             except ValueError:
@@ -204,6 +217,7 @@ class Verbs(Reads):
         _check_preconditions(target, current, options)
         if options.dry_run or dry_run(request):  # checked, not done: the object stays
             return answer(_deleted(target, current))
+        self.last_seen.forget(target)
         reply = await self.admission.delete(
             target.resource.kind, target.namespace, target.name, propagation=options.propagation
         )
