@@ -80,6 +80,8 @@ class ObjectRepository(Protocol):
         self, draft: ObjectDraft, *, expected_resource_version: int | None = None
     ) -> StoredObject: ...
 
+    async def replace_many_at(self, replacements: Sequence[tuple[ObjectDraft, int]]) -> None: ...
+
     async def update_status(
         self,
         kind: str,

@@ -87,14 +87,41 @@ def _draft(write: ObjectWrite) -> ObjectDraft:
     )
 
 
+def _runs(writes: Iterable[ObjectWrite]) -> list[list[ObjectWrite]]:
+    """The writes in order, consecutive ones of one sort (creates, or replacements at a version) together,
+    each run naming an object once; a write of neither sort (at whatever version) alone."""
+    runs: list[list[ObjectWrite]] = []
+    keys: set[ObjectKey] = set()
+    for write in writes:
+        last = runs[-1] if runs else None
+        if (
+            last is not None
+            and write.expected_resource_version is not None
+            and _sort(write) == _sort(last[0])
+            and write.key not in keys
+        ):
+            last.append(write)
+        else:
+            runs.append([write])
+            keys = set()
+        keys.add(write.key)
+    return runs
+
+
+def _sort(write: ObjectWrite) -> str:
+    expected = write.expected_resource_version
+    return "create" if expected == MUST_NOT_EXIST else "replace" if expected is not None else "upsert"
+
+
 async def write_decision(
     uow: UnitOfWork, decision: BatchDecision, *, now: datetime, causation_id: str | None = None
 ) -> list[StoredObject]:
     """Write every object, removal and event of a decision in the unit of work (the caller commits); the
     objects it created, as stored.
 
-    Removals go first (a recreated pod replaces one of the same name); new objects go in one statement; an
-    object written twice in a group (created, then updated) keeps order."""
+    Removals go first (a recreated pod replaces one of the same name); consecutive creates go in one statement,
+    and consecutive replacements at the versions read in another; an object written twice in a group
+    (created, then updated) keeps order."""
     for removal in decision.removals:
         # The decision read this incarnation at this version: a write that raced it is a conflict, never a
         # removal of what replaced it.
@@ -104,19 +131,16 @@ async def write_decision(
             await uow.objects.request_deletion(*key, expected_uid=uid, expected_resource_version=version)
         else:
             await uow.objects.delete(*key, expected_uid=uid, expected_resource_version=version)
-    creates: list[ObjectDraft] = []
-    created: set[tuple[str, str, str]] = set()
     stored: list[StoredObject] = []
-    for write in decision.writes:
-        draft = _draft(write)
-        if write.expected_resource_version == MUST_NOT_EXIST and write.key not in created:
-            creates.append(draft)
-            created.add(write.key)
-            continue
-        stored += await uow.objects.create_many(creates)
-        creates, created = [], set()
-        await uow.objects.upsert(draft, expected_resource_version=write.expected_resource_version)
-    stored += await uow.objects.create_many(creates)
+    for run in _runs(decision.writes):
+        if run[0].expected_resource_version == MUST_NOT_EXIST:
+            stored += await uow.objects.create_many([_draft(write) for write in run])
+        elif run[0].expected_resource_version is not None:
+            await uow.objects.replace_many_at(
+                [(_draft(write), write.expected_resource_version or 0) for write in run]
+            )
+        else:
+            await uow.objects.upsert(_draft(run[0]))
     for event in decision.events:
         uow.emit(
             Envelope.wrap(

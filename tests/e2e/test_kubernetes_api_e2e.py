@@ -548,6 +548,8 @@ def test_discovery_and_explain_as_kubectl_reads_them(kube: KubeStack) -> None:
 
 
 def test_errors_are_the_api_servers(kube: KubeStack) -> None:
+    # The namespace exists whichever tests ran before (kubectl reports a missing namespace instead).
+    ok(kubectl(kube, "apply", "-f", "-", stdin="apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ml\n"))
     missing = kubectl(kube, "get", "-n", "ml", "pod/nowhere")
     assert 'Error from server (NotFound): pods "nowhere" not found' in missing.stderr
     strict = kubectl(

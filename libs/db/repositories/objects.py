@@ -368,6 +368,33 @@ class SqlAlchemyObjectRepository:
             changes["generation"] = current.generation + 1
         return await self._write(current, changes)
 
+    async def replace_many_at(self, replacements: Sequence[tuple[ObjectDraft, int]]) -> None:
+        """Replace objects, each only while it is at the version given with it (distinct keys); on PostgreSQL
+        in one statement. ConflictError (write nothing: roll back) when any of them is not."""
+        if not replacements:
+            return
+        if not on_postgres(self._session):
+            for draft, expected in replacements:
+                await self.upsert(draft, expected_resource_version=expected)
+            return
+        objects_written(self._session)
+        parameters = {
+            "given_kind": [draft.kind for draft, _ in replacements],
+            "given_namespace": [draft.namespace for draft, _ in replacements],
+            "given_name": [draft.name for draft, _ in replacements],
+            "given_expected": [expected for _, expected in replacements],
+            "given_api_version": [draft.api_version for draft, _ in replacements],
+            "given_spec": [json_text(draft.spec) for draft, _ in replacements],
+            "given_metadata": [json_text(draft.metadata) for draft, _ in replacements],
+            "given_status": [json_text(draft.status) for draft, _ in replacements],
+            "updated_at": self._clock(),
+        }
+        written = (await self._session.execute(_REPLACEMENTS_PG, parameters)).all()
+        if len(written) != len(replacements):
+            done = {tuple(row) for row in written}
+            missed = sorted(_ref(d) for d, _ in replacements if (d.kind, d.namespace, d.name) not in done)
+            raise ConflictError(f"not at the version read (changed or gone since): {', '.join(missed)}")
+
     async def _replace_at(self, draft: ObjectDraft, expected_resource_version: int) -> StoredObject:
         """`_replace` in one statement on PostgreSQL, for a caller that names the version it read: the row is
         written only while it is at that version (its generation moves on when the spec changes, as JSONB
@@ -589,3 +616,41 @@ def _given_rows(dialect: str, rows: Sequence[tuple[str, int, JsonObject]]) -> di
 
 
 _STATUS_UPDATES = {dialect: _status_updates(dialect) for dialect in ("postgresql", "sqlite")}
+
+
+def _replacements_pg() -> Update:
+    """`replace_many_at` on PostgreSQL: the rows given as arrays (see `unnest_rows`), each written only while
+    its object is at the version given with it; the generation moves when the JSONB spec differs."""
+    given = unnest_rows(
+        ("kind", String),
+        ("namespace", String),
+        ("name", String),
+        ("expected", BigInteger),
+        ("api_version", String),
+        ("spec", String),
+        ("metadata", String),
+        ("status", String),
+    )
+    spec: ColumnElement[Any] = cast(given.c.spec, JSONB)
+    return (
+        update(objects)
+        .where(
+            objects.c.kind == given.c.kind,
+            objects.c.namespace == given.c.namespace,
+            objects.c.name == given.c.name,
+            objects.c.resource_version == given.c.expected,
+        )
+        .values(
+            api_version=given.c.api_version,
+            spec=spec,
+            metadata=cast(given.c.metadata, JSONB),
+            status=cast(given.c.status, JSONB),
+            generation=objects.c.generation + case((objects.c.spec != spec, 1), else_=0),
+            resource_version=objects.c.resource_version + 1,
+            updated_at=bindparam("updated_at", type_=objects.c.updated_at.type),
+        )
+        .returning(objects.c.kind, objects.c.namespace, objects.c.name)
+    )
+
+
+_REPLACEMENTS_PG = _replacements_pg()

@@ -105,6 +105,40 @@ async def test_a_write_at_a_named_version_moves_generation_only_with_the_spec(
     assert stored.revision is not None
 
 
+async def test_replacements_at_versions_are_written_together_or_not_at_all(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        first = await uow.objects.upsert(make_draft("a", spec={"minCount": 1}))
+        second = await uow.objects.upsert(make_draft("b", spec={"minCount": 1}))
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        await uow.objects.replace_many_at(
+            [
+                (make_draft("a", spec={"minCount": 1}, labels={"seen": "yes"}), first.resource_version),
+                (make_draft("b", spec={"minCount": 2}), second.resource_version),
+            ]
+        )
+        await uow.commit()
+    async with uow_factory() as uow:
+        a, b = await uow.objects.get_many([("PodGroup", "ml", "a"), ("PodGroup", "ml", "b")])
+    assert (a.generation, a.resource_version, a.metadata["labels"]) == (1, 2, {"seen": "yes"})
+    assert (b.generation, b.resource_version, b.spec) == (2, 2, {"minCount": 2})
+
+    async with uow_factory() as uow:
+        with pytest.raises(ConflictError, match="ml/b"):
+            await uow.objects.replace_many_at(
+                [
+                    (make_draft("a", spec={"minCount": 5}), a.resource_version),
+                    (make_draft("b", spec={"minCount": 5}), first.resource_version),  # stale
+                ]
+            )
+        await uow.rollback()
+    async with uow_factory() as uow:
+        unchanged = await uow.objects.get("PodGroup", "ml", "a")
+    assert unchanged is not None
+    assert unchanged.spec == {"minCount": 1}
+
+
 async def test_find_filters_by_kind_namespace_and_every_label(uow_factory: UowFactory) -> None:
     async with uow_factory() as uow:
         await uow.objects.upsert(make_draft("a", labels={"app.kubernetes.io/name": "llm", "tier": "gold"}))
