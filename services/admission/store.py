@@ -88,18 +88,13 @@ def _draft(write: ObjectWrite) -> ObjectDraft:
 
 
 def _runs(writes: Iterable[ObjectWrite]) -> list[list[ObjectWrite]]:
-    """The writes in order, consecutive ones of one sort (creates, or replacements at a version) together,
-    each run naming an object once; a write of neither sort (at whatever version) alone."""
+    """The writes in order, consecutive ones of one sort (creates, or replacements at the versions read)
+    together, each run naming an object once."""
     runs: list[list[ObjectWrite]] = []
     keys: set[ObjectKey] = set()
     for write in writes:
         last = runs[-1] if runs else None
-        if (
-            last is not None
-            and write.expected_resource_version is not None
-            and _sort(write) == _sort(last[0])
-            and write.key not in keys
-        ):
+        if last is not None and _creates(write) == _creates(last[0]) and write.key not in keys:
             last.append(write)
         else:
             runs.append([write])
@@ -108,9 +103,8 @@ def _runs(writes: Iterable[ObjectWrite]) -> list[list[ObjectWrite]]:
     return runs
 
 
-def _sort(write: ObjectWrite) -> str:
-    expected = write.expected_resource_version
-    return "create" if expected == MUST_NOT_EXIST else "replace" if expected is not None else "upsert"
+def _creates(write: ObjectWrite) -> bool:
+    return write.expected_resource_version == MUST_NOT_EXIST
 
 
 async def write_decision(
@@ -133,14 +127,10 @@ async def write_decision(
             await uow.objects.delete(*key, expected_uid=uid, expected_resource_version=version)
     stored: list[StoredObject] = []
     for run in _runs(decision.writes):
-        if run[0].expected_resource_version == MUST_NOT_EXIST:
+        if _creates(run[0]):
             stored += await uow.objects.create_many([_draft(write) for write in run])
-        elif run[0].expected_resource_version is not None:
-            await uow.objects.replace_many_at(
-                [(_draft(write), write.expected_resource_version or 0) for write in run]
-            )
         else:
-            await uow.objects.upsert(_draft(run[0]))
+            await uow.objects.replace_many_at([(_draft(w), w.expected_resource_version) for w in run])
     for event in decision.events:
         uow.emit(
             Envelope.wrap(
