@@ -212,6 +212,12 @@ class LeasedService(ABC, Generic[World, Decision]):
         """The current term's world (for tests and diagnostics)."""
         return self._term.world if self._term is not None else None
 
+    @property
+    def ack_wait_s(self) -> float:
+        """How long the service's consumer leaves an event unacknowledged before the server delivers it again:
+        a lease, so that what a leader held when it stopped returns to its successor at the latest then."""
+        return max(5.0, self.settings.lease_seconds)
+
     def wake(self) -> None:
         """Run a pass now (e.g. after a test moved the clock)."""
         if self._term is not None:
@@ -300,7 +306,7 @@ class LeasedService(ABC, Generic[World, Decision]):
             subjects=list(self.subjects),
             handler=lambda envelope, payload, _uow: self._on_event(term, envelope, payload),
             uow_factory=lambda: MemoryUnitOfWork(term.inbox),
-            ack_wait_s=max(5.0, self.settings.lease_seconds),
+            ack_wait_s=self.ack_wait_s,
             batch_size=self.consumer_batch,
             fetch_timeout_s=0.5,
             on_reset=lambda: self._reset(term),

@@ -13,7 +13,6 @@ from libs.events.envelope import Envelope, EventPayload
 from libs.events.scheduling import PodRef, PodsSucceeded
 from libs.leasing.leased_service import LeasedService
 from libs.messaging.broker import make_broker
-from libs.messaging.consumer import ACK_WAIT_S
 from libs.messaging.publisher import NatsPublisher
 from libs.runtime.settings import PodwaySettings
 from tests.conftest import FakeClock
@@ -84,8 +83,9 @@ async def test_a_leader_whose_lease_was_taken_gives_back_what_it_applied_and_the
 
         expected = {str(envelope.event_id) for envelope in sent}
         # An event the server handed to the paused leader's last pull request as it stopped comes back only
-        # after the ack wait (the request outlives its consumer on the server): late, never lost.
-        await eventually(lambda: _has_all(successor, expected), within_s=ACK_WAIT_S + 15)
+        # after the consumer's ack wait, a lease (the request outlives its consumer on the server): late,
+        # never lost.
+        await eventually(lambda: _has_all(successor, expected), within_s=paused.ack_wait_s + 15)
     finally:
         await successor.stop()
         await paused.stop()
