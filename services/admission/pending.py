@@ -61,21 +61,18 @@ def _podgroups_named(kind: str, manifests: list[dict[str, Any]]) -> set[str]:
     return {name for manifest in manifests if (name := _group_name(manifest.get("spec") or {})) is not None}
 
 
-def with_waiting(kind: str, manifests: list[dict[str, Any]], scope: Scope) -> None:
-    """Give each pending pod or PodGroup of `scope`'s namespace the condition saying why it waits, unless it
-    has one of that type already."""
-    reasons: dict[PodFacts, dict[str, str]] = {}  # most pending pods of a page wait for the same reason
-    for manifest in manifests:
+def with_group_waiting(groups: list[dict[str, Any]], scope: Scope) -> None:
+    """Give each pending PodGroup of `scope`'s namespace the condition saying why it waits, unless it has one
+    of that type already."""
+    for manifest in groups:
         status = manifest.setdefault("status", {})
-        conditions = status.get("conditions") or []
-        if kind == "PodGroup" and (status.get("podway") or {}).get("phase") == "Pending":
-            name = manifest["metadata"]["name"]
-            facts = _group_facts(name, manifest.get("spec") or {}, _conditions(conditions), scope)
-            waiting = podgroup_waiting(facts)
-            if waiting is not None:
-                _add(status, waiting.condition(ConditionType.POD_GROUP_SCHEDULED), manifest)
-        elif kind == "Pod" and is_pending(manifest):
-            with_pod_waiting(manifest, pod_facts(manifest, scope), reasons)
+        if (status.get("podway") or {}).get("phase") != "Pending":
+            continue
+        conditions = _conditions(status.get("conditions") or [])
+        facts = _group_facts(manifest["metadata"]["name"], manifest.get("spec") or {}, conditions, scope)
+        waiting = podgroup_waiting(facts)
+        if waiting is not None:
+            _add(status, waiting.condition(ConditionType.POD_GROUP_SCHEDULED), manifest)
 
 
 def with_pod_waiting(pod: dict[str, Any], facts: PodFacts, reasons: dict[PodFacts, dict[str, str]]) -> None:

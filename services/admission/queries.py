@@ -93,28 +93,48 @@ async def _encoded_pods(
     """Pods as `_derived` shows them, each already encoded (orjson fragments, for `encode_objects`): a pod
     whose kept manifest and derived facts (its node, why it waits) are those of its last reading is sent as
     encoded then; the others are copied, derived and encoded, and kept so."""
+    derivations = await _pod_derivations(uow, pods)
+    fragments = []
+    reasons: dict[PodFacts, dict[str, str]] = {}
+    for uid, manifest in pods:
+        derived = derivations[uid]
+        encoded = kept.encoded(uid, manifest, derived)
+        if encoded is None:
+            shown = copy_for_derived(manifest)
+            _derive_pod(shown, derived, reasons)
+            encoded = orjson.dumps(shown)
+            kept.keep_encoded(uid, manifest, derived, encoded)
+        fragments.append(orjson.Fragment(encoded))
+    return fragments
+
+
+PodDerivation = tuple[str | None, PodFacts | None]
+"""What a pod's read derives from other objects: the node it holds, and the facts of why it waits (None when
+it does not wait)."""
+
+
+async def _pod_derivations(
+    uow: UnitOfWork, pods: list[tuple[str, dict[str, Any]]]
+) -> dict[str, PodDerivation]:
+    """Each pod's derivation by uid, read for all of them at once (bindings, then per namespace the PodGroups
+    and Workloads the waiting ones name)."""
     bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(uid for uid, _ in pods)}
     held = {uid: _held_node(manifest, bound) for uid, manifest in pods}
-    facts: dict[str, PodFacts | None] = {}
+    facts: dict[str, PodFacts] = {}
     for namespace in sorted({m["metadata"].get("namespace", "") for _, m in pods}):
         here = [(uid, m) for uid, m in pods if m["metadata"].get("namespace", "") == namespace]
         waiting = [(uid, m) for uid, m in here if held[uid] is None and pending.is_pending(m)]
         scope = await pending.load_scope(uow, "Pod", [m for _, m in waiting], namespace)
         facts |= {uid: pending.pod_facts(m, scope) for uid, m in waiting}
-    fragments = []
-    reasons: dict[PodFacts, dict[str, str]] = {}
-    for uid, manifest in pods:
-        derived = (held[uid], facts.get(uid))
-        encoded = kept.encoded(uid, manifest, derived)
-        if encoded is None:
-            shown = copy_for_derived(manifest)
-            _show_node(shown, held[uid])
-            if derived[1] is not None:
-                pending.with_pod_waiting(shown, derived[1], reasons)
-            encoded = orjson.dumps(shown)
-            kept.keep_encoded(uid, manifest, derived, encoded)
-        fragments.append(orjson.Fragment(encoded))
-    return fragments
+    return {uid: (held[uid], facts.get(uid)) for uid, _ in pods}
+
+
+def _derive_pod(pod: dict[str, Any], derived: PodDerivation, reasons: dict[PodFacts, dict[str, str]]) -> None:
+    """Add a pod's derivation to its manifest (`reasons`: the waiting conditions worked out so far)."""
+    held, facts = derived
+    _show_node(pod, held)
+    if facts is not None:
+        pending.with_pod_waiting(pod, facts, reasons)
 
 
 async def read_back(
@@ -267,17 +287,21 @@ async def _derived(uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]]) 
         await _with_composite_summaries(uow, manifests)
     if kind in QUEUE_KINDS:
         await with_queue_statuses(uow, kind, manifests)
-    if kind not in ("Pod", "PodGroup"):
-        return manifests
     if kind == "Pod":
-        await _with_nodes(uow, manifests)
+        pods = [(m["metadata"]["uid"], m) for m in manifests]
+        derivations = await _pod_derivations(uow, pods)
+        reasons: dict[PodFacts, dict[str, str]] = {}
+        for uid, pod in pods:
+            _derive_pod(pod, derivations[uid], reasons)
+        return manifests
+    if kind != "PodGroup":
+        return manifests
     for namespace in sorted({m["metadata"].get("namespace", "") for m in manifests}):
         here = [m for m in manifests if m["metadata"].get("namespace", "") == namespace]
         scope = await pending.load_scope(uow, kind, here, namespace)
-        if kind == "PodGroup":
-            for group in here:
-                await _with_summary(uow, group, scope)
-        pending.with_waiting(kind, here, scope)
+        for group in here:
+            await _with_summary(uow, group, scope)
+        pending.with_group_waiting(here, scope)
     return manifests
 
 
@@ -312,16 +336,10 @@ def _condition(condition: StoredCondition) -> dict[str, Any]:
     return shown
 
 
-async def _with_nodes(uow: UnitOfWork, pods: list[dict[str, Any]]) -> None:
-    """`spec.nodeName`: the node a pod is bound to (whatever its spec says), or, once it ended and released its
-    binding, the node its agent recorded when it started it; `status.podway.nodeName` says the same, and only
-    that (never a node the spec names that nothing bound)."""
-    bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(p["metadata"]["uid"] for p in pods)}
-    for pod in pods:
-        _show_node(pod, _held_node(pod, bound))
-
-
 def _held_node(pod: dict[str, Any], bound: dict[str, str]) -> str | None:
+    """The node a pod is bound to (whatever its spec says), or, once it ended and released its binding, the
+    node its agent recorded when it started it; shown in `spec.nodeName` and `status.podway.nodeName`, and
+    only that (never a node the spec names that nothing bound)."""
     ran_on = ((pod.get("status") or {}).get("podway") or {}).get("nodeName")
     held = bound.get(pod["metadata"]["uid"]) or ran_on
     return str(held) if held else None
