@@ -9,6 +9,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -67,7 +68,8 @@ from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries
 from services.admission.batcher import ApplyBatcher, Footprint
-from services.admission.store import iso, known_from_stored, load_view, write_decision
+from services.admission.queries import WriterKnows
+from services.admission.store import Written, iso, known_from_stored, load_view, write_decision
 from services.admission.stored_cache import StoredManifests
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,8 @@ CONFLICT_RETRIES = 5
 APPLY_IN_FLIGHT = 256
 #: Group commits in flight at once on PostgreSQL (SQLite has one writer: there a second would only queue).
 APPLY_PIPELINE_DEPTH = 2
+#: ... once this many applies wait (fewer go in the next group: see ApplyBatcher).
+APPLY_OVERLAP_FROM = 16
 #: Reads answered at once on PostgreSQL, each on a pooled connection of its own: a read waits on a few round
 #: trips, and others proceed meanwhile (SQLite's transactions queue on its one lock: there one at a time).
 READS_IN_FLIGHT = 4
@@ -118,6 +122,7 @@ class AdmissionService:
             self._apply_group,
             footprint_of=_footprint_of,
             depth=1 if self.engine.dialect.name == "sqlite" else APPLY_PIPELINE_DEPTH,
+            overlap_from=APPLY_OVERLAP_FROM,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._wire()
@@ -264,8 +269,15 @@ class AdmissionService:
         return ApplyReply(request_id=request_id, results=decision.results, warnings=decision.warnings)
 
     async def _apply_group(self, requests: list[PreparedApply]) -> list[ApplyReply]:
-        """Decide and write a group of applies in one transaction, then read back what they wrote."""
-        return await self._read_back(requests, await self._apply_split_on_failure(requests))
+        """Decide and write a group of applies in one transaction and read back what they wrote: on
+        PostgreSQL in that transaction (revisions are taken as rows are written), elsewhere once it is
+        committed (the revision is stamped at commit)."""
+        replies = await self._apply_split_on_failure(requests)
+        return replies if self._reads_back_in_writer else await self._read_back(requests, replies)
+
+    @property
+    def _reads_back_in_writer(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
 
     async def _apply_split_on_failure(self, requests: list[PreparedApply]) -> list[ApplyReply]:
         """A conflict re-reads and decides again. A group that still fails, for any reason, is split and its
@@ -289,35 +301,55 @@ class AdmissionService:
 
     async def _apply_once(self, requests: list[PreparedApply]) -> list[ApplyReply]:
         async with self.uow() as uow:
-            view = await load_view(uow, set().union(*(r.batch.keys for r in requests)))
+            keys = set().union(*(r.batch.keys for r in requests))
+            view = await load_view(uow, keys)
             # After the view is read: a change committed since fails the precondition or the write's own
             # compare-and-set, never neither.
             stale = {id(r): reply for r in requests if (reply := _stale(view, r)) is not None}
             live = [r for r in requests if id(r) not in stale]
             decisions = [admit_batch(r.batch, view, self._context(r.request_id)) for r in live]
-            created = []
+            written = Written([], [])
             for run in write_runs(decisions):
-                created += await write_decision(uow, run, now=self.clock())
-            if live:
-                await self._sync_applied_jobs(uow, decisions, self._context(live[0].request_id))
+                one = await write_decision(uow, run, now=self.clock())
+                written.objects.extend(one.objects)
+                written.created.extend(one.created)
+            synced = bool(live) and await self._sync_applied_jobs(
+                uow, decisions, self._context(live[0].request_id)
+            )
+            replies = {
+                id(r): ApplyReply(request_id=r.request_id, results=d.results, warnings=d.warnings)
+                for r, d in zip(live, decisions, strict=True)
+            }
+            if self._reads_back_in_writer:
+                # A Job synced may have written again what the group wrote: read it all then.
+                knows = WriterKnows() if synced else _writer_knows(view, keys, written)
+                await self._read_back_in(uow, [r for r in live if r.read_back], replies, knows)
             await uow.commit()
-        self.stored.keep_created(created)
-        replies = {
-            id(r): ApplyReply(request_id=r.request_id, results=d.results, warnings=d.warnings)
-            for r, d in zip(live, decisions, strict=True)
-        }
+        self.stored.keep_created(written.created)
         return [stale.get(id(r)) or replies[id(r)] for r in requests]
+
+    async def _read_back_in(
+        self, uow: UnitOfWork, asking: list[PreparedApply], replies: dict[int, ApplyReply], knows: WriterKnows
+    ) -> None:
+        """The objects the requests `asking` wrote (or left unchanged), read in the writing transaction."""
+        keys = {key for r in asking for result in replies[id(r)].results if (key := _readable_key(result))}
+        if not keys:
+            return
+        found = await queries.read_back(uow, keys, knows)
+        for request in asking:
+            replies[id(request)] = _with_objects(replies[id(request)], found)
 
     async def _sync_applied_jobs(
         self, uow: UnitOfWork, decisions: Sequence[BatchDecision], ctx: ApplyContext
-    ) -> None:
+    ) -> bool:
         """Jobs applied are synced at once (a suspension or a resumption acts now); a PriorityClass applied
-        may let a Job whose wave admission refused create it now."""
+        may let a Job whose wave admission refused create it now. Whether any Job was synced."""
         writes = [write for decision in decisions for write in decision.writes]
         applied = {(w.namespace, w.name) for w in writes if w.kind == "Job"}
         if any(w.kind == "PriorityClass" for w in writes):
             applied |= await jobs.jobs_failing_to_create(uow)
         await jobs.sync_jobs(uow, applied, ctx, None)
+        return bool(applied)
 
     def _context(self, request_id: str) -> ApplyContext:
         return ApplyContext(now=self.clock(), new_uid=self.new_uid, request_id=request_id)
@@ -426,6 +458,17 @@ class AdmissionService:
         request = EventsRequest.model_validate_json(body)
         async with self.uow() as uow:
             return await queries.events(uow, request)
+
+
+def _writer_knows(view: AdmissionView, keys: AbstractSet[ObjectKey], written: Written) -> WriterKnows:
+    """`keys`: those the view was loaded for (`load_view` reads the bindings of the pods among them)."""
+    pods_read = {known.uid for key in keys if key[0] == "Pod" and (known := view.get(key)) is not None}
+    return WriterKnows(
+        written={(o.kind, o.namespace, o.name): o for o in written.objects},  # the last write of each
+        created={o.uid for o in written.created},
+        bindings={uid: node for uid, node in view.nodes_of_pods.items() if uid in pods_read},
+        bindings_read=pods_read,
+    )
 
 
 def _readable_key(result: ObjectResult) -> ObjectKey | None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from typing import Any, NamedTuple
 
 import orjson
 
 from libs.api.lists import continue_after, continue_token
+from libs.core.admission.model import ObjectKey
 from libs.core.scheduling.lifecycle import Condition, PodPhase, podgroup_phase
 from libs.core.scheduling.waiting import PodFacts
 from libs.db.ports import UnitOfWork
@@ -27,6 +29,18 @@ from services.admission import pending
 from services.admission.quota_status import QUEUE_KINDS, with_queue_statuses
 from services.admission.store import iso, known_from_stored
 from services.admission.stored_cache import StoredManifests, copy_for_derived
+
+
+class WriterKnows(NamedTuple):
+    """What the transaction that wrote objects knows of them without reading them again: the objects as it
+    wrote them; that an object it created has no condition and no binding yet (no other transaction sees
+    it); where the pods it read before writing are bound (`bindings` by pod uid, for the pods in
+    `bindings_read`)."""
+
+    written: Mapping[ObjectKey, StoredObject] = {}
+    created: AbstractSet[str] = frozenset()
+    bindings: Mapping[str, str] = {}
+    bindings_read: AbstractSet[str] = frozenset()
 
 
 async def namespace_objects(uow: UnitOfWork, namespace: str) -> list[StoredObject]:
@@ -114,11 +128,13 @@ it does not wait)."""
 
 
 async def _pod_derivations(
-    uow: UnitOfWork, pods: list[tuple[str, dict[str, Any]]]
+    uow: UnitOfWork, pods: list[tuple[str, dict[str, Any]]], knows: WriterKnows = WriterKnows()
 ) -> dict[str, PodDerivation]:
-    """Each pod's derivation by uid, read for all of them at once (bindings, then per namespace the PodGroups
-    and Workloads the waiting ones name)."""
-    bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(uid for uid, _ in pods)}
+    """Each pod's derivation by uid, read for all of them at once (bindings, but those the writer knows,
+    then per namespace the PodGroups and Workloads the waiting ones name)."""
+    unknown = [uid for uid, _ in pods if uid not in knows.created and uid not in knows.bindings_read]
+    bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(unknown)} if unknown else {}
+    bound |= {uid: knows.bindings[uid] for uid, _ in pods if uid in knows.bindings}
     held = {uid: _held_node(manifest, bound) for uid, manifest in pods}
     facts: dict[str, PodFacts] = {}
     for namespace in sorted({m["metadata"].get("namespace", "") for _, m in pods}):
@@ -138,21 +154,30 @@ def _derive_pod(pod: dict[str, Any], derived: PodDerivation, reasons: dict[PodFa
 
 
 async def read_back(
-    uow: UnitOfWork, keys: Iterable[tuple[str, str, str]]
-) -> dict[tuple[str, str, str], tuple[dict[str, Any], int]]:
+    uow: UnitOfWork, keys: Iterable[ObjectKey], knows: WriterKnows = WriterKnows()
+) -> dict[ObjectKey, tuple[dict[str, Any], int]]:
     """Objects by key as `get` reads each (see get_objects), with their revisions: one read for all (a
-    namespace's is its own: it is derived from what the namespace holds)."""
+    namespace's is its own: it is derived from what the namespace holds); in the writing transaction,
+    `knows` spares the reads of what it already knows."""
     keys = sorted(keys)
     found = {}
     for kind, namespace, name in [key for key in keys if key[0] == "Namespace"]:
         one = await get_objects(uow, GetRequest(kind=kind, namespace=namespace, name=name))
         if one.items:
             found[(kind, namespace, name)] = (one.items[0], one.item_revisions[0])
+    others = [key for key in keys if key[0] != "Namespace"]
     by_kind: dict[str, list[StoredObject]] = {}
-    for stored in await uow.objects.get_many(key for key in keys if key[0] != "Namespace"):
+    unknown = [key for key in others if key not in knows.written]
+    for stored in [
+        *(knows.written[k] for k in others if k in knows.written),
+        *await uow.objects.get_many(unknown),
+    ]:
         by_kind.setdefault(stored.kind, []).append(stored)
     for kind, stored_objects in by_kind.items():
-        for stored, manifest in zip(stored_objects, await _readable(uow, kind, stored_objects), strict=True):
+        # Copies: a written object's documents are also the kept copy's (see StoredManifests.keep_created).
+        manifests = [copy_for_derived(m) for m in await with_conditions(uow, stored_objects, knows.created)]
+        await _derived(uow, kind, manifests, knows)
+        for stored, manifest in zip(stored_objects, manifests, strict=True):
             found[(stored.kind, stored.namespace, stored.name)] = (manifest, stored.revision or 0)
     return found
 
@@ -279,7 +304,9 @@ async def _readable(uow: UnitOfWork, kind: str, objects: list[StoredObject]) -> 
     return await _derived(uow, kind, await with_conditions(uow, objects))
 
 
-async def _derived(uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _derived(
+    uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]], knows: WriterKnows = WriterKnows()
+) -> list[dict[str, Any]]:
     """What reads derive from other objects, added to these manifests (conditions folded in already)."""
     if kind == "Namespace":
         return [_as_namespace(manifest) for manifest in manifests]
@@ -289,7 +316,7 @@ async def _derived(uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]]) 
         await with_queue_statuses(uow, kind, manifests)
     if kind == "Pod":
         pods = [(m["metadata"]["uid"], m) for m in manifests]
-        derivations = await _pod_derivations(uow, pods)
+        derivations = await _pod_derivations(uow, pods, knows)
         reasons: dict[PodFacts, dict[str, str]] = {}
         for uid, pod in pods:
             _derive_pod(pod, derivations[uid], reasons)
@@ -305,10 +332,14 @@ async def _derived(uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]]) 
     return manifests
 
 
-async def with_conditions(uow: UnitOfWork, objects: list[StoredObject]) -> list[dict[str, Any]]:
+async def with_conditions(
+    uow: UnitOfWork, objects: list[StoredObject], without: AbstractSet[str] = frozenset()
+) -> list[dict[str, Any]]:
     """The objects' manifests with the conditions of their own rows folded into `status.conditions` (in
-    place of any condition of the same type the status holds)."""
-    rows = await uow.conditions.list_for_many(obj.uid for obj in objects)
+    place of any condition of the same type the status holds); objects whose uid is in `without` are known
+    to have none."""
+    asked = [obj.uid for obj in objects if obj.uid not in without]
+    rows = await uow.conditions.list_for_many(asked) if asked else {}
     manifests = []
     for obj in objects:
         manifest = known_from_stored(obj).manifest

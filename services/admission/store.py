@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from typing import NamedTuple
 
 from libs.api.manifests import parse_object
 from libs.api.models.scheduling import PriorityClass
@@ -50,8 +51,13 @@ async def load_view(uow: UnitOfWork, keys: Iterable[ObjectKey]) -> AdmissionView
     may create (with the PodGroups they name)."""
     view = AdmissionView()
     keys = sorted(keys)
-    for stored in await uow.objects.get_many(keys):
-        view.put(known_from_stored(stored))
+    for stored in await uow.objects.get_many(keys, every_of="PriorityClass"):
+        known = known_from_stored(stored)
+        view.put(known)
+        if known.kind == "PriorityClass":
+            priority_class = parse_object(known.manifest)
+            assert isinstance(priority_class, PriorityClass)
+            view.priority_classes[known.name] = priority_class
     pods = [known.uid for known in view.objects.values() if known.kind == "Pod"]
     if pods:
         view.nodes_of_pods = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
@@ -65,12 +71,6 @@ async def load_view(uow: UnitOfWork, keys: Iterable[ObjectKey]) -> AdmissionView
     }
     for stored in [*awaiting, *await uow.objects.get_many(sorted(groups))]:
         view.put(known_from_stored(stored))
-    for stored in await uow.objects.find("PriorityClass"):
-        known = known_from_stored(stored)
-        view.put(known)
-        priority_class = parse_object(known.manifest)
-        assert isinstance(priority_class, PriorityClass)
-        view.priority_classes[known.name] = priority_class
     return view
 
 
@@ -107,11 +107,18 @@ def _creates(write: ObjectWrite) -> bool:
     return write.expected_resource_version == MUST_NOT_EXIST
 
 
+class Written(NamedTuple):
+    """The objects decisions wrote, as stored: all of them in the order written, and those created."""
+
+    objects: list[StoredObject]
+    created: list[StoredObject]
+
+
 async def write_decision(
     uow: UnitOfWork, decision: BatchDecision, *, now: datetime, causation_id: str | None = None
-) -> list[StoredObject]:
+) -> Written:
     """Write every object, removal and event of a decision in the unit of work (the caller commits); the
-    objects it created, as stored.
+    objects it created and replaced, as stored.
 
     Removals go first (a recreated pod replaces one of the same name); consecutive creates go in one statement,
     and consecutive replacements at the versions read in another; an object written twice in a group
@@ -125,12 +132,15 @@ async def write_decision(
             await uow.objects.request_deletion(*key, expected_uid=uid, expected_resource_version=version)
         else:
             await uow.objects.delete(*key, expected_uid=uid, expected_resource_version=version)
-    stored: list[StoredObject] = []
+    written = Written([], [])
     for run in _runs(decision.writes):
         if _creates(run[0]):
-            stored += await uow.objects.create_many([_draft(write) for write in run])
+            created = await uow.objects.create_many([_draft(write) for write in run])
+            written.objects.extend(created)
+            written.created.extend(created)
         else:
-            await uow.objects.replace_many_at([(_draft(w), w.expected_resource_version) for w in run])
+            replacements = [(_draft(w), w.expected_resource_version) for w in run]
+            written.objects.extend(await uow.objects.replace_many_at(replacements))
     for event in decision.events:
         uow.emit(
             Envelope.wrap(
@@ -142,4 +152,4 @@ async def write_decision(
                 subject=event.subject,
             )
         )
-    return stored
+    return written

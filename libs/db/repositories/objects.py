@@ -27,6 +27,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
@@ -64,16 +65,28 @@ class SqlAlchemyObjectRepository:
         row = (await self._session.execute(_BY_KEY, _key(kind, namespace, name))).first()
         return _to_object(row) if row else None
 
-    async def get_many(self, keys: Iterable[tuple[str, str, str]]) -> list[StoredObject]:
-        """The objects with these (kind, namespace, name) keys that exist, in one query."""
+    async def get_many(
+        self, keys: Iterable[tuple[str, str, str]], *, every_of: str | None = None
+    ) -> list[StoredObject]:
+        """The objects with these (kind, namespace, name) keys that exist, in one query; with `every_of`, every
+        object of that kind too (each object once), in the same query on PostgreSQL."""
         wanted = list(dict.fromkeys(keys))
-        if not wanted:
-            return []
-        if on_postgres(self._session):
-            kinds, namespaces, names = zip(*wanted, strict=True)
+        if on_postgres(self._session) and (wanted or every_of):
+            kinds, namespaces, names = zip(*wanted, strict=True) if wanted else ((), (), ())
             parameters = {"given_kind": kinds, "given_namespace": namespaces, "given_name": names}
-            rows = await self._session.execute(_BY_KEYS_PG, parameters)
-            return [_to_object(row) for row in rows]
+            if every_of is None:
+                rows = await self._session.execute(_BY_KEYS_PG, parameters)
+            else:
+                rows = await self._session.execute(
+                    _BY_KEYS_OR_KIND_PG, {**parameters, "every_kind": every_of}
+                )
+            return _once_each(_to_object(row) for row in rows)
+        found = await self._get_many_in_chunks(wanted)
+        if every_of is not None:
+            found = _once_each([*found, *await self.find(every_of)])
+        return found
+
+    async def _get_many_in_chunks(self, wanted: list[tuple[str, str, str]]) -> list[StoredObject]:
         found: list[StoredObject] = []
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
@@ -92,14 +105,22 @@ class SqlAlchemyObjectRepository:
         now = self._clock()
         rows = [_new_row(draft, now) for draft in drafts]
         objects_written(self._session)
+        revisions: dict[str, int] = {}
         try:
             if on_postgres(self._session):
-                await self._session.execute(_CREATE_PG, _created_rows(rows, now))
+                written = await self._session.execute(_CREATE_PG, _created_rows(rows, now))
+                revisions = {uid: revision for uid, revision in written}
             else:
                 await self._session.execute(insert(objects), rows)
         except IntegrityError as exc:
             raise ConflictError(f"{len(drafts)} objects: at least one already exists") from exc
-        return [StoredObject(**row) for row in rows]
+        created = [StoredObject(**row) for row in rows]
+        if not revisions:  # SQLite: stamped at commit
+            return created
+        return [
+            dataclasses.replace(obj, revision=revisions[obj.uid], created_revision=revisions[obj.uid])
+            for obj in created
+        ]
 
     async def get_by_uid(self, uid: str) -> StoredObject | None:
         """The object with this uid, or None."""
@@ -368,15 +389,15 @@ class SqlAlchemyObjectRepository:
             changes["generation"] = current.generation + 1
         return await self._write(current, changes)
 
-    async def replace_many_at(self, replacements: Sequence[tuple[ObjectDraft, int]]) -> None:
+    async def replace_many_at(self, replacements: Sequence[tuple[ObjectDraft, int]]) -> list[StoredObject]:
         """Replace objects, each only while it is at the version given with it (distinct keys); on PostgreSQL
-        in one statement. ConflictError (write nothing: roll back) when any of them is not."""
+        in one statement. ConflictError (write nothing: roll back) when any of them is not. Returns them as
+        stored (on PostgreSQL the documents are the drafts' own: the statement returns only the columns the
+        store sets)."""
         if not replacements:
-            return
+            return []
         if not on_postgres(self._session):
-            for draft, expected in replacements:
-                await self.upsert(draft, expected_resource_version=expected)
-            return
+            return [await self.upsert(draft, expected_resource_version=e) for draft, e in replacements]
         objects_written(self._session)
         parameters = {
             "given_kind": [draft.kind for draft, _ in replacements],
@@ -389,11 +410,16 @@ class SqlAlchemyObjectRepository:
             "given_status": [json_text(draft.status) for draft, _ in replacements],
             "updated_at": self._clock(),
         }
-        written = (await self._session.execute(_REPLACEMENTS_PG, parameters)).all()
+        written = {
+            (row.kind, row.namespace, row.name): row
+            for row in await self._session.execute(_REPLACEMENTS_PG, parameters)
+        }
         if len(written) != len(replacements):
-            done = {tuple(row) for row in written}
-            missed = sorted(_ref(d) for d, _ in replacements if (d.kind, d.namespace, d.name) not in done)
+            missed = sorted(_ref(d) for d, _ in replacements if (d.kind, d.namespace, d.name) not in written)
             raise ConflictError(f"not at the version read (changed or gone since): {', '.join(missed)}")
+        return [
+            _replaced(draft, written[(draft.kind, draft.namespace, draft.name)]) for draft, _ in replacements
+        ]
 
     async def _replace_at(self, draft: ObjectDraft, expected_resource_version: int) -> StoredObject:
         """`_replace` in one statement on PostgreSQL, for a caller that names the version it read: the row is
@@ -472,10 +498,12 @@ _CREATE_PG = text(
         CAST(:namespace AS varchar[]), CAST(:name AS varchar[]), CAST(:spec AS varchar[]),
         CAST(:metadata AS varchar[]), CAST(:status AS varchar[])
     ) AS given(uid, kind, api_version, namespace, name, spec, metadata, status)
+    RETURNING uid, revision
     """
 ).bindparams(bindparam("now", type_=UtcDateTime()))
 """`create_many` on PostgreSQL: one statement and one execution for any number of objects (a row per
-object would be executed, and planned, once each), at generation 1 and version 1 as `_new_row` has them."""
+object would be executed, and planned, once each), at generation 1 and version 1 as `_new_row` has them;
+it returns the revision each got as it was written."""
 
 
 def _created_rows(rows: Sequence[dict[str, Any]], now: datetime) -> dict[str, Any]:
@@ -548,6 +576,12 @@ _BY_KEYS_PG = select(objects).join(
     & (objects.c.namespace == _KEYS.c.namespace)
     & (objects.c.name == _KEYS.c.name),
 )
+_BY_KEYS_OR_KIND_PG = union_all(_BY_KEYS_PG, select(objects).where(objects.c.kind == bindparam("every_kind")))
+"""`get_many(..., every_of=kind)`: one round trip for both (an object in both parts comes twice)."""
+
+
+def _once_each(found: Iterable[StoredObject]) -> list[StoredObject]:
+    return list({obj.uid: obj for obj in found}.values())
 
 
 _CONTROLLERS_PG = text(
@@ -649,8 +683,32 @@ def _replacements_pg() -> Update:
             resource_version=objects.c.resource_version + 1,
             updated_at=bindparam("updated_at", type_=objects.c.updated_at.type),
         )
-        .returning(objects.c.kind, objects.c.namespace, objects.c.name)
+        .returning(*(objects.c[column] for column in _SET_BY_STORE))
     )
 
 
+_SET_BY_STORE = (
+    "kind",
+    "namespace",
+    "name",
+    "uid",
+    "generation",
+    "resource_version",
+    "created_at",
+    "updated_at",
+    "deletion_requested_at",
+    "revision",
+    "created_revision",
+)
 _REPLACEMENTS_PG = _replacements_pg()
+
+
+def _replaced(draft: ObjectDraft, row: Row[Any]) -> StoredObject:
+    """An object `_REPLACEMENTS_PG` wrote: the draft's documents with the columns the store set."""
+    return StoredObject(
+        **row._asdict(),
+        api_version=draft.api_version,
+        spec=draft.spec,
+        metadata=draft.metadata,
+        status=draft.status,
+    )

@@ -1,7 +1,7 @@
 """Admission end to end: a real nats-server, the real service, the Python client, on both databases."""
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -9,6 +9,7 @@ import pytest
 from libs.api.manifests import load_documents
 from libs.client.client import PodwayClient
 from libs.client.quick import ReadClient
+from libs.db.records import Condition, PodBinding
 from libs.events.catalogue import RpcSubject
 from libs.events.envelope import Envelope
 from libs.events.rpc import ApplyReply, ApplyRequest, GetReply, GetRequest
@@ -268,6 +269,48 @@ async def test_an_apply_that_asks_to_read_back_answers_with_each_object_as_get_r
     assert updated.revision > created.revision
     assert silent.object is None
     assert silent.revision is None
+
+
+async def test_an_update_read_back_shows_the_node_its_pod_holds_and_the_conditions_written_for_it(stack):
+    """What the writing transaction read before writing (the pod's binding) or did not write (its
+    conditions) is in the answer, as a get shows it afterwards."""
+    service, client = stack
+
+    async def apply(manifest: dict) -> ApplyReply:
+        asked = ApplyRequest(request_id=f"held-{len(manifest)}", manifests=[manifest], read_back=True)
+        return ApplyReply.model_validate_json(await request(client.broker, RpcSubject.ADMISSION_APPLY, asked))
+
+    created = (await apply(pod("held"))).results[0]
+    assert created.object is not None
+    assert "nodeName" not in created.object["spec"]
+    now = datetime.now(UTC)
+    async with service.uow() as uow:
+        lease = await uow.leases.acquire_or_renew("scheduler", "test", now, timedelta(seconds=15))
+        assert lease is not None
+        uid = created.object["metadata"]["uid"]
+        await uow.bindings.bind_many(
+            [PodBinding(pod_uid=uid, node_name="node-7", podgroup_uid="", bound_at=now)], fence=lease.fence
+        )
+        await uow.conditions.set_many(
+            [Condition(object_uid=uid, type="DisruptionTarget", status="False", owner="test", reason="Kept")]
+        )
+        await uow.commit()
+    labelled = pod("held")
+    labelled["metadata"]["labels"] = {"seen": "yes"}
+    updated = (await apply(labelled)).results[0]
+
+    got = GetReply.model_validate_json(
+        await request(
+            client.broker, RpcSubject.ADMISSION_GET, GetRequest(kind="Pod", namespace=NAMESPACE, name="held")
+        )
+    )
+    assert updated.outcome == "updated"
+    assert updated.object is not None
+    assert updated.object["spec"]["nodeName"] == "node-7"
+    conditions = {c["type"]: c["reason"] for c in updated.object["status"]["conditions"]}
+    assert conditions["DisruptionTarget"] == "Kept"
+    assert updated.object == got.items[0]
+    assert updated.revision == got.item_revisions[0]
 
 
 async def test_applies_written_together_each_read_back_their_own_object_and_a_stale_update_is_refused(stack):

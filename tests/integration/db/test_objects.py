@@ -105,14 +105,16 @@ async def test_a_write_at_a_named_version_moves_generation_only_with_the_spec(
     assert stored.revision is not None
 
 
-async def test_replacements_at_versions_are_written_together_or_not_at_all(uow_factory: UowFactory) -> None:
+async def test_replacements_at_versions_are_written_together_or_not_at_all(
+    uow_factory: UowFactory, database_url: str
+) -> None:
     async with uow_factory() as uow:
         first = await uow.objects.upsert(make_draft("a", spec={"minCount": 1}))
         second = await uow.objects.upsert(make_draft("b", spec={"minCount": 1}))
         await uow.commit()
 
     async with uow_factory() as uow:
-        await uow.objects.replace_many_at(
+        written = await uow.objects.replace_many_at(
             [
                 (make_draft("a", spec={"minCount": 1}, labels={"seen": "yes"}), first.resource_version),
                 (make_draft("b", spec={"minCount": 2}), second.resource_version),
@@ -120,9 +122,15 @@ async def test_replacements_at_versions_are_written_together_or_not_at_all(uow_f
         )
         await uow.commit()
     async with uow_factory() as uow:
-        a, b = await uow.objects.get_many([("PodGroup", "ml", "a"), ("PodGroup", "ml", "b")])
+        a, b = sorted(
+            await uow.objects.get_many([("PodGroup", "ml", "a"), ("PodGroup", "ml", "b")]),
+            key=lambda o: o.name,
+        )
     assert (a.generation, a.resource_version, a.metadata["labels"]) == (1, 2, {"seen": "yes"})
     assert (b.generation, b.resource_version, b.spec) == (2, 2, {"minCount": 2})
+    assert written == [a, b]  # as stored, the store's columns included
+    if database_url.startswith("postgresql"):  # revisions taken as rows are written, not at commit
+        assert [w.revision for w in written] == [a.revision, b.revision]
 
     async with uow_factory() as uow:
         with pytest.raises(ConflictError, match="ml/b"):
@@ -383,3 +391,30 @@ async def test_a_removal_decided_on_an_earlier_version_is_a_conflict(uow_factory
     async with uow_factory() as uow:
         with pytest.raises(ConflictError, match="the object has been modified"):
             await write_decision(uow, decision, now=T0)
+
+
+async def test_objects_by_key_and_every_object_of_a_kind_are_read_together(
+    uow_factory: UowFactory, database_url: str
+) -> None:
+    async with uow_factory() as uow:
+        created = await uow.objects.create_many([make_draft("a"), make_draft("b")])
+        await uow.objects.upsert(
+            ObjectDraft(
+                kind="PriorityClass",
+                api_version="scheduling.k8s.io/v1",
+                namespace="",
+                name="high",
+                spec={"value": 1000},
+                metadata={"name": "high"},
+            )
+        )
+        await uow.commit()
+    async with uow_factory() as uow:
+        found = await uow.objects.get_many(
+            [("PodGroup", "ml", "a"), ("PriorityClass", "", "high")], every_of="PriorityClass"
+        )
+        stored_a = await uow.objects.get("PodGroup", "ml", "a")
+    assert sorted((o.kind, o.name) for o in found) == [("PodGroup", "a"), ("PriorityClass", "high")]
+    assert stored_a is not None
+    if database_url.startswith("postgresql"):  # the revision the create took as it was written
+        assert created[0].revision == stored_a.revision is not None

@@ -10,6 +10,8 @@ from services.admission.batcher import ApplyBatcher, Footprint
 FOOTPRINTS = {
     "gang-a": Footprint(reads={"pg/a", "pod/a", "wl/train"}, writes={"pg/a", "pod/a"}),
     "gang-b": Footprint(reads={"pg/b", "pod/b", "wl/train"}, writes={"pg/b", "pod/b"}),
+    "gang-c": Footprint(reads={"pg/c", "pod/c"}, writes={"pg/c", "pod/c"}),
+    "gang-d": Footprint(reads={"pg/d", "pod/d"}, writes={"pg/d", "pod/d"}),
     "train-v2": Footprint(reads={"wl/train"}, writes={"wl/train"}),
     "priority-class": None,
 }
@@ -107,4 +109,29 @@ async def test_requests_that_arrive_while_a_group_commits_are_written_together()
     assert recorder.started == [["gang-a"], ["gang-b", "train-v2"]]
     recorder.open("gang-b")
     await asyncio.gather(*later)
+    runner.cancel()
+
+
+async def test_a_group_starts_beside_another_only_once_enough_requests_wait() -> None:
+    recorder = Recorder()
+    batcher: ApplyBatcher[str] = ApplyBatcher(
+        recorder, footprint_of=FOOTPRINTS.__getitem__, depth=2, overlap_from=2
+    )
+    runner = asyncio.create_task(batcher.run())
+    first = asyncio.create_task(batcher.submit("gang-a"))
+    await settle()
+    alone = asyncio.create_task(batcher.submit("gang-b"))
+    await settle()
+    assert recorder.started == [["gang-a"]]  # one waiting: it goes in the next group
+
+    recorder.open("gang-a")
+    await first
+    await settle()
+    assert recorder.started == [["gang-a"], ["gang-b"]]
+    queued = [asyncio.create_task(batcher.submit(name)) for name in ("gang-c", "gang-d")]
+    await settle()
+    assert recorder.started == [["gang-a"], ["gang-b"], ["gang-c", "gang-d"]]  # two wait: beside gang-b
+    recorder.open("gang-b")
+    recorder.open("gang-c")
+    await asyncio.gather(alone, *queued)
     runner.cancel()
