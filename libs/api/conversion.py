@@ -82,6 +82,12 @@ def copy_document(doc: Mapping[str, Any]) -> Document:
     return copied
 
 
+def copy_value(value: Any) -> Any:
+    """A deep copy of any decoded JSON/YAML value, as `copy_document` copies."""
+    kind = type(value)
+    return value if kind in _ATOMIC else _copy_value(value, kind)
+
+
 def _copy_value(value: Any, kind: type) -> Any:
     if kind is dict:
         copied = {}

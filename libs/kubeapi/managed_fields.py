@@ -9,12 +9,12 @@ sets per value (`v:"x"`), other lists whole. Paths are tuples of FieldsV1 keys (
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from libs.api.conversion import copy_value
 from libs.kubeapi import status
 from libs.kubeapi.merge_keys import Field, Schema, child, children_of, schema_of
 
@@ -80,34 +80,48 @@ def _value_element(value: Any) -> str:
 
 def fields_of(value: Any, schema: Schema | None) -> set[Path]:
     """Every field path a value sets."""
-    found: set[Path] = set()
+    return set(field_values(value, schema))
+
+
+def field_values(value: Any, schema: Schema | None) -> dict[Path, Any]:
+    """Every field path a value sets, with the value there (what `value_at` finds: for a list item, the
+    first with its key)."""
+    found: dict[Path, Any] = {}
     _collect(value, schema, None, (), found)
-    return {path for path in found if path and not any(path[: len(s)] == s for s in _SYSTEM)}
+    # Every system path is one or two elements long.
+    return {
+        path: at for path, at in found.items() if path and path[:1] not in _SYSTEM and path[:2] not in _SYSTEM
+    }
 
 
-def _collect(value: Any, schema: Schema | None, spec: Field | None, prefix: Path, found: set[Path]) -> None:
+def _collect(
+    value: Any, schema: Schema | None, spec: Field | None, prefix: Path, found: dict[Path, Any]
+) -> None:
     if isinstance(value, dict):
         if not value or (spec and spec.free_map):
-            found.add(prefix)
+            found.setdefault(prefix, value)
         for key, item in value.items():
             field_spec = child(schema, key)
             _collect(item, children_of(field_spec), field_spec, (*prefix, f"f:{key}"), found)
     elif isinstance(value, list) and spec and spec.merge and spec.merge_key:
         if not value:
-            found.add(prefix)
+            found.setdefault(prefix, value)
         for item in value:
             if isinstance(item, dict) and spec.merge_key in item:
                 path = (*prefix, _key_element(item, spec.merge_key))
-                found.add(path)
+                found.setdefault(path, item)
                 _collect_fields(item, spec.children, path, found)
     elif isinstance(value, list) and spec and spec.merge:
-        found.add(prefix)
-        found.update((*prefix, _value_element(item)) for item in value)
+        found.setdefault(prefix, value)
+        for item in value:
+            found.setdefault((*prefix, _value_element(item)), item)
     else:
-        found.add(prefix)
+        found.setdefault(prefix, value)
 
 
-def _collect_fields(item: Mapping[str, Any], schema: Schema | None, prefix: Path, found: set[Path]) -> None:
+def _collect_fields(
+    item: Mapping[str, Any], schema: Schema | None, prefix: Path, found: dict[Path, Any]
+) -> None:
     for key, value in item.items():
         field_spec = child(schema, key)
         _collect(value, children_of(field_spec), field_spec, (*prefix, f"f:{key}"), found)
@@ -138,8 +152,10 @@ def value_at(obj: Any, path: Path) -> tuple[bool, Any]:
     return True, node
 
 
-def _is_leaf(value: Any, paths: set[Path], path: Path) -> bool:
-    return not any(len(other) > len(path) and other[: len(path)] == path for other in paths)
+def _leaves(paths: set[Path]) -> set[Path]:
+    """The paths no other path of the set extends."""
+    parents = {path[:end] for path in paths for end in range(1, len(path))}
+    return paths - parents
 
 
 def path_string(path: Path) -> str:
@@ -287,7 +303,7 @@ def _merge(live: Any, applied: Any, spec: Field | None, schema: Schema | None) -
         return merged
     if isinstance(live, list) and isinstance(applied, list) and spec and spec.merge:
         return _merge_list(live, applied, spec)
-    return copy.deepcopy(applied)
+    return copy_value(applied)
 
 
 def _merge_list(live: list[Any], applied: list[Any], spec: Field) -> list[Any]:
@@ -301,7 +317,7 @@ def _merge_list(live: list[Any], applied: list[Any], spec: Field) -> list[Any]:
             None,
         )
         if position is None:
-            merged.append(copy.deepcopy(item))
+            merged.append(copy_value(item))
         else:
             merged[position] = _merge(merged[position], item, None, spec.children)
     return merged
@@ -315,7 +331,7 @@ def apply_configuration(
     owns a field the configuration changes, unless `force` takes it over."""
     schema = _kind_schema(applied) if applied.get("kind") else _kind_schema(live or {})
     version = api_version or str(applied.get("apiVersion", ""))
-    base = copy.deepcopy(live) if live else {}
+    base = copy_value(live) if live else {}
     entries = _entries(base)
     wanted = fields_of(applied, schema)
     own_id = _identity({"manager": manager, "operation": "Apply"})
@@ -341,12 +357,11 @@ def _settle_conflicts(
 ) -> None:
     """Raise ApplyConflict for contested fields, or (forced) take them from their owners."""
     conflicts: list[Conflict] = []
+    leaves = _leaves(wanted)
     for identity, (_, owned) in entries.items():
         if identity == own_id:
             continue
-        for path in sorted(owned & wanted):
-            if not _is_leaf(applied, wanted, path):
-                continue
+        for path in sorted(owned & leaves):
             if value_at(live, path) != value_at(applied, path):
                 conflicts.append(Conflict(identity, path))
     if conflicts and not force:
@@ -367,14 +382,11 @@ def record_update(
     changed, other managers lose them, fields the write removed are nobody's."""
     schema = _kind_schema(live_after)
     entries = _entries(live_before) or _entries(live_after)
-    after = fields_of(live_after, schema)
-    before = fields_of(live_before, schema) if live_before else set()
-    changed = {
-        path
-        for path in after
-        if path not in before
-        or (_is_leaf(live_after, after, path) and value_at(live_before, path) != value_at(live_after, path))
-    }
+    after_values = field_values(live_after, schema)
+    before_values = field_values(live_before, schema) if live_before else {}
+    after, before = set(after_values), set(before_values)
+    changed = after - before
+    changed |= {path for path in _leaves(after) & before if before_values[path] != after_values[path]}
     version = api_version or str(live_after.get("apiVersion", ""))
     own_id = _identity({"manager": manager, "operation": operation, "apiVersion": version})
     for identity, (_, owned) in entries.items():

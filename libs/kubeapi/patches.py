@@ -8,13 +8,13 @@ A patch that cannot be applied raises PatchError carrying the `Status` the API s
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Sequence
 from typing import Any, Final
 
 import yaml
 
+from libs.api.conversion import copy_value
 from libs.kubeapi import status
 from libs.kubeapi.managed_fields import ApplyConflict, apply_configuration, record_update
 from libs.kubeapi.merge_keys import Field, Schema, child, children_of, schema_of
@@ -293,7 +293,7 @@ def _apply_operation(doc: Any, operation: Object) -> Any:
     op = operation.get("op")
     tokens = _pointer(operation.get("path"))
     if op == "add":
-        return _add(doc, tokens, copy.deepcopy(operation.get("value")))
+        return _add(doc, tokens, copy_value(operation.get("value")))
     if op == "remove":
         _remove(doc, tokens, "remove")
         return doc
@@ -303,9 +303,9 @@ def _apply_operation(doc: Any, operation: Object) -> Any:
                 f"replace operation does not apply: doc is missing key: {operation.get('path')}"
             )
         if not tokens:
-            return copy.deepcopy(operation.get("value"))
+            return copy_value(operation.get("value"))
         _remove(doc, tokens, "replace")
-        return _add(doc, tokens, copy.deepcopy(operation.get("value")))
+        return _add(doc, tokens, copy_value(operation.get("value")))
     if op in ("move", "copy"):
         source = _pointer(operation.get("from"))
         found, value = _get(doc, source)
@@ -315,7 +315,7 @@ def _apply_operation(doc: Any, operation: Object) -> Any:
             )
         if op == "move":
             _remove(doc, source, "move")
-        return _add(doc, tokens, copy.deepcopy(value))
+        return _add(doc, tokens, copy_value(value))
     if op == "test":
         found, value = _get(doc, tokens)
         expected = operation.get("value")
@@ -330,7 +330,7 @@ def _apply_operation(doc: Any, operation: Object) -> Any:
 
 def apply_json_patch(live: Object, operations: Sequence[Object]) -> Object:
     """RFC 6902 operations applied in order; one that does not apply fails the whole patch with 422."""
-    doc: Any = copy.deepcopy(live)
+    doc: Any = copy_value(live)
     try:
         for operation in operations:
             doc = _apply_operation(doc, operation)
@@ -345,13 +345,20 @@ def apply_json_patch(live: Object, operations: Sequence[Object]) -> Object:
 def apply_merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge key by key, `null` deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return copy_value(patch)
+    return _merge_into(copy_value(target) if isinstance(target, dict) else {}, patch)
+
+
+def _merge_into(result: Object, patch: Object) -> Object:
+    """`patch` merged into `result` (a copy the caller owns: it is changed in place)."""
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
+        elif isinstance(value, dict):
+            current = result.get(key)
+            result[key] = _merge_into(current if isinstance(current, dict) else {}, value)
         else:
-            result[key] = apply_merge_patch(result.get(key), value)
+            result[key] = copy_value(value)
     return result
 
 
@@ -399,7 +406,7 @@ def _go(value: Any) -> str:
 def apply_strategic_merge_patch(live: Object, patch: Object, kind: str) -> Object:
     """`StrategicMergeMapPatch` with the kind's merge keys."""
     try:
-        return _merge_map(copy.deepcopy(live), copy.deepcopy(patch), schema_of(kind))
+        return _merge_map(copy_value(live), copy_value(patch), schema_of(kind))
     except _StrategicError as error:
         raise PatchError(error.answer, str(error)) from None
 

@@ -131,12 +131,10 @@ async def request(
         # nats-py would hold the request in its buffer until the server is back or the time-out passes.
         raise RpcUnavailable("BusUnavailable", f"the NATS connection is down (reconnecting); retry {subject}")
     try:
-        if isinstance(client, NatsBroker):
-            reply = await client.request(data, subject, timeout=timeout_s)
-            body, headers = reply.body, reply.headers
-        else:
-            msg = await client.request(subject, data, timeout=timeout_s)
-            body, headers = msg.data, msg.headers or {}
+        # On the nats-py connection even for a broker: faststream's request wraps and parses the reply as a
+        # message of its own, a tenth of the API server's CPU per write.
+        msg = await connection.request(subject, data, timeout=timeout_s)
+        body, headers = msg.data, msg.headers or {}
     except nats.errors.NoRespondersError as exc:
         raise RpcUnavailable("NoResponders", f"nobody serves {subject}") from exc
     except nats.errors.MaxPayloadError as exc:

@@ -136,3 +136,16 @@ def test_an_update_takes_the_fields_it_changes():
     owners = {e["manager"]: e["fieldsV1"] for e in managed}
     assert owners["scaler"] == {"f:spec": {"f:parallelism": {}}}
     assert "f:parallelism" not in owners["kubectl-create"]["f:spec"]
+
+
+def test_an_update_takes_a_changed_field_of_a_list_item_but_not_the_item():
+    live = created(job(image="train:1", labels={"app": "t", "team": "a"}))
+    after = job(image="train:2", labels={"app": "t", "team": "a", "new": "x"})
+    owners = {e["manager"]: e["fieldsV1"] for e in record_update(live, after, "bumper", now=NOW)}
+
+    mine_containers = owners["bumper"]["f:spec"]["f:template"]["f:spec"]["f:containers"]
+    assert mine_containers == {'k:{"name":"main"}': {"f:image": {}}}
+    assert owners["bumper"]["f:metadata"] == {"f:labels": {"f:new": {}}}
+    theirs = owners["kubectl-create"]["f:spec"]["f:template"]["f:spec"]["f:containers"]
+    assert theirs == {'k:{"name":"main"}': {".": {}, "f:name": {}}}
+    assert owners["kubectl-create"]["f:metadata"]["f:labels"] == {".": {}, "f:app": {}, "f:team": {}}

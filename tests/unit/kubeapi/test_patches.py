@@ -143,6 +143,21 @@ def test_merge_patch_merges_maps_deletes_nulls_and_replaces_lists():
     assert result["spec"]["containers"] == [{"name": "only"}]
 
 
+def test_a_merge_patch_leaves_the_object_and_the_patch_as_they_were():
+    live = json.loads(json.dumps(POD))
+    patch = {"metadata": {"labels": {"tier": None, "deep": {"a": [1]}}}, "spec": {"hostname": {"x": {}}}}
+    sent = json.loads(json.dumps(patch))
+    result = apply_patch(MERGE_PATCH, live, json.dumps(patch), "Pod")
+
+    assert live == POD
+    assert patch == sent
+    assert result["metadata"]["labels"] == {"app": "web", "deep": {"a": [1]}}
+    assert result["spec"]["hostname"] == {"x": {}}  # a map merged into what was not one
+    result["metadata"]["labels"]["app"] = "changed"
+    result["spec"]["containers"][0]["env"].append({"name": "C"})
+    assert live == POD  # the result shares nothing with the object
+
+
 def test_a_malformed_merge_patch_is_400_invalid_json_patch():
     assert refusal(MERGE_PATCH, "{nope").status["message"] == "Invalid JSON Patch"
 
