@@ -89,8 +89,12 @@ class Envelope(BaseModel):
     def nats_subject(self) -> str:
         return EventType(self.type).subject
 
-    def to_bytes(self) -> bytes:
-        return self.model_dump_json().encode()
+    def to_bytes(self, *, payload_json: str | None = None) -> bytes:
+        """The envelope as JSON; `payload_json`, the payload already serialised, is used as it is (an object's
+        event carries the whole object: serialising it once is enough)."""
+        if payload_json is None:
+            return self.model_dump_json().encode()
+        return f'{self.model_dump_json(exclude={"payload"})[:-1]},"payload":{payload_json}}}'.encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Self:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import weakref
@@ -14,6 +15,7 @@ import nats.errors
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from prometheus_client import Histogram
 from pydantic import BaseModel
 
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
@@ -88,6 +90,12 @@ def _serve(client: Client, route: _Route) -> Callable[[Msg], Awaitable[None]]:
     return concurrently
 
 
+@functools.cache
+def _timer(subject: str, outcome: str) -> Histogram:
+    """The labelled histogram, looked up once (prometheus_client hashes and locks on every `labels`)."""
+    return RPC_SECONDS.labels(subject, outcome)
+
+
 async def _answer(client: Client, route: _Route, msg: Msg) -> None:
     started = time.perf_counter()
     try:
@@ -98,9 +106,7 @@ async def _answer(client: Client, route: _Route, msg: Msg) -> None:
     except Exception as exc:
         log.exception("rpc %s failed", route.subject)
         reply, headers = str(exc).encode(), {ERROR_HEADER: type(exc).__name__}
-    RPC_SECONDS.labels(route.subject, "ok" if headers is None else "error").observe(
-        time.perf_counter() - started
-    )
+    _timer(route.subject, "ok" if headers is None else "error").observe(time.perf_counter() - started)
     if msg.reply:
         try:
             await client.publish(msg.reply, reply, headers=headers)

@@ -51,11 +51,12 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
     if not envelopes:
         return []
     subjects = [envelope.nats_subject for envelope in envelopes]
-    data = [envelope.to_bytes() for envelope in envelopes]
+    payloads = [json_text(envelope.payload) for envelope in envelopes]
+    data = [envelope.to_bytes(payload_json=p) for envelope, p in zip(envelopes, payloads, strict=True)]
     if on_postgres(session):
-        seq_of = await _append_pg(session, envelopes, subjects, data, now)
+        seq_of = await _append_pg(session, envelopes, subjects, data, payloads, now)
     else:
-        seq_of = await _append_sqlite(session, envelopes, subjects, data, now)
+        seq_of = await _append_sqlite(session, envelopes, subjects, data, payloads, now)
     return [
         OutboxMessage(seq, envelope.event_id, subject, body, now)
         for envelope, subject, body in zip(envelopes, subjects, data, strict=True)
@@ -68,6 +69,7 @@ async def _append_pg(
     envelopes: Sequence[Envelope],
     nats_subjects: list[str],
     data: list[bytes],
+    payloads: list[str],
     now: datetime,
 ) -> dict[uuid.UUID, int]:
     """One statement, one round trip: take the lock, queue the new outbox rows (seqs in emit order), log them.
@@ -89,7 +91,7 @@ async def _append_pg(
         "subject_namespace": [s.namespace if s else None for s in subjects],
         "subject_name": [s.name if s else None for s in subjects],
         "subject_uid": [s.uid if s else None for s in subjects],
-        "payload": [json_text(envelope.payload) for envelope in envelopes],
+        "payload": payloads,
     }
     return {uuid.UUID(row.event_id): int(row.seq) for row in await session.execute(_APPEND_PG, parameters)}
 
@@ -99,6 +101,7 @@ async def _append_sqlite(
     envelopes: Sequence[Envelope],
     nats_subjects: list[str],
     data: list[bytes],
+    payloads: list[str],
     now: datetime,
 ) -> dict[uuid.UUID, int]:
     """Two statements per slice of rows, on the driver: the new outbox rows (seqs in parameter order), then
@@ -118,8 +121,8 @@ async def _append_sqlite(
         returned = await connection.exec_driver_sql(_outbox_insert_sqlite(len(chunk)), tuple(parameters))
         seq_of.update((ids[event_id], seq) for event_id, seq in cast("list[tuple[str, int]]", returned.all()))
     rows = [
-        _event_row_sqlite(envelope, seq)
-        for envelope in envelopes
+        _event_row_sqlite(envelope, seq, payload)
+        for envelope, payload in zip(envelopes, payloads, strict=True)
         if (seq := seq_of.get(envelope.event_id)) is not None
     ]
     if rows:
@@ -147,7 +150,7 @@ _EVENTS_INSERT_SQLITE = (
 )
 
 
-def _event_row_sqlite(envelope: Envelope, seq: int) -> tuple[Any, ...]:
+def _event_row_sqlite(envelope: Envelope, seq: int, payload: str) -> tuple[Any, ...]:
     subject = envelope.subject
     return (
         envelope.event_id.hex,
@@ -162,7 +165,7 @@ def _event_row_sqlite(envelope: Envelope, seq: int) -> tuple[Any, ...]:
         subject.namespace if subject else None,
         subject.name if subject else None,
         subject.uid if subject else None,
-        json_text(envelope.payload),
+        payload,
     )
 
 

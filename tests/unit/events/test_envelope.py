@@ -1,3 +1,4 @@
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -26,6 +27,16 @@ def test_envelope_round_trips_and_names_its_subject():
     back = Envelope.from_bytes(env.to_bytes())
     assert back == env
     assert back.nats_subject == "podway.events.job.expanded"
+    assert parse_payload(back) == _expanded()
+
+
+@pytest.mark.parametrize("causation_id", [None, "cause"])
+def test_an_envelope_written_with_its_payload_serialised_already_reads_back_the_same(causation_id):
+    env = Envelope.wrap(
+        _expanded(), producer="admission", correlation_id="c1", occurred_at=T0, causation_id=causation_id
+    )
+    back = Envelope.from_bytes(env.to_bytes(payload_json=json.dumps(env.payload)))
+    assert back == env
     assert parse_payload(back) == _expanded()
 
 
