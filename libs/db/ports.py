@@ -18,6 +18,7 @@ from libs.db.records import (
     Lease,
     Nomination,
     ObjectDraft,
+    ObjectRead,
     ObjectVersion,
     OutboxMessage,
     PodBinding,
@@ -38,6 +39,10 @@ class ObjectRepository(Protocol):
     async def get_many(
         self, keys: Iterable[tuple[str, str, str]], *, every_of: str | None = None
     ) -> list[StoredObject]: ...
+
+    async def get_many_with_facts(
+        self, keys: Iterable[tuple[str, str, str]], *, every_of: str | None = None
+    ) -> list[ObjectRead]: ...
 
     async def create_many(self, drafts: Sequence[ObjectDraft]) -> list[StoredObject]: ...
 

@@ -76,6 +76,15 @@ class Condition:
     last_transition_time: datetime | None = None
 
 
+class ObjectRead(NamedTuple):
+    """An object read for a write, with what its reads derive from other rows: the node a pod is bound to,
+    and the object's conditions (None when they were not read)."""
+
+    stored: StoredObject
+    bound_to: str | None = None
+    conditions: list[Condition] | None = None
+
+
 @dataclass(frozen=True)
 class Fence:
     """The lease a leased writer holds: its writes are valid only while the lease still has this epoch."""

@@ -30,7 +30,7 @@ from libs.db.engine import create_engine, create_session_factory, dispose_snapsh
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
 from libs.db.reachability import database_check
-from libs.db.records import OutboxMessage
+from libs.db.records import Condition, OutboxMessage
 from libs.db.repositories.objects import OBJECT_MODIFIED
 from libs.db.uow import unit_of_work_factory
 from libs.events.admission import JobSubmitted, ObjectDeleted
@@ -69,7 +69,14 @@ from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries
 from services.admission.batcher import ApplyBatcher, Footprint
 from services.admission.queries import WriterKnows
-from services.admission.store import Written, iso, known_from_stored, load_view, write_decision
+from services.admission.store import (
+    Written,
+    iso,
+    known_from_stored,
+    load_view,
+    load_view_and_conditions,
+    write_decision,
+)
 from services.admission.stored_cache import StoredManifests
 
 log = logging.getLogger(__name__)
@@ -302,7 +309,7 @@ class AdmissionService:
     async def _apply_once(self, requests: list[PreparedApply]) -> list[ApplyReply]:
         async with self.uow() as uow:
             keys = set().union(*(r.batch.keys for r in requests))
-            view = await load_view(uow, keys)
+            view, conditions = await load_view_and_conditions(uow, keys)
             # After the view is read: a change committed since fails the precondition or the write's own
             # compare-and-set, never neither.
             stale = {id(r): reply for r in requests if (reply := _stale(view, r)) is not None}
@@ -322,7 +329,7 @@ class AdmissionService:
             }
             if self._reads_back_in_writer:
                 # A Job synced may have written again what the group wrote: read it all then.
-                knows = WriterKnows() if synced else _writer_knows(view, keys, written)
+                knows = WriterKnows() if synced else _writer_knows(view, keys, written, conditions)
                 await self._read_back_in(uow, [r for r in live if r.read_back], replies, knows)
             await uow.commit()
         self.stored.keep_created(written.created)
@@ -460,14 +467,21 @@ class AdmissionService:
             return await queries.events(uow, request)
 
 
-def _writer_knows(view: AdmissionView, keys: AbstractSet[ObjectKey], written: Written) -> WriterKnows:
-    """`keys`: those the view was loaded for (`load_view` reads the bindings of the pods among them)."""
+def _writer_knows(
+    view: AdmissionView,
+    keys: AbstractSet[ObjectKey],
+    written: Written,
+    conditions: dict[str, list[Condition]],
+) -> WriterKnows:
+    """`keys`: those the view was loaded for (`load_view` reads the bindings of the pods among them and the
+    conditions of every object among them); what the group created has neither."""
     pods_read = {known.uid for key in keys if key[0] == "Pod" and (known := view.get(key)) is not None}
+    created = {o.uid for o in written.created}
     return WriterKnows(
         written={(o.kind, o.namespace, o.name): o for o in written.objects},  # the last write of each
-        created={o.uid for o in written.created},
+        conditions={**conditions, **{uid: [] for uid in created}},
         bindings={uid: node for uid, node in view.nodes_of_pods.items() if uid in pods_read},
-        bindings_read=pods_read,
+        bindings_read=pods_read | created,
     )
 
 

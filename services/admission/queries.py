@@ -33,12 +33,12 @@ from services.admission.stored_cache import StoredManifests, copy_for_derived
 
 class WriterKnows(NamedTuple):
     """What the transaction that wrote objects knows of them without reading them again: the objects as it
-    wrote them; that an object it created has no condition and no binding yet (no other transaction sees
-    it); where the pods it read before writing are bound (`bindings` by pod uid, for the pods in
-    `bindings_read`)."""
+    wrote them; their conditions (by uid: none for an object it created, which no other transaction sees;
+    those it read with an object before writing it); where its pods are bound (`bindings` by pod uid, for the
+    pods in `bindings_read`)."""
 
     written: Mapping[ObjectKey, StoredObject] = {}
-    created: AbstractSet[str] = frozenset()
+    conditions: Mapping[str, list[StoredCondition]] = {}
     bindings: Mapping[str, str] = {}
     bindings_read: AbstractSet[str] = frozenset()
 
@@ -132,7 +132,7 @@ async def _pod_derivations(
 ) -> dict[str, PodDerivation]:
     """Each pod's derivation by uid, read for all of them at once (bindings, but those the writer knows,
     then per namespace the PodGroups and Workloads the waiting ones name)."""
-    unknown = [uid for uid, _ in pods if uid not in knows.created and uid not in knows.bindings_read]
+    unknown = [uid for uid, _ in pods if uid not in knows.bindings_read]
     bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(unknown)} if unknown else {}
     bound |= {uid: knows.bindings[uid] for uid, _ in pods if uid in knows.bindings}
     held = {uid: _held_node(manifest, bound) for uid, manifest in pods}
@@ -175,7 +175,9 @@ async def read_back(
         by_kind.setdefault(stored.kind, []).append(stored)
     for kind, stored_objects in by_kind.items():
         # Copies: a written object's documents are also the kept copy's (see StoredManifests.keep_created).
-        manifests = [copy_for_derived(m) for m in await with_conditions(uow, stored_objects, knows.created)]
+        manifests = [
+            copy_for_derived(m) for m in await with_conditions(uow, stored_objects, knows.conditions)
+        ]
         await _derived(uow, kind, manifests, knows)
         for stored, manifest in zip(stored_objects, manifests, strict=True):
             found[(stored.kind, stored.namespace, stored.name)] = (manifest, stored.revision or 0)
@@ -333,13 +335,13 @@ async def _derived(
 
 
 async def with_conditions(
-    uow: UnitOfWork, objects: list[StoredObject], without: AbstractSet[str] = frozenset()
+    uow: UnitOfWork, objects: list[StoredObject], known: Mapping[str, list[StoredCondition]] = {}
 ) -> list[dict[str, Any]]:
     """The objects' manifests with the conditions of their own rows folded into `status.conditions` (in
-    place of any condition of the same type the status holds); objects whose uid is in `without` are known
-    to have none."""
-    asked = [obj.uid for obj in objects if obj.uid not in without]
+    place of any condition of the same type the status holds); `known`: those already read, by uid."""
+    asked = [obj.uid for obj in objects if obj.uid not in known]
     rows = await uow.conditions.list_for_many(asked) if asked else {}
+    rows |= {obj.uid: known[obj.uid] for obj in objects if known.get(obj.uid)}
     manifests = []
     for obj in objects:
         manifest = known_from_stored(obj).manifest

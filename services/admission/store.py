@@ -11,7 +11,7 @@ from libs.api.models.scheduling import PriorityClass
 from libs.core.admission.manifests import rebuild_manifest
 from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, ObjectKey, ObjectWrite
 from libs.db.ports import UnitOfWork
-from libs.db.records import ObjectDraft, StoredObject
+from libs.db.records import Condition, ObjectDraft, StoredObject
 from libs.db.repositories.objects import MUST_NOT_EXIST
 from libs.events.envelope import Envelope
 
@@ -49,18 +49,27 @@ def known_from_stored(obj: StoredObject) -> KnownObject:
 async def load_view(uow: UnitOfWork, keys: Iterable[ObjectKey]) -> AdmissionView:
     """The objects a batch touches, every PriorityClass, and the v1.35 pods that wait for a Workload the batch
     may create (with the PodGroups they name)."""
+    return (await load_view_and_conditions(uow, keys))[0]
+
+
+async def load_view_and_conditions(
+    uow: UnitOfWork, keys: Iterable[ObjectKey]
+) -> tuple[AdmissionView, dict[str, list[Condition]]]:
+    """`load_view`, and the conditions of the objects it read by key (by uid), read with them."""
     view = AdmissionView()
+    conditions: dict[str, list[Condition]] = {}
     keys = sorted(keys)
-    for stored in await uow.objects.get_many(keys, every_of="PriorityClass"):
-        known = known_from_stored(stored)
+    for read in await uow.objects.get_many_with_facts(keys, every_of="PriorityClass"):
+        known = known_from_stored(read.stored)
         view.put(known)
+        if read.conditions is not None:
+            conditions[known.uid] = read.conditions
+        if read.bound_to is not None:
+            view.nodes_of_pods[known.uid] = read.bound_to
         if known.kind == "PriorityClass":
             priority_class = parse_object(known.manifest)
             assert isinstance(priority_class, PriorityClass)
             view.priority_classes[known.name] = priority_class
-    pods = [known.uid for known in view.objects.values() if known.kind == "Pod"]
-    if pods:
-        view.nodes_of_pods = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
     new_workloads = [
         (ns, name) for kind, ns, name in keys if kind == "Workload" and view.get((kind, ns, name)) is None
     ]
@@ -71,7 +80,7 @@ async def load_view(uow: UnitOfWork, keys: Iterable[ObjectKey]) -> AdmissionView
     }
     for stored in [*awaiting, *await uow.objects.get_many(sorted(groups))]:
         view.put(known_from_stored(stored))
-    return view
+    return view, conditions
 
 
 def _draft(write: ObjectWrite) -> ObjectDraft:

@@ -24,20 +24,21 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    null,
     select,
     text,
     tuple_,
     union_all,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.api.annotations import WORKLOAD_REF_NAME
 from libs.db.errors import ConflictError, NotFoundError
 from libs.db.ports import Clock
-from libs.db.records import JsonObject, ObjectDraft, ObjectVersion, StoredObject
+from libs.db.records import Condition, JsonObject, ObjectDraft, ObjectRead, ObjectVersion, StoredObject
 from libs.db.repositories._sql import (
     dialect_of,
     insert_ignoring_duplicates,
@@ -46,8 +47,9 @@ from libs.db.repositories._sql import (
     unnest_rows,
 )
 from libs.db.repositories.revisions import objects_written
-from libs.db.schema import AWAITING_WORKLOAD_PG, objects
-from libs.db.types import UtcDateTime, json_text
+from libs.db.schema import AWAITING_WORKLOAD_PG, objects, pod_bindings
+from libs.db.schema import conditions as table_conditions
+from libs.db.types import UtcDateTime, json_text, json_value
 
 MUST_NOT_EXIST = 0
 """`expected_resource_version=MUST_NOT_EXIST` makes `upsert` a create."""
@@ -85,6 +87,52 @@ class SqlAlchemyObjectRepository:
         if every_of is not None:
             found = _once_each([*found, *await self.find(every_of)])
         return found
+
+    async def get_many_with_facts(
+        self, keys: Iterable[tuple[str, str, str]], *, every_of: str | None = None
+    ) -> list[ObjectRead]:
+        """`get_many`, each object found by key with the node it is bound to (a pod) and its conditions; on
+        PostgreSQL in one round trip. Objects found only as `every_of` come without them."""
+        wanted = list(dict.fromkeys(keys))
+        if not on_postgres(self._session):
+            return await self._with_facts_read_apart(wanted, every_of)
+        kinds, namespaces, names = zip(*wanted, strict=True) if wanted else ((), (), ())
+        parameters: dict[str, Any] = {"given_kind": kinds, "given_namespace": namespaces, "given_name": names}
+        statement = _WITH_FACTS_PG if every_of is None else _WITH_FACTS_OR_KIND_PG
+        if every_of is not None:
+            parameters["every_kind"] = every_of
+        found: dict[str, ObjectRead] = {}
+        for row in await self._session.execute(statement, parameters):
+            fields = row._asdict()
+            bound_to, condition_rows, by_key = (
+                fields.pop("bound_to"),
+                fields.pop("condition_rows"),
+                fields.pop("by_key"),
+            )
+            stored = StoredObject(**fields)
+            if stored.uid not in found or by_key:
+                conditions = _conditions_of(stored.uid, condition_rows) if by_key else None
+                found[stored.uid] = ObjectRead(stored, bound_to, conditions)
+        return list(found.values())
+
+    async def _with_facts_read_apart(
+        self, wanted: list[tuple[str, str, str]], every_of: str | None
+    ) -> list[ObjectRead]:
+        by_key = await self._get_many_in_chunks(wanted)
+        uids = [obj.uid for obj in by_key]
+        bound: dict[str, str] = {}
+        conditions: dict[str, list[Condition]] = {uid: [] for uid in uids}
+        for start in range(0, len(uids), 500):
+            chunk = uids[start : start + 500]
+            rows = await self._session.execute(select(pod_bindings).where(pod_bindings.c.pod_uid.in_(chunk)))
+            bound |= {row.pod_uid: row.node_name for row in rows}
+            query = select(table_conditions).where(table_conditions.c.object_uid.in_(chunk))
+            for row in await self._session.execute(query.order_by(table_conditions.c.type)):
+                conditions[row.object_uid].append(Condition(**row._asdict()))
+        found = {obj.uid: ObjectRead(obj, bound.get(obj.uid), conditions[obj.uid]) for obj in by_key}
+        for obj in await self.find(every_of) if every_of is not None else []:
+            found.setdefault(obj.uid, ObjectRead(obj))
+        return list(found.values())
 
     async def _get_many_in_chunks(self, wanted: list[tuple[str, str, str]]) -> list[StoredObject]:
         found: list[StoredObject] = []
@@ -578,6 +626,75 @@ _BY_KEYS_PG = select(objects).join(
 )
 _BY_KEYS_OR_KIND_PG = union_all(_BY_KEYS_PG, select(objects).where(objects.c.kind == bindparam("every_kind")))
 """`get_many(..., every_of=kind)`: one round trip for both (an object in both parts comes twice)."""
+
+
+def _with_facts_pg() -> tuple[Select[Any], Any]:
+    """`get_many_with_facts` on PostgreSQL: the objects by key with their binding and their conditions (as a
+    JSON array of rows), and, for `every_of`, every object of a kind without them."""
+    condition_rows = (
+        select(
+            func.json_agg(
+                func.json_build_array(
+                    table_conditions.c.type,
+                    table_conditions.c.status,
+                    table_conditions.c.owner,
+                    table_conditions.c.reason,
+                    table_conditions.c.message,
+                    table_conditions.c.observed_generation,
+                    table_conditions.c.last_transition_time,
+                )
+            )
+        )
+        .where(table_conditions.c.object_uid == objects.c.uid)
+        .scalar_subquery()
+    )
+    by_key = (
+        select(
+            objects,
+            pod_bindings.c.node_name.label("bound_to"),
+            condition_rows.label("condition_rows"),
+            literal_column("true").label("by_key"),
+        )
+        .join(
+            _KEYS,
+            (objects.c.kind == _KEYS.c.kind)
+            & (objects.c.namespace == _KEYS.c.namespace)
+            & (objects.c.name == _KEYS.c.name),
+        )
+        .outerjoin(pod_bindings, pod_bindings.c.pod_uid == objects.c.uid)
+    )
+    of_kind = select(
+        objects,
+        cast(null(), String).label("bound_to"),
+        cast(null(), JSON).label("condition_rows"),
+        literal_column("false").label("by_key"),
+    ).where(objects.c.kind == bindparam("every_kind"))
+    return by_key, union_all(by_key, of_kind)
+
+
+_WITH_FACTS_PG, _WITH_FACTS_OR_KIND_PG = _with_facts_pg()
+
+
+def _conditions_of(uid: str, rows: Any) -> list[Condition]:
+    """The conditions `_with_facts_pg` read for one object, ordered by type."""
+    if isinstance(rows, str | bytes):
+        rows = json_value(rows)
+    return sorted(
+        (
+            Condition(
+                object_uid=uid,
+                type=type_,
+                status=status,
+                owner=owner,
+                reason=reason,
+                message=message,
+                observed_generation=observed_generation,
+                last_transition_time=datetime.fromisoformat(transition) if transition else None,
+            )
+            for type_, status, owner, reason, message, observed_generation, transition in rows or []
+        ),
+        key=lambda condition: condition.type,
+    )
 
 
 def _once_each(found: Iterable[StoredObject]) -> list[StoredObject]:

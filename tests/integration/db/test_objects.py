@@ -10,7 +10,7 @@ import pytest
 
 from libs.core.admission.model import BatchDecision, ObjectRemoval
 from libs.db.errors import ConflictError, NotFoundError
-from libs.db.records import ObjectDraft
+from libs.db.records import Condition, ObjectDraft, PodBinding
 from libs.db.repositories.objects import MUST_NOT_EXIST
 from libs.db.uow import SqlAlchemyUnitOfWork
 from services.admission.store import write_decision
@@ -418,3 +418,37 @@ async def test_objects_by_key_and_every_object_of_a_kind_are_read_together(
     assert stored_a is not None
     if database_url.startswith("postgresql"):  # the revision the create took as it was written
         assert created[0].revision == stored_a.revision is not None
+
+
+async def test_objects_read_for_a_write_come_with_their_binding_and_conditions(
+    uow_factory: UowFactory, fake_clock: FakeClock
+) -> None:
+    pod = ObjectDraft(kind="Pod", api_version="v1", namespace="ml", name="p", spec={}, metadata={"name": "p"})
+    async with uow_factory() as uow:
+        stored_pod, group = await uow.objects.create_many([pod, make_draft("g")])
+        lease = await uow.leases.acquire_or_renew("scheduler", "a", fake_clock.now, timedelta(seconds=15))
+        assert lease is not None
+        await uow.bindings.bind_many(
+            [PodBinding(pod_uid=stored_pod.uid, node_name="node-3", podgroup_uid="", bound_at=T0)],
+            fence=lease.fence,
+        )
+        later = Condition(object_uid=stored_pod.uid, type="Ready", status="False", owner="t", reason="B")
+        earlier = Condition(object_uid=stored_pod.uid, type="PodScheduled", status="True", owner="t")
+        await uow.conditions.set_many([earlier, later])
+        await uow.commit()
+
+    async with uow_factory() as uow:
+        found = await uow.objects.get_many_with_facts(
+            [("Pod", "ml", "p"), ("PodGroup", "ml", "g")], every_of="PodGroup"
+        )
+        listed = await uow.conditions.list_for_many([stored_pod.uid])
+    by_name = {read.stored.name: read for read in found}
+    assert sorted(by_name) == ["g", "p"]  # the PodGroup read by key and by kind comes once
+    assert by_name["p"].bound_to == "node-3"
+    assert [(c.type, c.status, c.reason) for c in by_name["p"].conditions or []] == [
+        ("PodScheduled", "True", ""),
+        ("Ready", "False", "B"),
+    ]
+    assert by_name["p"].conditions == listed[stored_pod.uid]  # as the conditions' own read has them
+    assert (by_name["g"].bound_to, by_name["g"].conditions) == (None, [])  # read by key: it has none
+    assert by_name["g"].stored == group
