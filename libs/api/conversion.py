@@ -202,11 +202,23 @@ def _convert_pod_group_entry(entry: Any) -> Any:
 
 
 def _legacy_reference(doc: Mapping[str, Any]) -> _GroupKey | None:
+    """The PodGroup a v1.35 pod's workloadRef names, for a pod to convert: one that names no
+    `schedulingGroup`, or names the same PodGroup there (as `kubectl apply` sends a converted pod again: its
+    patch puts back the workloadRef of the last manifest applied). Naming two is left to validation."""
     if doc.get("apiVersion") != CORE_V1 or doc.get("kind") != "Pod":
         return None
     spec = doc.get("spec")
-    if not isinstance(spec, dict) or "schedulingGroup" in spec:
+    if not isinstance(spec, dict):
         return None
+    key = _workload_reference(doc, spec)
+    if key is None or "schedulingGroup" not in spec:
+        return key
+    group = spec.get("schedulingGroup")
+    named = group.get("podGroupName") if isinstance(group, dict) else None
+    return key if named == legacy_pod_group_name(*key[1:]) else None
+
+
+def _workload_reference(doc: Mapping[str, Any], spec: Mapping[str, Any]) -> _GroupKey | None:
     reference = spec.get("workloadRef")
     if not isinstance(reference, dict):
         return None

@@ -83,6 +83,22 @@ def test_a_pod_workload_ref_becomes_a_scheduling_group():
     assert warnings == [WORKLOAD_REF_CONVERTED]
 
 
+def test_a_pod_naming_its_podgroup_both_ways_alike_is_converted_and_two_podgroups_are_refused():
+    again = legacy_pod("p0")  # as kubectl apply patches a converted pod: the workloadRef put back
+    again["spec"]["schedulingGroup"] = {"podGroupName": "train-worker"}
+    converted, warnings = convert_document(again)
+    assert "workloadRef" not in converted["spec"]
+    assert converted["spec"]["schedulingGroup"] == {"podGroupName": "train-worker"}
+    assert warnings == [WORKLOAD_REF_CONVERTED]
+    assert validate_document(again).errors == ()
+
+    other = legacy_pod("p0")
+    other["spec"]["schedulingGroup"] = {"podGroupName": "elsewhere"}
+    assert convert_document(other) == (other, [])
+    (error,) = validate_document(other).errors
+    assert "may not be set together with `schedulingGroup`" in str(error)
+
+
 def test_pod_group_names_are_deterministic():
     assert legacy_pod_group_name("train", "worker") == "train-worker"
     assert legacy_pod_group_name("train", "worker", "0") == "train-worker-0"
