@@ -148,6 +148,8 @@ async def _pod_derivations(
 def _derive_pod(pod: dict[str, Any], derived: PodDerivation, reasons: dict[PodFacts, dict[str, str]]) -> None:
     """Add a pod's derivation to its manifest (`reasons`: the waiting conditions worked out so far)."""
     held, facts = derived
+    # As the API server stores a pod it creates: Pending until its node's agent says otherwise.
+    pod.setdefault("status", {}).setdefault("phase", "Pending")
     _show_node(pod, held)
     if facts is not None:
         pending.with_pod_waiting(pod, facts, reasons)

@@ -191,7 +191,7 @@ async def test_a_restarted_job_gang_is_recreated_with_fresh_pods_once_they_stopp
 
     after = await eventually(lambda: client.get("Pod", namespace="ml"), renewed)
     assert renewed(after)
-    assert all("status" not in p or not p["status"].get("phase") for p in after)
+    assert all((p.get("status") or {}).get("phase") == "Pending" for p in after)  # none has run yet
     (new_group,) = await client.get("PodGroup", "finetune-worker-0", "ml")
     assert new_group["metadata"]["uid"] != ref.uid
     assert new_group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 8}}
@@ -262,6 +262,7 @@ async def test_an_apply_that_asks_to_read_back_answers_with_each_object_as_get_r
     assert created.outcome == "created"
     assert created.object is not None
     assert created.object["metadata"]["uid"] == got.items[0]["metadata"]["uid"]
+    assert created.object["status"]["phase"] == "Pending"  # as the API server answers a pod's create
     assert updated.outcome == "updated"
     assert updated.object == got.items[0]
     assert updated.revision == got.item_revisions[0]
