@@ -36,9 +36,7 @@ class ObjectRepository(Protocol):
 
     async def get(self, kind: str, namespace: str, name: str) -> StoredObject | None: ...
 
-    async def get_many(
-        self, keys: Iterable[tuple[str, str, str]], *, every_of: str | None = None
-    ) -> list[StoredObject]: ...
+    async def get_many(self, keys: Iterable[tuple[str, str, str]]) -> list[StoredObject]: ...
 
     async def get_many_with_facts(
         self, keys: Iterable[tuple[str, str, str]], *, every_of: str | None = None

@@ -480,7 +480,7 @@ def _writer_knows(
     return WriterKnows(
         written={(o.kind, o.namespace, o.name): o for o in written.objects},  # the last write of each
         conditions={**conditions, **{uid: [] for uid in created}},
-        bindings={uid: node for uid, node in view.nodes_of_pods.items() if uid in pods_read},
+        bindings=view.nodes_of_pods,  # of the pods read by key only
         bindings_read=pods_read | created,
     )
 

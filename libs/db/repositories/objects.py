@@ -46,6 +46,8 @@ from libs.db.repositories._sql import (
     rowcount,
     unnest_rows,
 )
+from libs.db.repositories.bindings import SqlAlchemyBindingRepository
+from libs.db.repositories.conditions import SqlAlchemyConditionRepository
 from libs.db.repositories.revisions import objects_written
 from libs.db.schema import AWAITING_WORKLOAD_PG, objects, pod_bindings
 from libs.db.schema import conditions as table_conditions
@@ -67,26 +69,17 @@ class SqlAlchemyObjectRepository:
         row = (await self._session.execute(_BY_KEY, _key(kind, namespace, name))).first()
         return _to_object(row) if row else None
 
-    async def get_many(
-        self, keys: Iterable[tuple[str, str, str]], *, every_of: str | None = None
-    ) -> list[StoredObject]:
-        """The objects with these (kind, namespace, name) keys that exist, in one query; with `every_of`, every
-        object of that kind too (each object once), in the same query on PostgreSQL."""
+    async def get_many(self, keys: Iterable[tuple[str, str, str]]) -> list[StoredObject]:
+        """The objects with these (kind, namespace, name) keys that exist, in one query."""
         wanted = list(dict.fromkeys(keys))
-        if on_postgres(self._session) and (wanted or every_of):
-            kinds, namespaces, names = zip(*wanted, strict=True) if wanted else ((), (), ())
+        if not wanted:
+            return []
+        if on_postgres(self._session):
+            kinds, namespaces, names = zip(*wanted, strict=True)
             parameters = {"given_kind": kinds, "given_namespace": namespaces, "given_name": names}
-            if every_of is None:
-                rows = await self._session.execute(_BY_KEYS_PG, parameters)
-            else:
-                rows = await self._session.execute(
-                    _BY_KEYS_OR_KIND_PG, {**parameters, "every_kind": every_of}
-                )
-            return _once_each(_to_object(row) for row in rows)
-        found = await self._get_many_in_chunks(wanted)
-        if every_of is not None:
-            found = _once_each([*found, *await self.find(every_of)])
-        return found
+            rows = await self._session.execute(_BY_KEYS_PG, parameters)
+            return [_to_object(row) for row in rows]
+        return await self._get_many_in_chunks(wanted)
 
     async def get_many_with_facts(
         self, keys: Iterable[tuple[str, str, str]], *, every_of: str | None = None
@@ -118,18 +111,14 @@ class SqlAlchemyObjectRepository:
     async def _with_facts_read_apart(
         self, wanted: list[tuple[str, str, str]], every_of: str | None
     ) -> list[ObjectRead]:
+        """`get_many_with_facts` as three reads, each as its own repository makes it (SQLite)."""
         by_key = await self._get_many_in_chunks(wanted)
         uids = [obj.uid for obj in by_key]
-        bound: dict[str, str] = {}
-        conditions: dict[str, list[Condition]] = {uid: [] for uid in uids}
-        for start in range(0, len(uids), 500):
-            chunk = uids[start : start + 500]
-            rows = await self._session.execute(select(pod_bindings).where(pod_bindings.c.pod_uid.in_(chunk)))
-            bound |= {row.pod_uid: row.node_name for row in rows}
-            query = select(table_conditions).where(table_conditions.c.object_uid.in_(chunk))
-            for row in await self._session.execute(query.order_by(table_conditions.c.type)):
-                conditions[row.object_uid].append(Condition(**row._asdict()))
-        found = {obj.uid: ObjectRead(obj, bound.get(obj.uid), conditions[obj.uid]) for obj in by_key}
+        bound = {
+            b.pod_uid: b.node_name for b in await SqlAlchemyBindingRepository(self._session).get_many(uids)
+        }
+        conditions = await SqlAlchemyConditionRepository(self._session, self._clock).list_for_many(uids)
+        found = {obj.uid: ObjectRead(obj, bound.get(obj.uid), conditions.get(obj.uid, [])) for obj in by_key}
         for obj in await self.find(every_of) if every_of is not None else []:
             found.setdefault(obj.uid, ObjectRead(obj))
         return list(found.values())
@@ -624,8 +613,6 @@ _BY_KEYS_PG = select(objects).join(
     & (objects.c.namespace == _KEYS.c.namespace)
     & (objects.c.name == _KEYS.c.name),
 )
-_BY_KEYS_OR_KIND_PG = union_all(_BY_KEYS_PG, select(objects).where(objects.c.kind == bindparam("every_kind")))
-"""`get_many(..., every_of=kind)`: one round trip for both (an object in both parts comes twice)."""
 
 
 def _with_facts_pg() -> tuple[Select[Any], Any]:
@@ -695,10 +682,6 @@ def _conditions_of(uid: str, rows: Any) -> list[Condition]:
         ),
         key=lambda condition: condition.type,
     )
-
-
-def _once_each(found: Iterable[StoredObject]) -> list[StoredObject]:
-    return list({obj.uid: obj for obj in found}.values())
 
 
 _CONTROLLERS_PG = text(

@@ -360,3 +360,49 @@ async def test_applies_written_together_each_read_back_their_own_object_and_a_st
     assert refused.status is not None
     assert refused.status["code"] == 409
     assert refused.object is None
+
+
+@pytest.fixture
+async def two_replicas(nats_url, database_url, tmp_path):
+    services = [
+        AdmissionService(PodwaySettings(nats_url=nats_url, database_url=database_url, data_dir=tmp_path / n))
+        for n in ("a", "b")
+    ]
+    for service in services:
+        await service.start()
+    async with PodwayClient(nats_url, timeout_s=20) as client:
+        yield services, client
+    for service in services:
+        await service.stop()
+
+
+async def test_two_replicas_answer_writes_with_the_object_as_committed_and_read_the_last_one(two_replicas):
+    """Each replica builds a write's answer in its own transaction and keeps its own list copies: with two
+    serving the same queue, each answer is the object as its transaction committed it (its own write, or a
+    later one of the same group), answers at one resourceVersion agree, and every read, whichever replica
+    answers, shows the last write."""
+    _, client = two_replicas
+
+    async def label(value: str) -> ApplyReply:
+        manifest = pod("shared")
+        manifest["metadata"]["labels"] = {"value": value}
+        asked = ApplyRequest(request_id=f"shared-{value}", manifests=[manifest], read_back=True)
+        return ApplyReply.model_validate_json(await request(client.broker, RpcSubject.ADMISSION_APPLY, asked))
+
+    assert (await label("first")).results[0].outcome == "created"
+    sent = [f"v{v}" for v in range(8)]
+    results = [reply.results[0] for reply in await asyncio.gather(*(label(v) for v in sent))]
+
+    assert [r.outcome for r in results] == ["updated"] * 8
+    shown = {}
+    for result in results:
+        assert result.object is not None
+        assert result.object["metadata"]["labels"]["value"] in sent
+        version = int(result.object["metadata"]["resourceVersion"])
+        assert shown.setdefault(version, result.object) == result.object
+    last = shown[max(shown)]
+    asked = GetRequest(kind="Pod", namespace=NAMESPACE, limit=500)
+    for _ in range(6):  # answered by either replica
+        listed = GetReply.model_validate_json(await request(client.broker, RpcSubject.ADMISSION_GET, asked))
+        (read,) = [item for item in listed.items if item["metadata"]["name"] == "shared"]
+        assert read == last

@@ -410,9 +410,12 @@ async def test_objects_by_key_and_every_object_of_a_kind_are_read_together(
         )
         await uow.commit()
     async with uow_factory() as uow:
-        found = await uow.objects.get_many(
-            [("PodGroup", "ml", "a"), ("PriorityClass", "", "high")], every_of="PriorityClass"
-        )
+        found = [
+            read.stored
+            for read in await uow.objects.get_many_with_facts(
+                [("PodGroup", "ml", "a"), ("PriorityClass", "", "high")], every_of="PriorityClass"
+            )
+        ]
         stored_a = await uow.objects.get("PodGroup", "ml", "a")
     assert sorted((o.kind, o.name) for o in found) == [("PodGroup", "a"), ("PriorityClass", "high")]
     assert stored_a is not None
