@@ -6,14 +6,21 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Self
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from libs.db.ports import Clock, utc_now
-from libs.db.records import Fence, OutboxMessage
+from libs.db.records import Fence, ObjectDraft, OutboxMessage
+from libs.db.repositories.at_once import WrittenAtOnce, write_at_once
 from libs.db.repositories.bindings import SqlAlchemyBindingRepository
 from libs.db.repositories.conditions import SqlAlchemyConditionRepository
 from libs.db.repositories.device_allocations import SqlAlchemyDeviceAllocationRepository
-from libs.db.repositories.event_log import SqlAlchemyEventLog, SqlAlchemyInbox, SqlAlchemyOutbox, append
+from libs.db.repositories.event_log import (
+    EventRows,
+    SqlAlchemyEventLog,
+    SqlAlchemyInbox,
+    SqlAlchemyOutbox,
+    append,
+)
 from libs.db.repositories.leases import SqlAlchemyLeaseRepository, assert_epoch
 from libs.db.repositories.node_heartbeats import SqlAlchemyNodeHeartbeatRepository
 from libs.db.repositories.nominations import SqlAlchemyNominationRepository
@@ -137,5 +144,45 @@ def unit_of_work_factory(
         return SqlAlchemyUnitOfWork(
             session_factory, clock=clock, fence=fence() if fence else None, after_commit=after_commit
         )
+
+    return make
+
+
+class SqlAlchemyStatements(SqlAlchemyUnitOfWork):
+    """A unit of work on PostgreSQL with no transaction around its statements: each commits on its own, with no
+    BEGIN and no COMMIT to wait for. For reads, and for the writes one statement makes (`write_at_once`);
+    writes that must commit together otherwise belong in a `SqlAlchemyUnitOfWork`."""
+
+    def emit(self, envelope: Envelope) -> None:
+        raise RuntimeError("statements commit one by one: emit with write_at_once")
+
+    async def commit(self) -> None:
+        raise RuntimeError("statements commit one by one: nothing is left to commit")
+
+    async def write_at_once(
+        self,
+        creates: Sequence[ObjectDraft],
+        replacements: Sequence[tuple[ObjectDraft, int]],
+        envelopes: Sequence[Envelope],
+    ) -> WrittenAtOnce:
+        """Create, replace at the versions read and emit, committed by one statement (see
+        libs.db.repositories.at_once), then signal the relay."""
+        rows = EventRows.of(envelopes, self._clock())
+        written = await write_at_once(self.session, creates, replacements, rows)
+        if written.committed and self._after_commit is not None:
+            self._after_commit(written.committed)
+        return written
+
+
+def statements_factory(
+    engine: AsyncEngine, *, clock: Clock = utc_now, after_commit: AfterCommit | None = None
+) -> Callable[[], SqlAlchemyStatements]:
+    """Units of work whose statements each commit on their own, on `engine`'s pool (PostgreSQL)."""
+    sessions = async_sessionmaker(
+        engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
+    )
+
+    def make() -> SqlAlchemyStatements:
+        return SqlAlchemyStatements(sessions, clock=clock, after_commit=after_commit)
 
     return make

@@ -24,7 +24,7 @@ from libs.core.admission.apply import (
     raw_key,
     write_runs,
 )
-from libs.core.admission.delete import decide_delete, finish_pending_deletions
+from libs.core.admission.delete import decide_delete, decide_namespace_delete, finish_pending_deletions
 from libs.core.admission.model import AdmissionView, BatchDecision, ObjectKey
 from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.errors import ConflictError
@@ -32,7 +32,7 @@ from libs.db.ports import UnitOfWork
 from libs.db.reachability import database_check
 from libs.db.records import Condition, OutboxMessage
 from libs.db.repositories.objects import OBJECT_MODIFIED
-from libs.db.uow import unit_of_work_factory
+from libs.db.uow import SqlAlchemyStatements, statements_factory, unit_of_work_factory
 from libs.events.admission import JobSubmitted, ObjectDeleted
 from libs.events.catalogue import EventType, RpcSubject
 from libs.events.envelope import Envelope, EventPayload
@@ -56,6 +56,7 @@ from libs.events.scheduling import (
     PodsSucceeded,
     PreemptionVictimsSelected,
 )
+from libs.kubeapi.resources import RESOURCES
 from libs.leasing.retention import RetentionSchedule, policy_from
 from libs.messaging.broker import bus_state, jetstream, make_broker, start_broker
 from libs.messaging.consumer import EventConsumer
@@ -70,12 +71,14 @@ from services.admission import jobs, queries
 from services.admission.batcher import ApplyBatcher, Footprint
 from services.admission.queries import WriterKnows
 from services.admission.store import (
+    AtOnce,
     Written,
     iso,
     known_from_stored,
     load_view,
     load_view_and_conditions,
     write_decision,
+    writes_at_once,
 )
 from services.admission.stored_cache import StoredManifests
 
@@ -84,6 +87,12 @@ log = logging.getLogger(__name__)
 SERVICE = "admission"
 
 CONFLICT_RETRIES = 5
+NAMESPACED_KINDS = tuple(
+    dict.fromkeys(
+        r.kind for r in RESOURCES if r.namespaced and r.kind != "Event" and r.group != "events.k8s.io"
+    )
+)
+"""What a namespace holds (events are the audit log's, not objects in it)."""
 APPLY_IN_FLIGHT = 256
 #: Group commits in flight at once on PostgreSQL (SQLite has one writer: there a second would only queue).
 APPLY_PIPELINE_DEPTH = 2
@@ -124,6 +133,11 @@ class AdmissionService:
         self.broker = make_broker(settings.nats_url, f"admission-{settings.instance}")
         self.relay: OutboxRelay | None = None
         self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
+        self.statements = (
+            statements_factory(self.engine, clock=clock, after_commit=self._kick_relay)
+            if self._reads_back_in_writer
+            else None
+        )
         self.stored = StoredManifests(kept=settings.admission_kept_objects)
         self.batcher: ApplyBatcher[PreparedApply] = ApplyBatcher(
             self._apply_group,
@@ -307,33 +321,55 @@ class AdmissionService:
         return await self._apply_once(requests)
 
     async def _apply_once(self, requests: list[PreparedApply]) -> list[ApplyReply]:
+        keys = set().union(*(r.batch.keys for r in requests))
+        if self.statements is None:
+            async with self.uow() as uow:
+                view, conditions = await load_view_and_conditions(uow, keys)
+                return await self._write_group(uow, requests, _Decided.of(self, requests, view, conditions))
+        async with self.statements() as reading:
+            # Read outside a transaction: a transaction reading first (READ COMMITTED) sees no more than
+            # this, and a change committed since fails the precondition or the write's compare-and-set.
+            view, conditions = await load_view_and_conditions(reading, keys)
+            decided = _Decided.of(self, requests, view, conditions)
+            at_once = writes_at_once(decided.decisions, now=self.clock())
+            if at_once is not None and not _syncs_jobs(decided.decisions):
+                return await self._write_at_once(reading, requests, decided, at_once)
         async with self.uow() as uow:
-            keys = set().union(*(r.batch.keys for r in requests))
-            view, conditions = await load_view_and_conditions(uow, keys)
-            # After the view is read: a change committed since fails the precondition or the write's own
-            # compare-and-set, never neither.
-            stale = {id(r): reply for r in requests if (reply := _stale(view, r)) is not None}
-            live = [r for r in requests if id(r) not in stale]
-            decisions = [admit_batch(r.batch, view, self._context(r.request_id)) for r in live]
-            written = Written([], [])
-            for run in write_runs(decisions):
-                one = await write_decision(uow, run, now=self.clock())
-                written.objects.extend(one.objects)
-                written.created.extend(one.created)
-            synced = bool(live) and await self._sync_applied_jobs(
-                uow, decisions, self._context(live[0].request_id)
-            )
-            replies = {
-                id(r): ApplyReply(request_id=r.request_id, results=d.results, warnings=d.warnings)
-                for r, d in zip(live, decisions, strict=True)
-            }
-            if self._reads_back_in_writer:
-                # A Job synced may have written again what the group wrote: read it all then.
-                knows = WriterKnows() if synced else _writer_knows(view, keys, written, conditions)
-                await self._read_back_in(uow, [r for r in live if r.read_back], replies, knows)
-            await uow.commit()
+            return await self._write_group(uow, requests, decided)
+
+    async def _write_group(
+        self, uow: UnitOfWork, requests: list[PreparedApply], decided: _Decided
+    ) -> list[ApplyReply]:
+        """Write the group's decisions in the unit of work, read back what they wrote and commit."""
+        written = Written([], [])
+        for run in write_runs(decided.decisions):
+            one = await write_decision(uow, run, now=self.clock())
+            written.objects.extend(one.objects)
+            written.created.extend(one.created)
+        synced = bool(decided.live) and await self._sync_applied_jobs(
+            uow, decided.decisions, self._context(decided.live[0].request_id)
+        )
+        replies = decided.replies()
+        if self._reads_back_in_writer:
+            # A Job synced may have written again what the group wrote: read it all then.
+            knows = WriterKnows() if synced else decided.knows(written)
+            await self._read_back_in(uow, [r for r in decided.live if r.read_back], replies, knows)
+        await uow.commit()
         self.stored.keep_created(written.created)
-        return [stale.get(id(r)) or replies[id(r)] for r in requests]
+        return decided.answers(requests, replies)
+
+    async def _write_at_once(
+        self, reading: SqlAlchemyStatements, requests: list[PreparedApply], decided: _Decided, at_once: AtOnce
+    ) -> list[ApplyReply]:
+        """Write the group's decisions in one statement (committed by it), then read back what they wrote."""
+        done = await reading.write_at_once(at_once.creates, at_once.replacements, at_once.events)
+        written = Written([*done.created, *done.replaced], done.created)
+        replies = decided.replies()
+        await self._read_back_in(
+            reading, [r for r in decided.live if r.read_back], replies, decided.knows(written)
+        )
+        self.stored.keep_created(written.created)
+        return decided.answers(requests, replies)
 
     async def _read_back_in(
         self, uow: UnitOfWork, asking: list[PreparedApply], replies: dict[int, ApplyReply], knows: WriterKnows
@@ -374,6 +410,39 @@ class AdmissionService:
 
     async def on_delete(self, body: bytes) -> ApplyReply:
         request = DeleteRequest.model_validate_json(body)
+        if request.kind == "Namespace":
+            return await self._delete_namespace(request)
+        return await self._delete(request)
+
+    async def _delete_namespace(self, request: DeleteRequest) -> ApplyReply:
+        """The namespace and everything in it, in one transaction (see `decide_namespace_delete`)."""
+        for _ in range(CONFLICT_RETRIES - 1):
+            with contextlib.suppress(ConflictError):
+                return await self._delete_namespace_once(request)
+        try:
+            return await self._delete_namespace_once(request)
+        except ConflictError as error:
+            return _conflict_reply(request, str(error))
+
+    async def _delete_namespace_once(self, request: DeleteRequest) -> ApplyReply:
+        async with self.uow() as uow:
+            contents = [
+                known_from_stored(o)
+                for kind in NAMESPACED_KINDS
+                for o in await uow.objects.find(kind, request.name)
+            ]
+            stored = await uow.objects.get("Namespace", "", request.name)
+            pods = [o.uid for o in contents if o.kind == "Pod"]
+            bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
+            namespace = known_from_stored(stored) if stored is not None else None
+            decision = decide_namespace_delete(
+                request.name, namespace, contents, bound, request.request_id, now=iso(self.clock())
+            )
+            await write_decision(uow, decision, now=self.clock())
+            await uow.commit()
+        return ApplyReply(request_id=request.request_id, results=decision.results)
+
+    async def _delete(self, request: DeleteRequest) -> ApplyReply:
         for _ in range(CONFLICT_RETRIES - 1):
             with contextlib.suppress(ConflictError):
                 return await self._delete_once(request)
@@ -554,6 +623,51 @@ def _failed_reply(prepared: PreparedApply, error: Exception) -> ApplyReply:
             )
         )
     return ApplyReply(request_id=prepared.request_id, results=results)
+
+
+class _Decided(NamedTuple):
+    """A group's requests decided on one view: those refused as stale (answered already), the live ones and
+    their decisions."""
+
+    view: AdmissionView
+    keys: set[ObjectKey]
+    conditions: dict[str, list[Condition]]
+    stale: dict[int, ApplyReply]
+    live: list[PreparedApply]
+    decisions: list[BatchDecision]
+
+    @classmethod
+    def of(
+        cls,
+        service: AdmissionService,
+        requests: list[PreparedApply],
+        view: AdmissionView,
+        conditions: dict[str, list[Condition]],
+    ) -> _Decided:
+        # After the view is read: a change committed since fails the precondition or the write's own
+        # compare-and-set, never neither.
+        stale = {id(r): reply for r in requests if (reply := _stale(view, r)) is not None}
+        live = [r for r in requests if id(r) not in stale]
+        decisions = [admit_batch(r.batch, view, service._context(r.request_id)) for r in live]
+        keys = set().union(*(r.batch.keys for r in requests))
+        return cls(view, keys, conditions, stale, live, decisions)
+
+    def replies(self) -> dict[int, ApplyReply]:
+        return {
+            id(r): ApplyReply(request_id=r.request_id, results=d.results, warnings=d.warnings)
+            for r, d in zip(self.live, self.decisions, strict=True)
+        }
+
+    def knows(self, written: Written) -> WriterKnows:
+        return _writer_knows(self.view, self.keys, written, self.conditions)
+
+    def answers(self, requests: list[PreparedApply], replies: dict[int, ApplyReply]) -> list[ApplyReply]:
+        return [self.stale.get(id(r)) or replies[id(r)] for r in requests]
+
+
+def _syncs_jobs(decisions: Sequence[BatchDecision]) -> bool:
+    """Whether writing the decisions syncs Jobs (see `_sync_applied_jobs`)."""
+    return any(w.kind in ("Job", "PriorityClass") for decision in decisions for w in decision.writes)
 
 
 def _footprint_of(prepared: PreparedApply) -> Footprint | None:

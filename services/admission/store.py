@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -123,6 +123,34 @@ class Written(NamedTuple):
     created: list[StoredObject]
 
 
+class AtOnce(NamedTuple):
+    """A group's writes as one statement makes them (libs.db.repositories.at_once)."""
+
+    creates: list[ObjectDraft]
+    replacements: list[tuple[ObjectDraft, int]]
+    events: list[Envelope]
+
+
+def writes_at_once(decisions: Sequence[BatchDecision], *, now: datetime) -> AtOnce | None:
+    """The decisions' writes for one statement, or None when one statement cannot make them: a removal (it
+    goes before the writes), or an object written twice (the second write would not see the first)."""
+    at_once = AtOnce([], [], [])
+    keys: set[ObjectKey] = set()
+    for decision in decisions:
+        if decision.removals:
+            return None
+        for write in decision.writes:
+            if write.key in keys:
+                return None
+            keys.add(write.key)
+            if _creates(write):
+                at_once.creates.append(_draft(write))
+            else:
+                at_once.replacements.append((_draft(write), write.expected_resource_version))
+        at_once.events.extend(_envelopes(decision, now, None))
+    return at_once
+
+
 async def write_decision(
     uow: UnitOfWork, decision: BatchDecision, *, now: datetime, causation_id: str | None = None
 ) -> Written:
@@ -150,15 +178,20 @@ async def write_decision(
         else:
             replacements = [(_draft(w), w.expected_resource_version) for w in run]
             written.objects.extend(await uow.objects.replace_many_at(replacements))
-    for event in decision.events:
-        uow.emit(
-            Envelope.wrap(
-                event.payload,
-                producer=PRODUCER,
-                correlation_id=event.correlation_id,
-                occurred_at=now,
-                causation_id=causation_id,
-                subject=event.subject,
-            )
-        )
+    for envelope in _envelopes(decision, now, causation_id):
+        uow.emit(envelope)
     return written
+
+
+def _envelopes(decision: BatchDecision, now: datetime, causation_id: str | None) -> list[Envelope]:
+    return [
+        Envelope.wrap(
+            event.payload,
+            producer=PRODUCER,
+            correlation_id=event.correlation_id,
+            occurred_at=now,
+            causation_id=causation_id,
+            subject=event.subject,
+        )
+        for event in decision.events
+    ]

@@ -23,7 +23,7 @@ from libs.kubeapi.patches import (
     media_type,
     record_update,
 )
-from libs.kubeapi.resources import RESOURCES, lookup
+from libs.kubeapi.resources import lookup
 from services.api_server.answers import USER, Refused, answer
 from services.api_server.objects import object_list, parse_revision, shown
 from services.api_server.pod_logs import serve_log
@@ -234,18 +234,12 @@ class Verbs(Reads):
         return answer(_deleted(target, current))
 
     async def _delete_namespace(self, name: str, *, dry_run: bool) -> web.StreamResponse:
-        """Everything in the namespace is deleted, as upstream's namespace controller does."""
+        """Admission deletes everything in the namespace with it, as upstream's namespace controller does."""
         namespace = lookup("", "v1", "namespaces")
         assert namespace is not None
         shown_ns = await self._get(Target(namespace, None, name))
-        for resource in RESOURCES if not dry_run else ():
-            if not resource.namespaced or resource.kind == "Event" or resource.group == "events.k8s.io":
-                continue
-            items, _, _ = await self._collect(Target(resource, name), None, None, None, None)
-            for obj in items:
-                await self.admission.delete(resource.kind, name, str((obj.get("metadata") or {}).get("name")))
         if not dry_run:
-            await self.admission.delete("Namespace", None, name)  # not_found: it was never stored
+            await self.admission.delete("Namespace", None, name)
         return answer({**shown_ns, "status": {"phase": "Terminating"}})
 
     async def evict(self, request: web.Request, target: Target) -> web.StreamResponse:

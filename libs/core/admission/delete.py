@@ -108,6 +108,49 @@ def decide_delete(
     return deletion.finish(result)
 
 
+NAMESPACE_ORDER = ("Job", "Pod", "PodGroup", "Workload", "CompositePodGroup")
+"""Kinds a namespace's deletion deletes first, in order: a Job takes what it owns, and a PodGroup whose pods
+went first goes at once. Every other kind follows."""
+
+
+def decide_namespace_delete(
+    name: str,
+    namespace: KnownObject | None,
+    contents: list[KnownObject],
+    bound: Mapping[str, str],
+    request_id: str,
+    *,
+    now: str,
+) -> BatchDecision:
+    """Delete a namespace with everything in it, as upstream's namespace controller empties it: each object as
+    its own delete would (a running pod marked and evicted, a PodGroup waiting for it), once, whether named here
+    or taken by its owner's deletion. The Namespace goes at once (`namespace`: None when it was never stored;
+    the namespace existed only because objects were in it). The first result is the Namespace's, then one per
+    object deleted or marked; `not_found` when there was neither."""
+    deletion = _Deletion(contents, bound, request_id, now)
+    rank = {kind: position for position, kind in enumerate(NAMESPACE_ORDER)}
+    results: list[ObjectResult] = []
+    handled: set[str] = set()  # removed or marked already
+    counted = 0
+    for obj in sorted(contents, key=lambda o: rank.get(o.kind, len(rank))):
+        removals = deletion.decision.removals
+        handled.update(removal.uid for removal in removals[counted:])
+        counted = len(removals)
+        if obj.uid not in handled:
+            results.append(deletion.delete(obj))
+    if namespace is not None:
+        gone = deletion.remove(namespace)
+    elif results:
+        gone = ObjectResult(kind="Namespace", name=name, outcome="deleted", message=f"{len(results)} objects")
+    else:
+        gone = ObjectResult(
+            kind="Namespace", name=name, outcome="not_found", message=f'namespaces "{name}" not found'
+        )
+    decision = deletion.finish(gone)
+    decision.results = [gone, *results]
+    return decision
+
+
 def finish_pending_deletions(
     marked: list[KnownObject], scope: list[KnownObject], bound: Mapping[str, str], request_id: str
 ) -> BatchDecision:

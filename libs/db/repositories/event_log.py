@@ -6,7 +6,7 @@ import functools
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -50,50 +50,65 @@ async def append(session: AsyncSession, envelopes: Sequence[Envelope], now: date
     """
     if not envelopes:
         return []
-    subjects = [envelope.nats_subject for envelope in envelopes]
-    payloads = [json_text(envelope.payload) for envelope in envelopes]
-    data = [envelope.to_bytes(payload_json=p) for envelope, p in zip(envelopes, payloads, strict=True)]
+    rows = EventRows.of(envelopes, now)
     if on_postgres(session):
-        seq_of = await _append_pg(session, envelopes, subjects, data, payloads, now)
+        seq_of = await _append_pg(session, rows)
     else:
-        seq_of = await _append_sqlite(session, envelopes, subjects, data, payloads, now)
-    return [
-        OutboxMessage(seq, envelope.event_id, subject, body, now)
-        for envelope, subject, body in zip(envelopes, subjects, data, strict=True)
-        if (seq := seq_of.get(envelope.event_id)) is not None
-    ]
+        seq_of = await _append_sqlite(session, envelopes, rows.subjects, rows.data, rows.payloads, now)
+    return rows.committed(seq_of)
 
 
-async def _append_pg(
-    session: AsyncSession,
-    envelopes: Sequence[Envelope],
-    nats_subjects: list[str],
-    data: list[bytes],
-    payloads: list[str],
-    now: datetime,
-) -> dict[uuid.UUID, int]:
+class EventRows(NamedTuple):
+    """Envelopes as the outbox and the log keep them, each payload serialised once."""
+
+    envelopes: Sequence[Envelope]
+    subjects: list[str]
+    payloads: list[str]
+    data: list[bytes]
+    now: datetime
+
+    @classmethod
+    def of(cls, envelopes: Sequence[Envelope], now: datetime) -> EventRows:
+        payloads = [json_text(envelope.payload) for envelope in envelopes]
+        data = [envelope.to_bytes(payload_json=p) for envelope, p in zip(envelopes, payloads, strict=True)]
+        return cls(envelopes, [envelope.nats_subject for envelope in envelopes], payloads, data, now)
+
+    def pg_parameters(self) -> dict[str, Any]:
+        """The parameters of the append's statement on PostgreSQL (`append_pg_ctes`)."""
+        subjects = [envelope.subject for envelope in self.envelopes]
+        return {
+            "lock": OUTBOX_APPEND_LOCK,
+            "now": self.now,
+            "event_id": [str(envelope.event_id) for envelope in self.envelopes],
+            "nats_subject": self.subjects,
+            "data": self.data,
+            "type": [envelope.type for envelope in self.envelopes],
+            "schema_version": [envelope.schema_version for envelope in self.envelopes],
+            "occurred_at": [envelope.occurred_at for envelope in self.envelopes],
+            "producer": [envelope.producer for envelope in self.envelopes],
+            "correlation_id": [envelope.correlation_id for envelope in self.envelopes],
+            "causation_id": [envelope.causation_id for envelope in self.envelopes],
+            "subject_kind": [s.kind if s else None for s in subjects],
+            "subject_namespace": [s.namespace if s else None for s in subjects],
+            "subject_name": [s.name if s else None for s in subjects],
+            "subject_uid": [s.uid if s else None for s in subjects],
+            "payload": self.payloads,
+        }
+
+    def committed(self, seq_of: dict[uuid.UUID, int]) -> list[OutboxMessage]:
+        """The outbox rows of the envelopes appended (`seq_of`: the seq each one appended now took)."""
+        return [
+            OutboxMessage(seq, envelope.event_id, subject, body, self.now)
+            for envelope, subject, body in zip(self.envelopes, self.subjects, self.data, strict=True)
+            if (seq := seq_of.get(envelope.event_id)) is not None
+        ]
+
+
+async def _append_pg(session: AsyncSession, rows: EventRows) -> dict[uuid.UUID, int]:
     """One statement, one round trip: take the lock, queue the new outbox rows (seqs in emit order), log them.
     Returns the seq of each envelope appended now."""
-    subjects = [envelope.subject for envelope in envelopes]
-    parameters = {
-        "lock": OUTBOX_APPEND_LOCK,
-        "now": now,
-        "event_id": [str(envelope.event_id) for envelope in envelopes],
-        "nats_subject": nats_subjects,
-        "data": data,
-        "type": [envelope.type for envelope in envelopes],
-        "schema_version": [envelope.schema_version for envelope in envelopes],
-        "occurred_at": [envelope.occurred_at for envelope in envelopes],
-        "producer": [envelope.producer for envelope in envelopes],
-        "correlation_id": [envelope.correlation_id for envelope in envelopes],
-        "causation_id": [envelope.causation_id for envelope in envelopes],
-        "subject_kind": [s.kind if s else None for s in subjects],
-        "subject_namespace": [s.namespace if s else None for s in subjects],
-        "subject_name": [s.name if s else None for s in subjects],
-        "subject_uid": [s.uid if s else None for s in subjects],
-        "payload": payloads,
-    }
-    return {uuid.UUID(row.event_id): int(row.seq) for row in await session.execute(_APPEND_PG, parameters)}
+    written = await session.execute(_APPEND_PG, rows.pg_parameters())
+    return {uuid.UUID(row.event_id): int(row.seq) for row in written}
 
 
 async def _append_sqlite(
@@ -169,9 +184,8 @@ def _event_row_sqlite(envelope: Envelope, seq: int, payload: str) -> tuple[Any, 
     )
 
 
-_APPEND_PG = text(
-    """
-    WITH settled AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(:lock)),
+_QUEUE_PG = """
+    settled AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(:lock)),
     given AS (
         SELECT * FROM unnest(
             CAST(:event_id AS uuid[]), CAST(:nats_subject AS varchar[]), CAST(:data AS bytea[]),
@@ -189,7 +203,10 @@ _APPEND_PG = text(
         SELECT given.event_id, given.nats_subject, given.data, :now FROM given, settled ORDER BY given.position
         ON CONFLICT (event_id) DO NOTHING
         RETURNING seq, event_id
-    )
+    )"""
+"""The common table expressions of an append on PostgreSQL: the lock, the events given, the outbox rows
+queued (`seq`, `event_id`)."""
+LOG_QUEUED_PG = """
     INSERT INTO events (
         event_id, seq, type, schema_version, occurred_at, producer, correlation_id, causation_id,
         subject_kind, subject_namespace, subject_name, subject_uid, payload
@@ -198,13 +215,21 @@ _APPEND_PG = text(
         given.correlation_id, given.causation_id, given.subject_kind, given.subject_namespace,
         given.subject_name, given.subject_uid, CAST(given.payload AS jsonb)
     FROM given JOIN queued ON queued.event_id = given.event_id
-    RETURNING CAST(event_id AS varchar) AS event_id, seq
-    """
-).bindparams(
+    RETURNING CAST(event_id AS varchar) AS event_id, seq"""
+"""Logs the events queued; returns each one's id and seq."""
+APPEND_BINDS = (
     bindparam("now", type_=UtcDateTime()),
     bindparam("occurred_at", type_=ARRAY(UtcDateTime())),
     bindparam("data", type_=ARRAY(LargeBinary())),
 )
+
+
+def append_pg_ctes(*more: str) -> str:
+    """The append's common table expressions after `more` (a statement that writes other rows too)."""
+    return "WITH " + ",\n".join([*more, _QUEUE_PG])
+
+
+_APPEND_PG = text(append_pg_ctes() + LOG_QUEUED_PG).bindparams(*APPEND_BINDS)
 """`append` on PostgreSQL. The lock is taken before any row is queued (the outbox rows are produced from
 the join with `settled`), so no `seq` is drawn outside it. An event already in the outbox is not queued, so
 it is not logged again either."""

@@ -131,3 +131,23 @@ async def test_delete_waits_only_as_long_as_it_is_told(stack: Stack, nats_url: s
     assert (at_once.code, at_once.err) == (0, "")
     (group,) = await stack.client.get("PodGroup", "steady", NAMESPACE)
     assert "deletionTimestamp" in group["metadata"]
+
+
+async def test_deleting_a_namespace_with_the_cli_deletes_what_is_in_it(stack: Stack, nats_url: str):
+    await stack.client.apply(gang("doomed", 2))
+    await eventually(lambda: stack.client.get("Pod", namespace=NAMESPACE), running(2), timeout_s=30)
+
+    listed = await podway_on(nats_url, "get", "ns")
+    assert listed.out.splitlines()[0].split() == ["NAME", "STATUS", "AGE"]
+    assert [NAMESPACE, "Active"] in [row.split()[:2] for row in listed.out.splitlines()]
+
+    deleted = await podway_on(nats_url, "delete", "namespace", NAMESPACE)
+
+    assert (deleted.code, deleted.out.strip()) == (0, f'namespace "{NAMESPACE}" deleted')
+    # The running pods are evicted and stopped by their node agent; their PodGroup and Workload follow.
+    for kind in ("Pod", "PodGroup", "Workload"):
+        await eventually(
+            lambda kind=kind: stack.client.get(kind, namespace=NAMESPACE), lambda found: found == []
+        )
+    listed = await podway_on(nats_url, "get", "namespaces")
+    assert NAMESPACE not in [row.split()[0] for row in listed.out.splitlines()]

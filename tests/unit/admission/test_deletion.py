@@ -11,7 +11,7 @@ from pathlib import Path
 
 from libs.api.manifests import load_documents
 from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
-from libs.core.admission.delete import decide_delete, finish_pending_deletions
+from libs.core.admission.delete import decide_delete, decide_namespace_delete, finish_pending_deletions
 from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, known_from_mapping
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
@@ -328,3 +328,58 @@ def test_foreground_propagation_is_the_default():
     assert default.results == foreground.results
     assert held(default) == held(foreground)
     assert ("Job", "finetune") in held(foreground)
+
+
+def namespace_contents(view: AdmissionView, namespace: str) -> list[KnownObject]:
+    return [o for o in view.objects.values() if o.namespace == namespace and o.kind != "PriorityClass"]
+
+
+def test_deleting_a_namespace_deletes_everything_in_it_once_and_marks_what_still_runs():
+    view = AdmissionView()
+    admit_batch(
+        prepare_batch(
+            example("01-priorityclasses.yaml")
+            + example("05-indexed-job.yaml")
+            + example("03-gang-workload.yaml")
+            + example("02-dra.yaml")
+        ),
+        view,
+        ctx(),
+    )
+    job_pods = pods(view)
+    running = [with_phase(p, "Running") for p in job_pods if p.name.startswith("finetune")][:2]
+    for pod in running:
+        view.put(pod)
+    bound = {p.uid: "node-0" for p in running}
+    contents = namespace_contents(view, "ml")
+    stored = known_from_mapping("Namespace", "", "ml", {"metadata": {"name": "ml", "uid": "ns-uid"}})
+
+    decision = decide_namespace_delete("ml", stored, contents, bound, "req", now=STAMP)
+
+    first, *each = decision.results
+    assert (first.kind, first.outcome) == ("Namespace", "deleted")
+    removed = [r.uid for r in decision.removals]
+    assert len(removed) == len(set(removed))  # each object once, though the Job took some with it
+    assert {r.uid for r in decision.removals} == {o.uid for o in contents} | {"ns-uid"}
+    assert held(decision) == {("Pod", p.name) for p in running} | {
+        ("PodGroup", "finetune-worker-0"),
+        ("Job", "finetune"),
+    }
+    named = [(r.kind, r.name) for r in each]
+    assert ("Job", "finetune") in named
+    assert len(named) == len(set(named))
+    (evicted,) = events(decision, "pods.evicted")
+    assert {ref.name for ref in evicted.payload.pods} == {p.name for p in running}
+
+
+def test_a_namespace_only_its_objects_made_goes_with_them_and_an_empty_unknown_one_is_not_found():
+    view = job_view()
+    contents = namespace_contents(view, "ml")
+
+    implicit = decide_namespace_delete("ml", None, contents, {}, "req", now=STAMP)
+    nowhere = decide_namespace_delete("nowhere", None, [], {}, "req", now=STAMP)
+
+    assert implicit.results[0].outcome == "deleted"
+    assert gone(implicit) == {(o.kind, o.name) for o in contents}
+    assert [r.outcome for r in nowhere.results] == ["not_found"]
+    assert nowhere.removals == []

@@ -1,10 +1,16 @@
 """A decision's writes go to the store in runs: consecutive creates together, consecutive replacements
-together, each run naming an object once, in the order decided."""
+together, each run naming an object once, in the order decided; or, on PostgreSQL, in one statement when
+the group names each object once and removes none."""
 
 from __future__ import annotations
 
-from libs.core.admission.model import ObjectWrite
-from services.admission.store import _runs
+from datetime import UTC, datetime
+
+from libs.core.admission.model import BatchDecision, EmittedEvent, ObjectRemoval, ObjectWrite
+from libs.events.admission import ObjectDeleted
+from services.admission.store import _runs, writes_at_once
+
+T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 
 
 def write(name: str, expected: int) -> ObjectWrite:
@@ -18,6 +24,16 @@ def write(name: str, expected: int) -> ObjectWrite:
         metadata={"name": name},
         status={},
         expected_resource_version=expected,
+    )
+
+
+def event(correlation_id: str) -> EmittedEvent:
+    return EmittedEvent(ObjectDeleted(kind="Pod", name="x", uid="uid-x"), correlation_id)
+
+
+def removal(name: str) -> ObjectRemoval:
+    return ObjectRemoval(
+        kind="Pod", namespace="ml", name=name, uid=f"uid-{name}", expected_resource_version=1
     )
 
 
@@ -39,3 +55,26 @@ def test_an_object_written_twice_starts_a_new_run_so_its_writes_keep_their_order
 
 def test_no_writes_no_runs() -> None:
     assert _runs([]) == []
+
+
+def test_one_statement_takes_a_groups_creates_replacements_and_events() -> None:
+    decisions = [
+        BatchDecision(writes=[write("a", 0), write("b", 4)], events=[event("one")]),
+        BatchDecision(writes=[write("c", 0)], events=[event("two")]),
+    ]
+
+    at_once = writes_at_once(decisions, now=T0)
+
+    assert at_once is not None
+    assert [d.name for d in at_once.creates] == ["a", "c"]
+    assert [(d.name, expected) for d, expected in at_once.replacements] == [("b", 4)]
+    assert [e.correlation_id for e in at_once.events] == ["one", "two"]
+    assert {e.occurred_at for e in at_once.events} == {T0}
+
+
+def test_one_statement_cannot_write_an_object_twice_or_remove_one() -> None:
+    twice = [BatchDecision(writes=[write("a", 0)]), BatchDecision(writes=[write("a", 1)])]
+    removing = [BatchDecision(writes=[write("a", 0)], removals=[removal("b")])]
+
+    assert writes_at_once(twice, now=T0) is None
+    assert writes_at_once(removing, now=T0) is None
