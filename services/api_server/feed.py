@@ -22,6 +22,8 @@ POLL_S = 0.02
 """How often the feed asks while anyone watches; a committed change reaches watchers within about this."""
 KEPT = 20_000
 """Recent changes kept for watches that resume."""
+IDLE_S = 1.0
+"""How often the feed moves its cursor on while nobody watches."""
 
 
 class Expired(Exception):
@@ -46,9 +48,10 @@ class ChangeFeed:
     up to it has been handed out; a large revision is read in pages, so the cursor may sit inside one.
     `revision` is the last revision handed out whole."""
 
-    def __init__(self, admission: Admission, *, poll_s: float = POLL_S) -> None:
+    def __init__(self, admission: Admission, *, poll_s: float = POLL_S, idle_s: float = IDLE_S) -> None:
         self._admission = admission
         self._poll_s = poll_s
+        self._idle_s = idle_s
         self._recent: deque[Change] = deque(maxlen=KEPT)
         self._subscribers: set[Subscription] = set()
         self._wake = asyncio.Event()
@@ -119,11 +122,11 @@ class ChangeFeed:
             if not self._subscribers:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._idle_s)
             try:
                 await self.current()
                 async with self._lock:
-                    await self._poll()
+                    await (self._poll() if self._subscribers else self._skip_ahead())
             except (RpcError, RpcTimeout, RpcUnavailable) as error:
                 log.warning("change feed: %s", error)
                 await asyncio.sleep(0.5)
@@ -142,6 +145,16 @@ class ChangeFeed:
         following = (reply.revision, reply.partial_uid)
         if _later(following, self._cursor):
             self._cursor = following
+
+    async def _skip_ahead(self) -> None:
+        """Nobody watches: move the cursor to the current revision without reading what changed (under a
+        write load, every object written). The changes kept are dropped with it: a watch resuming from before
+        the cursor reads its backlog from admission (`_since`)."""
+        reply = await self._admission.changes(2**62)  # nothing is that new: only the revision comes back
+        self.compacted = reply.compacted
+        if _later((reply.revision, None), self._cursor):
+            self._cursor = (reply.revision, None)
+            self._recent.clear()
 
     async def _changes(self, cursor: tuple[int, str | None]) -> ChangesReply:
         """Admission's changes after `cursor`, asked for again with half as many while the answer is larger
