@@ -28,17 +28,16 @@ def check_request_size(text: str) -> None:
 def check_document_shape(document: Any, position: int) -> None:
     """Refuse a parsed document nested deeper than MAX_DEPTH or holding more than MAX_VALUES values. Shared
     sub-trees (YAML aliases) are counted each time they are reached, as decoding would reach them."""
-    budget = MAX_VALUES
-    stack: list[tuple[Any, int]] = [(document, 1)]
+    budget = MAX_VALUES - 1  # the document itself
+    stack: list[tuple[Any, int]] = [(document, 1)] if isinstance(document, dict | list) else []
     while stack:
         value, depth = stack.pop()
-        budget -= 1
+        if depth > MAX_DEPTH:
+            raise LimitExceeded(f"document {position + 1}: nested deeper than {MAX_DEPTH} levels")
+        children = value.values() if isinstance(value, dict) else value
+        budget -= len(children)  # scalars are counted here, not visited one by one
         if budget < 0:
             raise LimitExceeded(
                 f"document {position + 1}: more than {MAX_VALUES} values (limit {MAX_VALUES})"
             )
-        if isinstance(value, dict | list):
-            if depth > MAX_DEPTH:
-                raise LimitExceeded(f"document {position + 1}: nested deeper than {MAX_DEPTH} levels")
-            children = value.values() if isinstance(value, dict) else value
-            stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
