@@ -13,17 +13,23 @@ import gc
 
 YOUNG_THRESHOLD = 5_000
 """Net allocations between young collections (CPython: 700)."""
-MIDDLE_THRESHOLD = 5
-"""Young collections between middle ones (CPython: 10). An object that survives a young collection is walked by
-one middle collection whatever this is, so a lower one costs little more work and bounds the pause: at 20,
-admission's middle collections after a list of 10,000 pods took 20-60 ms, in the middle of the writes that
-followed (`podway bench kube-api`); at 5, 5-13 ms."""
+MIDDLE_THRESHOLD = 20
+"""Young collections between middle ones (CPython: 10)."""
+SHORT_PAUSES_MIDDLE_THRESHOLD = 5
+"""The same, for a service whose every request waits on it (admission, the API server). An object that
+survives a young collection is walked by one middle collection whatever the threshold, so a lower one costs
+little more work and bounds the pause: at 20, admission's middle collections after a list of 10,000 pods
+took 20-60 ms, in the middle of the writes that followed (`podway bench kube-api`); at 5, 5-13 ms. Not for
+all: more middle collections move more objects to the old generation sooner, and the scheduler bound fewer
+pods per second with it (`podway bench scheduler-e2e`, alternating runs: 906-1,114 against 1,090-1,202)."""
 OLD_THRESHOLD = 50
 
 
-def tune_collector() -> None:
-    """Rarer collections for the whole process; call once, before the service starts."""
-    gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
+def tune_collector(*, short_pauses: bool = False) -> None:
+    """Rarer collections for the whole process (with `short_pauses`, shorter middle ones); call once, before
+    the service starts."""
+    middle = SHORT_PAUSES_MIDDLE_THRESHOLD if short_pauses else MIDDLE_THRESHOLD
+    gc.set_threshold(YOUNG_THRESHOLD, middle, OLD_THRESHOLD)
 
 
 def freeze_long_lived() -> None:

@@ -46,13 +46,19 @@ async def serve_until_signalled(service: Service) -> None:
 
 
 def run_service(
-    name: str, settings: S, make: Callable[[S], Service], *, event_loop: EventLoop = "asyncio"
+    name: str,
+    settings: S,
+    make: Callable[[S], Service],
+    *,
+    event_loop: EventLoop = "asyncio",
+    short_pauses: bool = False,
 ) -> None:
     """A service's `main()`: logs as `name`, traces when an OTLP endpoint is set, serves its metrics, then
-    serves until signalled on `event_loop`."""
+    serves until signalled on `event_loop`; `short_pauses` for a service every request waits on (see
+    libs.runtime.memory)."""
     configure_logging(name, settings.log_level, settings.log_format)
     tracing = configure_tracing(name, endpoint=settings.otlp_endpoint)
-    tune_collector()
+    tune_collector(short_pauses=short_pauses)
     service = make(settings)
     server = observe(name, settings, service)
     extra = {"metrics_port": BEAT_DETAIL.get("metrics_port"), "tracing": tracing, "event_loop": event_loop}

@@ -8,7 +8,7 @@ from services.admission.app import AdmissionService
 
 
 def main() -> None:
-    run_service("admission", PodwaySettings(), AdmissionService)
+    run_service("admission", PodwaySettings(), AdmissionService, short_pauses=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from services.api_server.settings import ApiServerSettings
 
 
 def main() -> None:
-    run_service("api_server", ApiServerSettings(), ApiServerService)
+    run_service("api_server", ApiServerSettings(), ApiServerService, short_pauses=True)
 
 
 if __name__ == "__main__":

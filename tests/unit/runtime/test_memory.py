@@ -33,3 +33,15 @@ def test_state_alive_at_freeze_is_out_of_the_collectors_reach(restored_collector
     freeze_long_lived()
 
     assert gc.get_freeze_count() >= before + len(state)
+
+
+def test_a_service_every_request_waits_on_has_more_frequent_shorter_middle_collections(
+    restored_collector: None,
+) -> None:
+    tune_collector()
+    throughput = gc.get_threshold()
+    tune_collector(short_pauses=True)
+    short = gc.get_threshold()
+
+    assert short[0] == throughput[0]
+    assert short[1] < throughput[1]
