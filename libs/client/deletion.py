@@ -54,6 +54,11 @@ async def delete_all(
             )
             code = 1
             continue
+        if result.outcome == "rejected":
+            reason = (result.status or {}).get("reason") or "BadRequest"
+            err(f"Error from server ({reason}): {result.message}")
+            code = 1
+            continue
         out(f'{qualified(target.kind)} "{target.name}" deleted')
         if result.outcome == "pending":
             terminating.append(target)

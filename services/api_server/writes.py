@@ -239,7 +239,9 @@ class Verbs(Reads):
         assert namespace is not None
         shown_ns = await self._get(Target(namespace, None, name))
         if not dry_run:
-            await self.admission.delete("Namespace", None, name)
+            result = result_of(await self.admission.delete("Namespace", None, name))
+            if result.outcome == "rejected":
+                raise Refused(result.status or status.bad_request(result.message))
         return answer({**shown_ns, "status": {"phase": "Terminating"}})
 
     async def evict(self, request: web.Request, target: Target) -> web.StreamResponse:

@@ -797,3 +797,16 @@ def test_namespaces_created_labelled_and_deleted_with_kubectl(kube: KubeStack) -
     ok(kubectl(kube, "delete", "namespace", "empty-team", "--timeout=60s"))
     gone = kubectl(kube, "get", "namespace", "empty-team")
     assert 'namespaces "empty-team" not found' in gone.stderr
+
+    # A namespace with a running v1.35 gang: its PodGroup is reached twice (as a PodGroup, and as the one made
+    # for its Workload's pods) and marked once; the pods are evicted, then everything goes with the namespace.
+    doomed = (EXAMPLES / "04-v135-workload.yaml").read_text().replace("namespace: ml", "namespace: doomed")
+    ok(kubectl(kube, "apply", "-f", "-", stdin=doomed))
+    running = "--for=jsonpath={.status.phase}=Running"
+    ok(
+        kubectl(
+            kube, "wait", "-n", "doomed", "pod/legacy-train-0", "pod/legacy-train-1", running, "--timeout=90s"
+        )
+    )
+    ok(kubectl(kube, "delete", "namespace", "doomed", "--timeout=90s"))
+    assert ok(kubectl(kube, "get", "pods,podgroups,workloads", "-n", "doomed", "-o", "name")) == ""

@@ -17,7 +17,12 @@ class FakeClient:
         self.looks = 0
 
     async def delete(self, kind: str, name: str, namespace: str | None = None) -> ApplyReply:
-        result = ObjectResult(kind=kind, namespace=namespace, name=name, outcome=self.outcomes[name])
+        outcome = self.outcomes[name]
+        refused = {"reason": "Conflict"} if outcome == "rejected" else None
+        message = f'Operation cannot be fulfilled on {kind.lower()}s "{name}"' if refused else ""
+        result = ObjectResult(
+            kind=kind, namespace=namespace, name=name, outcome=outcome, message=message, status=refused
+        )
         return ApplyReply(request_id="r", results=[result])
 
     async def get(
@@ -91,3 +96,13 @@ async def test_deleting_what_does_not_exist_is_an_error_in_kubectls_words():
     assert code == 1
     assert err == ['Error from server (NotFound): pods "ghost" not found']
     assert out == ['podgroup.scheduling.k8s.io "x" deleted']
+
+
+async def test_a_refused_delete_is_an_error_not_a_deletion():
+    code, out, err = await run(
+        FakeClient({"ml": "rejected", "finetune": "deleted"}, 0), [Target("Namespace", "ml", None), JOB]
+    )
+
+    assert code == 1
+    assert out == ['job.batch "finetune" deleted']
+    assert err == ['Error from server (Conflict): Operation cannot be fulfilled on namespaces "ml"']

@@ -204,8 +204,13 @@ class _Deletion:
         self.decision = BatchDecision()
         # Evicted pods by PodGroup name, or by uid for pods without one: one `pods.evicted` each.
         self._evicted: dict[tuple[str, str], list[PodRef]] = {}
+        # Removed or marked, by uid, with the result: an object reached twice (a PodGroup marked for its
+        # running pods, then again as its Workload's) is written once.
+        self._done: dict[str, ObjectResult] = {}
 
     def delete(self, obj: KnownObject) -> ObjectResult:
+        if obj.uid in self._done:
+            return self._done[obj.uid]
         if obj.kind == "Pod":
             return self._pod(obj)
         if obj.kind == "PodGroup":
@@ -234,14 +239,19 @@ class _Deletion:
         return owned_by(owner, self.objects.values())
 
     def remove(self, obj: KnownObject) -> ObjectResult:
+        if obj.uid in self._done:
+            return self._done[obj.uid]
         self.objects.pop(obj.key, None)
         self.decision.removals.append(_removal(obj, mark_only=False))
         self.decision.events.append(deleted_event(obj, self.request_id, self._correlation(obj)))
-        return _result(obj, "deleted")
+        self._done[obj.uid] = _result(obj, "deleted")
+        return self._done[obj.uid]
 
     def _mark(self, obj: KnownObject, message: str) -> ObjectResult:
         """Mark it for deletion; the services that keep a view of it see it marked (the API server's watch
         shows the object with its `deletionTimestamp`)."""
+        if obj.uid in self._done:
+            return self._done[obj.uid]
         self.decision.removals.append(_removal(obj, mark_only=True))
         if not obj.deletion_requested:
             metadata = {**(obj.manifest.get("metadata") or {}), "deletionTimestamp": self.now}
@@ -253,9 +263,12 @@ class _Deletion:
             )
             event = admitted_event(marked, "updated", [], self.request_id, self._correlation(obj))
             self.decision.events.append(event)
-        return _result(obj, "pending", message)
+        self._done[obj.uid] = _result(obj, "pending", message)
+        return self._done[obj.uid]
 
     def _pod(self, pod: KnownObject) -> ObjectResult:
+        if pod.uid in self._done:
+            return self._done[pod.uid]
         node = self.bound.get(pod.uid)
         if node is None or pod_finished(pod):
             return self.remove(pod)
@@ -272,6 +285,8 @@ class _Deletion:
         return [pod for pod in self.pods_of(group) if pod.uid in self.bound and not pod_finished(pod)]
 
     def _podgroup(self, group: KnownObject) -> ObjectResult:
+        if group.uid in self._done:
+            return self._done[group.uid]
         running = self.holding(group)
         if not running:
             return self.remove(group)

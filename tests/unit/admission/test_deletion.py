@@ -341,6 +341,7 @@ def test_deleting_a_namespace_deletes_everything_in_it_once_and_marks_what_still
             example("01-priorityclasses.yaml")
             + example("05-indexed-job.yaml")
             + example("03-gang-workload.yaml")
+            + example("04-v135-workload.yaml")
             + example("02-dra.yaml")
         ),
         view,
@@ -348,6 +349,8 @@ def test_deleting_a_namespace_deletes_everything_in_it_once_and_marks_what_still
     )
     job_pods = pods(view)
     running = [with_phase(p, "Running") for p in job_pods if p.name.startswith("finetune")][:2]
+    # A v1.35 gang's PodGroup is reached twice: as a PodGroup, and as the one made for its Workload's pods.
+    running += [with_phase(p, "Running") for p in job_pods if p.name.startswith("legacy-train")]
     for pod in running:
         view.put(pod)
     bound = {p.uid: "node-0" for p in running}
@@ -363,13 +366,18 @@ def test_deleting_a_namespace_deletes_everything_in_it_once_and_marks_what_still
     assert {r.uid for r in decision.removals} == {o.uid for o in contents} | {"ns-uid"}
     assert held(decision) == {("Pod", p.name) for p in running} | {
         ("PodGroup", "finetune-worker-0"),
+        ("PodGroup", "legacy-train-workers"),
         ("Job", "finetune"),
     }
     named = [(r.kind, r.name) for r in each]
     assert ("Job", "finetune") in named
     assert len(named) == len(set(named))
-    (evicted,) = events(decision, "pods.evicted")
-    assert {ref.name for ref in evicted.payload.pods} == {p.name for p in running}
+    evicted = [ref.name for event in events(decision, "pods.evicted") for ref in event.payload.pods]
+    assert sorted(evicted) == sorted(p.name for p in running)
+    marked_events = [
+        e for e in events(decision, "object.admitted") if e.subject and e.subject.kind == "PodGroup"
+    ]
+    assert len(marked_events) == len({e.subject.uid for e in marked_events})  # each marked once
 
 
 def test_a_namespace_only_its_objects_made_goes_with_them_and_an_empty_unknown_one_is_not_found():
