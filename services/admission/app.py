@@ -409,18 +409,15 @@ class AdmissionService:
     # --- delete ------------------------------------------------------------------------------------
 
     async def on_delete(self, body: bytes) -> ApplyReply:
+        """A delete decided on what is stored now, read again while it conflicts; a Namespace with everything
+        in it, in one transaction (see `decide_namespace_delete`)."""
         request = DeleteRequest.model_validate_json(body)
-        if request.kind == "Namespace":
-            return await self._delete_namespace(request)
-        return await self._delete(request)
-
-    async def _delete_namespace(self, request: DeleteRequest) -> ApplyReply:
-        """The namespace and everything in it, in one transaction (see `decide_namespace_delete`)."""
+        once = self._delete_namespace_once if request.kind == "Namespace" else self._delete_once
         for _ in range(CONFLICT_RETRIES - 1):
             with contextlib.suppress(ConflictError):
-                return await self._delete_namespace_once(request)
+                return await once(request)
         try:
-            return await self._delete_namespace_once(request)
+            return await once(request)
         except ConflictError as error:
             return _conflict_reply(request, str(error))
 
@@ -441,15 +438,6 @@ class AdmissionService:
             await write_decision(uow, decision, now=self.clock())
             await uow.commit()
         return ApplyReply(request_id=request.request_id, results=decision.results)
-
-    async def _delete(self, request: DeleteRequest) -> ApplyReply:
-        for _ in range(CONFLICT_RETRIES - 1):
-            with contextlib.suppress(ConflictError):
-                return await self._delete_once(request)
-        try:
-            return await self._delete_once(request)
-        except ConflictError as error:
-            return _conflict_reply(request, str(error))
 
     async def _delete_once(self, request: DeleteRequest) -> ApplyReply:
         """Decide the delete on what is stored now and write it, on the preconditions it read."""

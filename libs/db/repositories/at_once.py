@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from libs.db.errors import ConflictError
 from libs.db.records import ObjectDraft, OutboxMessage, StoredObject
 from libs.db.repositories.event_log import APPEND_BINDS, LOG_QUEUED_PG, EventRows, append_pg_ctes
-from libs.db.repositories.objects import _SET_BY_STORE, _created_rows, _new_row
+from libs.db.repositories.objects import _SET_BY_STORE, CREATE_ROWS_PG, _created_rows, _new_row
 from libs.db.types import json_text
 
 NOT_AT_VERSION = "PW409"
@@ -38,21 +38,7 @@ class WrittenAtOnce(NamedTuple):
     committed: list[OutboxMessage]
 
 
-_CREATED = """
-    created AS (
-        INSERT INTO objects (
-            uid, kind, api_version, namespace, name, generation, resource_version, spec, metadata, status,
-            created_at, updated_at, deletion_requested_at
-        )
-        SELECT c.uid, c.kind, c.api_version, c.namespace, c.name, 1, 1,
-            CAST(c.spec AS jsonb), CAST(c.metadata AS jsonb), CAST(c.status AS jsonb), :now, :now, NULL
-        FROM unnest(
-            CAST(:uid AS varchar[]), CAST(:kind AS varchar[]), CAST(:api_version AS varchar[]),
-            CAST(:namespace AS varchar[]), CAST(:name AS varchar[]), CAST(:spec AS varchar[]),
-            CAST(:metadata AS varchar[]), CAST(:status AS varchar[])
-        ) AS c(uid, kind, api_version, namespace, name, spec, metadata, status)
-        RETURNING uid, revision
-    )"""
+_CREATED = f"created AS ({CREATE_ROWS_PG})"
 _COLUMNS = ", ".join(f"objects.{column}" for column in _SET_BY_STORE)
 _REPLACED = f"""
     replaced AS (

@@ -522,8 +522,7 @@ def _new_row(draft: ObjectDraft, now: datetime) -> dict[str, Any]:
     }
 
 
-_CREATE_PG = text(
-    """
+CREATE_ROWS_PG = """
     INSERT INTO objects (
         uid, kind, api_version, namespace, name, generation, resource_version, spec, metadata, status,
         created_at, updated_at, deletion_requested_at
@@ -537,7 +536,8 @@ _CREATE_PG = text(
     ) AS given(uid, kind, api_version, namespace, name, spec, metadata, status)
     RETURNING uid, revision
     """
-).bindparams(bindparam("now", type_=UtcDateTime()))
+"""Objects created from arrays of their columns (`_created_rows`), returning each one's revision."""
+_CREATE_PG = text(CREATE_ROWS_PG).bindparams(bindparam("now", type_=UtcDateTime()))
 """`create_many` on PostgreSQL: one statement and one execution for any number of objects (a row per
 object would be executed, and planned, once each), at generation 1 and version 1 as `_new_row` has them;
 it returns the revision each got as it was written."""
