@@ -24,13 +24,18 @@ from libs.core.admission.apply import (
     raw_key,
     write_runs,
 )
-from libs.core.admission.delete import decide_delete, decide_namespace_delete, finish_pending_deletions
-from libs.core.admission.model import AdmissionView, BatchDecision, ObjectKey
+from libs.core.admission.delete import (
+    decide_delete,
+    decide_namespace_delete,
+    finish_namespace_deletions,
+    finish_pending_deletions,
+)
+from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, ObjectKey
 from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
 from libs.db.reachability import database_check
-from libs.db.records import Condition, OutboxMessage
+from libs.db.records import Condition, ObjectDraft, OutboxMessage
 from libs.db.repositories.objects import OBJECT_MODIFIED
 from libs.db.uow import SqlAlchemyStatements, statements_factory, unit_of_work_factory
 from libs.events.admission import JobSubmitted, ObjectDeleted
@@ -432,9 +437,18 @@ class AdmissionService:
             pods = [o.uid for o in contents if o.kind == "Pod"]
             bound = {b.pod_uid: b.node_name for b in await uow.bindings.get_many(pods)}
             namespace = known_from_stored(stored) if stored is not None else None
+            now = iso(self.clock())
             decision = decide_namespace_delete(
-                request.name, namespace, contents, bound, request.request_id, now=iso(self.clock())
+                request.name, namespace, contents, bound, request.request_id, now=now
             )
+            if namespace is None and any(removal.mark_only for removal in decision.removals):
+                # Something in it waits for its pods: the namespace is stored, to stay Terminating until it
+                # is empty and then go where its watchers see it go (kubectl delete waits for that).
+                [created] = await uow.objects.create_many([_namespace_draft(request.name)])
+                namespace = known_from_stored(created)
+                decision = decide_namespace_delete(
+                    request.name, namespace, contents, bound, request.request_id, now=now
+                )
             await write_decision(uow, decision, now=self.clock())
             await uow.commit()
         return ApplyReply(request_id=request.request_id, results=decision.results)
@@ -485,7 +499,25 @@ class AdmissionService:
         await self._finish_deletions(uow, cause)
 
     async def _finish_deletions(self, uow: UnitOfWork, cause: str | None) -> None:
-        marked = [known_from_stored(o) for o in await uow.objects.find_marked(("PodGroup", "Job"))]
+        marked = [
+            known_from_stored(o) for o in await uow.objects.find_marked(("PodGroup", "Job", "Namespace"))
+        ]
+        namespaces = [o for o in marked if o.kind == "Namespace"]
+        await self._finish_held(uow, [o for o in marked if o.kind != "Namespace"], cause)
+        if namespaces:  # after the objects that went just now
+            occupied = {ns.name for ns in namespaces if await self._holds_anything(uow, ns.name)}
+            decision = finish_namespace_deletions(namespaces, occupied, request_id=cause or "reconcile")
+            await write_decision(uow, decision, now=self.clock(), causation_id=cause)
+
+    @staticmethod
+    async def _holds_anything(uow: UnitOfWork, namespace: str) -> bool:
+        for kind in NAMESPACED_KINDS:
+            if await uow.objects.find(kind, namespace, limit=1):
+                return True
+        return False
+
+    async def _finish_held(self, uow: UnitOfWork, marked: list[KnownObject], cause: str | None) -> None:
+        """PodGroups and Jobs marked for deletion that nothing holds any more go now."""
         if not marked:
             return
         scope = [
@@ -575,6 +607,12 @@ def _stale(view: AdmissionView, prepared: PreparedApply) -> ApplyReply | None:
     detail = OBJECT_MODIFIED if stored is not None else "the object does not exist"
     return _conflict_reply(
         DeleteRequest(request_id=prepared.request_id, kind=kind, namespace=namespace, name=name), detail
+    )
+
+
+def _namespace_draft(name: str) -> ObjectDraft:
+    return ObjectDraft(
+        kind="Namespace", api_version="v1", namespace="", name=name, spec={}, metadata={"name": name}
     )
 
 

@@ -12,7 +12,7 @@ Everything else is deleted at once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from libs.api.annotations import WORKLOAD_REF_NAME
 from libs.core.admission.events import admitted_event, deleted_event, evicted_event
@@ -124,9 +124,11 @@ def decide_namespace_delete(
 ) -> BatchDecision:
     """Delete a namespace with everything in it, as upstream's namespace controller empties it: each object as
     its own delete would (a running pod marked and evicted, a PodGroup waiting for it), once, whether named here
-    or taken by its owner's deletion. The Namespace goes at once (`namespace`: None when it was never stored;
-    the namespace existed only because objects were in it). The first result is the Namespace's, then one per
-    object deleted or marked; `not_found` when there was neither."""
+    or taken by its owner's deletion. The Namespace goes at once when nothing in it waits, else it is marked
+    (Terminating) until `finish_namespace_deletions` sees it empty. `namespace`: None when it was never stored
+    (it existed only because objects were in it; the caller stores it first when something will wait, so
+    that its watchers see it go). The first result is the Namespace's, then one per object deleted or marked;
+    `not_found` when there was neither."""
     deletion = _Deletion(contents, bound, request_id, now)
     rank = {kind: position for position, kind in enumerate(NAMESPACE_ORDER)}
     results: list[ObjectResult] = []
@@ -138,7 +140,10 @@ def decide_namespace_delete(
         counted = len(removals)
         if obj.uid not in handled:
             results.append(deletion.delete(obj))
-    if namespace is not None:
+    waiting = sum(1 for removal in deletion.decision.removals if removal.mark_only)
+    if namespace is not None and waiting:
+        gone = deletion._mark(namespace, f"deletion waits for {waiting} object(s) in it to go")
+    elif namespace is not None:
         gone = deletion.remove(namespace)
     elif results:
         gone = ObjectResult(kind="Namespace", name=name, outcome="deleted", message=f"{len(results)} objects")
@@ -149,6 +154,18 @@ def decide_namespace_delete(
     decision = deletion.finish(gone)
     decision.results = [gone, *results]
     return decision
+
+
+def finish_namespace_deletions(
+    marked: list[KnownObject], occupied: Collection[str], request_id: str
+) -> BatchDecision:
+    """Namespaces marked for deletion go once nothing is left in them (`occupied`: the names of those that
+    still hold an object)."""
+    deletion = _Deletion([], {}, request_id)
+    for namespace in marked:
+        if namespace.name not in occupied:
+            deletion.decision.results.append(deletion.remove(namespace))
+    return deletion.decision
 
 
 def finish_pending_deletions(

@@ -406,3 +406,34 @@ async def test_two_replicas_answer_writes_with_the_object_as_committed_and_read_
         listed = GetReply.model_validate_json(await request(client.broker, RpcSubject.ADMISSION_GET, asked))
         (read,) = [item for item in listed.items if item["metadata"]["name"] == "shared"]
         assert read == last
+
+
+async def test_a_namespace_whose_pod_runs_stays_terminating_until_it_is_empty_then_goes(stack):
+    """Stored on its deletion when it only existed because objects were in it, so that it goes where its
+    watchers see it go (a tombstone), once its running pod has."""
+    service, client = stack
+    created = (await client.apply([pod("runner"), pod("waiter")])).results
+    now = datetime.now(UTC)
+    async with service.uow() as uow:
+        lease = await uow.leases.acquire_or_renew("scheduler", "test", now, timedelta(seconds=15))
+        assert lease is not None
+        binding = PodBinding(pod_uid=created[0].uid or "", node_name="node-1", podgroup_uid="", bound_at=now)
+        await uow.bindings.bind_many([binding], fence=lease.fence)
+        await uow.commit()
+
+    reply = await client.delete("Namespace", NAMESPACE)
+
+    assert [(r.kind, r.name, r.outcome) for r in reply.results[:1]] == [("Namespace", NAMESPACE, "pending")]
+    (shown,) = await client.get("Namespace", NAMESPACE)
+    assert shown["status"]["phase"] == "Terminating"
+    assert [p["metadata"]["name"] for p in await client.get("Pod", namespace=NAMESPACE)] == ["runner"]
+
+    async with service.uow() as uow:  # the pod's node agent stopped it and deleted it
+        await uow.objects.delete("Pod", NAMESPACE, "runner")
+        await uow.commit()
+    await service.reconcile()  # what the pod's `object.deleted` event sets off
+
+    assert await client.get("Namespace", NAMESPACE) == []
+    async with service.uow() as uow:
+        changes = await uow.revisions.changes_after(0, kinds=["Namespace"])
+    assert [(c.deleted, c.object.name) for c in changes.changes] == [(True, NAMESPACE)]

@@ -11,7 +11,12 @@ from pathlib import Path
 
 from libs.api.manifests import load_documents
 from libs.core.admission.apply import ApplyContext, admit_batch, prepare_batch
-from libs.core.admission.delete import decide_delete, decide_namespace_delete, finish_pending_deletions
+from libs.core.admission.delete import (
+    decide_delete,
+    decide_namespace_delete,
+    finish_namespace_deletions,
+    finish_pending_deletions,
+)
 from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, known_from_mapping
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
@@ -360,7 +365,7 @@ def test_deleting_a_namespace_deletes_everything_in_it_once_and_marks_what_still
     decision = decide_namespace_delete("ml", stored, contents, bound, "req", now=STAMP)
 
     first, *each = decision.results
-    assert (first.kind, first.outcome) == ("Namespace", "deleted")
+    assert (first.kind, first.outcome) == ("Namespace", "pending")  # Terminating while its pods stop
     removed = [r.uid for r in decision.removals]
     assert len(removed) == len(set(removed))  # each object once, though the Job took some with it
     assert {r.uid for r in decision.removals} == {o.uid for o in contents} | {"ns-uid"}
@@ -368,6 +373,7 @@ def test_deleting_a_namespace_deletes_everything_in_it_once_and_marks_what_still
         ("PodGroup", "finetune-worker-0"),
         ("PodGroup", "legacy-train-workers"),
         ("Job", "finetune"),
+        ("Namespace", "ml"),
     }
     named = [(r.kind, r.name) for r in each]
     assert ("Job", "finetune") in named
@@ -391,3 +397,15 @@ def test_a_namespace_only_its_objects_made_goes_with_them_and_an_empty_unknown_o
     assert gone(implicit) == {(o.kind, o.name) for o in contents}
     assert [r.outcome for r in nowhere.results] == ["not_found"]
     assert nowhere.removals == []
+
+
+def test_a_namespace_marked_for_deletion_goes_once_nothing_is_left_in_it():
+    emptied, holding = (
+        marked(known_from_mapping("Namespace", "", name, {"metadata": {"name": name, "uid": f"ns-{name}"}}))
+        for name in ("emptied", "holding")
+    )
+
+    decision = finish_namespace_deletions([emptied, holding], {"holding"}, "req")
+
+    assert gone(decision) == {("Namespace", "emptied")}
+    assert [(r.name, r.outcome) for r in decision.results] == [("emptied", "deleted")]
