@@ -287,6 +287,27 @@ def already_exists_status(kind: str, name: str, message: str) -> dict[str, Any]:
     }
 
 
+def namespace_terminating_status(kind: str, name: str, namespace: str) -> dict[str, Any]:
+    """A `Status` (reason Forbidden, code 403) for a create in a namespace being deleted, as upstream's
+    NamespaceLifecycle admission answers it."""
+    detail = f"unable to create new content in namespace {namespace} because it is being terminated"
+    details: dict[str, Any] = {"name": name, "kind": resource_name(kind)}
+    group = group_of_kind(kind)
+    if group:
+        details["group"] = group
+    details["causes"] = [{"reason": "NamespaceTerminating", "message": detail, "field": namespace}]
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f'{qualified_resource(kind)} "{name}" is forbidden: {detail}',
+        "reason": "Forbidden",
+        "details": details,
+        "code": 403,
+    }
+
+
 def qualified_resource(kind: str) -> str:
     """A kind's resource as the API server qualifies it in messages: `pods`, `jobs.batch`,
     `podgroups.scheduling.k8s.io`."""

@@ -9,7 +9,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 from libs.api.conversion import convert_documents, legacy_pod_group_name, workload_ref_of
-from libs.api.errors import FieldError, already_exists_status, being_deleted_message
+from libs.api.errors import (
+    FieldError,
+    already_exists_status,
+    being_deleted_message,
+    namespace_terminating_status,
+)
 from libs.api.jobs import expand_job
 from libs.api.kinds import BETA_SHAPED, KUEUE_V1BETA1, is_namespaced, kind_rank
 from libs.api.kueue_versions import kueue_v1beta1_errors
@@ -130,6 +135,8 @@ def footprint(
         if key is None:
             continue
         writes.add(key)
+        if key[1]:
+            reads.add(namespace_key(key[1]))  # a namespace being deleted takes nothing new
         if key[0] == "Job":
             generated[key] = frozenset(_job_keys(doc))
             writes.update(generated[key])
@@ -207,7 +214,9 @@ def admit_batch(batch: PreparedBatch, view: AdmissionView, ctx: ApplyContext) ->
         key = raw_key(doc)
         existing = view.get(key) if key is not None else None
         held = name_held_by_deletion(key, existing, batch, view)
-        if held is not None:
+        if key is not None and existing is None and _terminating(view, key[1]):
+            results[index] = _refused_in_terminating(doc, key, decision, ctx)
+        elif held is not None:
             results[index] = _refused(doc, held, decision, ctx)
         elif existing is not None and batch.create_only:
             results[index] = _left_as_it_is(existing)
@@ -259,6 +268,34 @@ def name_held_by_deletion(
             if child is not None and child.deletion_requested:
                 return child
     return None
+
+
+def namespace_key(namespace: str) -> ObjectKey:
+    return ("Namespace", "", namespace)
+
+
+def _terminating(view: AdmissionView, namespace: str) -> bool:
+    """Whether the namespace is being deleted (marked, waiting for what is in it to go)."""
+    stored = view.get(namespace_key(namespace)) if namespace else None
+    return stored is not None and stored.deletion_requested
+
+
+def _refused_in_terminating(
+    doc: Mapping[str, Any], key: ObjectKey, decision: BatchDecision, ctx: ApplyContext
+) -> ObjectResult:
+    """A create in a namespace being deleted, refused as upstream's NamespaceLifecycle refuses it."""
+    kind, namespace, name = key
+    status = namespace_terminating_status(kind, name, namespace)
+    result = ObjectResult(
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        outcome="rejected",
+        message=status["message"],
+        status=status,
+    )
+    decision.events.append(refused_event(result, ctx.request_id))
+    return result
 
 
 def _refused(

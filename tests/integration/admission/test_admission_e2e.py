@@ -427,6 +427,9 @@ async def test_a_namespace_whose_pod_runs_stays_terminating_until_it_is_empty_th
     (shown,) = await client.get("Namespace", NAMESPACE)
     assert shown["status"]["phase"] == "Terminating"
     assert [p["metadata"]["name"] for p in await client.get("Pod", namespace=NAMESPACE)] == ["runner"]
+    (late,) = (await client.apply([pod("late")])).results
+    assert (late.outcome, (late.status or {}).get("code")) == ("rejected", 403)
+    assert "because it is being terminated" in late.message
 
     async with service.uow() as uow:  # the pod's node agent stopped it and deleted it
         await uow.objects.delete("Pod", NAMESPACE, "runner")

@@ -409,3 +409,30 @@ def test_a_namespace_marked_for_deletion_goes_once_nothing_is_left_in_it():
 
     assert gone(decision) == {("Namespace", "emptied")}
     assert [(r.name, r.outcome) for r in decision.results] == [("emptied", "deleted")]
+
+
+def test_nothing_new_is_created_in_a_namespace_being_deleted_and_what_is_there_may_change():
+    view = job_view()
+    view.put(marked(known_from_mapping("Namespace", "", "ml", {"metadata": {"name": "ml", "uid": "ns-ml"}})))
+    (existing,) = [p for p in pods(view)][:1]
+    changed = {**existing.manifest, "metadata": {**existing.manifest["metadata"], "labels": {"seen": "yes"}}}
+    new_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "late", "namespace": "ml"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+
+    decision = admit_batch(prepare_batch([new_pod, changed]), view, ctx())
+
+    refused, updated = decision.results
+    assert (refused.outcome, refused.status["reason"], refused.status["code"]) == (
+        "rejected",
+        "Forbidden",
+        403,
+    )
+    assert refused.message == (
+        'pods "late" is forbidden: unable to create new content in namespace ml because it is being terminated'
+    )
+    assert refused.status["details"]["causes"][0]["reason"] == "NamespaceTerminating"
+    assert updated.outcome == "updated"
