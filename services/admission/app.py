@@ -29,6 +29,7 @@ from libs.core.admission.delete import (
     decide_namespace_delete,
     finish_namespace_deletions,
     finish_pending_deletions,
+    held_back,
 )
 from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, ObjectKey
 from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
@@ -330,12 +331,14 @@ class AdmissionService:
         if self.statements is None:
             async with self.uow() as uow:
                 view, conditions = await load_view_and_conditions(uow, keys)
-                return await self._write_group(uow, requests, _Decided.of(self, requests, view, conditions))
+                return await self._write_group(
+                    uow, requests, _Decided.of(self, requests, keys, view, conditions)
+                )
         async with self.statements() as reading:
             # Read outside a transaction: a transaction reading first (READ COMMITTED) sees no more than
             # this, and a change committed since fails the precondition or the write's compare-and-set.
             view, conditions = await load_view_and_conditions(reading, keys)
-            decided = _Decided.of(self, requests, view, conditions)
+            decided = _Decided.of(self, requests, keys, view, conditions)
             at_once = writes_at_once(decided.decisions, now=self.clock())
             if at_once is not None and not _syncs_jobs(decided.decisions):
                 return await self._write_at_once(reading, requests, decided, at_once)
@@ -392,6 +395,8 @@ class AdmissionService:
     ) -> bool:
         """Jobs applied are synced at once (a suspension or a resumption acts now); a PriorityClass applied
         may let a Job whose wave admission refused create it now. Whether any Job was synced."""
+        if not _syncs_jobs(decisions):
+            return False
         writes = [write for decision in decisions for write in decision.writes]
         applied = {(w.namespace, w.name) for w in writes if w.kind == "Job"}
         if any(w.kind == "PriorityClass" for w in writes):
@@ -441,7 +446,7 @@ class AdmissionService:
             decision = decide_namespace_delete(
                 request.name, namespace, contents, bound, request.request_id, now=now
             )
-            if namespace is None and any(removal.mark_only for removal in decision.removals):
+            if namespace is None and held_back(decision):
                 # Something in it waits for its pods: the namespace is stored, to stay Terminating until it
                 # is empty and then go where its watchers see it go (kubectl delete waits for that).
                 [created] = await uow.objects.create_many([_namespace_draft(request.name)])
@@ -505,16 +510,9 @@ class AdmissionService:
         namespaces = [o for o in marked if o.kind == "Namespace"]
         await self._finish_held(uow, [o for o in marked if o.kind != "Namespace"], cause)
         if namespaces:  # after the objects that went just now
-            occupied = {ns.name for ns in namespaces if await self._holds_anything(uow, ns.name)}
+            occupied = set(await uow.objects.namespaces())  # what lists them as holding objects
             decision = finish_namespace_deletions(namespaces, occupied, request_id=cause or "reconcile")
             await write_decision(uow, decision, now=self.clock(), causation_id=cause)
-
-    @staticmethod
-    async def _holds_anything(uow: UnitOfWork, namespace: str) -> bool:
-        for kind in NAMESPACED_KINDS:
-            if await uow.objects.find(kind, namespace, limit=1):
-                return True
-        return False
 
     async def _finish_held(self, uow: UnitOfWork, marked: list[KnownObject], cause: str | None) -> None:
         """PodGroups and Jobs marked for deletion that nothing holds any more go now."""
@@ -667,6 +665,7 @@ class _Decided(NamedTuple):
         cls,
         service: AdmissionService,
         requests: list[PreparedApply],
+        keys: set[ObjectKey],
         view: AdmissionView,
         conditions: dict[str, list[Condition]],
     ) -> _Decided:
@@ -675,7 +674,6 @@ class _Decided(NamedTuple):
         stale = {id(r): reply for r in requests if (reply := _stale(view, r)) is not None}
         live = [r for r in requests if id(r) not in stale]
         decisions = [admit_batch(r.batch, view, service._context(r.request_id)) for r in live]
-        keys = set().union(*(r.batch.keys for r in requests))
         return cls(view, keys, conditions, stale, live, decisions)
 
     def replies(self) -> dict[int, ApplyReply]:
@@ -691,9 +689,12 @@ class _Decided(NamedTuple):
         return [self.stale.get(id(r)) or replies[id(r)] for r in requests]
 
 
+SYNCS_JOBS = frozenset({"Job", "PriorityClass"})
+"""Kinds whose write syncs Jobs in the same transaction (see `_sync_applied_jobs`)."""
+
+
 def _syncs_jobs(decisions: Sequence[BatchDecision]) -> bool:
-    """Whether writing the decisions syncs Jobs (see `_sync_applied_jobs`)."""
-    return any(w.kind in ("Job", "PriorityClass") for decision in decisions for w in decision.writes)
+    return any(w.kind in SYNCS_JOBS for decision in decisions for w in decision.writes)
 
 
 def _footprint_of(prepared: PreparedApply) -> Footprint | None:

@@ -140,7 +140,7 @@ def decide_namespace_delete(
         counted = len(removals)
         if obj.uid not in handled:
             results.append(deletion.delete(obj))
-    waiting = sum(1 for removal in deletion.decision.removals if removal.mark_only)
+    waiting = held_back(deletion.decision)
     if namespace is not None and waiting:
         gone = deletion._mark(namespace, f"deletion waits for {waiting} object(s) in it to go")
     elif namespace is not None:
@@ -154,6 +154,11 @@ def decide_namespace_delete(
     decision = deletion.finish(gone)
     decision.results = [gone, *results]
     return decision
+
+
+def held_back(decision: BatchDecision) -> int:
+    """How many objects the decision marks for deletion instead of deleting (they wait for their pods)."""
+    return sum(1 for removal in decision.removals if removal.mark_only)
 
 
 def finish_namespace_deletions(

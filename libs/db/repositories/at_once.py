@@ -14,17 +14,23 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from sqlalchemy import Row, text
+from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.db.errors import ConflictError
 from libs.db.records import ObjectDraft, OutboxMessage, StoredObject
 from libs.db.repositories.event_log import APPEND_BINDS, LOG_QUEUED_PG, EventRows, append_pg_ctes
-from libs.db.repositories.objects import _SET_BY_STORE, CREATE_ROWS_PG, _created_rows, _new_row
-from libs.db.types import json_text
+from libs.db.repositories.objects import (
+    _SET_BY_STORE,
+    CREATE_ROWS_PG,
+    _created_rows,
+    _new_row,
+    replaced_object,
+    replacement_rows,
+)
 
 NOT_AT_VERSION = "PW409"
 """The SQLSTATE `conflict_unless` raises (migration 0009)."""
@@ -51,9 +57,9 @@ _REPLACED = f"""
             resource_version = objects.resource_version + 1,
             updated_at = :now
         FROM unnest(
-            CAST(:r_kind AS varchar[]), CAST(:r_namespace AS varchar[]), CAST(:r_name AS varchar[]),
-            CAST(:r_expected AS bigint[]), CAST(:r_api_version AS varchar[]), CAST(:r_spec AS varchar[]),
-            CAST(:r_metadata AS varchar[]), CAST(:r_status AS varchar[])
+            CAST(:given_kind AS varchar[]), CAST(:given_namespace AS varchar[]), CAST(:given_name AS varchar[]),
+            CAST(:given_expected AS bigint[]), CAST(:given_api_version AS varchar[]), CAST(:given_spec AS varchar[]),
+            CAST(:given_metadata AS varchar[]), CAST(:given_status AS varchar[])
         ) AS r(kind, namespace, name, expected, api_version, spec, metadata, status)
         WHERE objects.kind = r.kind AND objects.namespace = r.namespace AND objects.name = r.name
             AND objects.resource_version = r.expected
@@ -95,7 +101,12 @@ async def write_at_once(
         return WrittenAtOnce([], [], [])
     now = rows.now
     new_rows = [_new_row(draft, now) for draft in creates]
-    parameters = {**_created_rows(new_rows, now), **_replacing(replacements), **rows.pg_parameters()}
+    parameters = {
+        **_created_rows(new_rows, now),
+        **replacement_rows(replacements),
+        "replacing": len(replacements),
+        **rows.pg_parameters(),
+    }
     try:
         found = list(await session.execute(_WRITE_AT_ONCE, parameters))
     except IntegrityError as exc:
@@ -106,7 +117,9 @@ async def write_at_once(
         raise
     revisions = {row.uid: row.revision for row in found if row.part == "created"}
     by_key = {(row.kind, row.namespace, row.name): row for row in found if row.part == "replaced"}
-    stored = [_stored(draft, by_key[(draft.kind, draft.namespace, draft.name)]) for draft, _ in replacements]
+    stored = [
+        replaced_object(draft, by_key[(draft.kind, draft.namespace, draft.name)]) for draft, _ in replacements
+    ]
     seq_of = {uuid.UUID(row.event_id): int(row.seq) for row in found if row.part == "logged"}
     return WrittenAtOnce(
         created=[
@@ -116,33 +129,6 @@ async def write_at_once(
         replaced=stored,
         committed=rows.committed(seq_of),
     )
-
-
-def _stored(draft: ObjectDraft, row: Row[Any]) -> StoredObject:
-    """An object replaced: the draft's documents with the columns the store set."""
-    columns = {column: getattr(row, column) for column in _SET_BY_STORE}
-    return StoredObject(
-        **columns,
-        api_version=draft.api_version,
-        spec=draft.spec,
-        metadata=draft.metadata,
-        status=draft.status,
-    )
-
-
-def _replacing(replacements: Sequence[tuple[ObjectDraft, int]]) -> dict[str, Any]:
-    drafts = [draft for draft, _ in replacements]
-    return {
-        "replacing": len(replacements),
-        "r_kind": [draft.kind for draft in drafts],
-        "r_namespace": [draft.namespace for draft in drafts],
-        "r_name": [draft.name for draft in drafts],
-        "r_expected": [expected for _, expected in replacements],
-        "r_api_version": [draft.api_version for draft in drafts],
-        "r_spec": [json_text(draft.spec) for draft in drafts],
-        "r_metadata": [json_text(draft.metadata) for draft in drafts],
-        "r_status": [json_text(draft.status) for draft in drafts],
-    }
 
 
 def _missed(replacements: Sequence[tuple[ObjectDraft, int]]) -> str:

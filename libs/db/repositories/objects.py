@@ -436,17 +436,7 @@ class SqlAlchemyObjectRepository:
         if not on_postgres(self._session):
             return [await self.upsert(draft, expected_resource_version=e) for draft, e in replacements]
         objects_written(self._session)
-        parameters = {
-            "given_kind": [draft.kind for draft, _ in replacements],
-            "given_namespace": [draft.namespace for draft, _ in replacements],
-            "given_name": [draft.name for draft, _ in replacements],
-            "given_expected": [expected for _, expected in replacements],
-            "given_api_version": [draft.api_version for draft, _ in replacements],
-            "given_spec": [json_text(draft.spec) for draft, _ in replacements],
-            "given_metadata": [json_text(draft.metadata) for draft, _ in replacements],
-            "given_status": [json_text(draft.status) for draft, _ in replacements],
-            "updated_at": self._clock(),
-        }
+        parameters = {**replacement_rows(replacements), "updated_at": self._clock()}
         written = {
             (row.kind, row.namespace, row.name): row
             for row in await self._session.execute(_REPLACEMENTS_PG, parameters)
@@ -455,7 +445,8 @@ class SqlAlchemyObjectRepository:
             missed = sorted(_ref(d) for d, _ in replacements if (d.kind, d.namespace, d.name) not in written)
             raise ConflictError(f"not at the version read (changed or gone since): {', '.join(missed)}")
         return [
-            _replaced(draft, written[(draft.kind, draft.namespace, draft.name)]) for draft, _ in replacements
+            replaced_object(draft, written[(draft.kind, draft.namespace, draft.name)])
+            for draft, _ in replacements
         ]
 
     async def _replace_at(self, draft: ObjectDraft, expected_resource_version: int) -> StoredObject:
@@ -803,10 +794,26 @@ _SET_BY_STORE = (
 _REPLACEMENTS_PG = _replacements_pg()
 
 
-def _replaced(draft: ObjectDraft, row: Row[Any]) -> StoredObject:
-    """An object `_REPLACEMENTS_PG` wrote: the draft's documents with the columns the store set."""
+def replacement_rows(replacements: Sequence[tuple[ObjectDraft, int]]) -> dict[str, Any]:
+    """Replacements as arrays of their columns (`given_*`), documents as the text Podway stores."""
+    drafts = [draft for draft, _ in replacements]
+    return {
+        "given_kind": [draft.kind for draft in drafts],
+        "given_namespace": [draft.namespace for draft in drafts],
+        "given_name": [draft.name for draft in drafts],
+        "given_expected": [expected for _, expected in replacements],
+        "given_api_version": [draft.api_version for draft in drafts],
+        "given_spec": [json_text(draft.spec) for draft in drafts],
+        "given_metadata": [json_text(draft.metadata) for draft in drafts],
+        "given_status": [json_text(draft.status) for draft in drafts],
+    }
+
+
+def replaced_object(draft: ObjectDraft, row: Row[Any]) -> StoredObject:
+    """An object a replacement wrote: the draft's documents with the columns the store set (`row` may hold
+    more)."""
     return StoredObject(
-        **row._asdict(),
+        **{column: getattr(row, column) for column in _SET_BY_STORE},
         api_version=draft.api_version,
         spec=draft.spec,
         metadata=draft.metadata,
