@@ -237,11 +237,17 @@ class Verbs(Reads):
         """Admission deletes everything in the namespace with it, as upstream's namespace controller does."""
         namespace = lookup("", "v1", "namespaces")
         assert namespace is not None
-        shown_ns = await self._get(Target(namespace, None, name))
+        target = Target(namespace, None, name)
+        shown_ns = await self._get(target)
         if not dry_run:
             result = result_of(await self.admission.delete("Namespace", None, name))
             if result.outcome == "rejected":
                 raise Refused(result.status or status.bad_request(result.message))
+            if result.outcome == "pending":
+                # Stored and Terminating until it is empty: answered as it is now, so that a client waiting
+                # for it to go (kubectl delete) waits for this uid, not the one it had before it was stored.
+                with contextlib.suppress(Refused):
+                    return answer(await self._get(target))
         return answer({**shown_ns, "status": {"phase": "Terminating"}})
 
     async def evict(self, request: web.Request, target: Target) -> web.StreamResponse:

@@ -808,5 +808,6 @@ def test_namespaces_created_labelled_and_deleted_with_kubectl(kube: KubeStack) -
             kube, "wait", "-n", "doomed", "pod/legacy-train-0", "pod/legacy-train-1", running, "--timeout=90s"
         )
     )
-    ok(kubectl(kube, "delete", "namespace", "doomed", "--timeout=90s"))
+    ok(kubectl(kube, "delete", "namespace", "doomed", "--timeout=90s"))  # waits until it is gone
+    assert 'namespaces "doomed" not found' in kubectl(kube, "get", "namespace", "doomed").stderr
     assert ok(kubectl(kube, "get", "pods,podgroups,workloads", "-n", "doomed", "-o", "name")) == ""
