@@ -271,23 +271,39 @@ def _timestamp(now: Any) -> str:
     return now if isinstance(now, str) else now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _entry(manager: str, operation: str, api_version: str, now: Any, paths: set[Path]) -> Object:
+def _entry(
+    manager: str,
+    operation: str,
+    api_version: str,
+    now: Any,
+    paths: set[Path],
+    *,
+    fields: Object | None = None,
+) -> Object:
+    """A managedFields entry owning `paths` (`fields`: their FieldsV1, when the caller has it)."""
     return {
         "manager": manager,
         "operation": operation,
         "apiVersion": api_version,
         "time": _timestamp(now),
         "fieldsType": "FieldsV1",
-        "fieldsV1": to_fields_v1(paths),
+        "fieldsV1": fields if fields is not None else to_fields_v1(paths),
     }
 
 
-def _managed_list(entries: dict[str, tuple[Object, set[Path]]]) -> list[Object]:
+def _managed_list(entries: dict[str, tuple[Object, set[Path]]], read: Mapping[str, int]) -> list[Object]:
+    """The entries as managedFields; one whose paths are those it was read with (`read`: how many, by
+    identity; a write only takes paths from the entries it read) keeps its FieldsV1 as read."""
     result = []
-    for entry, paths in entries.values():
+    for identity, (entry, paths) in entries.items():
         if paths:
-            result.append({**entry, "fieldsV1": to_fields_v1(paths)})
+            kept = read.get(identity) == len(paths) and "fieldsV1" in entry
+            result.append(entry if kept else {**entry, "fieldsV1": to_fields_v1(paths)})
     return result
+
+
+def _sizes(entries: dict[str, tuple[Object, set[Path]]]) -> dict[str, int]:
+    return {identity: len(paths) for identity, (_, paths) in entries.items()}
 
 
 def _kind_schema(obj: Mapping[str, Any]) -> Schema:
@@ -333,6 +349,7 @@ def apply_configuration(
     version = api_version or str(applied.get("apiVersion", ""))
     base = copy_value(live) if live else {}
     entries = _entries(base)
+    read = _sizes(entries)
     wanted = fields_of(applied, schema)
     own_id = _identity({"manager": manager, "operation": "Apply"})
     _settle_conflicts(base, applied, wanted, entries, own_id, force)
@@ -342,7 +359,8 @@ def apply_configuration(
         _remove(base, path)
     merged = _merge(base, applied, None, schema)
     entries[own_id] = (_entry(manager, "Apply", version, now, wanted), wanted)
-    managed = _managed_list(entries)
+    read[own_id] = len(wanted)  # its FieldsV1 is written
+    managed = _managed_list(entries, read)
     merged.setdefault("metadata", {})["managedFields"] = managed
     return merged, managed
 
@@ -381,7 +399,9 @@ def record_update(
     """The managedFields after a non-apply write (create, update, patch): `manager` owns the fields it
     changed, other managers lose them, fields the write removed are nobody's."""
     schema = _kind_schema(live_after)
-    entries = _entries(live_before) or _entries(live_after)
+    stored = _entries(live_before)
+    # Entries a create was sent with are the client's: written out again, in canonical form.
+    entries, read = (stored, _sizes(stored)) if stored else (_entries(live_after), {})
     after_values = field_values(live_after, schema)
     before_values = field_values(live_before, schema) if live_before else {}
     after, before = set(after_values), set(before_values)
@@ -393,8 +413,13 @@ def record_update(
         owned &= after
         if identity != own_id:
             owned -= changed
-    previous = entries.pop(own_id, ({}, set()))[1]
-    mine = (previous & after) | changed
+    entry, previous = entries.pop(own_id, ({}, set()))
+    # `previous` lost what the write removed: it is as read when its size is, and then `mine` is too when
+    # the write changed nothing outside it.
+    unchanged = read.pop(own_id, None) == len(previous) and changed <= previous
+    mine = previous | changed
     if mine:
-        entries[own_id] = (_entry(manager, operation, version, now, mine), mine)
-    return _managed_list(entries)
+        fields = entry.get("fieldsV1") if unchanged else None
+        entries[own_id] = (_entry(manager, operation, version, now, mine, fields=fields), mine)
+        read[own_id] = len(mine)  # its FieldsV1 is written
+    return _managed_list(entries, read)

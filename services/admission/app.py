@@ -194,6 +194,8 @@ class AdmissionService:
                     EventType.OBJECT_DELETED.subject,
                     EventType.PODGROUP_RESTARTED.subject,
                     EventType.PREEMPTION_VICTIMS_SELECTED.subject,
+                    # The DRA allocator deletes the claims it releases: a namespace may be empty then.
+                    EventType.CLAIMS_RELEASED.subject,
                 ],
                 batch_handler=self.on_pod_lifecycle,
                 uow_factory=self.uow,
@@ -483,8 +485,9 @@ class AdmissionService:
         self, events: Sequence[tuple[Envelope, EventPayload]], uow: UnitOfWork
     ) -> None:
         """Pods changing phase or going, and gangs restarted or preempted, sync their Jobs (status, next
-        wave, replacement of a stopped gang); pods finishing or going may let PodGroups and Jobs marked for
-        deletion go. Once per batch, caused by the batch's last event."""
+        wave, replacement of a stopped gang); pods finishing or going, and claims released, may let
+        PodGroups, Jobs and Namespaces marked for deletion go. Once per batch, caused by the batch's last
+        event."""
         cause = str(events[-1][0].event_id)
         pods: list[PodRef] = []
         groups: list[PodGroupRef] = []

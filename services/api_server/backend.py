@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
+import itertools
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
@@ -33,6 +34,16 @@ Reply = TypeVar("Reply")
 OBJECT_SHARE = 4
 """An object may take this share of the bus's largest message: its change event, and a refusal that quotes
 its values back (a 422 names a bad value in its message and its causes), must fit in one message too."""
+
+
+_PROCESS = secrets.token_hex(8)
+_REQUESTS = itertools.count(1)
+
+
+def request_id() -> str:
+    """A request's id in admission's log: this process's own random prefix and a count (a uuid4 per write
+    read the kernel's random source each time)."""
+    return f"api-{_PROCESS}-{next(_REQUESTS)}"
 
 
 class Admission:
@@ -89,7 +100,7 @@ class Admission:
         expected_revision: int | None = None,
     ) -> ApplyReply:
         asked = ApplyRequest(
-            request_id=f"api-{uuid.uuid4()}",
+            request_id=request_id(),
             manifests=[manifest],
             create_only=create_only,
             dry_run=dry_run,
@@ -109,7 +120,7 @@ class Admission:
         self, kind: str, namespace: str | None, name: str, *, propagation: Propagation | None = None
     ) -> ApplyReply:
         asked = DeleteRequest(
-            request_id=f"api-{uuid.uuid4()}",
+            request_id=request_id(),
             kind=kind,
             namespace=namespace,
             name=name,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 import yaml
 from aiohttp import web
 
@@ -190,13 +192,21 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _scrubbed(value: Any) -> Any:
     """Strings with lone UTF-16 surrogates (a `\\ud800` escape) made valid, as Go's decoder makes them:
-    each becomes U+FFFD."""
+    each becomes U+FFFD. Most documents have none: orjson encodes them in C (and refuses a surrogate)."""
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return _scrubbed_walk(value)
+    return value
+
+
+def _scrubbed_walk(value: Any) -> Any:
     if isinstance(value, str):
         return _SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
-        return {_scrubbed(key): _scrubbed(item) for key, item in value.items()}
+        return {_scrubbed_walk(key): _scrubbed_walk(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_scrubbed(item) for item in value]
+        return [_scrubbed_walk(item) for item in value]
     return value
 
 
@@ -218,7 +228,14 @@ def field_manager(request: web.Request) -> str:
 
 
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Now to the second, as metadata times are written (formatted once a second: every write asks)."""
+    second = int(time.time())
+    if second != _formatted[0]:
+        _formatted[:] = [second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")]
+    return str(_formatted[1])
+
+
+_formatted: list[Any] = [None, ""]
 
 
 PROPAGATIONS = ("Foreground", "Background", "Orphan")

@@ -36,7 +36,7 @@ class QuotaReservations(MachineState):
         queue = self.quota_queue(group)
         if queue is None:
             self._hold_quota(group, None)
-            return None
+            return self._missing_local_queue(group)
         hold = group.quota_hold
         if hold is not None:
             decision = QuotaDecision(Mode.FIT, {}, hold.workload.usage)
@@ -62,7 +62,7 @@ class QuotaReservations(MachineState):
         child is quota-managed. The quota held for them is kept on the first child until they are placed."""
         queue = next((q for child in children if (q := self.quota_queue(child)) is not None), None)
         if queue is None:
-            return None
+            return next(filter(None, map(self._missing_local_queue, children)), None)
         lead = children[0]
         for child in children:
             if child.quota_hold is not None:
@@ -86,6 +86,18 @@ class QuotaReservations(MachineState):
             self._hold_quota(lead, self.quotas.hold(verdict, gang, now))
             self._charge_local_queue(lead)
         return verdict
+
+    def _missing_local_queue(self, group: GroupRecord) -> QuotaVerdict | None:
+        """A gang queued to a LocalQueue its namespace does not have waits, in Kueue's words, until it is
+        created (a quota object's change wakes the gangs waiting for quota)."""
+        if group.standalone:
+            return None
+        missing = self.quotas.missing_local_queue(group.obj, self.book.workload_of(group))
+        if missing is None:
+            return None
+        return QuotaVerdict(
+            "", QuotaDecision(Mode.NO_FIT, {}, {}, message=f"LocalQueue {missing} doesn't exist"), {}
+        )
 
     def _usage_decides_between_waiting_gangs(self) -> bool:
         """Whether gangs of two LocalQueues or more wait in one ClusterQueue that orders by usage: only then

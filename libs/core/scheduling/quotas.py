@@ -77,7 +77,9 @@ class QuotaVerdict:
 
     @property
     def message(self) -> str:
-        """Why it waits, in Kueue's words."""
+        """Why it waits, in Kueue's words (no ClusterQueue: its LocalQueue does not exist)."""
+        if not self.cluster_queue:
+            return f"waiting for quota: {self.decision.message}"
         return f"waiting for quota in ClusterQueue {self.cluster_queue}: {self.decision.message}"
 
 
@@ -172,6 +174,14 @@ class QuotaLedger:
         `kueue.x-k8s.io/queue-name` label names, else its namespace's `default`; None: not quota-managed."""
         queue = self.local_queue_for(obj, workload)
         return (queue.cluster_queue or None) if queue is not None else None
+
+    def missing_local_queue(self, obj: ApiObject, workload: ApiObject | None) -> str | None:
+        """The LocalQueue a PodGroup's (or its Workload's) `kueue.x-k8s.io/queue-name` label names, when
+        its namespace has none of that name: Kueue holds such a workload until the LocalQueue exists. A
+        gang without the label is not quota-managed when its namespace has no `default`."""
+        labels = {**(workload.labels if workload is not None else {}), **obj.labels}
+        named = labels.get(QUEUE_NAME_LABEL)
+        return named if named and f"{obj.namespace}/{named}" not in self.local_queues else None
 
     def local_queue_for(self, obj: ApiObject, workload: ApiObject | None) -> LocalQueueQuota | None:
         """The LocalQueue a PodGroup is queued to (see `cluster_queue_for`), if there is one."""

@@ -9,11 +9,18 @@ import pytest
 from libs.api.manifests import load_documents
 from libs.client.client import PodwayClient
 from libs.client.quick import ReadClient
-from libs.db.records import Condition, PodBinding
+from libs.db.records import Condition, ObjectDraft, PodBinding
 from libs.events.catalogue import RpcSubject
 from libs.events.envelope import Envelope
 from libs.events.rpc import ApplyReply, ApplyRequest, GetReply, GetRequest
-from libs.events.scheduling import PodGroupRef, PodGroupRestarted, PodRef, PodsFailed, PodsSucceeded
+from libs.events.scheduling import (
+    ClaimsReleased,
+    PodGroupRef,
+    PodGroupRestarted,
+    PodRef,
+    PodsFailed,
+    PodsSucceeded,
+)
 from libs.messaging.errors import RpcError
 from libs.messaging.rpc import request
 from libs.runtime.settings import PodwaySettings
@@ -440,3 +447,38 @@ async def test_a_namespace_whose_pod_runs_stays_terminating_until_it_is_empty_th
     async with service.uow() as uow:
         changes = await uow.revisions.changes_after(0, kinds=["Namespace"])
     assert [(c.deleted, c.object.name) for c in changes.changes] == [(True, NAMESPACE)]
+
+
+async def test_a_namespace_whose_last_object_is_a_reserved_claim_goes_once_the_claim_is_released(stack):
+    """The DRA allocator deletes a claim it releases, with `claims.released`: admission sees the namespace
+    empty then, not at its next reconcile."""
+    service, client = stack
+    claim = ObjectDraft(
+        kind="ResourceClaim",
+        api_version="resource.k8s.io/v1",
+        namespace=NAMESPACE,
+        name="shared-gpu",
+        spec={"devices": {"requests": []}},
+        metadata={"name": "shared-gpu", "namespace": NAMESPACE},
+        status={"reservedFor": [{"resource": "pods", "name": "gone", "uid": "u-1"}]},
+    )
+    async with service.uow() as uow:
+        await uow.objects.upsert(claim)
+        await uow.commit()
+    reply = await client.delete("Namespace", NAMESPACE)
+    assert [(r.kind, r.outcome) for r in reply.results] == [
+        ("Namespace", "pending"),
+        ("ResourceClaim", "pending"),
+    ]
+
+    async with service.uow() as uow:  # as the DRA allocator releases it
+        await uow.objects.delete("ResourceClaim", NAMESPACE, "shared-gpu")
+        released = ClaimsReleased(claims=["shared-gpu"])
+        uow.emit(
+            Envelope.wrap(
+                released, producer="dra_allocator", correlation_id="c", occurred_at=datetime.now(UTC)
+            )
+        )
+        await uow.commit()
+
+    assert await eventually(lambda: client.get("Namespace", NAMESPACE), lambda found: found == []) == []

@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from libs.api.manifests import load_documents
 from libs.client.client import PodwayClient
+from libs.db.records import PodBinding
 from libs.events.catalogue import RpcSubject
 from libs.events.rpc import GetReply, GetRequest
 from libs.kubeapi.security import ADMIN
@@ -39,6 +41,7 @@ class Api:
     token: str
     session: aiohttp.ClientSession
     client: PodwayClient
+    admission: AdmissionService
 
     async def call(
         self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None
@@ -80,7 +83,7 @@ async def api(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterator
                 *load_documents((EXAMPLES / "05-indexed-job.yaml").read_text()),
             ]
             await client.apply(docs)
-            yield Api(server.url, token, session, client)
+            yield Api(server.url, token, session, client, admission)
     finally:
         await server.stop()
         await admission.stop()
@@ -301,3 +304,26 @@ async def test_a_patch_naming_the_current_version_is_applied_to_it_and_a_stale_o
     code, refused = await patch(api, "named", stale, "application/merge-patch+json")
     assert code == 409
     assert refused["reason"] == "Conflict"
+
+
+async def test_a_namespace_delete_that_waits_answers_with_the_namespace_as_stored(api: Api) -> None:
+    """kubectl waits for the uid the answer carries to go: the answer must be the stored, Terminating
+    namespace, not the one that only existed because objects were in it."""
+    (running, *_) = await api.pods()
+    now = datetime.now(UTC)
+    async with api.admission.uow() as uow:
+        lease = await uow.leases.acquire_or_renew("scheduler", "test", now, timedelta(seconds=15))
+        assert lease is not None
+        bound = PodBinding(pod_uid=running["metadata"]["uid"], node_name="n1", podgroup_uid="", bound_at=now)
+        await uow.bindings.bind_many([bound], fence=lease.fence)
+        await uow.commit()
+    code, implicit = await api.call("GET", "/api/v1/namespaces/ml")
+    assert code == 200
+
+    code, answered = await api.call("DELETE", "/api/v1/namespaces/ml")
+
+    assert code == 200
+    assert answered["status"]["phase"] == "Terminating"
+    code, stored = await api.call("GET", "/api/v1/namespaces/ml")
+    assert code == 200
+    assert answered["metadata"]["uid"] == stored["metadata"]["uid"] != implicit["metadata"]["uid"]

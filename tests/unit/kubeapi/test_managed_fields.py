@@ -149,3 +149,60 @@ def test_an_update_takes_a_changed_field_of_a_list_item_but_not_the_item():
     theirs = owners["kubectl-create"]["f:spec"]["f:template"]["f:spec"]["f:containers"]
     assert theirs == {'k:{"name":"main"}': {".": {}, "f:name": {}}}
     assert owners["kubectl-create"]["f:metadata"]["f:labels"] == {".": {}, "f:app": {}, "f:team": {}}
+
+
+def with_managed(obj: dict, managed: list[dict]) -> dict:
+    return {**obj, "metadata": {**obj["metadata"], "managedFields": managed}}
+
+
+def test_an_update_within_its_own_fields_keeps_their_record_and_renews_its_time():
+    live = created(job(parallelism=1))
+    (before,) = live["metadata"]["managedFields"]
+
+    (entry,) = record_update(live, job(parallelism=4), "kubectl-create", now="2026-01-02T00:00:00Z")
+
+    assert entry["fieldsV1"] is before["fieldsV1"]
+    assert entry["time"] == "2026-01-02T00:00:00Z"
+
+
+def test_an_update_that_adds_or_removes_a_field_rewrites_its_record():
+    live = created(job(labels={"app": "t"}))
+
+    (added,) = record_update(live, job(labels={"app": "t", "team": "a"}), "kubectl-create", now=NOW)
+    (removed,) = record_update(live, job(labels={}), "kubectl-create", now=NOW)
+
+    assert added["fieldsV1"]["f:metadata"]["f:labels"] == {".": {}, "f:app": {}, "f:team": {}}
+    assert removed["fieldsV1"]["f:metadata"] == {"f:labels": {}}
+
+
+def test_a_manager_the_update_takes_nothing_from_keeps_its_record_as_read():
+    live = created(job(parallelism=1))
+    scaled = with_managed(job(parallelism=5), record_update(live, job(parallelism=5), "scaler", now=NOW))
+    creator_before = next(e for e in scaled["metadata"]["managedFields"] if e["manager"] == "kubectl-create")
+
+    managed = record_update(scaled, job(parallelism=6), "scaler", now=NOW)
+    relabelled = record_update(scaled, job(parallelism=5, labels={"app": "u"}), "scaler", now=NOW)
+
+    assert next(e for e in managed if e["manager"] == "kubectl-create") is creator_before
+    taken = next(e for e in relabelled if e["manager"] == "kubectl-create")
+    assert taken is not creator_before
+    assert "f:app" not in taken["fieldsV1"]["f:metadata"]["f:labels"]
+
+
+def test_managed_fields_a_create_is_sent_with_are_written_in_canonical_form():
+    sent = with_managed(
+        job(),
+        [
+            {
+                "manager": "m",
+                "operation": "Update",
+                "apiVersion": "batch/v1",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:parallelism": {}}, "f:metadata": {"f:labels": {"f:app": {}}}},
+            }
+        ],
+    )
+
+    managed = record_update(None, sent, "m", now=NOW)
+
+    assert list(managed[0]["fieldsV1"]) == sorted(managed[0]["fieldsV1"])

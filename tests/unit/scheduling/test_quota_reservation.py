@@ -3,10 +3,14 @@ quota for it, is placed on its flavor's nodes, and holds its quota while its pod
 
 from __future__ import annotations
 
+import dataclasses
+
+from libs.api.models.kueue import QUEUE_NAME_LABEL
 from libs.cluster.generator import ClusterShape
 from libs.core.quota import PreemptionReason
 from libs.core.scheduling import MachineSettings, PodPhase
 from libs.core.scheduling.inputs import ObjectRemoved, PodsEvicted, World
+from libs.core.scheduling.objects import ApiObject
 from libs.core.scheduling.outputs import CycleRan, QuotaReleased
 from tests.unit.scheduling.conftest import SMALL, Machine
 from tests.unit.scheduling.manifests import (
@@ -481,3 +485,39 @@ def test_with_fair_sharing_a_loan_waits_for_a_gang_within_its_nominal_quota_then
         "b/b-own is admitted within the nominal quota of ClusterQueue team-b first"
     )
     assert placed == ["b-own", "a-loan"]
+
+
+def queued_to(group: ApiObject, queue: str) -> ApiObject:
+    labels = {**(group.metadata.get("labels") or {}), QUEUE_NAME_LABEL: queue}
+    return dataclasses.replace(group, metadata={**group.metadata, "labels": labels})
+
+
+def test_a_gang_queued_to_a_local_queue_that_does_not_exist_waits_until_it_is_created(clock):
+    scheduler = machine(clock, flavor(), cluster_queue("team-a", 16))
+    group, *pods = team_gang("g", "a", 2)
+    scheduler.admit(queued_to(group, "research"), *pods)
+
+    (waits,) = scheduler.run()
+
+    assert not waits.decision.placed
+    assert waits.quota_message == "LocalQueue research doesn't exist"
+    assert scheduler.queue.gate_reason("a/g") == "waiting for quota: LocalQueue research doesn't exist"
+    assert scheduler.run() == []  # gated until a quota object changes
+
+    queue = local_queue("a", "team-a")
+    scheduler.admit(*quota_objects({**queue, "metadata": {"name": "research", "namespace": "a"}}))
+    (admitted,) = scheduler.run()
+
+    assert admitted.decision.placed
+    assert admitted.bind is not None
+    assert admitted.bind.cluster_queue == "team-a"
+
+
+def test_an_unlabelled_gang_in_a_namespace_without_a_default_local_queue_is_not_quota_managed(clock):
+    scheduler = machine(clock, flavor(), cluster_queue("team-a", 0), local_queue("a", "team-a"))
+    scheduler.admit(*team_gang("free", "b", 2))
+
+    (ran,) = scheduler.run()
+
+    assert ran.decision.placed
+    assert ran.quota_message is None
