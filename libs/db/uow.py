@@ -8,6 +8,7 @@ from typing import Self
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from libs.db.direct import DirectConnections, DirectSession
 from libs.db.ports import Clock, utc_now
 from libs.db.records import Fence, ObjectDraft, OutboxMessage
 from libs.db.repositories.at_once import WrittenAtOnce, write_at_once
@@ -151,7 +152,35 @@ def unit_of_work_factory(
 class SqlAlchemyStatements(SqlAlchemyUnitOfWork):
     """A unit of work on PostgreSQL with no transaction around its statements: each commits on its own, with no
     BEGIN and no COMMIT to wait for. For reads, and for the writes one statement makes (`write_at_once`);
-    writes that must commit together otherwise belong in a `SqlAlchemyUnitOfWork`."""
+    writes that must commit together otherwise belong in a `SqlAlchemyUnitOfWork`. With `direct`
+    connections, the reads of a write's view and the write itself go on one of them (see libs.db.direct);
+    the session serves the rest, and takes a connection of the pool only if asked for something else."""
+
+    def __init__(
+        self,
+        session_factory: async_sessionmaker[AsyncSession],
+        *,
+        clock: Clock = utc_now,
+        after_commit: AfterCommit | None = None,
+        direct: DirectConnections | None = None,
+    ) -> None:
+        super().__init__(session_factory, clock=clock, after_commit=after_commit)
+        self._direct = DirectSession(direct) if direct is not None else None
+
+    async def __aenter__(self) -> Self:
+        await super().__aenter__()
+        if self._direct is not None:
+            self.objects = SqlAlchemyObjectRepository(self.session, self._clock, self._direct)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            await super().__aexit__(exc_type, exc, tb)
+        finally:
+            if self._direct is not None:
+                self._direct.close()
 
     def emit(self, envelope: Envelope) -> None:
         raise RuntimeError("statements commit one by one: emit with write_at_once")
@@ -168,21 +197,26 @@ class SqlAlchemyStatements(SqlAlchemyUnitOfWork):
         """Create, replace at the versions read and emit, committed by one statement (see
         libs.db.repositories.at_once), then signal the relay."""
         rows = EventRows.of(envelopes, self._clock())
-        written = await write_at_once(self.session, creates, replacements, rows)
+        written = await write_at_once(self._direct or self.session, creates, replacements, rows)
         if written.committed and self._after_commit is not None:
             self._after_commit(written.committed)
         return written
 
 
 def statements_factory(
-    engine: AsyncEngine, *, clock: Clock = utc_now, after_commit: AfterCommit | None = None
+    engine: AsyncEngine,
+    *,
+    clock: Clock = utc_now,
+    after_commit: AfterCommit | None = None,
+    direct: DirectConnections | None = None,
 ) -> Callable[[], SqlAlchemyStatements]:
-    """Units of work whose statements each commit on their own, on `engine`'s pool (PostgreSQL)."""
+    """Units of work whose statements each commit on their own, on `engine`'s pool (PostgreSQL), the reads of
+    a write's view and the write on `direct` connections when given."""
     sessions = async_sessionmaker(
         engine.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False
     )
 
     def make() -> SqlAlchemyStatements:
-        return SqlAlchemyStatements(sessions, clock=clock, after_commit=after_commit)
+        return SqlAlchemyStatements(sessions, clock=clock, after_commit=after_commit, direct=direct)
 
     return make

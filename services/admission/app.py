@@ -32,6 +32,7 @@ from libs.core.admission.delete import (
     held_back,
 )
 from libs.core.admission.model import AdmissionView, BatchDecision, KnownObject, ObjectKey
+from libs.db.direct import DirectConnections
 from libs.db.engine import create_engine, create_session_factory, dispose_snapshot, snapshot_engine
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
@@ -139,8 +140,13 @@ class AdmissionService:
         self.broker = make_broker(settings.nats_url, f"admission-{settings.instance}")
         self.relay: OutboxRelay | None = None
         self.uow = unit_of_work_factory(self.sessions, clock=clock, after_commit=self._kick_relay)
+        # A group's view and its write go on connections of their own (see libs.db.direct): one per group
+        # in flight.
+        self.direct = (
+            DirectConnections(self.engine, size=APPLY_PIPELINE_DEPTH) if self._reads_back_in_writer else None
+        )
         self.statements = (
-            statements_factory(self.engine, clock=clock, after_commit=self._kick_relay)
+            statements_factory(self.engine, clock=clock, after_commit=self._kick_relay, direct=self.direct)
             if self._reads_back_in_writer
             else None
         )
@@ -247,6 +253,8 @@ class AdmissionService:
         for consumer in self.consumers:
             await bounded(consumer.stop(), "stopping a consumer", service=SERVICE)
         await bounded(self.broker.stop(), "stopping the broker", service=SERVICE)
+        if self.direct is not None:
+            await bounded(self.direct.close(), "closing the direct connections", service=SERVICE)
         await bounded(self.engine.dispose(), "closing the database pool", service=SERVICE)
         await bounded(
             dispose_snapshot(self.snapshot_engine, self.engine), "closing the snapshot pool", service=SERVICE

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import asyncpg
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from libs.db.direct import NOT_AT_VERSION, DirectSession, is_unique_violation
 from libs.db.errors import ConflictError
 from libs.db.records import ObjectDraft, OutboxMessage, StoredObject
 from libs.db.repositories.event_log import APPEND_BINDS, LOG_QUEUED_PG, EventRows, append_pg_ctes
@@ -31,9 +33,6 @@ from libs.db.repositories.objects import (
     replaced_object,
     replacement_rows,
 )
-
-NOT_AT_VERSION = "PW409"
-"""The SQLSTATE `conflict_unless` raises (migration 0009)."""
 
 
 class WrittenAtOnce(NamedTuple):
@@ -88,15 +87,15 @@ a shortfall fails the statement."""
 
 
 async def write_at_once(
-    session: AsyncSession,
+    session: AsyncSession | DirectSession,
     creates: Sequence[ObjectDraft],
     replacements: Sequence[tuple[ObjectDraft, int]],
     rows: EventRows,
 ) -> WrittenAtOnce:
     """Create `creates`, replace each of `replacements` while it is at the version given with it, and append the
-    events of `rows`, in one statement (on a session in autocommit, one transaction: see the module). Every
-    object is named once. ConflictError, writing nothing, when an object to create exists or one to replace
-    is not at its version."""
+    events of `rows`, in one statement (on a session in autocommit, or a direct connection: one transaction;
+    see the module). Every object is named once. ConflictError, writing nothing, when an object to create
+    exists or one to replace is not at its version."""
     if not (creates or replacements or rows.envelopes):
         return WrittenAtOnce([], [], [])
     now = rows.now
@@ -108,13 +107,15 @@ async def write_at_once(
         **rows.pg_parameters(),
     }
     try:
-        found = list(await session.execute(_WRITE_AT_ONCE, parameters))
-    except IntegrityError as exc:
-        raise ConflictError(f"{len(creates)} objects: at least one already exists") from exc
-    except DBAPIError as exc:
-        if getattr(exc.orig, "sqlstate", None) == NOT_AT_VERSION:
-            raise ConflictError(_missed(replacements)) from exc
-        raise
+        if isinstance(session, DirectSession):
+            found: list[Any] = await session.fetch(_WRITE_AT_ONCE, parameters)
+        else:
+            found = list(await session.execute(_WRITE_AT_ONCE, parameters))
+    except (IntegrityError, DBAPIError, asyncpg.PostgresError) as exc:
+        conflict = _conflict(exc, creates, replacements)
+        if conflict is None:
+            raise
+        raise conflict from exc
     revisions = {row.uid: row.revision for row in found if row.part == "created"}
     by_key = {(row.kind, row.namespace, row.name): row for row in found if row.part == "replaced"}
     stored = [
@@ -129,6 +130,18 @@ async def write_at_once(
         replaced=stored,
         committed=rows.committed(seq_of),
     )
+
+
+def _conflict(
+    error: Exception, creates: Sequence[ObjectDraft], replacements: Sequence[tuple[ObjectDraft, int]]
+) -> ConflictError | None:
+    """The ConflictError a failed statement means; None when it is not a conflict."""
+    cause = getattr(error, "orig", error)
+    if isinstance(error, IntegrityError) or is_unique_violation(cause):
+        return ConflictError(f"{len(creates)} objects: at least one already exists")
+    if getattr(cause, "sqlstate", None) == NOT_AT_VERSION:
+        return ConflictError(_missed(replacements))
+    return None
 
 
 def _missed(replacements: Sequence[tuple[ObjectDraft, int]]) -> str:

@@ -36,6 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from libs.api.annotations import WORKLOAD_REF_NAME
+from libs.db.direct import DirectSession
 from libs.db.errors import ConflictError, NotFoundError
 from libs.db.ports import Clock
 from libs.db.records import Condition, JsonObject, ObjectDraft, ObjectRead, ObjectVersion, StoredObject
@@ -60,9 +61,16 @@ MUST_NOT_EXIST = 0
 class SqlAlchemyObjectRepository:
     """The `objects` table."""
 
-    def __init__(self, session: AsyncSession, clock: Clock) -> None:
+    def __init__(self, session: AsyncSession, clock: Clock, direct: DirectSession | None = None) -> None:
         self._session = session
         self._clock = clock
+        self._direct = direct
+        """Where the reads of a write's view go on PostgreSQL, when given (see libs.db.direct)."""
+
+    async def _read_pg(self, statement: Any, parameters: dict[str, Any]) -> Iterable[Any]:
+        if self._direct is not None:
+            return await self._direct.fetch(statement, parameters)
+        return await self._session.execute(statement, parameters)
 
     async def get(self, kind: str, namespace: str, name: str) -> StoredObject | None:
         """The object, or None."""
@@ -77,8 +85,7 @@ class SqlAlchemyObjectRepository:
         if on_postgres(self._session):
             kinds, namespaces, names = zip(*wanted, strict=True)
             parameters = {"given_kind": kinds, "given_namespace": namespaces, "given_name": names}
-            rows = await self._session.execute(_BY_KEYS_PG, parameters)
-            return [_to_object(row) for row in rows]
+            return [_to_object(row) for row in await self._read_pg(_BY_KEYS_PG, parameters)]
         return await self._get_many_in_chunks(wanted)
 
     async def get_many_with_facts(
@@ -95,7 +102,7 @@ class SqlAlchemyObjectRepository:
         if every_of is not None:
             parameters["every_kind"] = every_of
         found: dict[str, ObjectRead] = {}
-        for row in await self._session.execute(statement, parameters):
+        for row in await self._read_pg(statement, parameters):
             fields = row._asdict()
             bound_to, condition_rows, by_key = (
                 fields.pop("bound_to"),
@@ -274,7 +281,7 @@ class SqlAlchemyObjectRepository:
         if on_postgres(self._session):
             namespaces, names = zip(*wanted, strict=True)
             parameters = {"given_namespace": namespaces, "given_workload": names}
-            return [_to_object(row) for row in await self._session.execute(_AWAITING_PG, parameters)]
+            return [_to_object(row) for row in await self._read_pg(_AWAITING_PG, parameters)]
         awaited = objects.c.metadata[("annotations", WORKLOAD_REF_NAME)].as_string()
         found: list[StoredObject] = []
         for namespace, name in wanted:

@@ -3,14 +3,17 @@ commits on its own, all of it or (on a conflict) none of it."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 
+import asyncpg
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
+from libs.db.direct import DirectConnections
 from libs.db.engine import create_engine, create_session_factory
 from libs.db.errors import ConflictError
-from libs.db.records import OutboxMessage
+from libs.db.records import Condition, OutboxMessage
 from libs.db.uow import SqlAlchemyStatements, statements_factory, unit_of_work_factory
 from tests.conftest import FakeClock
 from tests.integration.db.builders import make_draft, make_envelope
@@ -20,11 +23,13 @@ pytestmark = pytest.mark.postgres
 StatementsFactory = Callable[[], SqlAlchemyStatements]
 
 
-@pytest.fixture
+@pytest.fixture(params=["session", "direct"])
 async def stack(
-    postgres_database_url: str, fake_clock: FakeClock
+    request: pytest.FixtureRequest, postgres_database_url: str, fake_clock: FakeClock
 ) -> AsyncIterator[tuple[UowFactory, StatementsFactory, list[OutboxMessage]]]:
+    """Statements through the session, or on direct connections (libs.db.direct): the same outcomes."""
     engine = create_engine(postgres_database_url)
+    direct = DirectConnections(engine, size=2) if request.param == "direct" else None
     kicked: list[OutboxMessage] = []
 
     def after_commit(committed: Sequence[OutboxMessage]) -> None:
@@ -32,9 +37,11 @@ async def stack(
 
     yield (
         unit_of_work_factory(create_session_factory(engine), clock=fake_clock),
-        statements_factory(engine, clock=fake_clock, after_commit=after_commit),
+        statements_factory(engine, clock=fake_clock, after_commit=after_commit, direct=direct),
         kicked,
     )
+    if direct is not None:
+        await direct.close()
     await engine.dispose()
 
 
@@ -149,3 +156,82 @@ async def test_nothing_to_write_sends_no_statement(postgres_database_url: str, f
         await engine.dispose()
     assert written == ([], [], [])
     assert len(sent) == 1  # the second call's statement only
+
+
+async def test_a_writes_view_reads_the_same_on_a_direct_connection_as_through_the_session(
+    postgres_database_url: str, fake_clock: FakeClock
+) -> None:
+    engine = create_engine(postgres_database_url)
+    direct = DirectConnections(engine, size=1)
+    uow_factory = unit_of_work_factory(create_session_factory(engine), clock=fake_clock)
+    async with uow_factory() as uow:
+        [pod, _] = await uow.objects.create_many(
+            [
+                make_draft("p", kind="Pod", spec={"nodeName": ""}),
+                make_draft("high", kind="PriorityClass", namespace=""),
+            ]
+        )
+        ready = Condition(pod.uid, "Ready", "True", "node_agent", "Started", "", 1, fake_clock())
+        await uow.conditions.set_many([ready])
+        await uow.commit()
+    keys = [("Pod", "ml", "p"), ("Pod", "ml", "absent"), ("PodGroup", "ml", "g")]
+    read = {}
+    try:
+        for way in ("session", "direct"):
+            statements = statements_factory(
+                engine, clock=fake_clock, direct=direct if way == "direct" else None
+            )
+            async with statements() as reading:
+                read[way] = (
+                    await reading.objects.get_many_with_facts(keys, every_of="PriorityClass"),
+                    await reading.objects.get_many(keys),
+                    await reading.objects.find_awaiting_workloads([("ml", "train")]),
+                )
+    finally:
+        await direct.close()
+        await engine.dispose()
+
+    assert read["direct"] == read["session"]
+    with_facts = {r.stored.name: r for r in read["direct"][0]}
+    assert sorted(with_facts) == ["high", "p"]
+    assert [c.type for c in with_facts["p"].conditions or []] == ["Ready"]
+
+
+async def test_a_direct_connection_that_failed_is_replaced_and_one_that_met_a_conflict_is_kept(
+    postgres_database_url: str, fake_clock: FakeClock
+) -> None:
+    engine = create_engine(postgres_database_url)
+    direct = DirectConnections(engine, size=1)
+    statements = statements_factory(engine, clock=fake_clock, direct=direct)
+    uow_factory = unit_of_work_factory(create_session_factory(engine), clock=fake_clock)
+    try:
+        async with statements() as writing:
+            await writing.write_at_once([make_draft("a")], [], [])
+            first = await backend_pid(writing)
+        async with statements() as writing:
+            with pytest.raises(ConflictError):
+                await writing.write_at_once([make_draft("a")], [], [])
+        async with statements() as writing:
+            assert await backend_pid(writing) == first  # a conflict left it as it was
+        async with uow_factory() as uow:  # as a failover or a restart of the server would
+            await uow.session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        # The statement on the ended connection fails (with one of the driver's errors, as its reader meets
+        # the end), unless the connection was seen closed before it was handed out.
+        with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+            async with statements() as writing:
+                await writing.write_at_once([make_draft("b")], [], [])
+        async with statements() as writing:
+            assert await backend_pid(writing) != first
+        async with uow_factory() as uow:
+            assert {o.name for o in await uow.objects.find("PodGroup")} <= {"a", "b"}
+    finally:
+        await direct.close()
+        await engine.dispose()
+
+
+async def backend_pid(statements: SqlAlchemyStatements) -> int:
+    """The server process of the unit's direct connection (its first statement takes one)."""
+    direct = statements._direct
+    assert direct is not None
+    [row] = await direct.fetch(text("SELECT pg_backend_pid() AS pid"), {})
+    return int(row.pid)
