@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from libs.api.conversion import copy_value
 from libs.kubeapi import status
 from libs.kubeapi.merge_keys import Field, Schema, child, children_of, schema_of
@@ -232,7 +234,11 @@ def from_fields_v1(tree: Mapping[str, Any], prefix: Path = ()) -> set[Path]:
 def _identity(entry: Mapping[str, Any]) -> str:
     """`BuildManagerIdentifier`: manager, operation, subresource, and the version of an update."""
     version = "" if entry.get("operation") == "Apply" else entry.get("apiVersion", "")
-    return json.dumps([entry.get("manager"), entry.get("operation"), entry.get("subresource", ""), version])
+    identity = [entry.get("manager"), entry.get("operation"), entry.get("subresource", ""), version]
+    try:
+        return orjson.dumps(identity).decode()  # every write asks, several times
+    except orjson.JSONEncodeError:  # what orjson refuses in a client's entry (a lone surrogate)
+        return json.dumps(identity)
 
 
 def _print_manager(entry: Mapping[str, Any]) -> str:
