@@ -22,7 +22,9 @@ revision, which the feed reads in pages).
 3. Writes: `--clients` clients create and merge-patch pods (in turn) at `--write-rate` requests per second
    in all, open loop: each request has its time fixed in advance and `write_ms_*` run from that time to
    its response, so a slow answer delays and charges the requests queued behind it. Each client's
-   connection is opened before the clock starts (clients keep theirs alive).
+   connection is opened before the clock starts (clients keep theirs alive). `write_ms_max_by_second`: the
+   longest wait of each second's requests, which tells a stall (one bad second) from a run that fell
+   behind (every second after one).
 
 The bench's own collector is kept off the phases it times (what it holds is frozen before each): a pause of
 the clients' process would be timed as the server's.
@@ -339,7 +341,18 @@ async def measure_writes(endpoint: Endpoint, args: argparse.Namespace) -> dict[s
         "write_achieved_per_second": round(
             len(answered) / (max(answered, default=started) - started or 1), 1
         ),
+        "write_ms_max_by_second": worst_by_second([(s - started, at - s) for s, at, _ in results]),
     }
+
+
+def worst_by_second(latencies: list[tuple[float, float]]) -> list[float]:
+    """The longest wait of the requests due in each second (from their due time, in seconds): a stall of
+    the host shows as one bad second, a run that fell behind as every second after it."""
+    worst: dict[int, float] = {}
+    for due, waited in latencies:
+        second = max(0, int(due))
+        worst[second] = max(worst.get(second, 0.0), waited * 1000)
+    return [round(worst.get(second, 0.0), 1) for second in range(max(worst, default=-1) + 1)]
 
 
 async def connect(http: aiohttp.ClientSession, connections: int) -> None:

@@ -30,5 +30,14 @@ def test_a_tiny_run_measures_lists_watches_and_writes() -> None:
     assert metrics["watch_events_missed"] == 0
     assert metrics["write_requests"] == 10
     assert metrics["write_errors"] == metrics["write_unsent"] == 0
+    assert len(metrics["write_ms_max_by_second"]) == 1  # the requests of half a second
+    assert metrics["write_ms_max_by_second"][0] == metrics["write_ms_max"]
     assert set(report["slo"]) == {"list", "watch", "write"}
     assert report["slo"]["write"]["kube_apiserver_slo_p99_ms"] == 1000.0
+
+
+def test_each_seconds_worst_wait_tells_a_stall_from_a_run_that_fell_behind() -> None:
+    stall = [(0.1, 0.01), (1.2, 0.2), (1.5, 0.05), (2.9, 0.012), (4.0, 0.011)]
+
+    assert kube_api.worst_by_second(stall) == [10.0, 200.0, 12.0, 0.0, 11.0]
+    assert kube_api.worst_by_second([]) == []
