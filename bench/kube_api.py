@@ -24,7 +24,10 @@ revision, which the feed reads in pages).
    its response, so a slow answer delays and charges the requests queued behind it. Each client's
    connection is opened before the clock starts (clients keep theirs alive). `write_ms_max_by_second`: the
    longest wait of each second's requests, which tells a stall (one bad second) from a run that fell
-   behind (every second after one).
+   behind (every second after one). Meanwhile a thread makes a 4 kB write durable every 10 ms in the
+   bench's temporary directory (`write_disk_sync_ms_*`): every commit waits for the disk as long, when the
+   database's is the same disk (on a VM's virtual disk, an `fdatasync` now and then takes 40-60 ms, and
+   every write in flight waits with it).
 
 The bench's own collector is kept off the phases it times (what it holds is frozen before each): a pause of
 the clients' process would be timed as the server's.
@@ -59,7 +62,7 @@ import yaml
 
 from bench.admission import DEFAULT_PG
 from bench.backends import backends
-from bench.measure import percentile
+from bench.measure import DiskSyncProbe, percentile
 from bench.scheduler_e2e import Processes
 from libs.client.client import PodwayClient
 from libs.runtime.health import health_file
@@ -301,7 +304,7 @@ async def _watched_writes(
     return committed
 
 
-async def measure_writes(endpoint: Endpoint, args: argparse.Namespace) -> dict[str, Any]:
+async def measure_writes(endpoint: Endpoint, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     per_client = int(args.write_rate * args.write_seconds) // args.clients
     results: list[tuple[float, float, str]] = []  # (scheduled, answered or the deadline, outcome)
 
@@ -329,7 +332,8 @@ async def measure_writes(endpoint: Endpoint, args: argparse.Namespace) -> dict[s
         await connect(http, args.clients)
         started = time.perf_counter() + 0.2
         deadline = started + args.write_seconds + WRITE_GRACE_S
-        await asyncio.gather(*(client(i, http) for i in range(args.clients)))
+        with DiskSyncProbe(tmp) as disk:
+            await asyncio.gather(*(client(i, http) for i in range(args.clients)))
     answered = [at for _, at, outcome in results if outcome != "unsent"]
     return {
         # Requests never sent count from their time to the deadline: the least they would have waited.
@@ -342,6 +346,7 @@ async def measure_writes(endpoint: Endpoint, args: argparse.Namespace) -> dict[s
             len(answered) / (max(answered, default=started) - started or 1), 1
         ),
         "write_ms_max_by_second": worst_by_second([(s - started, at - s) for s, at, _ in results]),
+        **disk.summary("write"),
     }
 
 
@@ -454,7 +459,7 @@ async def _measure(args: argparse.Namespace, procs: Processes, nats_url: str, tm
         phases.metrics["setup_s"] = round(time.perf_counter() - started, 1)
         await phases.run("list", lambda: measure_lists(http, args))
         await phases.run("watch", lambda: measure_watches(endpoint, http, args))
-    await phases.run("write", lambda: measure_writes(endpoint, args))
+    await phases.run("write", lambda: measure_writes(endpoint, args, tmp))
     return phases.metrics
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import threading
+import time
 from collections.abc import Iterable
+from pathlib import Path
 
 import psutil
 
@@ -60,3 +64,49 @@ def scheduling_core() -> str:
     from libs.core import scheduling
 
     return scheduling.CORE
+
+
+class DiskSyncProbe:
+    """How long the host's disk takes to make a small write durable while a phase runs: a thread writes 4 kB
+    to a file in `directory` and `fdatasync`s it every `interval_s`. A database commit waits for the same
+    disk (when `directory` is on the database's), so a stall here is one every commit met."""
+
+    def __init__(self, directory: Path, interval_s: float = 0.01) -> None:
+        self._path = directory / "disk-sync-probe"
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="disk-sync-probe", daemon=True)
+        self._descriptor = -1
+        self.syncs: list[tuple[float, float]] = []
+        """(when it ended, perf_counter seconds; how long it took, ms)."""
+
+    def __enter__(self) -> DiskSyncProbe:
+        self._descriptor = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        os.close(self._descriptor)
+        with contextlib.suppress(OSError):
+            self._path.unlink()
+
+    def sync_once(self) -> None:
+        os.pwrite(self._descriptor, b"\0" * 4096, 0)
+        started = time.perf_counter()
+        os.fdatasync(self._descriptor)
+        ended = time.perf_counter()
+        self.syncs.append((ended, (ended - started) * 1000))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.sync_once()
+
+    def summary(self, prefix: str) -> dict[str, float | int]:
+        took = [ms for _, ms in self.syncs]
+        return {
+            f"{prefix}_disk_sync_ms_p50": round(percentile(took, 0.5), 2),
+            f"{prefix}_disk_sync_ms_max": round(max(took, default=0.0), 1),
+            f"{prefix}_disk_syncs_over_20ms": sum(1 for ms in took if ms > 20),
+        }
