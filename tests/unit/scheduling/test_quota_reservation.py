@@ -511,13 +511,3 @@ def test_a_gang_queued_to_a_local_queue_that_does_not_exist_waits_until_it_is_cr
     assert admitted.decision.placed
     assert admitted.bind is not None
     assert admitted.bind.cluster_queue == "team-a"
-
-
-def test_an_unlabelled_gang_in_a_namespace_without_a_default_local_queue_is_not_quota_managed(clock):
-    scheduler = machine(clock, flavor(), cluster_queue("team-a", 0), local_queue("a", "team-a"))
-    scheduler.admit(*team_gang("free", "b", 2))
-
-    (ran,) = scheduler.run()
-
-    assert ran.decision.placed
-    assert ran.quota_message is None
