@@ -33,7 +33,9 @@ The bench's own collector is kept off the phases it times (what it holds is froz
 the clients' process would be timed as the server's.
 
 Beside each figure, the issue's target and kube-apiserver's SLO (`slo`). CPU seconds per process during each
-phase (`*_cpu_s_*`) say where the time goes; the bench process (the clients) shares the host.
+phase (`*_cpu_s_*`) say where the time goes; the bench process (the clients) shares the host. The host's
+busy CPU seconds in each phase and those the hypervisor gave to other machines (`*_host_busy_cpu_s`,
+`*_host_stolen_cpu_s`) tell a slow host from slow code.
 
 Left out: the scheduler and the pods' binding and running (no write comes from them meanwhile), pods of
 realistic size (these carry one container and no managedFields history, about 1 kB), kubectl's own
@@ -62,7 +64,7 @@ import yaml
 
 from bench.admission import DEFAULT_PG
 from bench.backends import backends
-from bench.measure import DiskSyncProbe, percentile
+from bench.measure import DiskSyncProbe, host_cpu_seconds, percentile
 from bench.scheduler_e2e import Processes
 from libs.client.client import PodwayClient
 from libs.runtime.health import health_file
@@ -420,11 +422,14 @@ class Phases:
         # (the fleet stored, the lists read) is put out of the collector's reach first.
         gc.collect()
         freeze_long_lived()
-        before = self.procs.cpu_seconds()
+        before, host_before = self.procs.cpu_seconds(), host_cpu_seconds()
         self.metrics |= await phase()
-        after = self.procs.cpu_seconds()
+        after, host_after = self.procs.cpu_seconds(), host_cpu_seconds()
         for process, seconds in after.items():
             self.metrics[f"{name}_cpu_s_{process}"] = round(seconds - before.get(process, 0.0), 2)
+        # The host's CPU busy in all (what else runs counts) and the time the hypervisor gave elsewhere.
+        self.metrics[f"{name}_host_busy_cpu_s"] = round(host_after[0] - host_before[0], 2)
+        self.metrics[f"{name}_host_stolen_cpu_s"] = round(host_after[1] - host_before[1], 2)
 
 
 async def _run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:

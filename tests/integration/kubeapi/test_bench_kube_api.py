@@ -33,6 +33,8 @@ def test_a_tiny_run_measures_lists_watches_and_writes() -> None:
     assert len(metrics["write_ms_max_by_second"]) == 1  # the requests of half a second
     assert metrics["write_ms_max_by_second"][0] == metrics["write_ms_max"]
     assert 0 < metrics["write_disk_sync_ms_p50"] <= metrics["write_disk_sync_ms_max"]
+    assert metrics["write_host_busy_cpu_s"] > 0
+    assert metrics["write_host_stolen_cpu_s"] >= 0
     assert set(report["slo"]) == {"list", "watch", "write"}
     assert report["slo"]["write"]["kube_apiserver_slo_p99_ms"] == 1000.0
 
