@@ -177,7 +177,10 @@ class SqlAlchemyStatements(SqlAlchemyUnitOfWork):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
-            await super().__aexit__(exc_type, exc, tb)
+            # A session that never took a connection (the direct ones served every statement) has nothing
+            # to roll back or give back.
+            if self._direct is None or self.session.in_transaction():
+                await super().__aexit__(exc_type, exc, tb)
         finally:
             if self._direct is not None:
                 self._direct.close()

@@ -235,3 +235,21 @@ async def backend_pid(statements: SqlAlchemyStatements) -> int:
     assert direct is not None
     [row] = await direct.fetch(text("SELECT pg_backend_pid() AS pid"), {})
     return int(row.pid)
+
+
+async def test_a_statement_the_direct_connections_do_not_serve_goes_through_the_session_and_is_given_back(
+    postgres_database_url: str, fake_clock: FakeClock
+) -> None:
+    engine = create_engine(postgres_database_url)
+    direct = DirectConnections(engine, size=1)
+    statements = statements_factory(engine, clock=fake_clock, direct=direct)
+    try:
+        async with statements() as reading:
+            await reading.write_at_once([make_draft("a")], [], [])
+            assert not reading.session.in_transaction()  # the pool was not asked
+            assert [o.name for o in await reading.objects.find("PodGroup")] == ["a"]  # not a direct read
+            assert reading.session.in_transaction()
+        assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    finally:
+        await direct.close()
+        await engine.dispose()
