@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import asyncpg
@@ -25,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from libs.db.engine import PING_AFTER_IDLE_S
 from libs.db.types import json_text, json_value
 
 NOT_AT_VERSION = "PW409"
@@ -64,11 +66,20 @@ class DirectConnections:
     """Connections to the engine's PostgreSQL server (its primary, when it lists several), made when first
     needed, `size` at most, each lent to one unit of work at a time."""
 
-    def __init__(self, engine: AsyncEngine, size: int) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        size: int,
+        *,
+        ping_after_idle_s: float = PING_AFTER_IDLE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         _, parameters = engine.dialect.create_connect_args(engine.url)
         self._connect = {k: v for k, v in parameters.items() if k in _CONNECT_ARGUMENTS}
         self.dialect = engine.dialect
-        self._idle: list[asyncpg.Connection] = []
+        self._ping_after_idle_s, self._clock = ping_after_idle_s, clock
+        self._idle: list[tuple[asyncpg.Connection, float]] = []
+        """Connections given back, with when."""
         self._slots = asyncio.Semaphore(size)
         self._statements: dict[int, tuple[ClauseElement, Statement]] = {}
         self._closed = False
@@ -84,25 +95,40 @@ class DirectConnections:
         await self._slots.acquire()
         try:
             while self._idle:
-                connection = self._idle.pop()
-                if not connection.is_closed():  # one the server ended while it was idle is not handed out
+                connection, since = self._idle.pop()
+                if await self._alive(connection, self._clock() - since):
                     return connection
+                connection.terminate()
             return await self._open()
         except BaseException:
             self._slots.release()
             raise
+
+    async def _alive(self, connection: asyncpg.Connection, idle_s: float) -> bool:
+        """Whether a connection given back is still good: one the server ended is not handed out, and one
+        idle for a while is pinged first (as the engine's pool does: a restarted server is met here, not by
+        a write whose outcome would then be unknown)."""
+        if connection.is_closed():
+            return False
+        if idle_s < self._ping_after_idle_s:
+            return True
+        try:
+            await connection.fetchval("SELECT 1")
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, OSError):
+            return False
+        return True
 
     def release(self, connection: asyncpg.Connection, *, broken: bool) -> None:
         self._slots.release()
         if broken or self._closed:
             connection.terminate()
         else:
-            self._idle.append(connection)
+            self._idle.append((connection, self._clock()))
 
     async def close(self) -> None:
         self._closed = True
         idle, self._idle = self._idle, []
-        for connection in idle:
+        for connection, _ in idle:
             await connection.close(timeout=5)
 
     async def _open(self) -> asyncpg.Connection:

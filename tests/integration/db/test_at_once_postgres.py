@@ -253,3 +253,31 @@ async def test_a_statement_the_direct_connections_do_not_serve_goes_through_the_
     finally:
         await direct.close()
         await engine.dispose()
+
+
+async def test_a_direct_connection_idle_for_a_while_is_pinged_and_replaced_when_the_server_ended_it(
+    postgres_database_url: str, fake_clock: FakeClock
+) -> None:
+    """As the engine's pool does: a write after a restart of the server meets a new connection, not an error
+    that would leave its outcome unknown."""
+    engine = create_engine(postgres_database_url)
+    now = [0.0]
+    direct = DirectConnections(engine, size=1, ping_after_idle_s=1.0, clock=lambda: now[0])
+    statements = statements_factory(engine, clock=fake_clock, direct=direct)
+    uow_factory = unit_of_work_factory(create_session_factory(engine), clock=fake_clock)
+    try:
+        async with statements() as writing:
+            first = await backend_pid(writing)
+        async with uow_factory() as uow:
+            await uow.session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        now[0] += 1.5
+
+        async with statements() as writing:
+            written = await writing.write_at_once([make_draft("a")], [], [])
+            second = await backend_pid(writing)
+
+        assert [o.name for o in written.created] == ["a"]
+        assert second != first
+    finally:
+        await direct.close()
+        await engine.dispose()
