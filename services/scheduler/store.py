@@ -347,7 +347,7 @@ class _Writer:
         reserved = ConditionType.QUOTA_RESERVED
         message = ran.quota_message or ""
         await self._set_condition(
-            ran.group.uid, False, ConditionReason.QUOTA_PENDING, message, stored.generation, reserved
+            ran.group.uid, False, ran.quota_reason, message, stored.generation, reserved
         )
         if ran.condition_false:
             gated = ConditionReason.SCHEDULING_GATED

@@ -50,6 +50,8 @@ class ConditionReason(StrEnum):
     SCHEDULING_GATED = "SchedulingGated"
     QUOTA_RESERVED = "QuotaReserved"
     QUOTA_PENDING = "Pending"
+    QUOTA_INADMISSIBLE = "Inadmissible"
+    """`QuotaReserved` False: the LocalQueue the gang is queued to does not exist (Kueue's reason)."""
     QUOTA_FINISHED = "Finished"
     """`QuotaReserved` False: the gang's pods ended, and with them its reservation."""
 

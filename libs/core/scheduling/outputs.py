@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .lifecycle import ConditionReason
 from .model import CycleDecision, Placement, TopologyDomainRef
 from .node_health import NodeCondition
 
@@ -69,6 +70,8 @@ class CycleRan:
     quota_message: str | None = None
     """Why the gang's ClusterQueue has no quota for it (Kueue's message): it was not placed, it waits for
     quota (`QuotaReserved` False, and `PodGroupScheduled` False, SchedulingGated, with `decision.message`)."""
+    quota_reason: ConditionReason = ConditionReason.QUOTA_PENDING
+    """`QuotaReserved`'s reason meanwhile (Kueue's: Pending, or Inadmissible when its LocalQueue is missing)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from libs.core.quota.snapshot import Node
 
 from .book import GroupRecord
 from .composite import nothing_placed
+from .lifecycle import ConditionReason
 from .machine_state import MachineState
 from .model import PodGroup
 from .objects import ApiObject
@@ -95,9 +96,8 @@ class QuotaReservations(MachineState):
         missing = self.quotas.missing_local_queue(group.obj, self.book.workload_of(group))
         if missing is None:
             return None
-        return QuotaVerdict(
-            "", QuotaDecision(Mode.NO_FIT, {}, {}, message=f"LocalQueue {missing} doesn't exist"), {}
-        )
+        decision = QuotaDecision(Mode.NO_FIT, {}, {}, message=f"LocalQueue {missing} doesn't exist")
+        return QuotaVerdict("", decision, {}, ConditionReason.QUOTA_INADMISSIBLE)
 
     def _usage_decides_between_waiting_gangs(self) -> bool:
         """Whether gangs of two LocalQueues or more wait in one ClusterQueue that orders by usage: only then
@@ -450,6 +450,7 @@ class QuotaReservations(MachineState):
             preemption_priority=self._reclaim_wanted(group, core.priority) if reclaims else None,
             condition_false=not group.scheduled,
             quota_message=verdict.decision.message,
+            quota_reason=verdict.reason,
         )
 
     def _reclaim_wanted(self, group: GroupRecord, priority: int) -> int | None:

@@ -44,6 +44,7 @@ from libs.core.quota.inputs import cluster_queue_of, cohort_of, flavor_of, local
 from libs.core.quota.model import CohortQuota, Flavor, FlavorResource, LocalQueueQuota, Mode
 from libs.core.quota.ordering import goes_first
 
+from .lifecycle import ConditionReason
 from .model import PodRequest
 from .objects import ApiObject
 
@@ -74,6 +75,8 @@ class QuotaVerdict:
     cluster_queue: str
     decision: QuotaDecision
     node_selector: Mapping[str, str]
+    reason: ConditionReason = ConditionReason.QUOTA_PENDING
+    """`QuotaReserved`'s reason while the gang waits."""
 
     @property
     def message(self) -> str:

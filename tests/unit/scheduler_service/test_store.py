@@ -1,10 +1,12 @@
 """A pass's outputs written in one transaction: events in causal order, bindings, condition, placement;
 and the world a new leader loads."""
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from libs.api.models.kueue import QUEUE_NAME_LABEL
 from libs.cluster.generator import ClusterShape
 from libs.core.scheduling import RACK_KEY, PodPhase, SchedulerStateMachine
 from libs.core.scheduling.inputs import ClaimsAllocationFailed, ObjectStored, PodsFinished, World
@@ -329,3 +331,22 @@ async def test_quota_released_turns_a_true_quota_reserved_false_and_leaves_any_o
     assert (turned.status, turned.reason) == ("False", "Finished")
     assert turned.message == "Quota released in ClusterQueue team-a: the gang's pods ended"
     assert (kept.status, kept.reason, kept.message) == ("False", "Pending", "waiting")
+
+
+async def test_a_gang_queued_to_a_missing_local_queue_is_written_inadmissible_in_kueues_words(uow_factory):
+    group = podgroup("g", min_count=2, workload_name=None)
+    queued = dataclasses.replace(group, metadata={**group.metadata, "labels": {QUEUE_NAME_LABEL: "research"}})
+    objects = [*cluster(SMALL), queued, *gang("g", 2, gpus=1)]
+    await store(uow_factory, objects)
+    fence = await lease(uow_factory)
+
+    await write(uow_factory, scheduled_world(objects).run_pass(NOW.timestamp()), fence)
+
+    async with uow_factory() as uow:
+        reserved = await uow.conditions.get(group.uid, "QuotaReserved")
+    assert reserved is not None
+    assert (reserved.status, reserved.reason, reserved.message) == (
+        "False",
+        "Inadmissible",
+        "LocalQueue research doesn't exist",
+    )

@@ -80,6 +80,7 @@ def test_a_gang_over_its_quota_waits_gated_in_kueues_words_until_its_queue_has_r
 
     assert not waits.decision.placed
     assert waits.quota_message == NOT_ENOUGH.format(flavor="h200", n=8)
+    assert waits.quota_reason == "Pending"
     assert waits.preemption_priority is None
     gate = scheduler.queue.gate_reason("a/second")
     assert gate == f"waiting for quota in ClusterQueue team-a: {NOT_ENOUGH.format(flavor='h200', n=8)}"
@@ -501,6 +502,7 @@ def test_a_gang_queued_to_a_local_queue_that_does_not_exist_waits_until_it_is_cr
 
     assert not waits.decision.placed
     assert waits.quota_message == "LocalQueue research doesn't exist"
+    assert waits.quota_reason == "Inadmissible"
     assert scheduler.queue.gate_reason("a/g") == "waiting for quota: LocalQueue research doesn't exist"
     assert scheduler.run() == []  # gated until a quota object changes
 
