@@ -64,7 +64,7 @@ class SqlAlchemyUnitOfWork:
         if self._session is not None:
             raise RuntimeError("a unit of work is single-use")
         session = self._session = self._session_factory()
-        self.objects = SqlAlchemyObjectRepository(session, self._clock)
+        self.objects = self._objects(session)
         self.conditions = SqlAlchemyConditionRepository(session, self._clock)
         self.bindings = SqlAlchemyBindingRepository(session)
         self.leases = SqlAlchemyLeaseRepository(session)
@@ -85,6 +85,9 @@ class SqlAlchemyUnitOfWork:
             await self.rollback()
         finally:
             await session.close()
+
+    def _objects(self, session: AsyncSession) -> SqlAlchemyObjectRepository:
+        return SqlAlchemyObjectRepository(session, self._clock)
 
     @property
     def session(self) -> AsyncSession:
@@ -167,11 +170,8 @@ class SqlAlchemyStatements(SqlAlchemyUnitOfWork):
         super().__init__(session_factory, clock=clock, after_commit=after_commit)
         self._direct = DirectSession(direct) if direct is not None else None
 
-    async def __aenter__(self) -> Self:
-        await super().__aenter__()
-        if self._direct is not None:
-            self.objects = SqlAlchemyObjectRepository(self.session, self._clock, self._direct)
-        return self
+    def _objects(self, session: AsyncSession) -> SqlAlchemyObjectRepository:
+        return SqlAlchemyObjectRepository(session, self._clock, self._direct)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

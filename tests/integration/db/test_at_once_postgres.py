@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 
 import asyncpg
 import pytest
 from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from libs.db.direct import DirectConnections
 from libs.db.engine import create_engine, create_session_factory
@@ -158,13 +160,50 @@ async def test_nothing_to_write_sends_no_statement(postgres_database_url: str, f
     assert len(sent) == 1  # the second call's statement only
 
 
-async def test_a_writes_view_reads_the_same_on_a_direct_connection_as_through_the_session(
-    postgres_database_url: str, fake_clock: FakeClock
-) -> None:
+@dataclass
+class Direct:
+    """Direct connections (one, pinged after a second idle on the `idle` clock) beside the engine's pool."""
+
+    engine: AsyncEngine
+    connections: DirectConnections
+    statements: StatementsFactory
+    uow_factory: UowFactory
+    idle: list[float]
+
+    async def terminate(self, pid: int) -> None:
+        """End a server process, as a failover or a restart of the server would."""
+        async with self.uow_factory() as uow:
+            await uow.session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+
+
+@pytest.fixture
+async def direct(postgres_database_url: str, fake_clock: FakeClock) -> AsyncIterator[Direct]:
     engine = create_engine(postgres_database_url)
-    direct = DirectConnections(engine, size=1)
-    uow_factory = unit_of_work_factory(create_session_factory(engine), clock=fake_clock)
-    async with uow_factory() as uow:
+    idle = [0.0]
+    connections = DirectConnections(engine, size=1, ping_after_idle_s=1.0, clock=lambda: idle[0])
+    yield Direct(
+        engine,
+        connections,
+        statements_factory(engine, clock=fake_clock, direct=connections),
+        unit_of_work_factory(create_session_factory(engine), clock=fake_clock),
+        idle,
+    )
+    await connections.close()
+    await engine.dispose()
+
+
+async def backend_pid(statements: SqlAlchemyStatements) -> int:
+    """The server process of the unit's direct connection (its first statement takes one)."""
+    session = statements._direct
+    assert session is not None
+    [row] = await session.fetch(text("SELECT pg_backend_pid() AS pid"), {})
+    return int(row.pid)
+
+
+async def test_a_writes_view_reads_the_same_on_a_direct_connection_as_through_the_session(
+    direct: Direct, fake_clock: FakeClock
+) -> None:
+    async with direct.uow_factory() as uow:
         [pod, _] = await uow.objects.create_many(
             [
                 make_draft("p", kind="Pod", spec={"nodeName": ""}),
@@ -175,21 +214,15 @@ async def test_a_writes_view_reads_the_same_on_a_direct_connection_as_through_th
         await uow.conditions.set_many([ready])
         await uow.commit()
     keys = [("Pod", "ml", "p"), ("Pod", "ml", "absent"), ("PodGroup", "ml", "g")]
+    through_session = statements_factory(direct.engine, clock=fake_clock)
     read = {}
-    try:
-        for way in ("session", "direct"):
-            statements = statements_factory(
-                engine, clock=fake_clock, direct=direct if way == "direct" else None
+    for way, statements in (("session", through_session), ("direct", direct.statements)):
+        async with statements() as reading:
+            read[way] = (
+                await reading.objects.get_many_with_facts(keys, every_of="PriorityClass"),
+                await reading.objects.get_many(keys),
+                await reading.objects.find_awaiting_workloads([("ml", "train")]),
             )
-            async with statements() as reading:
-                read[way] = (
-                    await reading.objects.get_many_with_facts(keys, every_of="PriorityClass"),
-                    await reading.objects.get_many(keys),
-                    await reading.objects.find_awaiting_workloads([("ml", "train")]),
-                )
-    finally:
-        await direct.close()
-        await engine.dispose()
 
     assert read["direct"] == read["session"]
     with_facts = {r.stored.name: r for r in read["direct"][0]}
@@ -198,86 +231,52 @@ async def test_a_writes_view_reads_the_same_on_a_direct_connection_as_through_th
 
 
 async def test_a_direct_connection_that_failed_is_replaced_and_one_that_met_a_conflict_is_kept(
-    postgres_database_url: str, fake_clock: FakeClock
+    direct: Direct,
 ) -> None:
-    engine = create_engine(postgres_database_url)
-    direct = DirectConnections(engine, size=1)
-    statements = statements_factory(engine, clock=fake_clock, direct=direct)
-    uow_factory = unit_of_work_factory(create_session_factory(engine), clock=fake_clock)
-    try:
-        async with statements() as writing:
+    async with direct.statements() as writing:
+        await writing.write_at_once([make_draft("a")], [], [])
+        first = await backend_pid(writing)
+    async with direct.statements() as writing:
+        with pytest.raises(ConflictError):
             await writing.write_at_once([make_draft("a")], [], [])
-            first = await backend_pid(writing)
-        async with statements() as writing:
-            with pytest.raises(ConflictError):
-                await writing.write_at_once([make_draft("a")], [], [])
-        async with statements() as writing:
-            assert await backend_pid(writing) == first  # a conflict left it as it was
-        async with uow_factory() as uow:  # as a failover or a restart of the server would
-            await uow.session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
-        # The statement on the ended connection fails (with one of the driver's errors, as its reader meets
-        # the end), unless the connection was seen closed before it was handed out.
-        with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
-            async with statements() as writing:
-                await writing.write_at_once([make_draft("b")], [], [])
-        async with statements() as writing:
-            assert await backend_pid(writing) != first
-        async with uow_factory() as uow:
-            assert {o.name for o in await uow.objects.find("PodGroup")} <= {"a", "b"}
-    finally:
-        await direct.close()
-        await engine.dispose()
-
-
-async def backend_pid(statements: SqlAlchemyStatements) -> int:
-    """The server process of the unit's direct connection (its first statement takes one)."""
-    direct = statements._direct
-    assert direct is not None
-    [row] = await direct.fetch(text("SELECT pg_backend_pid() AS pid"), {})
-    return int(row.pid)
+    async with direct.statements() as writing:
+        assert await backend_pid(writing) == first  # a conflict left it as it was
+    await direct.terminate(first)
+    # The statement on the ended connection fails (with one of the driver's errors, as its reader meets
+    # the end), unless the connection was seen closed before it was handed out.
+    with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError):
+        async with direct.statements() as writing:
+            await writing.write_at_once([make_draft("b")], [], [])
+    async with direct.statements() as writing:
+        assert await backend_pid(writing) != first
+    async with direct.uow_factory() as uow:
+        assert {o.name for o in await uow.objects.find("PodGroup")} <= {"a", "b"}
 
 
 async def test_a_statement_the_direct_connections_do_not_serve_goes_through_the_session_and_is_given_back(
-    postgres_database_url: str, fake_clock: FakeClock
+    direct: Direct,
 ) -> None:
-    engine = create_engine(postgres_database_url)
-    direct = DirectConnections(engine, size=1)
-    statements = statements_factory(engine, clock=fake_clock, direct=direct)
-    try:
-        async with statements() as reading:
-            await reading.write_at_once([make_draft("a")], [], [])
-            assert not reading.session.in_transaction()  # the pool was not asked
-            assert [o.name for o in await reading.objects.find("PodGroup")] == ["a"]  # not a direct read
-            assert reading.session.in_transaction()
-        assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
-    finally:
-        await direct.close()
-        await engine.dispose()
+    async with direct.statements() as reading:
+        await reading.write_at_once([make_draft("a")], [], [])
+        assert not reading.session.in_transaction()  # the pool was not asked
+        assert [o.name for o in await reading.objects.find("PodGroup")] == ["a"]  # not a direct read
+        assert reading.session.in_transaction()
+    assert direct.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
 
 
 async def test_a_direct_connection_idle_for_a_while_is_pinged_and_replaced_when_the_server_ended_it(
-    postgres_database_url: str, fake_clock: FakeClock
+    direct: Direct,
 ) -> None:
     """As the engine's pool does: a write after a restart of the server meets a new connection, not an error
     that would leave its outcome unknown."""
-    engine = create_engine(postgres_database_url)
-    now = [0.0]
-    direct = DirectConnections(engine, size=1, ping_after_idle_s=1.0, clock=lambda: now[0])
-    statements = statements_factory(engine, clock=fake_clock, direct=direct)
-    uow_factory = unit_of_work_factory(create_session_factory(engine), clock=fake_clock)
-    try:
-        async with statements() as writing:
-            first = await backend_pid(writing)
-        async with uow_factory() as uow:
-            await uow.session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
-        now[0] += 1.5
+    async with direct.statements() as writing:
+        first = await backend_pid(writing)
+    await direct.terminate(first)
+    direct.idle[0] += 1.5
 
-        async with statements() as writing:
-            written = await writing.write_at_once([make_draft("a")], [], [])
-            second = await backend_pid(writing)
+    async with direct.statements() as writing:
+        written = await writing.write_at_once([make_draft("a")], [], [])
+        second = await backend_pid(writing)
 
-        assert [o.name for o in written.created] == ["a"]
-        assert second != first
-    finally:
-        await direct.close()
-        await engine.dispose()
+    assert [o.name for o in written.created] == ["a"]
+    assert second != first
