@@ -37,7 +37,7 @@ from libs.db.engine import create_engine, create_session_factory, dispose_snapsh
 from libs.db.errors import ConflictError
 from libs.db.ports import UnitOfWork
 from libs.db.reachability import database_check
-from libs.db.records import Condition, ObjectDraft, OutboxMessage
+from libs.db.records import Condition, ObjectDraft, OutboxMessage, StoredObject
 from libs.db.repositories.objects import OBJECT_MODIFIED
 from libs.db.uow import SqlAlchemyStatements, statements_factory, unit_of_work_factory
 from libs.events.admission import JobSubmitted, ObjectDeleted
@@ -108,6 +108,10 @@ APPLY_OVERLAP_FROM = 16
 #: Reads answered at once on PostgreSQL, each on a pooled connection of its own: a read waits on a few round
 #: trips, and others proceed meanwhile (SQLite's transactions queue on its one lock: there one at a time).
 READS_IN_FLIGHT = 4
+#: Pods created encoded for lists at a time, while no apply waits (about 2 ms of work: an apply that arrives
+#: meanwhile waits that long at most), and how long to wait for the applies to pause.
+ENCODE_CHUNK = 100
+ENCODE_WHEN_IDLE_S = 0.05
 
 
 class PreparedApply(NamedTuple):
@@ -151,6 +155,7 @@ class AdmissionService:
             else None
         )
         self.stored = StoredManifests(kept=settings.admission_kept_objects)
+        self._unlisted = asyncio.Event()
         self.batcher: ApplyBatcher[PreparedApply] = ApplyBatcher(
             self._apply_group,
             footprint_of=_footprint_of,
@@ -223,6 +228,7 @@ class AdmissionService:
         self._tasks = [
             asyncio.create_task(self.relay.run(), name="outbox-relay"),
             asyncio.create_task(self.batcher.run(), name="apply-batcher"),
+            asyncio.create_task(self._encode_for_lists(), name="encode-for-lists"),
         ]
         if self.settings.retention_interval_seconds > 0:
             retention = RetentionSchedule(
@@ -373,7 +379,7 @@ class AdmissionService:
             knows = WriterKnows() if synced else decided.knows(written)
             await self._read_back_in(uow, [r for r in decided.live if r.read_back], replies, knows)
         await uow.commit()
-        self.stored.keep_created(written.created)
+        self._keep_created(written.created)
         return decided.answers(requests, replies)
 
     async def _write_at_once(
@@ -386,8 +392,31 @@ class AdmissionService:
         await self._read_back_in(
             reading, [r for r in decided.live if r.read_back], replies, decided.knows(written)
         )
-        self.stored.keep_created(written.created)
+        self._keep_created(written.created)
         return decided.answers(requests, replies)
+
+    def _keep_created(self, created: list[StoredObject]) -> None:
+        self.stored.keep_created(created)
+        if self.stored.has_unlisted():
+            self._unlisted.set()
+
+    async def _encode_for_lists(self) -> None:
+        """Encode the pods created since, as lists will show them, while no apply waits (see
+        stored_cache.py): a chunk at a time, so that an apply arriving meanwhile waits for one chunk at most."""
+        while True:
+            await self._unlisted.wait()
+            self._unlisted.clear()
+            while self.stored.has_unlisted():
+                if not self.batcher.idle:
+                    await asyncio.sleep(ENCODE_WHEN_IDLE_S)
+                    continue
+                try:
+                    async with self.uow() as uow:
+                        await queries.encode_unlisted_pods(uow, self.stored, ENCODE_CHUNK)
+                except Exception:  # the next list encodes what this could not
+                    log.warning("encoding pods for lists failed", exc_info=True)
+                    await asyncio.sleep(ENCODE_WHEN_IDLE_S)
+                await asyncio.sleep(0)  # what arrived meanwhile goes first
 
     async def _read_back_in(
         self, uow: UnitOfWork, asking: list[PreparedApply], replies: dict[int, ApplyReply], knows: WriterKnows

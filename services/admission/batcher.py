@@ -63,6 +63,12 @@ class ApplyBatcher(Generic[Item]):
         self._queue: asyncio.Queue[_Pending[Item]] = asyncio.Queue()
         self._in_flight: dict[asyncio.Task[None], Footprint | None] = {}
 
+    @property
+    def idle(self) -> bool:
+        """Whether no apply waits or is being written."""
+        # A finished group's task leaves `_in_flight` only when the next group needs its place.
+        return self._queue.empty() and all(task.done() for task in self._in_flight)
+
     async def submit(self, request: Item) -> ApplyReply:
         pending = _Pending(request)
         self._queue.put_nowait(pending)

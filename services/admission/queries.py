@@ -122,6 +122,15 @@ async def _encoded_pods(
     return fragments
 
 
+async def encode_unlisted_pods(uow: UnitOfWork, kept: StoredManifests, most: int) -> int:
+    """Encode up to `most` pods kept as created, as a list will show them now (see stored_cache.py); how many.
+    A list that finds what they derive changed meanwhile encodes them again."""
+    pods = kept.unlisted_pods(most)
+    if pods:
+        await _encoded_pods(uow, kept, pods)
+    return len(pods)
+
+
 PodDerivation = tuple[str | None, PodFacts | None]
 """What a pod's read derives from other objects: the node it holds, and the facts of why it waits (None when
 it does not wait)."""

@@ -7,7 +7,11 @@ version does not (a condition written or a pod bound moves it on), so it is kept
 for the objects read or created last. What a read derives from other objects (a node bound, why a pod waits,
 a PodGroup's summary) is derived on every read, from the kept manifest's copy. A pod's encoding is kept too,
 with the derived facts it showed (its node, why it waits): a list whose pods' versions and facts have not
-changed since the last one sends those encodings again instead of copying, deriving and encoding each."""
+changed since the last one sends those encodings again instead of copying, deriving and encoding each.
+
+Pods kept as created are encoded ahead of the first list that reads them, while no apply waits
+(`unlisted_pods`, see AdmissionService): the first `kubectl get pods -A` after a thousand pods were created
+then costs what the next one does, as kube-apiserver's lists read its watch cache."""
 
 from __future__ import annotations
 
@@ -48,9 +52,14 @@ class StoredManifests:
     def __init__(self, *, kept: int = KEPT) -> None:
         self._kept = kept
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._unlisted: OrderedDict[str, None] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def encodings(self) -> int:
+        """How many of the objects kept have an encoding kept with them."""
+        return sum(entry.encoded is not None for entry in self._entries.values())
 
     async def read(
         self, uow: UnitOfWork, versions: list[ObjectVersion], fold: FoldConditions
@@ -100,6 +109,25 @@ class StoredManifests:
         """Objects just created and committed, as a list will read them: a new object has no condition yet."""
         for obj in created:
             self._keep(obj.uid, obj.resource_version, known_from_stored(obj).manifest)
+            if obj.kind == "Pod" and self._kept:
+                self._unlisted[obj.uid] = None
+        while len(self._unlisted) > self._kept:
+            self._unlisted.popitem(last=False)
+
+    def has_unlisted(self) -> bool:
+        """Whether pods kept as created wait to be encoded for lists."""
+        return bool(self._unlisted)
+
+    def unlisted_pods(self, most: int) -> list[tuple[str, Manifest]]:
+        """Up to `most` pods kept as created that no list has encoded yet (uid, the kept manifest), oldest
+        first; each is handed out once (one read or changed meanwhile is no longer waiting)."""
+        found: list[tuple[str, Manifest]] = []
+        while self._unlisted and len(found) < most:
+            uid, _ = self._unlisted.popitem(last=False)
+            entry = self._entries.get(uid)
+            if entry is not None and entry.encoded is None:
+                found.append((uid, entry.manifest))
+        return found
 
     def _keep(self, uid: str, resource_version: int, manifest: Manifest) -> None:
         self._entries[uid] = _Entry(resource_version, manifest)

@@ -24,6 +24,7 @@ from libs.events.scheduling import (
 from libs.messaging.errors import RpcError
 from libs.messaging.rpc import request
 from libs.runtime.settings import PodwaySettings
+from services.admission import queries
 from services.admission.app import AdmissionService
 from tests.integration.scheduler.manifests import NAMESPACE, pod
 from tests.support import eventually
@@ -80,6 +81,24 @@ async def test_examples_are_admitted_persisted_and_published_once(stack):
     groups = await client.get("PodGroup", namespace="ml")
     assert [g["metadata"]["name"] for g in groups] == ["llm-train-worker-0"]
     assert groups[0]["spec"]["priority"] == 1000
+
+
+async def test_pods_created_are_encoded_for_lists_before_a_list_asks(stack, monkeypatch):
+    service, client = stack
+    await client.apply([pod(f"waits-{i}") for i in range(3)])
+
+    encoded = await eventually(lambda: asyncio.sleep(0, service.stored.encodings()), lambda n: n == 3)
+    assert encoded == 3
+    copies = []
+    copy = queries.copy_for_derived
+    monkeypatch.setattr(
+        queries, "copy_for_derived", lambda manifest: copies.append(manifest) or copy(manifest)
+    )
+    listed = await client.get("Pod", namespace=NAMESPACE)
+
+    assert copies == []  # sent as encoded ahead of the list
+    assert sorted(p["metadata"]["name"] for p in listed) == ["waits-0", "waits-1", "waits-2"]
+    assert all(p["status"]["conditions"][0]["type"] == "PodScheduled" for p in listed)
 
 
 async def test_a_rejected_manifest_answers_every_error_and_leaves_nothing_behind(stack):

@@ -3,10 +3,10 @@ yet shows every change, and what reads derive from other objects is derived agai
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from libs.db.records import Condition, ObjectDraft, PodBinding
+from libs.db.records import Condition, ObjectDraft, PodBinding, StoredObject
 from libs.events.rpc import GetRequest, decode_get_reply, encode_objects
 from services.admission import queries
 from services.admission.stored_cache import StoredManifests
@@ -228,3 +228,88 @@ async def test_a_pod_whose_podgroup_appears_reads_its_new_reason_from_the_same_k
     assert after["a"]["metadata"]["resourceVersion"] == before["a"]["metadata"]["resourceVersion"]
     assert scheduled(after["a"]) == [("Queued", "waiting for a scheduling cycle")]
     assert after == await list_pods(uow_factory, None)
+
+
+async def test_pods_kept_as_created_are_encoded_once_before_a_list_reads_them(
+    uow_factory: UowFactory, monkeypatch: Any
+) -> None:
+    async with uow_factory() as uow:
+        created = await uow.objects.create_many([pod("a", "nowhere"), pod("b", "nowhere")])
+        await uow.commit()
+    kept = StoredManifests()
+    kept.keep_created(created)
+    assert kept.has_unlisted()
+
+    async with uow_factory() as uow:
+        assert await queries.encode_unlisted_pods(uow, kept, most=1) == 1
+        assert await queries.encode_unlisted_pods(uow, kept, most=100) == 1
+        assert await queries.encode_unlisted_pods(uow, kept, most=100) == 0
+    assert not kept.has_unlisted()
+    copies: list[str] = []
+    copy = queries.copy_for_derived
+
+    def counted(manifest: dict[str, Any]) -> dict[str, Any]:
+        copies.append(manifest["metadata"]["name"])
+        return copy(manifest)
+
+    monkeypatch.setattr(queries, "copy_for_derived", counted)
+    listed = await list_pods(uow_factory, kept)
+
+    assert copies == []  # both sent as encoded ahead of the list
+    assert listed == await list_pods(uow_factory, None)
+
+
+async def test_a_pod_encoded_ahead_reads_what_changed_since(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        created = await uow.objects.create_many([pod("a", "train")])
+        await uow.commit()
+    kept = StoredManifests()
+    kept.keep_created(created)
+    async with uow_factory() as uow:
+        await queries.encode_unlisted_pods(uow, kept, most=100)
+        await uow.objects.upsert(gang("train", 1))
+        await uow.commit()
+
+    listed = await list_pods(uow_factory, kept)
+
+    assert scheduled(listed["a"]) == [("Queued", "waiting for a scheduling cycle")]
+    assert listed == await list_pods(uow_factory, None)
+
+
+async def test_a_pod_a_list_read_first_is_not_encoded_again(uow_factory: UowFactory) -> None:
+    async with uow_factory() as uow:
+        created = await uow.objects.create_many([pod("a", "nowhere"), pod("b", "nowhere")])
+        await uow.commit()
+    kept = StoredManifests()
+    kept.keep_created(created)
+    await list_pods(uow_factory, kept)
+
+    assert kept.unlisted_pods(100) == []
+    assert not kept.has_unlisted()
+
+
+def stored_pod(name: str) -> StoredObject:
+    drafted, now = pod(name, "nowhere"), datetime(2026, 12, 6, tzinfo=UTC)
+    return StoredObject(
+        kind="Pod",
+        api_version="v1",
+        namespace="ml",
+        name=name,
+        uid=f"uid-{name}",
+        generation=1,
+        resource_version=1,
+        spec=drafted.spec,
+        metadata=drafted.metadata,
+        status={},
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def test_pods_waiting_to_be_encoded_are_bounded_by_what_is_kept() -> None:
+    kept, keeping_none = StoredManifests(kept=2), StoredManifests(kept=0)
+    kept.keep_created([stored_pod(name) for name in "abc"])
+    keeping_none.keep_created([stored_pod("a")])
+
+    assert [manifest["metadata"]["name"] for _, manifest in kept.unlisted_pods(100)] == ["b", "c"]
+    assert not keeping_none.has_unlisted()

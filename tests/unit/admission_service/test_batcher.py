@@ -135,3 +135,19 @@ async def test_a_group_starts_beside_another_only_once_enough_requests_wait() ->
     recorder.open("gang-c")
     await asyncio.gather(alone, *queued)
     runner.cancel()
+
+
+async def test_idle_while_no_apply_waits_or_is_being_written() -> None:
+    recorder = Recorder()
+    batcher, runner = await run_batcher(recorder)
+    assert batcher.idle
+    answered = asyncio.create_task(batcher.submit("gang-a"))
+    await settle()
+    assert not batcher.idle  # being written
+
+    recorder.open("gang-a")
+    await answered
+    await settle()
+
+    assert batcher.idle  # its group finished, though no later group has taken its place yet
+    runner.cancel()
