@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -94,6 +94,10 @@ class GetRequest(_Message):
     involved: str | None = Field(
         default=None, description="Events only: those about the object of this name (and its gang's)"
     )
+    framed: bool = Field(
+        default=False,
+        description="Answer as lines: the reply without its items, then each item (see encode_framed)",
+    )
 
 
 class GetReply(_Message):
@@ -179,6 +183,40 @@ def encode_objects(reply: GetReply | ChangesReply) -> bytes:
         return reply.model_dump_json().encode()
 
 
+def encode_framed(reply: GetReply) -> bytes:
+    """The reply as lines: its fields but the items, then each item on a line of its own (JSON written by
+    orjson holds no raw line break), so that a reader tells the items apart without decoding them, and may
+    keep what it decoded of each by its encoding (the API server's lists: see listed.py)."""
+    header = orjson.dumps(
+        {name: getattr(reply, name) for name in type(reply).model_fields if name != "items"}
+    )
+    items = [item if isinstance(item, bytes) else orjson.dumps(item, default=_fields) for item in reply.items]
+    return b"\n".join([header, *items])
+
+
+class FramedPage(NamedTuple):
+    """A GetReply written by `encode_framed`, its items as encoded."""
+
+    items: list[bytes]
+    item_revisions: list[int]
+    continue_token: str | None
+    revision: int
+
+
+def decode_framed(raw: bytes) -> FramedPage:
+    """A reply `encode_framed` wrote; one written whole (an admission that frames no answer) is taken apart."""
+    header, *items = raw.split(b"\n")
+    given = orjson.loads(header)
+    if "items" in given:
+        items = [orjson.dumps(item) for item in given["items"]]
+    return FramedPage(
+        items=items,
+        item_revisions=list(given.get("item_revisions") or []),
+        continue_token=given.get("continue_token"),
+        revision=int(given.get("revision") or 0),
+    )
+
+
 def decode_get_reply(raw: bytes) -> GetReply:
     """A GetReply admission wrote, read without validating each object again."""
     return GetReply.model_construct(**orjson.loads(raw))
@@ -191,7 +229,9 @@ def decode_changes_reply(raw: bytes) -> ChangesReply:
     return ChangesReply.model_construct(changes=changes, **given)
 
 
-def _fields(model: Any) -> dict[str, Any]:
+def _fields(model: Any) -> Any:
+    if isinstance(model, bytes):  # an item already encoded (admission's pods)
+        return orjson.Fragment(model)
     if not isinstance(model, BaseModel):
         raise TypeError(f"{type(model).__name__} is not JSON")
     return {name: getattr(model, name) for name in type(model).model_fields}

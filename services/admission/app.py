@@ -52,6 +52,7 @@ from libs.events.rpc import (
     EventsRequest,
     GetRequest,
     ObjectResult,
+    encode_framed,
     encode_objects,
 )
 from libs.events.scheduling import (
@@ -581,7 +582,8 @@ class AdmissionService:
     async def on_get(self, body: bytes) -> bytes:
         request = GetRequest.model_validate_json(body)
         async with self.uow() as uow:
-            return encode_objects(await queries.get_objects(uow, request, self.stored, encoded=True))
+            reply = await queries.get_objects(uow, request, self.stored, encoded=True)
+        return encode_framed(reply) if request.framed else encode_objects(reply)
 
     async def on_changes(self, body: bytes) -> bytes:
         request = ChangesRequest.model_validate_json(body)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import orjson
 
@@ -59,7 +59,7 @@ async def get_objects(
     `status.podway`, a pending pod's or PodGroup's waiting condition (see pending.py), and Kueue's queues'
     status (see quota_status.py). A list with a `limit` is one page, with the token of the next when more
     follow; `kept` keeps what the list read for the next (see stored_cache.py). `encoded`: a list of pods
-    carries each already encoded, for `encode_objects` only."""
+    carries each already encoded, for `encode_objects` and `encode_framed` only."""
     token = None
     if request.name is not None and request.kind not in ("Namespace", "Event"):
         # One object has its own revision: no list revision to settle.
@@ -86,8 +86,10 @@ async def get_objects(
     kept = kept if kept is not None else StoredManifests(kept=0)
     if request.kind == "Pod" and encoded:
         shared = await kept.read_shared(uow, versions, with_conditions)
+        encodings = await _encoded_pods(uow, kept, [(uid, manifest) for uid, manifest, _ in shared])
         return GetReply.model_construct(
-            items=await _encoded_pods(uow, kept, [(uid, manifest) for uid, manifest, _ in shared]),
+            # Each pod's JSON as bytes: written as it is by encode_objects and encode_framed.
+            items=cast(list[dict[str, Any]], encodings),
             continue_token=token,
             revision=revision,
             item_revisions=[item_revision or revision for *_, item_revision in shared],
@@ -103,12 +105,12 @@ async def get_objects(
 
 async def _encoded_pods(
     uow: UnitOfWork, kept: StoredManifests, pods: list[tuple[str, dict[str, Any]]]
-) -> list[Any]:
-    """Pods as `_derived` shows them, each already encoded (orjson fragments, for `encode_objects`): a pod
+) -> list[bytes]:
+    """Pods as `_derived` shows them, each already encoded (for `encode_objects` and `encode_framed`): a pod
     whose kept manifest and derived facts (its node, why it waits) are those of its last reading is sent as
     encoded then; the others are copied, derived and encoded, and kept so."""
     derivations = await _pod_derivations(uow, pods)
-    fragments = []
+    encodings: list[bytes] = []
     reasons: dict[PodFacts, dict[str, str]] = {}
     for uid, manifest in pods:
         derived = derivations[uid]
@@ -118,8 +120,8 @@ async def _encoded_pods(
             _derive_pod(shown, derived, reasons)
             encoded = orjson.dumps(shown)
             kept.keep_encoded(uid, manifest, derived, encoded)
-        fragments.append(orjson.Fragment(encoded))
-    return fragments
+        encodings.append(encoded)
+    return encodings
 
 
 async def encode_unlisted_pods(uow: UnitOfWork, kept: StoredManifests, most: int) -> int:

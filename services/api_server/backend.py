@@ -16,10 +16,12 @@ from libs.events.rpc import (
     ChangesReply,
     ChangesRequest,
     DeleteRequest,
+    FramedPage,
     GetReply,
     GetRequest,
     Propagation,
     decode_changes_reply,
+    decode_framed,
     decode_get_reply,
 )
 from libs.messaging.broker import Broker
@@ -87,6 +89,31 @@ class Admission:
                 involved=involved,
             )
             return decode_get_reply(await self._call(RpcSubject.ADMISSION_GET, asked))
+
+        return await _halving(page, limit)
+
+    async def list_page(
+        self,
+        kind: str,
+        namespace: str | None,
+        *,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        involved: str | None = None,
+    ) -> FramedPage:
+        """As `list`, each object as admission encoded it (see listed.py), for lists and watches to decode."""
+
+        async def page(size: int | None) -> FramedPage:
+            asked = GetRequest(
+                kind=kind,
+                namespace=namespace,
+                all_namespaces=namespace is None,
+                limit=size,
+                continue_token=continue_token,
+                involved=involved,
+                framed=True,
+            )
+            return decode_framed(await self._call(RpcSubject.ADMISSION_GET, asked))
 
         return await _halving(page, limit)
 

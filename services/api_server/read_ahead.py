@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 
-from libs.events.rpc import GetReply
+from libs.events.rpc import FramedPage
 
 TTL_S = 30.0
 """How long a page read ahead waits for its client."""
@@ -29,9 +29,9 @@ class ReadAhead:
         self, *, ttl_s: float = TTL_S, kept: int = KEPT, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self._ttl_s, self._kept, self._clock = ttl_s, kept, clock
-        self._pages: OrderedDict[Hashable, tuple[float, asyncio.Task[GetReply]]] = OrderedDict()
+        self._pages: OrderedDict[Hashable, tuple[float, asyncio.Task[FramedPage]]] = OrderedDict()
 
-    def start(self, key: Hashable, read: Callable[[], Awaitable[GetReply]]) -> None:
+    def start(self, key: Hashable, read: Callable[[], Awaitable[FramedPage]]) -> None:
         """Read the page `key` names now, for a request that may come."""
         self._forget_expired()
         if key in self._pages:
@@ -41,7 +41,7 @@ class ReadAhead:
             _, (_, oldest) = self._pages.popitem(last=False)
             oldest.cancel()
 
-    async def take(self, key: Hashable) -> GetReply | None:
+    async def take(self, key: Hashable) -> FramedPage | None:
         """The page read ahead for `key`, once; None when there is none or reading it failed (ask again)."""
         self._forget_expired()
         found = self._pages.pop(key, None)

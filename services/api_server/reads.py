@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from libs.events.rpc import Change, GetReply
+from libs.events.rpc import Change, FramedPage
 from libs.kubeapi import status
 from libs.kubeapi.resources import Resource
 from libs.kubeapi.selectors import (
@@ -23,6 +23,7 @@ from services.api_server.answers import Refused, answer
 from services.api_server.backend import Admission
 from services.api_server.feed import ChangeFeed, Expired
 from services.api_server.last_seen import LastSeen
+from services.api_server.listed import ListedObjects
 from services.api_server.objects import continue_token, object_list, parse_revision, read_continue, shown
 from services.api_server.read_ahead import ReadAhead
 from services.api_server.requests import flag, int_param, limit_param, selectors
@@ -51,6 +52,7 @@ class Reads:
         self.feed = feed
         self.read_ahead = ReadAhead()
         self.last_seen = LastSeen()
+        self.listed = ListedObjects()
 
     async def get(self, request: web.Request, target: Target) -> web.StreamResponse:
         found = await self._get(target)
@@ -86,7 +88,8 @@ class Reads:
         revision = first_revision or revision
         token_out = continue_token(next_token, revision) if next_token else None
         if wants_table(request):
-            return answer(table_of(target.resource, items, revision, token_out), content_type=TABLE_MEDIA)
+            table = table_of(target.resource, items, revision, token_out, row_of=self.listed.row)
+            return answer(table, content_type=TABLE_MEDIA)
         return answer(object_list(target.resource, items, revision, token_out))
 
     async def _collect(
@@ -106,20 +109,20 @@ class Reads:
             want = ADMISSION_PAGE if limit is None else max(limit - len(items), 1)
             reply = await self._page(target, want, token, _involved(target.resource, fields))
             revision = revision or reply.revision
-            for manifest, item_revision in zip(reply.items, reply.item_revisions, strict=False):
-                obj = shown(manifest, item_revision)
+            for encoded, item_revision in zip(reply.items, reply.item_revisions, strict=False):
+                obj = self.listed.shown(encoded, item_revision)
                 if matches(obj, labels, fields):
                     items.append(obj)
             token = reply.continue_token
             if token is None or (limit is not None and len(items) >= limit):
                 return items, token, revision
 
-    async def _page(self, target: Target, want: int, token: str | None, involved: str | None) -> GetReply:
+    async def _page(self, target: Target, want: int, token: str | None, involved: str | None) -> FramedPage:
         """Admission's page, read ahead when the page before was answered (see read_ahead.py)."""
         key = (target.resource.kind, target.namespace, want, token, involved)
         if token is not None and (ahead := await self.read_ahead.take(key)) is not None:
             return ahead
-        return await self.admission.list(
+        return await self.admission.list_page(
             target.resource.kind, target.namespace, limit=want, continue_token=token, involved=involved
         )
 
@@ -128,8 +131,8 @@ class Reads:
     ) -> None:
         """Read the page after `token`, and once it is read the next, `pages` pages in all."""
 
-        async def read() -> GetReply:
-            reply = await self.admission.list(
+        async def read() -> FramedPage:
+            reply = await self.admission.list_page(
                 target.resource.kind, target.namespace, limit=want, continue_token=token, involved=involved
             )
             if pages > 1 and reply.continue_token is not None:

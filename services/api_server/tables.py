@@ -140,12 +140,27 @@ COLUMNS: dict[str, tuple[list[tuple[str, str]], Row]] = {
 }
 
 
+RowOf = Callable[[str, dict[str, Any], Callable[[dict[str, Any]], list[Any]]], list[Any]]
+"""How a list gets an object's cells but its name and age: `(kind, obj, row) -> row(obj)`, or the cells
+worked out for it before (see listed.py)."""
+
+
+def _each_time(kind: str, obj: dict[str, Any], row: Callable[[dict[str, Any]], list[Any]]) -> list[Any]:
+    return row(obj)
+
+
 def table_of(
-    resource: Resource, items: list[dict[str, Any]], revision: int | None, token: str | None = None
+    resource: Resource,
+    items: list[dict[str, Any]],
+    revision: int | None,
+    token: str | None = None,
+    *,
+    row_of: RowOf = _each_time,
 ) -> dict[str, Any]:
     """The Table of these objects, each row carrying its object's metadata (kubectl prints names from it); a
     page of a list carries the `continue` token of the next, as a list of objects does."""
     extra, row = COLUMNS.get(resource.kind, ([], lambda _: []))
+    kind = resource.kind
     now = datetime.now(UTC)
     definitions = [
         {
@@ -163,7 +178,11 @@ def table_of(
     ]
     rows = [
         {
-            "cells": [_meta(obj).get("name"), *row(obj), age(_meta(obj).get("creationTimestamp"), now)],
+            "cells": [
+                _meta(obj).get("name"),
+                *row_of(kind, obj, row),
+                age(_meta(obj).get("creationTimestamp"), now),
+            ],
             "object": {
                 "kind": "PartialObjectMetadata",
                 "apiVersion": "meta.k8s.io/v1",

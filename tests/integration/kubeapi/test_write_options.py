@@ -327,3 +327,53 @@ async def test_a_namespace_delete_that_waits_answers_with_the_namespace_as_store
     code, stored = await api.call("GET", "/api/v1/namespaces/ml")
     assert code == 200
     assert answered["metadata"]["uid"] == stored["metadata"]["uid"] != implicit["metadata"]["uid"]
+
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+async def table(api: Api, path: str) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {api.token}", "Accept": TABLE}
+    async with api.session.get(api.url + path, headers=headers) as response:
+        assert response.status == 200
+        found: dict[str, Any] = json.loads(await response.read())
+        return found
+
+
+def without_ages(listed: dict[str, Any]) -> list[Any]:
+    """A Table's rows but their last cell, the age (which a second may change)."""
+    return [(row["cells"][:-1], row["object"]) for row in listed["rows"]]
+
+
+async def test_lists_in_every_version_read_the_objects_as_stored_and_what_changed_since(api: Api) -> None:
+    workloads = "/apis/scheduling.k8s.io/{}/namespaces/ml/workloads"
+    _, v1alpha1 = await api.call("GET", workloads.format("v1alpha1"))
+    _, v1alpha2 = await api.call("GET", workloads.format("v1alpha2"))
+    _, v1alpha1_again = await api.call("GET", workloads.format("v1alpha1"))
+    first = await table(api, PODS)
+    _, pods = await api.call("GET", PODS)
+
+    # The same objects, listed in one version then another, each in its own (one shown never changes another).
+    (workload,) = v1alpha1["items"]
+    (stored,) = v1alpha2["items"]
+    assert "podGroups" in workload["spec"]
+    assert "podGroups" not in stored["spec"]
+    assert stored["spec"]["podGroupTemplates"]
+    assert v1alpha1_again["items"] == v1alpha1["items"]
+    assert without_ages(await table(api, PODS)) == without_ages(first)
+    name = pods["items"][0]["metadata"]["name"]
+    code, patched = await patch(
+        api, name, {"metadata": {"labels": {"seen": "again"}}}, "application/merge-patch+json"
+    )
+    assert code == 200
+
+    after = await table(api, PODS)
+    _, pods_after = await api.call("GET", PODS)
+
+    row = next(r for r in after["rows"] if r["cells"][0] == name)
+    assert row["object"]["metadata"]["labels"]["seen"] == "again"
+    assert row["object"]["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
+    listed = next(p for p in pods_after["items"] if p["metadata"]["name"] == name)
+    assert listed == patched
+    unchanged = [p for p in pods_after["items"] if p["metadata"]["name"] != name]
+    assert unchanged == [p for p in pods["items"] if p["metadata"]["name"] != name]
