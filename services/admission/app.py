@@ -109,8 +109,8 @@ APPLY_OVERLAP_FROM = 16
 #: Reads answered at once on PostgreSQL, each on a pooled connection of its own: a read waits on a few round
 #: trips, and others proceed meanwhile (SQLite's transactions queue on its one lock: there one at a time).
 READS_IN_FLIGHT = 4
-#: Pods created encoded for lists at a time, while no apply waits (about 2 ms of work: an apply that arrives
-#: meanwhile waits that long at most), and how long to wait for the applies to pause.
+#: Pods created encoded for lists at a time once applies pause (about 2 ms of work: an apply that arrives
+#: meanwhile waits that long at most), and how long applies must have paused.
 ENCODE_CHUNK = 100
 ENCODE_WHEN_IDLE_S = 0.05
 
@@ -402,22 +402,28 @@ class AdmissionService:
             self._unlisted.set()
 
     async def _encode_for_lists(self) -> None:
-        """Encode the pods created since, as lists will show them, while no apply waits (see
-        stored_cache.py): a chunk at a time, so that an apply arriving meanwhile waits for one chunk at most."""
+        """Encode the pods created since, as lists will show them, once applies pause (see stored_cache.py):
+        a chunk at a time, so that an apply arriving meanwhile waits for one chunk at most. Not between the
+        groups of a stream of applies: each chunk reads what its pods derive, which would cost the stream a
+        read per group."""
         while True:
             await self._unlisted.wait()
             self._unlisted.clear()
             while self.stored.has_unlisted():
-                if not self.batcher.idle:
-                    await asyncio.sleep(ENCODE_WHEN_IDLE_S)
-                    continue
-                try:
-                    async with self.uow() as uow:
-                        await queries.encode_unlisted_pods(uow, self.stored, ENCODE_CHUNK)
-                except Exception:  # the next list encodes what this could not
-                    log.warning("encoding pods for lists failed", exc_info=True)
-                    await asyncio.sleep(ENCODE_WHEN_IDLE_S)
-                await asyncio.sleep(0)  # what arrived meanwhile goes first
+                started = self.batcher.groups_started
+                await asyncio.sleep(ENCODE_WHEN_IDLE_S)
+                while self.stored.has_unlisted() and self._applies_paused_since(started):
+                    try:
+                        async with self.uow() as uow:
+                            await queries.encode_unlisted_pods(uow, self.stored, ENCODE_CHUNK)
+                    except Exception:  # the next list encodes what this could not
+                        log.warning("encoding pods for lists failed", exc_info=True)
+                        break
+                    await asyncio.sleep(0)  # what arrived meanwhile goes first
+
+    def _applies_paused_since(self, started: int) -> bool:
+        """Whether no apply group started since the batcher had started `started` and none is written now."""
+        return self.batcher.idle and self.batcher.groups_started == started
 
     async def _read_back_in(
         self, uow: UnitOfWork, asking: list[PreparedApply], replies: dict[int, ApplyReply], knows: WriterKnows

@@ -62,6 +62,7 @@ class ApplyBatcher(Generic[Item]):
         self._overlap_from = overlap_from
         self._queue: asyncio.Queue[_Pending[Item]] = asyncio.Queue()
         self._in_flight: dict[asyncio.Task[None], Footprint | None] = {}
+        self.groups_started = 0
 
     @property
     def idle(self) -> bool:
@@ -89,6 +90,7 @@ class ApplyBatcher(Generic[Item]):
                 while any(_conflict(footprint, other) for other in self._in_flight.values()):
                     await self._one_finished()
                 task = asyncio.create_task(self._answer(group), name="apply-group")
+                self.groups_started += 1
                 self._in_flight[task] = footprint
         finally:
             for task in self._in_flight:

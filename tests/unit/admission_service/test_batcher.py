@@ -150,4 +150,5 @@ async def test_idle_while_no_apply_waits_or_is_being_written() -> None:
     await settle()
 
     assert batcher.idle  # its group finished, though no later group has taken its place yet
+    assert batcher.groups_started == 1
     runner.cancel()
