@@ -33,6 +33,7 @@ from libs.runtime.shutdown import bounded, cancel_tasks
 from services.api_server.answers import USER, Refused, answer, refusal
 from services.api_server.backend import Admission
 from services.api_server.feed import ChangeFeed
+from services.api_server.listed import ListedObjects
 from services.api_server.routes import GroupVersionPath, Target, UnknownPath, parse
 from services.api_server.settings import ApiServerSettings
 from services.api_server.writes import Verbs
@@ -58,7 +59,7 @@ class ApiServerService:
         self.broker = make_broker(settings.nats_url, f"api_server-{settings.instance}")
         self.admission = Admission(self.broker)
         self.feed = ChangeFeed(self.admission)
-        self.verbs = Verbs(self.admission, self.feed)
+        self.verbs = Verbs(self.admission, self.feed, listed=ListedObjects(kept=settings.api_listed_objects))
         self.tokens: Tokens | None = None
         self.runner: web.AppRunner | None = None
         self.url = ""

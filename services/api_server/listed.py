@@ -20,9 +20,10 @@ import orjson
 
 from services.api_server.objects import shown
 
-KEPT = 20_000
-"""Objects kept at most (the least recently listed go first): each its encoding (about 1 kB for a small
-pod), the object decoded (about 3 kB as Python holds it) and its Table row."""
+KEPT = 10_000
+"""Objects kept at most by default (the least recently listed go first; `PODWAY_API_LISTED_OBJECTS`): each
+its encoding and the object decoded, about 10 kB in all for a small pod (0.9 kB of JSON, managedFields
+included), and its Table row. A list of more objects than this decodes every one, as without keeping any."""
 
 Row = Callable[[dict[str, Any]], list[Any]]
 

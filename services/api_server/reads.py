@@ -47,12 +47,14 @@ BOOKMARK_S = 10.0
 class Reads:
     """The reading verbs: get, list, watch, on admission and the change feed."""
 
-    def __init__(self, admission: Admission, feed: ChangeFeed) -> None:
+    def __init__(
+        self, admission: Admission, feed: ChangeFeed, *, listed: ListedObjects | None = None
+    ) -> None:
         self.admission = admission
         self.feed = feed
         self.read_ahead = ReadAhead()
         self.last_seen = LastSeen()
-        self.listed = ListedObjects()
+        self.listed = listed if listed is not None else ListedObjects()
 
     async def get(self, request: web.Request, target: Target) -> web.StreamResponse:
         found = await self._get(target)

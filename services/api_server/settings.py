@@ -24,3 +24,10 @@ class ApiServerSettings(PodwaySettings):
         description='Bearer tokens (kube-apiserver\'s token CSV: token,user,uid,"groups"); unset: an admin and '
         "a viewer token generated in DATA_DIR/pki/tokens.csv",
     )
+    api_listed_objects: int = Field(
+        default=10_000,
+        ge=0,
+        description="Objects whose decoded form lists keep between reads, by admission's encoding of each "
+        "(about 10 kB each for a small pod), so that listing unchanged objects again decodes none; 0 keeps "
+        "none",
+    )
