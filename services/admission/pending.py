@@ -4,7 +4,8 @@ the reasons from libs.core.scheduling.waiting, added as the condition the object
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from libs.api.annotations import WORKLOAD_REF_NAME
@@ -26,9 +27,18 @@ class Scope:
     group_conditions: dict[str, list[StoredCondition]]
     workloads: frozenset[str]
     """Workloads that exist and are not being deleted."""
+    _group_facts: dict[str, PodGroupFacts] = field(default_factory=dict, compare=False, repr=False)
 
     def pods_of(self, group: str) -> list[StoredObject]:
-        return [pod for pod in self.pods if _group_name(pod.spec) == group]
+        return self._by_group.get(group, [])
+
+    @cached_property
+    def _by_group(self) -> dict[str, list[StoredObject]]:
+        found: dict[str, list[StoredObject]] = {}
+        for pod in self.pods:
+            if (name := _group_name(pod.spec)) is not None:
+                found.setdefault(name, []).append(pod)
+        return found
 
 
 async def load_scope(uow: UnitOfWork, kind: str, manifests: list[dict[str, Any]], namespace: str) -> Scope:
@@ -105,16 +115,26 @@ def pod_facts(pod: Mapping[str, Any], scope: Scope) -> PodFacts:
     stored = scope.groups.get(group_name) if group_name else None
     group = None
     if stored is not None:
-        rows = scope.group_conditions.get(stored.uid, [])
-        group = _group_facts(stored.name, stored.spec, [_condition(row) for row in rows], scope)
+        # The same for every pod of the group: worked out once per scope (a gang's pods are read together).
+        group = scope._group_facts.get(stored.name)
+        if group is None:
+            rows = scope.group_conditions.get(stored.uid, [])
+            group = _group_facts(stored.name, stored.spec, [_condition(row) for row in rows], scope)
+            scope._group_facts[stored.name] = group
     awaited = (pod["metadata"].get("annotations") or {}).get(WORKLOAD_REF_NAME)
     return PodFacts(
         namespace=scope.namespace,
         podgroup=group_name,
         group=group,
         awaited_workload=awaited if isinstance(awaited, str) else None,
-        scheduled=_of_type(_conditions((pod.get("status") or {}).get("conditions") or []), POD_SCHEDULED),
+        scheduled=_scheduled((pod.get("status") or {}).get("conditions") or []),
     )
+
+
+def _scheduled(conditions: list[dict[str, Any]]) -> Condition | None:
+    """A pod's PodScheduled condition, if it has one."""
+    found = next((c for c in conditions if c.get("type") == POD_SCHEDULED), None)
+    return _conditions([found])[0] if found is not None else None
 
 
 def _group_facts(

@@ -148,8 +148,10 @@ async def _pod_derivations(
     bound |= {uid: knows.bindings[uid] for uid, _ in pods if uid in knows.bindings}
     held = {uid: _held_node(manifest, bound) for uid, manifest in pods}
     facts: dict[str, PodFacts] = {}
-    for namespace in sorted({m["metadata"].get("namespace", "") for _, m in pods}):
-        here = [(uid, m) for uid, m in pods if m["metadata"].get("namespace", "") == namespace]
+    by_namespace: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for uid, m in pods:
+        by_namespace.setdefault(m["metadata"].get("namespace", ""), []).append((uid, m))
+    for namespace, here in sorted(by_namespace.items()):
         waiting = [(uid, m) for uid, m in here if held[uid] is None and pending.is_pending(m)]
         scope = await pending.load_scope(uow, "Pod", [m for _, m in waiting], namespace)
         facts |= {uid: pending.pod_facts(m, scope) for uid, m in waiting}
