@@ -17,7 +17,6 @@ from libs.events.rpc import (
     ChangesRequest,
     DeleteRequest,
     FramedPage,
-    GetReply,
     GetRequest,
     Propagation,
     decode_changes_reply,
@@ -60,7 +59,8 @@ class Admission:
 
     async def get(self, kind: str, namespace: str | None, name: str) -> tuple[dict[str, Any], int] | None:
         """One object as `get` reads it, with its revision; None when it does not exist."""
-        reply = await self.list(kind, namespace, name=name)
+        asked = GetRequest(kind=kind, namespace=namespace or "", name=name)
+        reply = decode_get_reply(await self._call(RpcSubject.ADMISSION_GET, asked))
         if not reply.items:
             return None
         return reply.items[0], reply.item_revisions[0]
@@ -70,38 +70,13 @@ class Admission:
         kind: str,
         namespace: str | None,
         *,
-        name: str | None = None,
-        limit: int | None = None,
-        continue_token: str | None = None,
-        involved: str | None = None,
-    ) -> GetReply:
-        """One page of objects (all of them without `limit`); a page larger than the bus carries is asked
-        for again in halves, so a page may hold fewer than `limit` objects and a `continue_token`."""
-
-        async def page(size: int | None) -> GetReply:
-            asked = GetRequest(
-                kind=kind,
-                namespace=namespace or "" if name is not None else namespace,
-                name=name,
-                all_namespaces=namespace is None and name is None,
-                limit=size,
-                continue_token=continue_token,
-                involved=involved,
-            )
-            return decode_get_reply(await self._call(RpcSubject.ADMISSION_GET, asked))
-
-        return await _halving(page, limit)
-
-    async def list_page(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
         limit: int | None = None,
         continue_token: str | None = None,
         involved: str | None = None,
     ) -> FramedPage:
-        """As `list`, each object as admission encoded it (see listed.py), for lists and watches to decode."""
+        """One page of objects (all of them without `limit`), each as admission encoded it (see listed.py); a
+        page larger than the bus carries is asked for again in halves, so a page may hold fewer than `limit`
+        objects and a `continue_token`."""
 
         async def page(size: int | None) -> FramedPage:
             asked = GetRequest(

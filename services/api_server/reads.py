@@ -124,7 +124,7 @@ class Reads:
         key = (target.resource.kind, target.namespace, want, token, involved)
         if token is not None and (ahead := await self.read_ahead.take(key)) is not None:
             return ahead
-        return await self.admission.list_page(
+        return await self.admission.list(
             target.resource.kind, target.namespace, limit=want, continue_token=token, involved=involved
         )
 
@@ -134,7 +134,7 @@ class Reads:
         """Read the page after `token`, and once it is read the next, `pages` pages in all."""
 
         async def read() -> FramedPage:
-            reply = await self.admission.list_page(
+            reply = await self.admission.list(
                 target.resource.kind, target.namespace, limit=want, continue_token=token, involved=involved
             )
             if pages > 1 and reply.continue_token is not None:
