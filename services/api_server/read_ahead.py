@@ -4,7 +4,9 @@ A paginated list is a chain: admission reads a page, the API server shapes it, t
 asks for the next. Each step waits for the one before, so a list of 10,000 pods costs the sum of every
 process's time on it. Asking admission for the next page as soon as a page is answered lets admission read
 it while the API server and the client work on this one: on two or more cores a list costs about its slowest
-step instead. A client that does not come back leaves one page read for nothing, kept at most `ttl_s`."""
+step instead. The API server decodes a page read ahead as it arrives (see listed.py), while the client is
+still reading the page before. A client that does not come back leaves one page read for nothing, kept at
+most `ttl_s`."""
 
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from libs.events.rpc import GetReply
+import orjson
+
+from libs.events.rpc import FramedPage
 from services.api_server.read_ahead import ReadAhead
 
 
@@ -17,15 +19,15 @@ class Clock:
         return self.now
 
 
-def page(*names: str) -> GetReply:
-    return GetReply(items=[{"metadata": {"name": n}} for n in names])
+def page(*names: str) -> FramedPage:
+    return FramedPage([orjson.dumps({"metadata": {"name": n}}) for n in names], [1] * len(names), None, 1)
 
 
 async def test_a_page_read_ahead_is_taken_once() -> None:
     ahead = ReadAhead(clock=Clock())
     reads = []
 
-    async def read() -> GetReply:
+    async def read() -> FramedPage:
         reads.append(1)
         return page("a")
 
@@ -42,7 +44,7 @@ async def test_a_page_nobody_took_in_time_is_forgotten_and_its_read_cancelled() 
     ahead = ReadAhead(ttl_s=30, clock=clock)
     never = asyncio.Event()
 
-    async def slow() -> GetReply:
+    async def slow() -> FramedPage:
         await never.wait()
         return page("late")
 
@@ -57,7 +59,7 @@ async def test_only_the_newest_pages_are_kept() -> None:
     ahead = ReadAhead(kept=2, clock=Clock())
 
     def reading(name: str):
-        async def read() -> GetReply:
+        async def read() -> FramedPage:
             return page(name)
 
         return read
@@ -73,7 +75,7 @@ async def test_only_the_newest_pages_are_kept() -> None:
 async def test_a_read_that_failed_is_no_page() -> None:
     ahead = ReadAhead(clock=Clock())
 
-    async def broken() -> GetReply:
+    async def broken() -> FramedPage:
         raise RuntimeError("admission did not answer")
 
     ahead.start("broken", broken)
@@ -85,7 +87,7 @@ async def test_closing_cancels_what_is_under_way() -> None:
     ahead = ReadAhead(clock=Clock())
     never = asyncio.Event()
 
-    async def slow() -> GetReply:
+    async def slow() -> FramedPage:
         await never.wait()
         return page("x")
 
