@@ -109,9 +109,10 @@ APPLY_OVERLAP_FROM = 16
 #: Reads answered at once on PostgreSQL, each on a pooled connection of its own: a read waits on a few round
 #: trips, and others proceed meanwhile (SQLite's transactions queue on its one lock: there one at a time).
 READS_IN_FLIGHT = 4
-#: Pods created encoded for lists at a time once applies pause (about 2 ms of work: an apply that arrives
-#: meanwhile waits that long at most), and how long applies must have paused.
-ENCODE_CHUNK = 100
+#: Pods created encoded for lists at a time once applies pause (a list's page: about 7 ms of work, which an
+#: apply arriving meanwhile waits at most; smaller chunks cost more each, their read and unit of work being
+#: most of a chunk of 100), and how long applies must have paused.
+ENCODE_CHUNK = 500
 ENCODE_WHEN_IDLE_S = 0.05
 
 
