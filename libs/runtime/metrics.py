@@ -107,6 +107,33 @@ RELAYS = _RelayState()
 PROCESS_REGISTRY.register(RELAYS)
 
 
+class _ListStores(Collector):
+    """How many objects the stores that lists read from hold (admission's kept documents, the API server's
+    decoded objects): what their memory grows with, read when scraped."""
+
+    def __init__(self) -> None:
+        self.stores: dict[str, weakref.WeakSet[Any]] = {}
+
+    def track(self, name: str, store: Any) -> None:
+        """Report `store` (anything with a length) as `name`, as long as it lives."""
+        self.stores.setdefault(name, weakref.WeakSet()).add(store)
+
+    def collect(self) -> Iterator[Metric]:
+        kept = GaugeMetricFamily(
+            "podway_list_store_objects",
+            "Objects a store that lists read from holds in this process, by store (admission: documents "
+            "kept; api_server: objects decoded)",
+            labels=["store"],
+        )
+        for name, stores in sorted(self.stores.items()):
+            kept.add_metric([name], sum(len(store) for store in list(stores)))
+        yield kept
+
+
+LIST_STORES = _ListStores()
+PROCESS_REGISTRY.register(LIST_STORES)
+
+
 class Merged(Collector):
     """Several registries served as one."""
 

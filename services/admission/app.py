@@ -73,6 +73,7 @@ from libs.messaging.relay import OutboxRelay
 from libs.messaging.rpc import serve_rpc
 from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file
+from libs.runtime.metrics import LIST_STORES
 from libs.runtime.settings import PodwaySettings
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.admission import jobs, queries
@@ -157,6 +158,7 @@ class AdmissionService:
             else None
         )
         self.stored = StoredManifests(kept=settings.admission_kept_objects)
+        LIST_STORES.track(SERVICE, self.stored)
         self._unlisted = asyncio.Event()
         self.batcher: ApplyBatcher[PreparedApply] = ApplyBatcher(
             self._apply_group,

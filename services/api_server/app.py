@@ -29,6 +29,7 @@ from libs.messaging.broker import bus_state, make_broker, start_broker
 from libs.messaging.errors import RpcError, RpcTimeout, RpcUnavailable
 from libs.messaging.readiness import connection_states
 from libs.runtime.health import BEAT_DETAIL, beat_forever, health_file
+from libs.runtime.metrics import LIST_STORES
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.api_server.answers import USER, Refused, answer, refusal
 from services.api_server.backend import Admission
@@ -60,6 +61,7 @@ class ApiServerService:
         self.admission = Admission(self.broker)
         self.feed = ChangeFeed(self.admission)
         self.verbs = Verbs(self.admission, self.feed, listed=ListedObjects(kept=settings.api_listed_objects))
+        LIST_STORES.track(SERVICE, self.verbs.listed)
         self.tokens: Tokens | None = None
         self.runner: web.AppRunner | None = None
         self.url = ""
