@@ -60,6 +60,13 @@ class ListedObjects:
             self._keep(encoded, _Listed(revision, obj))
         return obj
 
+    def decode_ahead(self, items: list[bytes], revisions: list[int]) -> None:
+        """Decode a page before a list asks for it (nothing when nothing is kept: the list would decode it
+        again)."""
+        if self._kept:
+            for encoded, revision in zip(items, revisions, strict=False):
+                self.shown(encoded, revision)
+
     def row(self, kind: str, obj: dict[str, Any], row: Row) -> list[Any]:
         """`row(obj)`, the cells of `obj`'s Table row, worked out once for an object shown from here."""
         entry = self._by_identity.get(id(obj))

@@ -140,8 +140,7 @@ class Reads:
             if pages > 1 and reply.continue_token is not None:
                 self._read_ahead(target, want, reply.continue_token, involved, pages - 1)
             # Decoded now, while the client reads the page before: its request then finds them decoded.
-            for encoded, item_revision in zip(reply.items, reply.item_revisions, strict=False):
-                self.listed.shown(encoded, item_revision)
+            self.listed.decode_ahead(reply.items, reply.item_revisions)
             return reply
 
         self.read_ahead.start((target.resource.kind, target.namespace, want, token, involved), read)

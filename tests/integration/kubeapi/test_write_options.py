@@ -390,3 +390,21 @@ async def test_the_page_after_a_page_answered_is_decoded_before_its_client_asks_
 
     # The next two pages are read ahead and decoded meanwhile: three objects kept, one of them answered.
     assert await eventually(lambda: asyncio.sleep(0, len(listed)), lambda kept: kept >= 3) >= 3
+
+
+async def test_a_list_shows_what_another_replica_wrote_since_this_server_listed_it(api: Api) -> None:
+    code, _ = await api.call("POST", PODS, bare_pod("elsewhere", {"a": "1"}))
+    assert code == 201
+    _, before = await api.call("GET", PODS)
+    revision = await written_elsewhere(api, "elsewhere", {"b": "2"})
+
+    _, after = await api.call("GET", PODS)
+    listed = await table(api, PODS)
+
+    (pod,) = [p for p in after["items"] if p["metadata"]["name"] == "elsewhere"]
+    assert pod["metadata"]["labels"] == {"b": "2"}
+    assert pod["metadata"]["resourceVersion"] == revision
+    (row,) = [r for r in listed["rows"] if r["cells"][0] == "elsewhere"]
+    assert row["object"]["metadata"]["labels"] == {"b": "2"}
+    earlier = next(p for p in before["items"] if p["metadata"]["name"] == "elsewhere")
+    assert earlier["metadata"]["labels"] == {"a": "1"}

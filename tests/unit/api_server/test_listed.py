@@ -98,3 +98,13 @@ def test_a_table_of_listed_objects_reads_as_one_worked_out_each_time() -> None:
         ["a", "Pending", "<none>"],
         ["b", "Running", "node-1"],
     ]
+
+
+def test_a_page_decoded_ahead_is_shown_from_the_store_and_nothing_is_decoded_when_nothing_is_kept() -> None:
+    listed, keeping_none = ListedObjects(), ListedObjects(kept=0)
+    listed.decode_ahead([encoded("a"), encoded("b")], [4, 5])
+    keeping_none.decode_ahead([encoded("a")], [4])
+
+    assert len(listed) == 2
+    assert listed.shown(encoded("b"), 5) is listed.shown(encoded("b"), 5)
+    assert len(keeping_none) == 0
