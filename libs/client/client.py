@@ -106,9 +106,15 @@ class PodwayClient:
         raw = await request(self.broker, RpcSubject.ADMISSION_APPLY, body, timeout_s=self.timeout_s)
         return ApplyReply.model_validate_json(raw)
 
-    async def delete(self, kind: str, name: str, namespace: str | None = None) -> ApplyReply:
+    async def delete(
+        self, kind: str, name: str, namespace: str | None = None, *, grace_seconds: int | None = None
+    ) -> ApplyReply:
+        """Delete an object; `grace_seconds`: how long a running pod it deletes has to stop (else its own
+        terminationGracePeriodSeconds)."""
         ns = (namespace or DEFAULT_NAMESPACE) if is_namespaced(kind) else None
-        body = DeleteRequest(request_id=str(uuid.uuid4()), kind=kind, namespace=ns, name=name)
+        body = DeleteRequest(
+            request_id=str(uuid.uuid4()), kind=kind, namespace=ns, name=name, grace_seconds=grace_seconds
+        )
         raw = await request(self.broker, RpcSubject.ADMISSION_DELETE, body, timeout_s=self.timeout_s)
         return ApplyReply.model_validate_json(raw)
 

@@ -40,13 +40,15 @@ async def delete_all(
     err: Callable[[str], None],
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    grace_seconds: int | None = None,
 ) -> int:
     """Delete each target, print what kubectl prints, and with `wait` wait up to `timeout_s` until the
-    objects being deleted are gone (0: look once). Exit code 1 when one was not found or outlived the wait."""
+    objects being deleted are gone (0: look once). Exit code 1 when one was not found or outlived the wait.
+    `grace_seconds`: how long a running pod deleted has to stop (else its own)."""
     code = 0
     terminating: list[Target] = []
     for target in targets:
-        reply = await client.delete(target.kind, target.name, target.namespace)
+        reply = await client.delete(target.kind, target.name, target.namespace, grace_seconds=grace_seconds)
         result = reply.results[0]
         if result.outcome == "not_found":
             err(

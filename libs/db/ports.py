@@ -111,6 +111,7 @@ class ObjectRepository(Protocol):
         *,
         expected_uid: str | None = None,
         expected_resource_version: int | None = None,
+        grace_seconds: int | None = None,
     ) -> StoredObject: ...
 
     async def delete(

@@ -77,6 +77,12 @@ class DeleteRequest(_Message):
         "it stays marked until they are gone; Background, it goes now and they are deleted; Orphan, it goes now "
         "and they stay, without its ownerReference. None: Podway's default, Foreground",
     )
+    grace_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        description="How long a running pod it deletes has to stop (the API server's gracePeriodSeconds); "
+        "None: the pod's terminationGracePeriodSeconds",
+    )
 
 
 class GetRequest(_Message):

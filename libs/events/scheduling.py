@@ -199,6 +199,11 @@ class PodsEvicted(EventPayload):
     reason: str = Field(description="PreemptionByScheduler, GangRestart, NodeLost, ...")
     podgroup: PodGroupRef | None = None
     message: str = Field(default="", description="Why these pods, e.g. which preemptor they make room for")
+    grace_seconds: int | None = Field(
+        default=None,
+        description="How long each pod has to stop before it is killed (a delete's gracePeriodSeconds); "
+        "None: its own terminationGracePeriodSeconds",
+    )
 
 
 @event_model

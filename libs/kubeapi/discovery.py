@@ -25,9 +25,10 @@ AGGREGATED_V2BETA1: Final = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as
 _AGGREGATED_VERSIONS: Final = {"v2": AGGREGATED_V2, "v2beta1": AGGREGATED_V2BETA1}
 
 # Subresources and what they answer, as kube-apiserver lists them: (verbs, group, version, kind), where an
-# empty kind means the resource's own kind.
+# empty kind means the resource's own kind. Status is read only: it belongs to Podway's controllers and node
+# agents, and a write to it is refused (405).
 _SUBRESOURCES: Final[dict[str, tuple[tuple[str, ...], str, str, str]]] = {
-    "status": (("get", "patch", "update"), "", "", ""),
+    "status": (("get",), "", "", ""),
     "log": (("get",), "", "", ""),
     "eviction": (("create",), "policy", "v1", "Eviction"),
 }

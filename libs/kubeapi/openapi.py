@@ -293,20 +293,11 @@ def _subresource_path(
             "create", "post", f"create eviction of a {kind}", _WRITE, created, _EVICTION, suffix="Eviction"
         )
         return (f"{item_path}/eviction", params, (replace(evict, gvk=_EVICTION_GVK),))
+    # Read only, as discovery says (see discovery._SUBRESOURCES).
     read = namer.op(
         "read", "get", f"read status of the specified {kind}", (), (("200", item),), suffix="Status"
     )
-    replaced = namer.op(
-        "replace",
-        "put",
-        f"replace status of the specified {kind}",
-        _WRITE,
-        (("200", item), ("201", item)),
-        item,
-        suffix="Status",
-    )
-    patched = namer.patch(f"partially update status of the specified {kind}", "Status")
-    return (f"{item_path}/status", params, (read, replaced, patched))
+    return (f"{item_path}/status", params, (read,))
 
 
 _EVICTION_GVK: Final = {"group": "policy", "kind": "Eviction", "version": "v1"}

@@ -227,6 +227,9 @@ class Tokens:
     def __init__(self, users: dict[str, User]) -> None:
         self._users = users
 
+    def __len__(self) -> int:
+        return len(self._users)
+
     @classmethod
     def parse(cls, text: str) -> Tokens:
         """Rows `token,user,uid[,"group1,group2"]`; blank lines and `#` comments are skipped. A row
@@ -261,6 +264,10 @@ class Tokens:
             if hmac.compare_digest(known.encode(), token.encode()):
                 found = user
         return found
+
+    def first_writer(self) -> tuple[str, User] | None:
+        """The token and user of the first row whose groups may write (the kubeconfig's), if any."""
+        return next(((token, user) for token, user in self._users.items() if authorize(user, "create")), None)
 
     def token_of(self, name: str) -> str | None:
         """The token of the user called `name`, if any."""

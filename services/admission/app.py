@@ -523,6 +523,7 @@ class AdmissionService:
                 request.request_id,
                 now=iso(self.clock()),
                 propagation=request.propagation,
+                grace_seconds=request.grace_seconds,
             )
             await write_decision(uow, decision, now=self.clock())
             await uow.commit()

@@ -166,7 +166,9 @@ async def write_decision(
         uid, version = removal.uid or None, removal.expected_resource_version or None
         key = (removal.kind, removal.namespace, removal.name)
         if removal.mark_only:
-            await uow.objects.request_deletion(*key, expected_uid=uid, expected_resource_version=version)
+            await uow.objects.request_deletion(
+                *key, expected_uid=uid, expected_resource_version=version, grace_seconds=removal.grace_seconds
+            )
         else:
             await uow.objects.delete(*key, expected_uid=uid, expected_resource_version=version)
     written = Written([], [])

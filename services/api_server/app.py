@@ -132,10 +132,13 @@ class ApiServerService:
     def _write_kubeconfig(self, secrets_dir: Path) -> None:
         assert self.tokens is not None
         token = self.tokens.token_of(ADMIN.name)
+        user = ADMIN.name
+        if token is None and (writer := self.tokens.first_writer()) is not None:
+            token, user = writer[0], writer[1].name  # a tokens file of the operator's, without Podway's admin
         if token is None:
             return
         ca = secrets_dir / "ca.crt" if self.settings.api_tls else None
-        write_kubeconfig(self.settings.data_dir / "kubeconfig", self.url, ca, token)
+        write_kubeconfig(self.settings.data_dir / "kubeconfig", self.url, ca, token, user=user)
 
     async def stop(self) -> None:
         await cancel_tasks(self._tasks, service=SERVICE)

@@ -119,7 +119,13 @@ class Admission:
         return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_APPLY, data))
 
     async def delete(
-        self, kind: str, namespace: str | None, name: str, *, propagation: Propagation | None = None
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: Propagation | None = None,
+        grace_seconds: int | None = None,
     ) -> ApplyReply:
         asked = DeleteRequest(
             request_id=request_id(),
@@ -127,6 +133,7 @@ class Admission:
             namespace=namespace,
             name=name,
             propagation=propagation,
+            grace_seconds=grace_seconds,
         )
         return ApplyReply.model_validate_json(await self._call(RpcSubject.ADMISSION_DELETE, asked))
 

@@ -77,6 +77,11 @@ class ChangeFeed:
                 self._cursor, self.compacted = (reply.revision, None), reply.compacted
         return self.revision
 
+    async def latest(self) -> int:
+        """Admission's current revision (the feed may not have read that far yet)."""
+        reply = await self._admission.changes(2**62)
+        return reply.revision
+
     async def stop(self) -> None:
         """Stop polling in bounded time (a poll stuck on the bus is left behind), then end every watch."""
         if self._task is not None:

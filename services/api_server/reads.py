@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from libs.api.errors import FieldPath, forbidden
 from libs.events.rpc import Change, FramedPage
 from libs.kubeapi import status
 from libs.kubeapi.resources import Resource
@@ -26,7 +27,7 @@ from services.api_server.last_seen import LastSeen
 from services.api_server.listed import ListedObjects
 from services.api_server.objects import continue_token, object_list, parse_revision, read_continue, shown
 from services.api_server.read_ahead import ReadAhead
-from services.api_server.requests import flag, int_param, limit_param, selectors
+from services.api_server.requests import flag, int_param, limit_param, selectors, send_initial_events
 from services.api_server.routes import Target
 from services.api_server.tables import TABLE_MEDIA, table_of, wants_table
 
@@ -76,6 +77,10 @@ class Reads:
     async def list_objects(self, request: web.Request, target: Target) -> web.StreamResponse:
         if flag(request.query.get("watch")):
             return await self.watch(request, target)
+        if "sendInitialEvents" in request.query:
+            path = FieldPath("sendInitialEvents")
+            error = forbidden(path, "sendInitialEvents is forbidden for list")
+            raise Refused(status.invalid("ListOptions.meta.k8s.io", "", [error]))
         labels, fields = selectors(request, target.resource)
         limit = limit_param(request.query.get("limit"))
         token, first_revision = None, None
@@ -154,7 +159,10 @@ class Reads:
             since = parse_revision(request.query.get("resourceVersion"))
         except ValueError:
             raise Refused(status.bad_request("resourceVersion: Invalid value: not a revision")) from None
-        initial = since in (None, 0) or flag(request.query.get("sendInitialEvents"))
+        # Without sendInitialEvents, a watch from no revision (or "0") starts with the objects as they are,
+        # as a legacy watch does; a watch-list client (sendInitialEvents=true) is told where they end.
+        send_initial = send_initial_events(request)
+        initial = since in (None, 0) if send_initial is None else send_initial
         bookmarks = flag(request.query.get("allowWatchBookmarks"))
         seconds = int_param("timeoutSeconds", request.query.get("timeoutSeconds"))
         timeout = 1800 if seconds is None else seconds
@@ -162,6 +170,8 @@ class Reads:
         items: list[dict[str, Any]] = []
         if initial:
             items, _, start = await self._collect(target, labels, fields, None, None)
+        elif not since:
+            start = await self.feed.latest()  # sendInitialEvents=false from no revision: from now on
         response = web.StreamResponse(
             headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
         )
@@ -177,7 +187,7 @@ class Reads:
             await response.prepare(request)
             for obj in items:
                 await _write_event(response, "ADDED", typed(target.resource, obj))
-            if initial and bookmarks and since is not None:
+            if send_initial and bookmarks:
                 await _write_bookmark(response, target.resource, start, initial_end=True)
             await self._stream(response, subscription.queue, target.resource, start, timeout, bookmarks)
         finally:

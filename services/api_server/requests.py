@@ -13,7 +13,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from libs.api.errors import FieldError, FieldPath, invalid, not_supported
+from libs.api.errors import FieldError, FieldPath, forbidden, invalid, not_supported
 from libs.api.limits import LimitExceeded, check_document_shape
 from libs.events.rpc import Propagation
 from libs.kubeapi import protobuf, status
@@ -81,12 +81,41 @@ def selectors(request: web.Request, resource: Resource) -> tuple[LabelSelector |
     return labels, fields
 
 
+NOT_OLDER_THAN = "NotOlderThan"
+
+
+def send_initial_events(request: web.Request) -> bool | None:
+    """A watch's `sendInitialEvents` (None when not given), checked with its `resourceVersionMatch` as the
+    API server checks a watch-list request; refused with upstream's 422 otherwise."""
+    given = request.query.get("sendInitialEvents")
+    send = None if given is None else flag(given)
+    match = request.query.get("resourceVersionMatch") or ""
+    path = FieldPath("resourceVersionMatch")
+    errors: list[FieldError] = []
+    if send is not None and match != NOT_OLDER_THAN:
+        detail = f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}"
+        errors.append(forbidden(path, detail))
+    if match:
+        if send is None:
+            detail = "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"
+            errors.append(forbidden(path, detail))
+        if match != NOT_OLDER_THAN:
+            errors.append(not_supported(path, match, [NOT_OLDER_THAN]))
+        if request.query.get("continue"):
+            errors.append(forbidden(path, "resourceVersionMatch is forbidden when continue is provided"))
+    if errors:
+        raise Refused(status.invalid("ListOptions.meta.k8s.io", "", errors))
+    return send
+
+
 def dry_run(request: web.Request) -> bool:
     return request.query.get("dryRun") == "All"
 
 
 def field_validation(request: web.Request) -> FieldValidation:
-    value = request.query.get("fieldValidation") or "Strict"
+    """The request's `fieldValidation`; Warn when not given, as the API server's default (kubectl sends
+    Strict unless told `--validate=warn|false`)."""
+    value = request.query.get("fieldValidation") or "Warn"
     if value not in ("Strict", "Warn", "Ignore"):
         raise Refused(status.bad_request(f'fieldValidation: Unsupported value: "{value}"'))
     return value  # type: ignore[return-value]
@@ -275,6 +304,14 @@ async def delete_options(request: web.Request) -> DeleteOptions:
             raise Refused(status.bad_request("invalid DeleteOptions: not an object"))
         given |= {k: v for k, v in body.items() if k not in ("kind", "apiVersion") and v is not None}
     return _checked_delete_options(given)
+
+
+def eviction_options(eviction: dict[str, Any]) -> DeleteOptions:
+    """An Eviction's `deleteOptions`, checked as a delete's."""
+    given = eviction.get("deleteOptions") or {}
+    if not isinstance(given, dict):
+        raise Refused(status.bad_request("invalid DeleteOptions: not an object"))
+    return _checked_delete_options({k: v for k, v in given.items() if k not in ("kind", "apiVersion")})
 
 
 def _checked_delete_options(given: dict[str, Any]) -> DeleteOptions:

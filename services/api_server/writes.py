@@ -33,6 +33,7 @@ from services.api_server.requests import (
     check_name,
     delete_options,
     dry_run,
+    eviction_options,
     field_manager,
     field_validation,
     flag,
@@ -219,7 +220,11 @@ class Verbs(Reads):
             return answer(_deleted(target, current))
         self.last_seen.forget(target)
         reply = await self.admission.delete(
-            target.resource.kind, target.namespace, target.name, propagation=options.propagation
+            target.resource.kind,
+            target.namespace,
+            target.name,
+            propagation=options.propagation,
+            grace_seconds=options.grace_seconds,
         )
         result = result_of(reply)
         if result.outcome == "not_found":
@@ -252,18 +257,20 @@ class Verbs(Reads):
 
     async def evict(self, request: web.Request, target: Target) -> web.StreamResponse:
         """`pods/eviction`: the pod is deleted as a bound pod is, which admission answers with `pods.evicted`
-        (the scheduler and the DRA allocator release what it held, the node agent stops it)."""
+        (the scheduler and the DRA allocator release what it held, the node agent stops it, within the
+        Eviction's grace period if it gives one)."""
         assert target.name is not None
-        await read_object(
-            request
-        )  # an Eviction; its deleteOptions are not honoured (see docs/kubernetes-api.md)
+        options = eviction_options(await read_object(request))
         await self._get(target)
-        result = result_of(await self.admission.delete("Pod", target.namespace, target.name))
+        if options.dry_run or dry_run(request):
+            return answer(_evicted(), 201)
+        reply = await self.admission.delete(
+            "Pod", target.namespace, target.name, grace_seconds=options.grace_seconds
+        )
+        result = result_of(reply)
         if result.outcome == "rejected":
             raise Refused(result.status or status.bad_request(result.message))
-        return answer(
-            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201
-        )
+        return answer(_evicted(), 201)
 
     async def log(self, request: web.Request, target: Target) -> web.StreamResponse:
         """`pods/log`: a process-runtime pod's container output (a simulated kubelet's pods have none)."""
@@ -280,6 +287,7 @@ class Verbs(Reads):
                 meta.get("namespace"),
                 str(meta.get("name")),
                 propagation=options.propagation,
+                grace_seconds=options.grace_seconds,
             )
         return answer(object_list(target.resource, items, revision, None))
 
@@ -288,6 +296,10 @@ def generated_name(prefix: str) -> str:
     """`prefix` (cut to leave room) and five random characters, as upstream's SimpleNameGenerator makes it."""
     suffix = "".join(secrets.choice(NAME_SUFFIX_LETTERS) for _ in range(5))
     return prefix[:MAX_GENERATED_PREFIX] + suffix
+
+
+def _evicted() -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
 def _check_preconditions(target: Target, current: dict[str, Any], options: DeleteOptions) -> None:

@@ -55,7 +55,7 @@ from libs.runtime.clock import Clock, utc_now
 from libs.runtime.health import beat_forever, health_file, process_name
 from libs.runtime.shutdown import bounded, cancel_tasks
 from services.node_agent.host import host_manifests
-from services.node_agent.launch import completion_index, grace_seconds, pod_processes
+from services.node_agent.launch import completion_index, deletion_grace, grace_seconds, pod_processes
 from services.node_agent.limits import HostLimits
 from services.node_agent.pods import SimulatedPod, SimulatedPods
 from services.node_agent.processes import PodFinished, PodProcesses, ProcessRuntime
@@ -447,7 +447,7 @@ class NodeAgentService:
         group = evicted.podgroup
         podgroup = (group.namespace, group.name, group.uid) if group is not None else None
         if evicted.reason == DELETED:
-            await self._terminate(uow, mine, podgroup, str(envelope.event_id))
+            await self._terminate(uow, mine, podgroup, str(envelope.event_id), evicted.grace_seconds)
             return
         # A host taken away reports nothing: its evicted pods hold their room until it is back (they died
         # with it) or its node is lost (the scheduler fails them).
@@ -472,13 +472,21 @@ class NodeAgentService:
         )
 
     async def _terminate(
-        self, uow: UnitOfWork, mine: list[PodRef], podgroup: PodGroupKey | None, cause: str | None
+        self,
+        uow: UnitOfWork,
+        mine: list[PodRef],
+        podgroup: PodGroupKey | None,
+        cause: str | None,
+        grace_s: float | None = None,
     ) -> None:
-        """Pods deleted while they run: with processes, deleted only once every process is gone."""
+        """Pods deleted while they run: with processes, deleted only once every process is gone (within
+        `grace_s`, the delete's grace period, else each pod's own)."""
         if self.runtime is None:
             await self._record_terminated(uow, mine, podgroup, cause)
             return
-        self._after_processes_end(mine, lambda later: self._record_terminated(later, mine, podgroup, cause))
+        self._after_processes_end(
+            mine, lambda later: self._record_terminated(later, mine, podgroup, cause), grace_s
+        )
 
     async def _record_stopped(
         self,
@@ -638,7 +646,8 @@ class NodeAgentService:
             pods = {pod.uid: pod for pod in await uow.objects.find("Pod")}
             evicted = {c.object_uid for c in await uow.conditions.with_status(DISRUPTION_TARGET, "True")}
             to_run: dict[PodGroupKey | None, list[tuple[StoredObject, str]]] = {}
-            to_terminate: list[PodRef] = []
+            # Pods being deleted, by the grace period their deletion gave them (None: their own).
+            to_terminate: dict[float | None, list[PodRef]] = {}
             to_stop: list[PodRef] = []
             for binding in bindings:
                 pod = pods.get(binding.pod_uid)
@@ -646,7 +655,7 @@ class NodeAgentService:
                     continue
                 ref = PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid, node=binding.node_name)
                 if pod.deletion_requested_at is not None:
-                    to_terminate.append(ref)
+                    to_terminate.setdefault(deletion_grace(pod), []).append(ref)
                 elif pod.uid in evicted:
                     to_stop.append(ref)
                 elif pod.status.get("phase", "Pending") == "Pending":
@@ -656,7 +665,8 @@ class NodeAgentService:
             await self._run_pods(
                 uow, [PodStart(placed, podgroup, None) for podgroup, placed in to_run.items()]
             )
-            await self._terminate(uow, to_terminate, None, None)
+            for grace_s, refs in sorted(to_terminate.items(), key=lambda item: item[0] or 0):
+                await self._terminate(uow, refs, None, None, grace_s)
             await self._stop(uow, to_stop, None, "reconciled", None)
             await uow.commit()
         log.info(
@@ -776,14 +786,17 @@ class NodeAgentService:
         return dict((node.get("status") or {}).get("allocatable") or {})
 
     def _after_processes_end(
-        self, refs: list[PodRef], record: Callable[[UnitOfWork], Awaitable[None]]
+        self,
+        refs: list[PodRef],
+        record: Callable[[UnitOfWork], Awaitable[None]],
+        grace_s: float | None = None,
     ) -> None:
-        """SIGTERM, the grace period, SIGKILL; then, in a transaction of its own, `record` what ended (the
-        pods' room is released only then)."""
+        """SIGTERM, the grace period (`grace_s`, else each pod's own), SIGKILL; then, in a transaction of its
+        own, `record` what ended (the pods' room is released only then)."""
 
         async def end_then_record() -> None:
             assert self.runtime is not None
-            await asyncio.gather(*(self.runtime.terminate(ref.uid) for ref in refs))
+            await asyncio.gather(*(self.runtime.terminate(ref.uid, grace_s) for ref in refs))
             for ref in refs:
                 self._forget(ref.uid)
             for attempt in range(5):

@@ -37,6 +37,12 @@ def grace_seconds(pod: StoredObject) -> float:
     return float(value) if isinstance(value, int | float) and value >= 0 else DEFAULT_GRACE_S
 
 
+def deletion_grace(pod: StoredObject) -> float | None:
+    """The grace period a pod's deletion gave it (`metadata.deletionGracePeriodSeconds`), if it says one."""
+    value = pod.metadata.get("deletionGracePeriodSeconds")
+    return float(value) if isinstance(value, int | float) and value >= 0 else None
+
+
 def base_env(pod: StoredObject, devices: Mapping[str, list[str]]) -> dict[str, str]:
     """What the agent puts in every container's environment before the container's own `env`."""
     env = {name: os.environ[name] for name in INHERITED if name in os.environ}

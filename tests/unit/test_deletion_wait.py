@@ -15,8 +15,12 @@ class FakeClient:
         self.outcomes = outcomes
         self.gone_after = gone_after
         self.looks = 0
+        self.graces: list[int | None] = []
 
-    async def delete(self, kind: str, name: str, namespace: str | None = None) -> ApplyReply:
+    async def delete(
+        self, kind: str, name: str, namespace: str | None = None, *, grace_seconds: int | None = None
+    ) -> ApplyReply:
+        self.graces.append(grace_seconds)
         outcome = self.outcomes[name]
         refused = {"reason": "Conflict"} if outcome == "rejected" else None
         message = f'Operation cannot be fulfilled on {kind.lower()}s "{name}"' if refused else ""
@@ -106,3 +110,21 @@ async def test_a_refused_delete_is_an_error_not_a_deletion():
     assert code == 1
     assert out == ['job.batch "finetune" deleted']
     assert err == ['Error from server (Conflict): Operation cannot be fulfilled on namespaces "ml"']
+
+
+async def test_a_grace_period_given_reaches_every_delete():
+    client = FakeClient({"finetune": "deleted", "other": "deleted"}, gone_after=0)
+
+    await run(client, [JOB, Target("Pod", "other", "ml")], grace_seconds=5)
+    await run(client, [JOB])
+
+    assert client.graces == [5, 5, None]
+
+
+def test_podway_delete_reads_kubectls_grace_period_flag():
+    from libs.client.cli import build_parser
+
+    given = build_parser("delete").parse_args(["delete", "pod", "p", "--grace-period", "3"])
+    default = build_parser("delete").parse_args(["delete", "pod", "p"])
+
+    assert (given.grace_period, default.grace_period) == (3, -1)

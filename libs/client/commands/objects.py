@@ -169,6 +169,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
             targets,
             wait=args.wait,
             timeout_s=timeout_s,
+            grace_seconds=None if args.grace_period < 0 else args.grace_period,
             out=print,
             err=lambda line: print(line, file=sys.stderr),
         )
@@ -360,6 +361,13 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
     )
     delete.add_argument(
         "--timeout", default="60s", help="how long --wait waits, e.g. 90s, 5m (0s: look once)"
+    )
+    delete.add_argument(
+        "--grace-period",
+        type=int,
+        default=-1,
+        help="seconds a running pod has to stop before it is killed (default -1: its own "
+        "terminationGracePeriodSeconds; 0: at once), as kubectl's",
     )
     delete.set_defaults(handler=guard(cmd_delete))
 

@@ -76,6 +76,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         except ValueError as error:
             print(f"podway up: {error}", file=sys.stderr)
             return 2
+    try:
+        api_env = api_server_env(args.api_tokens)
+    except ValueError as error:
+        print(f"podway up: --api-tokens: {error}", file=sys.stderr)
+        return 2
     if args.detach:
         return _up_detached(args, settings)
     services = tuple(args.services.split(",")) if args.services else (*DEFAULT_SERVICES, "llm_router")
@@ -93,7 +98,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         prepare=functools.partial(prepare_stack, replicas=args.replicas),
         provision=functools.partial(provision_streams_now, replicas=args.replicas),
         extra_specs=extra,
-        service_env={"node_agent": {"PODWAY_RUNTIME": args.agents}},
+        service_env={"node_agent": {"PODWAY_RUNTIME": args.agents}, "api_server": api_env},
     )
     stopping = {"now": False}
 
@@ -127,6 +132,24 @@ def cmd_up(args: argparse.Namespace) -> int:
         stack.stop()
         print("podway stopped")
     return 0
+
+
+def api_server_env(tokens: Path | None) -> dict[str, str]:
+    """The API server's environment for `--api-tokens FILE`: the file, checked first (ValueError saying why
+    it cannot be used)."""
+    if tokens is None:
+        return {}
+    from libs.kubeapi.security import Tokens
+
+    try:
+        loaded = Tokens.load(tokens)
+    except OSError as error:
+        raise ValueError(f"{tokens}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise ValueError(f"{tokens}: {error}") from None
+    if not loaded:
+        raise ValueError(f'{tokens}: no token in it (rows token,user,uid,"groups")')
+    return {"PODWAY_API_TOKENS_FILE": str(tokens.resolve())}
 
 
 def metrics_line(settings: PodwaySettings) -> str:
@@ -177,6 +200,8 @@ def _up_detached(args: argparse.Namespace, settings: PodwaySettings) -> int:
         argv += ["--router-processes", str(args.router_processes)]
     if args.replicas is not None:
         argv += ["--replicas", str(args.replicas)]
+    if args.api_tokens is not None:
+        argv += ["--api-tokens", str(args.api_tokens.resolve())]
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with (settings.data_dir / "podway-up.log").open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -351,6 +376,14 @@ def register(sub: argparse._SubParsersAction[Any], common: Callable[[argparse.Ar
         type=int,
         default=None,
         help="router processes sharing that address (default one per CPU, or PODWAY_ROUTER_PROCESSES)",
+    )
+    up.add_argument(
+        "--api-tokens",
+        type=Path,
+        default=None,
+        help='bearer tokens of the Kubernetes API, kube-apiserver\'s token file (token,user,uid,"groups"; '
+        "groups system:masters or podway:read-write may write, podway:read-only may read); the kubeconfig "
+        "names the first user who may write (default: an admin and a viewer token in DATA_DIR/pki/tokens.csv)",
     )
     replicas_flag(up)
     up.set_defaults(handler=cmd_up)

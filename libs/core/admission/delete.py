@@ -31,6 +31,9 @@ from libs.events.scheduling import PodRef
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 DELETED_REASON = "Deleted"
 """The `pods.evicted` reason of a pod deleted while it runs on its node."""
+DEFAULT_GRACE_SECONDS = 30
+"""A pod's terminationGracePeriodSeconds when its spec has none (upstream's default)."""
+DELETION_GRACE = "deletionGracePeriodSeconds"
 
 
 def pod_finished(pod: KnownObject) -> bool:
@@ -85,10 +88,12 @@ def decide_delete(
     *,
     now: str,
     propagation: Propagation | None = None,
+    grace_seconds: int | None = None,
 ) -> BatchDecision:
     """Delete one object (`now`: the time a deletion mark records). `scope` holds the objects of its
     namespace that it may own or that may hold it (Workloads, PodGroups, Pods); `bound` maps the uid of every
-    bound pod among them to its node."""
+    bound pod among them to its node. `grace_seconds`: how long a running pod it deletes has to stop (else
+    its own terminationGracePeriodSeconds)."""
     target = view.get(key)
     if target is None:
         kind, namespace, name = key
@@ -103,7 +108,7 @@ def decide_delete(
             )
         )
         return decision
-    deletion = _Deletion(scope, bound, request_id, now, propagation or "Foreground")
+    deletion = _Deletion(scope, bound, request_id, now, propagation or "Foreground", grace_seconds)
     result = deletion.delete(target)
     return deletion.finish(result)
 
@@ -217,9 +222,11 @@ class _Deletion:
         request_id: str,
         now: str = "",
         propagation: Propagation = "Foreground",
+        grace_seconds: int | None = None,
     ) -> None:
         self.objects = {obj.key: obj for obj in scope}
         self.propagation = propagation
+        self.grace_seconds = grace_seconds
         self.bound = bound
         self.request_id = request_id
         self.now = now
@@ -249,7 +256,10 @@ class _Deletion:
     def finish(self, result: ObjectResult | None) -> BatchDecision:
         for (kind, name), pods in self._evicted.items():
             group = self.objects.get(("PodGroup", pods[0].namespace, name)) if kind == "PodGroup" else None
-            self.decision.events.append(evicted_event(pods, DELETED_REASON, group, self.request_id))
+            event = evicted_event(
+                pods, DELETED_REASON, group, self.request_id, grace_seconds=self.grace_seconds
+            )
+            self.decision.events.append(event)
         if result is not None:
             self.decision.results.insert(0, result)
         return self.decision
@@ -269,14 +279,16 @@ class _Deletion:
         self._done[obj.uid] = _result(obj, "deleted")
         return self._done[obj.uid]
 
-    def _mark(self, obj: KnownObject, message: str) -> ObjectResult:
+    def _mark(self, obj: KnownObject, message: str, *, grace_seconds: int | None = None) -> ObjectResult:
         """Mark it for deletion; the services that keep a view of it see it marked (the API server's watch
-        shows the object with its `deletionTimestamp`)."""
+        shows the object with its `deletionTimestamp`, and a pod with its `deletionGracePeriodSeconds`)."""
         if obj.uid in self._done:
             return self._done[obj.uid]
-        self.decision.removals.append(_removal(obj, mark_only=True))
+        self.decision.removals.append(_removal(obj, mark_only=True, grace_seconds=grace_seconds))
         if not obj.deletion_requested:
             metadata = {**(obj.manifest.get("metadata") or {}), "deletionTimestamp": self.now}
+            if grace_seconds is not None:
+                metadata[DELETION_GRACE] = grace_seconds
             marked = dataclasses.replace(
                 obj,
                 resource_version=obj.resource_version + 1,
@@ -299,7 +311,17 @@ class _Deletion:
             group_name = group_name_of(pod)
             story = ("PodGroup", group_name) if group_name else ("Pod", pod.uid)
             self._evicted.setdefault(story, []).append(ref)
-        return self._mark(pod, f"terminating on node {node}")
+        return self._mark(pod, f"terminating on node {node}", grace_seconds=self._grace_of(pod))
+
+    def _grace_of(self, pod: KnownObject) -> int:
+        """How long a running pod has to stop: the delete's grace period, else its own (upstream's 30 s when
+        its spec says none)."""
+        if self.grace_seconds is not None:
+            return self.grace_seconds
+        own = (pod.manifest.get("spec") or {}).get("terminationGracePeriodSeconds")
+        return (
+            own if isinstance(own, int) and not isinstance(own, bool) and own >= 0 else DEFAULT_GRACE_SECONDS
+        )
 
     def holding(self, group: KnownObject) -> list[KnownObject]:
         """The group's pods that hold a node and have not finished: its deletion waits for them. Pods that
@@ -392,7 +414,7 @@ def _result(obj: KnownObject, outcome: Outcome, message: str = "") -> ObjectResu
     )
 
 
-def _removal(obj: KnownObject, *, mark_only: bool) -> ObjectRemoval:
+def _removal(obj: KnownObject, *, mark_only: bool, grace_seconds: int | None = None) -> ObjectRemoval:
     return ObjectRemoval(
         kind=obj.kind,
         namespace=obj.namespace,
@@ -400,4 +422,5 @@ def _removal(obj: KnownObject, *, mark_only: bool) -> ObjectRemoval:
         uid=obj.uid,
         expected_resource_version=obj.resource_version,
         mark_only=mark_only,
+        grace_seconds=grace_seconds,
     )

@@ -145,15 +145,19 @@ def deleted_event(known: KnownObject, request_id: str, correlation_id: str) -> E
 
 
 def evicted_event(
-    pods: list[PodRef], reason: str, group: KnownObject | None, request_id: str
+    pods: list[PodRef],
+    reason: str,
+    group: KnownObject | None,
+    request_id: str,
+    *,
+    grace_seconds: int | None = None,
 ) -> EmittedEvent:
     """`pods.evicted` for pods of one PodGroup (`group`), or for one pod without a group."""
     if group is not None:
         ref = PodGroupRef(namespace=group.namespace, name=group.name, uid=group.uid)
-        payload = PodsEvicted(pods=pods, reason=reason, podgroup=ref)
+        payload = PodsEvicted(pods=pods, reason=reason, podgroup=ref, grace_seconds=grace_seconds)
         return EmittedEvent(payload=payload, correlation_id=group.uid, subject=aggregate(group))
     pod = pods[0]
     subject = AggregateRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
-    return EmittedEvent(
-        payload=PodsEvicted(pods=pods, reason=reason), correlation_id=pod.uid, subject=subject
-    )
+    payload = PodsEvicted(pods=pods, reason=reason, grace_seconds=grace_seconds)
+    return EmittedEvent(payload=payload, correlation_id=pod.uid, subject=subject)

@@ -65,6 +65,8 @@ class ObjectRemoval:
     uid: str
     expected_resource_version: int
     mark_only: bool = False
+    grace_seconds: int | None = None
+    """A pod marked: how long it has to stop (shown as `metadata.deletionGracePeriodSeconds`)."""
 
 
 @dataclass(frozen=True)

@@ -356,14 +356,19 @@ class SqlAlchemyObjectRepository:
         *,
         expected_uid: str | None = None,
         expected_resource_version: int | None = None,
+        grace_seconds: int | None = None,
     ) -> StoredObject:
         """Mark an object for deletion; the owning controller deletes it once it has cleaned up. With
-        preconditions, only the incarnation (uid) and version they name is marked (ConflictError)."""
+        preconditions, only the incarnation (uid) and version they name is marked (ConflictError).
+        `grace_seconds`: a pod's time to stop, kept as its `metadata.deletionGracePeriodSeconds`."""
         current = await self._require(kind, namespace, name, None)
         _check_preconditions(current, expected_uid, expected_resource_version)
         if current.deletion_requested_at is not None:
             return current
-        return await self._write(current, {"deletion_requested_at": self._clock()})
+        changes: dict[str, Any] = {"deletion_requested_at": self._clock()}
+        if grace_seconds is not None:
+            changes["metadata"] = {**current.metadata, "deletionGracePeriodSeconds": grace_seconds}
+        return await self._write(current, changes)
 
     async def delete(
         self,

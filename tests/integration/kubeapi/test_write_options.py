@@ -408,3 +408,61 @@ async def test_a_list_shows_what_another_replica_wrote_since_this_server_listed_
     assert row["object"]["metadata"]["labels"] == {"b": "2"}
     earlier = next(p for p in before["items"] if p["metadata"]["name"] == "elsewhere")
     assert earlier["metadata"]["labels"] == {"a": "1"}
+
+
+async def bind(api: Api, pod: dict[str, Any]) -> None:
+    """Bind a pod as the scheduler would (its node agent would run it)."""
+    now = datetime.now(UTC)
+    async with api.admission.uow() as uow:
+        lease = await uow.leases.acquire_or_renew("scheduler", "test", now, timedelta(seconds=15))
+        assert lease is not None
+        bound = PodBinding(pod_uid=pod["metadata"]["uid"], node_name="n1", podgroup_uid="", bound_at=now)
+        await uow.bindings.bind_many([bound], fence=lease.fence)
+        await uow.commit()
+
+
+@pytest.mark.parametrize(
+    ("how", "grace"),
+    [("query", {"gracePeriodSeconds": "3"}), ("body", {"gracePeriodSeconds": 3}), ("eviction", None)],
+)
+async def test_a_running_pods_delete_or_eviction_gives_it_the_grace_period_asked(
+    api: Api, how: str, grace: dict[str, Any] | None
+) -> None:
+    code, running = await api.call("POST", PODS, bare_pod("graceful", {}))
+    assert code == 201
+    await bind(api, running)
+    path = f"{PODS}/graceful"
+    if how == "query":
+        code, answered = await api.call("DELETE", path, params=grace)
+    elif how == "body":
+        code, answered = await api.call("DELETE", path, {"kind": "DeleteOptions", **(grace or {})})
+    else:
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "graceful", "namespace": "ml"},
+            "deleteOptions": {"gracePeriodSeconds": 3},
+        }
+        code, answered = await api.call("POST", f"{path}/eviction", eviction)
+    assert code in (200, 201, 202), answered
+
+    code, marked = await api.call("GET", path)
+    assert code == 200
+    assert marked["metadata"]["deletionGracePeriodSeconds"] == 3
+    assert "deletionTimestamp" in marked["metadata"]
+
+
+async def test_a_running_pod_deleted_without_a_grace_period_shows_its_own(api: Api) -> None:
+    code, running = await api.call(
+        "POST",
+        PODS,
+        {**bare_pod("own", {}), "spec": {**bare_pod("own", {})["spec"], "terminationGracePeriodSeconds": 12}},
+    )
+    assert code == 201
+    await bind(api, running)
+
+    assert (await api.call("DELETE", f"{PODS}/own"))[0] in (200, 202)
+
+    code, marked = await api.call("GET", f"{PODS}/own")
+    assert code == 200
+    assert marked["metadata"]["deletionGracePeriodSeconds"] == 12

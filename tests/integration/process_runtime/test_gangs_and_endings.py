@@ -161,6 +161,22 @@ async def test_a_process_ignoring_sigterm_is_killed_at_the_grace_period(process_
     assert 1.0 <= waited < 4.0
 
 
+async def test_a_deletes_grace_period_overrides_the_pods_own(process_stack: ProcessStack):
+    script = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(3600)"
+    await process_stack.client.apply([pod("hasty", python(script), grace_s=3600)])
+    await eventually(lambda: _log_of(process_stack, "hasty"), lambda text: "ready" in text)
+
+    await process_stack.client.delete("Pod", "hasty", NAMESPACE, grace_seconds=2)
+    marked = await get_pod(process_stack, "hasty")
+    # Its own hour would outlast the wait below: it goes because the delete gave it two seconds.
+    gone = await eventually(lambda: get_pod(process_stack, "hasty"), lambda p: p is None, timeout_s=30)
+
+    assert marked is not None
+    assert marked["metadata"]["deletionGracePeriodSeconds"] == 2
+    assert "deletionTimestamp" in marked["metadata"]
+    assert gone is None
+
+
 async def test_a_restarted_agent_finds_its_running_processes_and_reports_lost_ones(
     process_stack: ProcessStack,
 ):

@@ -116,6 +116,40 @@ def test_a_pod_already_being_deleted_is_not_evicted_twice():
     assert events(decision, "pods.evicted") == []
 
 
+def test_a_running_pod_deleted_with_a_grace_period_is_given_it_and_shows_it():
+    view = job_view()
+    pod = with_phase(pods(view)[0], "Running")
+    view.put(pod)
+
+    decision = decide_delete(
+        pod.key, view, scope(view), {pod.uid: "node-a"}, "req", now=STAMP, grace_seconds=5
+    )
+
+    (removal,) = decision.removals
+    assert (removal.mark_only, removal.grace_seconds) == (True, 5)
+    (evicted,) = events(decision, "pods.evicted")
+    assert evicted.payload.grace_seconds == 5
+    (updated,) = events(decision, "pod.admitted")
+    assert updated.payload.object["metadata"]["deletionGracePeriodSeconds"] == 5
+
+
+def test_without_a_grace_period_a_running_pod_shows_its_own_or_upstreams_default():
+    view = job_view()
+    own, default = (with_phase(p, "Running") for p in pods(view)[:2])
+    own = dataclasses.replace(
+        own, manifest={**own.manifest, "spec": {**own.manifest["spec"], "terminationGracePeriodSeconds": 7}}
+    )
+    view.put(own)
+    view.put(default)
+    bound = {own.uid: "node-a", default.uid: "node-a"}
+
+    for pod, grace in ((own, 7), (default, 30)):
+        decision = decide_delete(pod.key, view, scope(view), bound, "req", now=STAMP)
+        assert [r.grace_seconds for r in decision.removals] == [grace]
+        # The node agent is told no grace period: the pod's own applies.
+        assert [e.payload.grace_seconds for e in events(decision, "pods.evicted")] == [None]
+
+
 def test_a_pending_pod_without_a_binding_is_deleted_at_once():
     view = job_view()
     pod = pods(view)[0]
