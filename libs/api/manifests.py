@@ -24,7 +24,7 @@ from libs.api.errors import (
 )
 from libs.api.kinds import KIND_ORDER, NAMESPACED_KINDS, is_namespaced, kind_rank
 from libs.api.limits import LimitExceeded, check_document_shape, check_request_size
-from libs.api.models.base import unknown_fields
+from libs.api.models.base import drop_unknown_fields, unknown_fields
 from libs.api.models.batch import Job
 from libs.api.models.core import Namespace, Node, Pod
 from libs.api.models.kueue import ClusterQueue, Cohort, LocalQueue, ResourceFlavor
@@ -77,7 +77,7 @@ MODELS: Final[dict[tuple[str, str], type[ApiObject]]] = {
 
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
 """What admission does with unknown fields, as the API server's `fieldValidation`: refuse the object,
-admit it with a warning per field, or admit it silently."""
+admit it without them with a warning per field, or admit it without them silently."""
 
 _TYPE_DETAILS: Final = {
     "int_type": "must be an integer",
@@ -318,12 +318,14 @@ def validate_document(
         return ValidationResult(None, warnings=tuple(warnings), problem=str(error), status_code=400)
     except InvalidObjectError as error:
         return _rejected(error.kind, document, error.errors, warnings)
-    unknown = (
-        [f'unknown field "{path}"' for path in unknown_fields(obj)] if field_validation != "Ignore" else []
-    )
+    unknown = [f'unknown field "{path}"' for path in unknown_fields(obj)]
     if unknown and field_validation == "Strict":
         return _undecodable(obj, strict_decoding_message(obj, unknown), warnings)
-    warnings += unknown
+    if unknown:
+        drop_unknown_fields(obj)  # taken without them, as the API server decodes it
+        _forget_unset_fields(obj)
+        if field_validation == "Warn":
+            warnings += unknown
     warnings += [
         f'unknown Podway annotation "{key}"' for key in unknown_podway_annotations(obj.metadata.annotations)
     ]
@@ -340,6 +342,66 @@ def validate_document(
     return ValidationResult(
         obj, warnings=tuple(warnings), kind=obj.KIND, name=obj.name, namespace=obj.namespace
     )
+
+
+def _forget_unset_fields(obj: ApiObject) -> None:
+    """Take out of `metadata.managedFields` the fields the object does not set (the unknown ones dropped):
+    a manager owns only what is there."""
+    extra = obj.metadata.__pydantic_extra__ or {}
+    entries = extra.get("managedFields")
+    if not isinstance(entries, list):
+        return
+    present = obj.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    kept = []
+    for entry in entries:
+        tree = entry.get("fieldsV1") if isinstance(entry, dict) else None
+        if not isinstance(tree, dict):
+            kept.append(entry)
+        elif owned := _owned_in(tree, present):
+            kept.append({**entry, "fieldsV1": owned})
+    extra["managedFields"] = kept
+
+
+def _owned_in(tree: Mapping[str, Any], value: Any) -> dict[str, Any]:
+    """A fieldsV1 tree without what `value` does not hold (a subtree left empty goes with it)."""
+    found: dict[str, Any] = {}
+    for key, subtree in tree.items():
+        held, inner = _element_in(key, value)
+        if not held:
+            continue
+        if isinstance(subtree, Mapping) and subtree:
+            if owned := _owned_in(subtree, inner):
+                found[key] = owned
+        else:
+            found[key] = subtree
+    return found
+
+
+def _element_in(key: str, value: Any) -> tuple[bool, Any]:
+    """Whether a fieldsV1 element (`f:name`, `k:{...}`, `v:...`, `i:N`, `.`) is in `value`, and what it holds."""
+    kind, _, rest = key.partition(":")
+    if key == ".":
+        return True, value
+    if kind == "f":
+        return (isinstance(value, dict) and rest in value), (
+            value.get(rest) if isinstance(value, dict) else None
+        )
+    if not isinstance(value, list):
+        return False, None
+    try:
+        wanted = json.loads(rest) if kind in ("k", "v") else int(rest)
+    except ValueError:
+        return True, None  # an element this reader cannot read is kept as it was
+    if kind == "k" and isinstance(wanted, dict):
+        item = next(
+            (i for i in value if isinstance(i, dict) and all(i.get(k) == v for k, v in wanted.items())), None
+        )
+        return item is not None, item
+    if kind == "v":
+        return wanted in value, wanted
+    if kind == "i" and isinstance(wanted, int):
+        return 0 <= wanted < len(value), value[wanted] if 0 <= wanted < len(value) else None
+    return True, None
 
 
 def strict_decoding_message(obj: ApiObject, unknown: Sequence[str]) -> str:

@@ -5,6 +5,7 @@ the story `podway events` tells."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any, Final
 
 _REASONS: Final[dict[str, str]] = {
@@ -79,6 +80,7 @@ def waiting_event(obj: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[
         "type": "Warning",
         "reportingComponent": "scheduler",
         "reportingInstance": "",
+        "eventTime": _micro_time(when),
     }
 
 
@@ -124,6 +126,7 @@ def _event(seq: int, index: int, envelope: Mapping[str, Any], about: Mapping[str
         "type": type_of(event_type),
         "reportingComponent": str(envelope.get("producer") or "podway"),
         "reportingInstance": "",
+        "eventTime": _micro_time(envelope.get("occurred_at")),
     }
 
 
@@ -142,6 +145,17 @@ def _message(event_type: str, payload: Mapping[str, Any]) -> str:
     return event_type
 
 
+def _micro_time(value: Any) -> str | None:
+    """A `MicroTime` (what events.k8s.io/v1 requires of `eventTime`): RFC 3339 in UTC with microseconds."""
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _timestamp(value: Any) -> str:
     text = str(value or "")
     return text[:19] + "Z" if len(text) >= 19 else text
@@ -153,7 +167,7 @@ def as_events_v1(event: Mapping[str, Any]) -> dict[str, Any]:
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": event.get("metadata") or {},
-        "eventTime": None,
+        "eventTime": event.get("eventTime"),
         "regarding": event.get("involvedObject") or {},
         "reason": event.get("reason"),
         "note": event.get("message"),

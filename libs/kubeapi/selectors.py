@@ -376,14 +376,9 @@ def parse_field_selector(text: str) -> FieldSelector:
 
 
 _META: Final = ("metadata.name", "metadata.namespace")
+_INVOLVED: Final = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
 _EVENT_FIELDS: Final = (
-    "involvedObject.kind",
-    "involvedObject.namespace",
-    "involvedObject.name",
-    "involvedObject.uid",
-    "involvedObject.apiVersion",
-    "involvedObject.resourceVersion",
-    "involvedObject.fieldPath",
+    *(f"involvedObject.{name}" for name in _INVOLVED),
     "reason",
     "reportingComponent",
     "source",
@@ -407,14 +402,26 @@ SELECTABLE_FIELDS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
     ("", "Node"): ("metadata.name", "spec.unschedulable"),
     ("", "Namespace"): ("status.phase", "metadata.name"),
     ("", "Event"): _EVENT_FIELDS,
-    ("events.k8s.io", "Event"): _EVENT_FIELDS,
+    # Its own spellings, each read as the core one (events.k8s.io/v1 conversion.go); not the core ones.
+    ("events.k8s.io", "Event"): (
+        *(f"regarding.{name}" for name in _INVOLVED),
+        "reason",
+        "reportingController",
+        "source",
+        "type",
+        *_META,
+    ),
     ("batch", "Job"): (*_META, "status.successful"),
     ("resource.k8s.io", "ResourceSlice"): ("metadata.name", "spec.nodeName", "spec.driver"),
 }
 """Per (group, kind), the fields a field selector may name (each kind's `AddFieldLabelConversionFunc`);
 any other kind takes `metadata.name` and `metadata.namespace` only."""
 
-_ALIASES: Final = {("", "Pod", "spec.host"): "spec.nodeName"}
+_ALIASES: Final = {
+    ("", "Pod", "spec.host"): "spec.nodeName",
+    **{("events.k8s.io", "Event", f"regarding.{name}"): f"involvedObject.{name}" for name in _INVOLVED},
+    ("events.k8s.io", "Event", "reportingController"): "reportingComponent",
+}
 
 
 def _refusal(group: str, version: str, kind: str, label: str) -> str:
@@ -434,9 +441,9 @@ def check_fields(selector: FieldSelector, group: str, version: str, kind: str) -
     supported = SELECTABLE_FIELDS.get((group, kind), _META)
     converted = []
     for term in selector.terms:
-        field = _ALIASES.get((group, kind, term.field), term.field)
-        if field not in supported:
+        if term.field not in supported and (group, kind, term.field) not in _ALIASES:
             raise SelectorError(_refusal(group, version, kind, term.field))
+        field = _ALIASES.get((group, kind, term.field), term.field)
         converted.append(FieldTerm(field, term.value, term.negated))
     return FieldSelector(tuple(converted))
 
@@ -476,10 +483,7 @@ def _pod_fields(pod: Mapping[str, Any]) -> dict[str, str]:
 
 def _event_fields(event: Mapping[str, Any]) -> dict[str, str]:
     involved = event.get("involvedObject") or event.get("regarding") or {}
-    fields = {
-        f"involvedObject.{name}": _text(involved.get(name))
-        for name in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
-    }
+    fields = {f"involvedObject.{name}": _text(involved.get(name)) for name in _INVOLVED}
     source = event.get("source") or event.get("deprecatedSource") or {}
     fields["reason"] = _text(event.get("reason"))
     fields["reportingComponent"] = _text(event.get("reportingComponent") or event.get("reportingController"))

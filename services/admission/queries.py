@@ -254,9 +254,20 @@ async def _kube_events(uow: UnitOfWork, request: GetRequest, revision: int) -> G
     ]
     if request.involved:
         items += await _waiting_events(uow, request.namespace or "", request.involved)
+    elif request.name is not None and WAITING_EVENT in request.name:
+        involved = request.name.rsplit(WAITING_EVENT, 1)[0]
+        items += await _waiting_events(uow, request.namespace or "", involved)
+    elif request.name is None:
+        items += await _every_waiting_event(
+            uow, None if request.all_namespaces else request.namespace or "default"
+        )
     if request.name is not None:
         items = [event for event in items if event["metadata"]["name"] == request.name]
     return GetReply(items=items, revision=revision, item_revisions=[revision] * len(items))
+
+
+WAITING_EVENT = ".waiting-"
+"""In the name of a waiting event, between the object's name and its condition's type (see waiting_event)."""
 
 
 async def _waiting_events(uow: UnitOfWork, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -264,13 +275,30 @@ async def _waiting_events(uow: UnitOfWork, namespace: str, name: str) -> list[di
     found = []
     for kind in ("Pod", "PodGroup"):
         obj = await uow.objects.get(kind, namespace, name)
-        if obj is None:
-            continue
-        (manifest,) = await _readable(uow, kind, [obj])
-        for condition in (manifest.get("status") or {}).get("conditions") or []:
-            if condition.get("status") == "False" and condition.get("reason"):
-                found.append(waiting_event(manifest, condition))
+        if obj is not None:
+            (manifest,) = await _readable(uow, kind, [obj])
+            found += _waiting_of(manifest)
     return found
+
+
+async def _every_waiting_event(uow: UnitOfWork, namespace: str | None) -> list[dict[str, Any]]:
+    """The waiting events of every pending PodGroup and pod of `namespace` (None: of all), at most
+    KUBE_EVENTS, as a list of Events shows the scheduler's `FailedScheduling` events among the others."""
+    found: list[dict[str, Any]] = []
+    for kind in ("PodGroup", "Pod"):
+        for manifest in await _readable(uow, kind, await uow.objects.find(kind, namespace)):
+            found += _waiting_of(manifest)
+            if len(found) >= KUBE_EVENTS:
+                return found[:KUBE_EVENTS]
+    return found
+
+
+def _waiting_of(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        waiting_event(manifest, condition)
+        for condition in (manifest.get("status") or {}).get("conditions") or []
+        if condition.get("status") == "False" and condition.get("reason")
+    ]
 
 
 async def _audited(uow: UnitOfWork, request: GetRequest) -> list[StoredEvent]:

@@ -32,3 +32,11 @@ def answer(body: dict[str, Any], code: int = 200, *, content_type: str = "applic
 
 def refusal(answer_: dict[str, Any]) -> web.Response:
     return answer(answer_, int(answer_.get("code") or 500))
+
+
+def warning_header(text: str) -> str:
+    """A `Warning` header value as upstream's NewWarningHeader writes it: code 299, no agent, the text quoted
+    with its quotes and backslashes escaped (kubectl reads nothing from a header quoted otherwise); a control
+    character, which a header cannot carry, becomes a space."""
+    printable = "".join(" " if ord(char) < 32 or ord(char) == 127 else char for char in text)
+    return '299 - "' + printable.replace("\\", "\\\\").replace('"', '\\"') + '"'

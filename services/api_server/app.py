@@ -245,13 +245,15 @@ class ApiServerService:
         # Anyone authenticated may ask who they are, as upstream's default RBAC allows.
         if target.resource.kind != "SelfSubjectReview" and not authorize(user, verb):
             resource = target.resource
+            # A request on one namespace is in that namespace, as upstream's RequestInfo reads its path.
+            namespace = target.name if resource.kind == "Namespace" else target.namespace
             raise Refused(
                 status.forbidden(
                     user.name,
                     verb,
                     resource.plural,
                     resource.group,
-                    target.namespace or "",
+                    namespace or "",
                     target.name or "",
                     target.subresource or "",
                 )

@@ -91,7 +91,7 @@ class Reads:
                 raise Refused(status.bad_request("continue key is not valid: illegal base64 data")) from None
         items, next_token, revision = await self._collect(target, labels, fields, limit, token)
         if limit is not None and next_token is not None:
-            self._read_ahead(target, limit, next_token, _involved(target.resource, fields))
+            self._read_ahead(target, limit, next_token, _involved(target, fields))
         revision = first_revision or revision
         token_out = continue_token(next_token, revision) if next_token else None
         if wants_table(request):
@@ -114,7 +114,7 @@ class Reads:
         revision = 0
         while True:
             want = ADMISSION_PAGE if limit is None else max(limit - len(items), 1)
-            reply = await self._page(target, want, token, _involved(target.resource, fields))
+            reply = await self._page(target, want, token, _involved(target, fields))
             revision = revision or reply.revision
             for encoded, item_revision in zip(reply.items, reply.item_revisions, strict=False):
                 obj = self.listed.shown(encoded, item_revision)
@@ -244,12 +244,13 @@ def _watched(
     return wants
 
 
-def _involved(resource: Resource, fields: FieldSelector | None) -> str | None:
-    """The object an Event list is about (`involvedObject.name=`), so admission reads only its stories."""
-    if resource.kind != "Event" or fields is None:
+def _involved(target: Target, fields: FieldSelector | None) -> str | None:
+    """The object an Event list in one namespace is about (`involvedObject.name=`, `regarding.name=` in
+    events.k8s.io), so admission reads only its stories; a list across namespaces reads the newest events
+    and selects from them."""
+    if target.resource.kind != "Event" or fields is None or not target.namespace:
         return None
-    names = ("involvedObject.name", "regarding.name")
-    return next((t.value for t in fields.terms if t.field in names and not t.negated), None)
+    return next((t.value for t in fields.terms if t.field == "involvedObject.name" and not t.negated), None)
 
 
 def matches(obj: dict[str, Any], labels: LabelSelector | None, fields: FieldSelector | None) -> bool:

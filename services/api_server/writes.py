@@ -24,7 +24,7 @@ from libs.kubeapi.patches import (
     record_update,
 )
 from libs.kubeapi.resources import lookup
-from services.api_server.answers import USER, Refused, answer
+from services.api_server.answers import USER, Refused, answer, warning_header
 from services.api_server.objects import object_list, parse_revision, shown
 from services.api_server.pod_logs import serve_log
 from services.api_server.reads import Reads, typed
@@ -126,7 +126,7 @@ class Verbs(Reads):
             found = await self._get(Target(target.resource, target.namespace, name))
             response = answer(found, code)
         for warning in warnings:
-            response.headers.add("Warning", f'299 - "{warning}"')
+            response.headers.add("Warning", warning_header(warning))
         return response
 
     async def patch(self, request: web.Request, target: Target) -> web.StreamResponse:

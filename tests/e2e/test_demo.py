@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -30,6 +31,11 @@ def test_podway_demo_passes_every_step(tmp_path):
     assert "steps passed" in proc.stdout
     assert "FAILED" not in proc.stdout
     assert "stack stopped" in proc.stdout
+    if shutil.which("kubectl"):  # the gang applied and watched with kubectl itself, not the fallback
+        assert "$ kubectl apply -f gang.yaml" in proc.stdout
+        assert "podgroup.scheduling.k8s.io/kube-gang-worker-0 created" in proc.stdout
+        assert "$ kubectl get pods -w" in proc.stdout
+        assert "no kubectl on PATH" not in proc.stdout
 
     # The run's report renders in Chromium: no script error, every chart drawn, one Gantt row per PodGroup.
     assert report.exists()

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,45 @@ def test_kubectl_applies_every_example_and_reads_what_podway_admitted(kube: Kube
     # A v1.35 pod was converted when created: its second apply puts its workloadRef back, naming the
     # PodGroup it is in already.
     assert "pod/legacy-train-0 unchanged" in again or "pod/legacy-train-0 configured" in again
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _as_applied(kube: KubeStack) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Each example object as its files set it (everything but metadata and status, its labels and its
+    annotations but kubectl's own), by apiVersion, kind and key: what an apply decides. Nodes and their
+    ResourceSlices are their agent's, and a pod's node its binding's."""
+    listed = json.loads(ok(kubectl(kube, "get", "-f", str(EXAMPLES), "-o", "json")))
+    found = {}
+    for item in listed["items"]:
+        if item["kind"] in ("Node", "ResourceSlice"):
+            continue
+        metadata = item["metadata"]
+        shown = {k: v for k, v in item.items() if k not in ("metadata", "status")}
+        if item["kind"] == "Pod":
+            shown["spec"] = {k: v for k, v in shown["spec"].items() if k != "nodeName"}
+        annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != LAST_APPLIED}
+        shown["labels"], shown["annotations"] = metadata.get("labels") or {}, annotations
+        found[(item["apiVersion"], item["kind"], f"{metadata.get('namespace', '')}/{metadata['name']}")] = shown
+    return found
+
+
+def test_kubectl_apply_has_the_outcome_podway_apply_has(kube: KubeStack) -> None:
+    examples(kube)
+    by_kubectl = _as_applied(kube)
+    podway = subprocess.run(
+        [sys.executable, "-m", "libs.client.cli", "apply", "-f", str(EXAMPLES)],
+        env=kube.env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    try:
+        assert podway.returncode == 0, podway.stdout + podway.stderr
+        outcomes = {line.rsplit(" ", 1)[-1] for line in podway.stdout.splitlines() if line.strip()}
+        assert outcomes <= {"configured", "unchanged"}, podway.stdout  # nothing created, nothing refused
+        # What podway apply changed is kubectl's own annotation only: the objects are as kubectl applied them.
+        assert _as_applied(kube) == by_kubectl
+    finally:
+        ok(kubectl(kube, "apply", "-f", str(EXAMPLES)))  # kubectl's annotation back, for the other tests
 
 
 def test_kubectl_get_prints_podways_columns_and_every_output_format(kube: KubeStack) -> None:
@@ -614,8 +654,9 @@ def test_the_python_client_typed_dynamic_and_a_watch_that_survives_a_restart(kub
         until=lambda kind, pod: (pod.metadata.labels or {}).get("seen") == "yes",
     )
     last = before[-1][2]
-    kube.stop("api_server")
-    kube.start("api_server")
+    for name in reversed(SERVICES):  # the whole stack, the API server first; the bus and database stay
+        kube.stop(name)
+    kube.start(*SERVICES)
     core = client.CoreV1Api(config.new_client_from_config(config_file=str(kube.kubeconfig)))
     core.delete_namespaced_pod("typed", "ml")
     after = _watch_pod(core, watch, last, until=lambda kind, pod: kind == "DELETED")
@@ -811,3 +852,492 @@ def test_namespaces_created_labelled_and_deleted_with_kubectl(kube: KubeStack) -
     ok(kubectl(kube, "delete", "namespace", "doomed", "--timeout=90s"))  # waits until it is gone
     assert 'namespaces "doomed" not found' in kubectl(kube, "get", "namespace", "doomed").stderr
     assert ok(kubectl(kube, "get", "pods,podgroups,workloads", "-n", "doomed", "-o", "name")) == ""
+
+
+def _api(kube: KubeStack) -> Any:
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=str(kube.kubeconfig))
+
+
+def _dynamic(kube: KubeStack) -> Any:
+    from kubernetes import dynamic
+
+    return dynamic.DynamicClient(_api(kube))
+
+
+def _http(
+    api: Any, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None
+) -> tuple[int, Any, dict[str, Any]]:
+    """(status, headers, decoded JSON body) of a raw request through the official client's ApiClient."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    request = api.param_serialize(
+        method,
+        path,
+        query_params=query or [],
+        header_params=headers,
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*request)
+    return response.status, response.headers, json.loads(response.read())
+
+
+def _events_of(kube: KubeStack, name: str, *, reasons: set[str]) -> list[dict[str, Any]]:
+    """The events.k8s.io/v1 Events in ml about `name`, once they tell at least `reasons` (the audit log they
+    are made from may lag the object a little)."""
+    events = _dynamic(kube).resources.get(api_version="events.k8s.io/v1", kind="Event")
+    deadline = time.monotonic() + 60
+    while True:
+        about = [e for e in events.get(namespace="ml").to_dict()["items"] if e["regarding"]["name"] == name]
+        if reasons <= {e["reason"] for e in about} or time.monotonic() > deadline:
+            return about
+        time.sleep(0.2)
+
+
+def test_events_k8s_io_v1_tell_a_pods_story_in_their_own_shape(kube: KubeStack) -> None:
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="storied", app="storied", seconds=1)))
+    succeeded = "--for=jsonpath={.status.phase}=Succeeded"
+    ok(kubectl(kube, "wait", "-n", "ml", "pod/storied", succeeded, "--timeout=60s"))
+    pod = json.loads(ok(kubectl(kube, "get", "-n", "ml", "pod/storied", "-o", "json")))
+
+    story = _events_of(kube, "storied", reasons={"Scheduled", "Started", "Completed"})
+    assert {"Scheduled", "Started", "Completed"} <= {e["reason"] for e in story}, story
+    created = datetime.fromisoformat(pod["metadata"]["creationTimestamp"])
+    for event in story:
+        assert (event["apiVersion"], event["kind"]) == ("events.k8s.io/v1", "Event")
+        assert event["regarding"] == {
+            "kind": "Pod",
+            "namespace": "ml",
+            "name": "storied",
+            "uid": pod["metadata"]["uid"],
+        }
+        assert event["metadata"]["namespace"] == "ml"
+        assert event["type"] == "Normal"
+        assert event["note"]
+        assert event["reportingController"]
+        when = datetime.fromisoformat(event.get("eventTime") or event["deprecatedLastTimestamp"])
+        assert when >= created, (when, created)
+    (scheduled,) = [e for e in story if e["reason"] == "Scheduled"]
+    assert pod["spec"]["nodeName"] in scheduled["note"]
+
+    events = _dynamic(kube).resources.get(api_version="events.k8s.io/v1", kind="Event")
+    assert events.get(namespace="ml", name=scheduled["metadata"]["name"]).to_dict() == scheduled
+
+    # The same Events as core/v1 shows them, field for field.
+    core = _dynamic(kube).resources.get(api_version="v1", kind="Event")
+    as_core = {e["metadata"]["name"]: e for e in core.get(namespace="ml").to_dict()["items"]}
+    for event in story:
+        same = as_core[event["metadata"]["name"]]
+        assert (same["involvedObject"], same["reason"], same["message"], same["type"]) == (
+            event["regarding"],
+            event["reason"],
+            event["note"],
+            event["type"],
+        )
+        assert same["lastTimestamp"] == event["deprecatedLastTimestamp"]
+
+    # Across namespaces: a cluster-scoped object's Events are in `default`, as upstream records them.
+    items = events.get().to_dict()["items"]
+    assert {e["metadata"]["name"] for e in story} <= {e["metadata"]["name"] for e in items}
+    assert all(e["metadata"]["namespace"] == (e["regarding"].get("namespace") or "default") for e in items)
+    assert any(not e["regarding"].get("namespace") for e in items), "Nodes were registered, at least"
+    ok(kubectl(kube, "delete", "-n", "ml", "pod/storied", "--wait", "--timeout=60s"))
+
+
+def test_a_pending_pods_failed_scheduling_event_is_listed_and_read_like_any_other(kube: KubeStack) -> None:
+    astray = POD.format(name="astray", app="astray", seconds=1).replace(
+        "spec:\n", "spec:\n  nodeSelector: {kubernetes.io/hostname: no-such-node}\n"
+    )
+    ok(kubectl(kube, "apply", "-f", "-", stdin=astray))
+    try:
+        unschedulable = "--for=jsonpath={.status.conditions[0].reason}=Unschedulable"
+        ok(kubectl(kube, "wait", "-n", "ml", "pod/astray", unschedulable, "--timeout=60s"))
+        core = _dynamic(kube).resources.get(api_version="v1", kind="Event")
+        selected = core.get(namespace="ml", field_selector="involvedObject.name=astray").to_dict()["items"]
+        (waiting,) = [e for e in selected if e["reason"] == "FailedScheduling"]
+        assert (waiting["type"], waiting["involvedObject"]["name"]) == ("Warning", "astray")
+        assert "node affinity/selector" in waiting["message"]
+        # A field selector only narrows the list: what it selects is in the namespace's list too.
+        listed = {e["metadata"]["name"] for e in core.get(namespace="ml").to_dict()["items"]}
+        assert {e["metadata"]["name"] for e in selected} <= listed
+        assert core.get(namespace="ml", name=waiting["metadata"]["name"]).reason == "FailedScheduling"
+        names = ok(kubectl(kube, "get", "events", "-n", "ml", "-o", "name")).split()
+        assert f"event/{waiting['metadata']['name']}" in names
+    finally:
+        ok(kubectl(kube, "delete", "-n", "ml", "pod/astray", "--wait", "--timeout=60s"))
+
+
+def test_events_k8s_io_v1_select_an_objects_events_by_regarding_name(kube: KubeStack) -> None:
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="regarded", app="regarded", seconds=1)))
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="disregarded", app="regarded", seconds=1)))
+    for name in ("regarded", "disregarded"):
+        _events_of(kube, name, reasons={"Scheduled"})
+    api, path = _api(kube), "/apis/events.k8s.io/v1/namespaces/ml/events"
+    try:
+        code, _, body = _http(api, "GET", path, [("fieldSelector", "regarding.name=regarded")])
+        assert code == 200, body
+        selected = body["items"]
+        assert {e["regarding"]["name"] for e in selected} == {"regarded"}
+        assert "Scheduled" in {e["reason"] for e in selected}
+        both = "regarding.name=regarded,regarding.kind=Pod"
+        code, _, body = _http(api, "GET", "/apis/events.k8s.io/v1/events", [("fieldSelector", both)])
+        assert code == 200, body
+        assert {e["metadata"]["name"] for e in body["items"]} == {e["metadata"]["name"] for e in selected}
+        # core/v1's name for the field is not this version's.
+        code, _, body = _http(api, "GET", path, [("fieldSelector", "involvedObject.name=regarded")])
+        assert (code, body["message"]) == (400, "field label not supported: involvedObject.name")
+    finally:
+        ok(kubectl(kube, "delete", "-n", "ml", "pod/regarded", "pod/disregarded", "--wait", "--timeout=60s"))
+
+
+def test_the_official_clients_events_v1_api_reads_podways_events(kube: KubeStack) -> None:
+    from kubernetes import client
+
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="typed-story", app="typed-story", seconds=1)))
+    _events_of(kube, "typed-story", reasons={"Scheduled"})
+    try:
+        listed = client.EventsV1Api(_api(kube)).list_namespaced_event("ml")
+        about = [e for e in listed.items if e.regarding is not None and e.regarding.name == "typed-story"]
+        assert "Scheduled" in {e.reason for e in about}
+        assert all(e.event_time is not None for e in listed.items)
+    finally:
+        ok(kubectl(kube, "delete", "-n", "ml", "pod/typed-story", "--wait", "--timeout=60s"))
+
+
+def _served(dyn: Any) -> dict[tuple[str, str], Any]:
+    """Every (apiVersion, kind) discovery names, with the dynamic client's resource for it."""
+    return {
+        (r.group_version, r.kind): r
+        for r in dyn.resources.search()
+        if r.verbs and not r.kind.endswith("List")  # a resource's list type is found with it
+    }
+
+
+def test_the_dynamic_client_lists_every_kind_in_every_version_podway_serves(kube: KubeStack) -> None:
+    from libs.kubeapi.resources import RESOURCES
+
+    examples(kube)  # something of most kinds to list
+    served = _served(_dynamic(kube))
+    assert set(served) == {(r.group_version, r.kind) for r in RESOURCES}
+    written = {
+        d["kind"] for path in EXAMPLES.glob("*.yaml") for d in yaml.safe_load_all(path.read_text()) if d
+    }
+    for (api_version, kind), resource in served.items():
+        if "list" not in resource.verbs:
+            assert resource.verbs == ["create"], (api_version, kind)  # SelfSubjectReview
+            continue
+        listed = resource.get().to_dict()
+        assert (listed["apiVersion"], listed["kind"]) == (api_version, f"{kind}List")
+        assert int(listed["metadata"]["resourceVersion"]) > 0
+        assert {(i["apiVersion"], i["kind"]) for i in listed["items"]} <= {(api_version, kind)}
+        if kind in written:  # in every version it is served in, whichever it was written in
+            assert listed["items"], (api_version, kind)
+        if resource.namespaced:
+            in_ml = resource.get(namespace="ml").to_dict()
+            assert in_ml["kind"] == f"{kind}List"
+            assert {i["metadata"]["namespace"] for i in in_ml["items"]} <= {"ml"}
+
+
+DYNAMIC = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: dynamic-made}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: made, namespace: dynamic, annotations: {podway.io/run-seconds: "600"}}
+spec:
+  containers: [{name: c, image: busybox, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: dynamic-made}
+spec: {unschedulable: true}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: made, namespace: dynamic}
+spec:
+  template:
+    metadata: {annotations: {podway.io/run-seconds: "600"}}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: dynamic-made}
+value: 7
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: Workload
+metadata: {name: made-v1beta1, namespace: dynamic}
+spec:
+  podGroupTemplates: [{name: workers, schedulingPolicy: {gang: {minCount: 2}}}]
+---
+apiVersion: scheduling.k8s.io/v1alpha3
+kind: Workload
+metadata: {name: made-v1alpha3, namespace: dynamic}
+spec:
+  podGroupTemplates: [{name: workers, schedulingPolicy: {gang: {minCount: 2}}}]
+---
+apiVersion: scheduling.k8s.io/v1alpha2
+kind: Workload
+metadata: {name: made-v1alpha2, namespace: dynamic}
+spec:
+  podGroupTemplates: [{name: workers, schedulingPolicy: {gang: {minCount: 2}}}]
+---
+apiVersion: scheduling.k8s.io/v1alpha1
+kind: Workload
+metadata: {name: made-v1alpha1, namespace: dynamic}
+spec:
+  podGroups: [{name: workers, policy: {gang: {minCount: 2}}}]
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: made-v1beta1, namespace: dynamic}
+spec:
+  schedulingPolicy: {gang: {minCount: 2}}
+---
+apiVersion: scheduling.k8s.io/v1alpha3
+kind: PodGroup
+metadata: {name: made-v1alpha3, namespace: dynamic}
+spec:
+  schedulingPolicy: {gang: {minCount: 2}}
+---
+apiVersion: scheduling.k8s.io/v1alpha2
+kind: PodGroup
+metadata: {name: made-v1alpha2, namespace: dynamic}
+spec:
+  schedulingPolicy: {gang: {minCount: 2}}
+---
+apiVersion: scheduling.k8s.io/v1alpha3
+kind: CompositePodGroup
+metadata: {name: made, namespace: dynamic}
+spec:
+  workloadRef: {workloadName: composite, templateName: job}
+  schedulingPolicy: {gang: {minGroupCount: 1}}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: made.example.com}
+spec:
+  selectors: [{cel: {expression: 'device.driver == "made.example.com"'}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: made, namespace: dynamic}
+spec:
+  devices:
+    requests: [{name: gpu, exactly: {deviceClassName: made.example.com}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: made, namespace: dynamic}
+spec:
+  spec:
+    devices:
+      requests: [{name: gpu, exactly: {deviceClassName: made.example.com}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: dynamic-made}
+spec:
+  driver: made.example.com
+  pool: {name: made, generation: 1, resourceSliceCount: 1}
+  nodeName: dynamic-made
+  devices: []
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: dynamic-made}
+spec: {}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: dynamic-made}
+spec: {}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: dynamic-made}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: dynamic-made, resources: [{name: cpu, nominalQuota: "1"}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: made, namespace: dynamic}
+spec: {clusterQueue: dynamic-made}
+"""
+"""One object of every kind a user can create, in every version it is served in (a CompositePodGroup is
+made of a Workload's template: `composite`, which the test makes first)."""
+
+COMPOSITE = """
+apiVersion: scheduling.k8s.io/v1alpha3
+kind: Workload
+metadata: {name: composite, namespace: dynamic}
+spec:
+  compositePodGroupTemplates:
+  - name: job
+    schedulingPolicy: {gang: {minGroupCount: 1}}
+    podGroupTemplates: [{name: driver, schedulingPolicy: {gang: {minCount: 1}}}]
+"""
+
+
+def _gone(resource: Any, name: str, namespace: str | None) -> bool:
+    """Whether `get` answers 404 within a minute (a pod or a namespace goes once what it holds has stopped)."""
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            resource.get(name=name, namespace=namespace)
+        except NotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_the_dynamic_client_creates_patches_and_deletes_every_kind_a_user_can_create(kube: KubeStack) -> None:
+    dyn = _dynamic(kube)
+    served = _served(dyn)
+    manifests = [d for d in yaml.safe_load_all(DYNAMIC) if d]
+    creatable = {key for key, r in served.items() if {"create", "get", "patch", "delete"} <= set(r.verbs)}
+    assert {(m["apiVersion"], m["kind"]) for m in manifests} == creatable
+
+    workloads = served[("scheduling.k8s.io/v1alpha3", "Workload")]
+    workloads.create(body=yaml.safe_load(COMPOSITE), namespace="dynamic")
+    try:
+        for manifest in manifests:
+            resource = served[(manifest["apiVersion"], manifest["kind"])]
+            name, namespace = manifest["metadata"]["name"], manifest["metadata"].get("namespace")
+            what = f"{manifest['kind']} {manifest['apiVersion']}"
+
+            created = resource.create(body=manifest, namespace=namespace)
+            assert (created.apiVersion, created.kind, created.metadata.name) == (
+                manifest["apiVersion"],
+                manifest["kind"],
+                name,
+            ), what
+            read = resource.get(name=name, namespace=namespace)
+            assert (read.apiVersion, read.metadata.uid) == (manifest["apiVersion"], created.metadata.uid), (
+                what
+            )
+
+            patched = resource.patch(
+                body={"metadata": {"labels": {"made-by": "dynamic"}}},
+                name=name,
+                namespace=namespace,
+                content_type="application/merge-patch+json",
+            )
+            assert patched.metadata.labels["made-by"] == "dynamic", what
+            assert int(patched.metadata.resourceVersion) > int(read.metadata.resourceVersion), what
+            assert resource.get(name=name, namespace=namespace).metadata.labels["made-by"] == "dynamic", what
+
+            resource.delete(name=name, namespace=namespace, body={"propagationPolicy": "Background"})
+            assert _gone(resource, name, namespace), what
+    finally:
+        workloads.delete(name="composite", namespace="dynamic")
+
+    review = served[("authentication.k8s.io/v1", "SelfSubjectReview")].create(
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    )
+    assert review.status.userInfo.username == "podway-admin"
+
+
+DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+
+
+def _with_unknown_field(name: str) -> dict[str, Any]:
+    """A DeviceClass with `spec.foo`, which no version of it has."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"foo": "bar", "selectors": [{"cel": {"expression": f'device.driver == "{name}"'}}]},
+    }
+
+
+def _create_validated(api: Any, name: str, validation: str | None) -> tuple[int, list[str], dict[str, Any]]:
+    """POST the DeviceClass `name` with `fieldValidation=validation` (none when None): (status, Warning
+    headers, body)."""
+    query = [("fieldValidation", validation)] if validation else []
+    code, headers, body = _http(api, "POST", DEVICE_CLASSES, query, _with_unknown_field(name))
+    return code, headers.getlist("Warning"), body
+
+
+def test_field_validation_strict_refuses_an_unknown_field_naming_it(kube: KubeStack) -> None:
+    api = _api(kube)
+    code, warnings, body = _create_validated(api, "strict.example.com", "Strict")
+    assert (code, body["reason"], warnings) == (400, "BadRequest", [])
+    assert body["message"] == (
+        'DeviceClass in version "v1" cannot be handled as a DeviceClass: '
+        'strict decoding error: unknown field "spec.foo"'
+    )
+    code, _, body = _http(api, "GET", f"{DEVICE_CLASSES}/strict.example.com")
+    assert (code, body["reason"]) == (404, "NotFound")
+
+
+def test_field_validation_warn_by_default_and_ignore_silently_create_the_object(kube: KubeStack) -> None:
+    api = _api(kube)
+    answers = {
+        validation: _create_validated(api, f"{(validation or 'default').lower()}.example.com", validation)
+        for validation in ("Warn", None, "Ignore")
+    }
+    try:
+        for validation, (code, _, body) in answers.items():
+            assert (code, body["kind"]) == (201, "DeviceClass"), (validation, body)
+        for validation in ("Warn", None):  # upstream's default is Warn
+            (warning,) = answers[validation][1]
+            assert warning.startswith('299 - "'), warning
+            assert "unknown field" in warning, warning
+            assert "spec.foo" in warning, warning
+        assert answers["Ignore"][1] == []
+        code, _, _ = _http(api, "GET", f"{DEVICE_CLASSES}/default.example.com")
+        assert code == 200
+    finally:
+        for validation in answers:
+            _http(api, "DELETE", f"{DEVICE_CLASSES}/{(validation or 'default').lower()}.example.com")
+
+
+def test_an_unknown_field_warning_is_quoted_as_upstream_quotes_it_and_kubectl_shows_it(
+    kube: KubeStack,
+) -> None:
+    api = _api(kube)
+    code, warnings, _ = _create_validated(api, "quoted.example.com", "Warn")
+    _http(api, "DELETE", f"{DEVICE_CLASSES}/quoted.example.com")
+    assert code == 201
+    shown = kubectl(
+        kube,
+        "create",
+        "--validate=warn",
+        "-f",
+        "-",
+        stdin=json.dumps(_with_unknown_field("shown.example.com")),
+    )
+    ok(kubectl(kube, "delete", "deviceclass", "shown.example.com"))
+    assert warnings == ['299 - "unknown field \\"spec.foo\\""']
+    assert 'Warning: unknown field "spec.foo"' in ok(shown) + shown.stderr
+
+
+def test_an_unknown_field_taken_with_a_warning_or_ignored_is_dropped_from_the_object(kube: KubeStack) -> None:
+    api = _api(kube)
+    names = {validation: f"dropped-{validation.lower()}.example.com" for validation in ("Warn", "Ignore")}
+    try:
+        for validation, name in names.items():
+            code, _, created = _create_validated(api, name, validation)
+            assert code == 201
+            code, _, stored = _http(api, "GET", f"{DEVICE_CLASSES}/{name}")
+            assert code == 200
+            for shown in (created, stored):
+                assert "foo" not in shown["spec"], (validation, shown["spec"])
+                assert "f:foo" not in json.dumps(shown["metadata"].get("managedFields")), validation
+    finally:
+        for name in names.values():
+            _http(api, "DELETE", f"{DEVICE_CLASSES}/{name}")

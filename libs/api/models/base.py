@@ -7,6 +7,7 @@ fields a model declares, with its PASSED_THROUGH ones, are the known fields of i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from types import UnionType
 from typing import Annotated, Any, ClassVar, Final, Union, get_args, get_origin
@@ -134,6 +135,35 @@ def _collect_unknown(model: ApiModel, path: str, found: list[str]) -> None:
                         _collect_in(element, f"{at}[{position}]", found)
         else:
             _collect_in(value, f"{path}.{alias}" if path else alias, found)
+
+
+def drop_unknown_fields(model: ApiModel) -> None:
+    """Take out every field `unknown_fields` finds, as the API server drops what it does not know from an
+    object it takes with `fieldValidation=Warn|Ignore` (it is never stored)."""
+    _visit_unknown(model, _drop_extra)
+
+
+def _drop_extra(model: ApiModel, passed: frozenset[str]) -> None:
+    extra = model.__pydantic_extra__
+    if extra:
+        for key in [key for key in extra if key not in passed]:
+            del extra[key]
+
+
+def _visit_unknown(value: Any, visit: Callable[[ApiModel, frozenset[str]], None]) -> None:
+    # The parts unknown_fields looks into, each model given with the fields it passes through.
+    if isinstance(value, ApiModel):
+        passed, fields = _PLANS.get(type(value)) or _walk_plan(type(value))
+        visit(value, passed)
+        for name, _, _ in fields:
+            if (inner := getattr(value, name)) is not None:
+                _visit_unknown(inner, visit)
+    elif isinstance(value, list):
+        for element in value:
+            _visit_unknown(element, visit)
+    elif isinstance(value, dict):
+        for element in value.values():
+            _visit_unknown(element, visit)
 
 
 def _collect_in(value: Any, path: str, found: list[str]) -> None:

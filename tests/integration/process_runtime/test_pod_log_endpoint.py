@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -76,3 +78,119 @@ async def test_the_official_client_reads_a_process_pods_log(process_stack: Proce
         await asyncio.to_thread(read, "talker", NAMESPACE, previous=True)
     message = json.loads(none_before.value.body)["message"]
     assert message == 'previous terminated container "main" in pod "talker" not found'
+
+
+GATED = python(
+    "import pathlib,time\nprint('first')\n"
+    "while not pathlib.Path('go').exists(): time.sleep(0.02)\nprint('second')\n"
+)
+"""A container that prints a line, waits until the test creates `go` in its working directory, prints another
+and exits."""
+
+
+async def _running_after_its_first_line(process_stack: ProcessStack, api: Any, name: str) -> None:
+    """Start `GATED` as pod `name` and wait until it runs and its log holds its first line."""
+    from kubernetes.client import ApiException
+
+    await process_stack.client.apply([pod(name, GATED, container={"workingDir": str(process_stack.work)})])
+    found = await eventually(
+        lambda: get_pod(process_stack, name), lambda p: phase(p) == "Running", timeout_s=30
+    )
+    assert phase(found) == "Running"
+
+    async def log() -> str:
+        try:
+            return str(await asyncio.to_thread(api.read_namespaced_pod_log, name, NAMESPACE))
+        except ApiException:  # no log file yet: the container is starting
+            return ""
+
+    assert await eventually(log, lambda text: text == "first\n", timeout_s=30) == "first\n"
+
+
+async def test_the_official_client_follows_a_running_process_pods_log_until_it_ends(
+    process_stack: ProcessStack, api: Any
+) -> None:
+    await _running_after_its_first_line(process_stack, api, "followed")
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def follow() -> None:
+        response = api.read_namespaced_pod_log(
+            "followed", NAMESPACE, follow=True, _preload_content=False, _request_timeout=60
+        )
+        try:
+            for line in response:
+                loop.call_soon_threadsafe(lines.put_nowait, line.decode())
+        finally:
+            response.release_conn()
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    following = asyncio.ensure_future(asyncio.to_thread(follow))
+    try:
+        assert await asyncio.wait_for(lines.get(), 30) == "first\n"
+        assert not following.done(), "the stream stays open while the container runs"
+        assert phase(await get_pod(process_stack, "followed")) == "Running"
+        (process_stack.work / "go").touch()
+        assert await asyncio.wait_for(lines.get(), 30) == "second\n"
+        assert await asyncio.wait_for(lines.get(), 30) is None, "the stream ends once the container exits"
+        assert phase(await get_pod(process_stack, "followed")) == "Succeeded"
+    finally:
+        (process_stack.work / "go").touch()
+        await asyncio.wait_for(following, 60)
+
+
+async def _stderr(process: asyncio.subprocess.Process) -> str:
+    """What a process wrote on stderr, once it has exited (a failure's explanation)."""
+    assert process.stderr is not None
+    return (await asyncio.wait_for(process.stderr.read(), 30)).decode()
+
+
+@pytest.fixture
+async def kubeconfig(
+    process_stack: ProcessStack, nats_url: str, database_url: str, tmp_path: Path
+) -> AsyncIterator[Path]:
+    """The kubeconfig of an API server on TLS (kubectl sends a kubeconfig's token only over TLS)."""
+    server = ApiServerService(
+        ApiServerSettings(nats_url=nats_url, database_url=database_url, data_dir=tmp_path / "tls", api_port=0)
+    )
+    await server.start()
+    try:
+        yield tmp_path / "tls" / "kubeconfig"
+    finally:
+        await server.stop()
+
+
+async def test_kubectl_logs_follows_a_running_process_pod_until_it_ends(
+    process_stack: ProcessStack, api: Any, kubeconfig: Path, tmp_path: Path
+) -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not on PATH (the machine image has v1.32)")
+    await _running_after_its_first_line(process_stack, api, "tailed")
+    following = await asyncio.create_subprocess_exec(
+        kubectl,
+        f"--kubeconfig={kubeconfig}",
+        "logs",
+        "-f",
+        "-n",
+        NAMESPACE,
+        "pod/tailed",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={"HOME": str(tmp_path), "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    assert following.stdout is not None
+    try:
+        first = await asyncio.wait_for(following.stdout.readline(), 30)
+        assert first == b"first\n", await _stderr(following)
+        assert following.returncode is None, "kubectl follows while the container runs"
+        (process_stack.work / "go").touch()
+        assert await asyncio.wait_for(following.stdout.readline(), 30) == b"second\n"
+        assert await asyncio.wait_for(following.stdout.read(), 30) == b"", "it ends with the container"
+        assert await asyncio.wait_for(following.wait(), 30) == 0
+        assert phase(await get_pod(process_stack, "tailed")) == "Succeeded"
+    finally:
+        (process_stack.work / "go").touch()
+        if following.returncode is None:
+            following.terminate()
+        await following.wait()

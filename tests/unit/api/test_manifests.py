@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -117,13 +118,56 @@ def test_explicit_nulls_are_accepted_for_optional_fields():
     assert result.ok, result.message
 
 
-def test_unknown_fields_are_kept_and_warned_about_where_podway_models_everything():
+def test_unknown_fields_are_warned_about_and_dropped_as_the_api_server_drops_them():
     doc = make_workload()
     doc["spec"]["podGroupTemplates"][0]["minCont"] = 3
+    doc["spec"]["podGroupTemplates"][0]["gangg"] = {"minCount": 2}
     result = validate_document(doc)
     assert result.ok
-    assert result.warnings == ('unknown field "spec.podGroupTemplates[0].minCont"',)
-    assert result.obj.to_wire()["spec"]["podGroupTemplates"][0]["minCont"] == 3
+    assert result.warnings == (
+        'unknown field "spec.podGroupTemplates[0].minCont"',
+        'unknown field "spec.podGroupTemplates[0].gangg"',
+    )
+    template = result.obj.to_wire()["spec"]["podGroupTemplates"][0]
+    assert "minCont" not in template
+    assert "gangg" not in template
+    assert doc["spec"]["podGroupTemplates"][0]["minCont"] == 3  # the document given is left as it was
+
+
+def test_a_manager_no_longer_owns_the_unknown_fields_dropped():
+    doc = make_workload()
+    template = doc["spec"]["podGroupTemplates"][0]
+    template["minCont"] = 3
+    name = json.dumps({"name": template["name"]}, separators=(",", ":"))
+    mine = {
+        "f:metadata": {"f:labels": {".": {}, "f:team": {}}},
+        "f:spec": {"f:podGroupTemplates": {f"k:{name}": {".": {}, "f:minCont": {}, "f:name": {}}}},
+    }
+    typo = {"f:spec": {"f:podGroupTemplates": {f"k:{name}": {"f:minCont": {}}}}}
+    doc["metadata"]["labels"] = {"team": "llm"}
+    doc["metadata"]["managedFields"] = [
+        {"manager": "kubectl", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": mine},
+        {"manager": "typo", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": typo},
+    ]
+    result = validate_document(doc)
+    assert result.ok
+    (entry,) = result.obj.to_wire()["metadata"]["managedFields"]  # the one that owned only the typo is gone
+    assert entry["manager"] == "kubectl"
+    assert entry["fieldsV1"] == {
+        "f:metadata": {"f:labels": {".": {}, "f:team": {}}},
+        "f:spec": {"f:podGroupTemplates": {f"k:{name}": {".": {}, "f:name": {}}}},
+    }
+    assert doc["metadata"]["managedFields"][0]["fieldsV1"] is mine  # the document given is as it was
+    assert "f:minCont" in mine["f:spec"]["f:podGroupTemplates"][f"k:{name}"]
+
+
+def test_unknown_fields_ignored_are_dropped_without_a_word():
+    doc = make_workload()
+    doc["spec"]["podGroupTemplates"][0]["minCont"] = 3
+    result = validate_document(doc, field_validation="Ignore")
+    assert result.ok
+    assert result.warnings == ()
+    assert "minCont" not in result.obj.to_wire()["spec"]["podGroupTemplates"][0]
 
 
 def test_unknown_but_valid_kubernetes_fields_pass_through_pods_silently():
