@@ -210,7 +210,9 @@ def _as_applied(kube: KubeStack, files: Path) -> dict[tuple[str, str, str], dict
             shown["spec"] = {k: v for k, v in shown["spec"].items() if k != "nodeName"}
         annotations = {k: v for k, v in (metadata.get("annotations") or {}).items() if k != LAST_APPLIED}
         shown["labels"], shown["annotations"] = metadata.get("labels") or {}, annotations
-        found[(item["apiVersion"], item["kind"], f"{metadata.get('namespace', '')}/{metadata['name']}")] = shown
+        found[(item["apiVersion"], item["kind"], f"{metadata.get('namespace', '')}/{metadata['name']}")] = (
+            shown
+        )
     return found
 
 
