@@ -140,6 +140,48 @@ COLUMNS: dict[str, tuple[list[tuple[str, str]], Row]] = {
 }
 
 
+def _column(name: str, priority: int = 0, format_: str = "") -> dict[str, Any]:
+    return {"name": name, "type": "string", "format": format_, "description": name, "priority": priority}
+
+
+EVENT_COLUMNS = [
+    _column("Last Seen"),
+    _column("Type"),
+    _column("Reason"),
+    _column("Object"),
+    _column("Subobject", 1),
+    _column("Source", 1),
+    _column("Message"),
+    _column("First Seen", 1),
+    _column("Count", 1),
+    _column("Name", 1, "name"),
+]
+"""Upstream's Event columns (`kubectl get events`; `-o wide` adds those of priority 1)."""
+
+
+def _event_cells(event: dict[str, Any], now: datetime) -> list[Any]:
+    """An Event's row as upstream's printer makes it, for core/v1 and events.k8s.io/v1 alike."""
+    first = event.get("firstTimestamp") or event.get("deprecatedFirstTimestamp") or event.get("eventTime")
+    last = event.get("lastTimestamp") or event.get("deprecatedLastTimestamp") or first
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    kind, name = str(involved.get("kind") or "").lower(), involved.get("name")
+    source = event.get("source") or event.get("deprecatedSource") or {}
+    component = source.get("component") or event.get("reportingComponent") or event.get("reportingController")
+    instance = source.get("host") or event.get("reportingInstance")
+    return [
+        age(last, now) if last else "<unknown>",
+        event.get("type") or "",
+        event.get("reason") or "",
+        f"{kind}/{name}" if name else kind,
+        involved.get("fieldPath") or "",
+        f"{component or ''}, {instance}" if instance else component or "",
+        str(event.get("message") or event.get("note") or "").strip(),
+        age(first, now) if first else "<unknown>",
+        int(event.get("count") or event.get("deprecatedCount") or 1),
+        _meta(event).get("name"),
+    ]
+
+
 RowOf = Callable[[str, dict[str, Any], Callable[[dict[str, Any]], list[Any]]], list[Any]]
 """How a list gets an object's cells but its name and age: `(kind, obj, row) -> row(obj)`, or the cells
 worked out for it before (see listed.py)."""
@@ -159,6 +201,10 @@ def table_of(
 ) -> dict[str, Any]:
     """The Table of these objects, each row carrying its object's metadata (kubectl prints names from it); a
     page of a list carries the `continue` token of the next, as a list of objects does."""
+    if resource.kind == "Event":
+        return _table(
+            EVENT_COLUMNS, [(_event_cells(obj, datetime.now(UTC)), obj) for obj in items], revision, token
+        )
     extra, row = COLUMNS.get(resource.kind, ([], lambda _: []))
     kind = resource.kind
     now = datetime.now(UTC)
@@ -176,20 +222,32 @@ def table_of(
         ),
         {"name": "Age", "type": "string", "format": "", "description": "Time since creation", "priority": 0},
     ]
+    cells = [
+        (
+            [_meta(obj).get("name"), *row_of(kind, obj, row), age(_meta(obj).get("creationTimestamp"), now)],
+            obj,
+        )
+        for obj in items
+    ]
+    return _table(definitions, cells, revision, token)
+
+
+def _table(
+    definitions: list[dict[str, Any]],
+    cells: list[tuple[list[Any], dict[str, Any]]],
+    revision: int | None,
+    token: str | None,
+) -> dict[str, Any]:
     rows = [
         {
-            "cells": [
-                _meta(obj).get("name"),
-                *row_of(kind, obj, row),
-                age(_meta(obj).get("creationTimestamp"), now),
-            ],
+            "cells": row,
             "object": {
                 "kind": "PartialObjectMetadata",
                 "apiVersion": "meta.k8s.io/v1",
                 "metadata": _meta(obj),
             },
         }
-        for obj in items
+        for row, obj in cells
     ]
     metadata = {"resourceVersion": str(revision)} if revision is not None else {}
     if token:

@@ -42,3 +42,42 @@ def test_queues_show_kueues_columns() -> None:
 
     assert table_of(cluster_queue, [team], 7)["rows"][0]["cells"][:4] == ["team-a", "research", 2, 5]
     assert table_of(local_queue, [default], 7)["rows"][0]["cells"][:4] == ["default", "team-a", 0, 0]
+
+
+def test_events_print_upstreams_columns_in_both_groups() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from libs.kubeapi.events import as_events_v1
+
+    seen = (datetime.now(UTC) - timedelta(minutes=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    core = {
+        "metadata": {"name": "p.waiting-podscheduled", "namespace": "ml"},
+        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": "p"},
+        "reason": "FailedScheduling",
+        "message": "0/4 nodes are available \n",
+        "source": {"component": "scheduler"},
+        "firstTimestamp": seen,
+        "lastTimestamp": seen,
+        "count": 2,
+        "type": "Warning",
+        "reportingComponent": "scheduler",
+        "reportingInstance": "",
+    }
+    events_v1 = lookup("events.k8s.io", "v1", "events")
+    assert events_v1 is not None
+    tables = [
+        table_of(lookup("", "v1", "events"), [core], 7),  # type: ignore[arg-type]
+        table_of(events_v1, [as_events_v1(core)], 7),
+    ]
+    for table in tables:
+        names = [(c["name"], c["priority"]) for c in table["columnDefinitions"]]
+        assert names == [
+            ("Last Seen", 0), ("Type", 0), ("Reason", 0), ("Object", 0), ("Subobject", 1), ("Source", 1),
+            ("Message", 0), ("First Seen", 1), ("Count", 1), ("Name", 1),
+        ]  # fmt: skip
+        (row,) = table["rows"]
+        assert row["cells"] == [
+            "3m", "Warning", "FailedScheduling", "pod/p", "", "scheduler", "0/4 nodes are available", "3m", 2,
+            "p.waiting-podscheduled",
+        ]  # fmt: skip
+        assert row["object"]["metadata"]["name"] == "p.waiting-podscheduled"
