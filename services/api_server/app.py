@@ -50,6 +50,10 @@ MAX_HEADER_BYTES = 1 << 20
 Handler = Callable[[web.Request, Target], Awaitable[web.StreamResponse]]
 
 
+FILL_LISTS_S = 30.0
+"""How long a start may spend decoding pods for lists before the API listens anyway."""
+
+
 class ApiServerService:
     """Serves until stopped; writes `DATA_DIR/kubeconfig` for the admin token once it listens."""
 
@@ -77,6 +81,7 @@ class ApiServerService:
         context = None
         if self.settings.api_tls:
             context = server_ssl_context(ensure_ca_and_server_cert(secrets_dir))
+        await self._fill_lists()
         await self._listen(context)
         self._write_kubeconfig(secrets_dir)
         if self.settings.data_dir:
@@ -89,6 +94,19 @@ class ApiServerService:
                 )
             )
         log.info("API server ready", extra={"url": self.url})
+
+    async def _fill_lists(self) -> None:
+        """Pods decoded for lists before the API listens (see Reads.fill_lists), so that the first list after
+        a start is not the one that decodes them all; without admission (or past FILL_LISTS_S) it listens
+        at once and lists decode what they read, as they would anyway."""
+        started = asyncio.get_running_loop().time()
+        try:
+            filled = await asyncio.wait_for(self.verbs.fill_lists("Pod"), FILL_LISTS_S)
+        except (RpcError, TimeoutError) as error:
+            log.info("lists start unfilled: %s", error or type(error).__name__)
+            return
+        seconds = round(asyncio.get_running_loop().time() - started, 3)
+        log.info("list store filled", extra={"objects": filled, "seconds": seconds})
 
     async def _listen(self, context: ssl.SSLContext | None) -> None:
         app = web.Application(client_max_size=8 * 1024 * 1024, middlewares=[self._guard])

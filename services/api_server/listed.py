@@ -21,51 +21,79 @@ import orjson
 from services.api_server.objects import shown
 
 KEPT = 10_000
-"""Objects kept at most by default (the least recently listed go first; `PODWAY_API_LISTED_OBJECTS`): each
-its encoding and the object decoded, about 10 kB in all for a small pod (0.9 kB of JSON, managedFields
-included), and its Table row. A list of more objects than this decodes every one, as without keeping any."""
+"""Objects of each kind kept at most by default (`PODWAY_API_LISTED_OBJECTS`): each its encoding and the
+object decoded, about 10 kB in all for a small pod (0.9 kB of JSON, managedFields included), and its Table
+row. Each kind has its own room, so that listing the nodes does not push out the pods."""
 
 Row = Callable[[dict[str, Any]], list[Any]]
 
 
 class _Listed:
-    __slots__ = ("revision", "row", "row_kind", "shown")
+    __slots__ = ("list", "revision", "row", "row_kind", "shown")
 
-    def __init__(self, revision: int, obj: dict[str, Any]) -> None:
+    def __init__(self, revision: int, obj: dict[str, Any], listed: int) -> None:
         self.revision = revision
         self.shown = obj
         self.row: list[Any] | None = None
         self.row_kind = ""
+        self.list = listed
+
+
+class _Kind:
+    """One kind's objects, least recently listed first; `lists` counts the lists begun."""
+
+    __slots__ = ("entries", "lists")
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[bytes, _Listed] = OrderedDict()
+        self.lists = 0
 
 
 class ListedObjects:
-    """Objects shown by lists, by their encoding and revision."""
+    """Objects shown by lists, by kind, encoding and revision.
+
+    A list longer than the room kept would push out, page by page, the very objects its next pages (and the
+    next list) meet: with least-recently-listed eviction alone, a list of 12,000 pods over room for 10,000
+    would decode every one, every time. So an object is kept in place of another only when that other was
+    not met by the list under way; when all were, the rest of the list is decoded without being kept, and
+    the next list finds the first 10,000."""
 
     def __init__(self, *, kept: int = KEPT) -> None:
         self._kept = kept
-        self._entries: OrderedDict[bytes, _Listed] = OrderedDict()
+        self._kinds: dict[str, _Kind] = {}
         self._by_identity: dict[int, _Listed] = {}
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(len(kind.entries) for kind in self._kinds.values())
 
-    def shown(self, encoded: bytes, revision: int) -> dict[str, Any]:
+    def full(self, kind: str) -> bool:
+        """Whether it holds as many objects of `kind` as it keeps (always, when it keeps none)."""
+        found = self._kinds.get(kind)
+        return (len(found.entries) if found else 0) >= self._kept
+
+    def begin(self, kind: str) -> None:
+        """A list of `kind` begins (its first page): what it meets from now on is its own."""
+        self._kind(kind).lists += 1
+
+    def shown(self, kind: str, encoded: bytes, revision: int) -> dict[str, Any]:
         """The object admission encoded so, at `revision`, as lists show it (see objects.shown)."""
-        entry = self._entries.get(encoded)
+        store = self._kind(kind)
+        entry = store.entries.get(encoded)
         if entry is not None and entry.revision == revision:
-            self._entries.move_to_end(encoded)
+            store.entries.move_to_end(encoded)
+            entry.list = store.lists
             return entry.shown
         obj = shown(orjson.loads(encoded), revision)
         if self._kept:
-            self._keep(encoded, _Listed(revision, obj))
+            self._keep(store, encoded, _Listed(revision, obj, store.lists))
         return obj
 
-    def decode_ahead(self, items: list[bytes], revisions: list[int]) -> None:
+    def decode_ahead(self, kind: str, items: list[bytes], revisions: list[int]) -> None:
         """Decode a page before a list asks for it (nothing when nothing is kept: the list would decode it
         again)."""
         if self._kept:
             for encoded, revision in zip(items, revisions, strict=False):
-                self.shown(encoded, revision)
+                self.shown(kind, encoded, revision)
 
     def row(self, kind: str, obj: dict[str, Any], row: Row) -> list[Any]:
         """`row(obj)`, the cells of `obj`'s Table row, worked out once for an object shown from here."""
@@ -76,13 +104,22 @@ class ListedObjects:
             entry.row, entry.row_kind = row(obj), kind
         return entry.row
 
-    def _keep(self, encoded: bytes, entry: _Listed) -> None:
-        self._forget(self._entries.pop(encoded, None))
-        self._entries[encoded] = entry
+    def _kind(self, kind: str) -> _Kind:
+        found = self._kinds.get(kind)
+        if found is None:
+            found = self._kinds[kind] = _Kind()
+        return found
+
+    def _keep(self, store: _Kind, encoded: bytes, entry: _Listed) -> None:
+        entries = store.entries
+        self._forget(entries.pop(encoded, None))
+        if len(entries) >= self._kept:
+            oldest = next(iter(entries.values()))
+            if oldest.list == store.lists:
+                return  # every object kept was met by this list: keep them for the next one
+            self._forget(entries.popitem(last=False)[1])
+        entries[encoded] = entry
         self._by_identity[id(entry.shown)] = entry
-        while len(self._entries) > self._kept:
-            _, oldest = self._entries.popitem(last=False)
-            self._forget(oldest)
 
     def _forget(self, entry: _Listed | None) -> None:
         if entry is not None and self._by_identity.get(id(entry.shown)) is entry:

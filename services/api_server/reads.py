@@ -74,6 +74,20 @@ class Reads:
         self.last_seen.remember(target, served)
         return served
 
+    async def fill_lists(self, kind: str) -> int:
+        """Decode every object of `kind` (as many as the list store keeps) before a list asks for them, as
+        kube-apiserver fills its watch cache before it serves: the first list then decodes only what changed
+        since. How many the store holds."""
+        token: str | None = None
+        self.listed.begin(kind)
+        while not self.listed.full(kind):
+            page = await self.admission.list(kind, None, limit=ADMISSION_PAGE, continue_token=token)
+            self.listed.decode_ahead(kind, page.items, page.item_revisions)
+            token = page.continue_token
+            if token is None:
+                break
+        return len(self.listed)
+
     async def list_objects(self, request: web.Request, target: Target) -> web.StreamResponse:
         if flag(request.query.get("watch")):
             return await self.watch(request, target)
@@ -112,12 +126,15 @@ class Reads:
         admission's may hold fewer)."""
         items: list[dict[str, Any]] = []
         revision = 0
+        kind = target.resource.kind
+        if token is None:
+            self.listed.begin(kind)
         while True:
             want = ADMISSION_PAGE if limit is None else max(limit - len(items), 1)
             reply = await self._page(target, want, token, _involved(target, fields))
             revision = revision or reply.revision
             for encoded, item_revision in zip(reply.items, reply.item_revisions, strict=False):
-                obj = self.listed.shown(encoded, item_revision)
+                obj = self.listed.shown(kind, encoded, item_revision)
                 if matches(obj, labels, fields):
                     items.append(obj)
             token = reply.continue_token
@@ -145,7 +162,7 @@ class Reads:
             if pages > 1 and reply.continue_token is not None:
                 self._read_ahead(target, want, reply.continue_token, involved, pages - 1)
             # Decoded now, while the client reads the page before: its request then finds them decoded.
-            self.listed.decode_ahead(reply.items, reply.item_revisions)
+            self.listed.decode_ahead(target.resource.kind, reply.items, reply.item_revisions)
             return reply
 
         self.read_ahead.start((target.resource.kind, target.namespace, want, token, involved), read)

@@ -27,7 +27,7 @@ class ApiServerSettings(PodwaySettings):
     api_listed_objects: int = Field(
         default=10_000,
         ge=0,
-        description="Objects whose decoded form lists keep between reads, by admission's encoding of each "
-        "(about 10 kB each for a small pod), so that listing unchanged objects again decodes none; 0 keeps "
-        "none",
+        description="Objects of each kind whose decoded form lists keep between reads, by admission's encoding "
+        "of each (about 10 kB each for a small pod), so that listing unchanged objects again decodes none; the "
+        "pods are decoded before the API listens, up to this many; 0 keeps none",
     )

@@ -32,43 +32,46 @@ def encoded(name: str, phase: str = "Pending", labels: dict[str, str] | None = N
 
 def test_an_encoding_met_again_at_its_revision_is_the_object_shown_then() -> None:
     listed = ListedObjects()
-    first = listed.shown(encoded("a"), 7)
+    first = listed.shown("Pod", encoded("a"), 7)
 
-    assert listed.shown(encoded("a"), 7) is first
+    assert listed.shown("Pod", encoded("a"), 7) is first
     assert first["metadata"]["resourceVersion"] == "7"
     assert first == {**orjson.loads(encoded("a")), "metadata": {**first["metadata"], "resourceVersion": "7"}}
 
 
 def test_a_new_encoding_or_revision_is_decoded_afresh() -> None:
     listed = ListedObjects()
-    before = listed.shown(encoded("a"), 7)
+    before = listed.shown("Pod", encoded("a"), 7)
 
-    relabelled = listed.shown(encoded("a", labels={"team": "b"}), 8)
-    moved = listed.shown(encoded("a"), 9)
+    relabelled = listed.shown("Pod", encoded("a", labels={"team": "b"}), 8)
+    moved = listed.shown("Pod", encoded("a"), 9)
 
     assert relabelled["metadata"]["labels"] == {"team": "b"}
     assert moved["metadata"]["resourceVersion"] == "9"
     assert before["metadata"]["resourceVersion"] == "7"  # what was shown before is left as it was
-    assert listed.shown(encoded("a"), 9) is moved
+    assert listed.shown("Pod", encoded("a"), 9) is moved
 
 
 def test_the_least_recently_listed_go_first_and_nothing_is_kept_at_zero() -> None:
     listed = ListedObjects(kept=2)
-    a = listed.shown(encoded("a"), 1)
-    b = listed.shown(encoded("b"), 2)
-    listed.shown(encoded("a"), 1)  # a is recent again
-    listed.shown(encoded("c"), 3)
+    listed.begin("Pod")
+    a = listed.shown("Pod", encoded("a"), 1)
+    b = listed.shown("Pod", encoded("b"), 2)
+    listed.begin("Pod")
+    listed.shown("Pod", encoded("a"), 1)  # a is recent again
+    listed.shown("Pod", encoded("c"), 3)
 
     assert len(listed) == 2
-    assert listed.shown(encoded("a"), 1) is a
-    assert listed.shown(encoded("b"), 2) is not b  # b went first: decoded afresh
+    assert listed.shown("Pod", encoded("a"), 1) is a
+    listed.begin("Pod")
+    assert listed.shown("Pod", encoded("b"), 2) is not b  # b went first: decoded afresh
     keeping_none = ListedObjects(kept=0)
-    assert keeping_none.shown(encoded("a"), 1) is not keeping_none.shown(encoded("a"), 1)
+    assert keeping_none.shown("Pod", encoded("a"), 1) is not keeping_none.shown("Pod", encoded("a"), 1)
 
 
 def test_a_row_is_worked_out_once_per_object_shown_and_each_time_for_others() -> None:
     listed = ListedObjects()
-    obj = listed.shown(encoded("a", phase="Running"), 1)
+    obj = listed.shown("Pod", encoded("a", phase="Running"), 1)
     worked: list[str] = []
 
     def row(shown: dict[str, Any]) -> list[Any]:
@@ -88,7 +91,9 @@ def test_a_table_of_listed_objects_reads_as_one_worked_out_each_time() -> None:
     pods = lookup("", "v1", "pods")
     assert pods is not None
     listed = ListedObjects()
-    items = [listed.shown(encoded(name, phase), 3) for name, phase in (("a", "Pending"), ("b", "Running"))]
+    items = [
+        listed.shown("Pod", encoded(name, phase), 3) for name, phase in (("a", "Pending"), ("b", "Running"))
+    ]
 
     kept = table_of(pods, items, 3, row_of=listed.row)
     again = table_of(pods, items, 3, row_of=listed.row)
@@ -102,9 +107,54 @@ def test_a_table_of_listed_objects_reads_as_one_worked_out_each_time() -> None:
 
 def test_a_page_decoded_ahead_is_shown_from_the_store_and_nothing_is_decoded_when_nothing_is_kept() -> None:
     listed, keeping_none = ListedObjects(), ListedObjects(kept=0)
-    listed.decode_ahead([encoded("a"), encoded("b")], [4, 5])
-    keeping_none.decode_ahead([encoded("a")], [4])
+    listed.decode_ahead("Pod", [encoded("a"), encoded("b")], [4, 5])
+    keeping_none.decode_ahead("Pod", [encoded("a")], [4])
 
     assert len(listed) == 2
-    assert listed.shown(encoded("b"), 5) is listed.shown(encoded("b"), 5)
+    assert listed.shown("Pod", encoded("b"), 5) is listed.shown("Pod", encoded("b"), 5)
     assert len(keeping_none) == 0
+
+
+def test_each_kind_has_its_own_room() -> None:
+    listed = ListedObjects(kept=2)
+    pods = [listed.shown("Pod", encoded(name), 1) for name in "ab"]
+    listed.shown("Node", encoded("n1"), 1)
+    listed.shown("Node", encoded("n2"), 1)
+
+    assert len(listed) == 4
+    assert listed.full("Pod")
+    assert listed.full("Node")
+    assert not listed.full("Event")
+    assert [listed.shown("Pod", encoded(name), 1) for name in "ab"] == pods
+    assert all(
+        again is first
+        for again, first in zip([listed.shown("Pod", encoded(n), 1) for n in "ab"], pods, strict=True)
+    )
+
+
+def test_a_list_longer_than_the_room_keeps_its_first_objects_for_the_next_list() -> None:
+    listed = ListedObjects(kept=3)
+    names = "abcde"
+
+    listed.begin("Pod")
+    first = {name: listed.shown("Pod", encoded(name), 1) for name in names}
+    listed.begin("Pod")
+    second = {name: listed.shown("Pod", encoded(name), 1) for name in names}
+
+    # Least recently listed alone would have pushed out each object before the next list met it again.
+    assert [second[n] is first[n] for n in names] == [True, True, True, False, False]
+    assert len(listed) == 3
+
+
+def test_objects_no_list_meets_any_more_make_room_for_those_one_does() -> None:
+    listed = ListedObjects(kept=2)
+    listed.begin("Pod")
+    listed.shown("Pod", encoded("old-1"), 1)
+    listed.shown("Pod", encoded("old-2"), 1)
+    listed.begin("Pod")
+    a = listed.shown("Pod", encoded("a"), 2)
+    b = listed.shown("Pod", encoded("b"), 2)
+
+    listed.begin("Pod")
+    assert listed.shown("Pod", encoded("a"), 2) is a
+    assert listed.shown("Pod", encoded("b"), 2) is b

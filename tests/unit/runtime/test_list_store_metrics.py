@@ -20,8 +20,8 @@ def test_each_store_is_reported_by_how_many_objects_it_holds_while_it_lives() ->
     LIST_STORES.track("test-listed", one)
     LIST_STORES.track("test-listed", other)
     for name in "abc":
-        one.shown(orjson.dumps({"metadata": {"name": name}}), 1)
-    other.shown(orjson.dumps({"metadata": {"name": "d"}}), 1)
+        one.shown("Pod", orjson.dumps({"metadata": {"name": name}}), 1)
+    other.shown("Pod", orjson.dumps({"metadata": {"name": "d"}}), 1)
 
     assert reported("test-listed") == 4
 
