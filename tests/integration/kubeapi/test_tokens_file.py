@@ -14,12 +14,9 @@ import pytest
 import yaml
 
 from libs.client.commands.stack import api_server_env
-from libs.runtime.settings import PodwaySettings
-from services.admission.app import AdmissionService
-from services.api_server.app import ApiServerService
-from services.api_server.settings import ApiServerSettings
 from tests.conftest import SQLITE_ONLY
 from tests.integration.cli.conftest import podway
+from tests.integration.kubeapi.conftest import admission_and_api
 
 TOKENS = """\
 # the platform team's tokens
@@ -33,25 +30,9 @@ PODS = "/api/v1/namespaces/team/pods"
 async def api(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterator[tuple[str, Path]]:
     tokens = tmp_path / "tokens.csv"
     tokens.write_text(TOKENS)
-    admission = AdmissionService(
-        PodwaySettings(nats_url=nats_url, database_url=database_url, data_dir=tmp_path)
-    )
-    await admission.start()
-    settings = ApiServerSettings(
-        nats_url=nats_url,
-        database_url=database_url,
-        data_dir=tmp_path,
-        api_port=0,
-        api_tls=False,
-        **api_server_env_settings(tokens),
-    )
-    server = ApiServerService(settings)
-    try:
-        await server.start()
+    settings = api_server_env_settings(tokens)
+    async with admission_and_api(nats_url, database_url, tmp_path, **settings) as (_, server, _):
         yield server.url, tmp_path / "kubeconfig"
-    finally:
-        await server.stop()
-        await admission.stop()
 
 
 def api_server_env_settings(tokens: Path) -> dict[str, Path]:

@@ -16,12 +16,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from libs.kubeapi.security import ADMIN
-from libs.runtime.settings import PodwaySettings
-from services.admission.app import AdmissionService
-from services.api_server.app import ApiServerService
-from services.api_server.settings import ApiServerSettings
 from tests.conftest import SQLITE_ONLY
+from tests.integration.kubeapi.conftest import admission_and_api
 
 pytestmark = [SQLITE_ONLY, pytest.mark.nats]
 PODS = "/api/v1/namespaces/watched/pods"
@@ -46,25 +42,10 @@ class Api:
 
 @pytest.fixture
 async def api(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
-    admission = AdmissionService(
-        PodwaySettings(nats_url=nats_url, database_url=database_url, data_dir=tmp_path)
-    )
-    await admission.start()
-    server = ApiServerService(
-        ApiServerSettings(
-            nats_url=nats_url, database_url=database_url, data_dir=tmp_path, api_port=0, api_tls=False
-        )
-    )
-    try:
-        await server.start()
-        assert server.tokens is not None
-        token = server.tokens.token_of(ADMIN.name)
+    async with admission_and_api(nats_url, database_url, tmp_path) as (_, server, token):
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         async with aiohttp.ClientSession(headers=headers, timeout=aiohttp.ClientTimeout(total=30)) as session:
             yield Api(server.url, session)
-    finally:
-        await server.stop()
-        await admission.stop()
 
 
 def pod(name: str) -> dict[str, Any]:

@@ -21,14 +21,12 @@ from libs.client.client import PodwayClient
 from libs.db.records import PodBinding
 from libs.events.catalogue import RpcSubject
 from libs.events.rpc import GetReply, GetRequest
-from libs.kubeapi.security import ADMIN
 from libs.messaging.rpc import request
-from libs.runtime.settings import PodwaySettings
 from services.admission.app import AdmissionService
 from services.api_server import writes
 from services.api_server.app import ApiServerService
-from services.api_server.settings import ApiServerSettings
 from tests.conftest import SQLITE_ONLY
+from tests.integration.kubeapi.conftest import admission_and_api
 from tests.support import eventually
 
 pytestmark = [SQLITE_ONLY, pytest.mark.nats]
@@ -64,32 +62,17 @@ class Api:
 
 @pytest.fixture
 async def api(nats_url: str, database_url: str, tmp_path: Path) -> AsyncIterator[Api]:
-    settings = PodwaySettings(nats_url=nats_url, database_url=database_url, data_dir=tmp_path)
-    admission = AdmissionService(settings)
-    await admission.start()
-    server = ApiServerService(
-        ApiServerSettings(
-            nats_url=nats_url, database_url=database_url, data_dir=tmp_path, api_port=0, api_tls=False
-        )
-    )
-    try:
-        await server.start()
-        assert server.tokens is not None
-        token = server.tokens.token_of(ADMIN.name)
-        assert token is not None
-        async with (
-            PodwayClient(nats_url, timeout_s=30) as client,
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
-        ):
-            docs = [
-                *load_documents((EXAMPLES / "01-priorityclasses.yaml").read_text()),
-                *load_documents((EXAMPLES / "05-indexed-job.yaml").read_text()),
-            ]
-            await client.apply(docs)
-            yield Api(server.url, token, session, client, admission, server)
-    finally:
-        await server.stop()
-        await admission.stop()
+    async with (
+        admission_and_api(nats_url, database_url, tmp_path) as (admission, server, token),
+        PodwayClient(nats_url, timeout_s=30) as client,
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+    ):
+        docs = [
+            *load_documents((EXAMPLES / "01-priorityclasses.yaml").read_text()),
+            *load_documents((EXAMPLES / "05-indexed-job.yaml").read_text()),
+        ]
+        await client.apply(docs)
+        yield Api(server.url, token, session, client, admission, server)
 
 
 async def test_orphan_deletes_the_job_and_leaves_its_pods_without_the_reference(api: Api) -> None:
@@ -313,13 +296,7 @@ async def test_a_namespace_delete_that_waits_answers_with_the_namespace_as_store
     """kubectl waits for the uid the answer carries to go: the answer must be the stored, Terminating
     namespace, not the one that only existed because objects were in it."""
     (running, *_) = await api.pods()
-    now = datetime.now(UTC)
-    async with api.admission.uow() as uow:
-        lease = await uow.leases.acquire_or_renew("scheduler", "test", now, timedelta(seconds=15))
-        assert lease is not None
-        bound = PodBinding(pod_uid=running["metadata"]["uid"], node_name="n1", podgroup_uid="", bound_at=now)
-        await uow.bindings.bind_many([bound], fence=lease.fence)
-        await uow.commit()
+    await bind(api, running)
     code, implicit = await api.call("GET", "/api/v1/namespaces/ml")
     assert code == 200
 
