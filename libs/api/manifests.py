@@ -22,6 +22,7 @@ from libs.api.errors import (
     invalid,
     to_status,
 )
+from libs.api.fields_v1 import from_fields_v1, to_fields_v1, value_at
 from libs.api.kinds import KIND_ORDER, NAMESPACED_KINDS, is_namespaced, kind_rank
 from libs.api.limits import LimitExceeded, check_document_shape, check_request_size
 from libs.api.models.base import drop_unknown_fields, unknown_fields
@@ -346,7 +347,7 @@ def validate_document(
 
 def _forget_unset_fields(obj: ApiObject) -> None:
     """Take out of `metadata.managedFields` the fields the object does not set (the unknown ones dropped):
-    a manager owns only what is there."""
+    a manager owns only what is there, and one left owning nothing goes."""
     extra = obj.metadata.__pydantic_extra__ or {}
     entries = extra.get("managedFields")
     if not isinstance(entries, list):
@@ -357,51 +358,9 @@ def _forget_unset_fields(obj: ApiObject) -> None:
         tree = entry.get("fieldsV1") if isinstance(entry, dict) else None
         if not isinstance(tree, dict):
             kept.append(entry)
-        elif owned := _owned_in(tree, present):
-            kept.append({**entry, "fieldsV1": owned})
+        elif owned := {path for path in from_fields_v1(tree) if value_at(present, path)[0]}:
+            kept.append({**entry, "fieldsV1": to_fields_v1(owned)})
     extra["managedFields"] = kept
-
-
-def _owned_in(tree: Mapping[str, Any], value: Any) -> dict[str, Any]:
-    """A fieldsV1 tree without what `value` does not hold (a subtree left empty goes with it)."""
-    found: dict[str, Any] = {}
-    for key, subtree in tree.items():
-        held, inner = _element_in(key, value)
-        if not held:
-            continue
-        if isinstance(subtree, Mapping) and subtree:
-            if owned := _owned_in(subtree, inner):
-                found[key] = owned
-        else:
-            found[key] = subtree
-    return found
-
-
-def _element_in(key: str, value: Any) -> tuple[bool, Any]:
-    """Whether a fieldsV1 element (`f:name`, `k:{...}`, `v:...`, `i:N`, `.`) is in `value`, and what it holds."""
-    kind, _, rest = key.partition(":")
-    if key == ".":
-        return True, value
-    if kind == "f":
-        return (isinstance(value, dict) and rest in value), (
-            value.get(rest) if isinstance(value, dict) else None
-        )
-    if not isinstance(value, list):
-        return False, None
-    try:
-        wanted = json.loads(rest) if kind in ("k", "v") else int(rest)
-    except ValueError:
-        return True, None  # an element this reader cannot read is kept as it was
-    if kind == "k" and isinstance(wanted, dict):
-        item = next(
-            (i for i in value if isinstance(i, dict) and all(i.get(k) == v for k, v in wanted.items())), None
-        )
-        return item is not None, item
-    if kind == "v":
-        return wanted in value, wanted
-    if kind == "i" and isinstance(wanted, int):
-        return 0 <= wanted < len(value), value[wanted] if 0 <= wanted < len(value) else None
-    return True, None
 
 
 def strict_decoding_message(obj: ApiObject, unknown: Sequence[str]) -> str:

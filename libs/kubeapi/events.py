@@ -47,6 +47,16 @@ def kube_events(seq: int, envelope: Mapping[str, Any]) -> Iterator[dict[str, Any
             yield _event(seq, index, envelope, {"kind": "Pod", **pod})
 
 
+WAITING: Final = ".waiting-"
+"""In a waiting event's name, between its object's name and its condition's type."""
+
+
+def waiting_of(event_name: str) -> str | None:
+    """The name of the object a waiting event (see waiting_event) is about; None for any other event."""
+    about, found, _ = event_name.rpartition(WAITING)
+    return about if found else None
+
+
 def waiting_event(obj: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[str, Any]:
     """An object's False condition (why it waits) as a Warning Event: `FailedScheduling` for a pod or gang
     that is not placed, as the scheduler reports it upstream."""
@@ -60,7 +70,7 @@ def waiting_event(obj: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": f"{name}.waiting-{str(condition.get('type')).lower()}",
+            "name": f"{name}{WAITING}{str(condition.get('type')).lower()}",
             "namespace": metadata.get("namespace") or "default",
             "uid": f"{metadata.get('uid')}-{condition.get('type')}",
             "creationTimestamp": when,

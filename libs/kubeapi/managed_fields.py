@@ -10,18 +10,16 @@ sets per value (`v:"x"`), other lists whole. Paths are tuples of FieldsV1 keys (
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
 from libs.api.conversion import copy_value
+from libs.api.fields_v1 import Object, Path, from_fields_v1, step, to_fields_v1, value_at
 from libs.kubeapi import status
 from libs.kubeapi.merge_keys import Field, Schema, child, children_of, schema_of
-
-Path = tuple[str, ...]
-Object = dict[str, Any]
 
 _SYSTEM: Final[frozenset[Path]] = frozenset(
     {("f:apiVersion",), ("f:kind",)}
@@ -129,31 +127,6 @@ def _collect_fields(
         _collect(value, children_of(field_spec), field_spec, (*prefix, f"f:{key}"), found)
 
 
-def _step(node: Any, element: str) -> tuple[bool, Any]:
-    kind, _, rest = element.partition(":")
-    if kind == "f":
-        return (isinstance(node, dict) and rest in node), (node.get(rest) if isinstance(node, dict) else None)
-    if not isinstance(node, list):
-        return False, None
-    wanted = json.loads(rest)
-    if kind == "v":
-        return (wanted in node), wanted
-    for item in node:
-        if isinstance(item, dict) and all(item.get(k) == v for k, v in wanted.items()):
-            return True, item
-    return False, None
-
-
-def value_at(obj: Any, path: Path) -> tuple[bool, Any]:
-    """Whether the path is set in `obj`, and its value."""
-    node = obj
-    for element in path:
-        found, node = _step(node, element)
-        if not found:
-            return False, None
-    return True, node
-
-
 def _leaves(paths: set[Path]) -> set[Path]:
     """The paths no other path of the set extends."""
     parents = {path[:end] for path in paths for end in range(1, len(path))}
@@ -183,49 +156,11 @@ def _remove(obj: Any, path: Path) -> None:
     if kind == "f" and isinstance(parent, dict):
         parent.pop(rest, None)
     elif isinstance(parent, list):
-        _, item = _step(parent, path[-1])
+        _, item = step(parent, path[-1])
         if kind == "v":
             parent[:] = [kept for kept in parent if kept != item]
         elif item is not None:
             parent.remove(item)
-
-
-# ---------------------------------------------------------------- FieldsV1
-
-
-def to_fields_v1(paths: Iterable[Path]) -> Object:
-    """The FieldsV1 tree of a path set (`.` marks a node owned itself as well as its children)."""
-    members = set(paths)
-    tree: Object = {}
-    for path in members:
-        node = tree
-        for element in path:
-            node = node.setdefault(element, {})
-    for path in members:
-        node = tree
-        for element in path:
-            node = node[element]
-        if node and "." not in node:
-            node["."] = {}
-    return _sorted(tree)
-
-
-def _sorted(tree: Object) -> Object:
-    return {key: _sorted(tree[key]) for key in sorted(tree)}
-
-
-def from_fields_v1(tree: Mapping[str, Any], prefix: Path = ()) -> set[Path]:
-    paths: set[Path] = set()
-    for key, sub in tree.items():
-        if key == ".":
-            paths.add(prefix)
-            continue
-        path = (*prefix, key)
-        if sub:
-            paths |= from_fields_v1(sub, path)
-        else:
-            paths.add(path)
-    return paths
 
 
 # ---------------------------------------------------------------- managers

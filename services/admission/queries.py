@@ -24,7 +24,7 @@ from libs.events.rpc import (
     GetReply,
     GetRequest,
 )
-from libs.kubeapi.events import kube_events, waiting_event
+from libs.kubeapi.events import kube_events, waiting_event, waiting_of
 from services.admission import pending
 from services.admission.quota_status import QUEUE_KINDS, with_queue_statuses
 from services.admission.store import iso, known_from_stored
@@ -254,9 +254,8 @@ async def _kube_events(uow: UnitOfWork, request: GetRequest, revision: int) -> G
     ]
     if request.involved:
         items += await _waiting_events(uow, request.namespace or "", request.involved)
-    elif request.name is not None and WAITING_EVENT in request.name:
-        involved = request.name.rsplit(WAITING_EVENT, 1)[0]
-        items += await _waiting_events(uow, request.namespace or "", involved)
+    elif request.name is not None and (waiting := waiting_of(request.name)) is not None:
+        items += await _waiting_events(uow, request.namespace or "", waiting)
     elif request.name is None:
         items += await _every_waiting_event(
             uow, None if request.all_namespaces else request.namespace or "default"
@@ -264,10 +263,6 @@ async def _kube_events(uow: UnitOfWork, request: GetRequest, revision: int) -> G
     if request.name is not None:
         items = [event for event in items if event["metadata"]["name"] == request.name]
     return GetReply(items=items, revision=revision, item_revisions=[revision] * len(items))
-
-
-WAITING_EVENT = ".waiting-"
-"""In the name of a waiting event, between the object's name and its condition's type (see waiting_event)."""
 
 
 async def _waiting_events(uow: UnitOfWork, namespace: str, name: str) -> list[dict[str, Any]]:

@@ -33,14 +33,22 @@ def completion_index(pod: StoredObject) -> int | None:
 
 
 def grace_seconds(pod: StoredObject) -> float:
-    value = pod.spec.get("terminationGracePeriodSeconds")
-    return float(value) if isinstance(value, int | float) and value >= 0 else DEFAULT_GRACE_S
+    """The pod's own grace period (`spec.terminationGracePeriodSeconds`, upstream's 30 s when it has none)."""
+    own = _seconds(pod.spec.get("terminationGracePeriodSeconds"))
+    return DEFAULT_GRACE_S if own is None else own
 
 
 def deletion_grace(pod: StoredObject) -> float | None:
     """The grace period a pod's deletion gave it (`metadata.deletionGracePeriodSeconds`), if it says one."""
-    value = pod.metadata.get("deletionGracePeriodSeconds")
-    return float(value) if isinstance(value, int | float) and value >= 0 else None
+    return _seconds(pod.metadata.get("deletionGracePeriodSeconds"))
+
+
+def _seconds(value: object) -> float | None:
+    return (
+        float(value)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+        else None
+    )
 
 
 def base_env(pod: StoredObject, devices: Mapping[str, list[str]]) -> dict[str, str]:
