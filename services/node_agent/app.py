@@ -529,6 +529,10 @@ class NodeAgentService:
                 self._envelope(PodsFailed(pods=refs, reason=DISRUPTION_TARGET), podgroup, first, now, cause)
             )
 
+    def _terminated(self, mine: list[PodRef]) -> Callable[[UnitOfWork], Awaitable[None]]:
+        """What records these pods terminated, for `_after_processes_end`."""
+        return lambda uow: self._record_terminated(uow, mine, None, None)
+
     async def _record_terminated(
         self, uow: UnitOfWork, mine: list[PodRef], podgroup: PodGroupKey | None, cause: str | None
     ) -> None:
@@ -665,7 +669,7 @@ class NodeAgentService:
             await self._run_pods(
                 uow, [PodStart(placed, podgroup, None) for podgroup, placed in to_run.items()]
             )
-            for grace_s, refs in sorted(to_terminate.items(), key=lambda item: item[0] or 0):
+            for grace_s, refs in to_terminate.items():
                 await self._terminate(uow, refs, None, None, grace_s)
             await self._stop(uow, to_stop, None, "reconciled", None)
             await uow.commit()
@@ -904,16 +908,21 @@ class NodeAgentService:
     async def _restore_processes(self) -> None:
         """After an agent restart: the processes of pods still Running here are watched again; a Running pod
         whose processes are gone is reported lost (Failed, ContainerStatusUnknown); processes of pods that are
-        no longer Running here are killed."""
+        no longer Running here are killed. A pod whose deletion the agent was carrying out when it went is
+        terminated again, within the grace period its deletion gave it (the delete's event was taken)."""
         assert self.runtime is not None
+        deleting: dict[float | None, list[PodRef]] = {}
         async with self.uow() as uow:
             bindings = await uow.bindings.list_for_nodes(self.nodes)
-            mine = {b.pod_uid for b in bindings}
-            pods = {p.uid: p for p in await uow.objects.find("Pod") if p.uid in mine}
+            nodes = {b.pod_uid: b.node_name for b in bindings}
+            pods = {p.uid: p for p in await uow.objects.find("Pod") if p.uid in nodes}
             wanted: dict[str, PodProcesses] = {}
             for pod in pods.values():
                 if pod.status.get("phase") != "Running":
                     continue
+                if pod.deletion_requested_at is not None:
+                    ref = PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid, node=nodes[pod.uid])
+                    deleting.setdefault(deletion_grace(pod), []).append(ref)
                 directory = self.runtime.pod_directory(pod.namespace, pod.name, pod.uid)
                 wanted[pod.uid] = PodProcesses(
                     pod.uid,
@@ -942,6 +951,9 @@ class NodeAgentService:
                     [],
                 )
             )
+        for grace_s, refs in deleting.items():
+            if ending := [ref for ref in refs if ref.uid not in lost]:
+                self._after_processes_end(ending, self._terminated(ending), grace_s)
         log.info("processes found again", extra={"adopted": len(wanted) - len(lost), "lost": len(lost)})
 
     # -- helpers ----------------------------------------------------------------------------------------

@@ -84,3 +84,37 @@ async def test_without_admission_the_api_server_listens_at_once(
             assert answered.status == 401  # listening: the request was read and answered
     finally:
         await server.stop()
+
+
+async def test_a_pod_changed_after_the_start_lists_as_it_is_now(
+    nats_url: str, database_url: str, tmp_path: Path
+) -> None:
+    admission = AdmissionService(
+        PodwaySettings(nats_url=nats_url, database_url=database_url, data_dir=tmp_path)
+    )
+    await admission.start()
+    server = ApiServerService(api_settings(nats_url, database_url, tmp_path))
+    try:
+        async with PodwayClient(nats_url, timeout_s=60) as client:
+            await client.apply([pod(i) for i in range(3)], create_only=True)
+            await server.start()
+            assert len(server.verbs.listed) == 3
+            # Written behind the API server's back, as by another replica: its decoded copy is now stale.
+            relabelled = pod(1)
+            relabelled["metadata"]["labels"] = {"team": "b"}
+            await client.apply([relabelled])
+
+        assert server.tokens is not None
+        headers = {"Authorization": f"Bearer {server.tokens.token_of(ADMIN.name)}"}
+        async with aiohttp.ClientSession(headers=headers) as http:
+            async with http.get(f"{server.url}/api/v1/pods") as listed:
+                items = {p["metadata"]["name"]: p for p in (await listed.json())["items"]}
+            async with http.get(f"{server.url}/api/v1/namespaces/ns-1/pods/p-0001") as read:
+                stored = await read.json()
+
+        assert items["p-0001"]["metadata"]["labels"] == {"team": "b"}
+        assert items["p-0001"]["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+        assert not items["p-0000"]["metadata"].get("labels")
+    finally:
+        await server.stop()
+        await admission.stop()

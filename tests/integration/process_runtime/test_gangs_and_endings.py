@@ -177,6 +177,35 @@ async def test_a_deletes_grace_period_overrides_the_pods_own(process_stack: Proc
     assert gone is None
 
 
+async def test_an_agent_restarted_mid_termination_keeps_the_grace_period_the_delete_gave(
+    process_stack: ProcessStack,
+):
+    stack = process_stack
+    await stack.agent.stop()
+    settings = stack.agent_settings.model_copy(update={"keep_pods_on_stop": True})
+    stack.agent = await start_agent(settings)
+    script = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(3600)"
+    await stack.client.apply([pod("interrupted", python(script), grace_s=3600)])
+    await eventually(lambda: _log_of(stack, "interrupted"), lambda text: "ready" in text)
+    runtime = stack.agent.runtime
+    assert runtime is not None
+    (running,) = [p for p in runtime.pods.values() if p.name == "interrupted"]
+
+    await stack.client.delete("Pod", "interrupted", NAMESPACE, grace_seconds=5)
+    # The agent took the delete (SIGTERM sent, the grace period running), then goes before it is up.
+    assert await eventually(lambda: _stopping(running), bool) is True
+    await stack.agent.stop()
+    stack.agent = await start_agent(settings)
+
+    # Its own hour would outlast the wait: the restarted agent read the delete's five seconds from the pod.
+    gone = await eventually(lambda: get_pod(stack, "interrupted"), lambda p: p is None, timeout_s=30)
+    assert gone is None
+
+
+async def _stopping(running: Any) -> bool:
+    return bool(running.stopping.is_set())
+
+
 async def test_a_restarted_agent_finds_its_running_processes_and_reports_lost_ones(
     process_stack: ProcessStack,
 ):
