@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from libs.api.errors import FieldPath, forbidden
 from libs.events.rpc import Change, FramedPage
 from libs.kubeapi import status
 from libs.kubeapi.resources import Resource
@@ -27,7 +26,14 @@ from services.api_server.last_seen import LastSeen
 from services.api_server.listed import ListedObjects
 from services.api_server.objects import continue_token, object_list, parse_revision, read_continue, shown
 from services.api_server.read_ahead import ReadAhead
-from services.api_server.requests import flag, int_param, limit_param, selectors, send_initial_events
+from services.api_server.requests import (
+    check_list_options,
+    flag,
+    int_param,
+    limit_param,
+    selectors,
+    send_initial_events,
+)
 from services.api_server.routes import Target
 from services.api_server.tables import TABLE_MEDIA, table_of, wants_table
 
@@ -91,10 +97,7 @@ class Reads:
     async def list_objects(self, request: web.Request, target: Target) -> web.StreamResponse:
         if flag(request.query.get("watch")):
             return await self.watch(request, target)
-        if "sendInitialEvents" in request.query:
-            path = FieldPath("sendInitialEvents")
-            error = forbidden(path, "sendInitialEvents is forbidden for list")
-            raise Refused(status.invalid("ListOptions.meta.k8s.io", "", [error]))
+        check_list_options(request)
         labels, fields = selectors(request, target.resource)
         limit = limit_param(request.query.get("limit"))
         token, first_revision = None, None

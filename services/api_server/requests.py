@@ -103,9 +103,20 @@ def send_initial_events(request: web.Request) -> bool | None:
             errors.append(not_supported(path, match, [NOT_OLDER_THAN]))
         if request.query.get("continue"):
             errors.append(forbidden(path, "resourceVersionMatch is forbidden when continue is provided"))
+    _refuse_list_options(errors)
+    return send
+
+
+def check_list_options(request: web.Request) -> None:
+    """A list (not a watch) asking for initial events is refused, as the API server refuses it."""
+    if "sendInitialEvents" in request.query:
+        detail = "sendInitialEvents is forbidden for list"
+        _refuse_list_options([forbidden(FieldPath("sendInitialEvents"), detail)])
+
+
+def _refuse_list_options(errors: list[FieldError]) -> None:
     if errors:
         raise Refused(status.invalid("ListOptions.meta.k8s.io", "", errors))
-    return send
 
 
 def dry_run(request: web.Request) -> bool:
