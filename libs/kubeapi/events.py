@@ -37,6 +37,17 @@ def type_of(event_type: str) -> str:
     return "Warning" if any(word in event_type for word in _WARNINGS) else "Normal"
 
 
+DELETED: Final = "Deleted"
+"""The `pods.evicted` reason of a pod deleted while it ran (libs/core/admission/delete.py)."""
+
+
+def _reason_and_type(event_type: str, payload: Mapping[str, Any]) -> tuple[str, str]:
+    """A pod stopped because it was deleted is the kubelet's `Killing` (Normal), not a preemption."""
+    if event_type == "pods.evicted" and payload.get("reason") == DELETED:
+        return "Killing", "Normal"
+    return reason_of(event_type), type_of(event_type)
+
+
 def kube_events(seq: int, envelope: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The Events one audited envelope (as `podway events` returns it) becomes."""
     subject = envelope.get("subject") or {}
@@ -112,6 +123,7 @@ def _pods_named(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
 def _event(seq: int, index: int, envelope: Mapping[str, Any], about: Mapping[str, Any]) -> dict[str, Any]:
     event_type = str(envelope.get("type") or "")
+    reason, kind = _reason_and_type(event_type, envelope.get("payload") or {})
     namespace = about.get("namespace") or "default"
     when = _timestamp(envelope.get("occurred_at"))
     involved = {"kind": about.get("kind"), "namespace": about.get("namespace"), "name": about.get("name")}
@@ -127,13 +139,13 @@ def _event(seq: int, index: int, envelope: Mapping[str, Any], about: Mapping[str
             "creationTimestamp": when,
         },
         "involvedObject": {k: v for k, v in involved.items() if v},
-        "reason": reason_of(event_type),
+        "reason": reason,
         "message": _message(event_type, envelope.get("payload") or {}),
         "source": {"component": str(envelope.get("producer") or "podway")},
         "firstTimestamp": when,
         "lastTimestamp": when,
         "count": 1,
-        "type": type_of(event_type),
+        "type": kind,
         "reportingComponent": str(envelope.get("producer") or "podway"),
         "reportingInstance": "",
         "eventTime": _micro_time(envelope.get("occurred_at")),

@@ -41,6 +41,23 @@ def test_reasons_and_types_follow_upstream_where_one_fits() -> None:
     assert type_of("claims.allocation_failed") == "Warning"
 
 
+def test_a_pod_stopped_because_it_was_deleted_is_killing_and_a_preempted_one_preempted() -> None:
+    def evicted(reason: str) -> dict:
+        pods = [{"namespace": "ml", "name": "p", "uid": "u", "node": "n-1"}]
+        return {**BOUND, "type": "pods.evicted", "payload": {"pods": pods, "reason": reason}}
+
+    (deleted,) = kube_events(
+        8, {**evicted("Deleted"), "subject": {"kind": "Pod", "namespace": "ml", "name": "p"}}
+    )
+    (preempted,) = kube_events(
+        9, {**evicted("PreemptionByScheduler"), "subject": {"kind": "Pod", "namespace": "ml", "name": "p"}}
+    )
+
+    assert (deleted["reason"], deleted["type"]) == ("Killing", "Normal")
+    assert (preempted["reason"], preempted["type"]) == ("Preempted", "Warning")
+    assert deleted["eventTime"] == "2026-12-03T10:00:01.123456Z"
+
+
 def test_a_waiting_condition_is_a_failed_scheduling_warning() -> None:
     pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "ml", "uid": "u"}}
     condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4 nodes"}
