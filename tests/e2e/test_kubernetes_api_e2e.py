@@ -975,10 +975,11 @@ def test_a_pending_pods_failed_scheduling_event_is_listed_and_read_like_any_othe
 
 
 def test_events_k8s_io_v1_select_an_objects_events_by_regarding_name(kube: KubeStack) -> None:
-    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="regarded", app="regarded", seconds=1)))
-    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="disregarded", app="regarded", seconds=1)))
+    # Running for the whole test, so that no Event about them comes between the two lists compared below.
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="regarded", app="regarded", seconds=600)))
+    ok(kubectl(kube, "apply", "-f", "-", stdin=POD.format(name="disregarded", app="regarded", seconds=600)))
     for name in ("regarded", "disregarded"):
-        _events_of(kube, name, reasons={"Scheduled"})
+        _events_of(kube, name, reasons={"Scheduled", "Started"})
     api, path = _api(kube), "/apis/events.k8s.io/v1/namespaces/ml/events"
     try:
         code, _, body = _http(api, "GET", path, [("fieldSelector", "regarding.name=regarded")])
